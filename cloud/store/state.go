@@ -1,0 +1,116 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// Status is a delivery's state.
+//
+//	queued ──lease──▶ delivering ──response written──▶ delivered ──ack──▶ acked
+//	delivering/delivered ──nack or lease expiry──▶ retrying ──lease──▶ delivering …
+//	                                           └──▶ dlq (attempts exhausted or not retryable)
+//	dlq ──provider repeat──▶ queued (revived, attempts reset)
+type Status string
+
+const (
+	StatusQueued     Status = "queued"
+	StatusDelivering Status = "delivering"
+	StatusDelivered  Status = "delivered"
+	StatusAcked      Status = "acked"
+	StatusRetrying   Status = "retrying"
+	StatusDLQ        Status = "dlq"
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = []Status{StatusQueued, StatusDelivering, StatusDelivered, StatusAcked, StatusRetrying, StatusDLQ}
+
+// ParseStatus validates a status name.
+func ParseStatus(s string) (Status, error) {
+	for _, st := range Statuses {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("unknown status %q", s)
+}
+
+// Transition is one guarded state change: it applies only to a delivery whose
+// current status is one of From. Engines apply transitions with a single
+// update guarded on the current status and record an audit event for each row
+// that changed.
+type Transition struct {
+	From   []Status
+	To     Status
+	Reason string
+}
+
+// Allows reports whether the transition applies to a delivery in status s.
+func (t Transition) Allows(s Status) bool {
+	for _, f := range t.From {
+		if f == s {
+			return true
+		}
+	}
+	return false
+}
+
+// The transitions of the delivery state machine. Failure transitions
+// (nack, lease expiry) take their target from FailureOutcome.
+var (
+	TransitionReceive   = Transition{From: nil, To: StatusQueued, Reason: "received"}
+	TransitionRevive    = Transition{From: []Status{StatusDLQ}, To: StatusQueued, Reason: "revived by a repeat from the provider"}
+	TransitionLease     = Transition{From: []Status{StatusQueued, StatusRetrying}, To: StatusDelivering, Reason: "leased to heartbeat"}
+	TransitionDelivered = Transition{From: []Status{StatusDelivering}, To: StatusDelivered, Reason: "response written"}
+	// An ack counts from any unacked state: a late ack for a delivery whose
+	// lease expired (and that may be retrying or even dead-lettered) still
+	// means the handler succeeded.
+	TransitionAck = Transition{
+		From:   []Status{StatusQueued, StatusDelivering, StatusDelivered, StatusRetrying, StatusDLQ},
+		To:     StatusAcked,
+		Reason: "acked by host",
+	}
+	// A nack only counts for a delivery under lease; a nack that arrives after
+	// the lease expired has already been counted as a failed attempt.
+	TransitionNack   = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "nacked by host"}
+	TransitionExpire = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "lease expired"}
+	// Extending only renews an existing lease.
+	TransitionExtend = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: "", Reason: "lease extended"}
+)
+
+// RetryPolicy says when a failed delivery is tried again. Delays[i] is the
+// wait before attempt i+1 (Delays[0], before the first attempt, is 0:
+// immediate). After MaxAttempts failed attempts the delivery is dead-lettered.
+type RetryPolicy struct {
+	Delays []time.Duration
+}
+
+// DefaultRetryPolicy: immediate, 30 s, 2 min, 10 min, 1 h; five attempts.
+var DefaultRetryPolicy = RetryPolicy{
+	Delays: []time.Duration{0, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, time.Hour},
+}
+
+// MaxAttempts is how many attempts the policy allows.
+func (p RetryPolicy) MaxAttempts() int { return len(p.Delays) }
+
+// FailureOutcome decides what follows a failed attempt: attempts is how many
+// attempts have been made so far (including the failed one). It returns
+// StatusRetrying with the time of the next attempt, or StatusDLQ (next nil)
+// when the delivery is out of attempts or the failure is not retryable.
+func FailureOutcome(p RetryPolicy, attempts, maxAttempts int, retryable bool, now time.Time) (Status, *time.Time) {
+	if maxAttempts <= 0 {
+		maxAttempts = p.MaxAttempts()
+	}
+	if !retryable || attempts >= maxAttempts {
+		return StatusDLQ, nil
+	}
+	delay := time.Duration(0)
+	switch {
+	case attempts < len(p.Delays):
+		delay = p.Delays[attempts]
+	case len(p.Delays) > 0:
+		delay = p.Delays[len(p.Delays)-1]
+	}
+	next := now.Add(delay)
+	return StatusRetrying, &next
+}

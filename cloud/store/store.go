@@ -1,0 +1,320 @@
+// Package store declares the storage the cloud needs — hosts, their sources,
+// deliveries and each delivery's audit trail — and the delivery state machine.
+// Engines live in subpackages (postgres, sqlite) and are held to one
+// conformance suite (storetest).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Domain errors every engine returns (wrapped or bare; test with errors.Is).
+var (
+	// ErrNotFound: the row does not exist, or is not visible to the caller
+	// (another host's delivery).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique value is taken.
+	ErrConflict = errors.New("conflict")
+)
+
+// Store is the cloud's storage. Every method takes the current time from its
+// params where time matters, so tests drive time. Methods that change
+// deliveries record each transition in the audit trail, in the same
+// transaction.
+type Store interface {
+	// Migrate applies the engine's pending migrations; re-running is a no-op.
+	Migrate(ctx context.Context) error
+	// Ping reports whether the database answers.
+	Ping(ctx context.Context) error
+	// Close releases the connections.
+	Close() error
+
+	// HostCreate inserts a host with a claim code. ErrConflict if the id is taken.
+	HostCreate(ctx context.Context, p *HostCreateParams) (*Host, error)
+	// HostGet returns one host, or ErrNotFound.
+	HostGet(ctx context.Context, id string) (*Host, error)
+	// HostList returns all hosts, oldest first.
+	HostList(ctx context.Context) ([]*Host, error)
+	// HostClaim consumes a claim code: it finds the active host whose unexpired
+	// claim code hash matches, stores the credential hash, clears the code and
+	// bumps the generation (revoking earlier tokens). ErrNotFound when no such
+	// code exists, it was used, or it expired.
+	HostClaim(ctx context.Context, p *HostClaimParams) (*Host, error)
+	// HostSetClaimCode gives an active host a new one-time claim code.
+	// ErrNotFound for an unknown or deactivated host.
+	HostSetClaimCode(ctx context.Context, p *HostSetClaimCodeParams) (*Host, error)
+	// HostHeartbeat records a heartbeat: last_heartbeat_at, agent version and,
+	// when Subscription is non-nil, the host's subscription. ErrNotFound for an
+	// unknown host.
+	HostHeartbeat(ctx context.Context, p *HostHeartbeatParams) error
+	// HostDeactivate marks a host deactivated and bumps its generation.
+	// ErrNotFound for an unknown host.
+	HostDeactivate(ctx context.Context, p *HostDeactivateParams) (*Host, error)
+
+	// SourceUpsert creates or replaces a host's source. ErrNotFound for an
+	// unknown host.
+	SourceUpsert(ctx context.Context, p *SourceUpsertParams) (*Source, error)
+	// SourceGet returns one source, or ErrNotFound.
+	SourceGet(ctx context.Context, hostID, name string) (*Source, error)
+	// SourceList returns a host's sources ordered by name.
+	SourceList(ctx context.Context, hostID string) ([]*Source, error)
+
+	// DeliveryInsert stores a new delivery durably, deduplicating on
+	// (host, source, event id). A repeat of a live or acked delivery returns
+	// the first one with Outcome InsertDuplicate; a repeat of a dead-lettered
+	// one revives it (queued, attempts reset; InsertRevived).
+	DeliveryInsert(ctx context.Context, p *DeliveryInsertParams) (*DeliveryInsertResult, error)
+	// DeliveryGet returns one of a host's deliveries with its body, or
+	// ErrNotFound (also when it belongs to another host).
+	DeliveryGet(ctx context.Context, hostID, id string) (*Delivery, error)
+	// DeliveryList returns a host's deliveries, newest first, without bodies,
+	// after the keyset cursor if one is given.
+	DeliveryList(ctx context.Context, p *DeliveryListParams) ([]*Delivery, error)
+	// DeliveryEventList returns a delivery's audit trail, oldest first.
+	DeliveryEventList(ctx context.Context, deliveryID string) ([]*DeliveryEvent, error)
+	// DeliveryCountByStatus counts a host's deliveries by status.
+	DeliveryCountByStatus(ctx context.Context, hostID string) (map[Status]int, error)
+
+	// DeliveryLease hands out a host's available deliveries (queued, or
+	// retrying with next_retry_at <= Now), oldest received first, at most Max
+	// of them and at most MaxBytes of raw body in all (a single larger one goes
+	// alone). Each becomes delivering with a lease until Now+LeaseFor and one
+	// more attempt. Concurrent callers never lease the same delivery.
+	DeliveryLease(ctx context.Context, p *DeliveryLeaseParams) ([]*Delivery, error)
+	// DeliveryMarkDelivered moves leased deliveries from delivering to
+	// delivered once the response carrying them was written.
+	DeliveryMarkDelivered(ctx context.Context, p *DeliveryMarkDeliveredParams) (int, error)
+	// DeliveryAck marks the host's deliveries acked. Deliveries of other hosts,
+	// unknown ids and already-acked ones are left alone. Returns how many
+	// changed.
+	DeliveryAck(ctx context.Context, p *DeliveryAckParams) (int, error)
+	// DeliveryNack records failed attempts of the host's leased deliveries:
+	// each goes to retrying or dlq as FailureOutcome says. Returns how many
+	// changed.
+	DeliveryNack(ctx context.Context, p *DeliveryNackParams) (int, error)
+	// DeliveryExtend renews the lease of the host's leased deliveries to
+	// Now+LeaseFor. Returns how many changed.
+	DeliveryExtend(ctx context.Context, p *DeliveryExtendParams) (int, error)
+	// DeliveryExpireLeases turns every lease that ended before Now into a
+	// failed attempt (FailureOutcome with retryable=true). Returns how many.
+	DeliveryExpireLeases(ctx context.Context, p *DeliveryExpireLeasesParams) (int, error)
+}
+
+// HostStatus is a host's lifecycle state.
+type HostStatus string
+
+const (
+	HostActive      HostStatus = "active"
+	HostDeactivated HostStatus = "deactivated"
+)
+
+// Host is a machine that receives deliveries.
+type Host struct {
+	ID              string
+	Name            string
+	Status          HostStatus
+	Generation      int64  // bumped on claim and deactivate; tokens carry it
+	CredentialHash  []byte // sha256 of the host credential; nil until claimed
+	ClaimCodeHash   []byte // sha256 of the pending claim code; nil when none
+	ClaimExpiresAt  *time.Time
+	ClaimedAt       *time.Time
+	AgentVersion    string
+	LastHeartbeatAt *time.Time
+	Subscription    json.RawMessage // the host's last reported shared.Subscription; nil if none
+	RateLimitPerMin int
+	RateLimitBurst  int
+	CreatedAt       time.Time
+	DeactivatedAt   *time.Time
+}
+
+type HostCreateParams struct {
+	ID              string
+	Name            string
+	ClaimCodeHash   []byte
+	ClaimExpiresAt  time.Time
+	RateLimitPerMin int
+	RateLimitBurst  int
+	Now             time.Time
+}
+
+type HostClaimParams struct {
+	ClaimCodeHash  []byte
+	CredentialHash []byte
+	AgentVersion   string
+	Now            time.Time
+}
+
+type HostSetClaimCodeParams struct {
+	HostID         string
+	ClaimCodeHash  []byte
+	ClaimExpiresAt time.Time
+}
+
+type HostHeartbeatParams struct {
+	HostID       string
+	AgentVersion string
+	Subscription json.RawMessage // nil: unchanged
+	Now          time.Time
+}
+
+type HostDeactivateParams struct {
+	HostID string
+	Now    time.Time
+}
+
+// Source is one configured webhook source of a host, e.g. "github".
+type Source struct {
+	HostID       string
+	Name         string
+	Provider     string
+	Enabled      bool
+	Events       []string // empty: every event
+	Secrets      []SealedSecret
+	Options      map[string]string
+	MaxBodyBytes int64 // 0: the provider's default
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// SealedSecret is a source secret encrypted at rest, with a fingerprint that
+// may be shown (it reveals nothing usable).
+type SealedSecret struct {
+	Ciphertext  string `json:"ciphertext"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+type SourceUpsertParams struct {
+	HostID       string
+	Name         string
+	Provider     string
+	Enabled      bool
+	Events       []string
+	Secrets      []SealedSecret
+	Options      map[string]string
+	MaxBodyBytes int64
+	Now          time.Time
+}
+
+// Delivery is one received webhook on its way to a host.
+type Delivery struct {
+	ID             string // delivery_id: {source}:{event_id}:{received_ms}
+	HostID         string
+	Source         string
+	EventID        string // the provider's id; the dedupe key with host and source
+	EventType      string
+	EventAction    string
+	Headers        map[string]string
+	RawBody        []byte // nil in list results
+	BodySize       int
+	Status         Status
+	Attempts       int
+	MaxAttempts    int
+	NextRetryAt    *time.Time
+	LeaseExpiresAt *time.Time
+	LastError      string
+	ReceivedAt     time.Time
+	DeliveredAt    *time.Time
+	AckedAt        *time.Time
+	DLQAt          *time.Time
+	CorrelationID  string
+	UpdatedAt      time.Time
+}
+
+type DeliveryInsertParams struct {
+	ID            string
+	HostID        string
+	Source        string
+	EventID       string
+	EventType     string
+	EventAction   string
+	Headers       map[string]string
+	RawBody       []byte
+	MaxAttempts   int
+	CorrelationID string
+	ReceivedAt    time.Time // also "now"
+}
+
+// InsertOutcome says what DeliveryInsert did.
+type InsertOutcome string
+
+const (
+	InsertQueued    InsertOutcome = "queued"
+	InsertDuplicate InsertOutcome = "duplicate"
+	InsertRevived   InsertOutcome = "revived"
+)
+
+type DeliveryInsertResult struct {
+	Delivery *Delivery // the stored delivery (the first one, for a duplicate)
+	Outcome  InsertOutcome
+}
+
+type DeliveryListParams struct {
+	HostID string
+	Status Status // "": any
+	Source string // "": any
+	Limit  int
+	// Keyset cursor: deliveries strictly older than (BeforeReceivedAt, BeforeID).
+	BeforeReceivedAt *time.Time
+	BeforeID         string
+}
+
+// DeliveryEvent is one entry of a delivery's audit trail.
+type DeliveryEvent struct {
+	ID         int64
+	DeliveryID string
+	At         time.Time
+	From       Status // "" for the first event
+	To         Status
+	Reason     string
+	Attempt    int
+}
+
+type DeliveryLeaseParams struct {
+	HostID   string
+	Max      int
+	MaxBytes int
+	LeaseFor time.Duration
+	Now      time.Time
+}
+
+type DeliveryMarkDeliveredParams struct {
+	HostID string
+	IDs    []string
+	Now    time.Time
+}
+
+type DeliveryAckParams struct {
+	HostID string
+	IDs    []string
+	Now    time.Time
+}
+
+type DeliveryNackParams struct {
+	HostID string
+	Nacks  []Nack
+	Policy RetryPolicy
+	Now    time.Time
+}
+
+// Nack is one failed attempt reported by a host.
+type Nack struct {
+	ID        string
+	Error     string
+	Retryable bool
+}
+
+type DeliveryExtendParams struct {
+	HostID   string
+	IDs      []string
+	LeaseFor time.Duration
+	Now      time.Time
+}
+
+type DeliveryExpireLeasesParams struct {
+	Policy RetryPolicy
+	Limit  int // at most this many per call; 0: 1000
+	Now    time.Time
+}

@@ -1,0 +1,183 @@
+// Package shared is the wire protocol between the cloud and its hosts: the JSON
+// shapes both binaries speak and the constants they must agree on. It imports
+// no database or HTTP framework.
+//
+// The protocol, seen from a host behind NAT that can only dial out:
+//
+//	admin  ── POST /api/hosts ──────────────▶ cloud   (one-time claim code)
+//	host   ── POST /api/hosts/claim ────────▶ cloud   (code → credential + JWT)
+//	host   ── POST /api/hosts/token ────────▶ cloud   (credential → fresh JWT)
+//	host   ── POST /api/hosts/heartbeat ────▶ cloud   (acks, nacks, extends)
+//	cloud  ◀──────────────── 200 {webhooks} ──        (new work, leased)
+//
+// A host runs each leased webhook's handler at most once per its local ledger,
+// and reports the outcome in the acks or nacks of its next heartbeat. Work that
+// is not acked before its lease ends is handed out again.
+package shared
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Paths of the cloud's HTTP API.
+const (
+	PathHosts     = "/api/hosts"
+	PathClaim     = "/api/hosts/claim"
+	PathToken     = "/api/hosts/token"
+	PathHeartbeat = "/api/hosts/heartbeat"
+	PathWebhooks  = "/api/webhooks" // + /:hostId/:source
+)
+
+// TokenAudience is the "aud" claim of every host token.
+const TokenAudience = "relay-host"
+
+// Headers the host adds when it forwards a webhook to a local handler.
+const (
+	HeaderDeliveryID     = "X-Relay-Delivery-Id"
+	HeaderSource         = "X-Relay-Source"
+	HeaderAttempt        = "X-Relay-Attempt"
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// Intake statuses answered to a provider.
+const (
+	IntakeQueued    = "queued"
+	IntakeDuplicate = "duplicate"
+	IntakeFiltered  = "filtered"
+)
+
+// ErrorResponse is the body of every error answer: {"error": {"code", "message"}}.
+type ErrorResponse struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong. Code is stable and machine-readable; Message
+// is for people.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes used in ErrorDetail.Code.
+const (
+	CodeInvalid         = "invalid"          // 400: malformed request
+	CodeUnauthorized    = "unauthorized"     // 401: missing or bad credentials or signature
+	CodeForbidden       = "forbidden"        // 403
+	CodeNotFound        = "not_found"        // 404
+	CodeConflict        = "conflict"         // 409
+	CodeGone            = "gone"             // 410: host deactivated
+	CodeTooLarge        = "too_large"        // 413: body over the source's limit
+	CodeRateLimited     = "rate_limited"     // 429
+	CodeInternal        = "internal"         // 500
+	CodeNotImplemented  = "not_implemented"  // 501: feature not configured (admin API without a token)
+	CodeUnavailable     = "unavailable"      // 503: storage down; the sender should retry
+	CodeUnsupportedType = "unsupported_type" // 415
+)
+
+// IntakeResponse answers a provider's webhook.
+type IntakeResponse struct {
+	DeliveryID string `json:"delivery_id,omitempty"`
+	Status     string `json:"status"`
+}
+
+// CreateHostRequest is the admin's request to register a host.
+type CreateHostRequest struct {
+	Name string `json:"name"`
+}
+
+// CreateHostResponse carries the one-time claim code for a new host.
+type CreateHostResponse struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	ClaimCode      string    `json:"claim_code"`
+	ClaimExpiresAt time.Time `json:"claim_expires_at"`
+}
+
+// ClaimRequest exchanges a claim code for a host credential.
+type ClaimRequest struct {
+	ClaimCode    string `json:"claim_code"`
+	AgentVersion string `json:"agent_version"`
+}
+
+// ClaimResponse is shown once: the cloud keeps only a hash of HostCredential.
+type ClaimResponse struct {
+	HostID             string    `json:"host_id"`
+	HostCredential     string    `json:"host_credential"`
+	Token              string    `json:"token"`
+	TokenExpiresAt     time.Time `json:"token_expires_at"`
+	HeartbeatIntervalS int       `json:"heartbeat_interval_s"`
+}
+
+// TokenRequest exchanges a host credential for a fresh token.
+type TokenRequest struct {
+	HostID         string `json:"host_id"`
+	HostCredential string `json:"host_credential"`
+}
+
+// TokenResponse carries a short-lived host token (JWT).
+type TokenResponse struct {
+	Token          string    `json:"token"`
+	TokenExpiresAt time.Time `json:"token_expires_at"`
+}
+
+// HeartbeatRequest is sent by a host, authenticated by its token. Acks, nacks
+// and extends are applied before new work is leased.
+type HeartbeatRequest struct {
+	AgentVersion   string        `json:"agent_version,omitempty"`
+	WebhookAcks    []string      `json:"webhook_acks,omitempty"`
+	WebhookNacks   []Nack        `json:"webhook_nacks,omitempty"`
+	WebhookExtends []string      `json:"webhook_extends,omitempty"`
+	MaxWebhooks    int           `json:"max_webhooks,omitempty"`
+	WaitS          int           `json:"wait_s,omitempty"`
+	Config         *Subscription `json:"config,omitempty"`
+}
+
+// Nack reports a failed handler run.
+type Nack struct {
+	DeliveryID string `json:"delivery_id"`
+	Error      string `json:"error"`
+	Retryable  bool   `json:"retryable"`
+}
+
+// Subscription is the host's own view of what it wants: sources and, per
+// source, event types. An empty Events list means every event.
+type Subscription struct {
+	Webhooks map[string]SourceSubscription `json:"webhooks"`
+}
+
+// SourceSubscription is one source in a Subscription.
+type SourceSubscription struct {
+	Enabled bool     `json:"enabled"`
+	Events  []string `json:"events,omitempty"`
+}
+
+// HeartbeatResponse hands out leased work.
+type HeartbeatResponse struct {
+	Status             string    `json:"status"`
+	HeartbeatIntervalS int       `json:"heartbeat_interval_s"`
+	More               bool      `json:"more"`
+	Webhooks           []Webhook `json:"webhooks"`
+}
+
+// Webhook is one leased delivery. RawBody is the truth (base64 of the exact
+// bytes the provider sent); Body is the parsed JSON, when the payload is JSON,
+// for convenience.
+type Webhook struct {
+	DeliveryID    string            `json:"delivery_id"`
+	Source        string            `json:"source"`
+	EventType     string            `json:"event_type"`
+	EventAction   string            `json:"event_action"`
+	Headers       map[string]string `json:"headers"`
+	Body          json.RawMessage   `json:"body,omitempty"`
+	RawBody       []byte            `json:"raw_body"`
+	ReceivedAt    time.Time         `json:"received_at"`
+	Attempt       int               `json:"attempt"`
+	CorrelationID string            `json:"correlation_id"`
+}
+
+// Limits on a heartbeat batch.
+const (
+	DefaultMaxWebhooks = 100
+	MaxMaxWebhooks     = 500
+)
