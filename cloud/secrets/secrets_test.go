@@ -1,0 +1,110 @@
+package secrets
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func testKey(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
+
+func TestSealOpenRoundTrip(t *testing.T) {
+	r, err := NewRing(testKey(1))
+	require.NoError(t, err)
+	ct, err := r.Seal([]byte("s3cret"), []byte("h1/github"))
+	require.NoError(t, err)
+	require.NotContains(t, ct, "s3cret")
+	pt, err := r.Open(ct, []byte("h1/github"))
+	require.NoError(t, err)
+	require.Equal(t, "s3cret", string(pt))
+
+	// Bound to its context: the same ciphertext under another source fails.
+	_, err = r.Open(ct, []byte("h2/github"))
+	require.Error(t, err)
+	require.False(t, errors.Is(err, ErrNoKey))
+}
+
+func TestSealIsRandomized(t *testing.T) {
+	r, _ := NewRing(testKey(1))
+	a, _ := r.Seal([]byte("x"), nil)
+	b, _ := r.Seal([]byte("x"), nil)
+	require.NotEqual(t, a, b)
+}
+
+func TestRotation(t *testing.T) {
+	old, _ := NewRing(testKey(1))
+	ct, _ := old.Seal([]byte("s"), nil)
+
+	both, _ := NewRing(testKey(2), testKey(1))
+	pt, err := both.Open(ct, nil)
+	require.NoError(t, err)
+	require.Equal(t, "s", string(pt))
+	resealed, _ := both.Seal(pt, nil)
+	require.NotEqual(t, KeyID(ct), KeyID(resealed))
+
+	onlyNew, _ := NewRing(testKey(2))
+	_, err = onlyNew.Open(ct, nil)
+	require.ErrorIs(t, err, ErrNoKey)
+	pt, err = onlyNew.Open(resealed, nil)
+	require.NoError(t, err)
+	require.Equal(t, "s", string(pt))
+}
+
+func TestTamperedCiphertext(t *testing.T) {
+	r, _ := NewRing(testKey(1))
+	ct, _ := r.Seal([]byte("secret"), nil)
+	raw, _ := base64.StdEncoding.DecodeString(ct[strings.LastIndex(ct, ":")+1:])
+	raw[len(raw)-1] ^= 1
+	bad := ct[:strings.LastIndex(ct, ":")+1] + base64.StdEncoding.EncodeToString(raw)
+	_, err := r.Open(bad, nil)
+	require.Error(t, err)
+	for _, s := range []string{"", "v1", "v2:abc:AAAA", "v1:" + KeyID(ct) + ":!!", "v1:" + KeyID(ct) + ":AAAA"} {
+		_, err := r.Open(s, nil)
+		require.Error(t, err, s)
+	}
+}
+
+func TestParseRing(t *testing.T) {
+	k1 := base64.StdEncoding.EncodeToString(testKey(1))
+	k2 := base64.StdEncoding.EncodeToString(testKey(2))
+	r, err := ParseRing(k2 + ", " + k1)
+	require.NoError(t, err)
+	require.Len(t, r.keys, 2)
+
+	_, err = ParseRing("")
+	require.ErrorContains(t, err, "no keys")
+	_, err = ParseRing("not base64!")
+	require.ErrorContains(t, err, "not base64")
+	_, err = ParseRing(base64.StdEncoding.EncodeToString([]byte("short")))
+	require.ErrorContains(t, err, "want 32 bytes")
+}
+
+func TestKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", "secret.key")
+	k1, err := LoadOrCreateKeyFile(path)
+	require.NoError(t, err)
+	require.Len(t, k1, 32)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	k2, err := LoadOrCreateKeyFile(path)
+	require.NoError(t, err)
+	require.Equal(t, k1, k2)
+
+	require.NoError(t, os.WriteFile(path, []byte("garbage"), 0o600))
+	_, err = LoadOrCreateKeyFile(path)
+	require.Error(t, err)
+}
+
+func TestFingerprint(t *testing.T) {
+	f := Fingerprint([]byte("a"))
+	require.Len(t, f, 12)
+	require.Equal(t, f, Fingerprint([]byte("a")))
+	require.NotEqual(t, f, Fingerprint([]byte("b")))
+}

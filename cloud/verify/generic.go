@@ -1,0 +1,82 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+)
+
+// generic serves internal systems. By default it expects HMAC-SHA256 of the
+// raw body, lower hex, in X-Signature (an optional "sha256=" prefix is
+// accepted). Options:
+//
+//	signature_header  header carrying the signature (default X-Signature)
+//	encoding          "hex" (default) or "base64"
+//	mode              "hmac" (default) or "token": the header carries the
+//	                  shared secret itself (default header X-Webhook-Secret)
+//	event_id_header   header with the event id (default X-Event-Id, then
+//	                  Idempotency-Key; else a hash of the body)
+//	event_type_header header with the event type (default X-Event-Type, else
+//	                  the body's "type" or "event" field)
+type generic struct{}
+
+func (generic) Name() string       { return "generic" }
+func (generic) MaxBody() int64     { return DefaultMaxBody }
+func (generic) SuccessStatus() int { return 202 }
+
+func (generic) Verify(r *Request, secrets [][]byte, opts map[string]string) error {
+	if opts["mode"] == "token" {
+		header := opt(opts, "signature_header", "X-Webhook-Secret")
+		got := r.Header.Get(header)
+		if got == "" {
+			return ErrMissingSignature
+		}
+		return anySecret(secrets, func(s []byte) bool { return subtle.ConstantTimeCompare([]byte(got), s) == 1 })
+	}
+	sig := r.Header.Get(opt(opts, "signature_header", "X-Signature"))
+	if sig == "" {
+		return ErrMissingSignature
+	}
+	sig = strings.TrimPrefix(sig, "sha256=")
+	var want []byte
+	var err error
+	if opts["encoding"] == "base64" {
+		want, err = base64.StdEncoding.DecodeString(sig)
+	} else {
+		want, err = hex.DecodeString(sig)
+	}
+	if err != nil || len(want) != 32 {
+		return ErrMalformed
+	}
+	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA256(s, r.Body), want) })
+}
+
+func (generic) Event(r *Request, opts map[string]string) Event {
+	var e Event
+	if h := opts["event_id_header"]; h != "" {
+		e.ID = r.Header.Get(h)
+	} else if e.ID = r.Header.Get("X-Event-Id"); e.ID == "" {
+		e.ID = r.Header.Get("Idempotency-Key")
+	}
+	if e.ID == "" {
+		e.ID = BodyHashID(r.Body)
+	}
+	e.Type = r.Header.Get(opt(opts, "event_type_header", "X-Event-Type"))
+	if e.Type == "" {
+		if f := jsonFields(r.Body, r.Header.Get("Content-Type")); f != nil {
+			if e.Type = str(f, "type"); e.Type == "" {
+				e.Type = str(f, "event")
+			}
+		}
+	}
+	return e
+}
+
+func opt(opts map[string]string, key, def string) string {
+	if v := opts[key]; v != "" {
+		return v
+	}
+	return def
+}
