@@ -1,0 +1,231 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func setup(t *testing.T) (*Ledger, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l, path
+}
+
+var t0 = time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
+
+func entry(id string, r Result, at time.Time) Entry {
+	return Entry{
+		DeliveryID: id, Source: "github", EventType: "pull_request", EventAction: "opened",
+		ProcessedAt: at, Result: r, DurationMS: 12, CorrelationID: "corr-" + id,
+		Handler: "forward http://127.0.0.1:3000/github", Summary: "acme/app #7",
+	}
+}
+
+func TestRecordAndGet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+
+	_, err := l.DeliveryGet(ctx, "github:a:1")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	e := entry("github:a:1", ResultSuccess, t0)
+	attempts, err := l.DeliveryRecord(ctx, RecordParams{Entry: e})
+	require.NoError(t, err)
+	require.Equal(t, 1, attempts)
+
+	got, err := l.DeliveryGet(ctx, "github:a:1")
+	require.NoError(t, err)
+	e.Attempts = 1
+	require.Equal(t, e, got)
+	require.True(t, got.Result.Done())
+}
+
+func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
+	require.NoError(t, err)
+	failed := entry("d2", ResultError, t0.Add(time.Second))
+	failed.Error = "HTTP 503: busy"
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: failed, Retryable: true})
+	require.NoError(t, err)
+
+	ob, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 2)
+	require.Equal(t, "d1", ob[0].DeliveryID)
+	require.Equal(t, OutboxAck, ob[0].Kind)
+	require.Equal(t, "d2", ob[1].DeliveryID)
+	require.Equal(t, OutboxNack, ob[1].Kind)
+	require.Equal(t, "HTTP 503: busy", ob[1].Error)
+	require.True(t, ob[1].Retryable)
+
+	// A failing outbox write rolls back the ledger row: invalid results are
+	// refused before anything is written, and a record is all or nothing.
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("d3", Result("bogus"), t0)})
+	require.Error(t, err)
+	_, err = l.DeliveryGet(ctx, "d3")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	// Re-recording the same delivery counts an attempt and replaces its
+	// pending outbox entry rather than adding a second one.
+	attempts, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("d2", ResultSuccess, t0.Add(2*time.Second))})
+	require.NoError(t, err)
+	require.Equal(t, 2, attempts)
+	ob, err = l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 2)
+	require.Equal(t, "d2", ob[1].DeliveryID)
+	require.Equal(t, OutboxAck, ob[1].Kind)
+	n, err := l.OutboxCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+}
+
+func TestRecordRollsBackOnOutboxFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+
+	// Break the outbox so that the second half of the transaction fails.
+	_, err := l.write.ExecContext(ctx, `DROP TABLE outbox`)
+	require.NoError(t, err)
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
+	require.Error(t, err)
+	_, err = l.DeliveryGet(ctx, "d1")
+	require.ErrorIs(t, err, ErrNotFound, "ledger row must not survive a failed outbox write")
+}
+
+func TestOutboxDeleteOnlySent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+
+	for _, id := range []string{"a", "b"} {
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(id, ResultSuccess, t0)})
+		require.NoError(t, err)
+	}
+	sent, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, sent, 2)
+
+	// While the heartbeat is in flight, "b" is acked again and "c" arrives.
+	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "b", Kind: OutboxAck, CreatedAt: t0}))
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("c", ResultSuccess, t0)})
+	require.NoError(t, err)
+
+	require.NoError(t, l.OutboxDelete(ctx, []int64{sent[0].Seq, sent[1].Seq}))
+	left, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, left, 2)
+	require.Equal(t, "b", left[0].DeliveryID)
+	require.Equal(t, "c", left[1].DeliveryID)
+}
+
+func TestReopenKeepsOutboxAndIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+
+	for range 2 {
+		l, err = Open(ctx, path)
+		require.NoError(t, err)
+		ob, err := l.OutboxList(ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, ob, 1)
+		require.Equal(t, "d1", ob[0].DeliveryID)
+		got, err := l.DeliveryGet(ctx, "d1")
+		require.NoError(t, err)
+		require.Equal(t, ResultSuccess, got.Result)
+		var mode string
+		require.NoError(t, l.write.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+		require.Equal(t, "wal", mode)
+		var sync int
+		require.NoError(t, l.write.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync))
+		require.Equal(t, 2, sync, "synchronous=FULL")
+		require.NoError(t, l.Close())
+	}
+}
+
+func TestList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+
+	// 7 entries, one second apart; every third is an error from stripe.
+	for i := range 7 {
+		e := entry(fmt.Sprintf("d%d", i), ResultSuccess, t0.Add(time.Duration(i)*time.Second))
+		if i%3 == 0 {
+			e.Result, e.Source, e.Error = ResultError, "stripe", "boom"
+		}
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: e})
+		require.NoError(t, err)
+	}
+	// Two entries at the same millisecond: the cursor must not skip either.
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("same-a", ResultSkipped, t0.Add(10*time.Second))})
+	require.NoError(t, err)
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("same-b", ResultSkipped, t0.Add(10*time.Second))})
+	require.NoError(t, err)
+
+	ids := func(es []Entry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.DeliveryID)
+		}
+		return out
+	}
+
+	var (
+		all    []string
+		cursor string
+		pages  int
+	)
+	for {
+		page, next, err := l.DeliveryList(ctx, ListParams{Limit: 2, Cursor: cursor})
+		require.NoError(t, err)
+		all = append(all, ids(page)...)
+		pages++
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Equal(t, []string{"same-b", "same-a", "d6", "d5", "d4", "d3", "d2", "d1", "d0"}, all)
+	require.Equal(t, 5, pages)
+
+	page, next, err := l.DeliveryList(ctx, ListParams{Limit: 10, Result: ResultError})
+	require.NoError(t, err)
+	require.Empty(t, next)
+	require.Equal(t, []string{"d6", "d3", "d0"}, ids(page))
+
+	page, _, err = l.DeliveryList(ctx, ListParams{Limit: 10, Source: "stripe", Since: t0.Add(3 * time.Second)})
+	require.NoError(t, err)
+	require.Equal(t, []string{"d6", "d3"}, ids(page))
+
+	page, _, err = l.DeliveryList(ctx, ListParams{Limit: 10, Source: "nope"})
+	require.NoError(t, err)
+	require.NotNil(t, page)
+	require.Empty(t, page)
+
+	for _, bad := range []string{"!!!", "bm8tc2VwYXJhdG9y", encodeCursor(1, "")} {
+		_, _, err = l.DeliveryList(ctx, ListParams{Limit: 10, Cursor: bad})
+		require.ErrorIs(t, err, ErrInvalidCursor, bad)
+	}
+}
