@@ -1,0 +1,154 @@
+package server
+
+import (
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// deliveryJSON is a delivery as the admin API shows it. RawBody is set only
+// in the one-delivery answer.
+type deliveryJSON struct {
+	DeliveryID    string            `json:"delivery_id"`
+	Source        string            `json:"source"`
+	EventID       string            `json:"event_id"`
+	EventType     string            `json:"event_type"`
+	EventAction   string            `json:"event_action"`
+	Status        store.Status      `json:"status"`
+	Attempts      int               `json:"attempts"`
+	MaxAttempts   int               `json:"max_attempts"`
+	NextRetryAt   *time.Time        `json:"next_retry_at"`
+	LeaseExpires  *time.Time        `json:"lease_expires_at"`
+	LastError     string            `json:"last_error"`
+	ReceivedAt    time.Time         `json:"received_at"`
+	DeliveredAt   *time.Time        `json:"delivered_at"`
+	AckedAt       *time.Time        `json:"acked_at"`
+	DLQAt         *time.Time        `json:"dlq_at"`
+	CorrelationID string            `json:"correlation_id"`
+	BodySize      int               `json:"body_size"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	RawBody       []byte            `json:"raw_body,omitempty"`
+}
+
+type eventJSON struct {
+	At      time.Time    `json:"at"`
+	From    store.Status `json:"from"`
+	To      store.Status `json:"to"`
+	Reason  string       `json:"reason"`
+	Attempt int          `json:"attempt"`
+}
+
+func deliveryView(d *store.Delivery, withBody bool) deliveryJSON {
+	v := deliveryJSON{
+		DeliveryID: d.ID, Source: d.Source, EventID: d.EventID, EventType: d.EventType, EventAction: d.EventAction,
+		Status: d.Status, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextRetryAt: d.NextRetryAt,
+		LeaseExpires: d.LeaseExpiresAt, LastError: d.LastError, ReceivedAt: d.ReceivedAt,
+		DeliveredAt: d.DeliveredAt, AckedAt: d.AckedAt, DLQAt: d.DLQAt, CorrelationID: d.CorrelationID,
+		BodySize: d.BodySize,
+	}
+	if withBody {
+		v.Headers = d.Headers
+		v.RawBody = d.RawBody
+		if v.RawBody == nil {
+			v.RawBody = []byte{}
+		}
+	}
+	return v
+}
+
+func (s *Server) listDeliveries(c *gin.Context) {
+	hostID := c.Param("id")
+	p := &store.DeliveryListParams{HostID: hostID, Source: c.Query("source"), Limit: 50}
+	if v := c.Query("status"); v != "" {
+		st, err := store.ParseStatus(v)
+		if err != nil {
+			s.writeError(c, errInvalid("status: "+err.Error()))
+			return
+		}
+		p.Status = st
+	}
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			s.writeError(c, errInvalid("limit must be a whole number from 1 to 500"))
+			return
+		}
+		p.Limit = n
+	}
+	if v := c.Query("cursor"); v != "" {
+		at, id, err := decodeCursor(v)
+		if err != nil {
+			s.writeError(c, errInvalid("cursor is not one this API issued"))
+			return
+		}
+		p.BeforeReceivedAt, p.BeforeID = &at, id
+	}
+	if _, err := s.store.HostGet(c, hostID); err != nil {
+		s.writeError(c, hostErr(err))
+		return
+	}
+	ds, err := s.store.DeliveryList(c, p)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	out := make([]deliveryJSON, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, deliveryView(d, false))
+	}
+	next := ""
+	if len(ds) == p.Limit {
+		last := ds[len(ds)-1]
+		next = encodeCursor(last.ReceivedAt, last.ID)
+	}
+	c.JSON(200, gin.H{"webhooks": out, "next_cursor": next})
+}
+
+func (s *Server) getDelivery(c *gin.Context) {
+	d, err := s.store.DeliveryGet(c, c.Param("id"), c.Param("deliveryId"))
+	if errors.Is(err, store.ErrNotFound) {
+		s.writeError(c, errNotFound("no such delivery on this host"))
+		return
+	}
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	evs, err := s.store.DeliveryEventList(c, d.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	events := make([]eventJSON, 0, len(evs))
+	for _, e := range evs {
+		events = append(events, eventJSON{At: e.At, From: e.From, To: e.To, Reason: e.Reason, Attempt: e.Attempt})
+	}
+	c.JSON(200, gin.H{"delivery": deliveryView(d, true), "events": events})
+}
+
+// Cursors are opaque to clients: base64url of "<received unix ms>:<delivery id>".
+func encodeCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMilli(), 10) + ":" + id))
+}
+
+func decodeCursor(s string) (time.Time, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	ms, id, ok := strings.Cut(string(b), ":")
+	if !ok || id == "" {
+		return time.Time{}, "", errors.New("malformed cursor")
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	return time.UnixMilli(n).UTC(), id, nil
+}

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+)
+
+// heartbeat applies a host's acks, nacks and extends, records that it is
+// alive, and hands out its next batch of deliveries under a lease. The host
+// id comes only from the verified token.
+func (s *Server) heartbeat(c *gin.Context) {
+	host, err := s.authHost(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	var req shared.HeartbeatRequest
+	if err := decodeJSON(c, s.cfg.MaxHeartbeatReq, &req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if err := validateHeartbeat(&req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	now := s.now()
+
+	if len(req.WebhookAcks) > 0 {
+		if _, err := s.store.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: host.ID, IDs: req.WebhookAcks, Now: now}); err != nil {
+			s.writeError(c, errUnavailable(err))
+			return
+		}
+	}
+	if len(req.WebhookNacks) > 0 {
+		nacks := make([]store.Nack, len(req.WebhookNacks))
+		for i, n := range req.WebhookNacks {
+			nacks[i] = store.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable}
+		}
+		if _, err := s.store.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: host.ID, Nacks: nacks, Policy: s.cfg.RetryPolicy, Now: now}); err != nil {
+			s.writeError(c, errUnavailable(err))
+			return
+		}
+	}
+	if len(req.WebhookExtends) > 0 {
+		if _, err := s.store.DeliveryExtend(ctx, &store.DeliveryExtendParams{HostID: host.ID, IDs: req.WebhookExtends, LeaseFor: s.cfg.LeaseFor, Now: now}); err != nil {
+			s.writeError(c, errUnavailable(err))
+			return
+		}
+	}
+	hb := &store.HostHeartbeatParams{HostID: host.ID, AgentVersion: truncate(req.AgentVersion, 100), Now: now}
+	if req.Config != nil {
+		sub, err := json.Marshal(req.Config)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		hb.Subscription = sub
+	}
+	if err := s.store.HostHeartbeat(ctx, hb); err != nil {
+		s.writeError(c, errUnavailable(err))
+		return
+	}
+
+	max := req.MaxWebhooks
+	if max == 0 {
+		max = shared.DefaultMaxWebhooks
+	}
+	max = min(max, shared.MaxMaxWebhooks)
+	leased, err := s.store.DeliveryLease(ctx, &store.DeliveryLeaseParams{
+		HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now,
+	})
+	if err != nil {
+		s.writeError(c, errUnavailable(err))
+		return
+	}
+
+	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), Webhooks: make([]shared.Webhook, 0, len(leased))}
+	bytes := 0
+	ids := make([]string, 0, len(leased))
+	for _, d := range leased {
+		bytes += len(d.RawBody)
+		ids = append(ids, d.ID)
+		resp.Webhooks = append(resp.Webhooks, toWire(d))
+	}
+	// The batch was cut by its count or (approximately) its byte bound: tell the
+	// host to come back at once. A spurious "more" costs one empty heartbeat.
+	resp.More = len(leased) == max || (len(leased) > 0 && bytes >= s.cfg.MaxBatchBytes/2)
+
+	if err := s.writeJSON(c, 200, resp); err != nil {
+		// The leases stand and expire into a retry; nothing is lost.
+		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
+		return
+	}
+	if len(ids) > 0 {
+		if _, err := s.store.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: host.ID, IDs: ids, Now: s.now()}); err != nil {
+			s.log.Warn("mark delivered", "host", host.ID, "err", err)
+		}
+		s.log.LogAttrs(ctx, slog.LevelDebug, "leased", slog.String("host", host.ID), slog.Int("count", len(ids)))
+	}
+}
+
+func validateHeartbeat(req *shared.HeartbeatRequest) error {
+	if req.MaxWebhooks < 0 {
+		return errInvalid("max_webhooks must not be negative")
+	}
+	if req.WaitS < 0 {
+		return errInvalid("wait_s must not be negative")
+	}
+	for i, id := range req.WebhookAcks {
+		if id == "" {
+			return errInvalid(fmt.Sprintf("webhook_acks[%d] is empty", i))
+		}
+	}
+	for i, n := range req.WebhookNacks {
+		if n.DeliveryID == "" {
+			return errInvalid(fmt.Sprintf("webhook_nacks[%d].delivery_id is empty", i))
+		}
+	}
+	for i, id := range req.WebhookExtends {
+		if id == "" {
+			return errInvalid(fmt.Sprintf("webhook_extends[%d] is empty", i))
+		}
+	}
+	if n := len(req.WebhookAcks) + len(req.WebhookNacks) + len(req.WebhookExtends); n > 10*shared.MaxMaxWebhooks {
+		return errInvalid(fmt.Sprintf("too many acks, nacks and extends in one heartbeat (%d)", n))
+	}
+	return nil
+}
+
+// toWire is a leased delivery as the host receives it.
+func toWire(d *store.Delivery) shared.Webhook {
+	w := shared.Webhook{
+		DeliveryID: d.ID, Source: d.Source, EventType: d.EventType, EventAction: d.EventAction,
+		Headers: d.Headers, RawBody: d.RawBody, ReceivedAt: d.ReceivedAt, Attempt: d.Attempts,
+		CorrelationID: d.CorrelationID,
+	}
+	if w.Headers == nil {
+		w.Headers = map[string]string{}
+	}
+	if w.RawBody == nil {
+		w.RawBody = []byte{}
+	}
+	if json.Valid(d.RawBody) {
+		w.Body = d.RawBody
+	}
+	return w
+}
+
+// writeJSON writes v, gzip-compressed when the client accepts it, and
+// reports whether the whole answer was written.
+func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Header("Vary", "Accept-Encoding")
+	if !strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {
+		c.Status(status)
+		if err := json.NewEncoder(c.Writer).Encode(v); err != nil {
+			return fmt.Errorf("write response: %w", err)
+		}
+		return nil
+	}
+	c.Header("Content-Encoding", "gzip")
+	c.Status(status)
+	zw := gzip.NewWriter(c.Writer)
+	if err := json.NewEncoder(zw).Encode(v); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
+}

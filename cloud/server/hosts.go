@@ -1,0 +1,259 @@
+package server
+
+import (
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+)
+
+// hostJSON is a host as the admin API shows it (no hashes).
+type hostJSON struct {
+	ID              string               `json:"id"`
+	Name            string               `json:"name"`
+	Status          store.HostStatus     `json:"status"`
+	Claimed         bool                 `json:"claimed"`
+	ClaimedAt       *time.Time           `json:"claimed_at"`
+	ClaimExpiresAt  *time.Time           `json:"claim_expires_at,omitempty"`
+	AgentVersion    string               `json:"agent_version"`
+	LastHeartbeatAt *time.Time           `json:"last_heartbeat_at"`
+	RateLimitPerMin int                  `json:"rate_limit_per_min"`
+	RateLimitBurst  int                  `json:"rate_limit_burst"`
+	CreatedAt       time.Time            `json:"created_at"`
+	DeactivatedAt   *time.Time           `json:"deactivated_at,omitempty"`
+	Counts          map[store.Status]int `json:"counts"`
+	WebhookURL      string               `json:"webhook_url"`
+}
+
+func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status]int) hostJSON {
+	full := make(map[store.Status]int, len(store.Statuses))
+	for _, st := range store.Statuses {
+		full[st] = counts[st]
+	}
+	v := hostJSON{
+		ID: h.ID, Name: h.Name, Status: h.Status, Claimed: h.CredentialHash != nil, ClaimedAt: h.ClaimedAt,
+		AgentVersion: h.AgentVersion, LastHeartbeatAt: h.LastHeartbeatAt,
+		RateLimitPerMin: h.RateLimitPerMin, RateLimitBurst: h.RateLimitBurst,
+		CreatedAt: h.CreatedAt, DeactivatedAt: h.DeactivatedAt, Counts: full,
+		WebhookURL: s.publicURL(c) + shared.PathWebhooks + "/" + h.ID + "/{source}",
+	}
+	if h.ClaimCodeHash != nil {
+		v.ClaimExpiresAt = h.ClaimExpiresAt
+	}
+	return v
+}
+
+// publicURL is RELAY_PUBLIC_URL, or the base URL the request came in on.
+func (s *Server) publicURL(c *gin.Context) string {
+	if s.cfg.PublicURL != "" {
+		return s.cfg.PublicURL
+	}
+	scheme := "http"
+	if c.Request.TLS != nil || strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https") {
+		scheme = "https"
+	}
+	return scheme + "://" + c.Request.Host
+}
+
+func (s *Server) createHost(c *gin.Context) {
+	var req shared.CreateHostRequest
+	if err := decodeJSON(c, 64<<10, &req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" || utf8.RuneCountInString(name) > 200 {
+		s.writeError(c, errInvalid("name is required (1 to 200 characters)"))
+		return
+	}
+	now := s.now()
+	code := auth.NewClaimCode()
+	h, err := s.store.HostCreate(c, &store.HostCreateParams{
+		ID: auth.NewHostID(), Name: name,
+		ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: now.Add(s.cfg.ClaimTTL),
+		RateLimitPerMin: 100, RateLimitBurst: 100, Now: now,
+	})
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(201, shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt})
+}
+
+func (s *Server) listHosts(c *gin.Context) {
+	hosts, err := s.store.HostList(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	out := make([]hostJSON, 0, len(hosts))
+	for _, h := range hosts {
+		counts, err := s.store.DeliveryCountByStatus(c, h.ID)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		out = append(out, s.hostView(c, h, counts))
+	}
+	c.JSON(200, gin.H{"hosts": out})
+}
+
+func (s *Server) getHost(c *gin.Context) {
+	h, err := s.store.HostGet(c, c.Param("id"))
+	if err != nil {
+		s.writeError(c, hostErr(err))
+		return
+	}
+	counts, err := s.store.DeliveryCountByStatus(c, h.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(200, s.hostView(c, h, counts))
+}
+
+func (s *Server) deactivateHost(c *gin.Context) {
+	h, err := s.store.HostDeactivate(c, &store.HostDeactivateParams{HostID: c.Param("id"), Now: s.now()})
+	if err != nil {
+		s.writeError(c, hostErr(err))
+		return
+	}
+	s.log.Info("host deactivated", "host", h.ID)
+	c.JSON(200, s.hostView(c, h, nil))
+}
+
+func (s *Server) newClaimCode(c *gin.Context) {
+	code := auth.NewClaimCode()
+	h, err := s.store.HostSetClaimCode(c, &store.HostSetClaimCodeParams{
+		HostID: c.Param("id"), ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: s.now().Add(s.cfg.ClaimTTL),
+	})
+	if err != nil {
+		s.writeError(c, hostErr(err))
+		return
+	}
+	c.JSON(200, shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt})
+}
+
+func hostErr(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("no such host")
+	}
+	return err
+}
+
+// claim exchanges a one-time claim code for a host credential and a token.
+func (s *Server) claim(c *gin.Context) {
+	var req shared.ClaimRequest
+	if err := decodeJSON(c, 64<<10, &req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if req.ClaimCode == "" {
+		s.writeError(c, errInvalid("claim_code is required"))
+		return
+	}
+	cred := auth.NewCredential()
+	h, err := s.store.HostClaim(c, &store.HostClaimParams{
+		ClaimCodeHash:  auth.Hash(auth.NormalizeClaimCode(req.ClaimCode)),
+		CredentialHash: auth.Hash(cred),
+		AgentVersion:   truncate(req.AgentVersion, 100),
+		Now:            s.now(),
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.writeError(c, errUnauthorized("claim code unknown, already used or expired"))
+		return
+	}
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	tok, exp, err := s.tokens.Issue(h.ID, h.Generation)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	s.log.Info("host claimed", "host", h.ID, "agent_version", h.AgentVersion)
+	c.JSON(200, shared.ClaimResponse{
+		HostID: h.ID, HostCredential: cred, Token: tok, TokenExpiresAt: exp,
+		HeartbeatIntervalS: s.intervalS(),
+	})
+}
+
+// token exchanges a host credential for a fresh token.
+func (s *Server) token(c *gin.Context) {
+	var req shared.TokenRequest
+	if err := decodeJSON(c, 64<<10, &req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if req.HostID == "" || req.HostCredential == "" {
+		s.writeError(c, errInvalid("host_id and host_credential are required"))
+		return
+	}
+	bad := errUnauthorized("unknown host or wrong credential")
+	h, err := s.store.HostGet(c, req.HostID)
+	if errors.Is(err, store.ErrNotFound) {
+		s.writeError(c, bad)
+		return
+	}
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if !auth.HashEqual(auth.Hash(req.HostCredential), h.CredentialHash) {
+		s.writeError(c, bad)
+		return
+	}
+	if h.Status != store.HostActive {
+		s.writeError(c, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated"})
+		return
+	}
+	tok, exp, err := s.tokens.Issue(h.ID, h.Generation)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(200, shared.TokenResponse{Token: tok, TokenExpiresAt: exp})
+}
+
+// authHost checks a heartbeat's bearer token: signature and claims, then that
+// the host is active and the token's generation is current (so deactivating
+// or re-claiming a host revokes its tokens at once).
+func (s *Server) authHost(c *gin.Context) (*store.Host, error) {
+	tok, ok := bearer(c.Request)
+	if !ok {
+		return nil, errUnauthorized("missing bearer token")
+	}
+	claims, err := s.tokens.Verify(tok)
+	if err != nil {
+		return nil, errUnauthorized("invalid or expired token")
+	}
+	h, err := s.store.HostGet(c, claims.Subject)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errUnauthorized("invalid or expired token")
+	}
+	if err != nil {
+		return nil, errUnavailable(err)
+	}
+	if h.Status != store.HostActive || h.Generation != claims.Generation {
+		return nil, errUnauthorized("token revoked")
+	}
+	return h, nil
+}
+
+func (s *Server) intervalS() int {
+	return int((s.cfg.HeartbeatFloor + time.Second - 1) / time.Second)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,194 @@
+// Package server is the cloud's HTTP API: webhook intake from providers, the
+// host protocol (claim, token, heartbeat) and the admin API.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// Config holds the server's settings; zero values take the defaults.
+type Config struct {
+	AdminToken      string        // bearer token of the admin API; "" disables it
+	PublicURL       string        // base URL providers and hosts use; "" derives from requests
+	HeartbeatFloor  time.Duration // the shortest heartbeat interval hosts may use (default 1 s)
+	LeaseFor        time.Duration // lease on handed-out deliveries (default 2 min)
+	ClaimTTL        time.Duration // life of a claim code (default 24 h)
+	MaxBatchBytes   int           // raw body bytes per heartbeat answer (default 4 MiB)
+	MaxHeartbeatReq int64         // largest heartbeat request body (default 4 MiB)
+	RetryPolicy     store.RetryPolicy
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatFloor <= 0 {
+		c.HeartbeatFloor = time.Second
+	}
+	if c.LeaseFor <= 0 {
+		c.LeaseFor = 2 * time.Minute
+	}
+	if c.ClaimTTL <= 0 {
+		c.ClaimTTL = 24 * time.Hour
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 4 << 20
+	}
+	if c.MaxHeartbeatReq <= 0 {
+		c.MaxHeartbeatReq = 4 << 20
+	}
+	if len(c.RetryPolicy.Delays) == 0 {
+		c.RetryPolicy = store.DefaultRetryPolicy
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+}
+
+// Server serves the cloud's API over one store.
+type Server struct {
+	store  store.Store
+	ring   *secrets.Ring
+	tokens *auth.Tokens
+	clock  clockwork.Clock
+	log    *slog.Logger
+	cfg    Config
+}
+
+// New returns a server. All dependencies are required.
+func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
+	cfg.setDefaults()
+	return &Server{store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg}
+}
+
+// Handler returns the HTTP handler with every route.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.NoRoute(notFoundHandler)
+	r.NoMethod(methodNotAllowedHandler)
+	r.Use(s.recoverer, s.accessLog)
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(200, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+
+	r.POST("/api/webhooks/:hostId/:source", s.intake)
+
+	r.POST("/api/hosts/claim", s.claim)
+	r.POST("/api/hosts/token", s.token)
+	r.POST("/api/hosts/heartbeat", s.heartbeat)
+
+	admin := r.Group("/api/hosts", s.requireAdmin)
+	admin.POST("", s.createHost)
+	admin.GET("", s.listHosts)
+	admin.GET("/:id", s.getHost)
+	admin.POST("/:id/deactivate", s.deactivateHost)
+	admin.POST("/:id/claim-code", s.newClaimCode)
+	admin.GET("/:id/sources", s.listSources)
+	admin.GET("/:id/sources/:source", s.getSource)
+	admin.PUT("/:id/sources/:source", s.putSource)
+	admin.GET("/:id/webhooks", s.listDeliveries)
+	admin.GET("/:id/webhooks/:deliveryId", s.getDelivery)
+	return r
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.writeError(c, errUnavailable(err))
+		return
+	}
+	c.JSON(200, gin.H{"status": "ok"})
+}
+
+func (s *Server) recoverer(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.writeError(c, fmt.Errorf("panic: %v", v))
+		}
+	}()
+	c.Next()
+}
+
+// accessLog logs each request by route pattern (never the query string or
+// headers, which may carry credentials).
+func (s *Server) accessLog(c *gin.Context) {
+	start := s.clock.Now()
+	c.Next()
+	level := slog.LevelDebug
+	if c.Writer.Status() >= 400 {
+		level = slog.LevelInfo
+	}
+	s.log.LogAttrs(c.Request.Context(), level, "http",
+		slog.String("method", c.Request.Method),
+		slog.String("route", c.FullPath()),
+		slog.Int("status", c.Writer.Status()),
+		slog.Duration("took", s.clock.Since(start)))
+}
+
+// requireAdmin checks the admin bearer token in constant time. Without a
+// configured token the admin API refuses everything.
+func (s *Server) requireAdmin(c *gin.Context) {
+	if s.cfg.AdminToken == "" {
+		s.writeError(c, &apiError{status: 501, code: "not_implemented", message: "admin API disabled: set RELAY_ADMIN_TOKEN"})
+		return
+	}
+	tok, ok := bearer(c.Request)
+	if !ok || !auth.BearerEqual(tok, s.cfg.AdminToken) {
+		c.Header("WWW-Authenticate", `Bearer realm="relay-admin"`)
+		s.writeError(c, errUnauthorized("missing or wrong admin token"))
+		return
+	}
+	c.Next()
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// decodeJSON reads a JSON request body of at most limit bytes into v,
+// answering-ready errors for oversize and malformed input.
+func decodeJSON(c *gin.Context, limit int64, v any) error {
+	if ct := c.GetHeader("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return &apiError{status: 415, code: "unsupported_type", message: "Content-Type must be application/json"}
+	}
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	dec := json.NewDecoder(body)
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{status: 413, code: "too_large", message: fmt.Sprintf("request body over %d bytes", limit)}
+		}
+		if errors.Is(err, io.EOF) {
+			return errInvalid("request body is empty: want a JSON object")
+		}
+		return errInvalid("malformed JSON: " + err.Error())
+	}
+	if dec.More() {
+		return errInvalid("malformed JSON: trailing data after the object")
+	}
+	return nil
+}
+
+// now is the server's clock, truncated to the milliseconds stores keep.
+func (s *Server) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
