@@ -1,0 +1,107 @@
+//go:build unix
+
+package handler
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "handler.sh")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755))
+	return path
+}
+
+func TestExecPassesPayloadAndEnvironment(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := writeScript(t, `cat > "$1/stdin"
+env | grep -E '^(RELAY_|IDEMPOTENCY_KEY=)' | sort > "$1/env"
+echo handled
+`)
+	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 10 * time.Second, RetryNonzeroExit: true})
+	require.NoError(t, err)
+	require.Equal(t, "exec handler.sh", e.Name())
+
+	w := testWebhook("payload ✓ with\x00nul\n")
+	w.EventAction = "opened"
+	out := e.Handle(context.Background(), w)
+	require.True(t, out.OK, out.Error)
+	require.Equal(t, "exit 0: handled", out.Summary)
+
+	stdin, err := os.ReadFile(filepath.Join(dir, "stdin"))
+	require.NoError(t, err)
+	require.Equal(t, w.RawBody, stdin)
+	env, err := os.ReadFile(filepath.Join(dir, "env"))
+	require.NoError(t, err)
+	require.Equal(t, strings.Join([]string{
+		"IDEMPOTENCY_KEY=github:abc123:1707912345000",
+		"RELAY_ATTEMPT=3",
+		"RELAY_CORRELATION_ID=corr-1",
+		"RELAY_DELIVERY_ID=github:abc123:1707912345000",
+		"RELAY_EVENT_ACTION=opened",
+		"RELAY_EVENT_TYPE=pull_request",
+		"RELAY_SOURCE=github",
+	}, "\n")+"\n", string(env))
+}
+
+func TestExecFailures(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, "echo 'bad payload' >&2\nexit 3\n")
+	for _, retry := range []bool{true, false} {
+		e, err := NewExec(ExecOptions{Argv: []string{script}, Timeout: 10 * time.Second, RetryNonzeroExit: retry})
+		require.NoError(t, err)
+		out := e.Handle(context.Background(), testWebhook("{}"))
+		require.False(t, out.OK)
+		require.Equal(t, retry, out.Retryable)
+		require.Equal(t, "exit 3: bad payload", out.Error)
+	}
+
+	e, err := NewExec(ExecOptions{Argv: []string{filepath.Join(t.TempDir(), "missing")}, Timeout: time.Second})
+	require.NoError(t, err)
+	out := e.Handle(context.Background(), testWebhook("{}"))
+	require.False(t, out.OK)
+	require.True(t, out.Retryable)
+	require.Contains(t, out.Error, "start:")
+}
+
+func TestExecTimeoutKillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// The grandchild writes its pid and would outlive a kill of its parent
+	// alone; killing the group takes it too.
+	script := writeScript(t, `sleep 60 &
+echo $! > "$1/child"
+wait
+`)
+	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	out := e.Handle(context.Background(), testWebhook("{}"))
+	require.False(t, out.OK)
+	require.True(t, out.Retryable)
+	require.Contains(t, out.Error, "timeout after 300ms")
+
+	raw, err := os.ReadFile(filepath.Join(dir, "child"))
+	require.NoError(t, err)
+	pid := strings.TrimSpace(string(raw))
+	// Once killed and reaped by init, /proc/<pid> disappears (or is a zombie).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grandchild %s still running after the timeout", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,161 @@
+package handler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relaykit/relay/shared"
+)
+
+// ForwardOptions configures a Forward handler.
+type ForwardOptions struct {
+	URL            string
+	ConnectTimeout time.Duration // dial timeout
+	Timeout        time.Duration // whole request, body included
+	Retry4xx       bool          // is a 3xx/4xx (other than 429) retryable?
+}
+
+// Forward POSTs a webhook's raw body, byte-exact, with the provider's headers,
+// to a URL. It does not follow redirects.
+type Forward struct {
+	opts   ForwardOptions
+	client *http.Client
+	name   string
+}
+
+// NewForward returns a Forward handler for opts.
+func NewForward(opts ForwardOptions) (*Forward, error) {
+	u, err := url.Parse(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("forward url: %w", err)
+	}
+	// The ledger names the target without credentials or query.
+	name := "forward " + (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	dialer := &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dialer.DialContext,
+		TLSHandshakeTimeout: opts.ConnectTimeout,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	client := &http.Client{
+		Transport: transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	return &Forward{opts: opts, client: client, name: name}, nil
+}
+
+// Name describes the handler for the ledger.
+func (f *Forward) Name() string { return f.name }
+
+// hopByHop are headers that describe one connection, not the message, plus
+// the ones the HTTP client computes itself.
+var hopByHop = map[string]bool{
+	"Connection":          true,
+	"Keep-Alive":          true,
+	"Proxy-Authenticate":  true,
+	"Proxy-Authorization": true,
+	"Proxy-Connection":    true,
+	"Te":                  true,
+	"Trailer":             true,
+	"Transfer-Encoding":   true,
+	"Upgrade":             true,
+	"Content-Length":      true,
+	"Host":                true,
+}
+
+// Handle forwards w and maps the answer: 2xx is success; 429, 5xx, timeouts
+// and connection errors are retryable; other answers are retryable only when
+// Retry4xx is set.
+func (f *Forward) Handle(ctx context.Context, w shared.Webhook) Outcome {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.opts.URL, bytes.NewReader(w.RawBody))
+	if err != nil {
+		return failure(false, fmt.Sprintf("build request: %v", err))
+	}
+	// Headers named by the provider's Connection header are hop-by-hop too.
+	connTokens := map[string]bool{}
+	for k, v := range w.Headers {
+		if http.CanonicalHeaderKey(k) == "Connection" {
+			for _, tok := range strings.Split(v, ",") {
+				connTokens[http.CanonicalHeaderKey(strings.TrimSpace(tok))] = true
+			}
+		}
+	}
+	for k, v := range w.Headers {
+		ck := http.CanonicalHeaderKey(k)
+		if hopByHop[ck] || connTokens[ck] {
+			continue
+		}
+		req.Header[ck] = append(req.Header[ck], v)
+	}
+	req.Header.Set(shared.HeaderDeliveryID, w.DeliveryID)
+	req.Header.Set(shared.HeaderSource, w.Source)
+	req.Header.Set(shared.HeaderAttempt, strconv.Itoa(w.Attempt))
+	req.Header.Set(shared.HeaderIdempotencyKey, w.DeliveryID)
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "relay-host")
+	}
+
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return failure(true, describeTransportError(ctx, err, f.opts.Timeout))
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
+
+	status := fmt.Sprintf("HTTP %d", resp.StatusCode)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		o := Outcome{OK: true, Summary: status}
+		if s := snippet(body); s != "" {
+			o.Summary += ": " + s
+		}
+		return o
+	}
+	msg := status
+	if loc := resp.Header.Get("Location"); resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
+		msg += " redirect to " + loc + " (not followed)"
+	}
+	if s := snippet(body); s != "" {
+		msg += ": " + s
+	}
+	retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || f.opts.Retry4xx
+	return failure(retryable, msg)
+}
+
+func describeTransportError(ctx context.Context, err error, timeout time.Duration) string {
+	var netErr net.Error
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Sprintf("timeout after %s", timeout)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return "canceled: host shutting down"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Sprintf("timeout: %v", unwrapURLError(err))
+	}
+	return fmt.Sprintf("connection error: %v", unwrapURLError(err))
+}
+
+// unwrapURLError drops the *url.Error wrapper, which repeats method and URL.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}

@@ -1,0 +1,191 @@
+package handler
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared"
+)
+
+func testWebhook(body string) shared.Webhook {
+	return shared.Webhook{
+		DeliveryID: "github:abc123:1707912345000",
+		Source:     "github",
+		EventType:  "pull_request",
+		Headers: map[string]string{
+			"x-github-event":      "pull_request",
+			"x-github-delivery":   "abc123",
+			"x-hub-signature-256": "sha256=deadbeef",
+			"content-type":        "application/json",
+			"user-agent":          "GitHub-Hookshot/1",
+			"connection":          "keep-alive, X-Hop",
+			"x-hop":               "drop me",
+			"transfer-encoding":   "chunked",
+			"content-length":      "999",
+			"host":                "relay.example.com",
+			"keep-alive":          "timeout=5",
+		},
+		RawBody:       []byte(body),
+		Attempt:       3,
+		CorrelationID: "corr-1",
+	}
+}
+
+func newForward(t *testing.T, url string, mod func(*ForwardOptions)) *Forward {
+	t.Helper()
+	opts := ForwardOptions{URL: url, ConnectTimeout: time.Second, Timeout: 5 * time.Second, Retry4xx: true}
+	if mod != nil {
+		mod(&opts)
+	}
+	f, err := NewForward(opts)
+	require.NoError(t, err)
+	return f
+}
+
+func TestForwardByteExactWithHeaders(t *testing.T) {
+	t.Parallel()
+	body := "{\"title\":\"Ünïcødé ✓ — 日本語\",\"n\":1}\n"
+	got := make(chan *http.Request, 1)
+	gotBody := make(chan []byte, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- r
+		gotBody <- b
+		w.WriteHeader(http.StatusAccepted)
+		io.WriteString(w, "thanks")
+	}))
+	t.Cleanup(srv.Close)
+
+	f := newForward(t, srv.URL+"/github?x=1", nil)
+	require.Equal(t, "forward "+srv.URL+"/github", f.Name())
+	out := f.Handle(context.Background(), testWebhook(body))
+	require.True(t, out.OK, out.Error)
+	require.Equal(t, "HTTP 202: thanks", out.Summary)
+
+	r := <-got
+	require.Equal(t, []byte(body), <-gotBody, "body must be byte-exact")
+	require.Equal(t, http.MethodPost, r.Method)
+	require.Equal(t, "/github", r.URL.Path)
+	require.Equal(t, "pull_request", r.Header.Get("X-GitHub-Event"))
+	require.Equal(t, "abc123", r.Header.Get("X-GitHub-Delivery"))
+	require.Equal(t, "sha256=deadbeef", r.Header.Get("X-Hub-Signature-256"))
+	require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	require.Equal(t, "GitHub-Hookshot/1", r.Header.Get("User-Agent"))
+	require.Equal(t, "github:abc123:1707912345000", r.Header.Get(shared.HeaderDeliveryID))
+	require.Equal(t, "github", r.Header.Get(shared.HeaderSource))
+	require.Equal(t, "3", r.Header.Get(shared.HeaderAttempt))
+	require.Equal(t, "github:abc123:1707912345000", r.Header.Get(shared.HeaderIdempotencyKey))
+	require.Empty(t, r.Header.Get("X-Hop"), "headers listed in Connection are hop-by-hop")
+	require.Empty(t, r.Header.Get("Keep-Alive"))
+	require.Empty(t, r.TransferEncoding, "body is sent with its own length")
+	require.Equal(t, int64(len(body)), r.ContentLength)
+	require.Equal(t, strings.TrimPrefix(srv.URL, "http://"), r.Host)
+}
+
+func TestForwardOutcomes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status    int
+		retry4xx  bool
+		ok        bool
+		retryable bool
+		errPart   string
+	}{
+		{200, true, true, false, ""},
+		{204, true, true, false, ""},
+		{404, true, false, true, "HTTP 404: not here"},
+		{404, false, false, false, "HTTP 404: not here"},
+		{400, false, false, false, "HTTP 400"},
+		{429, false, false, true, "HTTP 429"},
+		{500, false, false, true, "HTTP 500"},
+		{503, false, false, true, "HTTP 503"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(tc.status)
+			if tc.status == 404 {
+				io.WriteString(w, "not here\n")
+			}
+		}))
+		out := newForward(t, srv.URL, func(o *ForwardOptions) { o.Retry4xx = tc.retry4xx }).
+			Handle(context.Background(), testWebhook("{}"))
+		srv.Close()
+		require.Equal(t, tc.ok, out.OK, "status %d", tc.status)
+		require.Equal(t, tc.retryable, out.Retryable, "status %d", tc.status)
+		require.Contains(t, out.Error, tc.errPart, "status %d", tc.status)
+	}
+}
+
+func TestForwardTruncatesResponseBody(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, strings.Repeat("é", 10000))
+	}))
+	t.Cleanup(srv.Close)
+	out := newForward(t, srv.URL, nil).Handle(context.Background(), testWebhook("{}"))
+	require.False(t, out.OK)
+	require.LessOrEqual(t, len(out.Error), 300)
+	require.True(t, strings.HasSuffix(out.Error, "…"))
+	require.NotContains(t, out.Error, "\uFFFD", "never cut inside a UTF-8 sequence")
+}
+
+func TestForwardDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	hits := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits <- r.URL.Path
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusTemporaryRedirect)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	out := newForward(t, srv.URL+"/old", func(o *ForwardOptions) { o.Retry4xx = false }).
+		Handle(context.Background(), testWebhook("{}"))
+	require.False(t, out.OK)
+	require.False(t, out.Retryable)
+	require.Contains(t, out.Error, "HTTP 307 redirect to /new (not followed)")
+	require.Equal(t, "/old", <-hits)
+	require.Empty(t, hits, "the redirect target must not be requested")
+}
+
+func TestForwardTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	out := newForward(t, srv.URL, func(o *ForwardOptions) { o.Timeout = 100 * time.Millisecond }).
+		Handle(context.Background(), testWebhook("{}"))
+	require.False(t, out.OK)
+	require.True(t, out.Retryable)
+	require.Contains(t, out.Error, "timeout after 100ms")
+}
+
+func TestForwardConnectionRefused(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	out := newForward(t, "http://user:pw@"+addr+"/x", nil).Handle(context.Background(), testWebhook("{}"))
+	require.False(t, out.OK)
+	require.True(t, out.Retryable)
+	require.Contains(t, out.Error, "connection error")
+	require.Contains(t, out.Error, "refused")
+	require.NotContains(t, out.Error, "pw", "credentials in the URL are never reported")
+}
