@@ -1,0 +1,598 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared"
+)
+
+const (
+	testAdmin  = "admin-token-for-tests"
+	testSecret = "gh-secret"
+)
+
+var jwtKey = []byte("jwt-key-for-tests-32-bytes-long!")
+
+type bundle struct {
+	t     *testing.T
+	srv   *httptest.Server
+	store store.Store
+	clock *clockwork.FakeClock
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	t.Cleanup(func() { st.Close() })
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
+	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
+	require.NoError(t, err)
+	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	require.NoError(t, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := New(st, ring, tokens, clock, log, Config{AdminToken: testAdmin, LeaseFor: time.Minute})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &bundle{t: t, srv: srv, store: st, clock: clock}
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) json(t *testing.T, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(a.body, v), string(a.body))
+}
+
+// errCode asserts the common error shape and returns its code.
+func (a answer) errCode(t *testing.T) string {
+	t.Helper()
+	var e shared.ErrorResponse
+	a.json(t, &e)
+	require.NotEmpty(t, e.Error.Code, string(a.body))
+	require.NotEmpty(t, e.Error.Message, string(a.body))
+	return e.Error.Code
+}
+
+func (b *bundle) do(method, path string, body io.Reader, headers map[string]string) answer {
+	b.t.Helper()
+	req, err := http.NewRequest(method, b.srv.URL+path, body)
+	require.NoError(b.t, err)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := b.srv.Client().Do(req)
+	require.NoError(b.t, err)
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(resp.Body)
+	require.NoError(b.t, err)
+	return answer{status: resp.StatusCode, header: resp.Header, body: rb}
+}
+
+func (b *bundle) admin(method, path string, in any) answer {
+	b.t.Helper()
+	var body io.Reader
+	if in != nil {
+		j, _ := json.Marshal(in)
+		body = bytes.NewReader(j)
+	}
+	return b.do(method, path, body, map[string]string{"Authorization": "Bearer " + testAdmin, "Content-Type": "application/json"})
+}
+
+// newHost creates and claims a host with a github source; it returns the
+// host id and a valid token.
+func (b *bundle) newHost(name string) (string, string) {
+	b.t.Helper()
+	var h shared.CreateHostResponse
+	a := b.admin("POST", "/api/hosts", map[string]string{"name": name})
+	require.Equal(b.t, 201, a.status, string(a.body))
+	a.json(b.t, &h)
+	a = b.admin("PUT", "/api/hosts/"+h.ID+"/sources/github", map[string]any{"secrets": []string{testSecret}})
+	require.Equal(b.t, 201, a.status, string(a.body))
+	var c shared.ClaimResponse
+	a = b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: h.ClaimCode}), nil)
+	require.Equal(b.t, 200, a.status, string(a.body))
+	a.json(b.t, &c)
+	return h.ID, c.Token
+}
+
+func jsonBody(v any) io.Reader {
+	j, _ := json.Marshal(v)
+	return bytes.NewReader(j)
+}
+
+func ghHeaders(secret, delivery string, body []byte) map[string]string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return map[string]string{
+		"Content-Type":        "application/json",
+		"X-GitHub-Event":      "pull_request",
+		"X-GitHub-Delivery":   delivery,
+		"X-Hub-Signature-256": "sha256=" + hex.EncodeToString(m.Sum(nil)),
+	}
+}
+
+func (b *bundle) sendGitHub(hostID, delivery string, body []byte) answer {
+	return b.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(body), ghHeaders(testSecret, delivery, body))
+}
+
+func (b *bundle) heartbeat(token string, req any) answer {
+	return b.do("POST", "/api/hosts/heartbeat", jsonBody(req), map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+}
+
+func (b *bundle) count(hostID string) int {
+	b.t.Helper()
+	counts, err := b.store.DeliveryCountByStatus(context.Background(), hostID)
+	require.NoError(b.t, err)
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
+var prBody = []byte("{\"action\":\"opened\",\"number\":7,\"title\":\"caf\u00e9 \U0001F680\"}\n")
+
+func TestIntakeStoresByteExact(t *testing.T) {
+	b := setup(t)
+	hostID, _ := b.newHost("h")
+	a := b.sendGitHub(hostID, "d-1", prBody)
+	require.Equal(t, 200, a.status, string(a.body))
+	var r shared.IntakeResponse
+	a.json(t, &r)
+	require.Equal(t, "queued", r.Status)
+	require.Equal(t, "github:d-1:"+itoa(b.clock.Now().UnixMilli()), r.DeliveryID)
+
+	d, err := b.store.DeliveryGet(context.Background(), hostID, r.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, prBody, d.RawBody)
+	require.Equal(t, "pull_request", d.EventType)
+	require.Equal(t, "opened", d.EventAction)
+	require.Equal(t, "d-1", d.EventID)
+	require.Equal(t, ghHeaders(testSecret, "d-1", prBody)["X-Hub-Signature-256"], d.Headers["x-hub-signature-256"])
+	require.NotContains(t, d.Headers, "content-length")
+	require.Equal(t, store.StatusQueued, d.Status)
+
+	// The same event again is a duplicate with the first id, and not stored twice.
+	b.clock.Advance(time.Second)
+	a = b.sendGitHub(hostID, "d-1", prBody)
+	require.Equal(t, 200, a.status)
+	var r2 shared.IntakeResponse
+	a.json(t, &r2)
+	require.Equal(t, shared.IntakeResponse{DeliveryID: r.DeliveryID, Status: "duplicate"}, r2)
+	require.Equal(t, 1, b.count(hostID))
+}
+
+func itoa(n int64) string { return strings.TrimSpace(jsonString(n)) }
+func jsonString(v any) string {
+	j, _ := json.Marshal(v)
+	return string(j)
+}
+
+func TestIntakeRejectsBadInput(t *testing.T) {
+	b := setup(t)
+	hostID, _ := b.newHost("h")
+	otherID, _ := b.newHost("other")
+	require.Equal(t, 201, b.admin("PUT", "/api/hosts/"+hostID+"/sources/small", map[string]any{
+		"provider": "generic", "secrets": []string{"k"}, "max_body_bytes": 1024}).status)
+	require.Equal(t, 201, b.admin("PUT", "/api/hosts/"+hostID+"/sources/off", map[string]any{
+		"provider": "generic", "secrets": []string{"k"}, "enabled": false}).status)
+	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+otherID+"/deactivate", nil).status)
+
+	tampered := ghHeaders(testSecret, "x", prBody)
+	wrongSecret := ghHeaders("not the secret", "x", prBody)
+	noSig := ghHeaders(testSecret, "x", prBody)
+	delete(noSig, "X-Hub-Signature-256")
+	malformed := ghHeaders(testSecret, "x", prBody)
+	malformed["X-Hub-Signature-256"] = "md5=abc"
+
+	cases := []struct {
+		name   string
+		path   string
+		body   []byte
+		hdr    map[string]string
+		status int
+		code   string
+	}{
+		{"tampered body", "/api/webhooks/" + hostID + "/github", append([]byte("x"), prBody...), tampered, 401, "unauthorized"},
+		{"wrong secret", "/api/webhooks/" + hostID + "/github", prBody, wrongSecret, 401, "unauthorized"},
+		{"missing signature", "/api/webhooks/" + hostID + "/github", prBody, noSig, 401, "unauthorized"},
+		{"malformed signature", "/api/webhooks/" + hostID + "/github", prBody, malformed, 401, "unauthorized"},
+		{"unknown host", "/api/webhooks/h_nope/github", prBody, tampered, 404, "not_found"},
+		{"deactivated host", "/api/webhooks/" + otherID + "/github", prBody, ghHeaders(testSecret, "x", prBody), 410, "gone"},
+		{"unknown source", "/api/webhooks/" + hostID + "/stripe", prBody, tampered, 404, "not_found"},
+		{"disabled source", "/api/webhooks/" + hostID + "/off", prBody, tampered, 404, "not_found"},
+		{"over the limit", "/api/webhooks/" + hostID + "/small", bytes.Repeat([]byte("a"), 2048), nil, 413, "too_large"},
+		{"GET not allowed", "/api/webhooks/" + hostID + "/github", nil, nil, 405, "method_not_allowed"},
+	}
+	for _, c := range cases {
+		method := "POST"
+		if c.status == 405 {
+			method = "GET"
+		}
+		a := b.do(method, c.path, bytes.NewReader(c.body), c.hdr)
+		require.Equal(t, c.status, a.status, "%s: %s", c.name, a.body)
+		require.Equal(t, c.code, a.errCode(t), c.name)
+	}
+	require.Equal(t, 0, b.count(hostID), "nothing stored")
+	require.Equal(t, 0, b.count(otherID), "nothing stored")
+}
+
+// endless is a body that never ends, counting what was read of it.
+type endless struct{ n int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	e.n += int64(len(p))
+	return len(p), nil
+}
+
+func TestIntakeDoesNotReadPastLimit(t *testing.T) {
+	b := setup(t)
+	hostID, _ := b.newHost("h")
+	require.Equal(t, 201, b.admin("PUT", "/api/hosts/"+hostID+"/sources/small", map[string]any{
+		"provider": "generic", "secrets": []string{"k"}, "max_body_bytes": 4096}).status)
+
+	// Streamed (chunked, no Content-Length) body that would never end.
+	body := &endless{}
+	req, _ := http.NewRequest("POST", b.srv.URL+"/api/webhooks/"+hostID+"/small", body)
+	req.ContentLength = -1
+	resp, err := b.srv.Client().Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+		require.Equal(t, 413, resp.StatusCode)
+	}
+	// Either way the server stopped reading: the client was not made to send
+	// an unbounded body (allow for socket buffers).
+	require.Less(t, body.n, int64(16<<20))
+
+	// A declared Content-Length over the limit is refused before reading.
+	a := b.do("POST", "/api/webhooks/"+hostID+"/small", bytes.NewReader(make([]byte, 5000)), nil)
+	require.Equal(t, 413, a.status)
+	require.Equal(t, 0, b.count(hostID))
+}
+
+func TestIntakeFilteredAndGeneric(t *testing.T) {
+	b := setup(t)
+	hostID, _ := b.newHost("h")
+	require.Equal(t, 200, b.admin("PUT", "/api/hosts/"+hostID+"/sources/github", map[string]any{"events": []string{"push", "issues.opened"}}).status,
+		"secrets kept when omitted")
+	a := b.sendGitHub(hostID, "d-1", prBody)
+	require.Equal(t, 200, a.status, string(a.body))
+	var r shared.IntakeResponse
+	a.json(t, &r)
+	require.Equal(t, shared.IntakeResponse{Status: "filtered"}, r)
+	require.Equal(t, 0, b.count(hostID))
+
+	require.Equal(t, 201, b.admin("PUT", "/api/hosts/"+hostID+"/sources/billing", map[string]any{"provider": "generic", "secrets": []string{"k"}}).status)
+	body := []byte(`{"type":"invoice.paid"}`)
+	m := hmac.New(sha256.New, []byte("k"))
+	m.Write(body)
+	a = b.do("POST", "/api/webhooks/"+hostID+"/billing", bytes.NewReader(body), map[string]string{"X-Signature": "sha256=" + hex.EncodeToString(m.Sum(nil)), "X-Event-Id": "evt_1"})
+	require.Equal(t, 202, a.status, string(a.body))
+	a.json(t, &r)
+	require.Equal(t, "queued", r.Status)
+	require.True(t, strings.HasPrefix(r.DeliveryID, "billing:evt_1:"))
+}
+
+func TestIntakeStoreDownIs503(t *testing.T) {
+	b := setup(t)
+	hostID, _ := b.newHost("h")
+	require.NoError(t, b.store.Close())
+	a := b.sendGitHub(hostID, "d-1", prBody)
+	require.Equal(t, 503, a.status, string(a.body))
+	require.Equal(t, "unavailable", a.errCode(t))
+	a = b.do("GET", "/readyz", nil, nil)
+	require.Equal(t, 503, a.status)
+}
+
+func TestHeartbeatLeasesAcksAndGzips(t *testing.T) {
+	b := setup(t)
+	hostID, token := b.newHost("h")
+	for _, id := range []string{"a", "b", "c"} {
+		require.Equal(t, 200, b.sendGitHub(hostID, id, prBody).status)
+		b.clock.Advance(time.Millisecond)
+	}
+	a := b.do("POST", "/api/hosts/heartbeat", jsonBody(shared.HeartbeatRequest{MaxWebhooks: 2}),
+		map[string]string{"Authorization": "Bearer " + token, "Accept-Encoding": "gzip"})
+	require.Equal(t, 200, a.status)
+	require.Equal(t, "gzip", a.header.Get("Content-Encoding"))
+	zr, err := gzip.NewReader(bytes.NewReader(a.body))
+	require.NoError(t, err)
+	plain, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	var hb shared.HeartbeatResponse
+	require.NoError(t, json.Unmarshal(plain, &hb))
+	require.Equal(t, "ok", hb.Status)
+	require.True(t, hb.More)
+	require.Len(t, hb.Webhooks, 2)
+	w := hb.Webhooks[0]
+	require.True(t, strings.HasPrefix(w.DeliveryID, "github:a:"), "FIFO")
+	require.Equal(t, prBody, w.RawBody)
+	require.JSONEq(t, string(prBody), string(w.Body))
+	require.Equal(t, 1, w.Attempt)
+	require.Equal(t, "pull_request", w.EventType)
+	require.Equal(t, "opened", w.EventAction)
+	require.Equal(t, "a", w.Headers["x-github-delivery"])
+	require.NotEmpty(t, w.CorrelationID)
+
+	d, err := b.store.DeliveryGet(context.Background(), hostID, w.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, d.Status)
+
+	a = b.heartbeat(token, shared.HeartbeatRequest{
+		WebhookAcks:  []string{hb.Webhooks[0].DeliveryID},
+		WebhookNacks: []shared.Nack{{DeliveryID: hb.Webhooks[1].DeliveryID, Error: "boom", Retryable: true}},
+	})
+	require.Equal(t, 200, a.status, string(a.body))
+	a.json(t, &hb)
+	require.Len(t, hb.Webhooks, 1, "the third; the nacked one waits 30 s")
+	require.False(t, hb.More)
+
+	d, _ = b.store.DeliveryGet(context.Background(), hostID, hb.Webhooks[0].DeliveryID)
+	require.Equal(t, store.StatusDelivered, d.Status)
+	counts, _ := b.store.DeliveryCountByStatus(context.Background(), hostID)
+	require.Equal(t, 1, counts[store.StatusAcked])
+	require.Equal(t, 1, counts[store.StatusRetrying])
+}
+
+func TestHeartbeatRejects(t *testing.T) {
+	b := setup(t)
+	hostID, token := b.newHost("h")
+	now := b.clock.Now()
+	claims := auth.Claims{Generation: 1, RegisteredClaims: jwt.RegisteredClaims{
+		Issuer: "relay-cloud", Subject: hostID, Audience: jwt.ClaimStrings{shared.TokenAudience},
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Minute)),
+	}}
+	hs512, _ := jwt.NewWithClaims(jwt.SigningMethodHS512, claims).SignedString(jwtKey)
+	none, _ := jwt.NewWithClaims(jwt.SigningMethodNone, claims).SignedString(jwt.UnsafeAllowNoneSignatureType)
+	parts := strings.Split(token, ".")
+	tampered := parts[0] + "." + parts[1] + "x." + parts[2]
+
+	for name, tok := range map[string]string{"wrong algorithm": hs512, "alg none": none, "tampered": tampered, "garbage": "abc"} {
+		a := b.heartbeat(tok, shared.HeartbeatRequest{})
+		require.Equal(t, 401, a.status, name)
+		require.Equal(t, "unauthorized", a.errCode(t), name)
+	}
+	a := b.do("POST", "/api/hosts/heartbeat", jsonBody(shared.HeartbeatRequest{}), nil)
+	require.Equal(t, 401, a.status, "missing token")
+	require.Equal(t, "unauthorized", a.errCode(t))
+
+	malformed := map[string]string{
+		"not json":         `{"webhook_acks": [`,
+		"wrong type":       `{"webhook_acks": "abc"}`,
+		"negative max":     `{"max_webhooks": -1}`,
+		"empty ack":        `{"webhook_acks": [""]}`,
+		"nack without id":  `{"webhook_nacks": [{"error": "x"}]}`,
+		"empty body":       ``,
+		"trailing garbage": `{} {}`,
+	}
+	for name, body := range malformed {
+		a := b.do("POST", "/api/hosts/heartbeat", strings.NewReader(body), map[string]string{"Authorization": "Bearer " + token})
+		require.Equal(t, 400, a.status, "%s: %s", name, a.body)
+		require.Equal(t, "invalid", a.errCode(t), name)
+	}
+
+	// Expired after 15 minutes.
+	b.clock.Advance(16 * time.Minute)
+	a = b.heartbeat(token, shared.HeartbeatRequest{})
+	require.Equal(t, 401, a.status, "expired")
+}
+
+func TestDeactivateRevokesTokens(t *testing.T) {
+	b := setup(t)
+	hostID, token := b.newHost("h")
+	require.Equal(t, 200, b.heartbeat(token, shared.HeartbeatRequest{}).status)
+	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+hostID+"/deactivate", nil).status)
+	a := b.heartbeat(token, shared.HeartbeatRequest{})
+	require.Equal(t, 401, a.status)
+	require.Equal(t, "unauthorized", a.errCode(t))
+}
+
+func TestClaimCodeOneTimeAndExpiring(t *testing.T) {
+	b := setup(t)
+	var h shared.CreateHostResponse
+	b.admin("POST", "/api/hosts", map[string]string{"name": "x"}).json(t, &h)
+	require.Equal(t, b.clock.Now().Add(24*time.Hour), h.ClaimExpiresAt)
+
+	a := b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: h.ClaimCode, AgentVersion: "t"}), nil)
+	require.Equal(t, 200, a.status, string(a.body))
+	var c shared.ClaimResponse
+	a.json(t, &c)
+	require.Equal(t, h.ID, c.HostID)
+	require.NotEmpty(t, c.HostCredential)
+	require.Positive(t, c.HeartbeatIntervalS)
+
+	a = b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: h.ClaimCode}), nil)
+	require.Equal(t, 401, a.status, "used code")
+	require.Equal(t, "unauthorized", a.errCode(t))
+
+	// The credential gets fresh tokens; a wrong one does not.
+	a = b.do("POST", "/api/hosts/token", jsonBody(shared.TokenRequest{HostID: h.ID, HostCredential: c.HostCredential}), nil)
+	require.Equal(t, 200, a.status)
+	a = b.do("POST", "/api/hosts/token", jsonBody(shared.TokenRequest{HostID: h.ID, HostCredential: c.HostCredential + "x"}), nil)
+	require.Equal(t, 401, a.status)
+
+	// A new code expires after 24 h.
+	var nc shared.CreateHostResponse
+	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+h.ID+"/claim-code", nil).status)
+	b.admin("POST", "/api/hosts", map[string]string{"name": "y"}).json(t, &nc)
+	b.clock.Advance(25 * time.Hour)
+	a = b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: nc.ClaimCode}), nil)
+	require.Equal(t, 401, a.status, "expired code")
+	a = b.do("POST", "/api/hosts/claim", jsonBody(map[string]string{}), nil)
+	require.Equal(t, 400, a.status, "no code")
+}
+
+// TestHostIsolation proves a host's token can never see, ack, nack or extend
+// another host's deliveries.
+func TestHostIsolation(t *testing.T) {
+	b := setup(t)
+	hostA, tokenA := b.newHost("a")
+	hostB, tokenB := b.newHost("b")
+	require.Equal(t, 200, b.sendGitHub(hostB, "b-1", prBody).status)
+	require.Equal(t, 200, b.sendGitHub(hostB, "b-2", prBody).status)
+	require.Equal(t, 200, b.sendGitHub(hostB, "b-3", prBody).status)
+
+	var hb shared.HeartbeatResponse
+	b.heartbeat(tokenA, shared.HeartbeatRequest{}).json(t, &hb)
+	require.Empty(t, hb.Webhooks, "A sees none of B's deliveries")
+
+	b.heartbeat(tokenB, shared.HeartbeatRequest{MaxWebhooks: 2}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 2)
+	leased := []string{hb.Webhooks[0].DeliveryID, hb.Webhooks[1].DeliveryID}
+	before := map[string]*store.Delivery{}
+	for _, id := range leased {
+		before[id], _ = b.store.DeliveryGet(context.Background(), hostB, id)
+	}
+
+	b.clock.Advance(10 * time.Second)
+	a := b.heartbeat(tokenA, shared.HeartbeatRequest{
+		WebhookAcks:    []string{leased[0]},
+		WebhookNacks:   []shared.Nack{{DeliveryID: leased[1], Error: "x", Retryable: false}},
+		WebhookExtends: leased,
+	})
+	require.Equal(t, 200, a.status)
+	a.json(t, &hb)
+	require.Empty(t, hb.Webhooks)
+	for _, id := range leased {
+		after, err := b.store.DeliveryGet(context.Background(), hostB, id)
+		require.NoError(t, err)
+		require.Equal(t, before[id].Status, after.Status, "A's ack/nack changed nothing")
+		require.Equal(t, before[id].LeaseExpiresAt, after.LeaseExpiresAt, "A's extend changed nothing")
+		require.Empty(t, after.LastError)
+	}
+	// The admin view is per host too.
+	require.Equal(t, 404, b.admin("GET", "/api/hosts/"+hostA+"/webhooks/"+leased[0], nil).status)
+}
+
+func TestAdminAPI(t *testing.T) {
+	b := setup(t)
+	hostID, _ := b.newHost("h")
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+	b.clock.Advance(time.Millisecond)
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-2", prBody).status)
+
+	// Authorization.
+	a := b.do("GET", "/api/hosts", nil, nil)
+	require.Equal(t, 401, a.status)
+	require.Equal(t, "unauthorized", a.errCode(t))
+	a = b.do("GET", "/api/hosts", nil, map[string]string{"Authorization": "Bearer wrong"})
+	require.Equal(t, 401, a.status)
+
+	// Hosts.
+	var hosts struct {
+		Hosts []hostJSON `json:"hosts"`
+	}
+	b.admin("GET", "/api/hosts", nil).json(t, &hosts)
+	require.Len(t, hosts.Hosts, 1)
+	require.Equal(t, 2, hosts.Hosts[0].Counts[store.StatusQueued])
+	require.True(t, hosts.Hosts[0].Claimed)
+	require.Equal(t, 404, b.admin("GET", "/api/hosts/h_nope", nil).status)
+	require.Equal(t, 400, b.admin("POST", "/api/hosts", map[string]string{"name": ""}).status)
+
+	// Sources: secrets are write-only.
+	a = b.admin("GET", "/api/hosts/"+hostID+"/sources/github", nil)
+	require.Equal(t, 200, a.status)
+	require.NotContains(t, string(a.body), testSecret)
+	var src sourceJSON
+	a.json(t, &src)
+	require.Equal(t, []string{secrets.Fingerprint([]byte(testSecret))}, src.SecretFingerprints)
+	require.Equal(t, int64(25<<20), src.MaxBodyBytes)
+	a = b.admin("GET", "/api/hosts/"+hostID+"/sources", nil)
+	require.NotContains(t, string(a.body), testSecret)
+	stored, _ := b.store.SourceGet(context.Background(), hostID, "github")
+	require.NotContains(t, stored.Secrets[0].Ciphertext, testSecret, "encrypted at rest")
+	require.Equal(t, 400, b.admin("PUT", "/api/hosts/"+hostID+"/sources/x", map[string]any{"secrets": []string{"k"}}).status, "unknown provider")
+	require.Equal(t, 400, b.admin("PUT", "/api/hosts/"+hostID+"/sources/Bad!", map[string]any{"provider": "generic", "secrets": []string{"k"}}).status)
+	require.Equal(t, 400, b.admin("PUT", "/api/hosts/"+hostID+"/sources/new", map[string]any{"provider": "generic"}).status, "no secret")
+	require.Equal(t, 404, b.admin("PUT", "/api/hosts/h_nope/sources/github", map[string]any{"secrets": []string{"k"}}).status)
+	require.Equal(t, 404, b.admin("GET", "/api/hosts/"+hostID+"/sources/none", nil).status)
+
+	// Deliveries: list, filters, cursor, one with its trail.
+	var page struct {
+		Webhooks   []deliveryJSON `json:"webhooks"`
+		NextCursor string         `json:"next_cursor"`
+	}
+	b.admin("GET", "/api/hosts/"+hostID+"/webhooks?limit=1", nil).json(t, &page)
+	require.Len(t, page.Webhooks, 1)
+	require.True(t, strings.HasPrefix(page.Webhooks[0].DeliveryID, "github:d-2:"), "newest first")
+	require.Nil(t, page.Webhooks[0].RawBody)
+	require.NotEmpty(t, page.NextCursor)
+	first := page.Webhooks[0].DeliveryID
+	b.admin("GET", "/api/hosts/"+hostID+"/webhooks?limit=1&cursor="+page.NextCursor, nil).json(t, &page)
+	require.Len(t, page.Webhooks, 1)
+	require.NotEqual(t, first, page.Webhooks[0].DeliveryID)
+	b.admin("GET", "/api/hosts/"+hostID+"/webhooks?status=acked", nil).json(t, &page)
+	require.Empty(t, page.Webhooks)
+	require.Empty(t, page.NextCursor)
+
+	for _, q := range []string{"status=bogus", "cursor=!!!", "limit=0", "limit=abc", "limit=501"} {
+		a := b.admin("GET", "/api/hosts/"+hostID+"/webhooks?"+q, nil)
+		require.Equal(t, 400, a.status, q)
+		require.Equal(t, "invalid", a.errCode(t), q)
+	}
+	require.Equal(t, 404, b.admin("GET", "/api/hosts/h_nope/webhooks", nil).status)
+
+	var one struct {
+		Delivery deliveryJSON `json:"delivery"`
+		Events   []eventJSON  `json:"events"`
+	}
+	a = b.admin("GET", "/api/hosts/"+hostID+"/webhooks/"+first, nil)
+	require.Equal(t, 200, a.status)
+	a.json(t, &one)
+	require.Equal(t, prBody, one.Delivery.RawBody)
+	require.NotEmpty(t, one.Events)
+	require.Equal(t, store.StatusQueued, one.Events[0].To)
+	require.Equal(t, 404, b.admin("GET", "/api/hosts/"+hostID+"/webhooks/github:nope:1", nil).status)
+}
+
+func TestAdminDisabledWithoutToken(t *testing.T) {
+	b := setup(t)
+	s := New(b.store, nil, nil, b.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/api/hosts", nil)
+	req.Header.Set("Authorization", "Bearer ")
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 501, resp.StatusCode)
+}
+
+func TestUnknownRoute(t *testing.T) {
+	b := setup(t)
+	a := b.do("GET", "/nope", nil, nil)
+	require.Equal(t, 404, a.status)
+	require.Equal(t, "not_found", a.errCode(t))
+}
