@@ -1,0 +1,568 @@
+package agent
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/host/cloudapi"
+	"github.com/relaykit/relay/host/handler"
+	"github.com/relaykit/relay/host/ledger"
+	"github.com/relaykit/relay/shared"
+)
+
+// fakeCloud plays the cloud's token and heartbeat endpoints: a true process
+// edge of the host.
+type fakeCloud struct {
+	t     *testing.T
+	clock *clockwork.FakeClock
+
+	mu            sync.Mutex
+	tokenLifetime time.Duration
+	tokenStatus   int // non-zero: the token endpoint answers this
+	tokensIssued  int
+	validToken    string
+	// answer returns the status and answer of heartbeat number n (1-based).
+	answer func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse)
+	n      int
+
+	requests chan heartbeatSeen
+}
+
+type heartbeatSeen struct {
+	n             int
+	req           shared.HeartbeatRequest
+	authorization string
+	status        int
+}
+
+func newFakeCloud(t *testing.T, clock *clockwork.FakeClock) (*fakeCloud, *httptest.Server) {
+	fc := &fakeCloud{
+		t:             t,
+		clock:         clock,
+		tokenLifetime: 15 * time.Minute,
+		answer: func(int, shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+		},
+		requests: make(chan heartbeatSeen, 100),
+	}
+	srv := httptest.NewServer(fc)
+	t.Cleanup(srv.Close)
+	return fc, srv
+}
+
+func (fc *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	switch r.URL.Path {
+	case shared.PathToken:
+		var req shared.TokenRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.HostID != "h1" || req.HostCredential != "cred" {
+			fc.t.Errorf("bad token request: %+v %v", req, err)
+		}
+		if fc.tokenStatus != 0 {
+			writeJSON(w, r, fc.tokenStatus, shared.ErrorResponse{Error: shared.ErrorDetail{Code: shared.CodeGone, Message: "host deactivated"}})
+			return
+		}
+		fc.tokensIssued++
+		fc.validToken = fmt.Sprintf("tok-%d", fc.tokensIssued)
+		writeJSON(w, r, http.StatusOK, shared.TokenResponse{Token: fc.validToken, TokenExpiresAt: fc.clock.Now().Add(fc.tokenLifetime)})
+	case shared.PathHeartbeat:
+		if r.Header.Get("Accept-Encoding") != "gzip" {
+			fc.t.Errorf("heartbeat without Accept-Encoding: gzip")
+		}
+		var req shared.HeartbeatRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			fc.t.Errorf("decode heartbeat: %v", err)
+		}
+		fc.n++
+		auth := r.Header.Get("Authorization")
+		status, resp := http.StatusUnauthorized, shared.HeartbeatResponse{}
+		if auth == "Bearer "+fc.validToken {
+			status, resp = fc.answer(fc.n, req)
+		}
+		if status == http.StatusUnauthorized {
+			fc.validToken = "" // the cloud forgot this token
+		}
+		fc.requests <- heartbeatSeen{n: fc.n, req: req, authorization: auth, status: status}
+		if status != http.StatusOK {
+			writeJSON(w, r, status, shared.ErrorResponse{Error: shared.ErrorDetail{Code: "x", Message: http.StatusText(status)}})
+			return
+		}
+		writeJSON(w, r, status, resp)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// writeJSON answers gzip-compressed when the client asks for it.
+func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.WriteHeader(status)
+		gz := gzip.NewWriter(w)
+		json.NewEncoder(gz).Encode(v)
+		gz.Close()
+		return
+	}
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+type fakeHandler struct {
+	calls atomic.Int32
+	fn    func(ctx context.Context, w shared.Webhook) handler.Outcome
+}
+
+func (h *fakeHandler) Name() string { return "fake" }
+
+func (h *fakeHandler) Handle(ctx context.Context, w shared.Webhook) handler.Outcome {
+	h.calls.Add(1)
+	if h.fn == nil {
+		return handler.Outcome{OK: true, Summary: "done"}
+	}
+	return h.fn(ctx, w)
+}
+
+type testBundle struct {
+	agent   *Agent
+	ledger  *ledger.Ledger
+	cloud   *fakeCloud
+	clock   *clockwork.FakeClock
+	handler *fakeHandler
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
+	t.Helper()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
+	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	cloud, srv := newFakeCloud(t, clock)
+	b := &testBundle{ledger: l, cloud: cloud, clock: clock, handler: &fakeHandler{}, done: make(chan error, 1)}
+	if prepare != nil {
+		prepare(b)
+	}
+	b.agent = New(Options{
+		Cloud:      cloudapi.New(srv.URL, srv.Client(), "test"),
+		HostID:     "h1",
+		Credential: "cred",
+		Ledger:     l,
+		Routes: map[string]Route{
+			"github": {Enabled: true, Events: []string{"pull_request", "push"}, Handler: b.handler},
+			"slack":  {Enabled: false},
+		},
+		Subscription: &shared.Subscription{Webhooks: map[string]shared.SourceSubscription{
+			"github": {Enabled: true, Events: []string{"pull_request", "push"}},
+		}},
+		Interval: 30 * time.Second,
+		Workers:  2,
+		Clock:    clock,
+		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	go func() { b.done <- b.agent.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-b.done:
+		case <-time.After(10 * time.Second):
+			t.Error("agent did not stop")
+		}
+	})
+	return b
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func webhook(id, eventType string) shared.Webhook {
+	return shared.Webhook{
+		DeliveryID: id, Source: "github", EventType: eventType, EventAction: "opened",
+		Headers:       map[string]string{"x-github-event": eventType},
+		Body:          json.RawMessage(`{"repository":{"full_name":"acme/app"},"number":7}`),
+		RawBody:       []byte(`{"repository":{"full_name":"acme/app"},"number":7}`),
+		Attempt:       1,
+		CorrelationID: "corr-" + id,
+	}
+}
+
+// serve answers the first heartbeat with ws and the later ones with nothing.
+func serve(ws ...shared.Webhook) func(int, shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+	return func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+		if n == 1 {
+			resp.Webhooks = ws
+		}
+		return http.StatusOK, resp
+	}
+}
+
+// next returns the next heartbeat the cloud saw.
+func (b *testBundle) next(t *testing.T) heartbeatSeen {
+	t.Helper()
+	select {
+	case hb := <-b.cloud.requests:
+		return hb
+	case <-time.After(10 * time.Second):
+		t.Fatal("no heartbeat")
+		return heartbeatSeen{}
+	}
+}
+
+// nextWhere skips heartbeats until one matches.
+func (b *testBundle) nextWhere(t *testing.T, match func(heartbeatSeen) bool) heartbeatSeen {
+	t.Helper()
+	for {
+		if hb := b.next(t); match(hb) {
+			return hb
+		}
+	}
+}
+
+// advance moves the clock once the agent waits on a timer.
+func (b *testBundle) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1), "agent never waited on its clock")
+	b.clock.Advance(d)
+}
+
+func (b *testBundle) eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, 10*time.Second, 5*time.Millisecond, what)
+}
+
+func (b *testBundle) result(t *testing.T, id string) ledger.Result {
+	e, err := b.ledger.DeliveryGet(context.Background(), id)
+	if err != nil {
+		return ""
+	}
+	return e.Result
+}
+
+func (b *testBundle) outbox(t *testing.T) int {
+	n, err := b.ledger.OutboxCount(context.Background())
+	require.NoError(t, err)
+	return n
+}
+
+func TestHandledOnceAndAckedOnNextHeartbeat(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:a:1", "pull_request")
+	b := setup(t, func(b *testBundle) { b.cloud.answer = serve(w) })
+
+	hb := b.next(t)
+	require.Equal(t, 1, hb.n)
+	require.Equal(t, "Bearer tok-1", hb.authorization)
+	require.Equal(t, Version, hb.req.AgentVersion)
+	require.Equal(t, 16, hb.req.MaxWebhooks, "2 workers × 8")
+	require.Equal(t, []string{"pull_request", "push"}, hb.req.Config.Webhooks["github"].Events)
+	require.Empty(t, hb.req.WebhookAcks)
+
+	b.eventually(t, "ledger records success", func() bool { return b.result(t, w.DeliveryID) == ledger.ResultSuccess })
+	// The ack is due: the agent comes back after the cloud's 1 s floor, not
+	// after its own 30 s interval.
+	b.advance(t, time.Second)
+	hb = b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
+	require.Empty(t, hb.req.WebhookNacks)
+	b.eventually(t, "outbox emptied", func() bool { return b.outbox(t) == 0 })
+	require.EqualValues(t, 1, b.handler.calls.Load())
+
+	e, err := b.ledger.DeliveryGet(context.Background(), w.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, "fake", e.Handler)
+	require.Equal(t, "corr-github:a:1", e.CorrelationID)
+	require.Equal(t, 1, e.Attempts)
+	require.Equal(t, "pull_request.opened: acme/app #7 → done", e.Summary)
+	require.False(t, b.agent.LastHeartbeat().IsZero())
+}
+
+func TestAlreadySucceededIsAckedWithoutRunning(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:a:1", "pull_request")
+	b := setup(t, func(b *testBundle) {
+		// A previous run handled it and sent the ack, which the cloud lost.
+		_, err := b.ledger.DeliveryRecord(context.Background(), ledger.RecordParams{Entry: ledger.Entry{
+			DeliveryID: w.DeliveryID, Source: "github", Result: ledger.ResultSuccess, ProcessedAt: b.clock.Now(),
+		}})
+		require.NoError(t, err)
+		ob, err := b.ledger.OutboxList(context.Background(), 10)
+		require.NoError(t, err)
+		require.NoError(t, b.ledger.OutboxDelete(context.Background(), []int64{ob[0].Seq}))
+		b.cloud.answer = serve(w)
+	})
+
+	b.next(t)
+	b.eventually(t, "ack queued again", func() bool { return b.outbox(t) == 1 })
+	b.advance(t, time.Second)
+	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
+	require.EqualValues(t, 0, b.handler.calls.Load(), "handler must not run again")
+}
+
+func TestOutboxSurvivesRestartAndIsDeletedOnlyAfterSuccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(b *testBundle) {
+		// Crash after the ledger write, before the ack went out.
+		_, err := b.ledger.DeliveryRecord(context.Background(), ledger.RecordParams{Entry: ledger.Entry{
+			DeliveryID: "github:old:1", Source: "github", Result: ledger.ResultSuccess, ProcessedAt: b.clock.Now(),
+		}})
+		require.NoError(t, err)
+		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			if n == 1 {
+				return http.StatusServiceUnavailable, shared.HeartbeatResponse{}
+			}
+			return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+		}
+	})
+
+	hb := b.next(t)
+	require.Equal(t, http.StatusServiceUnavailable, hb.status)
+	require.Equal(t, []string{"github:old:1"}, hb.req.WebhookAcks)
+	// The agent is backing off; the failed heartbeat deleted nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1))
+	require.Equal(t, 1, b.outbox(t))
+	require.True(t, b.agent.LastHeartbeat().IsZero())
+
+	b.clock.Advance(30 * time.Second) // the backoff cap
+	hb = b.next(t)
+	require.Equal(t, http.StatusOK, hb.status)
+	require.Equal(t, []string{"github:old:1"}, hb.req.WebhookAcks)
+	b.eventually(t, "outbox emptied", func() bool { return b.outbox(t) == 0 })
+	require.EqualValues(t, 0, b.handler.calls.Load())
+}
+
+func TestNacks(t *testing.T) {
+	t.Parallel()
+	retry := webhook("github:retry:1", "pull_request")
+	fatal := webhook("github:fatal:1", "push")
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(_ context.Context, w shared.Webhook) handler.Outcome {
+			if w.DeliveryID == retry.DeliveryID {
+				return handler.Outcome{Retryable: true, Error: "HTTP 503: busy", Summary: "HTTP 503: busy"}
+			}
+			return handler.Outcome{Retryable: false, Error: "HTTP 404", Summary: "HTTP 404"}
+		}
+		b.cloud.answer = serve(retry, fatal)
+	})
+
+	b.next(t)
+	b.eventually(t, "both recorded", func() bool {
+		return b.result(t, retry.DeliveryID) == ledger.ResultError && b.result(t, fatal.DeliveryID) == ledger.ResultError
+	})
+	b.advance(t, time.Second)
+	var nacks []shared.Nack
+	for len(nacks) < 2 {
+		nacks = append(nacks, b.next(t).req.WebhookNacks...)
+		if len(nacks) < 2 {
+			b.advance(t, time.Second)
+		}
+	}
+	require.ElementsMatch(t, []shared.Nack{
+		{DeliveryID: retry.DeliveryID, Error: "HTTP 503: busy", Retryable: true},
+		{DeliveryID: fatal.DeliveryID, Error: "HTTP 404", Retryable: false},
+	}, nacks)
+	e, err := b.ledger.DeliveryGet(context.Background(), retry.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, "HTTP 503: busy", e.Error)
+}
+
+func TestSkipsUnsubscribedEventsAndDisabledSources(t *testing.T) {
+	t.Parallel()
+	issue := webhook("github:issue:1", "issues")
+	slack := webhook("slack:e:1", "message")
+	slack.Source = "slack"
+	b := setup(t, func(b *testBundle) { b.cloud.answer = serve(issue, slack) })
+
+	b.next(t)
+	b.eventually(t, "both skipped", func() bool {
+		return b.result(t, issue.DeliveryID) == ledger.ResultSkipped && b.result(t, slack.DeliveryID) == ledger.ResultSkipped
+	})
+	b.advance(t, time.Second)
+	var acks []string
+	for len(acks) < 2 {
+		acks = append(acks, b.next(t).req.WebhookAcks...)
+		if len(acks) < 2 {
+			b.advance(t, time.Second)
+		}
+	}
+	require.ElementsMatch(t, []string{issue.DeliveryID, slack.DeliveryID}, acks)
+	require.EqualValues(t, 0, b.handler.calls.Load())
+}
+
+func TestInFlightIsExtendedAndNotStartedTwice(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:slow:1", "pull_request")
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(ctx context.Context, _ shared.Webhook) handler.Outcome {
+			started <- struct{}{}
+			<-release
+			return handler.Outcome{OK: true}
+		}
+		// The cloud hands the same delivery out twice (say its lease ran out).
+		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+			if n <= 2 {
+				resp.Webhooks = []shared.Webhook{w}
+			}
+			return http.StatusOK, resp
+		}
+	})
+
+	b.next(t)
+	<-started
+	require.Equal(t, 1, b.agent.InFlight())
+	b.advance(t, 30*time.Second)
+	hb := b.next(t)
+	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookExtends)
+	require.Equal(t, 15, hb.req.MaxWebhooks)
+	// Once the agent sleeps again it has dealt with the second copy.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1))
+	close(release)
+	b.eventually(t, "recorded", func() bool { return b.result(t, w.DeliveryID) == ledger.ResultSuccess })
+	b.advance(t, time.Second)
+	hb = b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
+	require.Empty(t, hb.req.WebhookExtends)
+	require.EqualValues(t, 1, b.handler.calls.Load())
+	require.Empty(t, started)
+}
+
+func TestTokenRefreshOn401(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(b *testBundle) {
+		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			if n == 1 {
+				return http.StatusUnauthorized, shared.HeartbeatResponse{}
+			}
+			return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+		}
+	})
+	hb := b.next(t)
+	require.Equal(t, http.StatusUnauthorized, hb.status)
+	require.Equal(t, "Bearer tok-1", hb.authorization)
+	// Retried at once with a fresh token, without waiting on the clock.
+	hb = b.next(t)
+	require.Equal(t, http.StatusOK, hb.status)
+	require.Equal(t, "Bearer tok-2", hb.authorization)
+}
+
+func TestTokenRenewedAt80PercentOfLifetime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(b *testBundle) { b.cloud.tokenLifetime = 50 * time.Second })
+	require.Equal(t, "Bearer tok-1", b.next(t).authorization) // t=0, renew at 40 s
+	b.advance(t, 30*time.Second)
+	require.Equal(t, "Bearer tok-1", b.next(t).authorization) // t=30
+	b.advance(t, 30*time.Second)
+	require.Equal(t, "Bearer tok-2", b.next(t).authorization) // t=60
+}
+
+func TestRevokedHostStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(b *testBundle) { b.cloud.tokenStatus = http.StatusGone })
+	select {
+	case err := <-b.done:
+		require.ErrorIs(t, err, ErrRevoked)
+		require.ErrorContains(t, err, "host deactivated")
+		b.done <- err // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+}
+
+func TestStopLetsHandlersFinishAndFlushes(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:a:1", "pull_request")
+	release := make(chan struct{})
+	started := make(chan struct{})
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(ctx context.Context, _ shared.Webhook) handler.Outcome {
+			close(started)
+			<-release
+			return handler.Outcome{OK: true}
+		}
+		b.cloud.answer = serve(w)
+	})
+	b.next(t)
+	<-started
+	b.cancel()
+	// Run waits for the handler: the grace timer is armed and Run has not
+	// returned.
+	b.eventually(t, "stopping", b.agent.Stopping)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 1))
+	require.Empty(t, b.done)
+	close(release)
+
+	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
+	require.Equal(t, 1, hb.req.MaxWebhooks)
+	select {
+	case err := <-b.done:
+		require.NoError(t, err)
+		b.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+	require.Equal(t, 0, b.outbox(t))
+}
+
+func TestStopCancelsHandlersAfterGrace(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:a:1", "pull_request")
+	started := make(chan struct{})
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(ctx context.Context, _ shared.Webhook) handler.Outcome {
+			close(started)
+			<-ctx.Done()
+			return handler.Outcome{Retryable: true, Error: "canceled: host shutting down"}
+		}
+		b.cloud.answer = serve(w)
+	})
+	b.next(t)
+	<-started
+	b.cancel()
+	b.eventually(t, "stopping", b.agent.Stopping)
+	b.advance(t, 10*time.Second) // the grace period
+
+	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookNacks) > 0 })
+	require.Equal(t, []shared.Nack{{DeliveryID: w.DeliveryID, Error: "canceled: host shutting down", Retryable: true}}, hb.req.WebhookNacks)
+	select {
+	case err := <-b.done:
+		require.NoError(t, err)
+		b.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+}

@@ -1,0 +1,151 @@
+// Package cloudapi is the host's client for the cloud's host API: claim,
+// token and heartbeat, speaking the shapes of package shared. Answers are
+// requested gzip-compressed and decoded here.
+package cloudapi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/relaykit/relay/shared"
+)
+
+// maxResponse bounds a decoded answer (a heartbeat batch of large bodies,
+// base64-encoded, stays well below it).
+const maxResponse = 256 << 20
+
+// Error is a non-2xx answer of the cloud.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("cloud answered %d %s: %s", e.Status, e.Code, e.Message)
+	}
+	return fmt.Sprintf("cloud answered %d: %s", e.Status, e.Message)
+}
+
+// StatusOf returns the HTTP status of a cloud *Error in err's chain, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// Client calls one cloud.
+type Client struct {
+	baseURL   string
+	http      *http.Client
+	userAgent string
+}
+
+// New returns a client of the cloud at baseURL.
+func New(baseURL string, hc *http.Client, userAgent string) *Client {
+	return &Client{baseURL: strings.TrimRight(baseURL, "/"), http: hc, userAgent: userAgent}
+}
+
+// Claim exchanges a one-time claim code for the host's credential.
+func (c *Client) Claim(ctx context.Context, req shared.ClaimRequest) (shared.ClaimResponse, error) {
+	var resp shared.ClaimResponse
+	if err := c.post(ctx, shared.PathClaim, "", req, &resp); err != nil {
+		return shared.ClaimResponse{}, fmt.Errorf("claim: %w", err)
+	}
+	return resp, nil
+}
+
+// Token exchanges the host's credential for a fresh token.
+func (c *Client) Token(ctx context.Context, req shared.TokenRequest) (shared.TokenResponse, error) {
+	var resp shared.TokenResponse
+	if err := c.post(ctx, shared.PathToken, "", req, &resp); err != nil {
+		return shared.TokenResponse{}, fmt.Errorf("token: %w", err)
+	}
+	if resp.Token == "" {
+		return shared.TokenResponse{}, errors.New("token: answer carries no token")
+	}
+	return resp, nil
+}
+
+// Heartbeat reports outcomes and leases new work, authenticated by token.
+func (c *Client) Heartbeat(ctx context.Context, token string, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error) {
+	var resp shared.HeartbeatResponse
+	if err := c.post(ctx, shared.PathHeartbeat, token, req, &resp); err != nil {
+		return shared.HeartbeatResponse{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	return resp, nil
+}
+
+func (c *Client) post(ctx context.Context, path, token string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	// Asking explicitly turns off the transport's transparent decoding; the
+	// answer is decoded below.
+	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set("User-Agent", c.userAgent)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+
+	var r io.Reader = resp.Body
+	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		gz, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return fmt.Errorf("read gzip answer: %w", err)
+		}
+		defer gz.Close()
+		r = gz
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxResponse+1))
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	if len(data) > maxResponse {
+		return fmt.Errorf("answer larger than %d bytes", maxResponse)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return errorFrom(resp.StatusCode, data)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}
+
+func errorFrom(status int, data []byte) *Error {
+	var er shared.ErrorResponse
+	if err := json.Unmarshal(data, &er); err == nil && er.Error.Message != "" {
+		return &Error{Status: status, Code: er.Error.Code, Message: er.Error.Message}
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return &Error{Status: status, Message: msg}
+}
