@@ -1,0 +1,548 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+const (
+	defaultLeaseMax    = 100
+	defaultListLimit   = 100
+	defaultExpireLimit = 1000
+)
+
+const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
+	status, attempts, max_attempts, next_retry_at, lease_expires_at, last_error, received_at,
+	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
+
+// scanDelivery scans deliveryColumns, followed by raw_body when withBody.
+func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
+	var d store.Delivery
+	var headers []byte
+	dest := []any{&d.ID, &d.HostID, &d.Source, &d.EventID, &d.EventType, &d.EventAction, &headers, &d.BodySize,
+		&d.Status, &d.Attempts, &d.MaxAttempts, &d.NextRetryAt, &d.LeaseExpiresAt, &d.LastError, &d.ReceivedAt,
+		&d.DeliveredAt, &d.AckedAt, &d.DLQAt, &d.CorrelationID, &d.UpdatedAt}
+	if withBody {
+		dest = append(dest, &d.RawBody)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(headers, &d.Headers); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	if withBody && d.RawBody == nil {
+		d.RawBody = []byte{}
+	}
+	d.NextRetryAt = utcPtr(d.NextRetryAt)
+	d.LeaseExpiresAt = utcPtr(d.LeaseExpiresAt)
+	d.ReceivedAt = d.ReceivedAt.UTC()
+	d.DeliveredAt = utcPtr(d.DeliveredAt)
+	d.AckedAt = utcPtr(d.AckedAt)
+	d.DLQAt = utcPtr(d.DLQAt)
+	d.UpdatedAt = d.UpdatedAt.UTC()
+	return &d, nil
+}
+
+func statusNames(statuses []store.Status) []string {
+	names := make([]string, len(statuses))
+	for i, s := range statuses {
+		names[i] = string(s)
+	}
+	return names
+}
+
+// recordEvents appends entries to the audit trail.
+func recordEvents(ctx context.Context, tx pgx.Tx, events []store.DeliveryEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	ids := make([]string, len(events))
+	ats := make([]time.Time, len(events))
+	froms := make([]string, len(events))
+	tos := make([]string, len(events))
+	reasons := make([]string, len(events))
+	attempts := make([]int32, len(events))
+	for i, e := range events {
+		ids[i], ats[i], froms[i], tos[i], reasons[i], attempts[i] =
+			e.DeliveryID, ms(e.At), string(e.From), string(e.To), e.Reason, int32(e.Attempt)
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::integer[])`,
+		ids, ats, froms, tos, reasons, attempts)
+	if err != nil {
+		return fmt.Errorf("record events: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error) {
+	headers := p.Headers
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	headersJSON, err := json.Marshal(headers)
+	if err != nil {
+		return nil, fmt.Errorf("delivery insert: headers: %w", err)
+	}
+	body := p.RawBody
+	if body == nil {
+		body = []byte{}
+	}
+	maxAttempts := p.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = store.DefaultRetryPolicy.MaxAttempts()
+	}
+	now := ms(p.ReceivedAt)
+
+	var res *store.DeliveryInsertResult
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		// Two attempts: when a concurrent insert of the same event wins the
+		// race, ON CONFLICT DO NOTHING returns no row and the second look
+		// finds the winner's row.
+		for range 2 {
+			existing, err := scanDelivery(tx.QueryRow(ctx, `
+				SELECT `+deliveryColumns+` FROM deliveries
+				WHERE host_id = $1 AND source = $2 AND event_id = $3
+				FOR UPDATE`, p.HostID, p.Source, p.EventID), false)
+			switch {
+			case err == nil:
+				res, err = revive(ctx, tx, existing, now)
+				return err
+			case !errors.Is(err, pgx.ErrNoRows):
+				return err
+			}
+			d, err := scanDelivery(tx.QueryRow(ctx, `
+				INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
+					raw_body, body_size, status, max_attempts, received_at, correlation_id, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $12)
+				ON CONFLICT (host_id, source, event_id) DO NOTHING
+				RETURNING `+deliveryColumns,
+				p.ID, p.HostID, p.Source, p.EventID, p.EventType, p.EventAction, string(headersJSON),
+				body, len(body), string(store.TransitionReceive.To), maxAttempts, now, p.CorrelationID), false)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			res = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
+			return recordEvents(ctx, tx, []store.DeliveryEvent{{
+				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: store.TransitionReceive.Reason,
+			}})
+		}
+		return errors.New("insert raced without a winner")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
+	}
+	return res, nil
+}
+
+// revive answers a repeat of an existing delivery: a dead-lettered one goes
+// back to the queue with its attempts reset, any other is a duplicate.
+func revive(ctx context.Context, tx pgx.Tx, existing *store.Delivery, now time.Time) (*store.DeliveryInsertResult, error) {
+	tr := store.TransitionRevive
+	if !tr.Allows(existing.Status) {
+		return &store.DeliveryInsertResult{Delivery: existing, Outcome: store.InsertDuplicate}, nil
+	}
+	d, err := scanDelivery(tx.QueryRow(ctx, `
+		UPDATE deliveries
+		SET status = $2, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
+			last_error = '', updated_at = $3
+		WHERE delivery_id = $1 AND status = ANY($4)
+		RETURNING `+deliveryColumns,
+		existing.ID, string(tr.To), now, statusNames(tr.From)), false)
+	if err != nil {
+		return nil, err
+	}
+	err = recordEvents(ctx, tx, []store.DeliveryEvent{{
+		DeliveryID: d.ID, At: now, From: existing.Status, To: tr.To, Reason: tr.Reason,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
+}
+
+func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `
+		SELECT `+deliveryColumns+`, raw_body FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
+		hostID, id), true)
+	if err != nil {
+		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
+	}
+	return d, nil
+}
+
+func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) ([]*store.Delivery, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+deliveryColumns+` FROM deliveries
+		WHERE host_id = $1
+			AND ($2::text = '' OR status = $2)
+			AND ($3::text = '' OR source = $3)
+			AND ($4::timestamptz IS NULL OR (received_at, delivery_id) < ($4, $5::text))
+		ORDER BY received_at DESC, delivery_id DESC
+		LIMIT $6`,
+		p.HostID, string(p.Status), p.Source, msPtr(p.BeforeReceivedAt), p.BeforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("delivery list: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Delivery, error) { return scanDelivery(r, false) })
+	if err != nil {
+		return nil, fmt.Errorf("delivery list: %w", err)
+	}
+	return list, nil
+}
+
+func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*store.DeliveryEvent, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, delivery_id, at, from_status, to_status, reason, attempt
+		FROM delivery_events WHERE delivery_id = $1 ORDER BY id`, deliveryID)
+	if err != nil {
+		return nil, fmt.Errorf("delivery event list: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.DeliveryEvent, error) {
+		var e store.DeliveryEvent
+		if err := r.Scan(&e.ID, &e.DeliveryID, &e.At, &e.From, &e.To, &e.Reason, &e.Attempt); err != nil {
+			return nil, err
+		}
+		e.At = e.At.UTC()
+		return &e, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery event list: %w", err)
+	}
+	return events, nil
+}
+
+func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM deliveries WHERE host_id = $1 GROUP BY status`, hostID)
+	if err != nil {
+		return nil, fmt.Errorf("delivery count by status: %w", err)
+	}
+	counts := make(map[store.Status]int, len(store.Statuses))
+	for _, st := range store.Statuses {
+		counts[st] = 0
+	}
+	var status string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
+		counts[store.Status(status)] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery count by status: %w", err)
+	}
+	return counts, nil
+}
+
+// leaseCut returns how many of the candidates (body sizes, in FIFO order) fit
+// in one batch: at most max, at most maxBytes in all (0: unbounded), and
+// always the first one, however large.
+func leaseCut(sizes []int, max, maxBytes int) int {
+	n, total := 0, 0
+	for _, size := range sizes {
+		if n >= max || (n > 0 && maxBytes > 0 && total+size > maxBytes) {
+			break
+		}
+		total += size
+		n++
+	}
+	return n
+}
+
+func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) ([]*store.Delivery, error) {
+	max := p.Max
+	if max <= 0 {
+		max = defaultLeaseMax
+	}
+	now := ms(p.Now)
+	leaseUntil := ms(p.Now.Add(p.LeaseFor))
+	tr := store.TransitionLease
+
+	var leased []*store.Delivery
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT delivery_id, status, body_size FROM deliveries
+			WHERE host_id = $1 AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= $2))
+			ORDER BY received_at, delivery_id
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED`, p.HostID, now, max)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		var sizes []int
+		from := map[string]store.Status{}
+		var id, status string
+		var size int
+		_, err = pgx.ForEachRow(rows, []any{&id, &status, &size}, func() error {
+			ids = append(ids, id)
+			sizes = append(sizes, size)
+			from[id] = store.Status(status)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		ids = ids[:leaseCut(sizes, max, p.MaxBytes)]
+		if len(ids) == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, `
+			UPDATE deliveries
+			SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
+			WHERE delivery_id = ANY($1) AND status = ANY($5)
+			RETURNING `+deliveryColumns+`, raw_body`,
+			ids, string(tr.To), leaseUntil, now, statusNames(tr.From))
+		if err != nil {
+			return err
+		}
+		leased, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Delivery, error) { return scanDelivery(r, true) })
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(leased, func(a, b *store.Delivery) int {
+			if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		events := make([]store.DeliveryEvent, len(leased))
+		for i, d := range leased {
+			events[i] = store.DeliveryEvent{DeliveryID: d.ID, At: now, From: from[d.ID], To: tr.To, Reason: tr.Reason, Attempt: d.Attempts}
+		}
+		return recordEvents(ctx, tx, events)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
+	}
+	return leased, nil
+}
+
+// lockedDelivery is the state of a delivery locked for a transition.
+type lockedDelivery struct {
+	id          string
+	status      store.Status
+	attempts    int
+	maxAttempts int
+}
+
+// lockForTransition locks the host's deliveries among ids whose status tr
+// allows, in id order so that concurrent callers cannot deadlock.
+func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, hostID string, ids []string) ([]lockedDelivery, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+		WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
+		ORDER BY delivery_id
+		FOR UPDATE`, hostID, ids, statusNames(tr.From))
+	if err != nil {
+		return nil, err
+	}
+	return collectLocked(rows)
+}
+
+func collectLocked(rows pgx.Rows) ([]lockedDelivery, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lockedDelivery, error) {
+		var l lockedDelivery
+		err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts)
+		return l, err
+	})
+}
+
+// transition applies tr to the host's deliveries among ids that it allows:
+// one update guarded on the current status, setting status to tr.To (kept
+// when tr.To is empty) plus the columns in set, whose parameters start at
+// $4. Each changed delivery gets an audit event.
+func (s *Store) transition(ctx context.Context, tr store.Transition, hostID string, ids []string, now time.Time, set string, args ...any) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		locked, err := lockForTransition(ctx, tx, tr, hostID, ids)
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		lockedIDs := make([]string, len(locked))
+		for i, l := range locked {
+			lockedIDs[i] = l.id
+		}
+		_, err = tx.Exec(ctx, `UPDATE deliveries SET status = COALESCE(NULLIF($3::text, ''), status), `+set+`
+			WHERE delivery_id = ANY($1) AND status = ANY($2)`,
+			append([]any{lockedIDs, statusNames(tr.From), string(tr.To)}, args...)...)
+		if err != nil {
+			return err
+		}
+		events := make([]store.DeliveryEvent, len(locked))
+		for i, l := range locked {
+			to := tr.To
+			if to == "" {
+				to = l.status
+			}
+			events[i] = store.DeliveryEvent{DeliveryID: l.id, At: now, From: l.status, To: to, Reason: tr.Reason, Attempt: l.attempts}
+		}
+		n = len(locked)
+		return recordEvents(ctx, tx, events)
+	})
+	return n, err
+}
+
+func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionDelivered, p.HostID, p.IDs, now,
+		`delivered_at = $4, updated_at = $4`, now)
+	if err != nil {
+		return 0, fmt.Errorf("delivery mark delivered: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,
+		`acked_at = $4, updated_at = $4, lease_expires_at = NULL, next_retry_at = NULL`, now)
+	if err != nil {
+		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionExtend, p.HostID, p.IDs, now,
+		`lease_expires_at = $4, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)), now)
+	if err != nil {
+		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+// failureReason is the audit reason of a failed attempt.
+func failureReason(tr store.Transition, to store.Status, retryable bool) string {
+	switch {
+	case to != store.StatusDLQ:
+		return tr.Reason
+	case !retryable:
+		return tr.Reason + ": not retryable, dead-lettered"
+	default:
+		return tr.Reason + ": attempts exhausted, dead-lettered"
+	}
+}
+
+// fail records a failed attempt of a locked delivery: retrying or dlq, as
+// store.FailureOutcome decides.
+func fail(ctx context.Context, tx pgx.Tx, tr store.Transition, l lockedDelivery, policy store.RetryPolicy,
+	retryable bool, lastError string, now time.Time) error {
+	to, next := store.FailureOutcome(policy, l.attempts, l.maxAttempts, retryable, now)
+	var dlqAt *time.Time
+	if to == store.StatusDLQ {
+		dlqAt = &now
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE deliveries
+		SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6
+		WHERE delivery_id = $1 AND status = ANY($7)`,
+		l.id, string(to), msPtr(next), dlqAt, lastError, now, statusNames(tr.From))
+	if err != nil {
+		return err
+	}
+	return recordEvents(ctx, tx, []store.DeliveryEvent{{
+		DeliveryID: l.id, At: now, From: l.status, To: to, Reason: failureReason(tr, to, retryable), Attempt: l.attempts,
+	}})
+}
+
+func retryPolicy(p store.RetryPolicy) store.RetryPolicy {
+	if len(p.Delays) == 0 {
+		return store.DefaultRetryPolicy
+	}
+	return p
+}
+
+func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
+	if len(p.Nacks) == 0 {
+		return 0, nil
+	}
+	now := ms(p.Now)
+	policy := retryPolicy(p.Policy)
+	byID := make(map[string]store.Nack, len(p.Nacks))
+	ids := make([]string, 0, len(p.Nacks))
+	for _, nk := range p.Nacks {
+		if _, dup := byID[nk.ID]; !dup {
+			ids = append(ids, nk.ID)
+		}
+		byID[nk.ID] = nk
+	}
+	tr := store.TransitionNack
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		locked, err := lockForTransition(ctx, tx, tr, p.HostID, ids)
+		if err != nil {
+			return err
+		}
+		for _, l := range locked {
+			nk := byID[l.id]
+			if err := fail(ctx, tx, tr, l, policy, nk.Retryable, nk.Error, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultExpireLimit
+	}
+	now := ms(p.Now)
+	policy := retryPolicy(p.Policy)
+	tr := store.TransitionExpire
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+			WHERE status = ANY($1) AND lease_expires_at < $2
+			ORDER BY lease_expires_at, delivery_id
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED`, statusNames(tr.From), now, limit)
+		if err != nil {
+			return err
+		}
+		locked, err := collectLocked(rows)
+		if err != nil {
+			return err
+		}
+		for _, l := range locked {
+			if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
+	}
+	return n, nil
+}

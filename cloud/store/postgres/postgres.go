@@ -1,0 +1,330 @@
+// Package postgres is the cloud store on PostgreSQL (pgx/v5 and pgxpool).
+// Several cloud replicas may share one database: claiming uses
+// FOR UPDATE SKIP LOCKED, and migrations run under an advisory lock.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/migrations"
+)
+
+// Store implements store.Store on a pgx connection pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (postgres://…) and checks that it
+// answers. It does not migrate; call Migrate.
+func Open(ctx context.Context, url string) (*Store, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres open: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres open: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool returns the underlying pool, for callers that need Postgres itself
+// (LISTEN/NOTIFY, advisory locks).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Migrate applies pending migrations under a Postgres advisory lock, so
+// replicas starting together migrate once.
+func (s *Store) Migrate(ctx context.Context) error {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres,
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// interpretError maps Postgres errors to the store's domain errors.
+func interpretError(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%w: %s", store.ErrConflict, pgErr.ConstraintName)
+		case "23503": // foreign_key_violation: the referenced row is missing
+			return fmt.Errorf("%w: %s", store.ErrNotFound, pgErr.ConstraintName)
+		}
+	}
+	return err
+}
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// ms truncates t to the millisecond precision both engines keep, in UTC.
+func ms(t time.Time) time.Time { return t.Truncate(time.Millisecond).UTC() }
+
+func msPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := ms(*t)
+	return &v
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC()
+	return &v
+}
+
+// --- hosts ---
+
+const hostColumns = `id, name, status, generation, credential_hash, claim_code_hash, claim_expires_at,
+	claimed_at, agent_version, last_heartbeat_at, subscription, rate_limit_per_min, rate_limit_burst,
+	created_at, deactivated_at`
+
+func scanHost(row pgx.Row) (*store.Host, error) {
+	var h store.Host
+	var sub []byte
+	err := row.Scan(&h.ID, &h.Name, &h.Status, &h.Generation, &h.CredentialHash, &h.ClaimCodeHash,
+		&h.ClaimExpiresAt, &h.ClaimedAt, &h.AgentVersion, &h.LastHeartbeatAt, &sub,
+		&h.RateLimitPerMin, &h.RateLimitBurst, &h.CreatedAt, &h.DeactivatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if sub != nil {
+		h.Subscription = json.RawMessage(sub)
+	}
+	h.ClaimExpiresAt = utcPtr(h.ClaimExpiresAt)
+	h.ClaimedAt = utcPtr(h.ClaimedAt)
+	h.LastHeartbeatAt = utcPtr(h.LastHeartbeatAt)
+	h.CreatedAt = h.CreatedAt.UTC()
+	h.DeactivatedAt = utcPtr(h.DeactivatedAt)
+	return &h, nil
+}
+
+func (s *Store) HostCreate(ctx context.Context, p *store.HostCreateParams) (*store.Host, error) {
+	h, err := scanHost(s.pool.QueryRow(ctx, `
+		INSERT INTO hosts (id, name, claim_code_hash, claim_expires_at, rate_limit_per_min, rate_limit_burst, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		RETURNING `+hostColumns,
+		p.ID, p.Name, p.ClaimCodeHash, ms(p.ClaimExpiresAt), p.RateLimitPerMin, p.RateLimitBurst, ms(p.Now)))
+	if err != nil {
+		return nil, fmt.Errorf("host create: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostGet(ctx context.Context, id string) (*store.Host, error) {
+	h, err := scanHost(s.pool.QueryRow(ctx, `SELECT `+hostColumns+` FROM hosts WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("host get: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostList(ctx context.Context) ([]*store.Host, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+hostColumns+` FROM hosts ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("host list: %w", err)
+	}
+	hosts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Host, error) { return scanHost(r) })
+	if err != nil {
+		return nil, fmt.Errorf("host list: %w", err)
+	}
+	return hosts, nil
+}
+
+func (s *Store) HostClaim(ctx context.Context, p *store.HostClaimParams) (*store.Host, error) {
+	h, err := scanHost(s.pool.QueryRow(ctx, `
+		UPDATE hosts
+		SET credential_hash = $2, agent_version = $3, claimed_at = $4,
+			claim_code_hash = NULL, claim_expires_at = NULL, generation = generation + 1
+		WHERE claim_code_hash = $1 AND status = 'active' AND claim_expires_at > $4
+		RETURNING `+hostColumns,
+		p.ClaimCodeHash, p.CredentialHash, p.AgentVersion, ms(p.Now)))
+	if err != nil {
+		return nil, fmt.Errorf("host claim: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostSetClaimCode(ctx context.Context, p *store.HostSetClaimCodeParams) (*store.Host, error) {
+	h, err := scanHost(s.pool.QueryRow(ctx, `
+		UPDATE hosts SET claim_code_hash = $2, claim_expires_at = $3
+		WHERE id = $1 AND status = 'active'
+		RETURNING `+hostColumns,
+		p.HostID, p.ClaimCodeHash, ms(p.ClaimExpiresAt)))
+	if err != nil {
+		return nil, fmt.Errorf("host set claim code: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams) error {
+	var sub *string // nil keeps the stored subscription
+	if p.Subscription != nil {
+		v := string(p.Subscription)
+		sub = &v
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE hosts
+		SET last_heartbeat_at = $2, agent_version = $3, subscription = COALESCE($4::json, subscription)
+		WHERE id = $1`,
+		p.HostID, ms(p.Now), p.AgentVersion, sub)
+	if err != nil {
+		return fmt.Errorf("host heartbeat: %w", interpretError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("host heartbeat: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParams) (*store.Host, error) {
+	h, err := scanHost(s.pool.QueryRow(ctx, `
+		UPDATE hosts
+		SET status = 'deactivated', deactivated_at = COALESCE(deactivated_at, $2),
+			claim_code_hash = NULL, claim_expires_at = NULL, generation = generation + 1
+		WHERE id = $1
+		RETURNING `+hostColumns,
+		p.HostID, ms(p.Now)))
+	if err != nil {
+		return nil, fmt.Errorf("host deactivate: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+// --- sources ---
+
+const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at`
+
+func scanSource(row pgx.Row) (*store.Source, error) {
+	var src store.Source
+	var events, secrets, options []byte
+	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
+		&src.MaxBodyBytes, &src.CreatedAt, &src.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(events, &src.Events); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	if err := json.Unmarshal(secrets, &src.Secrets); err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	if err := json.Unmarshal(options, &src.Options); err != nil {
+		return nil, fmt.Errorf("options: %w", err)
+	}
+	src.CreatedAt = src.CreatedAt.UTC()
+	src.UpdatedAt = src.UpdatedAt.UTC()
+	return &src, nil
+}
+
+// sourceJSON encodes a source's list and map fields, nil as empty.
+func sourceJSON(p *store.SourceUpsertParams) (events, secrets, options []byte, err error) {
+	ev, sec, opt := p.Events, p.Secrets, p.Options
+	if ev == nil {
+		ev = []string{}
+	}
+	if sec == nil {
+		sec = []store.SealedSecret{}
+	}
+	if opt == nil {
+		opt = map[string]string{}
+	}
+	if events, err = json.Marshal(ev); err != nil {
+		return nil, nil, nil, err
+	}
+	if secrets, err = json.Marshal(sec); err != nil {
+		return nil, nil, nil, err
+	}
+	if options, err = json.Marshal(opt); err != nil {
+		return nil, nil, nil, err
+	}
+	return events, secrets, options, nil
+}
+
+func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (*store.Source, error) {
+	events, secrets, options, err := sourceJSON(p)
+	if err != nil {
+		return nil, fmt.Errorf("source upsert: %w", err)
+	}
+	src, err := scanSource(s.pool.QueryRow(ctx, `
+		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+		ON CONFLICT (host_id, name) DO UPDATE
+		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
+			secrets = excluded.secrets, options = excluded.options,
+			max_body_bytes = excluded.max_body_bytes, updated_at = excluded.updated_at
+		RETURNING `+sourceColumns,
+		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
+		p.MaxBodyBytes, ms(p.Now)))
+	if err != nil {
+		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
+	}
+	return src, nil
+}
+
+func (s *Store) SourceGet(ctx context.Context, hostID, name string) (*store.Source, error) {
+	src, err := scanSource(s.pool.QueryRow(ctx,
+		`SELECT `+sourceColumns+` FROM sources WHERE host_id = $1 AND name = $2`, hostID, name))
+	if err != nil {
+		return nil, fmt.Errorf("source get: %w", interpretError(err))
+	}
+	return src, nil
+}
+
+func (s *Store) SourceList(ctx context.Context, hostID string) ([]*store.Source, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+sourceColumns+` FROM sources WHERE host_id = $1 ORDER BY name`, hostID)
+	if err != nil {
+		return nil, fmt.Errorf("source list: %w", err)
+	}
+	sources, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Source, error) { return scanSource(r) })
+	if err != nil {
+		return nil, fmt.Errorf("source list: %w", err)
+	}
+	return sources, nil
+}

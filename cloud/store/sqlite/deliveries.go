@@ -1,0 +1,512 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+const (
+	defaultLeaseMax    = 100
+	defaultListLimit   = 100
+	defaultExpireLimit = 1000
+)
+
+const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
+	status, attempts, max_attempts, next_retry_at, lease_expires_at, last_error, received_at,
+	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
+
+// scanDelivery scans deliveryColumns, followed by raw_body when withBody.
+func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
+	var d store.Delivery
+	var headers string
+	dest := []any{&d.ID, &d.HostID, &d.Source, &d.EventID, &d.EventType, &d.EventAction, &headers, &d.BodySize,
+		&d.Status, &d.Attempts, &d.MaxAttempts, nullTimeCol{&d.NextRetryAt}, nullTimeCol{&d.LeaseExpiresAt},
+		&d.LastError, timeCol{&d.ReceivedAt}, nullTimeCol{&d.DeliveredAt}, nullTimeCol{&d.AckedAt},
+		nullTimeCol{&d.DLQAt}, &d.CorrelationID, timeCol{&d.UpdatedAt}}
+	if withBody {
+		dest = append(dest, &d.RawBody)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	if withBody && d.RawBody == nil {
+		d.RawBody = []byte{}
+	}
+	return &d, nil
+}
+
+func scanDeliveryWithBody(row scanner) (*store.Delivery, error) { return scanDelivery(row, true) }
+func scanDeliveryNoBody(row scanner) (*store.Delivery, error)   { return scanDelivery(row, false) }
+
+// recordEvents appends entries to the audit trail.
+func recordEvents(ctx context.Context, tx *sql.Tx, events []store.DeliveryEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+		VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("record events: %w", err)
+	}
+	defer stmt.Close()
+	for _, e := range events {
+		_, err := stmt.ExecContext(ctx, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt)
+		if err != nil {
+			return fmt.Errorf("record events: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error) {
+	headers := p.Headers
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	headersJSON, err := json.Marshal(headers)
+	if err != nil {
+		return nil, fmt.Errorf("delivery insert: headers: %w", err)
+	}
+	body := p.RawBody
+	if body == nil {
+		body = []byte{}
+	}
+	maxAttempts := p.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = store.DefaultRetryPolicy.MaxAttempts()
+	}
+	now := ms(p.ReceivedAt)
+
+	var res *store.DeliveryInsertResult
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		// The writer transaction is exclusive, so look-up and insert cannot race.
+		existing, err := scanDelivery(tx.QueryRowContext(ctx, `
+			SELECT `+deliveryColumns+` FROM deliveries
+			WHERE host_id = ? AND source = ? AND event_id = ?`, p.HostID, p.Source, p.EventID), false)
+		switch {
+		case err == nil:
+			res, err = revive(ctx, tx, existing, now)
+			return err
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		d, err := scanDelivery(tx.QueryRowContext(ctx, `
+			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
+				raw_body, body_size, status, max_attempts, received_at, correlation_id, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			RETURNING `+deliveryColumns,
+			p.ID, p.HostID, p.Source, p.EventID, p.EventType, p.EventAction, string(headersJSON),
+			body, len(body), string(store.TransitionReceive.To), maxAttempts, dbTime(now), p.CorrelationID, dbTime(now)), false)
+		if err != nil {
+			return err
+		}
+		res = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
+		return recordEvents(ctx, tx, []store.DeliveryEvent{{
+			DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: store.TransitionReceive.Reason,
+		}})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
+	}
+	return res, nil
+}
+
+// revive answers a repeat of an existing delivery: a dead-lettered one goes
+// back to the queue with its attempts reset, any other is a duplicate.
+func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.Time) (*store.DeliveryInsertResult, error) {
+	tr := store.TransitionRevive
+	if !tr.Allows(existing.Status) {
+		return &store.DeliveryInsertResult{Delivery: existing, Outcome: store.InsertDuplicate}, nil
+	}
+	d, err := scanDelivery(tx.QueryRowContext(ctx, `
+		UPDATE deliveries
+		SET status = ?, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
+			last_error = '', updated_at = ?
+		WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)
+		RETURNING `+deliveryColumns,
+		append([]any{string(tr.To), dbTime(now), existing.ID}, statusArgs(tr.From)...)...), false)
+	if err != nil {
+		return nil, err
+	}
+	err = recordEvents(ctx, tx, []store.DeliveryEvent{{
+		DeliveryID: d.ID, At: now, From: existing.Status, To: tr.To, Reason: tr.Reason,
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
+}
+
+func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
+	d, err := scanDelivery(s.read.QueryRowContext(ctx, `
+		SELECT `+deliveryColumns+`, raw_body FROM deliveries WHERE host_id = ? AND delivery_id = ?`,
+		hostID, id), true)
+	if err != nil {
+		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
+	}
+	return d, nil
+}
+
+func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) ([]*store.Delivery, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	list, err := queryAll(ctx, s.read, scanDeliveryNoBody, `
+		SELECT `+deliveryColumns+` FROM deliveries
+		WHERE host_id = ?1
+			AND (?2 = '' OR status = ?2)
+			AND (?3 = '' OR source = ?3)
+			AND (?4 IS NULL OR (received_at, delivery_id) < (?4, ?5))
+		ORDER BY received_at DESC, delivery_id DESC
+		LIMIT ?6`,
+		p.HostID, string(p.Status), p.Source, dbTimePtr(p.BeforeReceivedAt), p.BeforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("delivery list: %w", err)
+	}
+	return list, nil
+}
+
+func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*store.DeliveryEvent, error) {
+	events, err := queryAll(ctx, s.read, func(r scanner) (*store.DeliveryEvent, error) {
+		var e store.DeliveryEvent
+		err := r.Scan(&e.ID, &e.DeliveryID, timeCol{&e.At}, &e.From, &e.To, &e.Reason, &e.Attempt)
+		return &e, err
+	}, `
+		SELECT id, delivery_id, at, from_status, to_status, reason, attempt
+		FROM delivery_events WHERE delivery_id = ? ORDER BY id`, deliveryID)
+	if err != nil {
+		return nil, fmt.Errorf("delivery event list: %w", err)
+	}
+	return events, nil
+}
+
+func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
+	type count struct {
+		status store.Status
+		n      int
+	}
+	rows, err := queryAll(ctx, s.read, func(r scanner) (count, error) {
+		var c count
+		err := r.Scan(&c.status, &c.n)
+		return c, err
+	}, `SELECT status, count(*) FROM deliveries WHERE host_id = ? GROUP BY status`, hostID)
+	if err != nil {
+		return nil, fmt.Errorf("delivery count by status: %w", err)
+	}
+	counts := make(map[store.Status]int, len(store.Statuses))
+	for _, st := range store.Statuses {
+		counts[st] = 0
+	}
+	for _, c := range rows {
+		counts[c.status] = c.n
+	}
+	return counts, nil
+}
+
+// leaseCut returns how many of the candidates (body sizes, in FIFO order) fit
+// in one batch: at most max, at most maxBytes in all (0: unbounded), and
+// always the first one, however large.
+func leaseCut(sizes []int, max, maxBytes int) int {
+	n, total := 0, 0
+	for _, size := range sizes {
+		if n >= max || (n > 0 && maxBytes > 0 && total+size > maxBytes) {
+			break
+		}
+		total += size
+		n++
+	}
+	return n
+}
+
+func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) ([]*store.Delivery, error) {
+	max := p.Max
+	if max <= 0 {
+		max = defaultLeaseMax
+	}
+	now := ms(p.Now)
+	leaseUntil := ms(p.Now.Add(p.LeaseFor))
+	tr := store.TransitionLease
+
+	var leased []*store.Delivery
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// The writer transaction holds SQLite's write lock from BEGIN
+		// IMMEDIATE on, so no other lease can interleave.
+		type candidate struct {
+			id     string
+			status store.Status
+			size   int
+		}
+		cands, err := queryAll(ctx, tx, func(r scanner) (candidate, error) {
+			var c candidate
+			err := r.Scan(&c.id, &c.status, &c.size)
+			return c, err
+		}, `
+			SELECT delivery_id, status, body_size FROM deliveries
+			WHERE host_id = ? AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
+			ORDER BY received_at, delivery_id
+			LIMIT ?`, p.HostID, dbTime(now), max)
+		if err != nil {
+			return err
+		}
+		sizes := make([]int, len(cands))
+		for i, c := range cands {
+			sizes[i] = c.size
+		}
+		cands = cands[:leaseCut(sizes, max, p.MaxBytes)]
+		if len(cands) == 0 {
+			return nil
+		}
+		ids := make([]any, len(cands))
+		from := make(map[string]store.Status, len(cands))
+		for i, c := range cands {
+			ids[i] = c.id
+			from[c.id] = c.status
+		}
+		args := append([]any{string(tr.To), dbTime(leaseUntil), dbTime(now)}, ids...)
+		args = append(args, statusArgs(tr.From)...)
+		leased, err = queryAll(ctx, tx, scanDeliveryWithBody, `
+			UPDATE deliveries
+			SET status = ?, attempts = attempts + 1, lease_expires_at = ?, next_retry_at = NULL, updated_at = ?
+			WHERE delivery_id IN (`+placeholders(len(ids))+`) AND status IN (`+placeholders(len(tr.From))+`)
+			RETURNING `+deliveryColumns+`, raw_body`, args...)
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(leased, func(a, b *store.Delivery) int {
+			if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+		events := make([]store.DeliveryEvent, len(leased))
+		for i, d := range leased {
+			events[i] = store.DeliveryEvent{DeliveryID: d.ID, At: now, From: from[d.ID], To: tr.To, Reason: tr.Reason, Attempt: d.Attempts}
+		}
+		return recordEvents(ctx, tx, events)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
+	}
+	return leased, nil
+}
+
+// lockedDelivery is the state of a delivery about to change, read inside the
+// writer transaction.
+type lockedDelivery struct {
+	id          string
+	status      store.Status
+	attempts    int
+	maxAttempts int
+}
+
+func scanLocked(r scanner) (lockedDelivery, error) {
+	var l lockedDelivery
+	err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts)
+	return l, err
+}
+
+// selectForTransition reads the host's deliveries among ids whose status tr
+// allows.
+func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string) ([]lockedDelivery, error) {
+	args := append([]any{hostID}, anys(ids)...)
+	args = append(args, statusArgs(tr.From)...)
+	return queryAll(ctx, tx, scanLocked, `
+		SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+		WHERE host_id = ? AND delivery_id IN (`+placeholders(len(ids))+`)
+			AND status IN (`+placeholders(len(tr.From))+`)
+		ORDER BY delivery_id`, args...)
+}
+
+// transition applies tr to the host's deliveries among ids that it allows:
+// one update guarded on the current status, setting status to tr.To (kept
+// when tr.To is empty) plus the columns in set, whose parameters come first.
+// Each changed delivery gets an audit event.
+func (s *Store) transition(ctx context.Context, tr store.Transition, hostID string, ids []string, now time.Time, set string, setArgs ...any) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		locked, err := selectForTransition(ctx, tx, tr, hostID, ids)
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		args := append([]any{}, setArgs...)
+		args = append(args, string(tr.To))
+		for _, l := range locked {
+			args = append(args, l.id)
+		}
+		args = append(args, statusArgs(tr.From)...)
+		_, err = tx.ExecContext(ctx, `
+			UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
+			WHERE delivery_id IN (`+placeholders(len(locked))+`) AND status IN (`+placeholders(len(tr.From))+`)`,
+			args...)
+		if err != nil {
+			return err
+		}
+		events := make([]store.DeliveryEvent, len(locked))
+		for i, l := range locked {
+			to := tr.To
+			if to == "" {
+				to = l.status
+			}
+			events[i] = store.DeliveryEvent{DeliveryID: l.id, At: now, From: l.status, To: to, Reason: tr.Reason, Attempt: l.attempts}
+		}
+		n = len(locked)
+		return recordEvents(ctx, tx, events)
+	})
+	return n, err
+}
+
+func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionDelivered, p.HostID, p.IDs, now,
+		`delivered_at = ?1, updated_at = ?1`, dbTime(now))
+	if err != nil {
+		return 0, fmt.Errorf("delivery mark delivered: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,
+		`acked_at = ?1, updated_at = ?1, lease_expires_at = NULL, next_retry_at = NULL`, dbTime(now))
+	if err != nil {
+		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionExtend, p.HostID, p.IDs, now,
+		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
+	if err != nil {
+		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+// failureReason is the audit reason of a failed attempt.
+func failureReason(tr store.Transition, to store.Status, retryable bool) string {
+	switch {
+	case to != store.StatusDLQ:
+		return tr.Reason
+	case !retryable:
+		return tr.Reason + ": not retryable, dead-lettered"
+	default:
+		return tr.Reason + ": attempts exhausted, dead-lettered"
+	}
+}
+
+// fail records a failed attempt of a delivery read in this transaction:
+// retrying or dlq, as store.FailureOutcome decides.
+func fail(ctx context.Context, tx *sql.Tx, tr store.Transition, l lockedDelivery, policy store.RetryPolicy,
+	retryable bool, lastError string, now time.Time) error {
+	to, next := store.FailureOutcome(policy, l.attempts, l.maxAttempts, retryable, now)
+	var dlqAt any
+	if to == store.StatusDLQ {
+		dlqAt = dbTime(now)
+	}
+	args := append([]any{string(to), dbTimePtr(next), dlqAt, lastError, dbTime(now), l.id}, statusArgs(tr.From)...)
+	_, err := tx.ExecContext(ctx, `
+		UPDATE deliveries
+		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
+		WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)`, args...)
+	if err != nil {
+		return err
+	}
+	return recordEvents(ctx, tx, []store.DeliveryEvent{{
+		DeliveryID: l.id, At: now, From: l.status, To: to, Reason: failureReason(tr, to, retryable), Attempt: l.attempts,
+	}})
+}
+
+func retryPolicy(p store.RetryPolicy) store.RetryPolicy {
+	if len(p.Delays) == 0 {
+		return store.DefaultRetryPolicy
+	}
+	return p
+}
+
+func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
+	if len(p.Nacks) == 0 {
+		return 0, nil
+	}
+	now := ms(p.Now)
+	policy := retryPolicy(p.Policy)
+	byID := make(map[string]store.Nack, len(p.Nacks))
+	ids := make([]string, 0, len(p.Nacks))
+	for _, nk := range p.Nacks {
+		if _, dup := byID[nk.ID]; !dup {
+			ids = append(ids, nk.ID)
+		}
+		byID[nk.ID] = nk
+	}
+	tr := store.TransitionNack
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		locked, err := selectForTransition(ctx, tx, tr, p.HostID, ids)
+		if err != nil {
+			return err
+		}
+		for _, l := range locked {
+			nk := byID[l.id]
+			if err := fail(ctx, tx, tr, l, policy, nk.Retryable, nk.Error, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultExpireLimit
+	}
+	now := ms(p.Now)
+	policy := retryPolicy(p.Policy)
+	tr := store.TransitionExpire
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		args := append(statusArgs(tr.From), dbTime(now), limit)
+		locked, err := queryAll(ctx, tx, scanLocked, `
+			SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+			WHERE status IN (`+placeholders(len(tr.From))+`) AND lease_expires_at < ?
+			ORDER BY lease_expires_at, delivery_id
+			LIMIT ?`, args...)
+		if err != nil {
+			return err
+		}
+		for _, l := range locked {
+			if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
+	}
+	return n, nil
+}

@@ -1,0 +1,413 @@
+// Package sqlite is the cloud store on an embedded SQLite file
+// (modernc.org/sqlite, pure Go), the one-node default. All writes go through
+// one connection in IMMEDIATE transactions; reads use a separate pool.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/migrations"
+)
+
+// Store implements store.Store on one SQLite database file.
+type Store struct {
+	write *sql.DB // exactly one connection: SQLite has one writer
+	read  *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// busyTimeoutMS is how long a connection waits for a lock held by another
+// process (or a checkpoint) before failing with SQLITE_BUSY.
+const busyTimeoutMS = 10000
+
+// Open opens (creating if needed) the database file at path in WAL mode with
+// synchronous=FULL and foreign keys on. It does not migrate; call Migrate.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, ":memory:") {
+		return nil, fmt.Errorf("sqlite open: invalid database file path %q", path)
+	}
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
+	write, err := sql.Open("sqlite", path+"?"+common+
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite open: %w", err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetConnMaxIdleTime(0)
+	write.SetConnMaxLifetime(0)
+	// The writer opens the file first, so that WAL mode is set before any
+	// reader connects.
+	if err := write.PingContext(ctx); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite open: %w", err)
+	}
+	read, err := sql.Open("sqlite", path+"?"+common+"&_query_only=1")
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite open: %w", err)
+	}
+	read.SetMaxOpenConns(max(4, runtime.NumCPU()))
+	if err := read.PingContext(ctx); err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("sqlite open: %w", err)
+	}
+	return &Store{write: write, read: read}, nil
+}
+
+// Migrate applies pending migrations on the writer connection.
+func (s *Store) Migrate(ctx context.Context) error {
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.write.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	if err := s.read.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) Close() error {
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// interpretError maps SQLite errors to the store's domain errors.
+func interpretError(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var sqErr *sqlite.Error
+	if errors.As(err, &sqErr) {
+		switch sqErr.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %s", store.ErrConflict, sqErr.Error())
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return fmt.Errorf("%w: %s", store.ErrNotFound, sqErr.Error())
+		}
+	}
+	return err
+}
+
+// inTx runs fn in an IMMEDIATE transaction on the writer, committing when it
+// returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Times are stored as INTEGER unix milliseconds.
+
+func dbTime(t time.Time) int64 { return t.UnixMilli() }
+
+func dbTimePtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// ms truncates t to the stored precision, in UTC.
+func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
+
+// timeCol scans an INTEGER millisecond column into a time.Time.
+type timeCol struct{ t *time.Time }
+
+func (c timeCol) Scan(v any) error {
+	n, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("time column: unexpected %T", v)
+	}
+	*c.t = time.UnixMilli(n).UTC()
+	return nil
+}
+
+// nullTimeCol scans a nullable INTEGER millisecond column into a *time.Time.
+type nullTimeCol struct{ t **time.Time }
+
+func (c nullTimeCol) Scan(v any) error {
+	if v == nil {
+		*c.t = nil
+		return nil
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("time column: unexpected %T", v)
+	}
+	t := time.UnixMilli(n).UTC()
+	*c.t = &t
+	return nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// placeholders returns "?, ?, …" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func anys[T any](vs []T) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
+}
+
+func statusArgs(statuses []store.Status) []any {
+	out := make([]any, len(statuses))
+	for i, s := range statuses {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// --- hosts ---
+
+const hostColumns = `id, name, status, generation, credential_hash, claim_code_hash, claim_expires_at,
+	claimed_at, agent_version, last_heartbeat_at, subscription, rate_limit_per_min, rate_limit_burst,
+	created_at, deactivated_at`
+
+func scanHost(row scanner) (*store.Host, error) {
+	var h store.Host
+	var sub sql.NullString
+	err := row.Scan(&h.ID, &h.Name, &h.Status, &h.Generation, &h.CredentialHash, &h.ClaimCodeHash,
+		nullTimeCol{&h.ClaimExpiresAt}, nullTimeCol{&h.ClaimedAt}, &h.AgentVersion, nullTimeCol{&h.LastHeartbeatAt},
+		&sub, &h.RateLimitPerMin, &h.RateLimitBurst, timeCol{&h.CreatedAt}, nullTimeCol{&h.DeactivatedAt})
+	if err != nil {
+		return nil, err
+	}
+	if sub.Valid {
+		h.Subscription = json.RawMessage(sub.String)
+	}
+	return &h, nil
+}
+
+func (s *Store) HostCreate(ctx context.Context, p *store.HostCreateParams) (*store.Host, error) {
+	h, err := scanHost(s.write.QueryRowContext(ctx, `
+		INSERT INTO hosts (id, name, claim_code_hash, claim_expires_at, rate_limit_per_min, rate_limit_burst, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
+		RETURNING `+hostColumns,
+		p.ID, p.Name, p.ClaimCodeHash, dbTime(p.ClaimExpiresAt), p.RateLimitPerMin, p.RateLimitBurst, dbTime(p.Now)))
+	if err != nil {
+		return nil, fmt.Errorf("host create: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostGet(ctx context.Context, id string) (*store.Host, error) {
+	h, err := scanHost(s.read.QueryRowContext(ctx, `SELECT `+hostColumns+` FROM hosts WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("host get: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostList(ctx context.Context) ([]*store.Host, error) {
+	hosts, err := queryAll(ctx, s.read, scanHost, `SELECT `+hostColumns+` FROM hosts ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("host list: %w", err)
+	}
+	return hosts, nil
+}
+
+// queryer is a *sql.DB or a *sql.Tx.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) HostClaim(ctx context.Context, p *store.HostClaimParams) (*store.Host, error) {
+	now := dbTime(p.Now)
+	h, err := scanHost(s.write.QueryRowContext(ctx, `
+		UPDATE hosts
+		SET credential_hash = ?, agent_version = ?, claimed_at = ?,
+			claim_code_hash = NULL, claim_expires_at = NULL, generation = generation + 1
+		WHERE claim_code_hash = ? AND status = 'active' AND claim_expires_at > ?
+		RETURNING `+hostColumns,
+		p.CredentialHash, p.AgentVersion, now, p.ClaimCodeHash, now))
+	if err != nil {
+		return nil, fmt.Errorf("host claim: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostSetClaimCode(ctx context.Context, p *store.HostSetClaimCodeParams) (*store.Host, error) {
+	h, err := scanHost(s.write.QueryRowContext(ctx, `
+		UPDATE hosts SET claim_code_hash = ?, claim_expires_at = ?
+		WHERE id = ? AND status = 'active'
+		RETURNING `+hostColumns,
+		p.ClaimCodeHash, dbTime(p.ClaimExpiresAt), p.HostID))
+	if err != nil {
+		return nil, fmt.Errorf("host set claim code: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams) error {
+	var sub any // nil keeps the stored subscription
+	if p.Subscription != nil {
+		sub = string(p.Subscription)
+	}
+	res, err := s.write.ExecContext(ctx, `
+		UPDATE hosts SET last_heartbeat_at = ?, agent_version = ?, subscription = COALESCE(?, subscription)
+		WHERE id = ?`,
+		dbTime(p.Now), p.AgentVersion, sub, p.HostID)
+	if err != nil {
+		return fmt.Errorf("host heartbeat: %w", interpretError(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("host heartbeat: %w", err)
+	} else if n == 0 {
+		return fmt.Errorf("host heartbeat: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParams) (*store.Host, error) {
+	h, err := scanHost(s.write.QueryRowContext(ctx, `
+		UPDATE hosts
+		SET status = 'deactivated', deactivated_at = COALESCE(deactivated_at, ?),
+			claim_code_hash = NULL, claim_expires_at = NULL, generation = generation + 1
+		WHERE id = ?
+		RETURNING `+hostColumns,
+		dbTime(p.Now), p.HostID))
+	if err != nil {
+		return nil, fmt.Errorf("host deactivate: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+// --- sources ---
+
+const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at`
+
+func scanSource(row scanner) (*store.Source, error) {
+	var src store.Source
+	var events, secrets, options string
+	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
+		&src.MaxBodyBytes, timeCol{&src.CreatedAt}, timeCol{&src.UpdatedAt})
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(events), &src.Events); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	if err := json.Unmarshal([]byte(secrets), &src.Secrets); err != nil {
+		return nil, fmt.Errorf("secrets: %w", err)
+	}
+	if err := json.Unmarshal([]byte(options), &src.Options); err != nil {
+		return nil, fmt.Errorf("options: %w", err)
+	}
+	return &src, nil
+}
+
+// sourceJSON encodes a source's list and map fields, nil as empty.
+func sourceJSON(p *store.SourceUpsertParams) (events, secrets, options []byte, err error) {
+	ev, sec, opt := p.Events, p.Secrets, p.Options
+	if ev == nil {
+		ev = []string{}
+	}
+	if sec == nil {
+		sec = []store.SealedSecret{}
+	}
+	if opt == nil {
+		opt = map[string]string{}
+	}
+	if events, err = json.Marshal(ev); err != nil {
+		return nil, nil, nil, err
+	}
+	if secrets, err = json.Marshal(sec); err != nil {
+		return nil, nil, nil, err
+	}
+	if options, err = json.Marshal(opt); err != nil {
+		return nil, nil, nil, err
+	}
+	return events, secrets, options, nil
+}
+
+func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (*store.Source, error) {
+	events, secrets, options, err := sourceJSON(p)
+	if err != nil {
+		return nil, fmt.Errorf("source upsert: %w", err)
+	}
+	now := dbTime(p.Now)
+	src, err := scanSource(s.write.QueryRowContext(ctx, `
+		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (host_id, name) DO UPDATE
+		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
+			secrets = excluded.secrets, options = excluded.options,
+			max_body_bytes = excluded.max_body_bytes, updated_at = excluded.updated_at
+		RETURNING `+sourceColumns,
+		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
+		p.MaxBodyBytes, now, now))
+	if err != nil {
+		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
+	}
+	return src, nil
+}
+
+func (s *Store) SourceGet(ctx context.Context, hostID, name string) (*store.Source, error) {
+	src, err := scanSource(s.read.QueryRowContext(ctx,
+		`SELECT `+sourceColumns+` FROM sources WHERE host_id = ? AND name = ?`, hostID, name))
+	if err != nil {
+		return nil, fmt.Errorf("source get: %w", interpretError(err))
+	}
+	return src, nil
+}
+
+func (s *Store) SourceList(ctx context.Context, hostID string) ([]*store.Source, error) {
+	sources, err := queryAll(ctx, s.read, scanSource,
+		`SELECT `+sourceColumns+` FROM sources WHERE host_id = ? ORDER BY name`, hostID)
+	if err != nil {
+		return nil, fmt.Errorf("source list: %w", err)
+	}
+	return sources, nil
+}
