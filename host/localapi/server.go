@@ -1,0 +1,191 @@
+// Package localapi serves the host's read-only local HTTP API: the ledger of
+// processed webhooks and a health check. It listens on a loopback address by
+// default and carries no authentication.
+package localapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/host/ledger"
+	"github.com/relaykit/relay/shared"
+)
+
+// Ledger is what the API reads.
+type Ledger interface {
+	// DeliveryGet returns ledger.ErrNotFound for an unknown delivery.
+	DeliveryGet(ctx context.Context, deliveryID string) (ledger.Entry, error)
+	// DeliveryList returns ledger.ErrInvalidCursor for a cursor it did not make.
+	DeliveryList(ctx context.Context, p ledger.ListParams) ([]ledger.Entry, string, error)
+	OutboxCount(ctx context.Context) (int, error)
+}
+
+// Agent reports the heartbeat loop's state.
+type Agent interface {
+	LastHeartbeat() time.Time
+	InFlight() int
+	Stopping() bool
+}
+
+// List limits.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+)
+
+// Server is the local API.
+type Server struct {
+	ledger Ledger
+	agent  Agent
+	clock  clockwork.Clock
+	log    *slog.Logger
+	mux    *http.ServeMux
+}
+
+// New returns the local API over l and a.
+func New(l Ledger, a Agent, clock clockwork.Clock, log *slog.Logger) *Server {
+	s := &Server{ledger: l, agent: a, clock: clock, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /webhooks/ledger", s.handleList)
+	s.mux.HandleFunc("GET /webhooks/ledger/{deliveryID...}", s.handleGet)
+	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, shared.CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type listResponse struct {
+	Entries    []ledger.Entry `json:"entries"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	p, err := s.listParams(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, shared.CodeInvalid, err.Error())
+		return
+	}
+	entries, next, err := s.ledger.DeliveryList(r.Context(), p)
+	if errors.Is(err, ledger.ErrInvalidCursor) {
+		writeError(w, http.StatusBadRequest, shared.CodeInvalid, "invalid cursor: pass the next_cursor of a previous page")
+		return
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listResponse{Entries: entries, NextCursor: next})
+}
+
+func (s *Server) listParams(r *http.Request) (ledger.ListParams, error) {
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "result", "source", "since", "limit", "cursor":
+		default:
+			return ledger.ListParams{}, fmt.Errorf("unknown query parameter %q (allowed: result, source, since, limit, cursor)", k)
+		}
+	}
+	p := ledger.ListParams{Limit: DefaultLimit, Source: q.Get("source"), Cursor: q.Get("cursor")}
+	if v := q.Get("result"); v != "" {
+		p.Result = ledger.Result(v)
+		if !p.Result.Valid() {
+			return p, fmt.Errorf("invalid result %q: want success, error or skipped", v)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxLimit {
+			return p, fmt.Errorf("invalid limit %q: want an integer from 1 to %d", v, MaxLimit)
+		}
+		p.Limit = n
+	}
+	if v := q.Get("since"); v != "" {
+		since, err := parseSince(v, s.clock.Now())
+		if err != nil {
+			return p, err
+		}
+		p.Since = since
+	}
+	return p, nil
+}
+
+// parseSince accepts an RFC 3339 time or a positive Go duration ("1h", "30m")
+// meaning that long ago.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("invalid since %q: want an RFC 3339 time (2026-02-16T10:00:00Z) or a duration (1h, 30m)", v)
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("deliveryID")
+	if id == "" {
+		writeError(w, http.StatusNotFound, shared.CodeNotFound, "no delivery id given")
+		return
+	}
+	e, err := s.ledger.DeliveryGet(r.Context(), id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		writeError(w, http.StatusNotFound, shared.CodeNotFound, fmt.Sprintf("delivery %q is not in the ledger", id))
+		return
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+type healthResponse struct {
+	Status          string     `json:"status"`
+	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"`
+	Outbox          int        `json:"outbox"`
+	InFlight        int        `json:"in_flight"`
+	Stopping        bool       `json:"stopping"`
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	n, err := s.ledger.OutboxCount(r.Context())
+	if err != nil {
+		s.log.Error("health: ledger unreadable", "err", err)
+		writeError(w, http.StatusServiceUnavailable, shared.CodeUnavailable, "ledger unreadable")
+		return
+	}
+	h := healthResponse{Status: "ok", Outbox: n, InFlight: s.agent.InFlight(), Stopping: s.agent.Stopping()}
+	if t := s.agent.LastHeartbeat(); !t.IsZero() {
+		t = t.UTC()
+		h.LastHeartbeatAt = &t
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) internal(w http.ResponseWriter, err error) {
+	s.log.Error("local api", "err", err)
+	writeError(w, http.StatusInternalServerError, shared.CodeInternal, "internal error")
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, shared.ErrorResponse{Error: shared.ErrorDetail{Code: code, Message: strings.TrimSpace(msg)}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
