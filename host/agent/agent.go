@@ -322,14 +322,14 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 func (a *Agent) send(ctx context.Context, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error) {
 	token, err := a.tokens.Token(ctx)
 	if err != nil {
-		return shared.HeartbeatResponse{}, fmt.Errorf("get token: %w", err)
+		return shared.HeartbeatResponse{}, err
 	}
 	resp, err := a.opts.Cloud.Heartbeat(ctx, token, req)
 	if cloudapi.StatusOf(err) == http.StatusUnauthorized {
 		a.log.Info("token refused by the cloud; fetching a new one")
 		a.tokens.Invalidate()
 		if token, err = a.tokens.Token(ctx); err != nil {
-			return shared.HeartbeatResponse{}, fmt.Errorf("get token: %w", err)
+			return shared.HeartbeatResponse{}, err
 		}
 		resp, err = a.opts.Cloud.Heartbeat(ctx, token, req)
 	}
