@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -33,11 +35,15 @@ var _ store.Store = (*Store)(nil)
 // process (or a checkpoint) before failing with SQLITE_BUSY.
 const busyTimeoutMS = 10000
 
-// Open opens (creating if needed) the database file at path in WAL mode with
-// synchronous=FULL and foreign keys on. It does not migrate; call Migrate.
+// Open opens the database file at path, creating it and its directory if
+// needed, in WAL mode with synchronous=FULL and foreign keys on. It does not
+// migrate; call Migrate.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, ":memory:") {
 		return nil, fmt.Errorf("sqlite open: invalid database file path %q", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
 	write, err := sql.Open("sqlite", path+"?"+common+
