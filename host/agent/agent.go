@@ -185,7 +185,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			delay := min(bo.NextBackOff(), a.opts.MaxBackoff)
 			a.log.Warn("heartbeat failed", "err", err, "retry_in", delay)
-			a.sleep(ctx, start.Add(delay), start.Add(delay), false)
+			retryAt := a.clock.Now().Add(delay)
+			a.sleep(ctx, retryAt, retryAt, false)
 			continue
 		}
 		bo.Reset()
@@ -283,7 +284,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 	}
 	// max_webhooks 0 would mean "the cloud's default", so a full queue asks
 	// for one: the extra webhook waits for a free worker.
-	req.MaxWebhooks = max(free, 1)
+	req.MaxWebhooks = min(max(free, 1), shared.MaxMaxWebhooks)
 
 	resp, err := a.send(ctx, req)
 	if err != nil {
