@@ -1,0 +1,309 @@
+// Command cloud is the relay's public side: it takes provider webhooks,
+// verifies and stores them durably, and hands them to hosts that heartbeat in.
+//
+//	cloud serve     run the server (migrates first)
+//	cloud migrate   apply database migrations and exit
+//
+// Every setting is an environment variable and a flag of the same meaning;
+// see -h of each command.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/server"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/postgres"
+	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/sweep"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `usage: cloud <command> [flags]
+
+commands:
+  serve     run the relay's cloud server (applies migrations first)
+  migrate   apply database migrations and exit
+  version   print the version
+
+Run "cloud <command> -h" for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(ctx, os.Args[2:])
+	case "migrate":
+		err = migrate(ctx, os.Args[2:])
+	case "version", "-v", "--version":
+		fmt.Println(version)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "cloud: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(os.Stderr, "cloud: %v\n", err)
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "cloud: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }
+
+// options are the settings shared by the commands.
+type options struct {
+	listen         string
+	databaseURL    string
+	dataDir        string
+	adminToken     string
+	secretKeys     string
+	jwtKey         string
+	publicURL      string
+	lease          time.Duration
+	heartbeatFloor time.Duration
+	logLevel       string
+	logFormat      string
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, ok := os.LookupEnv(name); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func (o *options) register(fs *flag.FlagSet, withServe bool) {
+	fs.StringVar(&o.databaseURL, "database-url", env("RELAY_DATABASE_URL", "sqlite:./data/cloud.db"), "postgres://… or sqlite:PATH (RELAY_DATABASE_URL)")
+	fs.StringVar(&o.logLevel, "log-level", env("RELAY_LOG_LEVEL", "info"), "debug, info, warn or error (RELAY_LOG_LEVEL)")
+	fs.StringVar(&o.logFormat, "log-format", env("RELAY_LOG_FORMAT", "text"), "text or json (RELAY_LOG_FORMAT)")
+	if !withServe {
+		return
+	}
+	fs.StringVar(&o.listen, "listen", env("RELAY_LISTEN", ":8080"), "listen address (RELAY_LISTEN)")
+	fs.StringVar(&o.dataDir, "data-dir", env("RELAY_DATA_DIR", ""), "where generated key files live (RELAY_DATA_DIR; default: the SQLite file's directory, else ./data)")
+	fs.StringVar(&o.adminToken, "admin-token", env("RELAY_ADMIN_TOKEN", ""), "bearer token of the admin API; unset disables it (RELAY_ADMIN_TOKEN)")
+	fs.StringVar(&o.secretKeys, "secret-keys", env("RELAY_SECRET_KEYS", ""), "comma-separated base64 32-byte keys; the first encrypts, all decrypt (RELAY_SECRET_KEYS; default: a key file in the data dir)")
+	fs.StringVar(&o.jwtKey, "jwt-key", env("RELAY_JWT_KEY", ""), "key that signs host tokens, at least 32 bytes (RELAY_JWT_KEY; default: a key file in the data dir)")
+	fs.StringVar(&o.publicURL, "public-url", env("RELAY_PUBLIC_URL", ""), "URL providers and hosts use (RELAY_PUBLIC_URL; default: derived from each request)")
+	fs.DurationVar(&o.lease, "lease", envDuration("RELAY_LEASE", 2*time.Minute), "lease on deliveries handed to a host (RELAY_LEASE)")
+	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
+}
+
+func (o *options) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("log level %q: want debug, info, warn or error", o.logLevel)}
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, hopts)), nil
+	}
+	return nil, usageError{fmt.Errorf("log format %q: want text or json", o.logFormat)}
+}
+
+// openStore picks the engine from the URL's scheme.
+func openStore(ctx context.Context, url string) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return postgres.Open(ctx, url)
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+		if path == "" {
+			return nil, usageError{errors.New("database URL sqlite: needs a path, e.g. sqlite:./data/cloud.db")}
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("database directory: %w", err)
+		}
+		return sqlite.Open(ctx, path)
+	}
+	return nil, usageError{fmt.Errorf("database URL must start with postgres:// or sqlite: (got %q)", redactURL(url))}
+}
+
+// redactURL hides a password in a database URL.
+func redactURL(u string) string {
+	if i := strings.Index(u, "@"); i > 0 {
+		if j := strings.Index(u, "://"); j >= 0 && j < i {
+			return u[:j+3] + "…" + u[i:]
+		}
+	}
+	return u
+}
+
+func migrate(ctx context.Context, args []string) error {
+	var o options
+	fs := flag.NewFlagSet("cloud migrate", flag.ContinueOnError)
+	o.register(fs, false)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	log, err := o.logger()
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	log.Info("migrations applied", "database", redactURL(o.databaseURL))
+	return nil
+}
+
+func serve(ctx context.Context, args []string) error {
+	var o options
+	fs := flag.NewFlagSet("cloud serve", flag.ContinueOnError)
+	o.register(fs, true)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	log, err := o.logger()
+	if err != nil {
+		return err
+	}
+	if o.dataDir == "" {
+		o.dataDir = "./data"
+		if p, ok := strings.CutPrefix(o.databaseURL, "sqlite:"); ok {
+			o.dataDir = filepath.Dir(strings.TrimPrefix(p, "//"))
+		}
+	}
+	ring, err := loadRing(o)
+	if err != nil {
+		return err
+	}
+	jwtKey, err := loadJWTKey(o)
+	if err != nil {
+		return err
+	}
+	clock := clockwork.NewRealClock()
+	tokens, err := auth.NewTokens(jwtKey, auth.DefaultTokenTTL, clock)
+	if err != nil {
+		return usageError{err}
+	}
+
+	st, err := openStore(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if o.adminToken == "" {
+		log.Warn("RELAY_ADMIN_TOKEN is not set: the admin API refuses every request")
+	}
+
+	srv := server.New(st, ring, tokens, clock, log, server.Config{
+		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
+	})
+	httpSrv := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute, // bodies up to 25 MiB on slow links
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	sweeper := &sweep.Sweeper{Store: st, Clock: clock, Log: log, Policy: store.DefaultRetryPolicy}
+	sweepDone := make(chan struct{})
+	go func() { defer close(sweepDone); sweeper.Run(sweepCtx) }()
+
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	log.Info("cloud listening", "addr", ln.Addr().String(), "database", redactURL(o.databaseURL), "version", version)
+
+	select {
+	case err := <-errc:
+		stopSweep()
+		<-sweepDone
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err = httpSrv.Shutdown(shutCtx)
+	stopSweep()
+	<-sweepDone
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func loadRing(o options) (*secrets.Ring, error) {
+	if o.secretKeys != "" {
+		r, err := secrets.ParseRing(o.secretKeys)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("RELAY_SECRET_KEYS: %w", err)}
+		}
+		return r, nil
+	}
+	k, err := secrets.LoadOrCreateKeyFile(filepath.Join(o.dataDir, "secret.key"))
+	if err != nil {
+		return nil, err
+	}
+	return secrets.NewRing(k)
+}
+
+func loadJWTKey(o options) ([]byte, error) {
+	if o.jwtKey != "" {
+		if len(o.jwtKey) < 32 {
+			return nil, usageError{errors.New("RELAY_JWT_KEY must be at least 32 bytes")}
+		}
+		return []byte(o.jwtKey), nil
+	}
+	return secrets.LoadOrCreateKeyFile(filepath.Join(o.dataDir, "jwt.key"))
+}
