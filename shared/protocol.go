@@ -124,13 +124,16 @@ type TokenResponse struct {
 // HeartbeatRequest is sent by a host, authenticated by its token. Acks, nacks
 // and extends are applied before new work is leased.
 type HeartbeatRequest struct {
-	AgentVersion   string        `json:"agent_version,omitempty"`
-	WebhookAcks    []string      `json:"webhook_acks,omitempty"`
-	WebhookNacks   []Nack        `json:"webhook_nacks,omitempty"`
-	WebhookExtends []string      `json:"webhook_extends,omitempty"`
-	MaxWebhooks    int           `json:"max_webhooks,omitempty"`
-	WaitS          int           `json:"wait_s,omitempty"`
-	Config         *Subscription `json:"config,omitempty"`
+	AgentVersion   string   `json:"agent_version,omitempty"`
+	WebhookAcks    []string `json:"webhook_acks,omitempty"`
+	WebhookNacks   []Nack   `json:"webhook_nacks,omitempty"`
+	WebhookExtends []string `json:"webhook_extends,omitempty"`
+	// MaxWebhooks bounds the batch: absent means DefaultMaxWebhooks, 0 leases
+	// nothing (a host whose workers are all busy, or that is stopping, only
+	// reports), and anything above MaxMaxWebhooks is capped.
+	MaxWebhooks *int          `json:"max_webhooks,omitempty"`
+	WaitS       int           `json:"wait_s,omitempty"`
+	Config      *Subscription `json:"config,omitempty"`
 }
 
 // Nack reports a failed handler run.
@@ -175,6 +178,9 @@ type Webhook struct {
 	Attempt       int               `json:"attempt"`
 	CorrelationID string            `json:"correlation_id"`
 }
+
+// Ptr returns a pointer to v, for optional fields such as MaxWebhooks.
+func Ptr[T any](v T) *T { return &v }
 
 // Limits on a heartbeat batch.
 const (

@@ -70,17 +70,19 @@ func (s *Server) heartbeat(c *gin.Context) {
 		return
 	}
 
-	max := req.MaxWebhooks
-	if max == 0 {
-		max = shared.DefaultMaxWebhooks
+	max := shared.DefaultMaxWebhooks
+	if req.MaxWebhooks != nil {
+		max = min(*req.MaxWebhooks, shared.MaxMaxWebhooks)
 	}
-	max = min(max, shared.MaxMaxWebhooks)
-	leased, err := s.store.DeliveryLease(ctx, &store.DeliveryLeaseParams{
-		HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now,
-	})
-	if err != nil {
-		s.writeError(c, errUnavailable(err))
-		return
+	var leased []*store.Delivery
+	if max > 0 {
+		leased, err = s.store.DeliveryLease(ctx, &store.DeliveryLeaseParams{
+			HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now,
+		})
+		if err != nil {
+			s.writeError(c, errUnavailable(err))
+			return
+		}
 	}
 
 	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), Webhooks: make([]shared.Webhook, 0, len(leased))}
@@ -93,7 +95,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 	}
 	// The batch was cut by its count or (approximately) its byte bound: tell the
 	// host to come back at once. A spurious "more" costs one empty heartbeat.
-	resp.More = len(leased) == max || (len(leased) > 0 && bytes >= s.cfg.MaxBatchBytes/2)
+	resp.More = len(leased) > 0 && (len(leased) == max || bytes >= s.cfg.MaxBatchBytes/2)
 
 	if err := s.writeJSON(c, 200, resp); err != nil {
 		// The leases stand and expire into a retry; nothing is lost.
@@ -109,7 +111,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 }
 
 func validateHeartbeat(req *shared.HeartbeatRequest) error {
-	if req.MaxWebhooks < 0 {
+	if req.MaxWebhooks != nil && *req.MaxWebhooks < 0 {
 		return errInvalid("max_webhooks must not be negative")
 	}
 	if req.WaitS < 0 {

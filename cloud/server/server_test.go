@@ -323,7 +323,12 @@ func TestHeartbeatLeasesAcksAndGzips(t *testing.T) {
 		require.Equal(t, 200, b.sendGitHub(hostID, id, prBody).status)
 		b.clock.Advance(time.Millisecond)
 	}
-	a := b.do("POST", "/api/hosts/heartbeat", jsonBody(shared.HeartbeatRequest{MaxWebhooks: 2}),
+	var none shared.HeartbeatResponse
+	b.heartbeat(token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0)}).json(t, &none)
+	require.Empty(t, none.Webhooks, "max_webhooks 0 leases nothing")
+	require.False(t, none.More)
+
+	a := b.do("POST", "/api/hosts/heartbeat", jsonBody(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(2)}),
 		map[string]string{"Authorization": "Bearer " + token, "Accept-Encoding": "gzip"})
 	require.Equal(t, 200, a.status)
 	require.Equal(t, "gzip", a.header.Get("Content-Encoding"))
@@ -468,7 +473,7 @@ func TestHostIsolation(t *testing.T) {
 	b.heartbeat(tokenA, shared.HeartbeatRequest{}).json(t, &hb)
 	require.Empty(t, hb.Webhooks, "A sees none of B's deliveries")
 
-	b.heartbeat(tokenB, shared.HeartbeatRequest{MaxWebhooks: 2}).json(t, &hb)
+	b.heartbeat(tokenB, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(2)}).json(t, &hb)
 	require.Len(t, hb.Webhooks, 2)
 	leased := []string{hb.Webhooks[0].DeliveryID, hb.Webhooks[1].DeliveryID}
 	before := map[string]*store.Delivery{}

@@ -280,11 +280,9 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 	a.mu.Unlock()
 	slices.Sort(req.WebhookExtends)
 	if lease == nil {
-		free = 1 // the protocol cannot ask for none; see the final flush
+		free = 0 // stopping: report outcomes, take no new work
 	}
-	// max_webhooks 0 would mean "the cloud's default", so a full queue asks
-	// for one: the extra webhook waits for a free worker.
-	req.MaxWebhooks = min(max(free, 1), shared.MaxMaxWebhooks)
+	req.MaxWebhooks = shared.Ptr(min(max(free, 0), shared.MaxMaxWebhooks))
 
 	resp, err := a.send(ctx, req)
 	if err != nil {

@@ -278,7 +278,7 @@ func TestHandledOnceAndAckedOnNextHeartbeat(t *testing.T) {
 	require.Equal(t, 1, hb.n)
 	require.Equal(t, "Bearer tok-1", hb.authorization)
 	require.Equal(t, Version, hb.req.AgentVersion)
-	require.Equal(t, 16, hb.req.MaxWebhooks, "2 workers × 8")
+	require.Equal(t, 16, *hb.req.MaxWebhooks, "2 workers × 8")
 	require.Equal(t, []string{"pull_request", "push"}, hb.req.Config.Webhooks["github"].Events)
 	require.Empty(t, hb.req.WebhookAcks)
 
@@ -443,7 +443,7 @@ func TestInFlightIsExtendedAndNotStartedTwice(t *testing.T) {
 	b.advance(t, 30*time.Second)
 	hb := b.next(t)
 	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookExtends)
-	require.Equal(t, 15, hb.req.MaxWebhooks)
+	require.Equal(t, 15, *hb.req.MaxWebhooks)
 	// Once the agent sleeps again it has dealt with the second copy.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -527,7 +527,7 @@ func TestStopLetsHandlersFinishAndFlushes(t *testing.T) {
 
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
-	require.Equal(t, 1, hb.req.MaxWebhooks)
+	require.Equal(t, 0, *hb.req.MaxWebhooks, "stopping: no new work")
 	select {
 	case err := <-b.done:
 		require.NoError(t, err)

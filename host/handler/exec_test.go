@@ -24,7 +24,7 @@ func TestExecPassesPayloadAndEnvironment(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	script := writeScript(t, `cat > "$1/stdin"
-env | grep -E '^(RELAY_|IDEMPOTENCY_KEY=)' | sort > "$1/env"
+env | grep -E '^(RELAY_(DELIVERY_ID|SOURCE|EVENT_TYPE|EVENT_ACTION|ATTEMPT|CORRELATION_ID)|IDEMPOTENCY_KEY)=' | sort > "$1/env"
 echo handled
 `)
 	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 10 * time.Second, RetryNonzeroExit: true})
