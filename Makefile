@@ -7,9 +7,8 @@ run:  ## the demo: cloud on embedded SQLite, a claimed host, a receiver
 test: ## every test, on SQLite and on a throwaway Postgres
 	scripts/test.sh
 
-build:
-	go build -o bin/cloud ./cloud
-	go build -o bin/host ./host
+build: ## bin/cloud and bin/host (a plain `go build ./cloud` would collide with the cloud/ directory)
+	go build -o bin/ ./cloud ./host
 
 vet:
 	go vet ./...

@@ -65,7 +65,7 @@ func main() {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	fmt.Printf("POST %s → %d %s", url, resp.StatusCode, body)
+	fmt.Printf("POST %s → %d %s\n", url, resp.StatusCode, bytes.TrimSpace(body))
 	if resp.StatusCode/100 != 2 {
 		os.Exit(1)
 	}
