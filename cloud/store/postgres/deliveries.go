@@ -251,21 +251,6 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	return counts, nil
 }
 
-// leaseCut returns how many of the candidates (body sizes, in FIFO order) fit
-// in one batch: at most max, at most maxBytes in all (0: unbounded), and
-// always the first one, however large.
-func leaseCut(sizes []int, max, maxBytes int) int {
-	n, total := 0, 0
-	for _, size := range sizes {
-		if n >= max || (n > 0 && maxBytes > 0 && total+size > maxBytes) {
-			break
-		}
-		total += size
-		n++
-	}
-	return n
-}
-
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) ([]*store.Delivery, error) {
 	max := p.Max
 	if max <= 0 {
@@ -300,7 +285,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		ids = ids[:leaseCut(sizes, max, p.MaxBytes)]
+		ids = ids[:store.LeaseCut(sizes, max, p.MaxBytes)]
 		if len(ids) == 0 {
 			return nil
 		}
@@ -433,18 +418,6 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 	return n, nil
 }
 
-// failureReason is the audit reason of a failed attempt.
-func failureReason(tr store.Transition, to store.Status, retryable bool) string {
-	switch {
-	case to != store.StatusDLQ:
-		return tr.Reason
-	case !retryable:
-		return tr.Reason + ": not retryable, dead-lettered"
-	default:
-		return tr.Reason + ": attempts exhausted, dead-lettered"
-	}
-}
-
 // fail records a failed attempt of a locked delivery: retrying or dlq, as
 // store.FailureOutcome decides.
 func fail(ctx context.Context, tx pgx.Tx, tr store.Transition, l lockedDelivery, policy store.RetryPolicy,
@@ -463,15 +436,8 @@ func fail(ctx context.Context, tx pgx.Tx, tr store.Transition, l lockedDelivery,
 		return err
 	}
 	return recordEvents(ctx, tx, []store.DeliveryEvent{{
-		DeliveryID: l.id, At: now, From: l.status, To: to, Reason: failureReason(tr, to, retryable), Attempt: l.attempts,
+		DeliveryID: l.id, At: now, From: l.status, To: to, Reason: store.FailureReason(tr, to, retryable), Attempt: l.attempts,
 	}})
-}
-
-func retryPolicy(p store.RetryPolicy) store.RetryPolicy {
-	if len(p.Delays) == 0 {
-		return store.DefaultRetryPolicy
-	}
-	return p
 }
 
 func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
@@ -479,15 +445,8 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 		return 0, nil
 	}
 	now := ms(p.Now)
-	policy := retryPolicy(p.Policy)
-	byID := make(map[string]store.Nack, len(p.Nacks))
-	ids := make([]string, 0, len(p.Nacks))
-	for _, nk := range p.Nacks {
-		if _, dup := byID[nk.ID]; !dup {
-			ids = append(ids, nk.ID)
-		}
-		byID[nk.ID] = nk
-	}
+	policy := p.Policy.OrDefault()
+	ids, byID := store.NacksByID(p.Nacks)
 	tr := store.TransitionNack
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -516,7 +475,7 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		limit = defaultExpireLimit
 	}
 	now := ms(p.Now)
-	policy := retryPolicy(p.Policy)
+	policy := p.Policy.OrDefault()
 	tr := store.TransitionExpire
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {

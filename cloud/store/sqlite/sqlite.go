@@ -354,32 +354,8 @@ func scanSource(row scanner) (*store.Source, error) {
 	return &src, nil
 }
 
-// sourceJSON encodes a source's list and map fields, nil as empty.
-func sourceJSON(p *store.SourceUpsertParams) (events, secrets, options []byte, err error) {
-	ev, sec, opt := p.Events, p.Secrets, p.Options
-	if ev == nil {
-		ev = []string{}
-	}
-	if sec == nil {
-		sec = []store.SealedSecret{}
-	}
-	if opt == nil {
-		opt = map[string]string{}
-	}
-	if events, err = json.Marshal(ev); err != nil {
-		return nil, nil, nil, err
-	}
-	if secrets, err = json.Marshal(sec); err != nil {
-		return nil, nil, nil, err
-	}
-	if options, err = json.Marshal(opt); err != nil {
-		return nil, nil, nil, err
-	}
-	return events, secrets, options, nil
-}
-
 func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (*store.Source, error) {
-	events, secrets, options, err := sourceJSON(p)
+	events, secrets, options, err := p.JSONFields()
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", err)
 	}
