@@ -172,37 +172,48 @@ func redactURL(u string) string {
 	return u
 }
 
-func migrate(ctx context.Context, args []string) error {
+// parse reads a command's flags (defaults from the environment) and builds
+// its logger.
+func parse(name string, args []string, withServe bool) (options, *slog.Logger, error) {
 	var o options
-	fs := flag.NewFlagSet("cloud migrate", flag.ContinueOnError)
-	o.register(fs, false)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	o.register(fs, withServe)
 	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+		return o, nil, usageError{err}
 	}
 	log, err := o.logger()
+	return o, log, err
+}
+
+// openMigrated opens the store and applies pending migrations.
+func openMigrated(ctx context.Context, url string) (store.Store, error) {
+	st, err := openStore(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return st, nil
+}
+
+func migrate(ctx context.Context, args []string) error {
+	o, log, err := parse("cloud migrate", args, false)
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, o.databaseURL)
+	st, err := openMigrated(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
 	log.Info("migrations applied", "database", redactURL(o.databaseURL))
 	return nil
 }
 
 func serve(ctx context.Context, args []string) error {
-	var o options
-	fs := flag.NewFlagSet("cloud serve", flag.ContinueOnError)
-	o.register(fs, true)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	log, err := o.logger()
+	o, log, err := parse("cloud serve", args, true)
 	if err != nil {
 		return err
 	}
@@ -226,14 +237,11 @@ func serve(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 
-	st, err := openStore(ctx, o.databaseURL)
+	st, err := openMigrated(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
 	if o.adminToken == "" {
 		log.Warn("RELAY_ADMIN_TOKEN is not set: the admin API refuses every request")
 	}
