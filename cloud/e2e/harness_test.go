@@ -261,18 +261,20 @@ type host struct {
 }
 
 // claimAndStartHost claims a host into a fresh state dir and runs it with a
-// forward handler for the github source.
-func claimAndStartHost(t *testing.T, cloudURL, code, forwardURL string) *host {
+// forward handler for the github source (and any extra sources named).
+func claimAndStartHost(t *testing.T, cloudURL, code, forwardURL string, extraSources ...string) *host {
 	t.Helper()
+	sources := map[string]any{"github": map[string]any{"enabled": true, "forward": forwardURL}}
+	for _, s := range extraSources {
+		sources[s] = map[string]any{"enabled": true, "forward": forwardURL}
+	}
 	state := t.TempDir()
 	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", cloudURL, "--code", code, "--state", state).CombinedOutput()
 	require.NoError(t, err, string(out))
 	cfg := map[string]any{
 		"cloud_url":            cloudURL,
 		"heartbeat_interval_s": 1,
-		"webhooks": map[string]any{
-			"github": map[string]any{"enabled": true, "forward": forwardURL},
-		},
+		"webhooks":             sources,
 	}
 	b, _ := json.Marshal(cfg)
 	cfgPath := filepath.Join(state, "config.json")
