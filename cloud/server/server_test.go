@@ -525,8 +525,16 @@ func TestAdminAPI(t *testing.T) {
 	require.Len(t, hosts.Hosts, 1)
 	require.Equal(t, 2, hosts.Hosts[0].Counts[store.StatusQueued])
 	require.True(t, hosts.Hosts[0].Claimed)
+	require.Equal(t, b.srv.URL+"/api/webhooks/"+hostID+"/{source}", hosts.Hosts[0].WebhookURL)
 	require.Equal(t, 404, b.admin("GET", "/api/hosts/h_nope", nil).status)
 	require.Equal(t, 400, b.admin("POST", "/api/hosts", map[string]string{"name": ""}).status)
+	// curl -d sends a form content type; the body is still read as JSON.
+	a = b.do("POST", "/api/hosts", strings.NewReader(`{"name":"from curl"}`), map[string]string{
+		"Authorization": "Bearer " + testAdmin, "Content-Type": "application/x-www-form-urlencoded"})
+	require.Equal(t, 201, a.status, string(a.body))
+	a = b.do("POST", "/api/hosts", strings.NewReader(`name=x`), map[string]string{"Authorization": "Bearer " + testAdmin})
+	require.Equal(t, 400, a.status)
+	require.Equal(t, "invalid", a.errCode(t))
 
 	// Sources: secrets are write-only.
 	a = b.admin("GET", "/api/hosts/"+hostID+"/sources/github", nil)
