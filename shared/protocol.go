@@ -186,3 +186,19 @@ const (
 	DefaultMaxWebhooks = 100
 	MaxMaxWebhooks     = 500
 )
+
+// EventWanted is the one rule, on the cloud and on the host, for whether an
+// event passes a source's list of wanted events: an empty list wants every
+// event; an entry matches the event type ("push"), the type and action
+// ("pull_request.opened"), or anything ("*").
+func EventWanted(events []string, eventType, action string) bool {
+	if len(events) == 0 {
+		return true
+	}
+	for _, e := range events {
+		if e == "*" || e == eventType || (action != "" && e == eventType+"."+action) {
+			return true
+		}
+	}
+	return false
+}

@@ -84,7 +84,7 @@ func (s *Server) intake(c *gin.Context) {
 	}
 	ev := provider.Event(req, src.Options)
 
-	if !wants(src.Events, ev) || !subscribed(host.Subscription, name, ev) {
+	if !shared.EventWanted(src.Events, ev.Type, ev.Action) || !subscribed(host.Subscription, name, ev) {
 		c.JSON(200, shared.IntakeResponse{Status: shared.IntakeFiltered})
 		return
 	}
@@ -154,21 +154,6 @@ func (s *Server) openSecrets(src *store.Source) ([][]byte, error) {
 	return keys, nil
 }
 
-// wants reports whether an event passes a list of wanted events. An empty list
-// wants all; "push" matches the type, "pull_request.opened" type and action,
-// "*" anything.
-func wants(events []string, ev verify.Event) bool {
-	if len(events) == 0 {
-		return true
-	}
-	for _, e := range events {
-		if e == "*" || e == ev.Type || (ev.Action != "" && e == ev.Type+"."+ev.Action) {
-			return true
-		}
-	}
-	return false
-}
-
 // subscribed applies the host's own reported subscription, if it sent one.
 func subscribed(raw json.RawMessage, source string, ev verify.Event) bool {
 	if len(raw) == 0 {
@@ -182,7 +167,7 @@ func subscribed(raw json.RawMessage, source string, ev verify.Event) bool {
 	if !ok || !ss.Enabled {
 		return false
 	}
-	return wants(ss.Events, ev)
+	return shared.EventWanted(ss.Events, ev.Type, ev.Action)
 }
 
 // dropHeaders are not the provider's: hop-by-hop headers and those added by

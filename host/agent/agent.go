@@ -418,7 +418,7 @@ func (a *Agent) process(ctx, base context.Context, w shared.Webhook) {
 	case !ok || !route.Enabled || route.Handler == nil:
 		e.Result = ledger.ResultSkipped
 		e.Summary = "skipped: source not enabled on this host; " + e.Summary
-	case len(route.Events) > 0 && !slices.Contains(route.Events, w.EventType):
+	case !shared.EventWanted(route.Events, w.EventType, w.EventAction):
 		e.Result = ledger.ResultSkipped
 		e.Summary = "skipped: event type not subscribed; " + e.Summary
 		e.Handler = route.Handler.Name()

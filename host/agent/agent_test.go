@@ -146,6 +146,7 @@ type testBundle struct {
 	handler *fakeHandler
 	cancel  context.CancelFunc
 	done    chan error
+	routes  map[string]Route // set in prepare to override the default routes
 }
 
 func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
@@ -159,15 +160,18 @@ func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
 	if prepare != nil {
 		prepare(b)
 	}
+	if b.routes == nil {
+		b.routes = map[string]Route{
+			"github": {Enabled: true, Events: []string{"pull_request", "push"}, Handler: b.handler},
+			"slack":  {Enabled: false},
+		}
+	}
 	b.agent = New(Options{
 		Cloud:      cloudapi.New(srv.URL, srv.Client(), "test"),
 		HostID:     "h1",
 		Credential: "cred",
 		Ledger:     l,
-		Routes: map[string]Route{
-			"github": {Enabled: true, Events: []string{"pull_request", "push"}, Handler: b.handler},
-			"slack":  {Enabled: false},
-		},
+		Routes:     b.routes,
 		Subscription: &shared.Subscription{Webhooks: map[string]shared.SourceSubscription{
 			"github": {Enabled: true, Events: []string{"pull_request", "push"}},
 		}},
@@ -414,6 +418,25 @@ func TestSkipsUnsubscribedEventsAndDisabledSources(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{issue.DeliveryID, slack.DeliveryID}, acks)
 	require.EqualValues(t, 0, b.handler.calls.Load())
+}
+
+// TestEventFilterMatchesTypeAndAction: a route's events use the same rule as
+// the cloud's filter, so "pull_request.opened" runs the handler for an opened
+// pull request and skips a closed one.
+func TestEventFilterMatchesTypeAndAction(t *testing.T) {
+	t.Parallel()
+	opened := webhook("github:pr:1", "pull_request")
+	closed := webhook("github:pr:2", "pull_request")
+	closed.EventAction = "closed"
+	b := setup(t, func(b *testBundle) {
+		b.cloud.answer = serve(opened, closed)
+		b.routes = map[string]Route{"github": {Enabled: true, Events: []string{"pull_request.opened"}, Handler: b.handler}}
+	})
+	b.next(t)
+	b.eventually(t, "both recorded", func() bool {
+		return b.result(t, opened.DeliveryID) == ledger.ResultSuccess && b.result(t, closed.DeliveryID) == ledger.ResultSkipped
+	})
+	require.EqualValues(t, 1, b.handler.calls.Load())
 }
 
 func TestInFlightIsExtendedAndNotStartedTwice(t *testing.T) {
