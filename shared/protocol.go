@@ -63,12 +63,10 @@ type ErrorDetail struct {
 const (
 	CodeInvalid        = "invalid"         // 400: malformed request
 	CodeUnauthorized   = "unauthorized"    // 401: missing or bad credentials or signature
-	CodeForbidden      = "forbidden"       // 403
 	CodeNotFound       = "not_found"       // 404
 	CodeConflict       = "conflict"        // 409
 	CodeGone           = "gone"            // 410: host deactivated
 	CodeTooLarge       = "too_large"       // 413: body over the source's limit
-	CodeRateLimited    = "rate_limited"    // 429
 	CodeInternal       = "internal"        // 500
 	CodeNotImplemented = "not_implemented" // 501: feature not configured (admin API without a token)
 	CodeUnavailable    = "unavailable"     // 503: storage down; the sender should retry

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -123,18 +122,6 @@ func (p *proc) kill() {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
-}
-
-// stop sends SIGTERM and waits up to 20 s.
-func (p *proc) stop() error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.exitErr
-	case <-time.After(20 * time.Second):
-		p.kill()
-		return fmt.Errorf("%s did not stop on SIGTERM", p.name)
-	}
 }
 
 func tail(path string, n int) string {
@@ -511,21 +498,4 @@ func (p *toggleProxy) accept(ln net.Listener) {
 		go func() { io.Copy(out, in); out.Close() }()
 		go func() { io.Copy(in, out); in.Close() }()
 	}
-}
-
-// scanLog reports whether a process log contains s.
-func scanLog(path, s string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), s) {
-			return true
-		}
-	}
-	return false
 }

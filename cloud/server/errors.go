@@ -52,6 +52,8 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	case errors.As(err, &ae):
 	case errors.Is(err, store.ErrNotFound):
 		ae = &apiError{status: 404, code: shared.CodeNotFound, message: "not found"}
+	case errors.Is(err, store.ErrConflict):
+		ae = &apiError{status: 409, code: shared.CodeConflict, message: "conflict with an existing record"}
 	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
 		ae = &apiError{status: 499, code: "canceled", message: "request canceled"}
 	default:

@@ -8,16 +8,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
@@ -170,7 +174,7 @@ func TestIntakeStoresByteExact(t *testing.T) {
 	var r shared.IntakeResponse
 	a.json(t, &r)
 	require.Equal(t, "queued", r.Status)
-	require.Equal(t, "github:d-1:"+itoa(b.clock.Now().UnixMilli()), r.DeliveryID)
+	require.Equal(t, "github:d-1:"+strconv.FormatInt(b.clock.Now().UnixMilli(), 10), r.DeliveryID)
 
 	d, err := b.store.DeliveryGet(context.Background(), hostID, r.DeliveryID)
 	require.NoError(t, err)
@@ -190,12 +194,6 @@ func TestIntakeStoresByteExact(t *testing.T) {
 	a.json(t, &r2)
 	require.Equal(t, shared.IntakeResponse{DeliveryID: r.DeliveryID, Status: "duplicate"}, r2)
 	require.Equal(t, 1, b.count(hostID))
-}
-
-func itoa(n int64) string { return strings.TrimSpace(jsonString(n)) }
-func jsonString(v any) string {
-	j, _ := json.Marshal(v)
-	return string(j)
 }
 
 func TestIntakeRejectsBadInput(t *testing.T) {
@@ -610,4 +608,32 @@ func TestUnknownRoute(t *testing.T) {
 	a := b.do("GET", "/nope", nil, nil)
 	require.Equal(t, 404, a.status)
 	require.Equal(t, "not_found", a.errCode(t))
+}
+
+// TestErrorMapping: store errors become their HTTP answers in one place, and
+// internal detail never reaches the client.
+func TestErrorMapping(t *testing.T) {
+	s := New(nil, nil, nil, clockwork.NewFakeClock(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+	cases := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fmt.Errorf("host get: %w", store.ErrNotFound), 404, shared.CodeNotFound},
+		{fmt.Errorf("delivery insert: %w", store.ErrConflict), 409, shared.CodeConflict},
+		{errUnavailable(errors.New("dial tcp: refused")), 503, shared.CodeUnavailable},
+		{errors.New("secret detail"), 500, shared.CodeInternal},
+	}
+	for _, c := range cases {
+		w := httptest.NewRecorder()
+		ctx, _ := gin.CreateTestContext(w)
+		ctx.Request = httptest.NewRequest("GET", "/x", nil)
+		s.writeError(ctx, c.err)
+		require.Equal(t, c.status, w.Code, c.err.Error())
+		var e shared.ErrorResponse
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
+		require.Equal(t, c.code, e.Error.Code)
+		require.NotContains(t, w.Body.String(), "detail")
+		require.NotContains(t, w.Body.String(), "refused")
+	}
 }
