@@ -101,6 +101,9 @@ type Store interface {
 	// DeliveryExpireLeases turns every lease that ended before Now into a
 	// failed attempt (FailureOutcome with retryable=true). Returns how many.
 	DeliveryExpireLeases(ctx context.Context, p *DeliveryExpireLeasesParams) (int, error)
+
+	// The intake edge's own records (edge.go).
+	EdgeStore
 }
 
 // HostStatus is a host's lifecycle state.
@@ -175,8 +178,15 @@ type Source struct {
 	Secrets      []SealedSecret
 	Options      map[string]string
 	MaxBodyBytes int64 // 0: the provider's default
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// RetryDelays is the source's retry schedule: RetryDelays[i] is the wait
+	// before attempt i+1 (the first entry, the first attempt, is 0). nil: the
+	// default policy.
+	RetryDelays []time.Duration
+	// MaxAttempts dead-letters a delivery after this many failed attempts.
+	// 0: len(RetryDelays), or the default policy's when RetryDelays is nil.
+	MaxAttempts int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // SealedSecret is a source secret encrypted at rest, with a fingerprint that
@@ -195,6 +205,8 @@ type SourceUpsertParams struct {
 	Secrets      []SealedSecret
 	Options      map[string]string
 	MaxBodyBytes int64
+	RetryDelays  []time.Duration // nil: the default policy
+	MaxAttempts  int             // 0: len(RetryDelays), or the default policy's
 	Now          time.Time
 }
 
@@ -232,9 +244,16 @@ type DeliveryInsertParams struct {
 	EventAction   string
 	Headers       map[string]string
 	RawBody       []byte
+	// RetryDelays is the retry schedule snapshotted on the delivery (usually
+	// its source's); nacks and lease expiry follow it. nil: the default policy.
+	RetryDelays []time.Duration
+	// MaxAttempts: 0 means len(RetryDelays), or the default policy's.
 	MaxAttempts   int
 	CorrelationID string
-	ReceivedAt    time.Time // also "now"
+	// ReceiveNote, when not empty, is appended to the reason of the
+	// "received" audit event, e.g. "received (over the host's rate limit)".
+	ReceiveNote string
+	ReceivedAt  time.Time // also "now"
 }
 
 // InsertOutcome says what DeliveryInsert did.

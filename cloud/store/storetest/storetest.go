@@ -60,6 +60,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseExpiry(ctx, t, setup)
 	exerciseAudit(ctx, t, setup)
 	exerciseConcurrency(ctx, t, setup)
+	exerciseEdge(ctx, t, setup)
 }
 
 type setupFunc func(t *testing.T) (store.Store, *testBundle)

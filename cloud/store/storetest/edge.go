@@ -1,0 +1,165 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// exerciseEdge covers the intake edge's records: rejections audit,
+// quarantine, settings and secret re-encryption.
+func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("RejectionInsertListPrune", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		for i := range 5 {
+			require.NoError(t, s.RejectionInsert(ctx, &store.Rejection{
+				HostID: b.host.ID, Source: "github", At: base.Add(time.Duration(i) * time.Hour),
+				Status: 401, Reason: fmt.Sprintf("reason %d", i), ClientIP: "203.0.113.7",
+				HeaderNames: []string{"content-type", "x-hub-signature-256"},
+			}))
+		}
+		require.NoError(t, s.RejectionInsert(ctx, &store.Rejection{HostID: b.other.ID, Source: "stripe", At: base, Status: 429, Reason: "rate limited"}))
+
+		all, err := s.RejectionList(ctx, &store.RejectionListParams{HostID: b.host.ID})
+		require.NoError(t, err)
+		require.Len(t, all, 5, "only the host's own")
+		require.Equal(t, "reason 4", all[0].Reason, "newest first")
+		require.Equal(t, base.Add(4*time.Hour), all[0].At)
+		require.Equal(t, []string{"content-type", "x-hub-signature-256"}, all[0].HeaderNames)
+		require.Equal(t, "203.0.113.7", all[0].ClientIP)
+		require.Equal(t, 401, all[0].Status)
+
+		page, err := s.RejectionList(ctx, &store.RejectionListParams{HostID: b.host.ID, Limit: 2, BeforeID: all[1].ID})
+		require.NoError(t, err)
+		require.Equal(t, []string{"reason 2", "reason 1"}, []string{page[0].Reason, page[1].Reason})
+
+		other, err := s.RejectionList(ctx, &store.RejectionListParams{HostID: b.other.ID})
+		require.NoError(t, err)
+		require.Len(t, other, 1)
+		require.Empty(t, other[0].HeaderNames)
+		require.NotNil(t, other[0].HeaderNames, "an empty list, not null")
+
+		// Prune in bounded passes: everything before base+3h, two at a time.
+		n, err := s.RejectionPrune(ctx, &store.PruneParams{Before: base.Add(3 * time.Hour), Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		n, err = s.RejectionPrune(ctx, &store.PruneParams{Before: base.Add(3 * time.Hour), Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, 2, n, "host-a's third old one and host-b's")
+		n, err = s.RejectionPrune(ctx, &store.PruneParams{Before: base.Add(3 * time.Hour)})
+		require.NoError(t, err)
+		require.Zero(t, n)
+		left, err := s.RejectionList(ctx, &store.RejectionListParams{HostID: b.host.ID})
+		require.NoError(t, err)
+		require.Equal(t, []string{"reason 4", "reason 3"}, []string{left[0].Reason, left[1].Reason})
+	})
+
+	t.Run("QuarantineBoundedListDelete", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		body := []byte("a\x00\xffb\r\n")
+		q := store.QuarantinedRequest{
+			HostID: b.host.ID, Source: "stripe", URL: "https://relay.example/api/webhooks/x/stripe?a=1",
+			Header:   map[string][]string{"Stripe-Signature": {"t=1,v1=ab"}, "X-Multi": {"1", "2"}},
+			Body:     body,
+			ClientIP: "198.51.100.1", ReceivedAt: base,
+		}
+		var ids []int64
+		for i := range 3 {
+			qi := q
+			qi.ReceivedAt = base.Add(time.Duration(i) * time.Second)
+			got, err := s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: qi, MaxRows: 3})
+			require.NoError(t, err)
+			require.NotZero(t, got.ID)
+			ids = append(ids, got.ID)
+		}
+		_, err := s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q, MaxRows: 3})
+		require.ErrorIs(t, err, store.ErrQuarantineFull)
+		n, err := s.QuarantineCount(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+
+		list, err := s.QuarantineList(ctx, &store.QuarantineListParams{Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, list, 2)
+		require.Equal(t, ids[0], list[0].ID, "oldest first")
+		require.Equal(t, body, list[0].Body, "byte-exact")
+		require.Equal(t, q.Header, list[0].Header)
+		require.Equal(t, q.URL, list[0].URL)
+		require.Equal(t, base, list[0].ReceivedAt)
+		rest, err := s.QuarantineList(ctx, &store.QuarantineListParams{AfterID: list[1].ID})
+		require.NoError(t, err)
+		require.Len(t, rest, 1)
+		require.Equal(t, ids[2], rest[0].ID)
+
+		require.NoError(t, s.QuarantineDelete(ctx, ids[0]))
+		require.NoError(t, s.QuarantineDelete(ctx, ids[0]), "deleting twice is a no-op")
+		n, err = s.QuarantineCount(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		_, err = s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q, MaxRows: 3})
+		require.NoError(t, err, "room again")
+	})
+
+	t.Run("Meta", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		_, err := s.MetaGet(ctx, "canary")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		require.NoError(t, s.MetaPut(ctx, "canary", "v1"))
+		require.NoError(t, s.MetaPut(ctx, "canary", "v2"))
+		v, err := s.MetaGet(ctx, "canary")
+		require.NoError(t, err)
+		require.Equal(t, "v2", v)
+	})
+
+	t.Run("SourceSetSecretsGuarded", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		for _, name := range []string{"stripe", "github"} {
+			_, err := s.SourceUpsert(ctx, &store.SourceUpsertParams{
+				HostID: b.host.ID, Name: name, Provider: name, Enabled: true,
+				Secrets: []store.SealedSecret{{Ciphertext: "old-" + name, Fingerprint: "f"}}, Now: base,
+			})
+			require.NoError(t, err)
+		}
+		_, err := s.SourceUpsert(ctx, &store.SourceUpsertParams{HostID: b.other.ID, Name: "slack", Provider: "slack", Now: base})
+		require.NoError(t, err)
+
+		all, err := s.SourceListAll(ctx)
+		require.NoError(t, err)
+		require.Len(t, all, 3)
+		gh := all[0]
+		require.Equal(t, "github", gh.Name, "ordered by host, then name")
+
+		later := base.Add(time.Minute)
+		require.NoError(t, s.SourceSetSecrets(ctx, &store.SourceSetSecretsParams{
+			HostID: gh.HostID, Name: gh.Name, UpdatedAt: gh.UpdatedAt, Now: later,
+			Secrets: []store.SealedSecret{{Ciphertext: "new", Fingerprint: "f"}},
+		}))
+		got, err := s.SourceGet(ctx, gh.HostID, gh.Name)
+		require.NoError(t, err)
+		require.Equal(t, []store.SealedSecret{{Ciphertext: "new", Fingerprint: "f"}}, got.Secrets)
+		require.Equal(t, later, got.UpdatedAt)
+		require.True(t, got.Enabled, "nothing else changes")
+
+		// Written from a stale read: refused, the newer secrets stay.
+		err = s.SourceSetSecrets(ctx, &store.SourceSetSecretsParams{
+			HostID: gh.HostID, Name: gh.Name, UpdatedAt: gh.UpdatedAt, Now: later.Add(time.Minute),
+			Secrets: []store.SealedSecret{{Ciphertext: "stale", Fingerprint: "f"}},
+		})
+		require.ErrorIs(t, err, store.ErrConflict)
+		got, err = s.SourceGet(ctx, gh.HostID, gh.Name)
+		require.NoError(t, err)
+		require.Equal(t, "new", got.Secrets[0].Ciphertext)
+
+		err = s.SourceSetSecrets(ctx, &store.SourceSetSecretsParams{HostID: gh.HostID, Name: "nope", UpdatedAt: base, Now: later})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
