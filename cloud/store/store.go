@@ -236,14 +236,14 @@ type Delivery struct {
 }
 
 type DeliveryInsertParams struct {
-	ID            string
-	HostID        string
-	Source        string
-	EventID       string
-	EventType     string
-	EventAction   string
-	Headers       map[string]string
-	RawBody       []byte
+	ID          string
+	HostID      string
+	Source      string
+	EventID     string
+	EventType   string
+	EventAction string
+	Headers     map[string]string
+	RawBody     []byte
 	// RetryDelays is the retry schedule snapshotted on the delivery (usually
 	// its source's); nacks and lease expiry follow it. nil: the default policy.
 	RetryDelays []time.Duration
