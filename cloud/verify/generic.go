@@ -2,9 +2,9 @@ package verify
 
 import (
 	"crypto/hmac"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"strings"
 )
 
@@ -25,15 +25,15 @@ type generic struct{}
 func (generic) Name() string       { return "generic" }
 func (generic) MaxBody() int64     { return DefaultMaxBody }
 func (generic) SuccessStatus() int { return 202 }
+func (generic) Retries() bool      { return true } // unknown: assume it does
 
 func (generic) Verify(r *Request, secrets [][]byte, opts map[string]string) error {
 	if opts["mode"] == "token" {
-		header := opt(opts, "signature_header", "X-Webhook-Secret")
-		got := r.Header.Get(header)
+		got := r.Header.Get(opt(opts, "signature_header", "X-Webhook-Secret"))
 		if got == "" {
 			return ErrMissingSignature
 		}
-		return anySecret(secrets, func(s []byte) bool { return subtle.ConstantTimeCompare([]byte(got), s) == 1 })
+		return anySecret(secrets, func(s []byte) bool { return equalToken(got, s) })
 	}
 	sig := r.Header.Get(opt(opts, "signature_header", "X-Signature"))
 	if sig == "" {
@@ -48,30 +48,34 @@ func (generic) Verify(r *Request, secrets [][]byte, opts map[string]string) erro
 		want, err = hex.DecodeString(sig)
 	}
 	if err != nil || len(want) != 32 {
-		return ErrMalformed
+		return fmt.Errorf("signature is not 32 bytes of %s: %w", opt(opts, "encoding", "hex"), ErrMalformed)
 	}
 	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA256(s, r.Body), want) })
 }
 
 func (generic) Event(r *Request, opts map[string]string) Event {
-	var e Event
+	var id string
 	if h := opts["event_id_header"]; h != "" {
-		e.ID = r.Header.Get(h)
-	} else if e.ID = r.Header.Get("X-Event-Id"); e.ID == "" {
-		e.ID = r.Header.Get("Idempotency-Key")
+		id = r.Header.Get(h)
+	} else {
+		id = firstOf(r.Header.Get("X-Event-Id"), r.Header.Get("Idempotency-Key"))
 	}
-	if e.ID == "" {
-		e.ID = BodyHashID(r.Body)
-	}
-	e.Type = r.Header.Get(opt(opts, "event_type_header", "X-Event-Type"))
+	e := Event{ID: idOrHash(id, r.Body), Type: r.Header.Get(opt(opts, "event_type_header", "X-Event-Type"))}
 	if e.Type == "" {
-		if f := jsonFields(r.Body, r.Header.Get("Content-Type")); f != nil {
-			if e.Type = str(f, "type"); e.Type == "" {
-				e.Type = str(f, "event")
-			}
-		}
+		f := bodyFields(r)
+		e.Type = firstOf(f.str("type"), f.str("event"))
 	}
 	return e
+}
+
+func (generic) CheckOptions(opts map[string]string) error {
+	return optionSpec{
+		"signature_header":  headerName,
+		"encoding":          oneOf("hex", "base64"),
+		"mode":              oneOf("hmac", "token"),
+		"event_id_header":   headerName,
+		"event_type_header": headerName,
+	}.check("generic", opts)
 }
 
 func opt(opts map[string]string, key, def string) string {

@@ -1,0 +1,58 @@
+package verify
+
+import "strings"
+
+// gitlab verifies either of GitLab's schemes:
+//   - the newer signing token: when webhook-signature is present, the request
+//     is checked as Standard Webhooks (see standard) with the secrets as
+//     signing tokens ("whsec_…"), and the plain token is not looked at;
+//   - the classic secret token: X-Gitlab-Token carries a secret verbatim,
+//     compared in constant time. The body is not authenticated.
+//
+// Event: id Idempotency-Key (GitLab 17.4+, the same across retries and
+// re-sends), else X-Gitlab-Event-UUID; type the body's object_kind (push,
+// merge_request…; X-Gitlab-Event when absent), action
+// object_attributes.action (open, merge…).
+type gitlab struct{}
+
+func (gitlab) Name() string       { return "gitlab" }
+func (gitlab) MaxBody() int64     { return DefaultMaxBody }
+func (gitlab) SuccessStatus() int { return 200 }
+
+// Retries is false: GitLab runs no retry schedule, it disables hooks that
+// keep failing.
+func (gitlab) Retries() bool { return false }
+
+func (gitlab) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
+	if sw := standardHeadersOf(r.Header); sw.signature != "" {
+		return verifyStandard(r, sw, secrets)
+	}
+	token := r.Header.Get("X-Gitlab-Token")
+	if token == "" {
+		return ErrMissingSignature
+	}
+	return anySecret(secrets, func(s []byte) bool { return equalToken(token, s) })
+}
+
+func (gitlab) Event(r *Request, _ map[string]string) Event {
+	f := jsonObject(r.Body)
+	id := firstOf(r.Header.Get("Idempotency-Key"), r.Header.Get("X-Gitlab-Event-UUID"))
+	return Event{
+		ID:     idOrHash(id, r.Body),
+		Type:   firstOf(f.str("object_kind"), f.str("event_name"), r.Header.Get("X-Gitlab-Event")),
+		Action: f.str("object_attributes", "action"),
+	}
+}
+
+// CheckSecret validates a signing token's base64; a classic token may be
+// anything.
+func (gitlab) CheckSecret(secret []byte) error {
+	if rest, ok := strings.CutPrefix(string(secret), "whsec_"); ok {
+		return checkStandardKey(rest)
+	}
+	return nil
+}
+
+func (gitlab) CheckOptions(opts map[string]string) error {
+	return optionSpec{}.check("gitlab", opts)
+}

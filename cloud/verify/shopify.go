@@ -1,0 +1,51 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// shopify verifies X-Shopify-Hmac-Sha256: the standard base64 (not hex) of
+// HMAC-SHA256 of the raw body, keyed with the app's client secret (or, for
+// webhooks made by hand in the store admin, the key shown there). Newer event
+// deliveries send the same headers without the X- prefix; both are read.
+// There is no timestamp in the MAC.
+//
+// Event: id X-Shopify-Event-Id (Shopify's duplicate detector), else
+// X-Shopify-Webhook-Id; type and action the topic split at its slash
+// ("orders/paid" is type orders, action paid), so filters read "orders.paid".
+type shopify struct{}
+
+func (shopify) Name() string       { return "shopify" }
+func (shopify) MaxBody() int64     { return DefaultMaxBody }
+func (shopify) SuccessStatus() int { return 200 }
+func (shopify) Retries() bool      { return true } // 8 times over 4 hours
+
+// shopifyHeader reads a Shopify header under either of its names.
+func shopifyHeader(h http.Header, name string) string {
+	return firstOf(h.Get("X-Shopify-"+name), h.Get("Shopify-"+name))
+}
+
+func (shopify) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
+	sig := shopifyHeader(r.Header, "Hmac-Sha256")
+	if sig == "" {
+		return ErrMissingSignature
+	}
+	want, ok := decodeBase64(sig, 32)
+	if !ok {
+		return fmt.Errorf("X-Shopify-Hmac-Sha256 is not 32 bytes of base64: %w", ErrMalformed)
+	}
+	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA256(s, r.Body), want) })
+}
+
+func (shopify) Event(r *Request, _ map[string]string) Event {
+	typ, action, _ := strings.Cut(shopifyHeader(r.Header, "Topic"), "/")
+	id := firstOf(shopifyHeader(r.Header, "Event-Id"), shopifyHeader(r.Header, "Webhook-Id"))
+	return Event{ID: idOrHash(id, r.Body), Type: typ, Action: action}
+}
+
+func (shopify) CheckOptions(opts map[string]string) error {
+	return optionSpec{}.check("shopify", opts)
+}

@@ -1,0 +1,39 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"fmt"
+)
+
+// vercel verifies x-vercel-signature: hex HMAC-SHA1 of the raw body, no
+// prefix, keyed with the integration's client secret or the webhook's own
+// secret. There is no timestamp.
+//
+// Event: id the body's id, type its type (deployment.succeeded…).
+type vercel struct{}
+
+func (vercel) Name() string       { return "vercel" }
+func (vercel) MaxBody() int64     { return DefaultMaxBody }
+func (vercel) SuccessStatus() int { return 200 }
+func (vercel) Retries() bool      { return true } // at-least-once
+
+func (vercel) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
+	sig := r.Header.Get("X-Vercel-Signature")
+	if sig == "" {
+		return ErrMissingSignature
+	}
+	want, ok := decodeHex(sig, 20)
+	if !ok {
+		return fmt.Errorf("x-vercel-signature is not 20 bytes of hex: %w", ErrMalformed)
+	}
+	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA1(s, r.Body), want) })
+}
+
+func (vercel) Event(r *Request, _ map[string]string) Event {
+	f := jsonObject(r.Body)
+	return Event{ID: idOrHash(f.str("id"), r.Body), Type: f.str("type")}
+}
+
+func (vercel) CheckOptions(opts map[string]string) error {
+	return optionSpec{}.check("vercel", opts)
+}
