@@ -75,27 +75,26 @@ func (s *Server) heartbeat(c *gin.Context) {
 		max = min(*req.MaxWebhooks, shared.MaxMaxWebhooks)
 	}
 	var leased []*store.Delivery
+	more := false
 	if max > 0 {
-		leased, err = s.store.DeliveryLease(ctx, &store.DeliveryLeaseParams{
+		res, err := s.store.DeliveryLease(ctx, &store.DeliveryLeaseParams{
 			HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now,
 		})
 		if err != nil {
 			s.writeError(c, errUnavailable(err))
 			return
 		}
+		leased, more = res.Deliveries, res.More
 	}
 
-	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), Webhooks: make([]shared.Webhook, 0, len(leased))}
-	bytes := 0
+	// more: available work was left over, cut by the batch's count or byte
+	// bound; the host comes back at once.
+	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), More: more, Webhooks: make([]shared.Webhook, 0, len(leased))}
 	ids := make([]string, 0, len(leased))
 	for _, d := range leased {
-		bytes += len(d.RawBody)
 		ids = append(ids, d.ID)
 		resp.Webhooks = append(resp.Webhooks, toWire(d))
 	}
-	// The batch was cut by its count or (approximately) its byte bound: tell the
-	// host to come back at once. A spurious "more" costs one empty heartbeat.
-	resp.More = len(leased) > 0 && (len(leased) == max || bytes >= s.cfg.MaxBatchBytes/2)
 
 	if err := s.writeJSON(c, 200, resp); err != nil {
 		// The leases stand and expire into a retry; nothing is lost.

@@ -1,6 +1,11 @@
 package store
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Rules every engine applies the same way. Engines differ only in SQL.
 
@@ -10,6 +15,76 @@ func (p RetryPolicy) OrDefault() RetryPolicy {
 		return DefaultRetryPolicy
 	}
 	return p
+}
+
+// PolicyFor is the retry policy of a delivery whose snapshotted schedule is
+// delays: its own when it has one, else fallback (itself defaulting to
+// DefaultRetryPolicy).
+func PolicyFor(delays []time.Duration, fallback RetryPolicy) RetryPolicy {
+	if len(delays) > 0 {
+		return RetryPolicy{Delays: delays}
+	}
+	return fallback.OrDefault()
+}
+
+// MaxAttemptsFor resolves a configured number of attempts: n when positive,
+// else one per entry of delays, else the default policy's.
+func MaxAttemptsFor(n int, delays []time.Duration) int {
+	switch {
+	case n > 0:
+		return n
+	case len(delays) > 0:
+		return len(delays)
+	}
+	return DefaultRetryPolicy.MaxAttempts()
+}
+
+// EncodeDelays is a retry schedule as stored: a JSON array of milliseconds,
+// or nil (NULL, the default policy) for an empty schedule.
+func EncodeDelays(delays []time.Duration) *string {
+	if len(delays) == 0 {
+		return nil
+	}
+	ms := make([]int64, len(delays))
+	for i, d := range delays {
+		ms[i] = d.Milliseconds()
+	}
+	b, _ := json.Marshal(ms) // a slice of integers always encodes
+	s := string(b)
+	return &s
+}
+
+// DecodeDelays reads a stored retry schedule; NULL (nil) is nil.
+func DecodeDelays(stored *string) ([]time.Duration, error) {
+	if stored == nil {
+		return nil, nil
+	}
+	var ms []int64
+	if err := json.Unmarshal([]byte(*stored), &ms); err != nil {
+		return nil, fmt.Errorf("retry delays: %w", err)
+	}
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	out := make([]time.Duration, len(ms))
+	for i, v := range ms {
+		out[i] = time.Duration(v) * time.Millisecond
+	}
+	return out, nil
+}
+
+// ReceiveReason is the reason of a new delivery's first audit event: the
+// receive transition's, with ReceiveNote in parentheses when there is one
+// (a note already in parentheses is kept as it is).
+func (p *DeliveryInsertParams) ReceiveReason() string {
+	note := strings.TrimSpace(p.ReceiveNote)
+	switch {
+	case note == "":
+		return TransitionReceive.Reason
+	case strings.HasPrefix(note, "("):
+		return TransitionReceive.Reason + " " + note
+	}
+	return TransitionReceive.Reason + " (" + note + ")"
 }
 
 // FailureReason is the audit reason of a failed attempt that transition tr

@@ -11,6 +11,12 @@ import (
 //	delivering/delivered ──nack or lease expiry──▶ retrying ──lease──▶ delivering …
 //	                                           └──▶ dlq (attempts exhausted or not retryable)
 //	dlq ──provider repeat──▶ queued (revived, attempts reset)
+//	dlq/retrying ──manual retry──▶ queued (attempts reset)
+//	acked, dlq ──retention──▶ pruned (deleted with their trail)
+//
+// The transitions below are the only way a delivery's status changes; every
+// engine applies them with an update guarded on the current status and
+// records each change in the audit trail.
 type Status string
 
 const (
@@ -62,11 +68,14 @@ var (
 	TransitionRevive    = Transition{From: []Status{StatusDLQ}, To: StatusQueued, Reason: "revived by a repeat from the provider"}
 	TransitionLease     = Transition{From: []Status{StatusQueued, StatusRetrying}, To: StatusDelivering, Reason: "leased to heartbeat"}
 	TransitionDelivered = Transition{From: []Status{StatusDelivering}, To: StatusDelivered, Reason: "response written"}
-	// An ack counts from any unacked state: a late ack for a delivery whose
-	// lease expired (and that may be retrying or even dead-lettered) still
-	// means the handler succeeded.
+	// An ack counts for a delivery that was handed out: under a valid lease,
+	// under an expired one (retrying, or dead-lettered by the expiry), and
+	// even when it has meanwhile been handed out again: the handler
+	// succeeded, and the host's ledger makes the repeat harmless. A queued
+	// delivery has not been handed out since it was (re)queued, so an ack of
+	// it is stale and changes nothing.
 	TransitionAck = Transition{
-		From:   []Status{StatusQueued, StatusDelivering, StatusDelivered, StatusRetrying, StatusDLQ},
+		From:   []Status{StatusDelivering, StatusDelivered, StatusRetrying, StatusDLQ},
 		To:     StatusAcked,
 		Reason: "acked by host",
 	}
@@ -76,7 +85,27 @@ var (
 	TransitionExpire = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "lease expired"}
 	// Extending only renews an existing lease.
 	TransitionExtend = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: "", Reason: "lease extended"}
+	// A manual retry puts a failed delivery back in the queue with its
+	// attempts reset, to be handed out on the host's next heartbeat.
+	TransitionRetry = Transition{From: []Status{StatusDLQ, StatusRetrying}, To: StatusQueued, Reason: "retried by an operator"}
 )
+
+// PrunableStatuses are the finished states that retention deletes.
+var PrunableStatuses = []Status{StatusAcked, StatusDLQ}
+
+// TransitionError says a transition does not apply to a delivery in its
+// current status. It matches ErrConflict with errors.Is.
+type TransitionError struct {
+	DeliveryID string
+	Status     Status // the delivery's current status
+	Transition Transition
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("%s: delivery %s is %s, want one of %v", e.Transition.Reason, e.DeliveryID, e.Status, e.Transition.From)
+}
+
+func (e *TransitionError) Is(target error) bool { return target == ErrConflict }
 
 // RetryPolicy says when a failed delivery is tried again. Delays[i] is the
 // wait before attempt i+1 (Delays[0], before the first attempt, is 0:

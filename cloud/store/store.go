@@ -38,6 +38,16 @@ type Store interface {
 	HostGet(ctx context.Context, id string) (*Host, error)
 	// HostList returns all hosts, oldest first.
 	HostList(ctx context.Context) ([]*Host, error)
+	// HostListWithCounts returns all hosts, oldest first, each with its
+	// deliveries counted by status (every status present, zeros included),
+	// in one query.
+	HostListWithCounts(ctx context.Context) ([]*HostWithCounts, error)
+	// HostUpdate changes a host's name and rate limits; nil fields are left
+	// as they are. ErrNotFound for an unknown host.
+	HostUpdate(ctx context.Context, p *HostUpdateParams) (*Host, error)
+	// HostExpireClaimCodes clears claim codes that expired at or before Now,
+	// at most Limit of them (0: 1000). Returns how many.
+	HostExpireClaimCodes(ctx context.Context, p *HostExpireClaimCodesParams) (int, error)
 	// HostClaim consumes a claim code: it finds the active host whose unexpired
 	// claim code hash matches, stores the credential hash, clears the code and
 	// bumps the generation (revoking earlier tokens). ErrNotFound when no such
@@ -83,7 +93,8 @@ type Store interface {
 	// of them and at most MaxBytes of raw body in all (a single larger one goes
 	// alone). Each becomes delivering with a lease until Now+LeaseFor and one
 	// more attempt. Concurrent callers never lease the same delivery.
-	DeliveryLease(ctx context.Context, p *DeliveryLeaseParams) ([]*Delivery, error)
+	// More says whether available deliveries were left over.
+	DeliveryLease(ctx context.Context, p *DeliveryLeaseParams) (*DeliveryLeaseResult, error)
 	// DeliveryMarkDelivered moves leased deliveries from delivering to
 	// delivered once the response carrying them was written.
 	DeliveryMarkDelivered(ctx context.Context, p *DeliveryMarkDeliveredParams) (int, error)
@@ -92,15 +103,29 @@ type Store interface {
 	// changed.
 	DeliveryAck(ctx context.Context, p *DeliveryAckParams) (int, error)
 	// DeliveryNack records failed attempts of the host's leased deliveries:
-	// each goes to retrying or dlq as FailureOutcome says. Returns how many
-	// changed.
+	// each goes to retrying or dlq as FailureOutcome says, following the
+	// delivery's own retry schedule (Policy when it has none). Returns how
+	// many changed.
 	DeliveryNack(ctx context.Context, p *DeliveryNackParams) (int, error)
 	// DeliveryExtend renews the lease of the host's leased deliveries to
 	// Now+LeaseFor. Returns how many changed.
 	DeliveryExtend(ctx context.Context, p *DeliveryExtendParams) (int, error)
 	// DeliveryExpireLeases turns every lease that ended before Now into a
-	// failed attempt (FailureOutcome with retryable=true). Returns how many.
+	// failed attempt (FailureOutcome with retryable=true, on the delivery's
+	// own schedule), at most Limit of them. Returns how many.
 	DeliveryExpireLeases(ctx context.Context, p *DeliveryExpireLeasesParams) (int, error)
+	// DeliveryRetry puts one of the host's dead-lettered or retrying
+	// deliveries back in the queue with its attempts reset
+	// (TransitionRetry). ErrNotFound when the host has no such delivery; a
+	// *TransitionError (errors.Is ErrConflict) when it is in another status.
+	DeliveryRetry(ctx context.Context, p *DeliveryRetryParams) (*Delivery, error)
+	// DeliveryPurgeDLQ deletes the host's dead-lettered deliveries and their
+	// audit trails, at most Limit of them (0: 1000). Returns how many.
+	DeliveryPurgeDLQ(ctx context.Context, p *DeliveryPurgeDLQParams) (int, error)
+	// DeliveryPrune deletes deliveries in Status (one of PrunableStatuses)
+	// that have not changed since before Before, with their audit trails, at
+	// most Limit of them (0: 1000). Returns how many.
+	DeliveryPrune(ctx context.Context, p *DeliveryPruneParams) (int, error)
 
 	// The intake edge's own records (edge.go).
 	EdgeStore
@@ -131,6 +156,25 @@ type Host struct {
 	RateLimitBurst  int
 	CreatedAt       time.Time
 	DeactivatedAt   *time.Time
+}
+
+// HostWithCounts is a host with its deliveries counted by status.
+type HostWithCounts struct {
+	Host   *Host
+	Counts map[Status]int
+}
+
+// HostUpdateParams changes the fields that are not nil.
+type HostUpdateParams struct {
+	HostID          string
+	Name            *string
+	RateLimitPerMin *int
+	RateLimitBurst  *int
+}
+
+type HostExpireClaimCodesParams struct {
+	Limit int
+	Now   time.Time
 }
 
 type HostCreateParams struct {
@@ -224,6 +268,7 @@ type Delivery struct {
 	Status         Status
 	Attempts       int
 	MaxAttempts    int
+	RetryDelays    []time.Duration // the schedule snapshotted at intake; nil: the default policy
 	NextRetryAt    *time.Time
 	LeaseExpiresAt *time.Time
 	LastError      string
@@ -299,6 +344,12 @@ type DeliveryLeaseParams struct {
 	Now      time.Time
 }
 
+// DeliveryLeaseResult is one leased batch.
+type DeliveryLeaseResult struct {
+	Deliveries []*Delivery // oldest received first, with bodies
+	More       bool        // available deliveries were left over
+}
+
 type DeliveryMarkDeliveredParams struct {
 	HostID string
 	IDs    []string
@@ -314,7 +365,7 @@ type DeliveryAckParams struct {
 type DeliveryNackParams struct {
 	HostID string
 	Nacks  []Nack
-	Policy RetryPolicy
+	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
 	Now    time.Time
 }
 
@@ -333,7 +384,23 @@ type DeliveryExtendParams struct {
 }
 
 type DeliveryExpireLeasesParams struct {
-	Policy RetryPolicy
-	Limit  int // at most this many per call; 0: 1000
+	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
+	Limit  int         // at most this many per call; 0: 1000
 	Now    time.Time
+}
+
+type DeliveryRetryParams struct {
+	HostID string
+	ID     string
+	Now    time.Time
+}
+
+type DeliveryPurgeDLQParams struct {
+	HostID string
+	Limit  int // 0: 1000
+}
+
+type DeliveryPruneParams struct {
+	Status Status // one of PrunableStatuses
+	PruneParams
 }

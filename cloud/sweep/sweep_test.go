@@ -33,7 +33,7 @@ func setup(t *testing.T) (store.Store, *clockwork.FakeClock, *Sweeper) {
 	require.NoError(t, err)
 	leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: "h1", Max: 10, MaxBytes: 1 << 20, LeaseFor: 30 * time.Second, Now: now})
 	require.NoError(t, err)
-	require.Len(t, leased, 1)
+	require.Len(t, leased.Deliveries, 1)
 	sw := &Sweeper{Store: st, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Interval: time.Second, Policy: store.DefaultRetryPolicy}
 	return st, clock, sw
 }

@@ -15,21 +15,23 @@ import (
 )
 
 const (
-	defaultLeaseMax    = 100
-	defaultListLimit   = 100
-	defaultExpireLimit = 1000
+	defaultLeaseMax  = 100
+	defaultListLimit = 100
+	// defaultBatch bounds expiry, pruning and purging per call, so that
+	// each transaction stays short.
+	defaultBatch = 1000
 )
 
 const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
-	status, attempts, max_attempts, next_retry_at, lease_expires_at, last_error, received_at,
+	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
 	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
 
 // scanDelivery scans deliveryColumns, followed by raw_body when withBody.
 func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
 	var d store.Delivery
-	var headers []byte
+	var headers, delays []byte
 	dest := []any{&d.ID, &d.HostID, &d.Source, &d.EventID, &d.EventType, &d.EventAction, &headers, &d.BodySize,
-		&d.Status, &d.Attempts, &d.MaxAttempts, &d.NextRetryAt, &d.LeaseExpiresAt, &d.LastError, &d.ReceivedAt,
+		&d.Status, &d.Attempts, &d.MaxAttempts, &delays, &d.NextRetryAt, &d.LeaseExpiresAt, &d.LastError, &d.ReceivedAt,
 		&d.DeliveredAt, &d.AckedAt, &d.DLQAt, &d.CorrelationID, &d.UpdatedAt}
 	if withBody {
 		dest = append(dest, &d.RawBody)
@@ -39,6 +41,10 @@ func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
 	}
 	if err := json.Unmarshal(headers, &d.Headers); err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
+	}
+	var err error
+	if d.RetryDelays, err = decodeDelays(delays); err != nil {
+		return nil, err
 	}
 	if withBody && d.RawBody == nil {
 		d.RawBody = []byte{}
@@ -99,10 +105,7 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	if body == nil {
 		body = []byte{}
 	}
-	maxAttempts := p.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = store.DefaultRetryPolicy.MaxAttempts()
-	}
+	maxAttempts := store.MaxAttemptsFor(p.MaxAttempts, p.RetryDelays)
 	now := ms(p.ReceivedAt)
 
 	var res *store.DeliveryInsertResult
@@ -124,12 +127,13 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 			}
 			d, err := scanDelivery(tx.QueryRow(ctx, `
 				INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-					raw_body, body_size, status, max_attempts, received_at, correlation_id, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $12)
+					raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $13)
 				ON CONFLICT (host_id, source, event_id) DO NOTHING
 				RETURNING `+deliveryColumns,
 				p.ID, p.HostID, p.Source, p.EventID, p.EventType, p.EventAction, string(headersJSON),
-				body, len(body), string(store.TransitionReceive.To), maxAttempts, now, p.CorrelationID), false)
+				body, len(body), string(store.TransitionReceive.To), maxAttempts, store.EncodeDelays(p.RetryDelays),
+				now, p.CorrelationID), false)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue
 			}
@@ -138,7 +142,7 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 			}
 			res = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
 			return recordEvents(ctx, tx, []store.DeliveryEvent{{
-				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: store.TransitionReceive.Reason,
+				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: p.ReceiveReason(),
 			}})
 		}
 		return errors.New("insert raced without a winner")
@@ -152,10 +156,19 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 // revive answers a repeat of an existing delivery: a dead-lettered one goes
 // back to the queue with its attempts reset, any other is a duplicate.
 func revive(ctx context.Context, tx pgx.Tx, existing *store.Delivery, now time.Time) (*store.DeliveryInsertResult, error) {
-	tr := store.TransitionRevive
-	if !tr.Allows(existing.Status) {
+	if !store.TransitionRevive.Allows(existing.Status) {
 		return &store.DeliveryInsertResult{Delivery: existing, Outcome: store.InsertDuplicate}, nil
 	}
+	d, err := requeue(ctx, tx, store.TransitionRevive, existing, now)
+	if err != nil {
+		return nil, err
+	}
+	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
+}
+
+// requeue applies tr (revive or retry) to a delivery locked in this
+// transaction: back to the queue, attempts reset, with an audit event.
+func requeue(ctx context.Context, tx pgx.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
 	d, err := scanDelivery(tx.QueryRow(ctx, `
 		UPDATE deliveries
 		SET status = $2, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
@@ -172,7 +185,66 @@ func revive(ctx context.Context, tx pgx.Tx, existing *store.Delivery, now time.T
 	if err != nil {
 		return nil, err
 	}
-	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
+	return d, nil
+}
+
+func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams) (*store.Delivery, error) {
+	now := ms(p.Now)
+	tr := store.TransitionRetry
+	var d *store.Delivery
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		existing, err := scanDelivery(tx.QueryRow(ctx, `
+			SELECT `+deliveryColumns+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2
+			FOR UPDATE`, p.HostID, p.ID), false)
+		if err != nil {
+			return err
+		}
+		if !tr.Allows(existing.Status) {
+			return &store.TransitionError{DeliveryID: existing.ID, Status: existing.Status, Transition: tr}
+		}
+		d, err = requeue(ctx, tx, tr, existing, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery retry: %w", interpretError(err))
+	}
+	return d, nil
+}
+
+func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
+	n, err := s.deleteDeliveries(ctx, `
+		SELECT delivery_id FROM deliveries WHERE host_id = $1 AND status = $2
+		LIMIT $3 FOR UPDATE SKIP LOCKED`,
+		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
+	if err != nil {
+		return 0, fmt.Errorf("delivery purge dlq: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams) (int, error) {
+	if !slices.Contains(store.PrunableStatuses, p.Status) {
+		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
+	}
+	n, err := s.deleteDeliveries(ctx, `
+		SELECT delivery_id FROM deliveries WHERE status = $1 AND updated_at < $2
+		ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED`,
+		string(p.Status), ms(p.Before), store.LimitOr(p.Limit, defaultBatch))
+	if err != nil {
+		return 0, fmt.Errorf("delivery prune: %w", err)
+	}
+	return n, nil
+}
+
+// deleteDeliveries deletes the deliveries whose ids the query selects, and
+// (by the foreign key's cascade) their audit trails. The query locks what it
+// selects, skipping rows another replica is deleting or changing.
+func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...any) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM deliveries WHERE delivery_id IN (`+selectIDs+`)`, args...)
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
@@ -235,10 +307,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
-	counts := make(map[store.Status]int, len(store.Statuses))
-	for _, st := range store.Statuses {
-		counts[st] = 0
-	}
+	counts := zeroCounts()
 	var status string
 	var n int
 	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
@@ -251,7 +320,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	return counts, nil
 }
 
-func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) ([]*store.Delivery, error) {
+func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
 		max = defaultLeaseMax
@@ -261,13 +330,16 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	tr := store.TransitionLease
 
 	var leased []*store.Delivery
+	var more bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// One candidate more than fits says whether work is left over (rows
+		// other claimers hold are skipped: they are being handed out).
 		rows, err := tx.Query(ctx, `
 			SELECT delivery_id, status, body_size FROM deliveries
 			WHERE host_id = $1 AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= $2))
 			ORDER BY received_at, delivery_id
 			LIMIT $3
-			FOR UPDATE SKIP LOCKED`, p.HostID, now, max)
+			FOR UPDATE SKIP LOCKED`, p.HostID, now, max+1)
 		if err != nil {
 			return err
 		}
@@ -285,7 +357,9 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		ids = ids[:store.LeaseCut(sizes, max, p.MaxBytes)]
+		cut := store.LeaseCut(sizes, max, p.MaxBytes)
+		more = cut < len(ids)
+		ids = ids[:cut]
 		if len(ids) == 0 {
 			return nil
 		}
@@ -317,7 +391,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	if err != nil {
 		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
 	}
-	return leased, nil
+	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
 // lockedDelivery is the state of a delivery locked for a transition.
@@ -326,13 +400,16 @@ type lockedDelivery struct {
 	status      store.Status
 	attempts    int
 	maxAttempts int
+	delays      []time.Duration // the delivery's own schedule; nil: the default
 }
+
+const lockedColumns = `delivery_id, status, attempts, max_attempts, retry_delays_ms`
 
 // lockForTransition locks the host's deliveries among ids whose status tr
 // allows, in id order so that concurrent callers cannot deadlock.
 func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, hostID string, ids []string) ([]lockedDelivery, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+		SELECT `+lockedColumns+` FROM deliveries
 		WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
 		ORDER BY delivery_id
 		FOR UPDATE`, hostID, ids, statusNames(tr.From))
@@ -345,7 +422,12 @@ func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, host
 func collectLocked(rows pgx.Rows) ([]lockedDelivery, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lockedDelivery, error) {
 		var l lockedDelivery
-		err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts)
+		var delays []byte
+		if err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
+			return l, err
+		}
+		var err error
+		l.delays, err = decodeDelays(delays)
 		return l, err
 	})
 }
@@ -419,10 +501,11 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 }
 
 // fail records a failed attempt of a locked delivery: retrying or dlq, as
-// store.FailureOutcome decides.
-func fail(ctx context.Context, tx pgx.Tx, tr store.Transition, l lockedDelivery, policy store.RetryPolicy,
+// store.FailureOutcome decides on the delivery's own schedule, or fallback
+// when it has none.
+func fail(ctx context.Context, tx pgx.Tx, tr store.Transition, l lockedDelivery, fallback store.RetryPolicy,
 	retryable bool, lastError string, now time.Time) error {
-	to, next := store.FailureOutcome(policy, l.attempts, l.maxAttempts, retryable, now)
+	to, next := store.FailureOutcome(store.PolicyFor(l.delays, fallback), l.attempts, l.maxAttempts, retryable, now)
 	var dlqAt *time.Time
 	if to == store.StatusDLQ {
 		dlqAt = &now
@@ -470,17 +553,14 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 }
 
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultExpireLimit
-	}
+	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
 	policy := p.Policy.OrDefault()
 	tr := store.TransitionExpire
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
-			SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+			SELECT `+lockedColumns+` FROM deliveries
 			WHERE status = ANY($1) AND lease_expires_at < $2
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT $3

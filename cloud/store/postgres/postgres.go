@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -239,14 +240,18 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 
 // --- sources ---
 
-const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at`
+const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
+	retry_delays_ms, max_attempts, created_at, updated_at`
 
 func scanSource(row pgx.Row) (*store.Source, error) {
 	var src store.Source
-	var events, secrets, options []byte
+	var events, secrets, options, delays []byte
 	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
-		&src.MaxBodyBytes, &src.CreatedAt, &src.UpdatedAt)
+		&src.MaxBodyBytes, &delays, &src.MaxAttempts, &src.CreatedAt, &src.UpdatedAt)
 	if err != nil {
+		return nil, err
+	}
+	if src.RetryDelays, err = decodeDelays(delays); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(events, &src.Events); err != nil {
@@ -269,15 +274,17 @@ func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (
 		return nil, fmt.Errorf("source upsert: %w", err)
 	}
 	src, err := scanSource(s.pool.QueryRow(ctx, `
-		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
+			retry_delays_ms, max_attempts, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
 		ON CONFLICT (host_id, name) DO UPDATE
 		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
 			secrets = excluded.secrets, options = excluded.options,
-			max_body_bytes = excluded.max_body_bytes, updated_at = excluded.updated_at
+			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
+			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at
 		RETURNING `+sourceColumns,
 		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-		p.MaxBodyBytes, ms(p.Now)))
+		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), ms(p.Now)))
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
 	}
@@ -303,4 +310,104 @@ func (s *Store) SourceList(ctx context.Context, hostID string) ([]*store.Source,
 		return nil, fmt.Errorf("source list: %w", err)
 	}
 	return sources, nil
+}
+
+// decodeDelays reads a stored retry schedule (jsonb, NULL for none).
+func decodeDelays(b []byte) ([]time.Duration, error) {
+	if b == nil {
+		return nil, nil
+	}
+	v := string(b)
+	return store.DecodeDelays(&v)
+}
+
+// zeroCounts is a count per status, all zero.
+func zeroCounts() map[store.Status]int {
+	counts := make(map[store.Status]int, len(store.Statuses))
+	for _, st := range store.Statuses {
+		counts[st] = 0
+	}
+	return counts
+}
+
+func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+prefixed("h.", hostColumns)+`, c.status, c.n
+		FROM hosts h
+		LEFT JOIN (SELECT host_id, status, count(*) AS n FROM deliveries GROUP BY host_id, status) c
+			ON c.host_id = h.id
+		ORDER BY h.created_at, h.id`)
+	if err != nil {
+		return nil, fmt.Errorf("host list with counts: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.HostWithCounts
+	for rows.Next() {
+		var status *string
+		var n *int64
+		h, err := scanHost(hostAndCount{rows, &status, &n})
+		if err != nil {
+			return nil, fmt.Errorf("host list with counts: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Host.ID != h.ID {
+			out = append(out, &store.HostWithCounts{Host: h, Counts: zeroCounts()})
+		}
+		if status != nil && n != nil {
+			out[len(out)-1].Counts[store.Status(*status)] = int(*n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("host list with counts: %w", err)
+	}
+	return out, nil
+}
+
+// hostAndCount scans a host's columns followed by a status and a count.
+type hostAndCount struct {
+	row    pgx.Row
+	status **string
+	n      **int64
+}
+
+func (r hostAndCount) Scan(dest ...any) error {
+	return r.row.Scan(append(dest, r.status, r.n)...)
+}
+
+// prefixed qualifies each of a comma-separated column list with prefix.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
+	h, err := scanHost(s.pool.QueryRow(ctx, `
+		UPDATE hosts
+		SET name = COALESCE($2, name), rate_limit_per_min = COALESCE($3, rate_limit_per_min),
+			rate_limit_burst = COALESCE($4, rate_limit_burst)
+		WHERE id = $1
+		RETURNING `+hostColumns,
+		p.HostID, p.Name, p.RateLimitPerMin, p.RateLimitBurst))
+	if err != nil {
+		return nil, fmt.Errorf("host update: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostExpireClaimCodes(ctx context.Context, p *store.HostExpireClaimCodesParams) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE hosts SET claim_code_hash = NULL, claim_expires_at = NULL
+		WHERE id IN (
+			SELECT id FROM hosts
+			WHERE claim_code_hash IS NOT NULL AND claim_expires_at <= $1
+			ORDER BY claim_expires_at
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED)`,
+		ms(p.Now), store.LimitOr(p.Limit, defaultBatch))
+	if err != nil {
+		return 0, fmt.Errorf("host expire claim codes: %w", interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
 }

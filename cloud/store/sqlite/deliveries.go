@@ -14,21 +14,24 @@ import (
 )
 
 const (
-	defaultLeaseMax    = 100
-	defaultListLimit   = 100
-	defaultExpireLimit = 1000
+	defaultLeaseMax  = 100
+	defaultListLimit = 100
+	// defaultBatch bounds expiry, pruning and purging per call, so that each
+	// transaction holds the one writer only briefly.
+	defaultBatch = 1000
 )
 
 const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
-	status, attempts, max_attempts, next_retry_at, lease_expires_at, last_error, received_at,
+	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
 	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
 
 // scanDelivery scans deliveryColumns, followed by raw_body when withBody.
 func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 	var d store.Delivery
 	var headers string
+	var delays *string
 	dest := []any{&d.ID, &d.HostID, &d.Source, &d.EventID, &d.EventType, &d.EventAction, &headers, &d.BodySize,
-		&d.Status, &d.Attempts, &d.MaxAttempts, nullTimeCol{&d.NextRetryAt}, nullTimeCol{&d.LeaseExpiresAt},
+		&d.Status, &d.Attempts, &d.MaxAttempts, &delays, nullTimeCol{&d.NextRetryAt}, nullTimeCol{&d.LeaseExpiresAt},
 		&d.LastError, timeCol{&d.ReceivedAt}, nullTimeCol{&d.DeliveredAt}, nullTimeCol{&d.AckedAt},
 		nullTimeCol{&d.DLQAt}, &d.CorrelationID, timeCol{&d.UpdatedAt}}
 	if withBody {
@@ -39,6 +42,10 @@ func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 	}
 	if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
+	}
+	var err error
+	if d.RetryDelays, err = store.DecodeDelays(delays); err != nil {
+		return nil, err
 	}
 	if withBody && d.RawBody == nil {
 		d.RawBody = []byte{}
@@ -83,10 +90,7 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	if body == nil {
 		body = []byte{}
 	}
-	maxAttempts := p.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = store.DefaultRetryPolicy.MaxAttempts()
-	}
+	maxAttempts := store.MaxAttemptsFor(p.MaxAttempts, p.RetryDelays)
 	now := ms(p.ReceivedAt)
 
 	var res *store.DeliveryInsertResult
@@ -104,17 +108,18 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 		}
 		d, err := scanDelivery(tx.QueryRowContext(ctx, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				raw_body, body_size, status, max_attempts, received_at, correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			RETURNING `+deliveryColumns,
 			p.ID, p.HostID, p.Source, p.EventID, p.EventType, p.EventAction, string(headersJSON),
-			body, len(body), string(store.TransitionReceive.To), maxAttempts, dbTime(now), p.CorrelationID, dbTime(now)), false)
+			body, len(body), string(store.TransitionReceive.To), maxAttempts, store.EncodeDelays(p.RetryDelays),
+			dbTime(now), p.CorrelationID, dbTime(now)), false)
 		if err != nil {
 			return err
 		}
 		res = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
 		return recordEvents(ctx, tx, []store.DeliveryEvent{{
-			DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: store.TransitionReceive.Reason,
+			DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: p.ReceiveReason(),
 		}})
 	})
 	if err != nil {
@@ -126,10 +131,19 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 // revive answers a repeat of an existing delivery: a dead-lettered one goes
 // back to the queue with its attempts reset, any other is a duplicate.
 func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.Time) (*store.DeliveryInsertResult, error) {
-	tr := store.TransitionRevive
-	if !tr.Allows(existing.Status) {
+	if !store.TransitionRevive.Allows(existing.Status) {
 		return &store.DeliveryInsertResult{Delivery: existing, Outcome: store.InsertDuplicate}, nil
 	}
+	d, err := requeue(ctx, tx, store.TransitionRevive, existing, now)
+	if err != nil {
+		return nil, err
+	}
+	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
+}
+
+// requeue applies tr (revive or retry) to a delivery read in this
+// transaction: back to the queue, attempts reset, with an audit event.
+func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
 	d, err := scanDelivery(tx.QueryRowContext(ctx, `
 		UPDATE deliveries
 		SET status = ?, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
@@ -146,7 +160,64 @@ func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.
 	if err != nil {
 		return nil, err
 	}
-	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
+	return d, nil
+}
+
+func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams) (*store.Delivery, error) {
+	now := ms(p.Now)
+	tr := store.TransitionRetry
+	var d *store.Delivery
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		existing, err := scanDelivery(tx.QueryRowContext(ctx, `
+			SELECT `+deliveryColumns+` FROM deliveries WHERE host_id = ? AND delivery_id = ?`, p.HostID, p.ID), false)
+		if err != nil {
+			return err
+		}
+		if !tr.Allows(existing.Status) {
+			return &store.TransitionError{DeliveryID: existing.ID, Status: existing.Status, Transition: tr}
+		}
+		d, err = requeue(ctx, tx, tr, existing, now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery retry: %w", interpretError(err))
+	}
+	return d, nil
+}
+
+func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
+	n, err := s.deleteDeliveries(ctx, `
+		SELECT delivery_id FROM deliveries WHERE host_id = ? AND status = ? LIMIT ?`,
+		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
+	if err != nil {
+		return 0, fmt.Errorf("delivery purge dlq: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams) (int, error) {
+	if !slices.Contains(store.PrunableStatuses, p.Status) {
+		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
+	}
+	n, err := s.deleteDeliveries(ctx, `
+		SELECT delivery_id FROM deliveries WHERE status = ? AND updated_at < ?
+		ORDER BY updated_at LIMIT ?`,
+		string(p.Status), dbTime(p.Before), store.LimitOr(p.Limit, defaultBatch))
+	if err != nil {
+		return 0, fmt.Errorf("delivery prune: %w", err)
+	}
+	return n, nil
+}
+
+// deleteDeliveries deletes the deliveries whose ids the query selects, and
+// (by the foreign key's cascade) their audit trails.
+func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...any) (int, error) {
+	res, err := s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE delivery_id IN (`+selectIDs+`)`, args...)
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
@@ -206,17 +277,14 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
-	counts := make(map[store.Status]int, len(store.Statuses))
-	for _, st := range store.Statuses {
-		counts[st] = 0
-	}
+	counts := zeroCounts()
 	for _, c := range rows {
 		counts[c.status] = c.n
 	}
 	return counts, nil
 }
 
-func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) ([]*store.Delivery, error) {
+func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
 		max = defaultLeaseMax
@@ -226,9 +294,11 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	tr := store.TransitionLease
 
 	var leased []*store.Delivery
+	var more bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// The writer transaction holds SQLite's write lock from BEGIN
-		// IMMEDIATE on, so no other lease can interleave.
+		// IMMEDIATE on, so no other lease can interleave. One candidate more
+		// than fits says whether work is left over.
 		type candidate struct {
 			id     string
 			status store.Status
@@ -242,7 +312,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			SELECT delivery_id, status, body_size FROM deliveries
 			WHERE host_id = ? AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
 			ORDER BY received_at, delivery_id
-			LIMIT ?`, p.HostID, dbTime(now), max)
+			LIMIT ?`, p.HostID, dbTime(now), max+1)
 		if err != nil {
 			return err
 		}
@@ -250,7 +320,9 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		for i, c := range cands {
 			sizes[i] = c.size
 		}
-		cands = cands[:store.LeaseCut(sizes, max, p.MaxBytes)]
+		cut := store.LeaseCut(sizes, max, p.MaxBytes)
+		more = cut < len(cands)
+		cands = cands[:cut]
 		if len(cands) == 0 {
 			return nil
 		}
@@ -285,7 +357,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	if err != nil {
 		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
 	}
-	return leased, nil
+	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
 // lockedDelivery is the state of a delivery about to change, read inside the
@@ -295,11 +367,19 @@ type lockedDelivery struct {
 	status      store.Status
 	attempts    int
 	maxAttempts int
+	delays      []time.Duration // the delivery's own schedule; nil: the default
 }
+
+const lockedColumns = `delivery_id, status, attempts, max_attempts, retry_delays_ms`
 
 func scanLocked(r scanner) (lockedDelivery, error) {
 	var l lockedDelivery
-	err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts)
+	var delays *string
+	if err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
+		return l, err
+	}
+	var err error
+	l.delays, err = store.DecodeDelays(delays)
 	return l, err
 }
 
@@ -309,7 +389,7 @@ func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, h
 	args := append([]any{hostID}, anys(ids)...)
 	args = append(args, statusArgs(tr.From)...)
 	return queryAll(ctx, tx, scanLocked, `
-		SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+		SELECT `+lockedColumns+` FROM deliveries
 		WHERE host_id = ? AND delivery_id IN (`+placeholders(len(ids))+`)
 			AND status IN (`+placeholders(len(tr.From))+`)
 		ORDER BY delivery_id`, args...)
@@ -387,10 +467,11 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 }
 
 // fail records a failed attempt of a delivery read in this transaction:
-// retrying or dlq, as store.FailureOutcome decides.
-func fail(ctx context.Context, tx *sql.Tx, tr store.Transition, l lockedDelivery, policy store.RetryPolicy,
+// retrying or dlq, as store.FailureOutcome decides on the delivery's own
+// schedule, or fallback when it has none.
+func fail(ctx context.Context, tx *sql.Tx, tr store.Transition, l lockedDelivery, fallback store.RetryPolicy,
 	retryable bool, lastError string, now time.Time) error {
-	to, next := store.FailureOutcome(policy, l.attempts, l.maxAttempts, retryable, now)
+	to, next := store.FailureOutcome(store.PolicyFor(l.delays, fallback), l.attempts, l.maxAttempts, retryable, now)
 	var dlqAt any
 	if to == store.StatusDLQ {
 		dlqAt = dbTime(now)
@@ -438,10 +519,7 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 }
 
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultExpireLimit
-	}
+	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
 	policy := p.Policy.OrDefault()
 	tr := store.TransitionExpire
@@ -449,7 +527,7 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		args := append(statusArgs(tr.From), dbTime(now), limit)
 		locked, err := queryAll(ctx, tx, scanLocked, `
-			SELECT delivery_id, status, attempts, max_attempts FROM deliveries
+			SELECT `+lockedColumns+` FROM deliveries
 			WHERE status IN (`+placeholders(len(tr.From))+`) AND lease_expires_at < ?
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT ?`, args...)

@@ -332,14 +332,19 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 
 // --- sources ---
 
-const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at`
+const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
+	retry_delays_ms, max_attempts, created_at, updated_at`
 
 func scanSource(row scanner) (*store.Source, error) {
 	var src store.Source
 	var events, secrets, options string
+	var delays *string
 	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
-		&src.MaxBodyBytes, timeCol{&src.CreatedAt}, timeCol{&src.UpdatedAt})
+		&src.MaxBodyBytes, &delays, &src.MaxAttempts, timeCol{&src.CreatedAt}, timeCol{&src.UpdatedAt})
 	if err != nil {
+		return nil, err
+	}
+	if src.RetryDelays, err = store.DecodeDelays(delays); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(events), &src.Events); err != nil {
@@ -361,15 +366,17 @@ func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (
 	}
 	now := dbTime(p.Now)
 	src, err := scanSource(s.write.QueryRowContext(ctx, `
-		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
+			retry_delays_ms, max_attempts, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (host_id, name) DO UPDATE
 		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
 			secrets = excluded.secrets, options = excluded.options,
-			max_body_bytes = excluded.max_body_bytes, updated_at = excluded.updated_at
+			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
+			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at
 		RETURNING `+sourceColumns,
 		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-		p.MaxBodyBytes, now, now))
+		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), now, now))
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
 	}
@@ -392,4 +399,98 @@ func (s *Store) SourceList(ctx context.Context, hostID string) ([]*store.Source,
 		return nil, fmt.Errorf("source list: %w", err)
 	}
 	return sources, nil
+}
+
+// zeroCounts is a count per status, all zero.
+func zeroCounts() map[store.Status]int {
+	counts := make(map[store.Status]int, len(store.Statuses))
+	for _, st := range store.Statuses {
+		counts[st] = 0
+	}
+	return counts
+}
+
+func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
+	rows, err := s.read.QueryContext(ctx, `
+		SELECT `+prefixed("h.", hostColumns)+`, c.status, c.n
+		FROM hosts h
+		LEFT JOIN (SELECT host_id, status, count(*) AS n FROM deliveries GROUP BY host_id, status) c
+			ON c.host_id = h.id
+		ORDER BY h.created_at, h.id`)
+	if err != nil {
+		return nil, fmt.Errorf("host list with counts: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.HostWithCounts
+	for rows.Next() {
+		var status sql.NullString
+		var n sql.NullInt64
+		h, err := scanHost(hostAndCount{rows, &status, &n})
+		if err != nil {
+			return nil, fmt.Errorf("host list with counts: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Host.ID != h.ID {
+			out = append(out, &store.HostWithCounts{Host: h, Counts: zeroCounts()})
+		}
+		if status.Valid {
+			out[len(out)-1].Counts[store.Status(status.String)] = int(n.Int64)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("host list with counts: %w", err)
+	}
+	return out, nil
+}
+
+// hostAndCount scans a host's columns followed by a status and a count.
+type hostAndCount struct {
+	row    scanner
+	status *sql.NullString
+	n      *sql.NullInt64
+}
+
+func (r hostAndCount) Scan(dest ...any) error {
+	return r.row.Scan(append(dest, r.status, r.n)...)
+}
+
+// prefixed qualifies each of a comma-separated column list with prefix.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
+	h, err := scanHost(s.write.QueryRowContext(ctx, `
+		UPDATE hosts
+		SET name = COALESCE(?, name), rate_limit_per_min = COALESCE(?, rate_limit_per_min),
+			rate_limit_burst = COALESCE(?, rate_limit_burst)
+		WHERE id = ?
+		RETURNING `+hostColumns,
+		p.Name, p.RateLimitPerMin, p.RateLimitBurst, p.HostID))
+	if err != nil {
+		return nil, fmt.Errorf("host update: %w", interpretError(err))
+	}
+	return h, nil
+}
+
+func (s *Store) HostExpireClaimCodes(ctx context.Context, p *store.HostExpireClaimCodesParams) (int, error) {
+	res, err := s.write.ExecContext(ctx, `
+		UPDATE hosts SET claim_code_hash = NULL, claim_expires_at = NULL
+		WHERE id IN (
+			SELECT id FROM hosts
+			WHERE claim_code_hash IS NOT NULL AND claim_expires_at <= ?
+			ORDER BY claim_expires_at
+			LIMIT ?)`,
+		dbTime(p.Now), store.LimitOr(p.Limit, defaultBatch))
+	if err != nil {
+		return 0, fmt.Errorf("host expire claim codes: %w", interpretError(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("host expire claim codes: %w", err)
+	}
+	return int(n), nil
 }

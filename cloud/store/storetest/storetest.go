@@ -60,6 +60,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseExpiry(ctx, t, setup)
 	exerciseAudit(ctx, t, setup)
 	exerciseConcurrency(ctx, t, setup)
+	exerciseManage(ctx, t, setup)
 	exerciseEdge(ctx, t, setup)
 }
 
@@ -136,9 +137,14 @@ func get(ctx context.Context, t *testing.T, s store.Store, hostID, id string) *s
 
 func lease(ctx context.Context, t *testing.T, s store.Store, hostID string, max, maxBytes int, now time.Time) []*store.Delivery {
 	t.Helper()
-	ds, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: hostID, Max: max, MaxBytes: maxBytes, LeaseFor: leaseFor, Now: now})
+	return leaseMore(ctx, t, s, hostID, max, maxBytes, now).Deliveries
+}
+
+func leaseMore(ctx context.Context, t *testing.T, s store.Store, hostID string, max, maxBytes int, now time.Time) *store.DeliveryLeaseResult {
+	t.Helper()
+	res, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: hostID, Max: max, MaxBytes: maxBytes, LeaseFor: leaseFor, Now: now})
 	require.NoError(t, err)
-	return ds
+	return res
 }
 
 func ids(ds []*store.Delivery) []string {
@@ -806,7 +812,13 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.StatusDelivering, get(ctx, t, s, b.host.ID, delivering.ID).Status)
 
 		now := base.Add(time.Second)
-		require.Equal(t, 5, ack(ctx, t, s, b.host.ID, now, delivering.ID, delivered.ID, retrying.ID, dlq.ID, queued.ID, other.ID, "unknown"))
+		require.Equal(t, 4, ack(ctx, t, s, b.host.ID, now, delivering.ID, delivered.ID, retrying.ID, dlq.ID, queued.ID, other.ID, "unknown"))
+		// A queued delivery was never handed out: an ack of it is stale.
+		got := get(ctx, t, s, b.host.ID, queued.ID)
+		require.Equal(t, store.StatusQueued, got.Status)
+		require.Nil(t, got.AckedAt)
+		require.Len(t, events(ctx, t, s, queued.ID), 1)
+		delete(before, queued.ID)
 		for id, from := range before {
 			d := get(ctx, t, s, b.host.ID, id)
 			require.Equal(t, store.StatusAcked, d.Status, id)
@@ -1154,11 +1166,12 @@ func exerciseConcurrency(ctx context.Context, t *testing.T, setup setupFunc) {
 		for range workers {
 			wg.Go(func() {
 				for {
-					ds, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: b.host.ID, Max: 7, MaxBytes: 1 << 20, LeaseFor: time.Hour, Now: now})
+					res, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: b.host.ID, Max: 7, MaxBytes: 1 << 20, LeaseFor: time.Hour, Now: now})
 					if err != nil {
 						errs <- err
 						return
 					}
+					ds := res.Deliveries
 					if len(ds) == 0 {
 						return
 					}
