@@ -3,6 +3,7 @@
 //
 //	cloud serve     run the server (migrates first)
 //	cloud migrate   apply database migrations and exit
+//	cloud rekey     re-encrypt every stored secret with the first key
 //
 // Every setting is an environment variable and a flag of the same meaning;
 // see -h of each command.
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +44,7 @@ const usage = `usage: cloud <command> [flags]
 commands:
   serve     run the relay's cloud server (applies migrations first)
   migrate   apply database migrations and exit
+  rekey     re-encrypt every stored source secret with the first key of RELAY_SECRET_KEYS
   version   print the version
 
 Run "cloud <command> -h" for the flags of a command.
@@ -60,6 +63,8 @@ func main() {
 		err = serve(ctx, os.Args[2:])
 	case "migrate":
 		err = migrate(ctx, os.Args[2:])
+	case "rekey":
+		err = rekey(ctx, os.Args[2:])
 	case "version", "-v", "--version":
 		fmt.Println(version)
 	case "-h", "--help", "help":
@@ -94,6 +99,10 @@ type options struct {
 	heartbeatFloor time.Duration
 	logLevel       string
 	logFormat      string
+	rateLimit      int
+	rateBurst      int
+	quarantineMax  int
+	trustedProxies string
 }
 
 func env(name, def string) string {
@@ -112,6 +121,15 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
 func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.StringVar(&o.databaseURL, "database-url", env("RELAY_DATABASE_URL", "sqlite:./data/cloud.db"), "postgres://… or sqlite:PATH (RELAY_DATABASE_URL)")
 	fs.StringVar(&o.logLevel, "log-level", env("RELAY_LOG_LEVEL", "info"), "debug, info, warn or error (RELAY_LOG_LEVEL)")
@@ -120,13 +138,22 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 		return
 	}
 	fs.StringVar(&o.listen, "listen", env("RELAY_LISTEN", ":8080"), "listen address (RELAY_LISTEN)")
-	fs.StringVar(&o.dataDir, "data-dir", env("RELAY_DATA_DIR", ""), "where generated key files live (RELAY_DATA_DIR; default: the SQLite file's directory, else ./data)")
 	fs.StringVar(&o.adminToken, "admin-token", env("RELAY_ADMIN_TOKEN", ""), "bearer token of the admin API; unset disables it (RELAY_ADMIN_TOKEN)")
-	fs.StringVar(&o.secretKeys, "secret-keys", env("RELAY_SECRET_KEYS", ""), "comma-separated base64 32-byte keys; the first encrypts, all decrypt (RELAY_SECRET_KEYS; default: a key file in the data dir)")
+	o.registerKeys(fs)
 	fs.StringVar(&o.jwtKey, "jwt-key", env("RELAY_JWT_KEY", ""), "key that signs host tokens, at least 32 bytes (RELAY_JWT_KEY; default: a key file in the data dir)")
 	fs.StringVar(&o.publicURL, "public-url", env("RELAY_PUBLIC_URL", ""), "URL providers and hosts use (RELAY_PUBLIC_URL; default: derived from each request)")
 	fs.DurationVar(&o.lease, "lease", envDuration("RELAY_LEASE", 2*time.Minute), "lease on deliveries handed to a host (RELAY_LEASE)")
+	fs.IntVar(&o.rateLimit, "rate-limit-per-min", envInt("RELAY_RATE_LIMIT_PER_MIN", 100), "intake requests per minute per host, unless the host sets its own (RELAY_RATE_LIMIT_PER_MIN)")
+	fs.IntVar(&o.rateBurst, "rate-limit-burst", envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
+	fs.IntVar(&o.quarantineMax, "quarantine-max", envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
+	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
+}
+
+// registerKeys adds the settings that locate the secret key ring.
+func (o *options) registerKeys(fs *flag.FlagSet) {
+	fs.StringVar(&o.dataDir, "data-dir", env("RELAY_DATA_DIR", ""), "where generated key files live (RELAY_DATA_DIR; default: the SQLite file's directory, else ./data)")
+	fs.StringVar(&o.secretKeys, "secret-keys", env("RELAY_SECRET_KEYS", ""), "comma-separated base64 32-byte keys; the first encrypts, all decrypt (RELAY_SECRET_KEYS; default: a key file in the data dir)")
 }
 
 func (o *options) logger() (*slog.Logger, error) {
@@ -217,13 +244,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.dataDir == "" {
-		o.dataDir = "./data"
-		if p, ok := strings.CutPrefix(o.databaseURL, "sqlite:"); ok {
-			o.dataDir = filepath.Dir(strings.TrimPrefix(p, "//"))
-		}
-	}
-	ring, err := loadRing(o)
+	ring, err := loadRing(&o)
 	if err != nil {
 		return err
 	}
@@ -246,9 +267,18 @@ func serve(ctx context.Context, args []string) error {
 		log.Warn("RELAY_ADMIN_TOKEN is not set: the admin API refuses every request")
 	}
 
+	proxies, err := parseProxies(o.trustedProxies)
+	if err != nil {
+		return err
+	}
 	srv := server.New(st, ring, tokens, clock, log, server.Config{
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
+		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
+		TrustedProxies: proxies,
 	})
+	if err := srv.ReportCanary(ctx); err != nil {
+		return err
+	}
 	httpSrv := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -267,6 +297,8 @@ func serve(ctx context.Context, args []string) error {
 	sweeper := &sweep.Sweeper{Store: st, Clock: clock, Log: log, Policy: store.DefaultRetryPolicy}
 	sweepDone := make(chan struct{})
 	go func() { defer close(sweepDone); sweeper.Run(sweepCtx) }()
+	releaseDone := make(chan struct{})
+	go func() { defer close(releaseDone); srv.RunQuarantineRelease(sweepCtx, time.Minute) }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
@@ -276,6 +308,7 @@ func serve(ctx context.Context, args []string) error {
 	case err := <-errc:
 		stopSweep()
 		<-sweepDone
+		<-releaseDone
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -285,13 +318,22 @@ func serve(ctx context.Context, args []string) error {
 	err = httpSrv.Shutdown(shutCtx)
 	stopSweep()
 	<-sweepDone
+	<-releaseDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
 }
 
-func loadRing(o options) (*secrets.Ring, error) {
+// loadRing builds the secret key ring from RELAY_SECRET_KEYS, or from the
+// key file in the data dir (created on first use).
+func loadRing(o *options) (*secrets.Ring, error) {
+	if o.dataDir == "" {
+		o.dataDir = "./data"
+		if p, ok := strings.CutPrefix(o.databaseURL, "sqlite:"); ok {
+			o.dataDir = filepath.Dir(strings.TrimPrefix(p, "//"))
+		}
+	}
 	if o.secretKeys != "" {
 		r, err := secrets.ParseRing(o.secretKeys)
 		if err != nil {

@@ -67,6 +67,7 @@ const (
 	CodeConflict       = "conflict"        // 409
 	CodeGone           = "gone"            // 410: host deactivated
 	CodeTooLarge       = "too_large"       // 413: body over the source's limit
+	CodeRateLimited    = "rate_limited"    // 429: over the host's rate limit; see Retry-After
 	CodeInternal       = "internal"        // 500
 	CodeNotImplemented = "not_implemented" // 501: feature not configured (admin API without a token)
 	CodeUnavailable    = "unavailable"     // 503: storage down; the sender should retry

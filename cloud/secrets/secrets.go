@@ -156,6 +156,18 @@ func (r *Ring) Open(sealed string, context []byte) ([]byte, error) {
 	return nil, ErrNoKey
 }
 
+// SealingKeyID names the key Seal uses: the first of the ring.
+func (r *Ring) SealingKeyID() string { return r.keys[0].id }
+
+// KeyIDs names every key of the ring, in order.
+func (r *Ring) KeyIDs() []string {
+	ids := make([]string, len(r.keys))
+	for i, k := range r.keys {
+		ids[i] = k.id
+	}
+	return ids
+}
+
 // KeyID names the key a ciphertext was sealed with.
 func KeyID(sealed string) string {
 	parts := strings.SplitN(sealed, ":", 3)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -9,8 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -23,9 +26,18 @@ import (
 // errBadSignature is the one answer for every verification failure.
 var errBadSignature = &apiError{status: 401, code: shared.CodeUnauthorized, message: "signature verification failed"}
 
-// intake takes POST /api/webhooks/:hostId/:source. In order: host exists and
-// is active, source configured and enabled, body within the limit, signature,
-// event filter, dedupe and durable insert — and only then 200.
+var errRateLimited = &apiError{status: 429, code: shared.CodeRateLimited, message: "over this host's rate limit, retry later"}
+
+var errSecretUnavailable = &apiError{status: 503, code: shared.CodeUnavailable, message: "source secret unavailable, retry later"}
+
+// intake takes POST /api/webhooks/:hostId/:source, in DESIGN.md's order:
+// host exists and is active, source configured and enabled, body within the
+// limit, per-host rate limit, signature, handshakes, event filter, dedupe
+// and durable insert — and only then 2xx.
+//
+// Unknown hosts answer 404 and bad signatures 401 (as the contract says):
+// host ids carry 120 random bits, so telling the two apart does not help
+// anyone find a host, and a provider's operator sees which one is wrong.
 func (s *Server) intake(c *gin.Context) {
 	ctx := c.Request.Context()
 	hostID, name := c.Param("hostId"), c.Param("source")
@@ -36,6 +48,7 @@ func (s *Server) intake(c *gin.Context) {
 		return
 	}
 	if err != nil {
+		s.metrics.count("", outcomeUnavailable)
 		s.writeError(c, errUnavailable(err))
 		return
 	}
@@ -49,6 +62,7 @@ func (s *Server) intake(c *gin.Context) {
 		return
 	}
 	if err != nil {
+		s.metrics.count("", outcomeUnavailable)
 		s.writeError(c, errUnavailable(err))
 		return
 	}
@@ -64,56 +78,181 @@ func (s *Server) intake(c *gin.Context) {
 
 	body, err := readLimited(c, src.MaxBodyBytes, provider.MaxBody())
 	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.status == 413 {
+			s.reject(c, src, provider, 413, ae.message, outcomeTooLarge)
+		}
 		s.writeError(c, err)
 		return
 	}
 
-	keys, err := s.openSecrets(src)
-	if err != nil {
-		s.log.Error("source secret cannot be decrypted: check RELAY_SECRET_KEYS",
-			"host", hostID, "source", name, "err", err)
-		s.writeError(c, &apiError{status: 503, code: shared.CodeUnavailable, message: "source secret unavailable, retry later"})
+	now := s.now()
+	perMin, burst := s.hostRate(host)
+	allowed, wait := s.limits.allow(hostID, perMin, burst, now)
+	if !allowed && provider.Retries() {
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+		s.reject(c, src, provider, 429, fmt.Sprintf("over the host's rate limit of %d/min", perMin), outcomeRateLimited)
+		s.writeError(c, errRateLimited)
 		return
 	}
-	req := &verify.Request{Header: c.Request.Header, Body: body, Now: s.clock.Now()}
+
+	req := &verify.Request{Header: c.Request.Header, Body: body, Now: now, URL: s.publicURL(c) + c.Request.URL.RequestURI()}
+	keys, err := s.openSecrets(src)
+	if err != nil {
+		s.quarantine(c, src, provider, req, err)
+		return
+	}
 	if err := provider.Verify(req, keys, src.Options); err != nil {
-		s.log.Info("webhook rejected", "host", hostID, "source", name, "reason", err.Error(),
-			"remote", c.ClientIP())
+		if !allowed {
+			// A provider that never retries: only a verified request is
+			// worth keeping past the limit.
+			c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+			s.reject(c, src, provider, 429, fmt.Sprintf("over the host's rate limit of %d/min and not verified: %v", perMin, err), outcomeRateLimited)
+			s.writeError(c, errRateLimited)
+			return
+		}
+		s.reject(c, src, provider, 401, "signature: "+err.Error(), outcomeBadSignature)
 		s.writeError(c, errBadSignature)
 		return
 	}
-	ev := provider.Event(req, src.Options)
 
-	if !shared.EventWanted(src.Events, ev.Type, ev.Action) || !subscribed(host.Subscription, name, ev) {
-		c.JSON(200, shared.IntakeResponse{Status: shared.IntakeFiltered})
-		return
+	note := ""
+	if !allowed {
+		note = fmt.Sprintf("over the host's rate limit of %d/min, stored because %s does not retry", perMin, provider.Name())
+		if s.logSample.allowOne(hostID, now) {
+			s.log.Warn("webhook over the host's rate limit stored anyway: the provider does not retry",
+				"host", hostID, "source", name, "provider", provider.Name(), "rate_limit_per_min", perMin)
+		}
 	}
-
-	received := s.now()
-	res, err := s.store.DeliveryInsert(ctx, &store.DeliveryInsertParams{
-		ID:            name + ":" + ev.ID + ":" + strconv.FormatInt(received.UnixMilli(), 10),
-		HostID:        hostID,
-		Source:        name,
-		EventID:       ev.ID,
-		EventType:     truncate(ev.Type, 200),
-		EventAction:   truncate(ev.Action, 200),
-		Headers:       providerHeaders(c.Request.Header),
-		RawBody:       body,
-		MaxAttempts:   s.cfg.RetryPolicy.MaxAttempts(),
-		CorrelationID: newCorrelationID(),
-		ReceivedAt:    received,
-	})
+	res, err := s.admit(ctx, host, src, provider, req, note, now)
 	if err != nil {
+		s.metrics.count(provider.Name(), outcomeUnavailable)
 		s.writeError(c, errUnavailable(err))
 		return
 	}
-	status := shared.IntakeQueued
-	if res.Outcome == store.InsertDuplicate {
-		status = shared.IntakeDuplicate
+	if !allowed && res.outcome != outcomeHandshake && res.outcome != outcomeFiltered {
+		s.metrics.count(provider.Name(), outcomeOverLimitStored)
+	}
+	res.write(c)
+}
+
+// admitted is what a verified request came to.
+type admitted struct {
+	outcome string
+	reply   *verify.Reply // a handshake answered in place
+	status  int
+	resp    shared.IntakeResponse
+}
+
+// write answers the provider: a handshake reply, or the provider's own shape
+// of acknowledgement where it reads one (a Discord deferred response, TwiML),
+// else the relay's JSON.
+func (a *admitted) write(c *gin.Context) {
+	if a.reply != nil {
+		c.Data(a.reply.Status, a.reply.ContentType, a.reply.Body)
+		return
+	}
+	c.JSON(a.status, a.resp)
+}
+
+// admit takes a verified request the rest of the way: handshakes answered in
+// place, the event filter, then dedupe and the durable insert. Errors are
+// storage failures. Intake and the quarantine release share it.
+func (s *Server) admit(ctx context.Context, host *store.Host, src *store.Source, provider verify.Provider,
+	req *verify.Request, note string, received time.Time) (*admitted, error) {
+	if hs, ok := provider.(verify.Handshaker); ok {
+		if reply, ok := hs.Handshake(req); ok {
+			s.metrics.count(provider.Name(), outcomeHandshake)
+			return &admitted{outcome: outcomeHandshake, reply: reply}, nil
+		}
+	}
+	ev := provider.Event(req, src.Options)
+	if !shared.EventWanted(src.Events, ev.Type, ev.Action) || !subscribed(host.Subscription, src.Name, ev) {
+		return s.answer(provider, req, &admitted{outcome: outcomeFiltered, status: provider.SuccessStatus(),
+			resp: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
+	}
+
+	delays := src.RetryDelays
+	if delays == nil {
+		delays = s.cfg.RetryPolicy.Delays
+	}
+	res, err := s.store.DeliveryInsert(ctx, &store.DeliveryInsertParams{
+		ID:            src.Name + ":" + ev.ID + ":" + strconv.FormatInt(received.UnixMilli(), 10),
+		HostID:        host.ID,
+		Source:        src.Name,
+		EventID:       ev.ID,
+		EventType:     truncate(ev.Type, 200),
+		EventAction:   truncate(ev.Action, 200),
+		Headers:       providerHeaders(req.Header),
+		RawBody:       req.Body,
+		RetryDelays:   delays,
+		MaxAttempts:   src.MaxAttempts,
+		CorrelationID: newCorrelationID(),
+		ReceiveNote:   note,
+		ReceivedAt:    received,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &admitted{outcome: outcomeQueued, status: provider.SuccessStatus(),
+		resp: shared.IntakeResponse{DeliveryID: res.Delivery.ID, Status: shared.IntakeQueued}}
+	switch res.Outcome {
+	case store.InsertDuplicate:
+		out.outcome, out.resp.Status = outcomeDuplicate, shared.IntakeDuplicate
+	case store.InsertRevived:
+		out.outcome = outcomeRevived
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "webhook stored", slog.String("delivery_id", res.Delivery.ID),
 		slog.String("outcome", string(res.Outcome)))
-	c.JSON(provider.SuccessStatus(), shared.IntakeResponse{DeliveryID: res.Delivery.ID, Status: status})
+	return s.answer(provider, req, out), nil
+}
+
+// answer counts an admitted request's outcome and gives it the provider's
+// own shape of acknowledgement where it reads one.
+func (s *Server) answer(provider verify.Provider, req *verify.Request, out *admitted) *admitted {
+	s.metrics.count(provider.Name(), out.outcome)
+	if ack, ok := provider.(verify.Acknowledger); ok {
+		if reply, ok := ack.Ack(req); ok {
+			out.reply = reply
+		}
+	}
+	return out
+}
+
+// hostRate is the host's rate limit: its own settings, else the server's.
+func (s *Server) hostRate(h *store.Host) (perMin, burst int) {
+	perMin = h.RateLimitPerMin
+	if perMin <= 0 {
+		perMin = s.cfg.RateLimitPerMin
+	}
+	burst = h.RateLimitBurst
+	if burst <= 0 {
+		burst = s.cfg.RateLimitBurst
+	}
+	if burst <= 0 {
+		burst = perMin
+	}
+	return perMin, burst
+}
+
+// reject records a refused request in the rejections audit (sampled per
+// host, so a flood cannot fill the database) and counts it. The caller
+// writes the answer.
+func (s *Server) reject(c *gin.Context, src *store.Source, provider verify.Provider, status int, reason, outcome string) {
+	s.metrics.count(provider.Name(), outcome)
+	now := s.now()
+	if !s.auditSample.allowOne(src.HostID, now) {
+		return
+	}
+	err := s.store.RejectionInsert(c.Request.Context(), &store.Rejection{
+		HostID: src.HostID, Source: src.Name, At: now, Status: status, Reason: truncate(reason, 500),
+		ClientIP: c.ClientIP(), HeaderNames: headerNames(c.Request.Header),
+	})
+	if err != nil {
+		s.log.Warn("rejection not recorded", "host", src.HostID, "source", src.Name, "err", err)
+	}
+	s.log.Info("webhook rejected", "host", src.HostID, "source", src.Name, "status", status,
+		"reason", reason, "remote", c.ClientIP())
 }
 
 // readLimited reads the raw body, never past the limit: a declared length
@@ -191,6 +330,17 @@ func providerHeaders(h http.Header) map[string]string {
 		out[lk] = strings.Join(vs, ", ")
 	}
 	return out
+}
+
+// headerNames lists a request's header names, lower-case and sorted: what
+// the rejections audit keeps of headers (values may carry secrets).
+func headerNames(h http.Header) []string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, strings.ToLower(k))
+	}
+	sort.Strings(names)
+	return names
 }
 
 func newCorrelationID() string {

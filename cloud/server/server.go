@@ -32,6 +32,10 @@ type Config struct {
 	MaxBatchBytes   int           // raw body bytes per heartbeat answer (default 4 MiB)
 	MaxHeartbeatReq int64         // largest heartbeat request body (default 4 MiB)
 	RetryPolicy     store.RetryPolicy
+	RateLimitPerMin int      // per-host intake rate limit unless the host sets its own (default 100)
+	RateLimitBurst  int      // per-host burst unless the host sets its own (default: RateLimitPerMin)
+	QuarantineMax   int      // requests kept while their secret cannot be decrypted (default 10,000)
+	TrustedProxies  []string // proxies whose X-Forwarded-For names the client (default: none)
 }
 
 func (c *Config) setDefaults() {
@@ -50,6 +54,15 @@ func (c *Config) setDefaults() {
 	if c.MaxHeartbeatReq <= 0 {
 		c.MaxHeartbeatReq = 4 << 20
 	}
+	if c.RateLimitPerMin <= 0 {
+		c.RateLimitPerMin = 100
+	}
+	if c.RateLimitBurst <= 0 {
+		c.RateLimitBurst = c.RateLimitPerMin
+	}
+	if c.QuarantineMax <= 0 {
+		c.QuarantineMax = 10000
+	}
 	if len(c.RetryPolicy.Delays) == 0 {
 		c.RetryPolicy = store.DefaultRetryPolicy
 	}
@@ -64,12 +77,23 @@ type Server struct {
 	clock  clockwork.Clock
 	log    *slog.Logger
 	cfg    Config
+
+	limits      *hostLimiters // intake rate limits
+	auditSample *sampler      // rejections recorded per host and minute
+	logSample   *sampler      // over-limit warnings logged per host and minute
+	metrics     *metrics
 }
 
 // New returns a server. All dependencies are required.
 func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
 	cfg.setDefaults()
-	return &Server{store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg}
+	return &Server{
+		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg,
+		limits:      newHostLimiters(),
+		auditSample: newSampler(60, 60),
+		logSample:   newSampler(6, 1),
+		metrics:     newMetrics(),
+	}
 }
 
 // Handler returns the HTTP handler with every route.
@@ -77,12 +101,18 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	if err := r.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
+		// Validated by New's caller; an invalid entry trusts no one.
+		s.log.Error("trusted proxies ignored", "err", err)
+		_ = r.SetTrustedProxies(nil)
+	}
 	r.NoRoute(notFoundHandler)
 	r.NoMethod(methodNotAllowedHandler)
 	r.Use(s.recoverer, s.accessLog)
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(200, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
+	r.GET("/metrics", s.requireAdmin, s.metrics.handler())
 
 	r.POST("/api/webhooks/:hostId/:source", s.intake)
 
@@ -99,6 +129,7 @@ func (s *Server) Handler() http.Handler {
 	admin.GET("/:id/sources", s.listSources)
 	admin.GET("/:id/sources/:source", s.getSource)
 	admin.PUT("/:id/sources/:source", s.putSource)
+	admin.GET("/:id/rejections", s.listRejections)
 	admin.GET("/:id/webhooks", s.listDeliveries)
 	admin.GET("/:id/webhooks/:deliveryId", s.getDelivery)
 	return r

@@ -1,0 +1,354 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared"
+)
+
+// edgeBundle is a server over a given store, key ring and config, so tests
+// can restart "the cloud" with other keys over the same database.
+type edgeBundle struct {
+	*bundle
+	srv *Server
+}
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(context.Background()))
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func ringOf(t *testing.T, keyBytes ...byte) *secrets.Ring {
+	t.Helper()
+	var raw [][]byte
+	for _, b := range keyBytes {
+		raw = append(raw, bytes.Repeat([]byte{b}, 32))
+	}
+	r, err := secrets.NewRing(raw...)
+	require.NoError(t, err)
+	return r
+}
+
+func newEdge(t *testing.T, st store.Store, ring *secrets.Ring, clock *clockwork.FakeClock, cfg Config) *edgeBundle {
+	t.Helper()
+	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	require.NoError(t, err)
+	cfg.AdminToken = testAdmin
+	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return &edgeBundle{bundle: &bundle{t: t, srv: hs, store: st, clock: clock}, srv: s}
+}
+
+func newClock() *clockwork.FakeClock {
+	return clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
+}
+
+// genericHeaders signs body as a generic source expects by default.
+func genericHeaders(secret, eventID string, body []byte) map[string]string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return map[string]string{"X-Signature": "sha256=" + hex.EncodeToString(m.Sum(nil)), "X-Event-Id": eventID}
+}
+
+func (b *edgeBundle) addSource(hostID, name string, body map[string]any) {
+	b.t.Helper()
+	a := b.admin("PUT", "/api/hosts/"+hostID+"/sources/"+name, body)
+	require.Contains(b.t, []int{200, 201}, a.status, string(a.body))
+}
+
+func (b *edgeBundle) rejections(hostID string) []rejectionJSON {
+	b.t.Helper()
+	a := b.admin("GET", "/api/hosts/"+hostID+"/rejections", nil)
+	require.Equal(b.t, 200, a.status, string(a.body))
+	var r rejectionsResponse
+	a.json(b.t, &r)
+	return r.Rejections
+}
+
+func TestRateLimitRetryingProvider(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{RateLimitPerMin: 60, RateLimitBurst: 2})
+	hostID, _ := b.newHost("h")
+	b.addSource(hostID, "billing", map[string]any{"provider": "generic", "secrets": []string{"s"}})
+	send := func(id string) answer {
+		body := []byte(`{"n":"` + id + `"}`)
+		return b.do("POST", "/api/webhooks/"+hostID+"/billing", bytes.NewReader(body), genericHeaders("s", id, body))
+	}
+	require.Equal(t, 202, send("1").status)
+	require.Equal(t, 202, send("2").status)
+	a := send("3")
+	require.Equal(t, 429, a.status, string(a.body))
+	require.Equal(t, shared.CodeRateLimited, a.errCode(t))
+	require.Equal(t, "1", a.header.Get("Retry-After"), "one token a second at 60/min")
+	require.Equal(t, 2, b.count(hostID), "nothing stored for the 429")
+
+	rs := b.rejections(hostID)
+	require.Len(t, rs, 1)
+	require.Equal(t, 429, rs[0].Status)
+	require.Equal(t, "billing", rs[0].Source)
+	require.Contains(t, rs[0].Reason, "rate limit")
+
+	// A token comes back a second later (fake time).
+	b.clock.Advance(time.Second)
+	require.Equal(t, 202, send("3").status)
+
+	// The host's own limit wins over the server's default.
+	require.NoError(t, setHostRate(b.store, hostID, 6000, 100))
+	send("resize") // the limiter takes the new settings on the host's next request
+	b.clock.Advance(time.Second) // and refills at 100/s up to the new burst
+	for i := range 50 {
+		require.Equal(t, 202, send("burst-"+string(rune('a'+i%26))+string(rune('a'+i/26))).status)
+	}
+}
+
+// setHostRate writes a host's own rate limit straight into the store (the
+// admin API's PATCH is tested with the management API).
+func setHostRate(st store.Store, hostID string, perMin, burst int) error {
+	type updater interface {
+		HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error)
+	}
+	_, err := st.(updater).HostUpdate(context.Background(), &store.HostUpdateParams{
+		HostID: hostID, RateLimitPerMin: &perMin, RateLimitBurst: &burst,
+	})
+	return err
+}
+
+func TestRateLimitNonRetryingProviderStoresVerified(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{RateLimitPerMin: 60, RateLimitBurst: 1})
+	hostID, _ := b.newHost("h")
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+
+	// Over the limit but verified: GitHub never retries, so it is kept.
+	a := b.sendGitHub(hostID, "d-2", prBody)
+	require.Equal(t, 200, a.status, string(a.body))
+	var r shared.IntakeResponse
+	a.json(t, &r)
+	require.Equal(t, "queued", r.Status)
+	events, err := b.store.DeliveryEventList(context.Background(), r.DeliveryID)
+	require.NoError(t, err)
+	require.Contains(t, events[0].Reason, "over the host's rate limit", "flagged in the audit trail")
+
+	// Over the limit and not verified: 429, nothing stored.
+	h := ghHeaders("wrong-secret", "d-3", prBody)
+	a = b.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(prBody), h)
+	require.Equal(t, 429, a.status, string(a.body))
+	require.NotEmpty(t, a.header.Get("Retry-After"))
+	require.Equal(t, 2, b.count(hostID))
+
+	// Counted.
+	m := b.admin("GET", "/metrics", nil)
+	require.Equal(t, 200, m.status)
+	require.Contains(t, string(m.body), `relay_intake_requests_total{outcome="over_limit_stored",provider="github"} 1`)
+	require.Contains(t, string(m.body), `relay_intake_requests_total{outcome="rate_limited",provider="github"} 1`)
+}
+
+func TestRejectionsAudit(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	hostID, _ := b.newHost("h")
+	b.addSource(hostID, "small", map[string]any{"provider": "generic", "secrets": []string{"s"}, "max_body_bytes": 16})
+
+	tampered := ghHeaders(testSecret, "d-1", prBody)
+	a := b.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(append([]byte{' '}, prBody...)), tampered)
+	require.Equal(t, 401, a.status)
+	big := bytes.Repeat([]byte("x"), 17)
+	a = b.do("POST", "/api/webhooks/"+hostID+"/small", bytes.NewReader(big), genericHeaders("s", "e", big))
+	require.Equal(t, 413, a.status)
+
+	rs := b.rejections(hostID)
+	require.Len(t, rs, 2)
+	require.Equal(t, 413, rs[0].Status, "newest first")
+	require.Equal(t, "small", rs[0].Source)
+	require.Equal(t, 401, rs[1].Status)
+	require.Equal(t, "github", rs[1].Source)
+	require.Contains(t, rs[1].Reason, "signature")
+	require.Equal(t, "127.0.0.1", rs[1].ClientIP)
+	require.Contains(t, rs[1].HeaderNames, "x-hub-signature-256")
+	raw := b.admin("GET", "/api/hosts/"+hostID+"/rejections", nil)
+	require.NotContains(t, string(raw.body), tampered["X-Hub-Signature-256"][7:], "header values are never kept")
+	require.NotContains(t, string(raw.body), testSecret)
+
+	// Paging, bad input and authorization.
+	a = b.admin("GET", "/api/hosts/"+hostID+"/rejections?limit=1", nil)
+	var page rejectionsResponse
+	a.json(t, &page)
+	require.Len(t, page.Rejections, 1)
+	require.NotEmpty(t, page.NextCursor)
+	a = b.admin("GET", "/api/hosts/"+hostID+"/rejections?cursor="+page.NextCursor, nil)
+	a.json(t, &page)
+	require.Len(t, page.Rejections, 1)
+	require.Equal(t, 401, page.Rejections[0].Status)
+	for _, q := range []string{"?cursor=abc", "?cursor=-1", "?limit=0", "?limit=501", "?limit=x"} {
+		a = b.admin("GET", "/api/hosts/"+hostID+"/rejections"+q, nil)
+		require.Equal(t, 400, a.status, q)
+		require.Equal(t, shared.CodeInvalid, a.errCode(t))
+	}
+	a = b.admin("GET", "/api/hosts/h_unknown/rejections", nil)
+	require.Equal(t, 404, a.status)
+	a = b.do("GET", "/api/hosts/"+hostID+"/rejections", nil, nil)
+	require.Equal(t, 401, a.status)
+	a = b.do("GET", "/metrics", nil, nil)
+	require.Equal(t, 401, a.status, "metrics need the admin token")
+}
+
+func TestRejectionsAuditIsSampled(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{RateLimitPerMin: 100000})
+	hostID, _ := b.newHost("h")
+	bad := ghHeaders("wrong", "d", prBody)
+	for range 100 {
+		require.Equal(t, 401, b.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(prBody), bad).status)
+	}
+	a := b.admin("GET", "/api/hosts/"+hostID+"/rejections?limit=500", nil)
+	var page rejectionsResponse
+	a.json(t, &page)
+	require.Len(t, page.Rejections, 60, "at most 60 a minute per host are recorded")
+	m := b.admin("GET", "/metrics", nil)
+	require.Contains(t, string(m.body), `relay_intake_requests_total{outcome="bad_signature",provider="github"} 100`, "all are counted")
+}
+
+func TestQuarantineAndRelease(t *testing.T) {
+	st := openStore(t)
+	clock := newClock()
+	good := newEdge(t, st, ringOf(t, 1), clock, Config{})
+	hostID, _ := good.newHost("h")
+	good.addSource(hostID, "billing", map[string]any{"provider": "generic", "secrets": []string{"s"}})
+
+	// The cloud restarted with an unrelated key: nothing decrypts.
+	lost := newEdge(t, st, ringOf(t, 9), clock, Config{QuarantineMax: 3})
+	cs, err := CheckCanary(context.Background(), st, ringOf(t, 9))
+	require.NoError(t, err)
+	require.True(t, cs.Created, "the first check seals a canary")
+
+	sent := clock.Now()
+	a := lost.sendGitHub(hostID, "d-1", prBody)
+	require.Equal(t, 503, a.status, string(a.body))
+	require.Equal(t, shared.CodeUnavailable, a.errCode(t))
+	require.NotEmpty(t, a.header.Get("Retry-After"))
+	tampered := ghHeaders(testSecret, "d-2", prBody)
+	a = lost.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader([]byte(`{"forged":true}`)), tampered)
+	require.Equal(t, 503, a.status, "not verifiable yet: kept too")
+	body := []byte(`{"invoice":"in_1"}`)
+	a = lost.do("POST", "/api/webhooks/"+hostID+"/billing", bytes.NewReader(body), genericHeaders("s", "evt_1", body))
+	require.Equal(t, 503, a.status)
+	a = lost.do("POST", "/api/webhooks/"+hostID+"/billing", bytes.NewReader(body), genericHeaders("s", "evt_2", body))
+	require.Equal(t, 503, a.status, "quarantine full: still 503, not kept")
+	require.Zero(t, lost.count(hostID), "nothing acknowledged or queued")
+	n, err := st.QuarantineCount(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+
+	// Still the wrong key: a release pass keeps everything.
+	res, err := lost.srv.ReleaseQuarantine(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, ReleaseResult{Held: 3}, res)
+
+	// The right key is back, ten minutes later: verified as of arrival, queued.
+	clock.Advance(10 * time.Minute)
+	back := newEdge(t, st, ringOf(t, 1), clock, Config{})
+	res, err = back.srv.ReleaseQuarantine(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, ReleaseResult{Admitted: 2, Rejected: 1}, res)
+	n, err = st.QuarantineCount(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	ds, err := st.DeliveryList(context.Background(), &store.DeliveryListParams{HostID: hostID, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, ds, 2)
+	ids := []string{ds[0].ID, ds[1].ID}
+	require.ElementsMatch(t, []string{
+		"github:d-1:" + itoa(sent.UnixMilli()), "billing:evt_1:" + itoa(sent.UnixMilli()),
+	}, ids, "ids and received times are those of arrival")
+	d, err := st.DeliveryGet(context.Background(), hostID, "github:d-1:"+itoa(sent.UnixMilli()))
+	require.NoError(t, err)
+	require.Equal(t, prBody, d.RawBody, "byte-exact")
+	events, err := st.DeliveryEventList(context.Background(), d.ID)
+	require.NoError(t, err)
+	require.Contains(t, events[0].Reason, "released from quarantine")
+
+	rs := back.rejections(hostID)
+	require.Len(t, rs, 1, "the forged one")
+	require.Equal(t, 401, rs[0].Status)
+	require.Contains(t, rs[0].Reason, "quarantined")
+
+	// A provider's retry of the released event is a duplicate.
+	a = back.sendGitHub(hostID, "d-1", prBody)
+	var r shared.IntakeResponse
+	a.json(t, &r)
+	require.Equal(t, "duplicate", r.Status)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestRekeyAndCanary(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	clock := newClock()
+	k1 := newEdge(t, st, ringOf(t, 1), clock, Config{})
+	cs, err := CheckCanary(ctx, st, ringOf(t, 1))
+	require.NoError(t, err)
+	require.Equal(t, CanaryStatus{OK: true, Created: true, KeyID: ringOf(t, 1).SealingKeyID()}, cs)
+	hostID, _ := k1.newHost("h")
+	k1.addSource(hostID, "billing", map[string]any{"provider": "generic", "secrets": []string{"s1", "s2"}})
+
+	// Keys "2,1": everything still opens, but with the old key.
+	r21 := ringOf(t, 2, 1)
+	cs, err = CheckCanary(ctx, st, r21)
+	require.NoError(t, err)
+	require.True(t, cs.OK)
+	require.True(t, cs.Outdated)
+	res, err := Rekey(ctx, st, r21, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, RekeyResult{Sources: 2, Rewritten: 2, Secrets: 3}, res)
+	res, err = Rekey(ctx, st, r21, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, RekeyResult{Sources: 2}, res, "a second run has nothing to do")
+
+	// Keys "2": every source verifies.
+	k2 := newEdge(t, st, ringOf(t, 2), clock, Config{})
+	cs, err = CheckCanary(ctx, st, ringOf(t, 2))
+	require.NoError(t, err)
+	require.Equal(t, CanaryStatus{OK: true, KeyID: ringOf(t, 2).SealingKeyID()}, cs)
+	require.Equal(t, 200, k2.sendGitHub(hostID, "d-1", prBody).status)
+	body := []byte(`{"n":1}`)
+	require.Equal(t, 202, k2.do("POST", "/api/webhooks/"+hostID+"/billing", bytes.NewReader(body), genericHeaders("s2", "e1", body)).status)
+
+	// An unrelated key: the canary says so, and rekey refuses to touch what it cannot open.
+	r9 := ringOf(t, 9)
+	cs, err = CheckCanary(ctx, st, r9)
+	require.NoError(t, err)
+	require.False(t, cs.OK)
+	require.Equal(t, ringOf(t, 2).SealingKeyID(), cs.KeyID)
+	res, err = Rekey(ctx, st, r9, clock.Now())
+	require.NoError(t, err)
+	require.Len(t, res.Failed, 2)
+	cs, err = CheckCanary(ctx, st, ringOf(t, 2))
+	require.NoError(t, err)
+	require.True(t, cs.OK, "a failed rekey leaves the canary as it was")
+
+	k9 := newEdge(t, st, r9, clock, Config{})
+	require.NoError(t, k9.srv.ReportCanary(ctx))
+	m := k9.admin("GET", "/metrics", nil)
+	require.Contains(t, string(m.body), "relay_secret_keys_ok 0")
+}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// The canary is a known value sealed with the key ring beside the source
+// secrets: if no configured key opens it, the stored secrets will not open
+// either, and the operator is told so at start-up rather than webhook by
+// webhook.
+const (
+	canaryKey       = "secrets_canary"
+	canaryPlaintext = "relay secrets canary"
+)
+
+var canaryContext = []byte("canary")
+
+// CanaryStatus is what CheckCanary found.
+type CanaryStatus struct {
+	OK       bool   // a configured key opens the canary
+	Created  bool   // there was none: one was sealed with the first key
+	KeyID    string // the key the canary is sealed with
+	Outdated bool   // it opens, but with a key other than the first: run `cloud rekey`
+}
+
+// CheckCanary opens the canary with the ring, sealing one with the first key
+// when there is none yet. A canary no key opens is reported, not replaced.
+func CheckCanary(ctx context.Context, st store.Store, ring *secrets.Ring) (CanaryStatus, error) {
+	sealed, err := st.MetaGet(ctx, canaryKey)
+	if errors.Is(err, store.ErrNotFound) {
+		sealed, err = ring.Seal([]byte(canaryPlaintext), canaryContext)
+		if err != nil {
+			return CanaryStatus{}, err
+		}
+		if err := st.MetaPut(ctx, canaryKey, sealed); err != nil {
+			return CanaryStatus{}, err
+		}
+		return CanaryStatus{OK: true, Created: true, KeyID: ring.SealingKeyID()}, nil
+	}
+	if err != nil {
+		return CanaryStatus{}, err
+	}
+	st2 := CanaryStatus{KeyID: secrets.KeyID(sealed)}
+	pt, err := ring.Open(sealed, canaryContext)
+	if err != nil || string(pt) != canaryPlaintext {
+		return st2, nil
+	}
+	st2.OK = true
+	st2.Outdated = st2.KeyID != ring.SealingKeyID()
+	return st2, nil
+}
+
+// ReportCanary checks the canary and logs what an operator must know; the
+// relay_secret_keys_ok gauge follows it.
+func (s *Server) ReportCanary(ctx context.Context) error {
+	cs, err := CheckCanary(ctx, s.store, s.ring)
+	if err != nil {
+		return fmt.Errorf("secrets canary: %w", err)
+	}
+	switch {
+	case !cs.OK:
+		s.metrics.keysOK.Set(0)
+		s.log.Error("no key in RELAY_SECRET_KEYS decrypts the stored secrets: webhooks to their sources are quarantined and answered 503 until the key that sealed them is configured again",
+			"sealed_with_key_id", cs.KeyID, "configured_key_ids", s.ring.KeyIDs())
+	case cs.Outdated:
+		s.metrics.keysOK.Set(1)
+		s.log.Warn("stored secrets are sealed with an older key: run `cloud rekey` to re-encrypt them with the first key, then drop the old one",
+			"sealed_with_key_id", cs.KeyID, "first_key_id", s.ring.SealingKeyID())
+	default:
+		s.metrics.keysOK.Set(1)
+	}
+	return nil
+}
+
+// RekeyResult counts what Rekey did.
+type RekeyResult struct {
+	Sources   int      // sources looked at
+	Rewritten int      // sources whose secrets were re-encrypted
+	Secrets   int      // secrets re-encrypted
+	Failed    []string // "host/source: why" for sources left as they were
+}
+
+// Rekey re-encrypts every stored secret (and the canary) with the ring's
+// first key. A source whose secrets no configured key opens is left as it
+// is and listed in Failed; a source changed meanwhile is read again.
+func Rekey(ctx context.Context, st store.Store, ring *secrets.Ring, now time.Time) (RekeyResult, error) {
+	var res RekeyResult
+	sources, err := st.SourceListAll(ctx)
+	if err != nil {
+		return res, err
+	}
+	first := ring.SealingKeyID()
+	for _, src := range sources {
+		res.Sources++
+		for attempt := 0; ; attempt++ {
+			n, err := rekeySource(ctx, st, ring, src, first, now)
+			if errors.Is(err, store.ErrConflict) && attempt < 3 {
+				if src, err = st.SourceGet(ctx, src.HostID, src.Name); err != nil {
+					return res, err
+				}
+				continue
+			}
+			var openErr *openError
+			switch {
+			case errors.As(err, &openErr):
+				res.Failed = append(res.Failed, src.HostID+"/"+src.Name+": "+openErr.Error())
+			case err != nil:
+				return res, err
+			case n > 0:
+				res.Rewritten++
+				res.Secrets += n
+			}
+			break
+		}
+	}
+	sealed, err := ring.Seal([]byte(canaryPlaintext), canaryContext)
+	if err != nil {
+		return res, err
+	}
+	if len(res.Failed) == 0 {
+		if err := st.MetaPut(ctx, canaryKey, sealed); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+type openError struct{ err error }
+
+func (e *openError) Error() string { return e.err.Error() }
+
+func rekeySource(ctx context.Context, st store.Store, ring *secrets.Ring, src *store.Source, first string, now time.Time) (int, error) {
+	out := make([]store.SealedSecret, len(src.Secrets))
+	n := 0
+	for i, sec := range src.Secrets {
+		out[i] = sec
+		if secrets.KeyID(sec.Ciphertext) == first {
+			continue
+		}
+		ctxt := sealContext(src.HostID, src.Name)
+		pt, err := ring.Open(sec.Ciphertext, ctxt)
+		if err != nil {
+			return 0, &openError{fmt.Errorf("secret %s: %w", sec.Fingerprint, err)}
+		}
+		if out[i].Ciphertext, err = ring.Seal(pt, ctxt); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, st.SourceSetSecrets(ctx, &store.SourceSetSecretsParams{
+		HostID: src.HostID, Name: src.Name, Secrets: out, UpdatedAt: src.UpdatedAt, Now: now,
+	})
+}

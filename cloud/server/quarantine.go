@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/verify"
+)
+
+// quarantine keeps a request whose source secret cannot be decrypted (a
+// rotated-away or lost key: the operator's fault, not the sender's) and
+// answers 503, so that a provider that retries does, and one that does not
+// still has its event kept. ReleaseQuarantine takes it from there.
+func (s *Server) quarantine(c *gin.Context, src *store.Source, provider verify.Provider, req *verify.Request, cause error) {
+	ctx := c.Request.Context()
+	s.log.Error("source secret cannot be decrypted with any key in RELAY_SECRET_KEYS: request quarantined until a key that decrypts it is configured",
+		"host", src.HostID, "source", src.Name, "err", cause)
+	_, err := s.store.QuarantineInsert(ctx, &store.QuarantineInsertParams{
+		QuarantinedRequest: store.QuarantinedRequest{
+			HostID: src.HostID, Source: src.Name, URL: req.URL, Header: c.Request.Header.Clone(),
+			Body: req.Body, ClientIP: c.ClientIP(), ReceivedAt: req.Now,
+		},
+		MaxRows: s.cfg.QuarantineMax,
+	})
+	switch {
+	case err == nil:
+		s.metrics.count(provider.Name(), outcomeQuarantined)
+		s.metrics.quarantined.Inc()
+	case errors.Is(err, store.ErrQuarantineFull):
+		s.metrics.count(provider.Name(), outcomeUnavailable)
+		s.log.Error("quarantine full: request not kept", "host", src.HostID, "source", src.Name, "max", s.cfg.QuarantineMax)
+	default:
+		s.metrics.count(provider.Name(), outcomeUnavailable)
+		s.log.Error("quarantine insert failed", "host", src.HostID, "source", src.Name, "err", err)
+	}
+	c.Header("Retry-After", "60")
+	s.writeError(c, errSecretUnavailable)
+}
+
+// ReleaseResult counts what one pass over the quarantine did.
+type ReleaseResult struct {
+	Admitted int // verified, then queued, duplicate or filtered
+	Rejected int // failed verification, or their host or source is gone
+	Held     int // the secret still cannot be decrypted
+}
+
+// ReleaseQuarantine verifies and admits every quarantined request whose
+// source secret now decrypts, checking each signature and timestamp window as
+// of the time the request arrived. Requests that fail are recorded as
+// rejections; those whose secret still does not open stay. It stops at the
+// first storage error (the next pass takes over). Several replicas may run it
+// at once: an event admitted twice is a duplicate.
+func (s *Server) ReleaseQuarantine(ctx context.Context) (ReleaseResult, error) {
+	var res ReleaseResult
+	var after int64
+	for {
+		qs, err := s.store.QuarantineList(ctx, &store.QuarantineListParams{AfterID: after, Limit: 100})
+		if err != nil {
+			return res, err
+		}
+		if len(qs) == 0 {
+			break
+		}
+		for _, q := range qs {
+			after = q.ID
+			held, admitted, err := s.releaseOne(ctx, q)
+			if err != nil {
+				return res, err
+			}
+			switch {
+			case held:
+				res.Held++
+				continue
+			case admitted:
+				res.Admitted++
+			default:
+				res.Rejected++
+			}
+			if err := s.store.QuarantineDelete(ctx, q.ID); err != nil {
+				return res, err
+			}
+		}
+	}
+	s.metrics.quarantined.Set(float64(res.Held))
+	if res.Admitted+res.Rejected > 0 {
+		s.log.Info("quarantine released", "admitted", res.Admitted, "rejected", res.Rejected, "held", res.Held)
+	}
+	return res, nil
+}
+
+func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest) (held, admitted bool, err error) {
+	drop := func(reason string) (bool, bool, error) {
+		s.log.Warn("quarantined request dropped", "host", q.HostID, "source", q.Source, "reason", reason)
+		return false, false, nil
+	}
+	host, err := s.store.HostGet(ctx, q.HostID)
+	if errors.Is(err, store.ErrNotFound) {
+		return drop("host no longer exists")
+	}
+	if err != nil {
+		return false, false, err
+	}
+	if host.Status != store.HostActive {
+		return drop("host deactivated")
+	}
+	src, err := s.store.SourceGet(ctx, q.HostID, q.Source)
+	if errors.Is(err, store.ErrNotFound) {
+		return drop("source no longer exists")
+	}
+	if err != nil {
+		return false, false, err
+	}
+	if !src.Enabled {
+		return drop("source disabled")
+	}
+	provider, ok := verify.Lookup(src.Provider)
+	if !ok {
+		return drop("unknown provider " + src.Provider)
+	}
+	keys, err := s.openSecrets(src)
+	if err != nil {
+		return true, false, nil
+	}
+	req := &verify.Request{Header: http.Header(q.Header), Body: q.Body, Now: q.ReceivedAt, URL: q.URL}
+	if err := provider.Verify(req, keys, src.Options); err != nil {
+		s.metrics.count(provider.Name(), outcomeBadSignature)
+		rerr := s.store.RejectionInsert(ctx, &store.Rejection{
+			HostID: q.HostID, Source: q.Source, At: s.now(), Status: 401,
+			Reason:   truncate("quarantined request failed verification: signature: "+err.Error(), 500),
+			ClientIP: q.ClientIP, HeaderNames: headerNames(req.Header),
+		})
+		return false, false, rerr
+	}
+	if _, err := s.admit(ctx, host, src, provider, req, "released from quarantine", q.ReceivedAt); err != nil {
+		return false, false, err
+	}
+	return false, true, nil
+}
+
+// RunQuarantineRelease releases the quarantine at once and then every
+// interval until ctx ends.
+func (s *Server) RunQuarantineRelease(ctx context.Context, every time.Duration) {
+	t := s.clock.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := s.ReleaseQuarantine(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("quarantine release pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+	}
+}
