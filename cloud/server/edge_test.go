@@ -116,7 +116,7 @@ func TestRateLimitRetryingProvider(t *testing.T) {
 
 	// The host's own limit wins over the server's default.
 	require.NoError(t, setHostRate(b.store, hostID, 6000, 100))
-	send("resize") // the limiter takes the new settings on the host's next request
+	send("resize")               // the limiter takes the new settings on the host's next request
 	b.clock.Advance(time.Second) // and refills at 100/s up to the new burst
 	for i := range 50 {
 		require.Equal(t, 202, send("burst-"+string(rune('a'+i%26))+string(rune('a'+i/26))).status)
