@@ -95,6 +95,12 @@ func (s *Server) putSource(c *gin.Context) {
 			return
 		}
 	}
+	if oc, ok := p.(verify.OptionsChecker); ok {
+		if err := oc.CheckOptions(req.Options); err != nil {
+			s.writeError(c, errInvalid("options: "+err.Error()))
+			return
+		}
+	}
 	if req.MaxBodyBytes < 0 || req.MaxBodyBytes > 100<<20 {
 		s.writeError(c, errInvalid("max_body_bytes must be between 0 (provider default) and 104857600"))
 		return
@@ -119,6 +125,12 @@ func (s *Server) putSource(c *gin.Context) {
 			if sec == "" || len(sec) > 4096 {
 				s.writeError(c, errInvalid(fmt.Sprintf("secrets[%d] must be 1 to 4096 bytes", i)))
 				return
+			}
+			if sc, ok := p.(verify.SecretChecker); ok {
+				if err := sc.CheckSecret([]byte(sec)); err != nil {
+					s.writeError(c, errInvalid(fmt.Sprintf("secrets[%d]: %v", i, err)))
+					return
+				}
 			}
 			ct, err := s.ring.Seal([]byte(sec), sealContext(hostID, name))
 			if err != nil {
