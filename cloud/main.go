@@ -96,6 +96,8 @@ type options struct {
 	jwtKey         string
 	publicURL      string
 	lease          time.Duration
+	retainAcked    time.Duration
+	retainDLQ      time.Duration
 	heartbeatFloor time.Duration
 	logLevel       string
 	logFormat      string
@@ -143,6 +145,8 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.StringVar(&o.jwtKey, "jwt-key", env("RELAY_JWT_KEY", ""), "key that signs host tokens, at least 32 bytes (RELAY_JWT_KEY; default: a key file in the data dir)")
 	fs.StringVar(&o.publicURL, "public-url", env("RELAY_PUBLIC_URL", ""), "URL providers and hosts use (RELAY_PUBLIC_URL; default: derived from each request)")
 	fs.DurationVar(&o.lease, "lease", envDuration("RELAY_LEASE", 2*time.Minute), "lease on deliveries handed to a host (RELAY_LEASE)")
+	fs.DurationVar(&o.retainAcked, "retain-acked", envDuration("RELAY_RETAIN_ACKED", 7*24*time.Hour), "how long acked deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_ACKED)")
+	fs.DurationVar(&o.retainDLQ, "retain-dlq", envDuration("RELAY_RETAIN_DLQ", 7*24*time.Hour), "how long dead-lettered deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_DLQ)")
 	fs.IntVar(&o.rateLimit, "rate-limit-per-min", envInt("RELAY_RATE_LIMIT_PER_MIN", 100), "intake requests per minute per host, unless the host sets its own (RELAY_RATE_LIMIT_PER_MIN)")
 	fs.IntVar(&o.rateBurst, "rate-limit-burst", envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
 	fs.IntVar(&o.quarantineMax, "quarantine-max", envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
@@ -294,7 +298,12 @@ func serve(ctx context.Context, args []string) error {
 	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	sweeper := &sweep.Sweeper{Store: st, Clock: clock, Log: log, Policy: store.DefaultRetryPolicy}
+	// Background upkeep runs on every replica: each job is safe to run at once.
+	sweeper := &sweep.Runner{Clock: clock, Log: log, Jobs: []sweep.Job{
+		sweep.ExpireLeases(st, store.DefaultRetryPolicy),
+		sweep.Retention(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ)...),
+		sweep.ExpireClaimCodes(st),
+	}}
 	sweepDone := make(chan struct{})
 	go func() { defer close(sweepDone); sweeper.Run(sweepCtx) }()
 	releaseDone := make(chan struct{})

@@ -1,11 +1,18 @@
-// Package sweep runs the cloud's background upkeep: it turns expired leases
-// into failed attempts so their deliveries are retried or dead-lettered. The
-// store's guarded updates make it safe to run on every replica at once.
+// Package sweep runs the cloud's background upkeep, each job in its own loop
+// on an injected clock: lease expiry (an expired lease is a failed attempt),
+// retention (finished deliveries, and any other table's old rows, pruned in
+// bounded batches) and claim-code expiry.
+//
+// Every job is a guarded update or a bounded delete that skips rows another
+// replica holds, so every replica may run every job at once; on SQLite the
+// one writer serializes them.
 package sweep
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -13,53 +20,143 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// Sweeper expires leases on an interval.
-type Sweeper struct {
-	Store    store.Store
-	Clock    clockwork.Clock
-	Log      *slog.Logger
-	Interval time.Duration // default 1 s
-	Policy   store.RetryPolicy
+// DefaultBatch is how many rows one transaction of a job changes at most.
+const DefaultBatch = 1000
+
+// Job is one kind of upkeep. Do makes one pass at now and says how many rows
+// it changed.
+type Job struct {
+	Name     string
+	Interval time.Duration
+	Do       func(ctx context.Context, now time.Time) (int, error)
 }
 
-// Run sweeps until ctx ends.
-func (s *Sweeper) Run(ctx context.Context) {
-	interval := s.Interval
-	if interval <= 0 {
-		interval = time.Second
+// Runner runs jobs until its context ends.
+type Runner struct {
+	Clock clockwork.Clock
+	Log   *slog.Logger
+	Jobs  []Job
+}
+
+// Run runs each job at once and then Interval after its previous pass ended,
+// each in its own goroutine, and returns when ctx ends and every loop has
+// stopped.
+func (r *Runner) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, j := range r.Jobs {
+		wg.Go(func() { r.loop(ctx, j) })
 	}
-	t := s.Clock.NewTicker(interval)
+	wg.Wait()
+}
+
+func (r *Runner) loop(ctx context.Context, j Job) {
+	r.pass(ctx, j)
+	// A timer re-armed after each pass, not a ticker: a slow pass never
+	// piles up the next ones.
+	t := r.Clock.NewTimer(j.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
-			s.SweepOnce(ctx)
+			r.pass(ctx, j)
+			t.Reset(j.Interval)
 		}
 	}
 }
 
-// SweepOnce expires every lease that has ended, in bounded batches.
-func (s *Sweeper) SweepOnce(ctx context.Context) int {
+func (r *Runner) pass(ctx context.Context, j Job) {
+	n, err := j.Do(ctx, r.Clock.Now().UTC().Truncate(time.Millisecond))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.Log.Warn("sweep failed", "job", j.Name, "done", n, "err", err)
+	case n > 0:
+		r.Log.Info("sweep", "job", j.Name, "count", n)
+	}
+}
+
+// drain calls step with limit until it changes fewer rows than that, and
+// returns the total.
+func drain(ctx context.Context, limit int, step func(limit int) (int, error)) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
-		n, err := s.Store.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{
-			Policy: s.Policy, Limit: 1000, Now: s.Clock.Now().UTC().Truncate(time.Millisecond),
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				s.Log.Warn("expire leases", "err", err)
-			}
-			return total
-		}
+		n, err := step(limit)
 		total += n
-		if n < 1000 {
+		if err != nil {
+			return total, err
+		}
+		if n < limit {
 			break
 		}
 	}
-	if total > 0 {
-		s.Log.Info("leases expired", "count", total)
+	return total, ctx.Err()
+}
+
+// ExpireLeases turns every lease that ended into a failed attempt, on each
+// delivery's own retry schedule (fallback for deliveries without one), every
+// second.
+func ExpireLeases(st store.Store, fallback store.RetryPolicy) Job {
+	return Job{Name: "lease expiry", Interval: time.Second, Do: func(ctx context.Context, now time.Time) (int, error) {
+		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
+			return st.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: fallback, Limit: limit, Now: now})
+		})
+	}}
+}
+
+// ExpireClaimCodes clears expired claim codes every minute.
+func ExpireClaimCodes(st store.Store) Job {
+	return Job{Name: "claim-code expiry", Interval: time.Minute, Do: func(ctx context.Context, now time.Time) (int, error) {
+		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
+			return st.HostExpireClaimCodes(ctx, &store.HostExpireClaimCodesParams{Limit: limit, Now: now})
+		})
+	}}
+}
+
+// PruneFunc deletes at most p.Limit rows older than p.Before and says how
+// many it deleted.
+type PruneFunc func(ctx context.Context, p *store.PruneParams) (int, error)
+
+// Pruner is one kind of row that retention deletes once it is older than
+// Retain.
+type Pruner struct {
+	Name   string
+	Retain time.Duration // 0 or less: kept forever
+	Prune  PruneFunc
+}
+
+// DeliveryPruners prune acked and dead-lettered deliveries, with their audit
+// trails, once they have not changed for acked and dlq respectively.
+func DeliveryPruners(st store.Store, acked, dlq time.Duration) []Pruner {
+	by := func(status store.Status) PruneFunc {
+		return func(ctx context.Context, p *store.PruneParams) (int, error) {
+			return st.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: status, PruneParams: *p})
+		}
 	}
-	return total
+	return []Pruner{
+		{Name: "acked deliveries", Retain: acked, Prune: by(store.StatusAcked)},
+		{Name: "dead-lettered deliveries", Retain: dlq, Prune: by(store.StatusDLQ)},
+	}
+}
+
+// Retention runs every pruner every minute, each in bounded batches. One
+// pruner failing does not stop the others.
+func Retention(pruners ...Pruner) Job {
+	return Job{Name: "retention", Interval: time.Minute, Do: func(ctx context.Context, now time.Time) (int, error) {
+		total := 0
+		var firstErr error
+		for _, p := range pruners {
+			if p.Retain <= 0 {
+				continue
+			}
+			n, err := drain(ctx, DefaultBatch, func(limit int) (int, error) {
+				return p.Prune(ctx, &store.PruneParams{Before: now.Add(-p.Retain), Limit: limit})
+			})
+			total += n
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("prune %s: %w", p.Name, err)
+			}
+		}
+		return total, firstErr
+	}}
 }

@@ -2,9 +2,11 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,56 +17,202 @@ import (
 	"github.com/relaykit/relay/cloud/store/sqlite"
 )
 
-func setup(t *testing.T) (store.Store, *clockwork.FakeClock, *Sweeper) {
+var start = time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// setup opens a store with host h1 (claim code valid one hour) and one
+// delivery leased for 30 s at start.
+func setup(t *testing.T) store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
 	require.NoError(t, err)
 	require.NoError(t, st.Migrate(ctx))
 	t.Cleanup(func() { st.Close() })
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
-	now := clock.Now()
-	_, err = st.HostCreate(ctx, &store.HostCreateParams{ID: "h1", Name: "h1", ClaimCodeHash: []byte("c"), ClaimExpiresAt: now.Add(time.Hour), Now: now})
+	_, err = st.HostCreate(ctx, &store.HostCreateParams{ID: "h1", Name: "h1", ClaimCodeHash: []byte("c"), ClaimExpiresAt: start.Add(time.Hour), Now: start})
 	require.NoError(t, err)
-	_, err = st.DeliveryInsert(ctx, &store.DeliveryInsertParams{
-		ID: "github:e1:1", HostID: "h1", Source: "github", EventID: "e1", RawBody: []byte("{}"),
-		Headers: map[string]string{}, MaxAttempts: 5, ReceivedAt: now,
-	})
-	require.NoError(t, err)
-	leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: "h1", Max: 10, MaxBytes: 1 << 20, LeaseFor: 30 * time.Second, Now: now})
+	insert(t, st, "e1", start)
+	leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: "h1", Max: 10, MaxBytes: 1 << 20, LeaseFor: 30 * time.Second, Now: start})
 	require.NoError(t, err)
 	require.Len(t, leased.Deliveries, 1)
-	sw := &Sweeper{Store: st, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Interval: time.Second, Policy: store.DefaultRetryPolicy}
-	return st, clock, sw
+	return st
 }
 
-func TestSweepOnceExpiresOnlyEndedLeases(t *testing.T) {
-	st, clock, sw := setup(t)
+func insert(t *testing.T, st store.Store, event string, at time.Time) string {
+	t.Helper()
+	res, err := st.DeliveryInsert(context.Background(), &store.DeliveryInsertParams{
+		ID: "github:" + event + ":1", HostID: "h1", Source: "github", EventID: event, RawBody: []byte("{}"),
+		Headers: map[string]string{}, ReceivedAt: at,
+	})
+	require.NoError(t, err)
+	return res.Delivery.ID
+}
+
+func status(t *testing.T, st store.Store, id string) store.Status {
+	t.Helper()
+	d, err := st.DeliveryGet(context.Background(), "h1", id)
+	require.NoError(t, err)
+	return d.Status
+}
+
+func TestExpireLeasesExpiresOnlyEndedLeases(t *testing.T) {
+	st := setup(t)
 	ctx := context.Background()
-	clock.Advance(29 * time.Second)
-	require.Equal(t, 0, sw.SweepOnce(ctx), "lease still valid")
-	clock.Advance(2 * time.Second)
-	require.Equal(t, 1, sw.SweepOnce(ctx))
+	job := ExpireLeases(st, store.DefaultRetryPolicy)
+	n, err := job.Do(ctx, start.Add(29*time.Second))
+	require.NoError(t, err)
+	require.Zero(t, n, "lease still valid")
+	now := start.Add(31 * time.Second)
+	n, err = job.Do(ctx, now)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	d, err := st.DeliveryGet(ctx, "h1", "github:e1:1")
 	require.NoError(t, err)
 	require.Equal(t, store.StatusRetrying, d.Status)
-	require.Equal(t, clock.Now().Truncate(time.Millisecond).Add(30*time.Second), d.NextRetryAt.UTC())
-	require.Equal(t, 0, sw.SweepOnce(ctx), "nothing left")
+	require.Equal(t, now.Add(30*time.Second), d.NextRetryAt.UTC())
+	n, err = job.Do(ctx, now)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left")
 }
 
-func TestRunTicksOnTheClockAndStops(t *testing.T) {
-	st, clock, sw := setup(t)
+func TestExpireClaimCodes(t *testing.T) {
+	st := setup(t)
+	ctx := context.Background()
+	job := ExpireClaimCodes(st)
+	n, err := job.Do(ctx, start.Add(59*time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	n, err = job.Do(ctx, start.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	h, err := st.HostGet(ctx, "h1")
+	require.NoError(t, err)
+	require.Nil(t, h.ClaimCodeHash)
+}
+
+func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
+	st := setup(t)
+	ctx := context.Background()
+	// e1 is acked at start; e2 dead-lettered at start; e3 stays queued.
+	_, err := st.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: "h1", IDs: []string{"github:e1:1"}, Now: start})
+	require.NoError(t, err)
+	dead := insert(t, st, "e2", start)
+	res, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: "h1", Max: 1, LeaseFor: time.Minute, Now: start})
+	require.NoError(t, err)
+	require.Len(t, res.Deliveries, 1)
+	_, err = st.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: "h1", Nacks: []store.Nack{{ID: dead, Retryable: false}}, Now: start})
+	require.NoError(t, err)
+	queued := insert(t, st, "e3", start)
+
+	// Another table's pruning plugs in with one line.
+	var mu sync.Mutex
+	var calls []store.PruneParams
+	other := Pruner{Name: "other", Retain: time.Hour, Prune: func(_ context.Context, p *store.PruneParams) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, *p)
+		return 0, nil
+	}}
+	never := Pruner{Name: "never", Retain: 0, Prune: func(context.Context, *store.PruneParams) (int, error) {
+		t.Error("a pruner retaining forever must not run")
+		return 0, nil
+	}}
+	job := Retention(append(DeliveryPruners(st, 7*24*time.Hour, 3*24*time.Hour), other, never)...)
+
+	now := start.Add(3*24*time.Hour + time.Millisecond)
+	n, err := job.Do(ctx, now)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the dead letter, past 3 days")
+	_, err = st.DeliveryGet(ctx, "h1", dead)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, store.StatusAcked, status(t, st, "github:e1:1"), "acked: kept 7 days")
+	require.Equal(t, []store.PruneParams{{Before: now.Add(-time.Hour), Limit: DefaultBatch}}, calls)
+
+	n, err = job.Do(ctx, start.Add(7*24*time.Hour+time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = st.DeliveryGet(ctx, "h1", "github:e1:1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, store.StatusQueued, status(t, st, queued), "unfinished work is never pruned")
+
+	// One failing pruner does not stop the others, and its error is reported.
+	boom := Pruner{Name: "boom", Retain: time.Hour, Prune: func(context.Context, *store.PruneParams) (int, error) {
+		return 0, errors.New("disk on fire")
+	}}
+	calls = nil
+	n, err = Retention(boom, other).Do(ctx, now)
+	require.ErrorContains(t, err, "prune boom: disk on fire")
+	require.Zero(t, n)
+	require.Len(t, calls, 1)
+}
+
+func TestDrainWorksInBoundedBatches(t *testing.T) {
+	left := 7
+	var limits []int
+	n, err := drain(context.Background(), 3, func(limit int) (int, error) {
+		limits = append(limits, limit)
+		k := min(left, limit)
+		left -= k
+		return k, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 7, n)
+	require.Equal(t, []int{3, 3, 3}, limits, "3 + 3 + 1, then it stops")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	n, err = drain(ctx, 3, func(limit int) (int, error) {
+		calls++
+		cancel()
+		return limit, nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 3, n)
+	require.Equal(t, 1, calls, "stops when the context ends")
+}
+
+// TestRunnerLoops drives two jobs on a fake clock: each runs at once, then
+// an interval after its previous pass, and both stop with the context.
+func TestRunnerLoops(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	var mu sync.Mutex
+	var runs []string
+	job := func(name string, every time.Duration) Job {
+		return Job{Name: name, Interval: every, Do: func(_ context.Context, now time.Time) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs = append(runs, name+"@"+now.Sub(start).String())
+			return 1, nil
+		}}
+	}
+	r := &Runner{Clock: clock, Log: discard(), Jobs: []Job{job("fast", time.Second), job("slow", time.Minute)}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); sw.Run(ctx) }()
+	go func() { defer close(done); r.Run(ctx) }()
 
-	clock.Advance(31 * time.Second) // past the lease, before the first tick fires
-	require.NoError(t, clock.BlockUntilContext(ctx, 1))
-	clock.Advance(time.Second)
-	require.Eventually(t, func() bool {
-		d, err := st.DeliveryGet(context.Background(), "h1", "github:e1:1")
-		return err == nil && d.Status == store.StatusRetrying
-	}, 10*time.Second, 5*time.Millisecond)
+	// Each loop arms its timer after its pass: two waiters mean both passes
+	// are done.
+	require.NoError(t, clock.BlockUntilContext(ctx, 2))
+	for range 60 {
+		clock.Advance(time.Second)
+		require.NoError(t, clock.BlockUntilContext(ctx, 2))
+	}
 	cancel()
 	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+	var fast, slow []string
+	for _, r := range runs {
+		if r[0] == 'f' {
+			fast = append(fast, r)
+		} else {
+			slow = append(slow, r)
+		}
+	}
+	require.Len(t, fast, 61, "at once, then every second for a minute")
+	require.Equal(t, "fast@0s", fast[0])
+	require.Equal(t, "fast@1m0s", fast[60])
+	require.Equal(t, []string{"slow@0s", "slow@1m0s"}, slow)
 }
