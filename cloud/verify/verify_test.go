@@ -32,15 +32,15 @@ type vector struct {
 // The failure each invalid vector must give. A new invalid vector needs an
 // entry here.
 var vectorFailures = map[string]error{
-	"discord.json/ping-tampered":                 ErrMismatch,
-	"gitlab.json/token-mismatch":                 ErrMismatch,
-	"linear.json/comment-create-stale":           ErrStale,
-	"shopify.json/wrong-secret":                  ErrMismatch,
+	"discord.json/ping-tampered":                   ErrMismatch,
+	"gitlab.json/token-mismatch":                   ErrMismatch,
+	"linear.json/comment-create-stale":             ErrStale,
+	"shopify.json/wrong-secret":                    ErrMismatch,
 	"standard-webhooks.json/lib-invalid-signature": ErrMismatch,
-	"stripe.json/dotnet-event-tampered":          ErrMismatch,
-	"telegram.json/secret-token-mismatch":        ErrMismatch,
-	"twilio.json/wrong-signature":                ErrMalformed, // "WRONG_SIGNATURE" is not base64
-	"vercel.json/tampered-body":                  ErrMismatch,
+	"stripe.json/dotnet-event-tampered":            ErrMismatch,
+	"telegram.json/secret-token-mismatch":          ErrMismatch,
+	"twilio.json/wrong-signature":                  ErrMalformed, // "WRONG_SIGNATURE" is not base64
+	"vercel.json/tampered-body":                    ErrMismatch,
 }
 
 func loadVectors(t *testing.T, file string) []vector {
