@@ -352,3 +352,108 @@ func TestRekeyAndCanary(t *testing.T) {
 	m := k9.admin("GET", "/metrics", nil)
 	require.Contains(t, string(m.body), "relay_secret_keys_ok 0")
 }
+
+func stripeHeaders(secret string, ts int64, body []byte) map[string]string {
+	t := strconv.FormatInt(ts, 10)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(t + "."))
+	m.Write(body)
+	return map[string]string{"Content-Type": "application/json", "Stripe-Signature": "t=" + t + ",v1=" + hex.EncodeToString(m.Sum(nil))}
+}
+
+func slackHeaders(secret string, ts int64, body []byte) map[string]string {
+	t := strconv.FormatInt(ts, 10)
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("v0:" + t + ":"))
+	m.Write(body)
+	return map[string]string{"Content-Type": "application/json", "X-Slack-Request-Timestamp": t, "X-Slack-Signature": "v0=" + hex.EncodeToString(m.Sum(nil))}
+}
+
+// TestIntakeBadInputClasses: every class answers its status with the error
+// shape, is audited, and stores nothing.
+func TestIntakeBadInputClasses(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{RateLimitPerMin: 100000})
+	hostID, _ := b.newHost("h")
+	b.addSource(hostID, "stripe", map[string]any{"secrets": []string{"whsec_abc"}})
+	b.addSource(hostID, "slack", map[string]any{"secrets": []string{"slack-secret"}})
+	b.addSource(hostID, "off", map[string]any{"provider": "stripe", "secrets": []string{"whsec_abc"}, "enabled": false})
+	now := b.clock.Now().Unix()
+	body := []byte(`{"id":"evt_1","type":"invoice.paid"}` + "\n")
+	slackBody := []byte(`{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}`)
+
+	cases := []struct {
+		name    string
+		source  string
+		body    []byte
+		headers map[string]string
+		status  int
+		code    string
+	}{
+		{"tampered body", "stripe", []byte(`{"id":"evt_1","type":"invoice.paid","x":1}` + "\n"), stripeHeaders("whsec_abc", now, body), 401, shared.CodeUnauthorized},
+		{"wrong secret", "stripe", body, stripeHeaders("whsec_other", now, body), 401, shared.CodeUnauthorized},
+		{"stale timestamp", "stripe", body, stripeHeaders("whsec_abc", now-301, body), 401, shared.CodeUnauthorized},
+		{"future timestamp", "stripe", body, stripeHeaders("whsec_abc", now+301, body), 401, shared.CodeUnauthorized},
+		{"missing header", "stripe", body, map[string]string{"Content-Type": "application/json"}, 401, shared.CodeUnauthorized},
+		{"malformed header", "stripe", body, map[string]string{"Stripe-Signature": "t=abc,v1=zz"}, 401, shared.CodeUnauthorized},
+		{"slack stale", "slack", slackBody, slackHeaders("slack-secret", now-301, slackBody), 401, shared.CodeUnauthorized},
+		{"slack future", "slack", slackBody, slackHeaders("slack-secret", now+301, slackBody), 401, shared.CodeUnauthorized},
+		{"slack missing timestamp", "slack", slackBody, map[string]string{"X-Slack-Signature": "v0=00"}, 401, shared.CodeUnauthorized},
+		{"unknown source", "nope", body, stripeHeaders("whsec_abc", now, body), 404, shared.CodeNotFound},
+		{"disabled source", "off", body, stripeHeaders("whsec_abc", now, body), 404, shared.CodeNotFound},
+	}
+	audited := 0
+	for _, tc := range cases {
+		a := b.do("POST", "/api/webhooks/"+hostID+"/"+tc.source, bytes.NewReader(tc.body), tc.headers)
+		require.Equal(t, tc.status, a.status, "%s: %s", tc.name, a.body)
+		require.Equal(t, tc.code, a.errCode(t), tc.name)
+		if tc.status == 401 {
+			audited++
+			require.Len(t, b.rejections(hostID), audited, tc.name)
+		}
+	}
+	require.Zero(t, b.count(hostID), "nothing stored")
+
+	// Inside the window either way: accepted.
+	a := b.do("POST", "/api/webhooks/"+hostID+"/stripe", bytes.NewReader(body), stripeHeaders("whsec_abc", now-299, body))
+	require.Equal(t, 200, a.status, string(a.body))
+	a = b.do("POST", "/api/webhooks/"+hostID+"/slack", bytes.NewReader(slackBody), slackHeaders("slack-secret", now+299, slackBody))
+	require.Equal(t, 200, a.status, string(a.body))
+	require.Equal(t, 2, b.count(hostID))
+}
+
+func TestSlackHandshakeAnsweredNotStored(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	hostID, _ := b.newHost("h")
+	b.addSource(hostID, "slack", map[string]any{"secrets": []string{"slack-secret"}})
+	body := []byte(`{"token":"t","challenge":"abc123","type":"url_verification"}`)
+	a := b.do("POST", "/api/webhooks/"+hostID+"/slack", bytes.NewReader(body), slackHeaders("slack-secret", b.clock.Now().Unix(), body))
+	require.Equal(t, 200, a.status)
+	require.JSONEq(t, `{"challenge":"abc123"}`, string(a.body))
+	// Unsigned, it is just a bad signature.
+	a = b.do("POST", "/api/webhooks/"+hostID+"/slack", bytes.NewReader(body), slackHeaders("wrong", b.clock.Now().Unix(), body))
+	require.Equal(t, 401, a.status)
+	require.Zero(t, b.count(hostID))
+}
+
+func TestSourceSecretsAndOptionsChecked(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	hostID, _ := b.newHost("h")
+	for _, tc := range []struct {
+		name string
+		body map[string]any
+		want string
+	}{
+		{"discord", map[string]any{"secrets": []string{"not-a-public-key"}}, "secrets[0]"},
+		{"standard", map[string]any{"secrets": []string{"whsec_%%%"}}, "secrets[0]"},
+		{"github", map[string]any{"secrets": []string{"s"}, "options": map[string]string{"no_such_option": "1"}}, "options"},
+		{"billing", map[string]any{"provider": "nope", "secrets": []string{"s"}}, "unknown provider"},
+	} {
+		a := b.admin("PUT", "/api/hosts/"+hostID+"/sources/"+tc.name, tc.body)
+		require.Equal(t, 400, a.status, "%s: %s", tc.name, a.body)
+		require.Equal(t, shared.CodeInvalid, a.errCode(t))
+		require.Contains(t, string(a.body), tc.want, tc.name)
+		require.NotContains(t, string(a.body), "not-a-public-key", "a secret is never echoed")
+	}
+	a := b.admin("GET", "/api/hosts/"+hostID+"/sources", nil)
+	require.NotContains(t, string(a.body), `"name":"discord"`, "nothing stored")
+}
