@@ -98,6 +98,7 @@ type options struct {
 	lease          time.Duration
 	retainAcked    time.Duration
 	retainDLQ      time.Duration
+	retainRejected time.Duration
 	heartbeatFloor time.Duration
 	logLevel       string
 	logFormat      string
@@ -147,6 +148,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.lease, "lease", envDuration("RELAY_LEASE", 2*time.Minute), "lease on deliveries handed to a host (RELAY_LEASE)")
 	fs.DurationVar(&o.retainAcked, "retain-acked", envDuration("RELAY_RETAIN_ACKED", 7*24*time.Hour), "how long acked deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_ACKED)")
 	fs.DurationVar(&o.retainDLQ, "retain-dlq", envDuration("RELAY_RETAIN_DLQ", 7*24*time.Hour), "how long dead-lettered deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_DLQ)")
+	fs.DurationVar(&o.retainRejected, "retain-rejections", envDuration("RELAY_RETAIN_REJECTIONS", 7*24*time.Hour), "how long the rejections audit is kept; 0 keeps it (RELAY_RETAIN_REJECTIONS)")
 	fs.IntVar(&o.rateLimit, "rate-limit-per-min", envInt("RELAY_RATE_LIMIT_PER_MIN", 100), "intake requests per minute per host, unless the host sets its own (RELAY_RATE_LIMIT_PER_MIN)")
 	fs.IntVar(&o.rateBurst, "rate-limit-burst", envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
 	fs.IntVar(&o.quarantineMax, "quarantine-max", envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
@@ -301,7 +303,8 @@ func serve(ctx context.Context, args []string) error {
 	// Background upkeep runs on every replica: each job is safe to run at once.
 	sweeper := &sweep.Runner{Clock: clock, Log: log, Jobs: []sweep.Job{
 		sweep.ExpireLeases(st, store.DefaultRetryPolicy),
-		sweep.Retention(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ)...),
+		sweep.Retention(append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
+			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),
 	}}
 	sweepDone := make(chan struct{})
