@@ -84,12 +84,13 @@ func decodeHex(s string, size int) ([]byte, bool) {
 	return b, err == nil
 }
 
-// decodeBase64 decodes exactly size bytes of standard, padded base64.
+// decodeBase64 decodes exactly size bytes of standard, padded, canonical
+// base64.
 func decodeBase64(s string, size int) ([]byte, bool) {
 	if len(s) != base64.StdEncoding.EncodedLen(size) {
 		return nil, false
 	}
-	b, err := base64.StdEncoding.DecodeString(s)
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
 	return b, err == nil && len(b) == size
 }
 

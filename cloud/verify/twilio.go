@@ -176,16 +176,24 @@ func (twilio) Event(r *Request, _ map[string]string) Event {
 	switch msg, call := firstOf(form.Get("MessageSid"), form.Get("SmsSid")), form.Get("CallSid"); {
 	case msg != "":
 		e.Type, e.Action = "message", firstOf(form.Get("MessageStatus"), form.Get("SmsStatus"))
-		id = firstOf(id, msg+":"+e.Action)
+		id = firstOf(id, twilioID(msg, e.Action))
 	case call != "":
 		e.Type, e.Action = "call", form.Get("CallStatus")
-		id = firstOf(id, call+":"+e.Action)
+		id = firstOf(id, twilioID(call, e.Action))
 	}
 	if t := form.Get("EventType"); t != "" {
 		e.Type = t
 	}
 	e.ID = idOrHash(id, r.Body)
 	return e
+}
+
+// twilioID names one state of a message or call: its sid and status.
+func twilioID(sid, status string) string {
+	if status == "" {
+		return sid
+	}
+	return sid + ":" + status
 }
 
 // Ack answers a form webhook (Voice, Messaging) with an empty TwiML
