@@ -1,9 +1,11 @@
 // Command host is the relay's agent for one machine: `host claim` registers
 // the machine with the cloud, `host run` heartbeats the cloud, runs each
-// leased webhook's handler once per its local ledger and serves the local API.
+// leased webhook's handler once per its local ledger and serves the local
+// API, and `host ledger` shows what the ledger recorded.
 //
 // Exit codes: 0 ok or a clean stop on SIGTERM/SIGINT, 1 runtime failure,
-// 2 usage or configuration error.
+// 2 usage or configuration error, 3 the cloud refuses the host's credential
+// (deactivated or revoked: restarting will not help).
 package main
 
 import (
@@ -12,8 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -22,14 +22,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/relaykit/relay/host/agent"
 	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/host/config"
-	"github.com/relaykit/relay/host/handler"
-	"github.com/relaykit/relay/host/ledger"
-	"github.com/relaykit/relay/host/localapi"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -37,14 +32,20 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	exitRevoked = 3
 )
 
 const usage = `usage:
   host claim --cloud URL --code CODE [--state DIR]
-  host run --config FILE [--state DIR] [--listen ADDR] [--log-level LEVEL]
+  host run --config FILE [--check] [--state DIR] [--listen ADDR] [--log-level LEVEL]
+  host ledger list [--result success|error|skipped] [--source NAME] [--since 1h|TIME]
+                   [--limit N] [--cursor C] [--json] [--state DIR]
+  host ledger show DELIVERY_ID [--json] [--state DIR]
 
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
+run --check validates the configuration and the credentials, and exits.
+SIGHUP makes a running host reload its sources from the configuration file.
 `
 
 func main() {
@@ -64,7 +65,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "claim":
 		return runClaim(ctx, args[1:], stdout, stderr, getenv)
 	case "run":
-		return runAgent(ctx, args[1:], stderr, getenv)
+		return runAgent(ctx, args[1:], stdout, stderr, getenv)
+	case "ledger":
+		return runLedger(ctx, args[1:], stdout, stderr, getenv)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -136,148 +139,4 @@ func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fmt.Fprintf(stderr, "host claimed; credentials stored in %s\n", filepath.Join(dir, config.CredentialsFile))
 	fmt.Fprintln(stdout, resp.HostID)
 	return exitOK
-}
-
-func runAgent(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string) int {
-	fs := newFlagSet("run", stderr)
-	configPath := fs.String("config", "", "configuration file (JSON)")
-	stateFlag := fs.String("state", "", "state directory")
-	listenFlag := fs.String("listen", "", "local API address")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "host run: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	if *configPath == "" {
-		fmt.Fprint(stderr, "host run: --config is required\n")
-		return exitUsage
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "host run: --log-level: %v\n", err)
-		return exitUsage
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	cfg, err := config.Load(*configPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "host run: %v\n", err)
-		return exitUsage
-	}
-	dir, err := config.StateDir(*stateFlag, getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "host run: %v\n", err)
-		return exitUsage
-	}
-	creds, err := config.ReadCredentials(dir)
-	if err != nil {
-		fmt.Fprintf(stderr, "host run: %v\n", err)
-		return exitUsage
-	}
-	cloudURL := cfg.CloudURL
-	if cloudURL == "" {
-		cloudURL = creds.CloudURL
-	}
-	if err := config.CheckURL(cloudURL); err != nil {
-		fmt.Fprintf(stderr, "host run: cloud URL (config cloud_url, else credentials.json): %v\n", err)
-		return exitUsage
-	}
-	routes, err := buildRoutes(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "host run: %v\n", err)
-		return exitUsage
-	}
-
-	l, err := ledger.Open(ctx, filepath.Join(dir, "ledger.db"))
-	if err != nil {
-		fmt.Fprintf(stderr, "host run: %v\n", err)
-		return exitFailure
-	}
-	defer l.Close()
-
-	clock := clockwork.NewRealClock()
-	a := agent.New(agent.Options{
-		Cloud:        cloudapi.New(cloudURL, cloudClient(), "relay-host/"+agent.Version),
-		HostID:       creds.HostID,
-		Credential:   creds.HostCredential,
-		Ledger:       l,
-		Routes:       routes,
-		Subscription: cfg.Subscription(),
-		Interval:     cfg.HeartbeatInterval,
-		Workers:      cfg.Workers,
-		Clock:        clock,
-		Logger:       log,
-	})
-
-	// The local API is up before the first heartbeat.
-	addr := config.ListenAddr(*listenFlag, getenv)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
-		return exitFailure
-	}
-	srv := &http.Server{
-		Handler:           localapi.New(l, a, clock, log),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	serveErr := make(chan error, 1)
-	go func() {
-		err := srv.Serve(ln)
-		if !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- err
-			cancel()
-		}
-	}()
-	log.Info("local API listening", "addr", ln.Addr().String(), "state_dir", dir, "cloud_url", cloudURL)
-
-	runErr := a.Run(ctx)
-
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	srv.Shutdown(shutdownCtx)
-
-	select {
-	case err := <-serveErr:
-		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
-		return exitFailure
-	default:
-	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "host run: %v\n", runErr)
-		return exitFailure
-	}
-	return exitOK
-}
-
-// buildRoutes makes one handler per configured source.
-func buildRoutes(cfg *config.Config) (map[string]agent.Route, error) {
-	routes := make(map[string]agent.Route, len(cfg.Webhooks))
-	for name, s := range cfg.Webhooks {
-		r := agent.Route{Enabled: s.Enabled, Events: s.Events}
-		switch s.HandlerKind() {
-		case "forward":
-			h, err := handler.NewForward(handler.ForwardOptions{
-				URL: s.Forward, ConnectTimeout: s.ConnectTimeout, Timeout: s.Timeout, Retry4xx: s.Retry4xx,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("webhooks.%s: %w", name, err)
-			}
-			r.Handler = h
-		case "exec":
-			h, err := handler.NewExec(handler.ExecOptions{
-				Argv: s.Exec, Timeout: s.Timeout, RetryNonzeroExit: s.RetryNonzeroExit,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("webhooks.%s: %w", name, err)
-			}
-			r.Handler = h
-		}
-		routes[name] = r
-	}
-	return routes, nil
 }

@@ -126,7 +126,7 @@ func TestRunConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, config, state, want string
 	}{
-		{"unknown key", `{"webhookz": {}}`, state, `unknown field "webhookz"`},
+		{"unknown key", `{"webhookz": {}}`, state, `unknown top-level key "webhookz"`},
 		{"handler missing", `{"cloud_url": "http://x", "webhooks": {"github": {"enabled": true}}}`, state, "enabled but has no handler"},
 		{"no cloud url anywhere", `{}`, state, "cloud URL"},
 		{"not claimed", `{"cloud_url": "http://x"}`, empty, "run `host claim` first"},

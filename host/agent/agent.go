@@ -5,11 +5,19 @@
 //
 // Effectively once: a delivery whose ledger row says success or skipped is
 // never handled again, only acked again; the row and its ack are written in
-// one transaction, so a crash between the two cannot lose the ack.
+// one transaction, so a crash between the two cannot lose the ack. A crash
+// while a handler runs, or after it returned but before its row is written,
+// runs it again when the cloud hands the webhook out again: that window is
+// what the Idempotency-Key given to handlers is for.
+//
+// Order: a source's webhooks are handled one at a time, in the order the
+// cloud handed them out, unless the source is parallel; a source waiting on a
+// slow handler holds one worker, never the others.
 package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,26 +34,44 @@ import (
 	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/host/ledger"
+	"github.com/relaykit/relay/host/summary"
 	"github.com/relaykit/relay/shared"
 )
 
 // Version is the agent version reported to the cloud.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 // Handler runs one webhook.
 type Handler interface {
 	// Name describes the handler in the ledger (no secrets).
 	Name() string
-	// Handle runs the webhook; it must return when ctx is done.
-	Handle(ctx context.Context, w shared.Webhook) handler.Outcome
+	// Handle runs the job; it must return when ctx is done.
+	Handle(ctx context.Context, job handler.Job) handler.Outcome
 }
 
-// Route is what the host does with one source's webhooks.
-type Route struct {
+// Source is what the host does with one source's webhooks.
+type Source struct {
 	Enabled bool
-	Events  []string // empty: every event
-	Handler Handler  // nil for a disabled source
+	Events  []string // the source's own filter; empty: every event
+	// Parallel lets the source's webhooks run concurrently (on up to all
+	// workers but one); by default they run one at a time, in order.
+	Parallel bool
+	// Parser names the summary parser ("github", "slack", …); "" detects it.
+	Parser string
+	Routes []Route // the first route whose events match runs
 }
+
+// Route sends some of a source's events to a handler.
+type Route struct {
+	Events  []string // empty: every event
+	Handler Handler
+}
+
+// Points at which Options.FaultHook is called.
+const (
+	FaultAfterHandler = "after-handler" // the handler returned; nothing recorded yet
+	FaultAfterLedger  = "after-ledger"  // outcome and ack committed; ack not sent yet
+)
 
 // Options configures an Agent. Zero durations and counts take defaults.
 type Options struct {
@@ -53,14 +79,18 @@ type Options struct {
 	HostID       string
 	Credential   string
 	Ledger       *ledger.Ledger
-	Routes       map[string]Route
-	Subscription *shared.Subscription
-	Interval     time.Duration // own heartbeat interval (default 30 s)
-	Workers      int           // concurrent handlers (default 4)
-	Grace        time.Duration // how long in-flight handlers may finish on stop (default 10 s)
-	MaxBackoff   time.Duration // cap of the retry delay after a failed heartbeat (default 30 s)
+	Sources      map[string]Source
+	Subscription *shared.Subscription // sent to the cloud when it changes
+	Interval     time.Duration        // own heartbeat interval (default 30 s)
+	Workers      int                  // concurrent handlers (default 4)
+	Grace        time.Duration        // how long in-flight handlers may finish on stop (default 10 s)
+	MaxBackoff   time.Duration        // cap of the retry delay after a failed heartbeat (default 30 s)
 	Clock        clockwork.Clock
 	Logger       *slog.Logger
+	// FaultHook, for end-to-end tests only, is called at each Fault* point
+	// of processing a webhook whose handler ran, so a test can kill the
+	// process exactly there. Nil in normal use.
+	FaultHook func(point string)
 }
 
 // Limits of one heartbeat.
@@ -68,9 +98,12 @@ const (
 	maxOutboxPerHeartbeat = 1000
 	queuePerWorker        = 8 // webhooks leased per worker, running or waiting
 	defaultFloor          = time.Second
-	heartbeatTimeout      = 2 * time.Minute
+	heartbeatTimeout      = time.Minute
 	finalFlushTimeout     = 10 * time.Second
 	ledgerTimeout         = 30 * time.Second
+	// busyInterval bounds the heartbeat interval while webhooks are in
+	// flight, so their leases (2 min by default) are extended in time.
+	busyInterval = 30 * time.Second
 )
 
 // Agent heartbeats and processes webhooks. Create it with New, then Run it.
@@ -79,15 +112,36 @@ type Agent struct {
 	log    *slog.Logger
 	clock  clockwork.Clock
 	tokens *tokenSource
-	wake   chan struct{} // an outcome was recorded
-	sem    chan struct{} // one slot per running handler
+	wake   chan struct{} // an outcome was recorded or the configuration changed
 	wg     sync.WaitGroup
 	// stopping is set once Run stops taking work.
 	stopping atomic.Bool
 
+	// handlerCtx is given to handlers; base outlives it for ledger writes.
+	// Both are set by Run before any webhook is dispatched.
+	handlerCtx, base context.Context
+
 	mu            sync.Mutex
+	sources       map[string]Source
+	sub           []byte              // the subscription to report, as JSON
+	subSent       []byte              // the subscription the cloud last accepted
 	inFlight      map[string]struct{} // leased and not yet recorded
+	lanes         map[string]*lane
+	running       int
+	seq           uint64 // order of arrival across lanes
 	lastHeartbeat time.Time
+	lastError     string
+}
+
+// lane holds one source's webhooks waiting for a worker, in arrival order.
+type lane struct {
+	queue   []queued
+	running int
+}
+
+type queued struct {
+	w   shared.Webhook
+	seq uint64
 }
 
 // New returns an Agent for opts.
@@ -110,7 +164,7 @@ func New(opts Options) *Agent {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{
+	a := &Agent{
 		opts:  opts,
 		log:   opts.Logger,
 		clock: opts.Clock,
@@ -120,9 +174,43 @@ func New(opts Options) *Agent {
 			clock: opts.Clock,
 		},
 		wake:     make(chan struct{}, 1),
-		sem:      make(chan struct{}, opts.Workers),
 		inFlight: make(map[string]struct{}),
+		lanes:    make(map[string]*lane),
 	}
+	a.setConfig(opts.Sources, opts.Subscription)
+	return a
+}
+
+// Reload replaces the sources and the subscription while the agent runs.
+// Webhooks already running keep their handler; a changed subscription goes
+// to the cloud with the next heartbeat.
+func (a *Agent) Reload(sources map[string]Source, sub *shared.Subscription) {
+	a.setConfig(sources, sub)
+	a.log.Info("configuration reloaded", "sources", enabledNames(sources))
+	a.signal()
+}
+
+func (a *Agent) setConfig(sources map[string]Source, sub *shared.Subscription) {
+	var subJSON []byte
+	if sub != nil {
+		// Map keys are sorted: equal subscriptions encode equally.
+		subJSON, _ = json.Marshal(sub)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sources = sources
+	a.sub = subJSON
+}
+
+func enabledNames(sources map[string]Source) []string {
+	names := make([]string, 0, len(sources))
+	for name, s := range sources {
+		if s.Enabled {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
 
 // LastHeartbeat returns when the last heartbeat succeeded (zero if none).
@@ -130,6 +218,13 @@ func (a *Agent) LastHeartbeat() time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.lastHeartbeat
+}
+
+// LastHeartbeatError is why the last heartbeat failed ("" if it succeeded).
+func (a *Agent) LastHeartbeatError() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastError
 }
 
 // Stopping reports whether the agent has stopped taking work.
@@ -142,26 +237,29 @@ func (a *Agent) InFlight() int {
 	return len(a.inFlight)
 }
 
-// Run heartbeats until ctx is done, then stops taking work, lets in-flight
-// handlers finish (up to the grace period), flushes the outbox with a last
-// heartbeat and returns nil. It returns an error wrapping ErrRevoked when the
-// cloud refuses the host's credential.
+// Backlog returns how many leased webhooks wait for a worker and how many
+// handlers run.
+func (a *Agent) Backlog() (queued, running int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.inFlight) - a.running, a.running
+}
+
+// Run heartbeats until ctx is done, then stops taking work, lets running
+// handlers finish (up to the grace period), nacks the webhooks that did not
+// start, flushes the outbox with a last heartbeat and returns nil. It
+// returns an error wrapping ErrRevoked when the cloud refuses the host's
+// credential.
 func (a *Agent) Run(ctx context.Context) error {
-	sources := make([]string, 0, len(a.opts.Routes))
-	for name, r := range a.opts.Routes {
-		if r.Enabled {
-			sources = append(sources, name)
-		}
-	}
-	sort.Strings(sources)
 	a.log.Info("host agent started",
-		"host_id", a.opts.HostID, "agent_version", Version, "sources", sources,
+		"host_id", a.opts.HostID, "agent_version", Version, "sources", enabledNames(a.opts.Sources),
 		"workers", a.opts.Workers, "heartbeat_interval", a.opts.Interval)
 
 	// Handlers outlive ctx by the grace period; ledger writes outlive it too.
-	base := context.WithoutCancel(ctx)
-	handlerCtx, cancelHandlers := context.WithCancel(base)
+	a.base = context.WithoutCancel(ctx)
+	handlerCtx, cancelHandlers := context.WithCancel(a.base)
 	defer cancelHandlers()
+	a.handlerCtx = handlerCtx
 
 	bo := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(time.Second),
@@ -174,7 +272,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var fatal error
 	for ctx.Err() == nil {
 		start := a.clock.Now()
-		res, err := a.heartbeat(ctx, func(w shared.Webhook) { a.dispatch(ctx, handlerCtx, base, w) })
+		res, err := a.heartbeat(ctx, a.dispatch)
 		if ctx.Err() != nil {
 			break
 		}
@@ -193,9 +291,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		if res.floor > 0 {
 			floor = res.floor
 		}
+		interval := a.opts.Interval
+		if a.InFlight() > 0 {
+			interval = min(interval, busyInterval)
+		}
 		earliest := start.Add(floor)
-		next := start.Add(max(a.opts.Interval, floor))
-		if res.more || res.outboxLeft > 0 {
+		next := start.Add(max(interval, floor))
+		if res.more || res.outboxLeft > 0 || res.subPending {
 			next = earliest
 		}
 		a.sleep(ctx, next, earliest, true)
@@ -208,13 +310,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.wg.Wait()
 		return fatal
 	}
+	a.dropQueued()
 	a.drain(cancelHandlers)
-	a.flush(base)
+	a.flush()
 	return nil
 }
 
-// sleep waits until next, or until earliest once a new outcome is recorded
-// (when wakeable). It returns early when ctx is done.
+// sleep waits until next, or until earliest once signaled (when wakeable).
+// It returns early when ctx is done.
 func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bool) {
 	var wake <-chan struct{}
 	if wakeable {
@@ -241,14 +344,23 @@ func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bo
 	}
 }
 
+func (a *Agent) signal() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
 type heartbeatResult struct {
 	more       bool
 	floor      time.Duration
 	outboxLeft int
+	subPending bool // the subscription changed meanwhile: report it soon
 }
 
 // heartbeat sends one heartbeat: the outbox's acks and nacks, the extends of
-// in-flight work, and hands each leased webhook to lease. On success it
+// in-flight work, the subscription if the cloud does not have it yet, and
+// hands each leased webhook to lease (nil: lease nothing). On success it
 // deletes from the outbox exactly the entries it sent.
 func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (heartbeatResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
@@ -258,10 +370,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 	if err != nil {
 		return heartbeatResult{}, err
 	}
-	req := shared.HeartbeatRequest{
-		AgentVersion: Version,
-		Config:       a.opts.Subscription,
-	}
+	req := shared.HeartbeatRequest{AgentVersion: Version}
 	seqs := make([]int64, 0, len(outbox))
 	for _, ob := range outbox {
 		seqs = append(seqs, ob.Seq)
@@ -277,6 +386,14 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		req.WebhookExtends = append(req.WebhookExtends, id)
 	}
 	free := a.opts.Workers*queuePerWorker - len(a.inFlight)
+	sub := a.sub
+	if sub != nil && !slices.Equal(sub, a.subSent) {
+		req.Config = &shared.Subscription{}
+		if err := json.Unmarshal(sub, req.Config); err != nil {
+			a.mu.Unlock()
+			return heartbeatResult{}, fmt.Errorf("subscription: %w", err)
+		}
+	}
 	a.mu.Unlock()
 	slices.Sort(req.WebhookExtends)
 	if lease == nil {
@@ -285,12 +402,19 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 	req.MaxWebhooks = shared.Ptr(min(max(free, 0), shared.MaxMaxWebhooks))
 
 	resp, err := a.send(ctx, req)
-	if err != nil {
-		return heartbeatResult{}, err
-	}
 	now := a.clock.Now()
 	a.mu.Lock()
-	a.lastHeartbeat = now
+	if err != nil {
+		a.lastError = err.Error()
+		a.mu.Unlock()
+		return heartbeatResult{}, err
+	}
+	a.lastHeartbeat, a.lastError = now, ""
+	if req.Config != nil {
+		a.subSent = sub
+		a.log.Info("subscription sent to the cloud", "sources", len(req.Config.Webhooks))
+	}
+	subPending := a.sub != nil && !slices.Equal(a.sub, a.subSent)
 	a.mu.Unlock()
 	if err := a.opts.Ledger.OutboxDelete(ctx, seqs); err != nil {
 		// The entries go out again with the next heartbeat: a repeated ack
@@ -314,6 +438,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		more:       resp.More,
 		floor:      time.Duration(resp.HeartbeatIntervalS) * time.Second,
 		outboxLeft: left,
+		subPending: subPending,
 	}, nil
 }
 
@@ -338,53 +463,87 @@ func (a *Agent) send(ctx context.Context, req shared.HeartbeatRequest) (shared.H
 	return resp, err
 }
 
-// dispatch hands w to a worker unless it is already in flight. stop ends the
-// wait for a free worker; handlerCtx is given to the handler; base outlives
-// both for ledger writes.
-func (a *Agent) dispatch(stop, handlerCtx, base context.Context, w shared.Webhook) {
+// dispatch queues w on its source's lane unless it is already in flight.
+func (a *Agent) dispatch(w shared.Webhook) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if _, dup := a.inFlight[w.DeliveryID]; dup {
-		a.mu.Unlock()
 		a.log.Debug("webhook already in flight; not started twice", "delivery_id", w.DeliveryID)
 		return
 	}
 	a.inFlight[w.DeliveryID] = struct{}{}
-	a.mu.Unlock()
-
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		defer a.finish(w.DeliveryID)
-		select {
-		case a.sem <- struct{}{}:
-		case <-stop.Done():
-			a.log.Info("webhook not started: stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
-			return
-		}
-		defer func() { <-a.sem }()
-		if stop.Err() != nil {
-			a.log.Info("webhook not started: stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
-			return
-		}
-		a.process(handlerCtx, base, w)
-	}()
+	ln := a.lanes[w.Source]
+	if ln == nil {
+		ln = &lane{}
+		a.lanes[w.Source] = ln
+	}
+	a.seq++
+	ln.queue = append(ln.queue, queued{w: w, seq: a.seq})
+	a.pump()
 }
 
-func (a *Agent) finish(deliveryID string) {
+// laneLimit is how many of a source's webhooks may run at once.
+func (a *Agent) laneLimit(source string) int {
+	if s, ok := a.sources[source]; ok && s.Parallel {
+		return max(1, a.opts.Workers-1)
+	}
+	return 1
+}
+
+// pump starts waiting webhooks while workers are free, oldest first among
+// the lanes that may run one more. Callers hold a.mu.
+func (a *Agent) pump() {
+	for !a.stopping.Load() && a.running < a.opts.Workers {
+		var pick string
+		var oldest uint64
+		for name, ln := range a.lanes {
+			if len(ln.queue) == 0 || ln.running >= a.laneLimit(name) {
+				continue
+			}
+			if pick == "" || ln.queue[0].seq < oldest {
+				pick, oldest = name, ln.queue[0].seq
+			}
+		}
+		if pick == "" {
+			return
+		}
+		ln := a.lanes[pick]
+		q := ln.queue[0]
+		ln.queue = ln.queue[1:]
+		ln.running++
+		a.running++
+		a.wg.Add(1)
+		go a.work(q.w)
+	}
+}
+
+func (a *Agent) work(w shared.Webhook) {
+	defer a.wg.Done()
+	a.process(w)
 	a.mu.Lock()
-	delete(a.inFlight, deliveryID)
+	delete(a.inFlight, w.DeliveryID)
+	ln := a.lanes[w.Source]
+	ln.running--
+	a.running--
+	if ln.running == 0 && len(ln.queue) == 0 {
+		delete(a.lanes, w.Source)
+	}
+	a.pump()
 	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
+	a.signal()
+}
+
+func (a *Agent) fault(point string) {
+	if a.opts.FaultHook != nil {
+		a.opts.FaultHook(point)
 	}
 }
 
 // process looks w up in the ledger, runs its handler if needed and records
 // the outcome with its ack or nack.
-func (a *Agent) process(ctx, base context.Context, w shared.Webhook) {
+func (a *Agent) process(w shared.Webhook) {
 	log := a.log.With("delivery_id", w.DeliveryID, "source", w.Source, "attempt", w.Attempt)
-	dbCtx, cancel := context.WithTimeout(base, ledgerTimeout)
+	dbCtx, cancel := context.WithTimeout(a.base, ledgerTimeout)
 	defer cancel()
 
 	prev, err := a.opts.Ledger.DeliveryGet(dbCtx, w.DeliveryID)
@@ -403,36 +562,49 @@ func (a *Agent) process(ctx, base context.Context, w shared.Webhook) {
 		return
 	}
 
+	a.mu.Lock()
+	src, known := a.sources[w.Source]
+	a.mu.Unlock()
+	sum := summary.Of(w, src.Parser)
 	start := a.clock.Now()
 	e := ledger.Entry{
 		DeliveryID:    w.DeliveryID,
 		Source:        w.Source,
 		EventType:     w.EventType,
 		EventAction:   w.EventAction,
+		ReceivedAt:    w.ReceivedAt,
+		CloudAttempt:  w.Attempt,
 		CorrelationID: w.CorrelationID,
-		Summary:       summarize(w),
+		Summary:       sum.Text,
+		Fields:        sum.Fields,
 	}
-	var retryable bool
-	route, ok := a.opts.Routes[w.Source]
+	var (
+		retryable bool
+		ran       bool
+	)
+	route, routed := pickRoute(src, w)
 	switch {
-	case !ok || !route.Enabled || route.Handler == nil:
-		e.Result = ledger.ResultSkipped
-		e.Summary = "skipped: source not enabled on this host; " + e.Summary
-	case !shared.EventWanted(route.Events, w.EventType, w.EventAction):
-		e.Result = ledger.ResultSkipped
-		e.Summary = "skipped: event type not subscribed; " + e.Summary
-		e.Handler = route.Handler.Name()
+	case !known || !src.Enabled:
+		e.Result, e.Output = ledger.ResultSkipped, "skipped: source not enabled on this host"
+	case !shared.EventWanted(src.Events, w.EventType, w.EventAction):
+		e.Result, e.Output = ledger.ResultSkipped, "skipped: event not in the source's events"
+	case !routed:
+		e.Result, e.Output = ledger.ResultSkipped, "skipped: no route for this event"
 	default:
 		e.Handler = route.Handler.Name()
 		log.Debug("running handler", "handler", e.Handler)
-		out := route.Handler.Handle(ctx, w)
+		out := route.Handler.Handle(a.handlerCtx, handler.Job{Webhook: w, Summary: sum})
+		ran = true
+		a.fault(FaultAfterHandler)
 		e.Result = ledger.ResultSuccess
 		if !out.OK {
 			e.Result, e.Error, retryable = ledger.ResultError, out.Error, out.Retryable
 		}
-		if out.Summary != "" {
-			e.Summary += " → " + out.Summary
+		e.Output = out.Output
+		if out.ResponseStatus != 0 {
+			e.ResponseStatus = &out.ResponseStatus
 		}
+		e.ExitCode = out.ExitCode
 	}
 	e.ProcessedAt = a.clock.Now()
 	e.DurationMS = e.ProcessedAt.Sub(start).Milliseconds()
@@ -442,19 +614,62 @@ func (a *Agent) process(ctx, base context.Context, w shared.Webhook) {
 		log.Error("recording the outcome failed; the webhook will be delivered again", "err", err)
 		return
 	}
-	attrs := []any{"result", e.Result, "handler", e.Handler, "duration_ms", e.DurationMS, "local_attempts", attempts}
-	if e.Result == ledger.ResultError {
+	if ran {
+		a.fault(FaultAfterLedger)
+	}
+	attrs := []any{"result", e.Result, "handler", e.Handler, "duration_ms", e.DurationMS, "local_attempts", attempts, "summary", e.Summary}
+	switch e.Result {
+	case ledger.ResultError:
 		log.Warn("handler failed", append(attrs, "error", e.Error, "retryable", retryable)...)
+	case ledger.ResultSkipped:
+		log.Info("webhook skipped", append(attrs, "why", e.Output)...)
+	default:
+		log.Info("webhook processed", attrs...)
+	}
+}
+
+// pickRoute returns the first route of src whose events match w.
+func pickRoute(src Source, w shared.Webhook) (Route, bool) {
+	for _, r := range src.Routes {
+		if r.Handler != nil && shared.EventWanted(r.Events, w.EventType, w.EventAction) {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
+
+// dropQueued nacks the webhooks that wait for a worker when the agent stops:
+// the cloud hands them out again at once rather than when their lease ends.
+func (a *Agent) dropQueued() {
+	a.mu.Lock()
+	var dropped []string
+	for _, ln := range a.lanes {
+		for _, q := range ln.queue {
+			dropped = append(dropped, q.w.DeliveryID)
+			delete(a.inFlight, q.w.DeliveryID)
+		}
+		ln.queue = nil
+	}
+	a.mu.Unlock()
+	if len(dropped) == 0 {
 		return
 	}
-	log.Info("webhook processed", attrs...)
+	ctx, cancel := context.WithTimeout(a.base, ledgerTimeout)
+	defer cancel()
+	for _, id := range dropped {
+		nack := ledger.OutboxEntry{DeliveryID: id, Kind: ledger.OutboxNack, Error: "host stopping: not started", Retryable: true, CreatedAt: a.clock.Now()}
+		if err := a.opts.Ledger.OutboxEnqueue(ctx, nack); err != nil {
+			a.log.Error("nack of a webhook not started failed; it returns when its lease ends", "delivery_id", id, "err", err)
+		}
+	}
+	a.log.Info("stopping: webhooks not started handed back", "count", len(dropped))
 }
 
 // drain lets running handlers finish within the grace period, then cancels
-// them; webhooks still waiting for a worker are not started.
+// them.
 func (a *Agent) drain(cancelHandlers context.CancelFunc) {
-	n := a.InFlight()
-	a.log.Info("stopping: no new work; waiting for in-flight handlers", "in_flight", n, "grace", a.opts.Grace)
+	_, running := a.Backlog()
+	a.log.Info("stopping: no new work; waiting for running handlers", "running", running, "grace", a.opts.Grace)
 	done := make(chan struct{})
 	go func() {
 		a.wg.Wait()
@@ -465,15 +680,16 @@ func (a *Agent) drain(cancelHandlers context.CancelFunc) {
 	select {
 	case <-done:
 	case <-t.Chan():
-		a.log.Warn("grace period over; canceling handlers", "in_flight", a.InFlight())
+		_, running := a.Backlog()
+		a.log.Warn("grace period over; canceling handlers", "running", running)
 		cancelHandlers()
 		<-done
 	}
 }
 
 // flush sends a last heartbeat if the outbox holds outcomes (best effort).
-func (a *Agent) flush(base context.Context) {
-	ctx, cancel := context.WithTimeout(base, finalFlushTimeout)
+func (a *Agent) flush() {
+	ctx, cancel := context.WithTimeout(a.base, finalFlushTimeout)
 	defer cancel()
 	n, err := a.opts.Ledger.OutboxCount(ctx)
 	if err != nil || n == 0 {

@@ -126,16 +126,20 @@ func writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 type fakeHandler struct {
 	calls atomic.Int32
 	fn    func(ctx context.Context, w shared.Webhook) handler.Outcome
+	jobs  chan handler.Job // every job, if set
 }
 
 func (h *fakeHandler) Name() string { return "fake" }
 
-func (h *fakeHandler) Handle(ctx context.Context, w shared.Webhook) handler.Outcome {
+func (h *fakeHandler) Handle(ctx context.Context, job handler.Job) handler.Outcome {
 	h.calls.Add(1)
-	if h.fn == nil {
-		return handler.Outcome{OK: true, Summary: "done"}
+	if h.jobs != nil {
+		h.jobs <- job
 	}
-	return h.fn(ctx, w)
+	if h.fn == nil {
+		return handler.Outcome{OK: true, ResponseStatus: 200, Output: "done"}
+	}
+	return h.fn(ctx, job.Webhook)
 }
 
 type testBundle struct {
@@ -146,7 +150,8 @@ type testBundle struct {
 	handler *fakeHandler
 	cancel  context.CancelFunc
 	done    chan error
-	routes  map[string]Route // set in prepare to override the default routes
+	sources map[string]Source // set in prepare to override the default sources
+	opts    func(*Options)    // set in prepare to adjust the options
 }
 
 func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
@@ -160,18 +165,18 @@ func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
 	if prepare != nil {
 		prepare(b)
 	}
-	if b.routes == nil {
-		b.routes = map[string]Route{
-			"github": {Enabled: true, Events: []string{"pull_request", "push"}, Handler: b.handler},
+	if b.sources == nil {
+		b.sources = map[string]Source{
+			"github": {Enabled: true, Events: []string{"pull_request", "push"}, Routes: []Route{{Handler: b.handler}}},
 			"slack":  {Enabled: false},
 		}
 	}
-	b.agent = New(Options{
+	opts := Options{
 		Cloud:      cloudapi.New(srv.URL, srv.Client(), "test"),
 		HostID:     "h1",
 		Credential: "cred",
 		Ledger:     l,
-		Routes:     b.routes,
+		Sources:    b.sources,
 		Subscription: &shared.Subscription{Webhooks: map[string]shared.SourceSubscription{
 			"github": {Enabled: true, Events: []string{"pull_request", "push"}},
 		}},
@@ -179,7 +184,11 @@ func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
 		Workers:  2,
 		Clock:    clock,
 		Logger:   slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if b.opts != nil {
+		b.opts(&opts)
+	}
+	b.agent = New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cancel = cancel
 	go func() { b.done <- b.agent.Run(ctx) }()
@@ -301,7 +310,11 @@ func TestHandledOnceAndAckedOnNextHeartbeat(t *testing.T) {
 	require.Equal(t, "fake", e.Handler)
 	require.Equal(t, "corr-github:a:1", e.CorrelationID)
 	require.Equal(t, 1, e.Attempts)
-	require.Equal(t, "pull_request.opened: acme/app #7 → done", e.Summary)
+	require.Equal(t, 1, e.CloudAttempt)
+	require.Equal(t, "pull_request.opened acme/app #7", e.Summary)
+	require.Equal(t, map[string]string{"github.repo": "acme/app", "github.number": "7", "github.action": "opened"}, e.Fields)
+	require.Equal(t, 200, *e.ResponseStatus)
+	require.Equal(t, "done", e.Output)
 	require.False(t, b.agent.LastHeartbeat().IsZero())
 }
 
@@ -369,9 +382,9 @@ func TestNacks(t *testing.T) {
 	b := setup(t, func(b *testBundle) {
 		b.handler.fn = func(_ context.Context, w shared.Webhook) handler.Outcome {
 			if w.DeliveryID == retry.DeliveryID {
-				return handler.Outcome{Retryable: true, Error: "HTTP 503: busy", Summary: "HTTP 503: busy"}
+				return handler.Outcome{Retryable: true, Error: "HTTP 503: busy", ResponseStatus: 503}
 			}
-			return handler.Outcome{Retryable: false, Error: "HTTP 404", Summary: "HTTP 404"}
+			return handler.Outcome{Retryable: false, Error: "HTTP 404", ResponseStatus: 404}
 		}
 		b.cloud.answer = serve(retry, fatal)
 	})
@@ -430,7 +443,7 @@ func TestEventFilterMatchesTypeAndAction(t *testing.T) {
 	closed.EventAction = "closed"
 	b := setup(t, func(b *testBundle) {
 		b.cloud.answer = serve(opened, closed)
-		b.routes = map[string]Route{"github": {Enabled: true, Events: []string{"pull_request.opened"}, Handler: b.handler}}
+		b.sources = map[string]Source{"github": {Enabled: true, Events: []string{"pull_request.opened"}, Routes: []Route{{Handler: b.handler}}}}
 	})
 	b.next(t)
 	b.eventually(t, "both recorded", func() bool {

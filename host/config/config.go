@@ -13,9 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/relaykit/relay/host/summary"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -23,6 +25,9 @@ import (
 const (
 	DefaultHeartbeatInterval = 30 * time.Second
 	DefaultWorkers           = 4
+	DefaultMaxBackoff        = 30 * time.Second
+	DefaultShutdownGrace     = 10 * time.Second
+	DefaultLedgerRetention   = 30 * 24 * time.Hour
 	DefaultConnectTimeout    = 5 * time.Second
 	DefaultForwardTimeout    = 30 * time.Second
 	DefaultExecTimeout       = 10 * time.Minute
@@ -40,13 +45,36 @@ type Config struct {
 	CloudURL          string // "" means: the one in credentials.json
 	HeartbeatInterval time.Duration
 	Workers           int
+	MaxBackoff        time.Duration // cap of the delay between attempts to reach the cloud
+	ShutdownGrace     time.Duration // how long running handlers may finish on SIGTERM
+	LedgerRetention   time.Duration
 	Webhooks          map[string]Source
 }
 
-// Source is one webhook source and its handler.
+// Source is one webhook source: which events the host wants and where each
+// goes.
 type Source struct {
 	Enabled bool
+	Events  []string // what the cloud sends; empty: every event
+	// Parallel lets the source's webhooks run concurrently; by default they
+	// run one at a time, in order.
+	Parallel bool
+	// Provider names the payload parser for summaries ("github", "stripe",
+	// "slack", "none"); "" detects it.
+	Provider string
+	// Routes in order; the first whose events match runs. The source's own
+	// forward or exec, if set, is the last route and matches every event.
+	Routes []Route
+}
+
+// Route sends some of a source's events to a handler.
+type Route struct {
 	Events  []string // empty: every event
+	Handler Handler
+}
+
+// Handler is one forward or exec handler with its options.
+type Handler struct {
 	Forward string   // URL, or ""
 	Exec    []string // argv, or nil
 	// Retry4xx says whether a 3xx/4xx answer (other than 429) of the forward
@@ -55,47 +83,79 @@ type Source struct {
 	// RetryNonzeroExit says whether a non-zero exit of the exec handler is a
 	// retryable nack. Default true.
 	RetryNonzeroExit bool
-	ConnectTimeout   time.Duration
+	ConnectTimeout   time.Duration // forward only
 	Timeout          time.Duration
 }
 
-// HandlerKind names the source's handler: "forward", "exec" or "".
-func (s Source) HandlerKind() string {
-	switch {
-	case s.Forward != "":
+// Kind names the handler: "forward" or "exec".
+func (h Handler) Kind() string {
+	if h.Forward != "" {
 		return "forward"
-	case len(s.Exec) > 0:
-		return "exec"
 	}
-	return ""
+	return "exec"
 }
 
-// Subscription is the host's subscription sent with every heartbeat.
+// Subscription is what the host tells the cloud it wants. A source with its
+// own events list asks for those; one without asks for every event if it
+// has a catch-all handler, else for the union of its routes' events.
 func (c *Config) Subscription() *shared.Subscription {
 	sub := &shared.Subscription{Webhooks: make(map[string]shared.SourceSubscription, len(c.Webhooks))}
 	for name, s := range c.Webhooks {
-		sub.Webhooks[name] = shared.SourceSubscription{Enabled: s.Enabled, Events: s.Events}
+		sub.Webhooks[name] = shared.SourceSubscription{Enabled: s.Enabled, Events: s.wanted()}
 	}
 	return sub
 }
 
-// fileConfig is the file's JSON shape. Pointers tell "absent" from zero.
-type fileConfig struct {
-	CloudURL           string                `json:"cloud_url"`
-	HeartbeatIntervalS *int                  `json:"heartbeat_interval_s"`
-	Workers            *int                  `json:"workers"`
-	Webhooks           map[string]fileSource `json:"webhooks"`
+func (s Source) wanted() []string {
+	if len(s.Events) > 0 {
+		return s.Events
+	}
+	var union []string
+	for _, r := range s.Routes {
+		if len(r.Events) == 0 || slices.Contains(r.Events, "*") {
+			return nil
+		}
+		for _, e := range r.Events {
+			if !slices.Contains(union, e) {
+				union = append(union, e)
+			}
+		}
+	}
+	return union
 }
 
-type fileSource struct {
-	Enabled          bool     `json:"enabled"`
-	Events           []string `json:"events"`
+// The file's JSON shape. Pointers tell "absent" from zero.
+type fileConfig struct {
+	CloudURL            string                `json:"cloud_url"`
+	HeartbeatIntervalS  *int                  `json:"heartbeat_interval_s"`
+	Workers             *int                  `json:"workers"`
+	MaxBackoffS         *float64              `json:"max_backoff_s"`
+	ShutdownGraceS      *float64              `json:"shutdown_grace_s"`
+	LedgerRetentionDays *int                  `json:"ledger_retention_days"`
+	Webhooks            map[string]fileSource `json:"webhooks"`
+}
+
+type fileHandler struct {
 	Forward          string   `json:"forward"`
 	Exec             []string `json:"exec"`
 	Retry4xx         *bool    `json:"retry_4xx"`
 	RetryNonzeroExit *bool    `json:"retry_nonzero_exit"`
 	ConnectTimeoutS  *float64 `json:"connect_timeout_s"`
 	TimeoutS         *float64 `json:"timeout_s"`
+}
+
+type fileRoute struct {
+	Events []string `json:"events"`
+	fileHandler
+}
+
+type fileSource struct {
+	Enabled  bool        `json:"enabled"`
+	Events   []string    `json:"events"`
+	Parallel bool        `json:"parallel"`
+	Provider string      `json:"provider"`
+	Routes   []fileRoute `json:"routes"`
+	fileHandler
 }
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -116,21 +176,35 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse validates a configuration file's contents; baseDir resolves relative
-// exec programs.
+// exec programs. Errors name the offending key by its path
+// ("webhooks.github.routes[1].exec").
 func Parse(data []byte, baseDir string) (*Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var f fileConfig
-	if err := dec.Decode(&f); err != nil {
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("invalid JSON: unexpected data after the top-level object")
 	}
+	if err := fileSchema.check("", raw); err != nil {
+		return nil, err
+	}
+	// The shape is known good: this decode cannot fail on types or keys.
+	strict := json.NewDecoder(bytes.NewReader(data))
+	strict.DisallowUnknownFields()
+	var f fileConfig
+	if err := strict.Decode(&f); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
 
 	c := &Config{
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		Workers:           DefaultWorkers,
+		MaxBackoff:        DefaultMaxBackoff,
+		ShutdownGrace:     DefaultShutdownGrace,
+		LedgerRetention:   DefaultLedgerRetention,
 		Webhooks:          make(map[string]Source, len(f.Webhooks)),
 	}
 	if f.CloudURL != "" {
@@ -151,82 +225,236 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 		}
 		c.Workers = *f.Workers
 	}
-	for name, fs := range f.Webhooks {
-		s, err := parseSource(fs, baseDir)
+	if f.MaxBackoffS != nil {
+		d, err := seconds(*f.MaxBackoffS, 3600)
 		if err != nil {
-			return nil, fmt.Errorf("webhooks.%s: %w", name, err)
+			return nil, fmt.Errorf("max_backoff_s: %w", err)
 		}
+		c.MaxBackoff = max(d, time.Second)
+	}
+	if f.ShutdownGraceS != nil {
+		d, err := seconds(*f.ShutdownGraceS, 24*3600)
+		if err != nil {
+			return nil, fmt.Errorf("shutdown_grace_s: %w", err)
+		}
+		c.ShutdownGrace = d
+	}
+	if f.LedgerRetentionDays != nil {
+		if *f.LedgerRetentionDays < 1 || *f.LedgerRetentionDays > 3650 {
+			return nil, fmt.Errorf("ledger_retention_days: must be between 1 and 3650, got %d", *f.LedgerRetentionDays)
+		}
+		c.LedgerRetention = time.Duration(*f.LedgerRetentionDays) * 24 * time.Hour
+	}
+	names := make([]string, 0, len(f.Webhooks))
+	for name := range f.Webhooks {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first error reported is the same on every run
+	for _, name := range names {
 		if !sourceName.MatchString(name) {
-			return nil, fmt.Errorf("webhooks: invalid source name %q (letters, digits, '.', '_', '-')", name)
+			return nil, fmt.Errorf("webhooks: invalid source name %q (letters, digits, '.', '_', '-'; at most 64)", name)
+		}
+		s, err := parseSource(f.Webhooks[name], baseDir)
+		if err != nil {
+			return nil, prefixPath("webhooks."+name, err)
 		}
 		c.Webhooks[name] = s
 	}
 	return c, nil
 }
 
+// pathError is an error at a key below a source; its message starts with the
+// key's path, so callers prefix it with "webhooks.NAME.".
+type pathError struct {
+	path string
+	err  error
+}
+
+func (e *pathError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *pathError) Unwrap() error { return e.err }
+
+func at(path string, err error) error { return &pathError{path: path, err: err} }
+
 func parseSource(fs fileSource, baseDir string) (Source, error) {
-	s := Source{
-		Enabled:          fs.Enabled,
-		Events:           fs.Events,
-		Forward:          fs.Forward,
-		Retry4xx:         true,
-		RetryNonzeroExit: true,
-		ConnectTimeout:   DefaultConnectTimeout,
-		Timeout:          DefaultForwardTimeout,
+	s := Source{Enabled: fs.Enabled, Events: fs.Events, Parallel: fs.Parallel, Provider: fs.Provider}
+	if fs.Provider != "" && !summary.Known(fs.Provider) {
+		return Source{}, at("provider", fmt.Errorf("unknown payload parser %q (github, stripe, slack or none)", fs.Provider))
 	}
-	for _, ev := range fs.Events {
-		if strings.TrimSpace(ev) == "" {
-			return Source{}, errors.New("events: empty event type")
+	if err := checkEvents("events", fs.Events); err != nil {
+		return Source{}, err
+	}
+	kinds := map[string]bool{}
+	for i, fr := range fs.Routes {
+		path := fmt.Sprintf("routes[%d]", i)
+		if len(fr.Events) == 0 {
+			return Source{}, at(path+".events", errors.New(`a route needs its events (["*"] for every event)`))
 		}
-	}
-	if fs.Forward != "" && fs.Exec != nil {
-		return Source{}, errors.New("set only one of forward and exec")
-	}
-	if fs.Forward != "" {
-		if err := CheckURL(fs.Forward); err != nil {
-			return Source{}, fmt.Errorf("forward: %w", err)
+		if err := checkEvents(path+".events", fr.Events); err != nil {
+			return Source{}, err
 		}
-	}
-	if fs.Exec != nil {
-		if len(fs.Exec) == 0 || fs.Exec[0] == "" {
-			return Source{}, errors.New("exec: needs a program as its first element")
+		if len(fs.Events) > 0 {
+			for j, e := range fr.Events {
+				if !coveredBy(fs.Events, e) {
+					return Source{}, at(fmt.Sprintf("%s.events[%d]", path, j), fmt.Errorf("%q is not in the source's events, so it never arrives", e))
+				}
+			}
 		}
-		argv := append([]string(nil), fs.Exec...)
-		if !filepath.IsAbs(argv[0]) && strings.ContainsRune(argv[0], '/') {
-			argv[0] = filepath.Join(baseDir, argv[0])
+		if !fr.set() {
+			return Source{}, at(path, errors.New("a route needs a handler: set forward or exec"))
 		}
-		s.Exec = argv
-		s.Timeout = DefaultExecTimeout
-	}
-	if fs.Enabled && s.HandlerKind() == "" {
-		return Source{}, errors.New("enabled but has no handler: set forward or exec")
-	}
-	if fs.Retry4xx != nil {
-		s.Retry4xx = *fs.Retry4xx
-	}
-	if fs.RetryNonzeroExit != nil {
-		s.RetryNonzeroExit = *fs.RetryNonzeroExit
-	}
-	if fs.ConnectTimeoutS != nil {
-		d, err := seconds(*fs.ConnectTimeoutS)
+		h, err := parseHandler(fr.fileHandler, fs.fileHandler, baseDir, true)
 		if err != nil {
-			return Source{}, fmt.Errorf("connect_timeout_s: %w", err)
+			return Source{}, prefixPath(path, err)
 		}
-		s.ConnectTimeout = d
+		kinds[h.Kind()] = true
+		s.Routes = append(s.Routes, Route{Events: fr.Events, Handler: h})
 	}
-	if fs.TimeoutS != nil {
-		d, err := seconds(*fs.TimeoutS)
+	if fs.fileHandler.set() {
+		// The source's own options also serve as its routes' defaults, so
+		// they need only apply to some handler of the source.
+		h, err := parseHandler(fs.fileHandler, fileHandler{}, baseDir, false)
 		if err != nil {
-			return Source{}, fmt.Errorf("timeout_s: %w", err)
+			return Source{}, err
 		}
-		s.Timeout = d
+		kinds[h.Kind()] = true
+		s.Routes = append(s.Routes, Route{Handler: h})
+	}
+	if err := fs.fileHandler.optionsApply(kinds); err != nil {
+		return Source{}, err
+	}
+	if fs.Enabled && len(s.Routes) == 0 {
+		return Source{}, errors.New("enabled but has no handler: set forward, exec or routes")
 	}
 	return s, nil
 }
 
-func seconds(v float64) (time.Duration, error) {
-	if v <= 0 || v > 24*3600 {
-		return 0, fmt.Errorf("must be more than 0 and at most 86400, got %v", v)
+// prefixPath puts path in front of a pathError's path (or makes one).
+func prefixPath(path string, err error) error {
+	var pe *pathError
+	if errors.As(err, &pe) {
+		return &pathError{path: path + "." + pe.path, err: pe.err}
+	}
+	return at(path, err)
+}
+
+// set reports whether h names a handler (forward or exec).
+func (h fileHandler) set() bool { return h.Forward != "" || h.Exec != nil }
+
+// optionsApply checks that a source's options apply to some handler of the
+// source (its own or its routes').
+func (h fileHandler) optionsApply(kinds map[string]bool) error {
+	if h.Retry4xx != nil && !kinds["forward"] {
+		return at("retry_4xx", errors.New("applies to forward handlers, and this source has none"))
+	}
+	if h.ConnectTimeoutS != nil && !kinds["forward"] {
+		return at("connect_timeout_s", errors.New("applies to forward handlers, and this source has none"))
+	}
+	if h.RetryNonzeroExit != nil && !kinds["exec"] {
+		return at("retry_nonzero_exit", errors.New("applies to exec handlers, and this source has none"))
+	}
+	return nil
+}
+
+// parseHandler validates h; options h leaves unset come from defaults (the
+// source's, for a route), else from the handler kind's defaults. strict
+// refuses options of the other handler kind.
+func parseHandler(h, defaults fileHandler, baseDir string, strict bool) (Handler, error) {
+	if h.Forward != "" && h.Exec != nil {
+		return Handler{}, errors.New("set only one of forward and exec")
+	}
+	out := Handler{Retry4xx: true, RetryNonzeroExit: true, ConnectTimeout: DefaultConnectTimeout}
+	if h.Forward != "" {
+		if err := CheckURL(h.Forward); err != nil {
+			return Handler{}, at("forward", err)
+		}
+		if strict && h.RetryNonzeroExit != nil {
+			return Handler{}, at("retry_nonzero_exit", errors.New("applies to exec handlers, not forward"))
+		}
+		out.Forward, out.Timeout = h.Forward, DefaultForwardTimeout
+	} else {
+		if len(h.Exec) == 0 || h.Exec[0] == "" {
+			return Handler{}, at("exec", errors.New(`needs a program as its first element: ["./script.sh", "arg"]`))
+		}
+		if strict && h.Retry4xx != nil {
+			return Handler{}, at("retry_4xx", errors.New("applies to forward handlers, not exec"))
+		}
+		if strict && h.ConnectTimeoutS != nil {
+			return Handler{}, at("connect_timeout_s", errors.New("applies to forward handlers, not exec"))
+		}
+		argv := slices.Clone(h.Exec)
+		if !filepath.IsAbs(argv[0]) && strings.ContainsRune(argv[0], '/') {
+			argv[0] = filepath.Join(baseDir, argv[0])
+		}
+		out.Exec, out.Timeout = argv, DefaultExecTimeout
+	}
+	pick := func(own, def *float64) *float64 {
+		if own != nil {
+			return own
+		}
+		return def
+	}
+	if v := pick(h.ConnectTimeoutS, defaults.ConnectTimeoutS); v != nil {
+		d, err := seconds(*v, 24*3600)
+		if err != nil {
+			return Handler{}, at("connect_timeout_s", err)
+		}
+		out.ConnectTimeout = d
+	}
+	if v := pick(h.TimeoutS, defaults.TimeoutS); v != nil {
+		d, err := seconds(*v, 24*3600)
+		if err != nil {
+			return Handler{}, at("timeout_s", err)
+		}
+		out.Timeout = d
+	}
+	for _, b := range []struct {
+		own, def *bool
+		dst      *bool
+	}{{h.Retry4xx, defaults.Retry4xx, &out.Retry4xx}, {h.RetryNonzeroExit, defaults.RetryNonzeroExit, &out.RetryNonzeroExit}} {
+		if b.own != nil {
+			*b.dst = *b.own
+		} else if b.def != nil {
+			*b.dst = *b.def
+		}
+	}
+	return out, nil
+}
+
+// eventName is an event type, optionally with its action after a dot
+// ("pull_request", "pull_request.opened", "invoice.payment_failed").
+var eventName = regexp.MustCompile(`^[A-Za-z0-9_:/-]+(\.[A-Za-z0-9_:/-]+)*$`)
+
+// checkEvents validates the event names of the list at path.
+func checkEvents(path string, events []string) error {
+	for i, e := range events {
+		var err error
+		switch {
+		case e == "*":
+		case strings.TrimSpace(e) == "":
+			err = errors.New("empty event name")
+		case strings.Contains(e, "*"):
+			err = fmt.Errorf(`invalid event name %q: the only wildcard is "*" on its own (a type alone, like "pull_request", already matches every action)`, e)
+		case len(e) > 200 || !eventName.MatchString(e):
+			err = fmt.Errorf(`invalid event name %q: letters, digits, "_", "-", ":" or "/", in parts separated by single dots`, e)
+		}
+		if err != nil {
+			return at(fmt.Sprintf("%s[%d]", path, i), err)
+		}
+	}
+	return nil
+}
+
+// coveredBy reports whether event e of a route can pass the source's events:
+// listed itself, as its type, or under "*".
+func coveredBy(sourceEvents []string, e string) bool {
+	typ, _, _ := strings.Cut(e, ".")
+	return slices.Contains(sourceEvents, "*") || slices.Contains(sourceEvents, e) || slices.Contains(sourceEvents, typ) ||
+		slices.ContainsFunc(sourceEvents, func(s string) bool { return strings.HasPrefix(s, e+".") })
+}
+
+func seconds(v float64, maxS float64) (time.Duration, error) {
+	if v <= 0 || v > maxS {
+		return 0, fmt.Errorf("must be more than 0 and at most %v, got %v", maxS, v)
 	}
 	return time.Duration(v * float64(time.Second)), nil
 }

@@ -22,40 +22,102 @@ func TestParseDesignExample(t *testing.T) {
 	require.Equal(t, "https://relay.example.com", c.CloudURL)
 	require.Equal(t, 30*time.Second, c.HeartbeatInterval)
 	require.Equal(t, DefaultWorkers, c.Workers)
+	require.Equal(t, DefaultMaxBackoff, c.MaxBackoff)
+	require.Equal(t, DefaultShutdownGrace, c.ShutdownGrace)
+	require.Equal(t, 30*24*time.Hour, c.LedgerRetention)
 	gh := c.Webhooks["github"]
-	require.Equal(t, "forward", gh.HandlerKind())
-	require.True(t, gh.Retry4xx)
-	require.Equal(t, DefaultConnectTimeout, gh.ConnectTimeout)
-	require.Equal(t, DefaultForwardTimeout, gh.Timeout)
-	require.Equal(t, []string{"/etc/relay/scripts/on-stripe.sh"}, c.Webhooks["stripe"].Exec)
-	require.Equal(t, DefaultExecTimeout, c.Webhooks["stripe"].Timeout)
+	require.False(t, gh.Parallel)
+	require.Equal(t, []Route{{Handler: Handler{Forward: "http://127.0.0.1:3000/github", Retry4xx: true,
+		RetryNonzeroExit: true, ConnectTimeout: DefaultConnectTimeout, Timeout: DefaultForwardTimeout}}}, gh.Routes)
+	require.Equal(t, "forward", gh.Routes[0].Handler.Kind())
+	st := c.Webhooks["stripe"].Routes[0].Handler
+	require.Equal(t, "exec", st.Kind())
+	require.Equal(t, []string{"/etc/relay/scripts/on-stripe.sh"}, st.Exec)
+	require.Equal(t, DefaultExecTimeout, st.Timeout)
 	require.False(t, c.Webhooks["slack"].Enabled)
+	require.Empty(t, c.Webhooks["slack"].Routes)
 
 	sub := c.Subscription()
 	require.Len(t, sub.Webhooks, 3)
 	require.Equal(t, []string{"pull_request", "push", "check_suite"}, sub.Webhooks["github"].Events)
+	require.Nil(t, sub.Webhooks["stripe"].Events)
 	require.False(t, sub.Webhooks["slack"].Enabled)
 }
 
 func TestParseOptionalKeys(t *testing.T) {
 	t.Parallel()
-	c, err := Parse([]byte(`{"workers": 2, "webhooks": {"billing": {"enabled": true,
+	c, err := Parse([]byte(`{"workers": 2, "max_backoff_s": 5, "shutdown_grace_s": 120, "ledger_retention_days": 7,
+		"webhooks": {"billing": {"enabled": true, "parallel": true, "provider": "stripe",
 		"forward": "http://localhost:9/x", "retry_4xx": false, "connect_timeout_s": 0.5, "timeout_s": 2}}}`), ".")
 	require.NoError(t, err)
 	require.Equal(t, "", c.CloudURL)
 	require.Equal(t, DefaultHeartbeatInterval, c.HeartbeatInterval)
 	require.Equal(t, 2, c.Workers)
+	require.Equal(t, 5*time.Second, c.MaxBackoff)
+	require.Equal(t, 2*time.Minute, c.ShutdownGrace)
+	require.Equal(t, 7*24*time.Hour, c.LedgerRetention)
 	b := c.Webhooks["billing"]
-	require.False(t, b.Retry4xx)
-	require.Equal(t, 500*time.Millisecond, b.ConnectTimeout)
-	require.Equal(t, 2*time.Second, b.Timeout)
+	require.True(t, b.Parallel)
+	require.Equal(t, "stripe", b.Provider)
+	h := b.Routes[0].Handler
+	require.False(t, h.Retry4xx)
+	require.Equal(t, 500*time.Millisecond, h.ConnectTimeout)
+	require.Equal(t, 2*time.Second, h.Timeout)
+}
+
+// TestParseRoutes: routes in order, then the source's own handler as the
+// catch-all; route options default to the source's, then to the kind's.
+func TestParseRoutes(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(`{"webhooks": {
+		"slack": {"enabled": true, "timeout_s": 60, "retry_nonzero_exit": false,
+			"routes": [
+				{"events": ["app_mention", "message"], "exec": ["bin/agent", "--reply"], "timeout_s": 900},
+				{"events": ["reaction_added"], "forward": "http://127.0.0.1:3000/reactions", "retry_4xx": false}],
+			"exec": ["/usr/bin/logger"]},
+		"github": {"enabled": true, "events": ["pull_request", "check_suite.completed"], "routes": [
+				{"events": ["pull_request.opened", "check_suite.completed"], "exec": ["./review.sh"], "retry_nonzero_exit": true}]}}}`), "/cfg")
+	require.NoError(t, err)
+	sl := c.Webhooks["slack"]
+	require.Len(t, sl.Routes, 3)
+	require.Equal(t, Route{Events: []string{"app_mention", "message"}, Handler: Handler{
+		Exec: []string{"/cfg/bin/agent", "--reply"}, Retry4xx: true, RetryNonzeroExit: false,
+		ConnectTimeout: DefaultConnectTimeout, Timeout: 900 * time.Second}}, sl.Routes[0])
+	require.Equal(t, Route{Events: []string{"reaction_added"}, Handler: Handler{
+		Forward: "http://127.0.0.1:3000/reactions", Retry4xx: false, RetryNonzeroExit: false,
+		ConnectTimeout: DefaultConnectTimeout, Timeout: 60 * time.Second}}, sl.Routes[1])
+	require.Equal(t, Route{Handler: Handler{Exec: []string{"/usr/bin/logger"}, Retry4xx: true,
+		RetryNonzeroExit: false, ConnectTimeout: DefaultConnectTimeout, Timeout: 60 * time.Second}}, sl.Routes[2])
+	gh := c.Webhooks["github"]
+	require.Len(t, gh.Routes, 1)
+	require.True(t, gh.Routes[0].Handler.RetryNonzeroExit)
+
+	sub := c.Subscription()
+	require.Nil(t, sub.Webhooks["slack"].Events, "a catch-all handler wants every event")
+	require.Equal(t, []string{"pull_request", "check_suite.completed"}, sub.Webhooks["github"].Events)
+
+	// Without the source's own events or a catch-all, the cloud is asked for
+	// what the routes take.
+	c, err = Parse([]byte(`{"webhooks": {"slack": {"enabled": true, "routes": [
+		{"events": ["app_mention"], "exec": ["a"]}, {"events": ["message", "app_mention"], "exec": ["b"]}]},
+		"any": {"enabled": true, "routes": [{"events": ["x"], "exec": ["a"]}, {"events": ["*"], "exec": ["b"]}]}}}`), ".")
+	require.NoError(t, err)
+	require.Equal(t, []string{"app_mention", "message"}, c.Subscription().Webhooks["slack"].Events)
+	require.Nil(t, c.Subscription().Webhooks["any"].Events)
 }
 
 func TestParseErrors(t *testing.T) {
 	t.Parallel()
+	src := func(body string) string { return `{"webhooks": {"github": ` + body + `}}` }
 	for _, tc := range []struct{ name, json, want string }{
-		{"unknown top-level key", `{"cloud": "https://x"}`, `unknown field "cloud"`},
-		{"unknown source key", `{"webhooks": {"gh": {"enabled": true, "forward": "http://x", "fwd": 1}}}`, `unknown field "fwd"`},
+		{"unknown top-level key", `{"cloud": "https://x"}`, `unknown top-level key "cloud" (known keys: cloud_url, heartbeat_interval_s, ledger_retention_days, max_backoff_s, shutdown_grace_s, webhooks, workers)`},
+		{"unknown source key", src(`{"enabled": true, "forward": "http://x", "fwd": 1}`), `webhooks.github: unknown key "fwd"`},
+		{"unknown route key", src(`{"enabled": true, "routes": [{"events": ["push"], "exec": ["a"], "parallel": true}]}`), `webhooks.github.routes[0]: unknown key "parallel"`},
+		{"wrong type", src(`{"enabled": "yes"}`), `webhooks.github.enabled: want true or false, got "yes"`},
+		{"wrong list item", src(`{"enabled": true, "exec": ["a", 1]}`), `webhooks.github.exec[1]: want a string, got 1`},
+		{"fractional int", `{"workers": 1.5}`, `workers: want a whole number, got 1.5`},
+		{"null source", `{"webhooks": {"github": null}}`, `webhooks.github: want an object, got null`},
+		{"not an object", `[]`, `the configuration: want an object, got a list`},
 		{"trailing data", `{} {}`, "after the top-level object"},
 		{"not json", `cloud_url = 1`, "invalid JSON"},
 		{"bad cloud url scheme", `{"cloud_url": "ftp://relay"}`, "cloud_url: invalid URL"},
@@ -64,19 +126,50 @@ func TestParseErrors(t *testing.T) {
 		{"zero interval", `{"heartbeat_interval_s": 0}`, "heartbeat_interval_s"},
 		{"negative interval", `{"heartbeat_interval_s": -5}`, "heartbeat_interval_s"},
 		{"zero workers", `{"workers": 0}`, "workers"},
-		{"enabled without handler", `{"webhooks": {"github": {"enabled": true}}}`, "webhooks.github: enabled but has no handler"},
-		{"both handlers", `{"webhooks": {"github": {"enabled": true, "forward": "http://x", "exec": ["a"]}}}`, "only one of"},
-		{"bad forward url", `{"webhooks": {"github": {"enabled": true, "forward": "127.0.0.1:3000/github"}}}`, "forward: invalid URL"},
-		{"empty exec", `{"webhooks": {"github": {"enabled": true, "exec": []}}}`, "exec: needs a program"},
-		{"empty event", `{"webhooks": {"github": {"enabled": true, "forward": "http://x", "events": [""]}}}`, "empty event type"},
-		{"bad timeout", `{"webhooks": {"github": {"enabled": true, "forward": "http://x", "timeout_s": 0}}}`, "timeout_s"},
+		{"bad backoff", `{"max_backoff_s": 0}`, "max_backoff_s: must be more than 0"},
+		{"bad retention", `{"ledger_retention_days": 0}`, "ledger_retention_days: must be between 1 and 3650"},
+		{"enabled without handler", src(`{"enabled": true}`), "webhooks.github: enabled but has no handler: set forward, exec or routes"},
+		{"both handlers", src(`{"enabled": true, "forward": "http://x", "exec": ["a"]}`), "webhooks.github: set only one of forward and exec"},
+		{"bad forward url", src(`{"enabled": true, "forward": "127.0.0.1:3000/github"}`), "webhooks.github.forward: invalid URL"},
+		{"empty exec", src(`{"enabled": true, "exec": []}`), "webhooks.github.exec: needs a program"},
+		{"empty event", src(`{"enabled": true, "forward": "http://x", "events": ["push", ""]}`), "webhooks.github.events[1]: empty event name"},
+		{"event with space", src(`{"enabled": true, "forward": "http://x", "events": ["pull request"]}`), `webhooks.github.events[0]: invalid event name "pull request"`},
+		{"partial wildcard", src(`{"enabled": true, "forward": "http://x", "events": ["pull_request.*"]}`), `the only wildcard is "*" on its own`},
+		{"double dot", src(`{"enabled": true, "forward": "http://x", "events": ["a..b"]}`), `invalid event name "a..b"`},
+		{"bad timeout", src(`{"enabled": true, "forward": "http://x", "timeout_s": 0}`), "webhooks.github.timeout_s"},
 		{"bad source name", `{"webhooks": {"git hub": {"enabled": false}}}`, "invalid source name"},
+		{"unknown provider", src(`{"enabled": true, "forward": "http://x", "provider": "gitlab"}`), `webhooks.github.provider: unknown payload parser "gitlab"`},
+		{"route without events", src(`{"enabled": true, "routes": [{"exec": ["a"]}]}`), `webhooks.github.routes[0].events: a route needs its events`},
+		{"route without handler", src(`{"enabled": true, "routes": [{"events": ["push"]}]}`), `webhooks.github.routes[0]: a route needs a handler`},
+		{"route with both", src(`{"enabled": true, "routes": [{"events": ["push"], "exec": ["a"], "forward": "http://x"}]}`), `webhooks.github.routes[0]: set only one of forward and exec`},
+		{"route bad event", src(`{"enabled": true, "routes": [{"events": ["push", "a b"], "exec": ["a"]}]}`), `webhooks.github.routes[0].events[1]: invalid event name`},
+		{"route bad url", src(`{"enabled": true, "routes": [{"events": ["push"], "forward": "nope"}]}`), `webhooks.github.routes[0].forward: invalid URL`},
+		{"route event never arrives", src(`{"enabled": true, "events": ["push"], "routes": [{"events": ["issues"], "exec": ["a"]}]}`), `webhooks.github.routes[0].events[0]: "issues" is not in the source's events`},
+		{"route option of other kind", src(`{"enabled": true, "routes": [{"events": ["push"], "exec": ["a"], "retry_4xx": false}]}`), `webhooks.github.routes[0].retry_4xx: applies to forward handlers, not exec`},
+		{"source option applies to nothing", src(`{"enabled": true, "retry_nonzero_exit": false, "forward": "http://x"}`), `webhooks.github.retry_nonzero_exit: applies to exec handlers, and this source has none`},
+		{"connect timeout on exec", src(`{"enabled": true, "exec": ["a"], "connect_timeout_s": 1}`), `webhooks.github.connect_timeout_s: applies to forward handlers`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.json), ".")
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func TestParseAcceptsEventForms(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(`{"webhooks": {"x": {"enabled": true, "exec": ["a"], "events":
+		["*", "push", "pull_request.opened", "invoice.payment_failed", "customer.subscription.updated", "Push_Hook", "team:join", "a/b-c"]}}}`), ".")
+	require.NoError(t, err)
+	// A route event may name an action of a type the source wants, and a
+	// source event may name an action of a route's type.
+	_, err = Parse([]byte(`{"webhooks": {"x": {"enabled": true, "events": ["pull_request", "check_suite.completed"], "routes": [
+		{"events": ["pull_request.opened"], "exec": ["a"]}, {"events": ["check_suite"], "exec": ["b"]}]}}}`), ".")
+	require.NoError(t, err)
+	// A disabled source may keep its handler; nulls mean absent.
+	c, err := Parse([]byte(`{"workers": null, "webhooks": {"x": {"enabled": false, "forward": "http://x", "events": null}}}`), ".")
+	require.NoError(t, err)
+	require.Equal(t, DefaultWorkers, c.Workers)
 }
 
 func TestLoadMissingFile(t *testing.T) {

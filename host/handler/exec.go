@@ -9,10 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/host/summary"
 )
 
 // ExecOptions configures an Exec handler.
@@ -23,9 +24,8 @@ type ExecOptions struct {
 }
 
 // Exec runs a program per webhook: the raw body on stdin, the metadata in the
-// environment (RELAY_DELIVERY_ID, RELAY_SOURCE, RELAY_EVENT_TYPE,
-// RELAY_EVENT_ACTION, RELAY_ATTEMPT, RELAY_CORRELATION_ID, IDEMPOTENCY_KEY).
-// Exit 0 is success. On timeout the program's whole process group is killed.
+// environment (see Env). Exit 0 is success. On timeout the program's whole
+// process group is killed.
 type Exec struct {
 	opts ExecOptions
 }
@@ -41,58 +41,94 @@ func NewExec(opts ExecOptions) (*Exec, error) {
 // Name describes the handler for the ledger.
 func (e *Exec) Name() string { return "exec " + filepath.Base(e.opts.Argv[0]) }
 
-// Handle runs the program for w.
-func (e *Exec) Handle(ctx context.Context, w shared.Webhook) Outcome {
+// Env is what a job adds to the program's environment: RELAY_DELIVERY_ID,
+// RELAY_SOURCE, RELAY_EVENT_TYPE, RELAY_EVENT_ACTION, RELAY_ATTEMPT,
+// RELAY_CORRELATION_ID, IDEMPOTENCY_KEY, RELAY_SUMMARY and the summary's
+// fields (RELAY_GITHUB_REPO, RELAY_SLACK_THREAD_TS, …).
+func Env(job Job) []string {
+	w := job.Webhook
+	return append([]string{
+		"RELAY_DELIVERY_ID=" + w.DeliveryID,
+		"RELAY_SOURCE=" + w.Source,
+		"RELAY_EVENT_TYPE=" + w.EventType,
+		"RELAY_EVENT_ACTION=" + w.EventAction,
+		"RELAY_ATTEMPT=" + strconv.Itoa(w.Attempt),
+		"RELAY_CORRELATION_ID=" + w.CorrelationID,
+		"IDEMPOTENCY_KEY=" + w.DeliveryID,
+		"RELAY_SUMMARY=" + strings.ReplaceAll(job.Summary.Text, "\x00", ""),
+	}, job.Summary.Env()...)
+}
+
+// inherited is the host's own environment without the variables a job sets,
+// so that a field a webhook lacks is absent rather than inherited.
+func inherited() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "RELAY_DELIVERY_ID", "RELAY_SOURCE", "RELAY_EVENT_TYPE", "RELAY_EVENT_ACTION", "RELAY_ATTEMPT",
+			"RELAY_CORRELATION_ID", "IDEMPOTENCY_KEY", "RELAY_SUMMARY":
+			continue
+		}
+		drop := false
+		for _, p := range summary.EnvPrefixes {
+			drop = drop || strings.HasPrefix(name, p)
+		}
+		if !drop {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Handle runs the program for the job.
+func (e *Exec) Handle(ctx context.Context, job Job) Outcome {
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 
 	cmd := exec.CommandContext(ctx, e.opts.Argv[0], e.opts.Argv[1:]...)
-	cmd.Stdin = bytes.NewReader(w.RawBody)
-	var stdout, stderr tailBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.Env = append(os.Environ(),
-		"RELAY_DELIVERY_ID="+w.DeliveryID,
-		"RELAY_SOURCE="+w.Source,
-		"RELAY_EVENT_TYPE="+w.EventType,
-		"RELAY_EVENT_ACTION="+w.EventAction,
-		"RELAY_ATTEMPT="+strconv.Itoa(w.Attempt),
-		"RELAY_CORRELATION_ID="+w.CorrelationID,
-		"IDEMPOTENCY_KEY="+w.DeliveryID,
-	)
-	killGroupOnCancel(cmd)
+	cmd.Stdin = bytes.NewReader(job.Webhook.RawBody)
+	out := &tailBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(inherited(), Env(job)...)
+	ownProcessGroup(cmd)
 	// Children that keep stdout open must not hold Wait forever.
 	cmd.WaitDelay = 2 * time.Second
 
 	err := cmd.Run()
-	switch {
-	case err == nil:
-		o := Outcome{OK: true, Summary: "exit 0"}
-		if s := snippet(stdout.Bytes()); s != "" {
-			o.Summary += ": " + s
-		}
-		return o
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return failure(true, fmt.Sprintf("timeout after %s: process group killed", e.opts.Timeout))
-	case errors.Is(ctx.Err(), context.Canceled):
-		return failure(true, "canceled: host shutting down")
+	o := Outcome{Output: tail(out.Bytes(), MaxOutput)}
+	if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() >= 0 {
+		code := cmd.ProcessState.ExitCode()
+		o.ExitCode = &code
 	}
 	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
-		msg := fmt.Sprintf("exit %d", exitErr.ExitCode())
-		if exitErr.ExitCode() < 0 {
-			msg = exitErr.String()
+	switch {
+	case err == nil:
+		o.OK = true
+		return o
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		o.Retryable, o.Error = true, fmt.Sprintf("timeout after %s: process group killed", e.opts.Timeout)
+		o.ExitCode = nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		o.Retryable, o.Error = true, "canceled: host shutting down"
+		o.ExitCode = nil
+	case errors.As(err, &exitErr):
+		o.Retryable, o.Error = e.opts.RetryNonzeroExit, exitErr.String() // "exit status 3", "signal: killed"
+		if o.ExitCode != nil {
+			o.Error = fmt.Sprintf("exit %d", *o.ExitCode)
 		}
-		if s := snippet(stderr.Bytes()); s != "" {
-			msg += ": " + s
+		if s := lastLine(o.Output); s != "" {
+			o.Error += ": " + s
 		}
-		return failure(e.opts.RetryNonzeroExit, msg)
+	default:
+		// The program could not be started (missing, not executable): the
+		// operator can fix that, so the cloud may retry.
+		o.Retryable, o.Error = true, fmt.Sprintf("start: %v", err)
 	}
-	// The program could not be started (missing, not executable): the
-	// operator can fix that, so the cloud may retry.
-	return failure(true, fmt.Sprintf("start: %v", err))
+	return o
 }
 
-// tailBuffer keeps the last few KiB written to it.
+// tailBuffer keeps the last bytes written to it.
 type tailBuffer struct {
 	mu  sync.Mutex
 	buf []byte

@@ -4,6 +4,6 @@ package handler
 
 import "os/exec"
 
-// killGroupOnCancel falls back to killing the program alone where process
+// ownProcessGroup falls back to killing the program alone where process
 // groups are not available.
-func killGroupOnCancel(*exec.Cmd) {}
+func ownProcessGroup(*exec.Cmd) {}

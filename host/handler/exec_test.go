@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/host/summary"
 )
 
 func writeScript(t *testing.T, body string) string {
@@ -21,10 +23,12 @@ func writeScript(t *testing.T, body string) string {
 }
 
 func TestExecPassesPayloadAndEnvironment(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it sets the host's own environment.
+	t.Setenv("RELAY_SLACK_CHANNEL", "inherited, must not leak")
+	t.Setenv("RELAY_HOST_STATE", "/kept")
 	dir := t.TempDir()
 	script := writeScript(t, `cat > "$1/stdin"
-env | grep -E '^(RELAY_(DELIVERY_ID|SOURCE|EVENT_TYPE|EVENT_ACTION|ATTEMPT|CORRELATION_ID)|IDEMPOTENCY_KEY)=' | sort > "$1/env"
+env | grep -E '^(RELAY_|IDEMPOTENCY_KEY=)' | sort > "$1/env"
 echo handled
 `)
 	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 10 * time.Second, RetryNonzeroExit: true})
@@ -33,9 +37,12 @@ echo handled
 
 	w := testWebhook("payload ✓ with\x00nul\n")
 	w.EventAction = "opened"
-	out := e.Handle(context.Background(), w)
+	job := Job{Webhook: w, Summary: summary.Summary{Text: "pull_request.opened acme/app #7",
+		Fields: map[string]string{"github.repo": "acme/app", "github.number": "7"}}}
+	out := e.Handle(context.Background(), job)
 	require.True(t, out.OK, out.Error)
-	require.Equal(t, "exit 0: handled", out.Summary)
+	require.Equal(t, "handled", out.Output)
+	require.Equal(t, 0, *out.ExitCode)
 
 	stdin, err := os.ReadFile(filepath.Join(dir, "stdin"))
 	require.NoError(t, err)
@@ -49,27 +56,34 @@ echo handled
 		"RELAY_DELIVERY_ID=github:abc123:1707912345000",
 		"RELAY_EVENT_ACTION=opened",
 		"RELAY_EVENT_TYPE=pull_request",
+		"RELAY_GITHUB_NUMBER=7",
+		"RELAY_GITHUB_REPO=acme/app",
+		"RELAY_HOST_STATE=/kept",
 		"RELAY_SOURCE=github",
+		"RELAY_SUMMARY=pull_request.opened acme/app #7",
 	}, "\n")+"\n", string(env))
 }
 
 func TestExecFailures(t *testing.T) {
 	t.Parallel()
-	script := writeScript(t, "echo 'bad payload' >&2\nexit 3\n")
+	script := writeScript(t, "echo 'reading payload'\necho 'bad payload' >&2\nexit 3\n")
 	for _, retry := range []bool{true, false} {
 		e, err := NewExec(ExecOptions{Argv: []string{script}, Timeout: 10 * time.Second, RetryNonzeroExit: retry})
 		require.NoError(t, err)
-		out := e.Handle(context.Background(), testWebhook("{}"))
+		out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 		require.False(t, out.OK)
 		require.Equal(t, retry, out.Retryable)
 		require.Equal(t, "exit 3: bad payload", out.Error)
+		require.Equal(t, 3, *out.ExitCode)
+		require.Equal(t, "reading payload\nbad payload", out.Output, "stdout and stderr as written")
 	}
 
 	e, err := NewExec(ExecOptions{Argv: []string{filepath.Join(t.TempDir(), "missing")}, Timeout: time.Second})
 	require.NoError(t, err)
-	out := e.Handle(context.Background(), testWebhook("{}"))
+	out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 	require.False(t, out.OK)
 	require.True(t, out.Retryable)
+	require.Nil(t, out.ExitCode)
 	require.Contains(t, out.Error, "start:")
 }
 
@@ -84,9 +98,10 @@ wait
 `)
 	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 300 * time.Millisecond})
 	require.NoError(t, err)
-	out := e.Handle(context.Background(), testWebhook("{}"))
+	out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 	require.False(t, out.OK)
 	require.True(t, out.Retryable)
+	require.Nil(t, out.ExitCode)
 	require.Contains(t, out.Error, "timeout after 300ms")
 
 	raw, err := os.ReadFile(filepath.Join(dir, "child"))
@@ -104,4 +119,20 @@ wait
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func TestExecKeepsTheEndOfLongOutput(t *testing.T) {
+	t.Parallel()
+	script := writeScript(t, `i=0
+while [ $i -lt 500 ]; do echo "line $i of some output"; i=$((i+1)); done
+echo 'last words' >&2
+exit 1
+`)
+	e, err := NewExec(ExecOptions{Argv: []string{script}, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
+	require.LessOrEqual(t, len(out.Output), MaxOutput+len("…"))
+	require.True(t, strings.HasPrefix(out.Output, "…"))
+	require.True(t, strings.HasSuffix(out.Output, "line 499 of some output\nlast words"))
+	require.Equal(t, "exit 1: last words", out.Error)
 }

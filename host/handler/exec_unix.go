@@ -7,10 +7,11 @@ import (
 	"syscall"
 )
 
-// killGroupOnCancel starts the program in its own process group and makes
+// ownProcessGroup starts the program in its own process group and makes
 // cancellation kill the whole group, grandchildren included.
-func killGroupOnCancel(cmd *exec.Cmd) {
+func ownProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setParentDeathSignal(cmd.SysProcAttr)
 	cmd.Cancel = func() error {
 		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}

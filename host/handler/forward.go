@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -76,10 +77,11 @@ var hopByHop = map[string]bool{
 	"Host":                true,
 }
 
-// Handle forwards w and maps the answer: 2xx is success; 429, 5xx, timeouts
-// and connection errors are retryable; other answers are retryable only when
-// Retry4xx is set.
-func (f *Forward) Handle(ctx context.Context, w shared.Webhook) Outcome {
+// Handle forwards the job's webhook and maps the answer: 2xx is success; 429,
+// 5xx, timeouts and connection errors are retryable; other answers are
+// retryable only when Retry4xx is set.
+func (f *Forward) Handle(ctx context.Context, job Job) Outcome {
+	w := job.Webhook
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 
@@ -116,26 +118,24 @@ func (f *Forward) Handle(ctx context.Context, w shared.Webhook) Outcome {
 		return failure(true, describeTransportError(ctx, err, f.opts.Timeout))
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxOutput+utf8.UTFMax))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // let the connection be reused
 
-	status := fmt.Sprintf("HTTP %d", resp.StatusCode)
+	o := Outcome{ResponseStatus: resp.StatusCode, Output: head(body, MaxOutput)}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		o := Outcome{OK: true, Summary: status}
-		if s := snippet(body); s != "" {
-			o.Summary += ": " + s
-		}
+		o.OK = true
 		return o
 	}
-	msg := status
+	msg := fmt.Sprintf("HTTP %d", resp.StatusCode)
 	if loc := resp.Header.Get("Location"); resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
 		msg += " redirect to " + loc + " (not followed)"
 	}
 	if s := snippet(body); s != "" {
 		msg += ": " + s
 	}
-	retryable := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || f.opts.Retry4xx
-	return failure(retryable, msg)
+	o.Error = msg
+	o.Retryable = resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 || f.opts.Retry4xx
+	return o
 }
 
 func describeTransportError(ctx context.Context, err error, timeout time.Duration) string {

@@ -66,9 +66,10 @@ func TestForwardByteExactWithHeaders(t *testing.T) {
 
 	f := newForward(t, srv.URL+"/github?x=1", nil)
 	require.Equal(t, "forward "+srv.URL+"/github", f.Name())
-	out := f.Handle(context.Background(), testWebhook(body))
+	out := f.Handle(context.Background(), Job{Webhook: testWebhook(body)})
 	require.True(t, out.OK, out.Error)
-	require.Equal(t, "HTTP 202: thanks", out.Summary)
+	require.Equal(t, 202, out.ResponseStatus)
+	require.Equal(t, "thanks", out.Output)
 
 	r := <-got
 	require.Equal(t, []byte(body), <-gotBody, "body must be byte-exact")
@@ -115,8 +116,9 @@ func TestForwardOutcomes(t *testing.T) {
 			}
 		}))
 		out := newForward(t, srv.URL, func(o *ForwardOptions) { o.Retry4xx = tc.retry4xx }).
-			Handle(context.Background(), testWebhook("{}"))
+			Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 		srv.Close()
+		require.Equal(t, tc.status, out.ResponseStatus)
 		require.Equal(t, tc.ok, out.OK, "status %d", tc.status)
 		require.Equal(t, tc.retryable, out.Retryable, "status %d", tc.status)
 		require.Contains(t, out.Error, tc.errPart, "status %d", tc.status)
@@ -130,11 +132,15 @@ func TestForwardTruncatesResponseBody(t *testing.T) {
 		io.WriteString(w, strings.Repeat("é", 10000))
 	}))
 	t.Cleanup(srv.Close)
-	out := newForward(t, srv.URL, nil).Handle(context.Background(), testWebhook("{}"))
+	out := newForward(t, srv.URL, nil).Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 	require.False(t, out.OK)
 	require.LessOrEqual(t, len(out.Error), 300)
 	require.True(t, strings.HasSuffix(out.Error, "…"))
 	require.NotContains(t, out.Error, "\uFFFD", "never cut inside a UTF-8 sequence")
+	require.LessOrEqual(t, len(out.Output), MaxOutput+len("…"))
+	require.Greater(t, len(out.Output), MaxOutput-4)
+	require.True(t, strings.HasPrefix(out.Output, "éé"))
+	require.True(t, strings.HasSuffix(out.Output, "é…"))
 }
 
 func TestForwardDoesNotFollowRedirects(t *testing.T) {
@@ -150,7 +156,7 @@ func TestForwardDoesNotFollowRedirects(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	out := newForward(t, srv.URL+"/old", func(o *ForwardOptions) { o.Retry4xx = false }).
-		Handle(context.Background(), testWebhook("{}"))
+		Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 	require.False(t, out.OK)
 	require.False(t, out.Retryable)
 	require.Contains(t, out.Error, "HTTP 307 redirect to /new (not followed)")
@@ -169,7 +175,7 @@ func TestForwardTimeout(t *testing.T) {
 	}))
 	t.Cleanup(func() { close(release); srv.Close() })
 	out := newForward(t, srv.URL, func(o *ForwardOptions) { o.Timeout = 100 * time.Millisecond }).
-		Handle(context.Background(), testWebhook("{}"))
+		Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 	require.False(t, out.OK)
 	require.True(t, out.Retryable)
 	require.Contains(t, out.Error, "timeout after 100ms")
@@ -182,7 +188,7 @@ func TestForwardConnectionRefused(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 
-	out := newForward(t, "http://user:pw@"+addr+"/x", nil).Handle(context.Background(), testWebhook("{}"))
+	out := newForward(t, "http://user:pw@"+addr+"/x", nil).Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 	require.False(t, out.OK)
 	require.True(t, out.Retryable)
 	require.Contains(t, out.Error, "connection error")

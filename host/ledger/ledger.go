@@ -9,8 +9,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -44,18 +46,32 @@ func (r Result) Done() bool { return r == ResultSuccess || r == ResultSkipped }
 
 // Entry is one processed delivery.
 type Entry struct {
-	DeliveryID    string    `json:"delivery_id"`
-	Source        string    `json:"source"`
-	EventType     string    `json:"event_type"`
-	EventAction   string    `json:"event_action"`
-	ProcessedAt   time.Time `json:"processed_at"`
-	Result        Result    `json:"result"`
-	Attempts      int       `json:"attempts"`
-	Error         string    `json:"error"`
-	DurationMS    int64     `json:"duration_ms"`
-	CorrelationID string    `json:"correlation_id"`
-	Handler       string    `json:"handler"`
-	Summary       string    `json:"summary"`
+	DeliveryID  string    `json:"delivery_id"`
+	Source      string    `json:"source"`
+	EventType   string    `json:"event_type"`
+	EventAction string    `json:"event_action"`
+	ReceivedAt  time.Time `json:"received_at"` // when the cloud took the webhook in
+	ProcessedAt time.Time `json:"processed_at"`
+	Result      Result    `json:"result"`
+	// Attempts counts the runs this host recorded; CloudAttempt is the
+	// cloud's attempt number of the last one.
+	Attempts      int    `json:"attempts"`
+	CloudAttempt  int    `json:"cloud_attempt"`
+	Error         string `json:"error"`
+	DurationMS    int64  `json:"duration_ms"`
+	CorrelationID string `json:"correlation_id"`
+	Handler       string `json:"handler"`
+	// ResponseStatus is the forward target's HTTP status, ExitCode the exec
+	// program's exit code; nil when there was none.
+	ResponseStatus *int `json:"response_status"`
+	ExitCode       *int `json:"exit_code"`
+	// Output is the start of the forward target's answer or the end of the
+	// program's output (truncated), or why the webhook was skipped.
+	Output string `json:"output"`
+	// Summary is one line about the webhook ("pull_request.opened acme/app #7");
+	// Fields are what the host read from its payload ("slack.thread_ts": "…").
+	Summary string            `json:"summary"`
+	Fields  map[string]string `json:"fields"`
 }
 
 // OutboxKind says whether an outbox entry is an ack or a nack.
@@ -81,14 +97,18 @@ type OutboxEntry struct {
 
 // Ledger is the SQLite-backed ledger. It writes through a single connection
 // and reads through a small pool of read-only ones (WAL lets them run
-// concurrently with the writer).
+// concurrently with the writer, in this process or another).
 type Ledger struct {
-	write *sql.DB
+	write *sql.DB // nil when opened with OpenReadOnly
 	read  *sql.DB
 }
 
+// ErrReadOnly is returned by writes to a ledger opened with OpenReadOnly.
+var ErrReadOnly = errors.New("ledger opened read-only")
+
 // Open opens (creating if needed) the ledger at path and brings its schema up
-// to date. Opening an existing ledger again is harmless.
+// to date. Opening an existing ledger again is harmless. Every write is
+// durable (synchronous=FULL) when it returns.
 func Open(ctx context.Context, path string) (*Ledger, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open ledger %q: path must not contain '?' or '#'", path)
@@ -118,8 +138,41 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	return &Ledger{write: write, read: read}, nil
 }
 
+// OpenReadOnly opens an existing ledger for reading only, as the ledger
+// commands do while `host run` may be writing it. It never creates the file
+// nor changes its schema: a ledger of another schema version is refused.
+func OpenReadOnly(ctx context.Context, path string) (*Ledger, error) {
+	if strings.ContainsAny(path, "?#%") {
+		return nil, fmt.Errorf("open ledger %q: path must not contain '?', '#' or '%%'", path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	read, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %q: %w", path, err)
+	}
+	read.SetMaxOpenConns(2)
+	var version int
+	if err := read.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		read.Close()
+		return nil, fmt.Errorf("open ledger %q: %w", path, err)
+	}
+	if version != len(migrations) {
+		read.Close()
+		if version < len(migrations) {
+			return nil, fmt.Errorf("open ledger %q: schema version %d is older than this binary's (%d): start `host run` once to upgrade it", path, version, len(migrations))
+		}
+		return nil, fmt.Errorf("open ledger %q: schema version %d is newer than this binary knows (%d)", path, version, len(migrations))
+	}
+	return &Ledger{read: read}, nil
+}
+
 // Close closes the ledger's connections.
 func (l *Ledger) Close() error {
+	if l.write == nil {
+		return l.read.Close()
+	}
 	return errors.Join(l.read.Close(), l.write.Close())
 }
 
@@ -149,6 +202,13 @@ var migrations = []string{
 		created_at  INTEGER NOT NULL -- unix milliseconds
 	);
 	CREATE INDEX outbox_delivery_id ON outbox (delivery_id);`,
+	`ALTER TABLE ledger ADD COLUMN received_at INTEGER NOT NULL DEFAULT 0; -- unix milliseconds
+	ALTER TABLE ledger ADD COLUMN cloud_attempt INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE ledger ADD COLUMN response_status INTEGER;
+	ALTER TABLE ledger ADD COLUMN exit_code INTEGER;
+	ALTER TABLE ledger ADD COLUMN output TEXT NOT NULL DEFAULT '';
+	ALTER TABLE ledger ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'; -- JSON object of strings
+	CREATE INDEX ledger_source ON ledger (source, processed_at DESC, delivery_id DESC);`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -175,23 +235,59 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return tx.Commit()
 }
 
-const entryColumns = `delivery_id, source, event_type, event_action, processed_at, result,
-	attempts, error, duration_ms, correlation_id, handler, summary`
+const entryColumns = `delivery_id, source, event_type, event_action, received_at, processed_at, result,
+	attempts, cloud_attempt, error, duration_ms, correlation_id, handler, response_status, exit_code,
+	output, summary, fields`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanEntry(s scanner) (Entry, error) {
 	var (
-		e           Entry
-		processedAt int64
+		e                       Entry
+		receivedAt, processedAt int64
+		status, exitCode        sql.NullInt64
+		fields                  string
 	)
-	err := s.Scan(&e.DeliveryID, &e.Source, &e.EventType, &e.EventAction, &processedAt, &e.Result,
-		&e.Attempts, &e.Error, &e.DurationMS, &e.CorrelationID, &e.Handler, &e.Summary)
+	err := s.Scan(&e.DeliveryID, &e.Source, &e.EventType, &e.EventAction, &receivedAt, &processedAt, &e.Result,
+		&e.Attempts, &e.CloudAttempt, &e.Error, &e.DurationMS, &e.CorrelationID, &e.Handler, &status, &exitCode,
+		&e.Output, &e.Summary, &fields)
 	if err != nil {
 		return Entry{}, err
 	}
+	if receivedAt != 0 {
+		e.ReceivedAt = time.UnixMilli(receivedAt).UTC()
+	}
 	e.ProcessedAt = time.UnixMilli(processedAt).UTC()
+	if status.Valid {
+		e.ResponseStatus = ptr(int(status.Int64))
+	}
+	if exitCode.Valid {
+		e.ExitCode = ptr(int(exitCode.Int64))
+	}
+	if err := json.Unmarshal([]byte(fields), &e.Fields); err != nil {
+		return Entry{}, fmt.Errorf("fields of %q: %w", e.DeliveryID, err)
+	}
+	if len(e.Fields) == 0 {
+		e.Fields = nil
+	}
 	return e, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// nullable stores nil as NULL.
+func nullable(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func unixMilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // DeliveryGet returns the ledger row of a delivery, or ErrNotFound.
@@ -228,20 +324,31 @@ func (l *Ledger) DeliveryRecord(ctx context.Context, p RecordParams) (int, error
 	if e.Result == ResultError {
 		ob.Kind, ob.Error, ob.Retryable = OutboxNack, e.Error, p.Retryable
 	}
+	fields := []byte("{}")
+	if len(e.Fields) > 0 {
+		var err error
+		if fields, err = json.Marshal(e.Fields); err != nil {
+			return 0, fmt.Errorf("record delivery %q: encode fields: %w", e.DeliveryID, err)
+		}
+	}
 	var attempts int
 	err := l.inTx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `INSERT INTO ledger (`+entryColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (delivery_id) DO UPDATE SET
 				source = excluded.source, event_type = excluded.event_type,
-				event_action = excluded.event_action, processed_at = excluded.processed_at,
-				result = excluded.result, attempts = ledger.attempts + 1,
+				event_action = excluded.event_action, received_at = excluded.received_at,
+				processed_at = excluded.processed_at, result = excluded.result,
+				attempts = ledger.attempts + 1, cloud_attempt = excluded.cloud_attempt,
 				error = excluded.error, duration_ms = excluded.duration_ms,
 				correlation_id = excluded.correlation_id, handler = excluded.handler,
-				summary = excluded.summary
+				response_status = excluded.response_status, exit_code = excluded.exit_code,
+				output = excluded.output, summary = excluded.summary, fields = excluded.fields
 			RETURNING attempts`,
-			e.DeliveryID, e.Source, e.EventType, e.EventAction, e.ProcessedAt.UnixMilli(), e.Result,
-			e.Error, e.DurationMS, e.CorrelationID, e.Handler, e.Summary).Scan(&attempts)
+			e.DeliveryID, e.Source, e.EventType, e.EventAction, unixMilliOrZero(e.ReceivedAt),
+			e.ProcessedAt.UnixMilli(), e.Result, e.CloudAttempt, e.Error, e.DurationMS, e.CorrelationID,
+			e.Handler, nullable(e.ResponseStatus), nullable(e.ExitCode), e.Output, e.Summary,
+			string(fields)).Scan(&attempts)
 		if err != nil {
 			return fmt.Errorf("upsert ledger row: %w", err)
 		}
@@ -427,6 +534,9 @@ func decodeCursor(c string) (int64, string, error) {
 }
 
 func (l *Ledger) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	if l.write == nil {
+		return ErrReadOnly
+	}
 	tx, err := l.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -439,4 +549,16 @@ func (l *Ledger) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// ParseSince reads a "since" filter: an RFC 3339 time, or a positive
+// duration ("1h", "30m") meaning that long before now.
+func ParseSince(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("invalid since %q: want an RFC 3339 time (2026-02-16T10:00:00Z) or a duration (1h, 30m)", v)
 }

@@ -2,11 +2,15 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 )
 
@@ -38,6 +42,11 @@ func TestRecordAndGet(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 
 	e := entry("github:a:1", ResultSuccess, t0)
+	e.ReceivedAt = t0.Add(-time.Second)
+	e.CloudAttempt = 2
+	e.ResponseStatus = ptr(202)
+	e.Output = "thanks"
+	e.Fields = map[string]string{"github.repo": "acme/app", "github.number": "7"}
 	attempts, err := l.DeliveryRecord(ctx, RecordParams{Entry: e})
 	require.NoError(t, err)
 	require.Equal(t, 1, attempts)
@@ -47,6 +56,18 @@ func TestRecordAndGet(t *testing.T) {
 	e.Attempts = 1
 	require.Equal(t, e, got)
 	require.True(t, got.Result.Done())
+
+	// A later run replaces every column; absent values read back as absent.
+	again := entry("github:a:1", ResultError, t0.Add(time.Minute))
+	again.ExitCode, again.Error = ptr(3), "exit 3: no"
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: again, Retryable: true})
+	require.NoError(t, err)
+	got, err = l.DeliveryGet(ctx, "github:a:1")
+	require.NoError(t, err)
+	again.Attempts = 2
+	require.Equal(t, again, got)
+	require.Nil(t, got.ResponseStatus)
+	require.Nil(t, got.Fields)
 }
 
 func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
@@ -227,5 +248,150 @@ func TestList(t *testing.T) {
 	for _, bad := range []string{"!!!", "bm8tc2VwYXJhdG9y", encodeCursor(1, "")} {
 		_, _, err = l.DeliveryList(ctx, ListParams{Limit: 10, Cursor: bad})
 		require.ErrorIs(t, err, ErrInvalidCursor, bad)
+	}
+}
+
+// TestMigratesVersion1 opens a ledger written by the first schema: its rows
+// survive and read back with the new columns empty.
+func TestMigratesVersion1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, migrations[0])
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO ledger (delivery_id, source, processed_at, result, summary)
+		VALUES ('old:1', 'github', ?, 'success', 'push: acme/app')`, t0.UnixMilli())
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `PRAGMA user_version = 1`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	_, err = OpenReadOnly(ctx, path)
+	require.ErrorContains(t, err, "schema version 1 is older than this binary's (2): start `host run` once")
+
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	got, err := l.DeliveryGet(ctx, "old:1")
+	require.NoError(t, err)
+	require.Equal(t, Entry{DeliveryID: "old:1", Source: "github", ProcessedAt: t0, Result: ResultSuccess,
+		Attempts: 1, Summary: "push: acme/app"}, got)
+}
+
+// TestReadOnlyWhileWriterOpen reads a ledger another connection is writing
+// (as `host ledger` does while `host run` runs), and after the writer closed.
+func TestReadOnlyWhileWriterOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, path := setup(t)
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
+	require.NoError(t, err)
+
+	ro, err := OpenReadOnly(ctx, path)
+	require.NoError(t, err)
+	got, err := ro.DeliveryGet(ctx, "d1")
+	require.NoError(t, err)
+	require.Equal(t, ResultSuccess, got.Result)
+	// A write after the reader opened is visible to it.
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("d2", ResultError, t0.Add(time.Second))})
+	require.NoError(t, err)
+	page, _, err := ro.DeliveryList(ctx, ListParams{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	// It cannot write.
+	require.ErrorIs(t, ro.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "x", Kind: OutboxAck}), ErrReadOnly)
+	_, err = ro.read.ExecContext(ctx, `DELETE FROM ledger`)
+	require.Error(t, err, "the connection itself is read-only")
+	require.NoError(t, ro.Close())
+
+	require.NoError(t, l.Close())
+	ro, err = OpenReadOnly(ctx, path)
+	require.NoError(t, err)
+	page, _, err = ro.DeliveryList(ctx, ListParams{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	require.NoError(t, ro.Close())
+
+	missing := filepath.Join(t.TempDir(), "none.db")
+	_, err = OpenReadOnly(ctx, missing)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Stat(missing)
+	require.ErrorIs(t, err, os.ErrNotExist, "never created")
+}
+
+func TestPrune(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+	for i := range 5 {
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(fmt.Sprintf("d%d", i), ResultSuccess, t0.Add(time.Duration(i)*time.Hour))})
+		require.NoError(t, err)
+	}
+	n, err := l.DeliveryPrune(ctx, t0.Add(3*time.Hour), 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "bounded by the limit, oldest first")
+	_, err = l.DeliveryGet(ctx, "d0")
+	require.ErrorIs(t, err, ErrNotFound)
+	n, err = l.DeliveryPrune(ctx, t0.Add(3*time.Hour), 2)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	page, _, err := l.DeliveryList(ctx, ListParams{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	// The outbox is not the ledger's history: acks still go out.
+	count, err := l.OutboxCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, count)
+}
+
+func TestRetentionLoop(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, _ := setup(t)
+	clock := clockwork.NewFakeClockAt(t0.Add(31 * 24 * time.Hour))
+	for i, at := range []time.Time{t0, t0.Add(24 * time.Hour), t0.Add(3 * 24 * time.Hour)} {
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(fmt.Sprintf("d%d", i), ResultSuccess, at)})
+		require.NoError(t, err)
+	}
+	count := func() int {
+		page, _, err := l.DeliveryList(context.Background(), ListParams{Limit: 10})
+		require.NoError(t, err)
+		return len(page)
+	}
+	r := &Retention{Ledger: l, MaxAge: 30 * 24 * time.Hour, Interval: time.Hour, Batch: 1, Clock: clock,
+		Logger: slog.New(slog.DiscardHandler)}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+
+	// At start: older than 30 days at t0+31d is only d0 (in batches of one).
+	require.Eventually(t, func() bool { return count() == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, clock.BlockUntilContext(ctx, 1))
+	clock.Advance(24 * time.Hour) // the ticker fires; d1 is now 31 days old
+	require.Eventually(t, func() bool { return count() == 1 }, 5*time.Second, 5*time.Millisecond)
+	_, err := l.DeliveryGet(ctx, "d2")
+	require.NoError(t, err)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("retention loop did not stop")
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	t.Parallel()
+	got, err := ParseSince("1h", t0)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(-time.Hour), got)
+	got, err = ParseSince("2026-02-16T09:00:00Z", t0)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(-time.Hour), got)
+	for _, bad := range []string{"yesterday", "-1h", "0s", ""} {
+		_, err = ParseSince(bad, t0)
+		require.ErrorContains(t, err, "invalid since", bad)
 	}
 }

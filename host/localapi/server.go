@@ -31,8 +31,12 @@ type Ledger interface {
 
 // Agent reports the heartbeat loop's state.
 type Agent interface {
+	// LastHeartbeat is when a heartbeat last succeeded (zero: never).
 	LastHeartbeat() time.Time
-	InFlight() int
+	// LastHeartbeatError is why the last one failed ("" if it succeeded).
+	LastHeartbeatError() string
+	// Backlog counts leased webhooks waiting for a worker, and running handlers.
+	Backlog() (queued, running int)
 	Stopping() bool
 }
 
@@ -44,16 +48,20 @@ const (
 
 // Server is the local API.
 type Server struct {
-	ledger Ledger
-	agent  Agent
-	clock  clockwork.Clock
-	log    *slog.Logger
-	mux    *http.ServeMux
+	ledger   Ledger
+	agent    Agent
+	interval time.Duration
+	started  time.Time
+	clock    clockwork.Clock
+	log      *slog.Logger
+	mux      *http.ServeMux
 }
 
-// New returns the local API over l and a.
-func New(l Ledger, a Agent, clock clockwork.Clock, log *slog.Logger) *Server {
-	s := &Server{ledger: l, agent: a, clock: clock, log: log, mux: http.NewServeMux()}
+// New returns the local API over l and a. interval is the agent's heartbeat
+// interval: /healthz says "degraded" when no heartbeat succeeded for three
+// of them.
+func New(l Ledger, a Agent, interval time.Duration, clock clockwork.Clock, log *slog.Logger) *Server {
+	s := &Server{ledger: l, agent: a, interval: interval, started: clock.Now(), clock: clock, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /webhooks/ledger", s.handleList)
 	s.mux.HandleFunc("GET /webhooks/ledger/{deliveryID...}", s.handleGet)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
@@ -113,25 +121,13 @@ func (s *Server) listParams(r *http.Request) (ledger.ListParams, error) {
 		p.Limit = n
 	}
 	if v := q.Get("since"); v != "" {
-		since, err := parseSince(v, s.clock.Now())
+		since, err := ledger.ParseSince(v, s.clock.Now())
 		if err != nil {
 			return p, err
 		}
 		p.Since = since
 	}
 	return p, nil
-}
-
-// parseSince accepts an RFC 3339 time or a positive Go duration ("1h", "30m")
-// meaning that long ago.
-func parseSince(v string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(v); err == nil && d > 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("invalid since %q: want an RFC 3339 time (2026-02-16T10:00:00Z) or a duration (1h, 30m)", v)
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
@@ -153,11 +149,17 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 }
 
 type healthResponse struct {
-	Status          string     `json:"status"`
-	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"`
-	Outbox          int        `json:"outbox"`
-	InFlight        int        `json:"in_flight"`
-	Stopping        bool       `json:"stopping"`
+	// Status is "ok", or "degraded" when no heartbeat succeeded for three
+	// heartbeat intervals (the cloud is unreachable or refuses the host).
+	Status             string     `json:"status"`
+	LastHeartbeatAt    *time.Time `json:"last_heartbeat_at"`
+	LastHeartbeatError string     `json:"last_heartbeat_error,omitempty"`
+	// Backlog: acks and nacks waiting to be reported (Outbox), leased
+	// webhooks waiting for a worker (Queued), handlers running (Running).
+	Outbox   int  `json:"outbox"`
+	Queued   int  `json:"queued"`
+	Running  int  `json:"running"`
+	Stopping bool `json:"stopping"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -167,10 +169,18 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, shared.CodeUnavailable, "ledger unreadable")
 		return
 	}
-	h := healthResponse{Status: "ok", Outbox: n, InFlight: s.agent.InFlight(), Stopping: s.agent.Stopping()}
-	if t := s.agent.LastHeartbeat(); !t.IsZero() {
-		t = t.UTC()
+	queued, running := s.agent.Backlog()
+	h := healthResponse{Status: "ok", Outbox: n, Queued: queued, Running: running, Stopping: s.agent.Stopping(),
+		LastHeartbeatError: s.agent.LastHeartbeatError()}
+	last := s.agent.LastHeartbeat()
+	if !last.IsZero() {
+		t := last.UTC()
 		h.LastHeartbeatAt = &t
+	} else {
+		last = s.started
+	}
+	if s.clock.Now().Sub(last) > 3*s.interval {
+		h.Status = "degraded"
 	}
 	writeJSON(w, http.StatusOK, h)
 }

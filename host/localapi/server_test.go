@@ -20,11 +20,15 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-type fakeAgent struct{ last time.Time }
+type fakeAgent struct {
+	last    time.Time
+	lastErr string
+}
 
-func (a fakeAgent) LastHeartbeat() time.Time { return a.last }
-func (a fakeAgent) InFlight() int            { return 2 }
-func (a fakeAgent) Stopping() bool           { return false }
+func (a fakeAgent) LastHeartbeat() time.Time       { return a.last }
+func (a fakeAgent) LastHeartbeatError() string     { return a.lastErr }
+func (a fakeAgent) Backlog() (queued, running int) { return 3, 2 }
+func (a fakeAgent) Stopping() bool                 { return false }
 
 var now = time.Date(2026, 2, 16, 12, 0, 0, 0, time.UTC)
 
@@ -33,7 +37,7 @@ func setup(t *testing.T, agent fakeAgent) (*httptest.Server, *ledger.Ledger) {
 	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	srv := httptest.NewServer(New(l, agent, clockwork.NewFakeClockAt(now), slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(New(l, agent, 30*time.Second, clockwork.NewFakeClockAt(now), slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
 	return srv, l
 }
@@ -163,15 +167,29 @@ func TestHealth(t *testing.T) {
 	srv, l := setup(t, fakeAgent{})
 	var h map[string]any
 	require.Equal(t, http.StatusOK, get(t, srv, "/healthz", &h))
-	require.Equal(t, "ok", h["status"])
+	require.Equal(t, "ok", h["status"], "just started: not degraded yet")
 	require.Nil(t, h["last_heartbeat_at"])
 	require.EqualValues(t, 0, h["outbox"])
-	require.EqualValues(t, 2, h["in_flight"])
+	require.EqualValues(t, 3, h["queued"])
+	require.EqualValues(t, 2, h["running"])
 
 	seed(t, l)
-	srv2 := httptest.NewServer(New(l, fakeAgent{last: now}, clockwork.NewFakeClockAt(now), slog.New(slog.DiscardHandler)))
+	clock := clockwork.NewFakeClockAt(now)
+	srv2 := httptest.NewServer(New(l, fakeAgent{last: now}, 30*time.Second, clock, slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv2.Close)
+	h = nil
 	require.Equal(t, http.StatusOK, get(t, srv2, "/healthz", &h))
+	require.Equal(t, "ok", h["status"])
 	require.Equal(t, "2026-02-16T12:00:00Z", h["last_heartbeat_at"])
 	require.EqualValues(t, 6, h["outbox"])
+	require.Nil(t, h["last_heartbeat_error"])
+
+	// Three intervals without a heartbeat: degraded, with the reason.
+	clock.Advance(91 * time.Second)
+	srv3 := httptest.NewServer(New(l, fakeAgent{last: now, lastErr: "heartbeat: connection refused"}, 30*time.Second, clock, slog.New(slog.DiscardHandler)))
+	t.Cleanup(srv3.Close)
+	h = nil
+	require.Equal(t, http.StatusOK, get(t, srv3, "/healthz", &h))
+	require.Equal(t, "degraded", h["status"])
+	require.Equal(t, "heartbeat: connection refused", h["last_heartbeat_error"])
 }

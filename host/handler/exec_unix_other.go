@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package handler
+
+import "syscall"
+
+// setParentDeathSignal: only Linux has a parent-death signal.
+func setParentDeathSignal(*syscall.SysProcAttr) {}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/host/agent"
+	"github.com/relaykit/relay/host/cloudapi"
+	"github.com/relaykit/relay/host/config"
+	"github.com/relaykit/relay/host/handler"
+	"github.com/relaykit/relay/host/ledger"
+	"github.com/relaykit/relay/host/localapi"
+)
+
+// ledgerFile is the ledger's name in the state directory.
+const ledgerFile = "ledger.db"
+
+// prepared is everything `host run` checks before it starts.
+type prepared struct {
+	cfg      *config.Config
+	sources  map[string]agent.Source
+	stateDir string
+	creds    config.Credentials
+	cloudURL string
+}
+
+// prepare loads and validates the configuration, the state directory and
+// the credentials. Its errors are the user's to fix (exit 2).
+func prepare(configPath, stateFlag string, getenv func(string) string) (*prepared, error) {
+	cfg, err := config.Load(configPath)
+	if err != nil {
+		return nil, err
+	}
+	sources, err := buildSources(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := config.StateDir(stateFlag, getenv)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := config.ReadCredentials(dir)
+	if err != nil {
+		return nil, err
+	}
+	cloudURL := cfg.CloudURL
+	if cloudURL == "" {
+		cloudURL = creds.CloudURL
+	}
+	if err := config.CheckURL(cloudURL); err != nil {
+		return nil, fmt.Errorf("cloud URL (config cloud_url, else credentials.json): %w", err)
+	}
+	return &prepared{cfg: cfg, sources: sources, stateDir: dir, creds: creds, cloudURL: cloudURL}, nil
+}
+
+func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := newFlagSet("run", stderr)
+	configPath := fs.String("config", "", "configuration file (JSON)")
+	check := fs.Bool("check", false, "validate the configuration and credentials, then exit")
+	stateFlag := fs.String("state", "", "state directory")
+	listenFlag := fs.String("listen", "", "local API address")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "host run: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *configPath == "" {
+		fmt.Fprint(stderr, "host run: --config is required\n")
+		return exitUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "host run: --log-level: %v\n", err)
+		return exitUsage
+	}
+	faultHook, err := testFaultHook(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitUsage
+	}
+
+	p, err := prepare(*configPath, *stateFlag, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitUsage
+	}
+	if *check {
+		fmt.Fprintf(stdout, "configuration OK: %s\n", *configPath)
+		fmt.Fprintf(stdout, "host %s, cloud %s, state %s\n", p.creds.HostID, p.cloudURL, p.stateDir)
+		describeSources(stdout, p.cfg)
+		return exitOK
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if faultHook != nil {
+		log.Warn("test fault hook armed: this process kills itself at a chosen point (RELAY_HOST_TEST_CRASH); never use this outside tests",
+			"point", getenv(envTestCrash))
+	}
+
+	l, err := ledger.Open(ctx, filepath.Join(p.stateDir, ledgerFile))
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitFailure
+	}
+	defer l.Close()
+
+	clock := clockwork.NewRealClock()
+	a := agent.New(agent.Options{
+		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version),
+		HostID:       p.creds.HostID,
+		Credential:   p.creds.HostCredential,
+		Ledger:       l,
+		Sources:      p.sources,
+		Subscription: p.cfg.Subscription(),
+		Interval:     p.cfg.HeartbeatInterval,
+		Workers:      p.cfg.Workers,
+		Grace:        p.cfg.ShutdownGrace,
+		MaxBackoff:   p.cfg.MaxBackoff,
+		Clock:        clock,
+		Logger:       log,
+		FaultHook:    faultHook,
+	})
+
+	// The local API is up before the first heartbeat.
+	addr := config.ListenAddr(*listenFlag, getenv)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
+		return exitFailure
+	}
+	srv := &http.Server{
+		Handler:           localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 1)
+	go func() {
+		err := srv.Serve(ln)
+		if !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+			cancel()
+		}
+	}()
+	log.Info("local API listening", "addr", ln.Addr().String(), "state_dir", p.stateDir, "cloud_url", p.cloudURL)
+
+	var background sync.WaitGroup
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	retention := &ledger.Retention{Ledger: l, MaxAge: p.cfg.LedgerRetention, Clock: clock, Logger: log}
+	background.Go(func() { retention.Run(bgCtx) })
+	background.Go(func() { reloadOnHangup(bgCtx, *configPath, p.cfg, a, log) })
+
+	runErr := a.Run(ctx)
+	stopBackground()
+	background.Wait()
+
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	srv.Shutdown(shutdownCtx)
+
+	select {
+	case err := <-serveErr:
+		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
+		return exitFailure
+	default:
+	}
+	if errors.Is(runErr, agent.ErrRevoked) {
+		fmt.Fprintf(stderr, "host run: %v\n", runErr)
+		return exitRevoked
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", runErr)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// reloadOnHangup re-reads the configuration on SIGHUP and hands the new
+// sources and subscription to the agent. A configuration that does not
+// validate is refused and the running one kept.
+func reloadOnHangup(ctx context.Context, path string, running *config.Config, a *agent.Agent, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		cfg, err := config.Load(path)
+		if err == nil {
+			var sources map[string]agent.Source
+			if sources, err = buildSources(cfg); err == nil {
+				if cfg.CloudURL != running.CloudURL || cfg.Workers != running.Workers ||
+					cfg.HeartbeatInterval != running.HeartbeatInterval || cfg.MaxBackoff != running.MaxBackoff ||
+					cfg.ShutdownGrace != running.ShutdownGrace || cfg.LedgerRetention != running.LedgerRetention {
+					log.Warn("reload: only webhooks are reloaded; the other settings take effect at the next start")
+				}
+				a.Reload(sources, cfg.Subscription())
+				continue
+			}
+		}
+		log.Error("reload refused; the running configuration stays", "err", err)
+	}
+}
+
+// buildSources makes the agent's sources, with one handler per route.
+func buildSources(cfg *config.Config) (map[string]agent.Source, error) {
+	sources := make(map[string]agent.Source, len(cfg.Webhooks))
+	for name, s := range cfg.Webhooks {
+		src := agent.Source{Enabled: s.Enabled, Events: s.Events, Parallel: s.Parallel, Parser: s.Provider}
+		for i, r := range s.Routes {
+			h, err := buildHandler(r.Handler)
+			if err != nil {
+				return nil, fmt.Errorf("webhooks.%s route %d: %w", name, i+1, err)
+			}
+			src.Routes = append(src.Routes, agent.Route{Events: r.Events, Handler: h})
+		}
+		sources[name] = src
+	}
+	return sources, nil
+}
+
+func buildHandler(h config.Handler) (agent.Handler, error) {
+	if h.Kind() == "forward" {
+		return handler.NewForward(handler.ForwardOptions{
+			URL: h.Forward, ConnectTimeout: h.ConnectTimeout, Timeout: h.Timeout, Retry4xx: h.Retry4xx,
+		})
+	}
+	return handler.NewExec(handler.ExecOptions{Argv: h.Exec, Timeout: h.Timeout, RetryNonzeroExit: h.RetryNonzeroExit})
+}
+
+// describeSources prints what each source does, for `run --check`.
+func describeSources(w io.Writer, cfg *config.Config) {
+	names := make([]string, 0, len(cfg.Webhooks))
+	for name := range cfg.Webhooks {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		s := cfg.Webhooks[name]
+		state := "enabled"
+		if !s.Enabled {
+			state = "disabled"
+		}
+		order := "in order"
+		if s.Parallel {
+			order = "parallel"
+		}
+		events := "every event"
+		if len(s.Events) > 0 {
+			events = strings.Join(s.Events, ", ")
+		}
+		fmt.Fprintf(w, "  %s: %s, %s, %s\n", name, state, order, events)
+		for _, r := range s.Routes {
+			match := "*"
+			if len(r.Events) > 0 {
+				match = strings.Join(r.Events, ", ")
+			}
+			target := r.Handler.Forward
+			if r.Handler.Kind() == "exec" {
+				target = strings.Join(r.Handler.Exec, " ")
+			}
+			fmt.Fprintf(w, "    %s → %s %s (timeout %s)\n", match, r.Handler.Kind(), target, r.Handler.Timeout)
+		}
+	}
+}
