@@ -89,29 +89,33 @@ func (s *Server) listDeliveries(c *gin.Context) {
 		}
 		p.BeforeReceivedAt, p.BeforeID = &at, id
 	}
-	if _, err := s.store.HostGet(c, hostID); err != nil {
+	if _, err := s.store.HostGet(c.Request.Context(), hostID); err != nil {
 		s.writeError(c, hostErr(err))
 		return
 	}
-	ds, err := s.store.DeliveryList(c, p)
+	// One more than the page says whether there is a next page.
+	limit := p.Limit
+	p.Limit++
+	ds, err := s.store.DeliveryList(c.Request.Context(), p)
 	if err != nil {
 		s.writeError(c, err)
 		return
+	}
+	next := ""
+	if len(ds) > limit {
+		ds = ds[:limit]
+		last := ds[len(ds)-1]
+		next = encodeCursor(last.ReceivedAt, last.ID)
 	}
 	out := make([]deliveryJSON, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, deliveryView(d, false))
 	}
-	next := ""
-	if len(ds) == p.Limit {
-		last := ds[len(ds)-1]
-		next = encodeCursor(last.ReceivedAt, last.ID)
-	}
 	c.JSON(200, gin.H{"webhooks": out, "next_cursor": next})
 }
 
 func (s *Server) getDelivery(c *gin.Context) {
-	d, err := s.store.DeliveryGet(c, c.Param("id"), c.Param("deliveryId"))
+	d, err := s.store.DeliveryGet(c.Request.Context(), c.Param("id"), c.Param("deliveryId"))
 	if errors.Is(err, store.ErrNotFound) {
 		s.writeError(c, errNotFound("no such delivery on this host"))
 		return
@@ -120,7 +124,7 @@ func (s *Server) getDelivery(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	evs, err := s.store.DeliveryEventList(c, d.ID)
+	evs, err := s.store.DeliveryEventList(c.Request.Context(), d.ID)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -74,7 +74,7 @@ func (s *Server) createHost(c *gin.Context) {
 	}
 	now := s.now()
 	code := auth.NewClaimCode()
-	h, err := s.store.HostCreate(c, &store.HostCreateParams{
+	h, err := s.store.HostCreate(c.Request.Context(), &store.HostCreateParams{
 		ID: auth.NewHostID(), Name: name,
 		ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: now.Add(s.cfg.ClaimTTL),
 		RateLimitPerMin: 100, RateLimitBurst: 100, Now: now,
@@ -87,30 +87,25 @@ func (s *Server) createHost(c *gin.Context) {
 }
 
 func (s *Server) listHosts(c *gin.Context) {
-	hosts, err := s.store.HostList(c)
+	hosts, err := s.store.HostListWithCounts(c.Request.Context())
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
 	out := make([]hostJSON, 0, len(hosts))
 	for _, h := range hosts {
-		counts, err := s.store.DeliveryCountByStatus(c, h.ID)
-		if err != nil {
-			s.writeError(c, err)
-			return
-		}
-		out = append(out, s.hostView(c, h, counts))
+		out = append(out, s.hostView(c, h.Host, h.Counts))
 	}
 	c.JSON(200, gin.H{"hosts": out})
 }
 
 func (s *Server) getHost(c *gin.Context) {
-	h, err := s.store.HostGet(c, c.Param("id"))
+	h, err := s.store.HostGet(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		s.writeError(c, hostErr(err))
 		return
 	}
-	counts, err := s.store.DeliveryCountByStatus(c, h.ID)
+	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -119,20 +114,32 @@ func (s *Server) getHost(c *gin.Context) {
 }
 
 func (s *Server) deactivateHost(c *gin.Context) {
-	h, err := s.store.HostDeactivate(c, &store.HostDeactivateParams{HostID: c.Param("id"), Now: s.now()})
+	h, err := s.store.HostDeactivate(c.Request.Context(), &store.HostDeactivateParams{HostID: c.Param("id"), Now: s.now()})
 	if err != nil {
 		s.writeError(c, hostErr(err))
 		return
 	}
 	s.log.Info("host deactivated", "host", h.ID)
-	c.JSON(200, s.hostView(c, h, nil))
+	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(200, s.hostView(c, h, counts))
 }
 
 func (s *Server) newClaimCode(c *gin.Context) {
 	code := auth.NewClaimCode()
-	h, err := s.store.HostSetClaimCode(c, &store.HostSetClaimCodeParams{
+	h, err := s.store.HostSetClaimCode(c.Request.Context(), &store.HostSetClaimCodeParams{
 		HostID: c.Param("id"), ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: s.now().Add(s.cfg.ClaimTTL),
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		// Unknown, or deactivated: a deactivated host cannot be claimed.
+		if h, gerr := s.store.HostGet(c.Request.Context(), c.Param("id")); gerr == nil && h.Status != store.HostActive {
+			s.writeError(c, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated: it cannot be claimed again"})
+			return
+		}
+	}
 	if err != nil {
 		s.writeError(c, hostErr(err))
 		return
@@ -159,7 +166,7 @@ func (s *Server) claim(c *gin.Context) {
 		return
 	}
 	cred := auth.NewCredential()
-	h, err := s.store.HostClaim(c, &store.HostClaimParams{
+	h, err := s.store.HostClaim(c.Request.Context(), &store.HostClaimParams{
 		ClaimCodeHash:  auth.Hash(auth.NormalizeClaimCode(req.ClaimCode)),
 		CredentialHash: auth.Hash(cred),
 		AgentVersion:   truncate(req.AgentVersion, 100),
@@ -197,7 +204,7 @@ func (s *Server) token(c *gin.Context) {
 		return
 	}
 	bad := errUnauthorized("unknown host or wrong credential")
-	h, err := s.store.HostGet(c, req.HostID)
+	h, err := s.store.HostGet(c.Request.Context(), req.HostID)
 	if errors.Is(err, store.ErrNotFound) {
 		s.writeError(c, bad)
 		return
@@ -234,7 +241,7 @@ func (s *Server) authHost(c *gin.Context) (*store.Host, error) {
 	if err != nil {
 		return nil, errUnauthorized("invalid or expired token")
 	}
-	h, err := s.store.HostGet(c, claims.Subject)
+	h, err := s.store.HostGet(c.Request.Context(), claims.Subject)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errUnauthorized("invalid or expired token")
 	}

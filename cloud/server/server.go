@@ -124,6 +124,7 @@ func (s *Server) Handler() http.Handler {
 	admin.POST("", s.createHost)
 	admin.GET("", s.listHosts)
 	admin.GET("/:id", s.getHost)
+	admin.PATCH("/:id", s.updateHost)
 	admin.POST("/:id/deactivate", s.deactivateHost)
 	admin.POST("/:id/claim-code", s.newClaimCode)
 	admin.GET("/:id/sources", s.listSources)
@@ -132,6 +133,9 @@ func (s *Server) Handler() http.Handler {
 	admin.GET("/:id/rejections", s.listRejections)
 	admin.GET("/:id/webhooks", s.listDeliveries)
 	admin.GET("/:id/webhooks/:deliveryId", s.getDelivery)
+	admin.POST("/:id/webhooks/:deliveryId/retry", s.retryDelivery)
+	// Another method than GET's /:id/webhooks/:deliveryId: no clash.
+	admin.DELETE("/:id/webhooks/dlq", s.purgeDLQ)
 	return r
 }
 

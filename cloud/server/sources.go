@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"time"
 
@@ -27,6 +28,42 @@ type sourceRequest struct {
 	Secrets      []string          `json:"secrets"`
 	Options      map[string]string `json:"options"`
 	MaxBodyBytes int64             `json:"max_body_bytes"`
+	// RetrySchedule is the wait in seconds before each attempt, the first
+	// (made on receipt) 0; absent or empty: the default schedule.
+	RetrySchedule []float64 `json:"retry_schedule_s"`
+	// MaxAttempts dead-letters after that many failed attempts; absent or
+	// 0: one per entry of the schedule.
+	MaxAttempts int `json:"max_attempts"`
+}
+
+// Bounds of a source's retry schedule.
+const (
+	maxScheduleEntries = 20
+	maxScheduleDelay   = 7 * 24 * time.Hour
+	maxSourceAttempts  = 50
+)
+
+// retrySchedule validates a source's retry settings and returns them as
+// stored (nil delays: the default policy).
+func retrySchedule(req *sourceRequest) ([]time.Duration, int, error) {
+	if len(req.RetrySchedule) > maxScheduleEntries {
+		return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s has %d entries; at most %d", len(req.RetrySchedule), maxScheduleEntries))
+	}
+	var delays []time.Duration
+	for i, sec := range req.RetrySchedule {
+		d := time.Duration(math.Round(sec*1000)) * time.Millisecond
+		switch {
+		case math.IsNaN(sec) || sec < 0 || d > maxScheduleDelay:
+			return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s[%d] must be from 0 to %d seconds", i, int(maxScheduleDelay.Seconds())))
+		case i == 0 && d != 0:
+			return nil, 0, errInvalid("retry_schedule_s[0] is the first attempt, made on receipt: it must be 0")
+		}
+		delays = append(delays, d)
+	}
+	if req.MaxAttempts != 0 && (req.MaxAttempts < 1 || req.MaxAttempts > maxSourceAttempts) {
+		return nil, 0, errInvalid(fmt.Sprintf("max_attempts must be from 1 to %d (absent: one per entry of retry_schedule_s)", maxSourceAttempts))
+	}
+	return delays, req.MaxAttempts, nil
 }
 
 type sourceJSON struct {
@@ -37,6 +74,8 @@ type sourceJSON struct {
 	SecretFingerprints []string          `json:"secret_fingerprints"`
 	Options            map[string]string `json:"options"`
 	MaxBodyBytes       int64             `json:"max_body_bytes"`
+	RetrySchedule      []float64         `json:"retry_schedule_s"`
+	MaxAttempts        int               `json:"max_attempts"`
 	WebhookURL         string            `json:"webhook_url"`
 	CreatedAt          time.Time         `json:"created_at"`
 	UpdatedAt          time.Time         `json:"updated_at"`
@@ -62,9 +101,20 @@ func (s *Server) sourceView(c *gin.Context, src *store.Source) sourceJSON {
 	return sourceJSON{
 		Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events,
 		SecretFingerprints: fps, Options: opts, MaxBodyBytes: limit,
-		WebhookURL: s.publicURL(c) + "/api/webhooks/" + src.HostID + "/" + src.Name,
-		CreatedAt:  src.CreatedAt, UpdatedAt: src.UpdatedAt,
+		RetrySchedule: scheduleSeconds(store.PolicyFor(src.RetryDelays, s.cfg.RetryPolicy).Delays),
+		MaxAttempts:   store.MaxAttemptsFor(src.MaxAttempts, src.RetryDelays),
+		WebhookURL:    s.publicURL(c) + "/api/webhooks/" + src.HostID + "/" + src.Name,
+		CreatedAt:     src.CreatedAt, UpdatedAt: src.UpdatedAt,
 	}
+}
+
+// scheduleSeconds is a retry schedule in seconds, as the API shows it.
+func scheduleSeconds(delays []time.Duration) []float64 {
+	out := make([]float64, len(delays))
+	for i, d := range delays {
+		out[i] = d.Seconds()
+	}
+	return out
 }
 
 // sealContext binds a sealed secret to its host and source.
@@ -101,6 +151,11 @@ func (s *Server) putSource(c *gin.Context) {
 			return
 		}
 	}
+	delays, maxAttempts, err := retrySchedule(&req)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	if req.MaxBodyBytes < 0 || req.MaxBodyBytes > 100<<20 {
 		s.writeError(c, errInvalid("max_body_bytes must be between 0 (provider default) and 104857600"))
 		return
@@ -110,7 +165,7 @@ func (s *Server) putSource(c *gin.Context) {
 		return
 	}
 
-	existing, err := s.store.SourceGet(c, hostID, name)
+	existing, err := s.store.SourceGet(c.Request.Context(), hostID, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		existing = nil
@@ -150,9 +205,10 @@ func (s *Server) putSource(c *gin.Context) {
 	if req.Enabled != nil {
 		enabled = *req.Enabled
 	}
-	src, err := s.store.SourceUpsert(c, &store.SourceUpsertParams{
+	src, err := s.store.SourceUpsert(c.Request.Context(), &store.SourceUpsertParams{
 		HostID: hostID, Name: name, Provider: p.Name(), Enabled: enabled, Events: req.Events,
-		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes, Now: s.now(),
+		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes,
+		RetryDelays: delays, MaxAttempts: maxAttempts, Now: s.now(),
 	})
 	if err != nil {
 		s.writeError(c, hostErr(err))
@@ -166,7 +222,7 @@ func (s *Server) putSource(c *gin.Context) {
 }
 
 func (s *Server) getSource(c *gin.Context) {
-	src, err := s.store.SourceGet(c, c.Param("id"), c.Param("source"))
+	src, err := s.store.SourceGet(c.Request.Context(), c.Param("id"), c.Param("source"))
 	if errors.Is(err, store.ErrNotFound) {
 		s.writeError(c, errNotFound("no such source"))
 		return
@@ -179,11 +235,11 @@ func (s *Server) getSource(c *gin.Context) {
 }
 
 func (s *Server) listSources(c *gin.Context) {
-	if _, err := s.store.HostGet(c, c.Param("id")); err != nil {
+	if _, err := s.store.HostGet(c.Request.Context(), c.Param("id")); err != nil {
 		s.writeError(c, hostErr(err))
 		return
 	}
-	srcs, err := s.store.SourceList(c, c.Param("id"))
+	srcs, err := s.store.SourceList(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		s.writeError(c, err)
 		return

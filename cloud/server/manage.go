@@ -1,0 +1,135 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+)
+
+// maxRateLimit bounds a host's own intake rate limit and burst.
+const maxRateLimit = 1_000_000
+
+// hostPatchFields are the fields PATCH /api/hosts/:id accepts.
+var hostPatchFields = []string{"name", "rate_limit_per_min", "rate_limit_burst"}
+
+// parseHostPatch reads a PATCH body: a JSON object with at least one of
+// hostPatchFields and nothing else. Absent fields are left as they are.
+func parseHostPatch(c *gin.Context) (*store.HostUpdateParams, error) {
+	var raw map[string]json.RawMessage
+	if err := decodeJSON(c, 64<<10, &raw); err != nil {
+		return nil, err
+	}
+	if raw == nil {
+		return nil, errInvalid("request body must be a JSON object")
+	}
+	for k := range raw {
+		if !slices.Contains(hostPatchFields, k) {
+			return nil, errInvalid(fmt.Sprintf("unknown field %q; a host's patch may set %s", k, strings.Join(hostPatchFields, ", ")))
+		}
+	}
+	if len(raw) == 0 {
+		return nil, errInvalid("nothing to change: set one of " + strings.Join(hostPatchFields, ", "))
+	}
+	p := &store.HostUpdateParams{}
+	if v, ok := raw["name"]; ok {
+		var name string
+		if string(v) == "null" || json.Unmarshal(v, &name) != nil {
+			return nil, errInvalid("name must be a string")
+		}
+		name = strings.TrimSpace(name)
+		if name == "" || utf8.RuneCountInString(name) > 200 {
+			return nil, errInvalid("name must be 1 to 200 characters")
+		}
+		p.Name = &name
+	}
+	for field, dst := range map[string]**int{"rate_limit_per_min": &p.RateLimitPerMin, "rate_limit_burst": &p.RateLimitBurst} {
+		v, ok := raw[field]
+		if !ok {
+			continue
+		}
+		var n int
+		if string(v) == "null" || json.Unmarshal(v, &n) != nil || n < 0 || n > maxRateLimit {
+			return nil, errInvalid(fmt.Sprintf("%s must be a whole number from 0 (the cloud's default) to %d", field, maxRateLimit))
+		}
+		*dst = &n
+	}
+	return p, nil
+}
+
+// updateHost is PATCH /api/hosts/:id: a partial update of the host's name
+// and intake rate limits.
+func (s *Server) updateHost(c *gin.Context) {
+	p, err := parseHostPatch(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	p.HostID = c.Param("id")
+	h, err := s.store.HostUpdate(c.Request.Context(), p)
+	if err != nil {
+		s.writeError(c, hostErr(err))
+		return
+	}
+	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	s.log.Info("host updated", "host", h.ID)
+	c.JSON(200, s.hostView(c, h, counts))
+}
+
+// retryDelivery is POST /api/hosts/:id/webhooks/:deliveryId/retry: a
+// dead-lettered or retrying delivery goes back to the queue with its
+// attempts reset, for the host's next heartbeat.
+func (s *Server) retryDelivery(c *gin.Context) {
+	d, err := s.store.DeliveryRetry(c.Request.Context(), &store.DeliveryRetryParams{HostID: c.Param("id"), ID: c.Param("deliveryId"), Now: s.now()})
+	var te *store.TransitionError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.writeError(c, errNotFound("no such delivery on this host"))
+		return
+	case errors.As(err, &te):
+		s.writeError(c, &apiError{status: 409, code: shared.CodeConflict, message: fmt.Sprintf(
+			"delivery is %s: only a dead-lettered (dlq) or retrying delivery can be retried", te.Status)})
+		return
+	case err != nil:
+		s.writeError(c, err)
+		return
+	}
+	s.log.Info("delivery retried", "host", d.HostID, "delivery_id", d.ID)
+	c.JSON(200, gin.H{"delivery": deliveryView(d, false)})
+}
+
+// purgeDLQ is DELETE /api/hosts/:id/webhooks/dlq: the host's dead letters
+// and their audit trails are deleted, in bounded batches.
+func (s *Server) purgeDLQ(c *gin.Context) {
+	hostID := c.Param("id")
+	if _, err := s.store.HostGet(c.Request.Context(), hostID); err != nil {
+		s.writeError(c, hostErr(err))
+		return
+	}
+	const batch = 1000
+	total := 0
+	for {
+		n, err := s.store.DeliveryPurgeDLQ(c.Request.Context(), &store.DeliveryPurgeDLQParams{HostID: hostID, Limit: batch})
+		total += n
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		if n < batch {
+			break
+		}
+	}
+	s.log.Info("dead letters purged", "host", hostID, "count", total)
+	c.JSON(200, gin.H{"purged": total})
+}
