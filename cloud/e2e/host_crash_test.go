@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The host's crash windows, each with a SIGKILL at a precise point:
+//
+//	(a) while the handler runs              → it runs again (at-least-once)
+//	(b) after the handler, before the ledger → it runs again (at-least-once)
+//	(c) after the ledger, before the ack     → it never runs again
+//
+// In (a) and (b) the host cannot know whether the handler's side effect
+// happened, so the cloud's redelivery runs it again, with the same
+// Idempotency-Key (X-Relay-Delivery-Id / IDEMPOTENCY_KEY): that key is what
+// lets the handler's downstream make the repeat harmless. In (c) the ledger
+// row and its ack were committed together, so the ack goes out after the
+// restart and nothing runs twice. TestHostCrashBeforeAck (relay_test.go)
+// covers (c) with the network cut and the lease expired; here the crash
+// comes from the host's test-only fault hook (RELAY_HOST_TEST_CRASH).
+//
+// After a crash the lease (2 s here) must expire and the cloud waits its
+// 30 s retry delay before handing the webhook out again, so (a) and (b) take
+// about 35 s each; they run in parallel with the other slow host tests.
+
+// TestHostKilledWhileHandlerRuns is (a), for both handler kinds: the forward
+// target sees its connection drop, and the exec program dies with the host
+// (Linux parent-death signal) rather than running on unobserved.
+func TestHostKilledWhileHandlerRuns(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "crash-a", "RELAY_LEASE=2s")
+	app := startScriptedApp(t, func(r *http.Request, n int) (int, string) {
+		if n == 1 {
+			<-r.Context().Done() // hangs until the host dies
+			return 500, "gone"
+		}
+		return 200, "fine"
+	})
+	runs := newRunLog(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
+if [ "$RELAY_ATTEMPT" = 1 ]; then echo $$ > "$2"; exec sleep 60; fi
+echo finished
+`)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "parallel": true, "routes": []any{
+			map[string]any{"events": []string{"push"}, "forward": app.url},
+			map[string]any{"events": []string{"issues"}, "exec": []string{handler, string(runs), pidFile}},
+		}},
+	}})
+	fwd := sendGitHub(t, s.cloud.url, s.hostID, "push", "a-forward", hostPayload(t, "github/push.json"))
+	ex := sendGitHub(t, s.cloud.url, s.hostID, "issues", "a-exec", hostPayload(t, "github/issue_comment.created.json"))
+	eventually(t, 30*time.Second, "both handlers running", func() bool {
+		_, err := os.Stat(pidFile)
+		return len(app.requests(fwd)) == 1 && err == nil
+	})
+	pid, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+
+	h.kill()
+	eventually(t, 10*time.Second, "the exec handler died with the host", func() bool {
+		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	})
+	for _, id := range []string{fwd, ex} {
+		_, ok := h.ledgerShow(id)
+		require.False(t, ok, "%s: nothing recorded: the host died mid-run", id)
+	}
+
+	h.restartWith()
+	eventually(t, 90*time.Second, "both acked after the redelivery", func() bool {
+		return s.cloud.delivery(s.hostID, fwd).Delivery.Status == "acked" && s.cloud.delivery(s.hostID, ex).Delivery.Status == "acked"
+	})
+	// The handlers ran twice: the at-least-once window. Both runs carried the
+	// same Idempotency-Key.
+	reqs := app.requests(fwd)
+	require.Len(t, reqs, 2)
+	require.Equal(t, "1", reqs[0].Header.Get("X-Relay-Attempt"))
+	require.Equal(t, "2", reqs[1].Header.Get("X-Relay-Attempt"))
+	require.Equal(t, fwd, reqs[0].Header.Get("Idempotency-Key"))
+	require.Equal(t, fwd, reqs[1].Header.Get("Idempotency-Key"))
+	require.Equal(t, []string{ex + " 1 " + ex, ex + " 2 " + ex}, runs.lines())
+	for _, id := range []string{fwd, ex} {
+		d := s.cloud.delivery(s.hostID, id)
+		require.Equal(t, 2, d.Delivery.Attempts, d.reasons())
+		require.Contains(t, d.reasons(), "lease expired")
+		e := mustLedger(t, h, id)
+		require.Equal(t, "success", e.Result)
+		require.Equal(t, 1, e.Attempts, "one run recorded: the first left no trace")
+		require.Equal(t, 2, e.CloudAttempt)
+	}
+}
+
+// TestHostKilledAfterHandlerBeforeLedger is (b): the handler succeeded, but
+// the host died before writing its ledger row, so it runs again.
+func TestHostKilledAfterHandlerBeforeLedger(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "crash-b", "RELAY_LEASE=2s")
+	runs := newRunLog(t)
+	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
+`)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
+	}}, "RELAY_HOST_TEST_CRASH=after-handler")
+	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "b-crash", hostPayload(t, "github/push.json"))
+
+	require.Equal(t, -1, h.waitExit(30*time.Second), "killed by its own SIGKILL")
+	require.Contains(t, tail(h.logPath, 20), "RELAY_HOST_TEST_CRASH: killing the host at after-handler")
+	require.Contains(t, tail(h.logPath, 400), "test fault hook armed")
+	require.Equal(t, []string{id + " 1 " + id}, runs.lines(), "the handler ran")
+	_, ok := h.ledgerShow(id)
+	require.False(t, ok, "nothing recorded")
+	require.NotEqual(t, "acked", s.cloud.delivery(s.hostID, id).Delivery.Status)
+
+	h.restartWith()
+	eventually(t, 90*time.Second, "acked after the redelivery", func() bool {
+		return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked"
+	})
+	// At-least-once: the second run has the same key, for the handler's
+	// downstream to recognise the repeat.
+	require.Equal(t, []string{id + " 1 " + id, id + " 2 " + id}, runs.lines())
+	d := s.cloud.delivery(s.hostID, id)
+	require.Equal(t, 2, d.Delivery.Attempts, d.reasons())
+	e := mustLedger(t, h, id)
+	require.Equal(t, "success", e.Result)
+	require.Equal(t, 2, e.CloudAttempt)
+}
+
+// TestHostKilledAfterLedgerBeforeAck is (c): the outcome and its ack were
+// committed together; the host dies before the ack goes out. The row is
+// readable with `host ledger show` while the host is down; after the
+// restart the ack is sent from the outbox and the handler never runs again.
+func TestHostKilledAfterLedgerBeforeAck(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "crash-c")
+	runs := newRunLog(t)
+	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
+echo handled
+`)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
+	}}, "RELAY_HOST_TEST_CRASH=after-ledger")
+	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "c-crash", hostPayload(t, "github/push.json"))
+
+	require.Equal(t, -1, h.waitExit(30*time.Second))
+	require.Contains(t, tail(h.logPath, 20), "RELAY_HOST_TEST_CRASH: killing the host at after-ledger")
+	e, ok := h.ledgerShow(id)
+	require.True(t, ok, "the outcome was committed before the crash")
+	require.Equal(t, "success", e.Result)
+	require.Equal(t, 0, *e.ExitCode)
+	require.Equal(t, "handled", e.Output)
+	d := s.cloud.delivery(s.hostID, id)
+	require.Equal(t, "delivered", d.Delivery.Status, "the ack did not go out: %s", d.reasons())
+
+	h.restartWith()
+	eventually(t, 30*time.Second, "acked from the outbox after the restart", func() bool {
+		return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked"
+	})
+	d = s.cloud.delivery(s.hostID, id)
+	require.Equal(t, 1, d.Delivery.Attempts, d.reasons())
+	require.Equal(t, []string{id + " 1"}, runs.lines(), "the handler ran exactly once")
+	e = mustLedger(t, h, id)
+	require.Equal(t, 1, e.Attempts)
+}
