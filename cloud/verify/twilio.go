@@ -128,6 +128,11 @@ func twilioURLs(raw string) []string {
 		colon = -1 // a colon inside an IPv6 literal
 	}
 	if colon >= 0 {
+		if port := host[colon+1:]; port != "" {
+			if _, ok := parseDigits(port); !ok {
+				return urls // not a port: leave the URL alone
+			}
+		}
 		return append(urls, raw[:hostStart+colon]+raw[end:])
 	}
 	port := map[string]string{"https": ":443", "http": ":80"}[strings.ToLower(raw[:i])]

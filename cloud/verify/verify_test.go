@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,12 +44,22 @@ var vectorFailures = map[string]error{
 	"vercel.json/tampered-body":                    ErrMismatch,
 }
 
+func readVectors(file string) ([]vector, error) {
+	b, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		return nil, err
+	}
+	var vs []vector
+	if err := json.Unmarshal(b, &vs); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return vs, nil
+}
+
 func loadVectors(t *testing.T, file string) []vector {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", file))
+	vs, err := readVectors(file)
 	require.NoError(t, err)
-	var vs []vector
-	require.NoError(t, json.Unmarshal(b, &vs))
 	require.NotEmpty(t, vs)
 	return vs
 }
