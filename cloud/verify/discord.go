@@ -54,18 +54,25 @@ func (discord) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	return checkWindow(r.now(), ts, discordTolerance)
 }
 
-// Interaction types, by Discord's numbering.
+// Interaction types, as Discord numbers them in the body's "type". Webhook
+// events number their own: 0 is their PING.
 const (
-	discordPing               = "1"
-	discordCommand            = "2"
-	discordComponent          = "3"
-	discordAutocomplete       = "4"
-	discordModalSubmit        = "5"
-	discordWebhookEventPing   = "0" // webhook events number their own
-	discordPong               = `{"type":1}`
-	discordDeferredMessage    = `{"type":5}`
-	discordDeferredUpdate     = `{"type":6}`
-	discordNoAutocompleteHint = `{"type":8,"data":{"choices":[]}}`
+	discordPing         = "1"
+	discordCommand      = "2"
+	discordComponent    = "3"
+	discordAutocomplete = "4"
+	discordModalSubmit  = "5"
+	discordEventsPing   = "0"
+)
+
+// Interaction responses: PONG; a deferred message (the user sees
+// "thinking…" until the app follows up); a deferred update of the
+// component's message; no autocomplete choices (autocomplete cannot wait).
+const (
+	discordPong            = `{"type":1}`
+	discordDeferredMessage = `{"type":5}`
+	discordDeferredUpdate  = `{"type":6}`
+	discordNoChoices       = `{"type":8,"data":{"choices":[]}}`
 )
 
 var discordTypeNames = map[string]string{
@@ -78,7 +85,7 @@ var discordTypeNames = map[string]string{
 
 func (discord) Event(r *Request, _ map[string]string) Event {
 	f := jsonObject(r.Body)
-	if f.has("event") || f.str("type") == discordWebhookEventPing {
+	if f.has("event") || f.str("type") == discordEventsPing {
 		typ := f.str("event", "type")
 		if typ == "" {
 			typ = "ping"
@@ -105,7 +112,7 @@ func (discord) Handshake(r *Request) (*Reply, bool) {
 		return nil, false
 	case f.str("type") == discordPing:
 		return &Reply{Status: 200, ContentType: "application/json", Body: []byte(discordPong)}, true
-	case f.str("type") == discordWebhookEventPing:
+	case f.str("type") == discordEventsPing:
 		return &Reply{Status: 204}, true
 	}
 	return nil, false
@@ -124,7 +131,7 @@ func (discord) Ack(r *Request) (*Reply, bool) {
 	case discordComponent:
 		body = discordDeferredUpdate
 	case discordAutocomplete:
-		body = discordNoAutocompleteHint
+		body = discordNoChoices
 	}
 	return &Reply{Status: 200, ContentType: "application/json", Body: []byte(body)}, true
 }

@@ -1,7 +1,7 @@
 package verify
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -33,7 +33,7 @@ func (generic) Verify(r *Request, secrets [][]byte, opts map[string]string) erro
 		if got == "" {
 			return ErrMissingSignature
 		}
-		return anySecret(secrets, func(s []byte) bool { return equalToken(got, s) })
+		return matchToken(secrets, got)
 	}
 	sig := r.Header.Get(opt(opts, "signature_header", "X-Signature"))
 	if sig == "" {
@@ -50,7 +50,7 @@ func (generic) Verify(r *Request, secrets [][]byte, opts map[string]string) erro
 	if err != nil || len(want) != 32 {
 		return fmt.Errorf("signature is not 32 bytes of %s: %w", opt(opts, "encoding", "hex"), ErrMalformed)
 	}
-	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA256(s, r.Body), want) })
+	return matchBodyMAC(secrets, sha256.New, r.Body, want)
 }
 
 func (generic) Event(r *Request, opts map[string]string) Event {

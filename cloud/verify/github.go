@@ -1,6 +1,9 @@
 package verify
 
-import "crypto/hmac"
+import (
+	"crypto/sha1"
+	"crypto/sha256"
+)
 
 // github verifies X-Hub-Signature-256 (HMAC-SHA256 of the raw body, "sha256="
 // + hex). The legacy X-Hub-Signature (sha1) counts only when the sha256
@@ -17,19 +20,20 @@ func (github) SuccessStatus() int { return 200 }
 func (github) Retries() bool      { return false } // redelivery is manual only
 
 func (github) Verify(r *Request, secrets [][]byte, opts map[string]string) error {
-	if sig := r.Header.Get("X-Hub-Signature-256"); sig != "" {
-		want, err := prefixedHex(sig, "sha256=", 32)
+	// Present at all, the sha256 header decides, even when empty.
+	if sigs := r.Header.Values("X-Hub-Signature-256"); len(sigs) > 0 {
+		want, err := prefixedHex(sigs[0], "sha256=", 32)
 		if err != nil {
 			return err
 		}
-		return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA256(s, r.Body), want) })
+		return matchBodyMAC(secrets, sha256.New, r.Body, want)
 	}
 	if sig := r.Header.Get("X-Hub-Signature"); sig != "" && opts["allow_sha1"] == "true" {
 		want, err := prefixedHex(sig, "sha1=", 20)
 		if err != nil {
 			return err
 		}
-		return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA1(s, r.Body), want) })
+		return matchBodyMAC(secrets, sha1.New, r.Body, want)
 	}
 	return ErrMissingSignature
 }

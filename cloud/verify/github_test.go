@@ -97,3 +97,12 @@ func TestGitHubForm(t *testing.T) {
 	r.Body = []byte("payload=%7B%22action%22%3A%22opened%22%2C%22x%22%3A%22a%20b%22%7D") // same form, other bytes
 	require.ErrorIs(t, p.Verify(r, [][]byte{secret}, nil), ErrMismatch)
 }
+
+// An empty X-Hub-Signature-256 still decides: no falling back to sha1.
+func TestGitHubEmptySHA256Header(t *testing.T) {
+	p, _ := Lookup("github")
+	body := []byte(`{}`)
+	r := request(map[string]string{"X-Hub-Signature": "sha1=" + sha1hex([]byte("s"), body)}, body)
+	r.Header["X-Hub-Signature-256"] = []string{""}
+	require.ErrorIs(t, p.Verify(r, [][]byte{[]byte("s")}, map[string]string{"allow_sha1": "true"}), ErrMalformed)
+}

@@ -3,9 +3,10 @@ package verify
 import "strings"
 
 // gitlab verifies either of GitLab's schemes:
-//   - the newer signing token: when webhook-signature is present, the request
-//     is checked as Standard Webhooks (see standard) with the secrets as
-//     signing tokens ("whsec_…"), and the plain token is not looked at;
+//   - the newer signing token: when webhook-signature is present and the
+//     source has a signing token (a "whsec_…" secret), the request is checked
+//     as Standard Webhooks (see standard), and the plain token is not looked
+//     at;
 //   - the classic secret token: X-Gitlab-Token carries a secret verbatim,
 //     compared in constant time. The body is not authenticated.
 //
@@ -24,14 +25,27 @@ func (gitlab) SuccessStatus() int { return 200 }
 func (gitlab) Retries() bool { return false }
 
 func (gitlab) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	if sw := standardHeadersOf(r.Header); sw.signature != "" {
+	if len(secrets) == 0 {
+		return ErrNoSecrets // before choosing a scheme by the secrets
+	}
+	if sw := standardHeadersOf(r.Header); sw.signature != "" && hasSigningToken(secrets) {
 		return verifyStandard(r, sw, secrets)
 	}
 	token := r.Header.Get("X-Gitlab-Token")
 	if token == "" {
 		return ErrMissingSignature
 	}
-	return anySecret(secrets, func(s []byte) bool { return equalToken(token, s) })
+	return matchToken(secrets, token)
+}
+
+// hasSigningToken reports whether any secret is a signing token.
+func hasSigningToken(secrets [][]byte) bool {
+	for _, s := range secrets {
+		if strings.HasPrefix(string(s), "whsec_") {
+			return true
+		}
+	}
+	return false
 }
 
 func (gitlab) Event(r *Request, _ map[string]string) Event {

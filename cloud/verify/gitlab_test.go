@@ -60,3 +60,15 @@ func TestGitLabCheckSecret(t *testing.T) {
 	}
 	require.ErrorContains(t, c.CheckSecret([]byte("whsec_%%%")), "base64")
 }
+
+// A hook that sends webhook-signature to a source holding only classic
+// tokens is checked on its X-Gitlab-Token.
+func TestGitLabSignatureWithoutSigningToken(t *testing.T) {
+	p, _ := Lookup("gitlab")
+	_, r := findVector(t, "gitlab.json", "signing-token-standard-webhooks")
+	r.Header.Set("X-Gitlab-Token", "classic")
+	require.NoError(t, p.Verify(r, [][]byte{[]byte("classic")}, nil))
+	require.ErrorIs(t, p.Verify(r, [][]byte{[]byte("other")}, nil), ErrMismatch)
+	r.Header.Del("X-Gitlab-Token")
+	require.ErrorIs(t, p.Verify(r, [][]byte{[]byte("classic")}, nil), ErrMissingSignature)
+}

@@ -1,7 +1,7 @@
 package verify
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"time"
 )
@@ -33,7 +33,7 @@ func (linear) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	if !ok {
 		return fmt.Errorf("Linear-Signature is not 32 bytes of hex: %w", ErrMalformed)
 	}
-	if err := anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA256(s, r.Body), want) }); err != nil {
+	if err := matchBodyMAC(secrets, sha256.New, r.Body, want); err != nil {
 		return err
 	}
 	checked := false

@@ -55,6 +55,18 @@ func anySecret(secrets [][]byte, check func(secret []byte) bool) error {
 	return nil
 }
 
+// matchBodyMAC checks a signature that is the HMAC of the raw body alone
+// (GitHub, Shopify, Linear, Vercel, generic) against every secret.
+func matchBodyMAC(secrets [][]byte, h func() hash.Hash, body, want []byte) error {
+	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(mac(h, s, body), want) })
+}
+
+// matchToken checks a shared-secret token (GitLab, Telegram, generic token
+// mode) against every secret.
+func matchToken(secrets [][]byte, token string) error {
+	return anySecret(secrets, func(s []byte) bool { return equalToken(token, s) })
+}
+
 // equalAny compares want with every candidate signature in constant time,
 // without stopping at the first match.
 func equalAny(want []byte, sigs [][]byte) bool {

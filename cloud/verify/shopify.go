@@ -1,7 +1,7 @@
 package verify
 
 import (
-	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"strings"
@@ -37,7 +37,7 @@ func (shopify) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	if !ok {
 		return fmt.Errorf("X-Shopify-Hmac-Sha256 is not 32 bytes of base64: %w", ErrMalformed)
 	}
-	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA256(s, r.Body), want) })
+	return matchBodyMAC(secrets, sha256.New, r.Body, want)
 }
 
 func (shopify) Event(r *Request, _ map[string]string) Event {

@@ -23,7 +23,7 @@ func (telegram) Verify(r *Request, secrets [][]byte, _ map[string]string) error 
 	if token == "" {
 		return ErrMissingSignature
 	}
-	return anySecret(secrets, func(s []byte) bool { return equalToken(token, s) })
+	return matchToken(secrets, token)
 }
 
 func (telegram) Event(r *Request, _ map[string]string) Event {

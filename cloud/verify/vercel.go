@@ -1,7 +1,7 @@
 package verify
 
 import (
-	"crypto/hmac"
+	"crypto/sha1"
 	"fmt"
 )
 
@@ -26,7 +26,7 @@ func (vercel) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	if !ok {
 		return fmt.Errorf("x-vercel-signature is not 20 bytes of hex: %w", ErrMalformed)
 	}
-	return anySecret(secrets, func(s []byte) bool { return hmac.Equal(hmacSHA1(s, r.Body), want) })
+	return matchBodyMAC(secrets, sha1.New, r.Body, want)
 }
 
 func (vercel) Event(r *Request, _ map[string]string) Event {

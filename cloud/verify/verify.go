@@ -36,8 +36,8 @@ var (
 // Request is what a provider sees of an incoming webhook.
 type Request struct {
 	Header http.Header
-	Body   []byte // the raw bytes, exactly as received
-	Now    time.Time
+	Body   []byte    // the raw bytes, exactly as received
+	Now    time.Time // the clock for timestamp windows; zero means the wall clock
 	// URL is the full public URL the provider posted to, with its query
 	// string (twilio signs it); may be "".
 	URL string
