@@ -70,3 +70,55 @@ func TestParseStatus(t *testing.T) {
 	_, err := ParseStatus("done")
 	require.Error(t, err)
 }
+
+func TestTransitionsOfOperatorsAndStaleAcks(t *testing.T) {
+	require.True(t, TransitionRetry.Allows(StatusDLQ))
+	require.True(t, TransitionRetry.Allows(StatusRetrying))
+	for _, s := range []Status{StatusQueued, StatusDelivering, StatusDelivered, StatusAcked} {
+		require.False(t, TransitionRetry.Allows(s), "retry from %s", s)
+	}
+	require.False(t, TransitionAck.Allows(StatusQueued), "a queued delivery was not handed out since")
+	require.True(t, TransitionAck.Allows(StatusDelivering), "even when handed out again")
+
+	err := error(&TransitionError{DeliveryID: "d", Status: StatusAcked, Transition: TransitionRetry})
+	require.ErrorIs(t, err, ErrConflict)
+	require.Contains(t, err.Error(), "delivery d is acked")
+}
+
+func TestRetrySchedules(t *testing.T) {
+	own := []time.Duration{0, 5 * time.Second}
+	require.Equal(t, RetryPolicy{Delays: own}, PolicyFor(own, DefaultRetryPolicy))
+	fallback := RetryPolicy{Delays: []time.Duration{0, time.Second}}
+	require.Equal(t, fallback, PolicyFor(nil, fallback))
+	require.Equal(t, DefaultRetryPolicy, PolicyFor(nil, RetryPolicy{}))
+
+	require.Equal(t, 7, MaxAttemptsFor(7, own))
+	require.Equal(t, 2, MaxAttemptsFor(0, own))
+	require.Equal(t, 5, MaxAttemptsFor(0, nil))
+
+	require.Nil(t, EncodeDelays(nil))
+	require.Nil(t, EncodeDelays([]time.Duration{}))
+	enc := EncodeDelays([]time.Duration{0, 1500 * time.Millisecond, time.Hour})
+	require.Equal(t, "[0,1500,3600000]", *enc)
+	dec, err := DecodeDelays(enc)
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{0, 1500 * time.Millisecond, time.Hour}, dec)
+	dec, err = DecodeDelays(nil)
+	require.NoError(t, err)
+	require.Nil(t, dec)
+	bad := "[1,"
+	_, err = DecodeDelays(&bad)
+	require.Error(t, err)
+}
+
+func TestReceiveReason(t *testing.T) {
+	for note, want := range map[string]string{
+		"":                                "received",
+		"over the host's rate limit":      "received (over the host's rate limit)",
+		"(over the host's rate limit)":    "received (over the host's rate limit)",
+		"  over the host's rate limit   ": "received (over the host's rate limit)",
+	} {
+		p := DeliveryInsertParams{ReceiveNote: note}
+		require.Equal(t, want, p.ReceiveReason(), "%q", note)
+	}
+}
