@@ -56,11 +56,12 @@ func (l *linkCut) heal(t *testing.T) {
 }
 
 type hostHealth struct {
-	Status             string `json:"status"`
-	LastHeartbeatError string `json:"last_heartbeat_error"`
-	Outbox             int    `json:"outbox"`
-	Queued             int    `json:"queued"`
-	Running            int    `json:"running"`
+	Status             string     `json:"status"`
+	LastHeartbeatAt    *time.Time `json:"last_heartbeat_at"`
+	LastHeartbeatError string     `json:"last_heartbeat_error"`
+	Outbox             int        `json:"outbox"`
+	Queued             int        `json:"queued"`
+	Running            int        `json:"running"`
 }
 
 func (h *host) health() hostHealth {
