@@ -525,14 +525,18 @@ func TestTokenRenewedAt80PercentOfLifetime(t *testing.T) {
 
 func TestRevokedHostStops(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) { b.cloud.tokenStatus = http.StatusGone })
-	select {
-	case err := <-b.done:
-		require.ErrorIs(t, err, ErrRevoked)
-		require.ErrorContains(t, err, "host deactivated")
-		b.done <- err // for the cleanup
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent did not stop")
+	// 410: deactivated; 401: the credential itself is rejected.
+	for _, status := range []int{http.StatusGone, http.StatusUnauthorized} {
+		b := setup(t, func(b *testBundle) { b.cloud.tokenStatus = status })
+		select {
+		case err := <-b.done:
+			require.ErrorIs(t, err, ErrRevoked, "token endpoint answered %d", status)
+			require.ErrorContains(t, err, "host deactivated")
+			b.done <- err // for the cleanup
+		case <-time.After(10 * time.Second):
+			t.Fatal("agent did not stop")
+		}
+		require.Empty(t, b.cloud.requests, "no heartbeat without a token")
 	}
 }
 
