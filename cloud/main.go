@@ -294,6 +294,8 @@ func serve(ctx context.Context, args []string) error {
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Heartbeats waiting for work (wait_s) are answered at once on shutdown.
+	httpSrv.RegisterOnShutdown(srv.StopWaiting)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -311,6 +313,8 @@ func serve(ctx context.Context, args []string) error {
 	go func() { defer close(sweepDone); sweeper.Run(sweepCtx) }()
 	releaseDone := make(chan struct{})
 	go func() { defer close(releaseDone); srv.RunQuarantineRelease(sweepCtx, time.Minute) }()
+	wakeDone := make(chan struct{})
+	go func() { defer close(wakeDone); srv.RunWakeups(sweepCtx) }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
@@ -321,6 +325,7 @@ func serve(ctx context.Context, args []string) error {
 		stopSweep()
 		<-sweepDone
 		<-releaseDone
+		<-wakeDone
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -331,6 +336,7 @@ func serve(ctx context.Context, args []string) error {
 	stopSweep()
 	<-sweepDone
 	<-releaseDone
+	<-wakeDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -77,9 +78,20 @@ func (s *Server) heartbeat(c *gin.Context) {
 	var leased []*store.Delivery
 	more := false
 	if max > 0 {
-		res, err := s.store.DeliveryLease(ctx, &store.DeliveryLeaseParams{
-			HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now,
-		})
+		// A host that asks to wait is listening before it looks, so that
+		// work arriving in between still wakes it.
+		var wake <-chan struct{}
+		wait := min(time.Duration(req.WaitS)*time.Second, s.cfg.MaxWait)
+		if wait > 0 {
+			ch, unsubscribe := s.wakeups.subscribe(host.ID)
+			defer unsubscribe()
+			wake = ch
+		}
+		p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now}
+		res, err := s.store.DeliveryLease(ctx, p)
+		if err == nil && len(res.Deliveries) == 0 && wake != nil {
+			res, err = s.awaitWork(ctx, p, wait, wake)
+		}
 		if err != nil {
 			s.writeError(c, errUnavailable(err))
 			return

@@ -31,6 +31,7 @@ type Config struct {
 	ClaimTTL        time.Duration // life of a claim code (default 24 h)
 	MaxBatchBytes   int           // raw body bytes per heartbeat answer (default 4 MiB)
 	MaxHeartbeatReq int64         // largest heartbeat request body (default 4 MiB)
+	MaxWait         time.Duration // longest a heartbeat's wait_s holds it (default 25 s)
 	RetryPolicy     store.RetryPolicy
 	RateLimitPerMin int      // per-host intake rate limit unless the host sets its own (default 100)
 	RateLimitBurst  int      // per-host burst unless the host sets its own (default: RateLimitPerMin)
@@ -53,6 +54,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxHeartbeatReq <= 0 {
 		c.MaxHeartbeatReq = 4 << 20
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 25 * time.Second
 	}
 	if c.RateLimitPerMin <= 0 {
 		c.RateLimitPerMin = 100
@@ -82,6 +86,7 @@ type Server struct {
 	auditSample *sampler      // rejections recorded per host and minute
 	logSample   *sampler      // over-limit warnings logged per host and minute
 	metrics     *metrics
+	wakeups     *wakeups // heartbeats waiting for work (wait_s)
 }
 
 // New returns a server. All dependencies are required.
@@ -93,6 +98,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		auditSample: newSampler(60, 60),
 		logSample:   newSampler(6, 1),
 		metrics:     newMetrics(),
+		wakeups:     newWakeups(),
 	}
 }
 

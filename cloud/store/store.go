@@ -122,6 +122,15 @@ type Store interface {
 	// DeliveryPurgeDLQ deletes the host's dead-lettered deliveries and their
 	// audit trails, at most Limit of them (0: 1000). Returns how many.
 	DeliveryPurgeDLQ(ctx context.Context, p *DeliveryPurgeDLQParams) (int, error)
+	// DeliveryNextRetryAt is when the host's earliest retrying delivery
+	// comes due, or nil when none is retrying.
+	DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error)
+	// DeliveryListen calls p.Available with a host's id each time deliveries
+	// become available to that host at once (received, revived, retried by
+	// an operator) in any process sharing the database, until ctx ends (nil)
+	// or the listener fails (an error; call again). Wake-ups are hints: a
+	// missed one costs a waiting heartbeat its wait, a spurious one a query.
+	DeliveryListen(ctx context.Context, p *DeliveryListenParams) error
 	// DeliveryPrune deletes deliveries in Status (one of PrunableStatuses)
 	// that have not changed since before Before, with their audit trails, at
 	// most Limit of them (0: 1000). Returns how many.
@@ -398,6 +407,11 @@ type DeliveryRetryParams struct {
 type DeliveryPurgeDLQParams struct {
 	HostID string
 	Limit  int // 0: 1000
+}
+
+type DeliveryListenParams struct {
+	Listening func()              // called once the listener is in place; may be nil
+	Available func(hostID string) // must not block
 }
 
 type DeliveryPruneParams struct {

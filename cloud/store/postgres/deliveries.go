@@ -120,8 +120,10 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 				FOR UPDATE`, p.HostID, p.Source, p.EventID), false)
 			switch {
 			case err == nil:
-				res, err = revive(ctx, tx, existing, now)
-				return err
+				if res, err = revive(ctx, tx, existing, now); err != nil || res.Outcome == store.InsertDuplicate {
+					return err
+				}
+				return notifyAvailable(ctx, tx, p.HostID)
 			case !errors.Is(err, pgx.ErrNoRows):
 				return err
 			}
@@ -141,9 +143,13 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 				return err
 			}
 			res = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
-			return recordEvents(ctx, tx, []store.DeliveryEvent{{
+			err = recordEvents(ctx, tx, []store.DeliveryEvent{{
 				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: p.ReceiveReason(),
 			}})
+			if err != nil {
+				return err
+			}
+			return notifyAvailable(ctx, tx, p.HostID)
 		}
 		return errors.New("insert raced without a winner")
 	})
@@ -202,13 +208,67 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 		if !tr.Allows(existing.Status) {
 			return &store.TransitionError{DeliveryID: existing.ID, Status: existing.Status, Transition: tr}
 		}
-		d, err = requeue(ctx, tx, tr, existing, now)
-		return err
+		if d, err = requeue(ctx, tx, tr, existing, now); err != nil {
+			return err
+		}
+		return notifyAvailable(ctx, tx, p.HostID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery retry: %w", interpretError(err))
 	}
 	return d, nil
+}
+
+// availableChannel is the LISTEN/NOTIFY channel on which a host's id says
+// that deliveries became available to it.
+const availableChannel = "relay_deliveries_available"
+
+// notifyAvailable tells every listener, once tx commits, that the host has
+// deliveries available.
+func notifyAvailable(ctx context.Context, tx pgx.Tx, hostID string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, availableChannel, hostID)
+	return err
+}
+
+func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("delivery listen: %w", err)
+	}
+	// The listening session is this call's alone: it never goes back to the
+	// pool.
+	conn := pc.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{availableChannel}.Sanitize()); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("delivery listen: %w", err)
+	}
+	if p.Listening != nil {
+		p.Listening()
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("delivery listen: %w", err)
+		}
+		p.Available(n.Payload)
+	}
+}
+
+func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {
+	var next *time.Time
+	err := s.pool.QueryRow(ctx, `
+		SELECT min(next_retry_at) FROM deliveries WHERE host_id = $1 AND status = 'retrying'`,
+		hostID).Scan(&next)
+	if err != nil {
+		return nil, fmt.Errorf("delivery next retry at: %w", err)
+	}
+	return utcPtr(next), nil
 }
 
 func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {

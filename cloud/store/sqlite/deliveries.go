@@ -125,6 +125,9 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	if err != nil {
 		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
 	}
+	if res.Outcome != store.InsertDuplicate {
+		s.wake.notify(p.HostID)
+	}
 	return res, nil
 }
 
@@ -182,7 +185,19 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	if err != nil {
 		return nil, fmt.Errorf("delivery retry: %w", interpretError(err))
 	}
+	s.wake.notify(p.HostID)
 	return d, nil
+}
+
+func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {
+	var next *time.Time
+	err := s.read.QueryRowContext(ctx, `
+		SELECT min(next_retry_at) FROM deliveries WHERE host_id = ? AND status = 'retrying'`,
+		hostID).Scan(nullTimeCol{&next})
+	if err != nil {
+		return nil, fmt.Errorf("delivery next retry at: %w", err)
+	}
+	return next, nil
 }
 
 func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -27,6 +28,9 @@ import (
 type Store struct {
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
+	// wake holds DeliveryListen's callbacks: one process owns the file, so
+	// wake-ups stay in memory.
+	wake listeners
 }
 
 var _ store.Store = (*Store)(nil)
@@ -71,7 +75,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
-	return &Store{write: write, read: read}, nil
+	return &Store{write: write, read: read, wake: listeners{fns: map[int]func(string){}}}, nil
 }
 
 // Migrate applies pending migrations on the writer connection.
@@ -493,4 +497,42 @@ func (s *Store) HostExpireClaimCodes(ctx context.Context, p *store.HostExpireCla
 		return 0, fmt.Errorf("host expire claim codes: %w", err)
 	}
 	return int(n), nil
+}
+
+// listeners are the callbacks of running DeliveryListen calls.
+type listeners struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(hostID string)
+}
+
+func (l *listeners) add(fn func(string)) (remove func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.next
+	l.next++
+	l.fns[id] = fn
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(l.fns, id)
+	}
+}
+
+func (l *listeners) notify(hostID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, fn := range l.fns {
+		fn(hostID)
+	}
+}
+
+func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error {
+	remove := s.wake.add(p.Available)
+	defer remove()
+	if p.Listening != nil {
+		p.Listening()
+	}
+	<-ctx.Done()
+	return nil
 }

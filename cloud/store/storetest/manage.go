@@ -21,6 +21,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 	exerciseRetry(ctx, t, setup)
 	exercisePurgeAndPrune(ctx, t, setup)
 	exerciseHostUpkeep(ctx, t, setup)
+	exerciseListen(ctx, t, setup)
 
 	t.Run("LeaseMore", func(t *testing.T) {
 		t.Parallel()
@@ -476,5 +477,84 @@ func exerciseHostUpkeep(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 2, list[0].Counts[store.StatusDelivering])
 		require.Equal(t, 1, list[1].Counts[store.StatusDLQ])
 		require.Len(t, list[2].Counts, len(store.Statuses), "a host without deliveries counts zeros")
+	})
+}
+
+// exerciseListen covers the wake-ups of waiting heartbeats.
+func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("DeliveryListen", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		woken := make(chan string, 100)
+		listening := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
+				Listening: func() { close(listening) },
+				Available: func(hostID string) { woken <- hostID },
+			})
+		}()
+		<-listening
+		marks := 0
+		mark := func() {
+			marks++
+			insert(ctx, t, s, b.other.ID, fmt.Sprintf("mark-%d", marks), base, deliveryOpts{})
+		}
+		// next is the next wake-up; wake-ups come in commit order, so a mark
+		// after an action shows that the action woke no one.
+		next := func() string {
+			t.Helper()
+			select {
+			case h := <-woken:
+				return h
+			case <-time.After(10 * time.Second):
+				t.Fatal("no wake-up")
+				return ""
+			}
+		}
+
+		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		require.Equal(t, b.host.ID, next(), "received")
+
+		_, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(time.Second), deliveryOpts{}))
+		require.NoError(t, err)
+		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 1)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: d.ID, Retryable: false}))
+		mark()
+		require.Equal(t, b.other.ID, next(), "a duplicate, a lease and a nack wake no one")
+
+		_, err = s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(time.Minute), deliveryOpts{}))
+		require.NoError(t, err)
+		require.Equal(t, b.host.ID, next(), "revived")
+
+		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base.Add(time.Minute)), 1)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), store.Nack{ID: d.ID, Retryable: true}))
+		_, err = s.DeliveryRetry(ctx, &store.DeliveryRetryParams{HostID: b.host.ID, ID: d.ID, Now: base.Add(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, b.host.ID, next(), "retried by an operator")
+
+		cancel()
+		require.NoError(t, <-done, "ending the context ends the listener cleanly")
+	})
+
+	t.Run("DeliveryNextRetryAt", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		next, err := s.DeliveryNextRetryAt(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Nil(t, next)
+		d1 := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		d2 := insert(ctx, t, s, b.host.ID, "evt-2", base, deliveryOpts{})
+		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 2)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), store.Nack{ID: d1.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: d2.ID, Retryable: true}))
+		next, err = s.DeliveryNextRetryAt(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, ptr(base.Add(store.DefaultRetryPolicy.Delays[1])), next, "the earliest")
+		next, err = s.DeliveryNextRetryAt(ctx, b.other.ID)
+		require.NoError(t, err)
+		require.Nil(t, next)
 	})
 }

@@ -1,0 +1,240 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/postgres"
+	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
+	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared"
+)
+
+// Long-poll heartbeats (wait_s), on a fake clock: a waiting heartbeat
+// returns when work arrives for its host, when a retry comes due, or when
+// its wait is over, whichever is first.
+
+// waitServer serves st with the store's listener feeding waiting
+// heartbeats; it returns once the listener is in place.
+func waitServer(t *testing.T, st store.Store) (*bundle, *Server) {
+	t.Helper()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
+	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
+	require.NoError(t, err)
+	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	require.NoError(t, err)
+	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Config{AdminToken: testAdmin, LeaseFor: time.Minute, MaxWait: time.Minute})
+	srv := httptest.NewServer(s.Handler())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.RunWakeups(ctx) }()
+	t.Cleanup(func() {
+		s.StopWaiting()
+		srv.Close()
+		cancel()
+		<-done
+	})
+	<-s.wakeups.ready
+	return &bundle{t: t, srv: srv, store: st, clock: clock}, s
+}
+
+func sqliteWaitServer(t *testing.T) (*bundle, *Server) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	t.Cleanup(func() { st.Close() })
+	return waitServer(t, st)
+}
+
+type beatResult struct {
+	status int
+	resp   shared.HeartbeatResponse
+	err    error
+}
+
+// beatAsync sends a heartbeat from another goroutine; its answer arrives on
+// the channel.
+func (b *bundle) beatAsync(ctx context.Context, token string, req shared.HeartbeatRequest) <-chan beatResult {
+	out := make(chan beatResult, 1)
+	body, _ := json.Marshal(req)
+	go func() {
+		r, _ := http.NewRequestWithContext(ctx, "POST", b.srv.URL+shared.PathHeartbeat, bytes.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+token)
+		resp, err := b.srv.Client().Do(r)
+		if err != nil {
+			out <- beatResult{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		res := beatResult{status: resp.StatusCode}
+		res.err = json.NewDecoder(resp.Body).Decode(&res.resp)
+		out <- res
+	}()
+	return out
+}
+
+// answered waits for a heartbeat's answer: it must come without the clock
+// moving.
+func answered(t *testing.T, ch <-chan beatResult) shared.HeartbeatResponse {
+	t.Helper()
+	select {
+	case r := <-ch:
+		require.NoError(t, r.err)
+		require.Equal(t, 200, r.status)
+		return r.resp
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat is still waiting")
+		return shared.HeartbeatResponse{}
+	}
+}
+
+// waiting returns once the server holds one heartbeat on its clock.
+func (b *bundle) waiting() {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(b.t, b.clock.BlockUntilContext(ctx, 1), "no heartbeat waits")
+}
+
+func TestWaitWakesWhenWorkArrives(t *testing.T) {
+	b, _ := sqliteWaitServer(t)
+	g := b.claimAgent("h")
+	other := b.claimAgent("other")
+	start := b.clock.Now()
+
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
+	b.waiting()
+	other.send("for-the-other-host") // wakes nobody here, or only to find nothing
+	id := g.send("d-1")
+	hb := answered(t, ch)
+	require.Len(t, hb.Webhooks, 1)
+	require.Equal(t, id, hb.Webhooks[0].DeliveryID)
+	require.Equal(t, 1, hb.Webhooks[0].Attempt)
+	require.Equal(t, start, b.clock.Now(), "no time passed")
+	require.Equal(t, store.StatusDelivered, g.delivery(id).Status)
+
+	// With work already waiting, it answers at once.
+	g.send("d-2")
+	hb = answered(t, b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30}))
+	require.Len(t, hb.Webhooks, 1)
+}
+
+func TestWaitEndsAfterWaitS(t *testing.T) {
+	b, _ := sqliteWaitServer(t)
+	g := b.claimAgent("h")
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 5})
+	b.waiting()
+	b.clock.Advance(5*time.Second - time.Millisecond)
+	b.waiting() // its timer has not fired
+	b.clock.Advance(time.Millisecond)
+	require.Empty(t, answered(t, ch).Webhooks)
+
+	// A longer wait is cut to the server's longest (a minute here).
+	ch = b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 3600})
+	b.waiting()
+	b.clock.Advance(time.Minute)
+	require.Empty(t, answered(t, ch).Webhooks)
+
+	// max_webhooks 0 never waits.
+	require.Empty(t, answered(t, b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30, MaxWebhooks: shared.Ptr(0)})).Webhooks)
+}
+
+func TestWaitEndsWhenARetryComesDue(t *testing.T) {
+	b, _ := sqliteWaitServer(t)
+	g := b.claimAgent("h")
+	id := g.send("d-1")
+	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
+	g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Retryable: true}}})
+
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 50})
+	b.waiting()
+	b.clock.Advance(30 * time.Second) // the first retry's wait
+	hb := answered(t, ch)
+	require.Len(t, hb.Webhooks, 1)
+	require.Equal(t, 2, hb.Webhooks[0].Attempt)
+}
+
+func TestWaitWokenByAManualRetry(t *testing.T) {
+	b, _ := sqliteWaitServer(t)
+	g := b.claimAgent("h")
+	id := g.send("d-1")
+	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
+	g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Retryable: false}}})
+
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
+	b.waiting()
+	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+g.id+"/webhooks/"+id+"/retry", nil).status)
+	hb := answered(t, ch)
+	require.Len(t, hb.Webhooks, 1)
+	require.Equal(t, 1, hb.Webhooks[0].Attempt, "attempts were reset")
+}
+
+func TestWaitEndsOnShutdown(t *testing.T) {
+	b, s := sqliteWaitServer(t)
+	g := b.claimAgent("h")
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
+	b.waiting()
+	s.StopWaiting()
+	require.Empty(t, answered(t, ch).Webhooks)
+	// Later heartbeats do not wait either.
+	require.Empty(t, answered(t, b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})).Webhooks)
+}
+
+func TestWaitLeasesNothingForAClientThatLeft(t *testing.T) {
+	b, s := sqliteWaitServer(t)
+	g := b.claimAgent("h")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := b.beatAsync(ctx, g.token, shared.HeartbeatRequest{WaitS: 30})
+	b.waiting()
+	cancel()
+	require.Error(t, (<-ch).err)
+	require.Eventually(t, func() bool {
+		s.wakeups.mu.Lock()
+		defer s.wakeups.mu.Unlock()
+		return len(s.wakeups.waiting) == 0
+	}, 10*time.Second, time.Millisecond, "the handler stops waiting")
+	id := g.send("d-1")
+	d := g.delivery(id)
+	require.Equal(t, store.StatusQueued, d.Status, "nobody to hand it to")
+	require.Zero(t, d.Attempts)
+}
+
+// TestWaitAcrossReplicas: two servers on one Postgres. A heartbeat waits on
+// one; the webhook arrives at the other; LISTEN/NOTIFY wakes the first.
+func TestWaitAcrossReplicas(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	open := func() store.Store {
+		st, err := postgres.Open(context.Background(), url)
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	a, _ := waitServer(t, open())
+	b, _ := waitServer(t, open())
+	g := a.claimAgent("h")
+
+	ch := a.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
+	a.waiting()
+	r := b.sendGitHub(g.id, "d-1", prBody)
+	require.Equal(t, 200, r.status, string(r.body))
+	hb := answered(t, ch)
+	require.Len(t, hb.Webhooks, 1)
+	require.Equal(t, "d-1", hb.Webhooks[0].Headers["x-github-delivery"])
+}
