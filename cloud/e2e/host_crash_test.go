@@ -28,14 +28,22 @@ import (
 //
 // After a crash the lease (2 s here) must expire and the cloud waits its
 // 30 s retry delay before handing the webhook out again, so (a) and (b) take
-// about 35 s each; they run in parallel with the other slow host tests.
+// about 35 s, together.
 
-// TestHostKilledWhileHandlerRuns is (a), for both handler kinds: the forward
-// target sees its connection drop, and the exec program dies with the host
-// (Linux parent-death signal) rather than running on unobserved.
-func TestHostKilledWhileHandlerRuns(t *testing.T) {
+// TestHostKilledBeforeLedgerWrite covers (a) and (b), each on its own host
+// of one cloud, side by side so that their waits for the redelivery overlap.
+//
+// (a), for both handler kinds: the forward target sees its connection drop,
+// and the exec program dies with the host (Linux parent-death signal) rather
+// than running on unobserved. (b): the handler succeeded, but the host died
+// (its test-only fault hook) before writing its ledger row.
+func TestHostKilledBeforeLedgerWrite(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "crash-a", "RELAY_LEASE=2s")
+	idB, codeB := s.cloud.newHost("crash-b", secret)
+	sB := &hostSetup{cloud: s.cloud, hostID: idB, code: codeB}
+
+	// (a): both handlers hang on their first run.
 	app := startScriptedApp(t, func(r *http.Request, n int) (int, string) {
 		if n == 1 {
 			<-r.Context().Done() // hangs until the host dies
@@ -43,94 +51,85 @@ func TestHostKilledWhileHandlerRuns(t *testing.T) {
 		}
 		return 200, "fine"
 	})
-	runs := newRunLog(t)
+	runsA := newRunLog(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
+	hangOnce := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
 if [ "$RELAY_ATTEMPT" = 1 ]; then echo $$ > "$2"; exec sleep 60; fi
 echo finished
 `)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+	hA := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
 		"github": map[string]any{"enabled": true, "parallel": true, "routes": []any{
 			map[string]any{"events": []string{"push"}, "forward": app.url},
-			map[string]any{"events": []string{"issues"}, "exec": []string{handler, string(runs), pidFile}},
+			map[string]any{"events": []string{"issues"}, "exec": []string{hangOnce, string(runsA), pidFile}},
 		}},
 	}})
+	// (b): the handler returns at once; the host kills itself right after.
+	runsB := newRunLog(t)
+	record := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
+`)
+	hB := sB.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "exec": []string{record, string(runsB)}},
+	}}, "RELAY_HOST_TEST_CRASH=after-handler")
+
 	fwd := sendGitHub(t, s.cloud.url, s.hostID, "push", "a-forward", hostPayload(t, "github/push.json"))
 	ex := sendGitHub(t, s.cloud.url, s.hostID, "issues", "a-exec", hostPayload(t, "github/issue_comment.created.json"))
+	idb := sendGitHub(t, s.cloud.url, sB.hostID, "push", "b-crash", hostPayload(t, "github/push.json"))
+
+	// (a): kill while both run.
 	eventually(t, 30*time.Second, "both handlers running", func() bool {
 		_, err := os.Stat(pidFile)
 		return len(app.requests(fwd)) == 1 && err == nil
 	})
 	pid, err := os.ReadFile(pidFile)
 	require.NoError(t, err)
-
-	h.kill()
+	hA.kill()
 	eventually(t, 10*time.Second, "the exec handler died with the host", func() bool {
 		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
 		return err != nil || strings.Contains(string(stat), ") Z ")
 	})
 	for _, id := range []string{fwd, ex} {
-		_, ok := h.ledgerShow(id)
+		_, ok := hA.ledgerShow(id)
 		require.False(t, ok, "%s: nothing recorded: the host died mid-run", id)
 	}
 
-	h.restartWith()
-	eventually(t, 90*time.Second, "both acked after the redelivery", func() bool {
-		return s.cloud.delivery(s.hostID, fwd).Delivery.Status == "acked" && s.cloud.delivery(s.hostID, ex).Delivery.Status == "acked"
+	// (b): the host killed itself after the handler returned.
+	require.Equal(t, -1, hB.waitExit(30*time.Second), "killed by its own SIGKILL")
+	require.Contains(t, tail(hB.logPath, 20), "RELAY_HOST_TEST_CRASH: killing the host at after-handler")
+	require.Contains(t, tail(hB.logPath, 400), "test fault hook armed")
+	require.Equal(t, []string{idb + " 1 " + idb}, runsB.lines(), "the handler ran")
+	_, ok := hB.ledgerShow(idb)
+	require.False(t, ok, "nothing recorded")
+	require.NotEqual(t, "acked", s.cloud.delivery(sB.hostID, idb).Delivery.Status)
+
+	hA.restartWith()
+	hB.restartWith()
+	eventually(t, 90*time.Second, "all acked after the redeliveries", func() bool {
+		return s.cloud.delivery(s.hostID, fwd).Delivery.Status == "acked" && s.cloud.delivery(s.hostID, ex).Delivery.Status == "acked" &&
+			s.cloud.delivery(sB.hostID, idb).Delivery.Status == "acked"
 	})
+
 	// The handlers ran twice: the at-least-once window. Both runs carried the
-	// same Idempotency-Key.
+	// same Idempotency-Key, for the handler's downstream to recognise the repeat.
 	reqs := app.requests(fwd)
 	require.Len(t, reqs, 2)
 	require.Equal(t, "1", reqs[0].Header.Get("X-Relay-Attempt"))
 	require.Equal(t, "2", reqs[1].Header.Get("X-Relay-Attempt"))
 	require.Equal(t, fwd, reqs[0].Header.Get("Idempotency-Key"))
 	require.Equal(t, fwd, reqs[1].Header.Get("Idempotency-Key"))
-	require.Equal(t, []string{ex + " 1 " + ex, ex + " 2 " + ex}, runs.lines())
-	for _, id := range []string{fwd, ex} {
-		d := s.cloud.delivery(s.hostID, id)
+	require.Equal(t, []string{ex + " 1 " + ex, ex + " 2 " + ex}, runsA.lines())
+	require.Equal(t, []string{idb + " 1 " + idb, idb + " 2 " + idb}, runsB.lines())
+	for _, c := range []struct {
+		h          *host
+		hostID, id string
+	}{{hA, s.hostID, fwd}, {hA, s.hostID, ex}, {hB, sB.hostID, idb}} {
+		d := s.cloud.delivery(c.hostID, c.id)
 		require.Equal(t, 2, d.Delivery.Attempts, d.reasons())
 		require.Contains(t, d.reasons(), "lease expired")
-		e := mustLedger(t, h, id)
+		e := mustLedger(t, c.h, c.id)
 		require.Equal(t, "success", e.Result)
-		require.Equal(t, 1, e.Attempts, "one run recorded: the first left no trace")
+		require.Equal(t, 1, e.Attempts, "%s: one run recorded: the first left no trace", c.id)
 		require.Equal(t, 2, e.CloudAttempt)
 	}
-}
-
-// TestHostKilledAfterHandlerBeforeLedger is (b): the handler succeeded, but
-// the host died before writing its ledger row, so it runs again.
-func TestHostKilledAfterHandlerBeforeLedger(t *testing.T) {
-	t.Parallel()
-	s := newHostSetup(t, "crash-b", "RELAY_LEASE=2s")
-	runs := newRunLog(t)
-	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
-`)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
-	}}, "RELAY_HOST_TEST_CRASH=after-handler")
-	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "b-crash", hostPayload(t, "github/push.json"))
-
-	require.Equal(t, -1, h.waitExit(30*time.Second), "killed by its own SIGKILL")
-	require.Contains(t, tail(h.logPath, 20), "RELAY_HOST_TEST_CRASH: killing the host at after-handler")
-	require.Contains(t, tail(h.logPath, 400), "test fault hook armed")
-	require.Equal(t, []string{id + " 1 " + id}, runs.lines(), "the handler ran")
-	_, ok := h.ledgerShow(id)
-	require.False(t, ok, "nothing recorded")
-	require.NotEqual(t, "acked", s.cloud.delivery(s.hostID, id).Delivery.Status)
-
-	h.restartWith()
-	eventually(t, 90*time.Second, "acked after the redelivery", func() bool {
-		return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked"
-	})
-	// At-least-once: the second run has the same key, for the handler's
-	// downstream to recognise the repeat.
-	require.Equal(t, []string{id + " 1 " + id, id + " 2 " + id}, runs.lines())
-	d := s.cloud.delivery(s.hostID, id)
-	require.Equal(t, 2, d.Delivery.Attempts, d.reasons())
-	e := mustLedger(t, h, id)
-	require.Equal(t, "success", e.Result)
-	require.Equal(t, 2, e.CloudAttempt)
 }
 
 // TestHostKilledAfterLedgerBeforeAck is (c): the outcome and its ack were
