@@ -102,4 +102,13 @@ cat > "$1/$RELAY_DELIVERY_ID.body"
 	le = mustLedger(t, h, prID)
 	require.Equal(t, "pull_request.opened Codertocat/Hello-World #2 (changes) by Codertocat", le.Summary)
 	require.Equal(t, "2", le.Fields["github.number"])
+
+	// The cloud filters on the subscription the host sent: github wants
+	// pull_request only, and slack what its one route takes.
+	status, resp, err := signGitHub(secret, "push", "ctx-push-1", hostPayload(t, "github/push.json")).send(s.cloud.url, s.hostID)
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+	require.Equal(t, "filtered", resp.Status)
+	require.Equal(t, "filtered", sendSlackStatus(t, s.cloud.url, s.hostID, "slack", slackSecret,
+		hostPayload(t, "slack/event_callback.reaction_added.json")))
 }

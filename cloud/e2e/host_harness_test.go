@@ -209,8 +209,23 @@ func sendGitHub(t *testing.T, cloudURL, hostID, event, delivery string, body []b
 }
 
 // sendSlack signs a Slack Events API request the way Slack does (v0 over
-// "v0:timestamp:body") and sends it to source.
+// "v0:timestamp:body"), sends it to source and returns its delivery id.
 func sendSlack(t *testing.T, cloudURL, hostID, source, slackSecret string, body []byte) string {
+	t.Helper()
+	id, status := postSlack(t, cloudURL, hostID, source, slackSecret, body)
+	require.Equal(t, shared.IntakeQueued, status)
+	return id
+}
+
+// sendSlackStatus is sendSlack for a webhook that may not be queued: it
+// returns the intake status.
+func sendSlackStatus(t *testing.T, cloudURL, hostID, source, slackSecret string, body []byte) string {
+	t.Helper()
+	_, status := postSlack(t, cloudURL, hostID, source, slackSecret, body)
+	return status
+}
+
+func postSlack(t *testing.T, cloudURL, hostID, source, slackSecret string, body []byte) (string, string) {
 	t.Helper()
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	m := hmac.New(sha256.New, []byte(slackSecret))
@@ -228,8 +243,7 @@ func sendSlack(t *testing.T, cloudURL, hostID, source, slackSecret string, body 
 	var out shared.IntakeResponse
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	require.Equal(t, 200, resp.StatusCode)
-	require.Equal(t, shared.IntakeQueued, out.Status)
-	return out.DeliveryID
+	return out.DeliveryID, out.Status
 }
 
 // script writes an executable shell script and returns its path.
