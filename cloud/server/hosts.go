@@ -77,7 +77,7 @@ func (s *Server) createHost(c *gin.Context) {
 	h, err := s.store.HostCreate(c.Request.Context(), &store.HostCreateParams{
 		ID: auth.NewHostID(), Name: name,
 		ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: now.Add(s.cfg.ClaimTTL),
-		RateLimitPerMin: 100, RateLimitBurst: 100, Now: now,
+		Now: now, // rate limits 0: the server's defaults
 	})
 	if err != nil {
 		s.writeError(c, err)
