@@ -90,7 +90,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now}
 		res, err := s.store.DeliveryLease(ctx, p)
 		if err == nil && len(res.Deliveries) == 0 && wake != nil {
-			res, err = s.awaitWork(ctx, p, wait, wake)
+			res, err = s.awaitWork(ctx, p, host.Generation, wait, wake)
 		}
 		if err != nil {
 			s.writeError(c, errUnavailable(err))

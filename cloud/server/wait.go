@@ -94,7 +94,9 @@ func (s *Server) RunWakeups(ctx context.Context) {
 // has work, up to wait: it wakes when a delivery arrives for the host (wake)
 // and when its earliest retry comes due, then leases again. A client that
 // goes away gets nothing leased.
-func (s *Server) awaitWork(ctx context.Context, p *store.DeliveryLeaseParams, wait time.Duration, wake <-chan struct{}) (*store.DeliveryLeaseResult, error) {
+// A host deactivated or re-claimed while it waits (its generation moved on)
+// is handed nothing.
+func (s *Server) awaitWork(ctx context.Context, p *store.DeliveryLeaseParams, generation int64, wait time.Duration, wake <-chan struct{}) (*store.DeliveryLeaseResult, error) {
 	deadline := p.Now.Add(wait)
 	due, err := s.store.DeliveryNextRetryAt(ctx, p.HostID)
 	if err != nil {
@@ -115,6 +117,13 @@ func (s *Server) awaitWork(ctx context.Context, p *store.DeliveryLeaseParams, wa
 		case <-t.Chan():
 			final = true
 		case <-wake:
+		}
+		h, err := s.store.HostGet(ctx, p.HostID)
+		if err != nil {
+			return nil, err
+		}
+		if h.Status != store.HostActive || h.Generation != generation {
+			return &store.DeliveryLeaseResult{}, nil
 		}
 		p.Now = s.now()
 		res, err := s.store.DeliveryLease(ctx, p)

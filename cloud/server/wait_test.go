@@ -171,6 +171,21 @@ func TestWaitEndsWhenARetryComesDue(t *testing.T) {
 	require.Equal(t, 2, hb.Webhooks[0].Attempt)
 }
 
+func TestWaitHandsNothingToAHostDeactivatedMeanwhile(t *testing.T) {
+	b, _ := sqliteWaitServer(t)
+	g := b.claimAgent("h")
+	id := g.send("d-1")
+	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
+	g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Retryable: true}}})
+
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 50})
+	b.waiting()
+	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+g.id+"/deactivate", nil).status)
+	b.clock.Advance(30 * time.Second) // the retry comes due
+	require.Empty(t, answered(t, ch).Webhooks, "its token was revoked while it waited")
+	require.Equal(t, 1, g.delivery(id).Attempts, "no attempt handed out")
+}
+
 func TestWaitWokenByAManualRetry(t *testing.T) {
 	b, _ := sqliteWaitServer(t)
 	g := b.claimAgent("h")
