@@ -23,6 +23,9 @@ func rekey(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
+	if err := o.envError(); err != nil {
+		return err
+	}
 	log, err := o.logger()
 	if err != nil {
 		return err

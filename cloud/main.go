@@ -106,6 +106,8 @@ type options struct {
 	rateBurst      int
 	quarantineMax  int
 	trustedProxies string
+
+	envErrs []error // environment values that do not parse
 }
 
 func env(name, def string) string {
@@ -115,22 +117,41 @@ func env(name, def string) string {
 	return def
 }
 
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, ok := os.LookupEnv(name); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
-		}
+// envDuration reads a duration setting; a value that does not parse is
+// reported by parse rather than silently replaced by the default.
+func (o *options) envDuration(name string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
 	}
-	return def
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		o.envErrs = append(o.envErrs, fmt.Errorf("%s=%q: want a duration such as 90s, 15m or 168h", name, v))
+		return def
+	}
+	return d
 }
 
-func envInt(name string, def int) int {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
+// envInt reads a non-negative whole-number setting, like envDuration.
+func (o *options) envInt(name string, def int) int {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
 	}
-	return def
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		o.envErrs = append(o.envErrs, fmt.Errorf("%s=%q: want a whole number, 0 or more", name, v))
+		return def
+	}
+	return n
+}
+
+// envError is every environment value that did not parse, as a usage error.
+func (o *options) envError() error {
+	if len(o.envErrs) == 0 {
+		return nil
+	}
+	return usageError{errors.Join(o.envErrs...)}
 }
 
 func (o *options) register(fs *flag.FlagSet, withServe bool) {
@@ -145,15 +166,15 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	o.registerKeys(fs)
 	fs.StringVar(&o.jwtKey, "jwt-key", env("RELAY_JWT_KEY", ""), "key that signs host tokens, at least 32 bytes (RELAY_JWT_KEY; default: a key file in the data dir)")
 	fs.StringVar(&o.publicURL, "public-url", env("RELAY_PUBLIC_URL", ""), "URL providers and hosts use (RELAY_PUBLIC_URL; default: derived from each request)")
-	fs.DurationVar(&o.lease, "lease", envDuration("RELAY_LEASE", 2*time.Minute), "lease on deliveries handed to a host (RELAY_LEASE)")
-	fs.DurationVar(&o.retainAcked, "retain-acked", envDuration("RELAY_RETAIN_ACKED", 7*24*time.Hour), "how long acked deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_ACKED)")
-	fs.DurationVar(&o.retainDLQ, "retain-dlq", envDuration("RELAY_RETAIN_DLQ", 7*24*time.Hour), "how long dead-lettered deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_DLQ)")
-	fs.DurationVar(&o.retainRejected, "retain-rejections", envDuration("RELAY_RETAIN_REJECTIONS", 7*24*time.Hour), "how long the rejections audit is kept; 0 keeps it (RELAY_RETAIN_REJECTIONS)")
-	fs.IntVar(&o.rateLimit, "rate-limit-per-min", envInt("RELAY_RATE_LIMIT_PER_MIN", 100), "intake requests per minute per host, unless the host sets its own (RELAY_RATE_LIMIT_PER_MIN)")
-	fs.IntVar(&o.rateBurst, "rate-limit-burst", envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
-	fs.IntVar(&o.quarantineMax, "quarantine-max", envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
+	fs.DurationVar(&o.lease, "lease", o.envDuration("RELAY_LEASE", 2*time.Minute), "lease on deliveries handed to a host (RELAY_LEASE)")
+	fs.DurationVar(&o.retainAcked, "retain-acked", o.envDuration("RELAY_RETAIN_ACKED", 7*24*time.Hour), "how long acked deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_ACKED)")
+	fs.DurationVar(&o.retainDLQ, "retain-dlq", o.envDuration("RELAY_RETAIN_DLQ", 7*24*time.Hour), "how long dead-lettered deliveries are kept before they are pruned; 0 keeps them (RELAY_RETAIN_DLQ)")
+	fs.DurationVar(&o.retainRejected, "retain-rejections", o.envDuration("RELAY_RETAIN_REJECTIONS", 7*24*time.Hour), "how long the rejections audit is kept; 0 keeps it (RELAY_RETAIN_REJECTIONS)")
+	fs.IntVar(&o.rateLimit, "rate-limit-per-min", o.envInt("RELAY_RATE_LIMIT_PER_MIN", 100), "intake requests per minute per host, unless the host sets its own (RELAY_RATE_LIMIT_PER_MIN)")
+	fs.IntVar(&o.rateBurst, "rate-limit-burst", o.envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
+	fs.IntVar(&o.quarantineMax, "quarantine-max", o.envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
-	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
+	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 }
 
 // registerKeys adds the settings that locate the secret key ring.
@@ -214,6 +235,9 @@ func parse(name string, args []string, withServe bool) (options, *slog.Logger, e
 	if err := fs.Parse(args); err != nil {
 		return o, nil, usageError{err}
 	}
+	if err := o.envError(); err != nil {
+		return o, nil, err
+	}
 	log, err := o.logger()
 	return o, log, err
 }
@@ -250,6 +274,10 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	proxies, err := parseProxies(o.trustedProxies)
+	if err != nil {
+		return err
+	}
 	ring, err := loadRing(&o)
 	if err != nil {
 		return err
@@ -273,10 +301,6 @@ func serve(ctx context.Context, args []string) error {
 		log.Warn("RELAY_ADMIN_TOKEN is not set: the admin API refuses every request")
 	}
 
-	proxies, err := parseProxies(o.trustedProxies)
-	if err != nil {
-		return err
-	}
 	srv := server.New(st, ring, tokens, clock, log, server.Config{
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,

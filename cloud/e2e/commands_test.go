@@ -51,6 +51,10 @@ func TestCloudUsageErrors(t *testing.T) {
 		"short jwt key":   {[]string{"RELAY_JWT_KEY=short", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_JWT_KEY must be at least 32 bytes"},
 		"bad secret keys": {[]string{"RELAY_SECRET_KEYS=abc", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_SECRET_KEYS"},
 		"bad log level":   {nil, []string{"serve", "--log-level", "loud"}, "log level"},
+		"bad duration":    {[]string{"RELAY_RETAIN_ACKED=7d"}, []string{"serve"}, `RELAY_RETAIN_ACKED="7d": want a duration`},
+		"bad number":      {[]string{"RELAY_RATE_LIMIT_PER_MIN=lots"}, []string{"serve"}, `RELAY_RATE_LIMIT_PER_MIN="lots"`},
+		"bad proxies":     {[]string{"RELAY_TRUSTED_PROXIES=10.0.0.0/33", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_TRUSTED_PROXIES"},
+		"rekey bad keys":  {[]string{"RELAY_SECRET_KEYS=abc", "RELAY_DATABASE_URL=sqlite:" + t.TempDir() + "/c.db"}, []string{"rekey"}, "RELAY_SECRET_KEYS"},
 	}
 	for name, c := range cases {
 		code, out := runCloud(t, c.env, c.args...)
