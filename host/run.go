@@ -160,13 +160,16 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			cancel()
 		}
 	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	log.Info("local API listening", "addr", ln.Addr().String(), "state_dir", p.stateDir, "cloud_url", p.cloudURL)
 
 	var background sync.WaitGroup
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	retention := &ledger.Retention{Ledger: l, MaxAge: p.cfg.LedgerRetention, Clock: clock, Logger: log}
 	background.Go(func() { retention.Run(bgCtx) })
-	background.Go(func() { reloadOnHangup(bgCtx, *configPath, p.cfg, a, log) })
+	background.Go(func() { reloadOnHangup(bgCtx, hup, *configPath, p.cfg, a, log) })
 
 	runErr := a.Run(ctx)
 	stopBackground()
@@ -196,10 +199,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 // reloadOnHangup re-reads the configuration on SIGHUP and hands the new
 // sources and subscription to the agent. A configuration that does not
 // validate is refused and the running one kept.
-func reloadOnHangup(ctx context.Context, path string, running *config.Config, a *agent.Agent, log *slog.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, running *config.Config, a *agent.Agent, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
