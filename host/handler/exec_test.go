@@ -28,7 +28,7 @@ func TestExecPassesPayloadAndEnvironment(t *testing.T) {
 	t.Setenv("RELAY_HOST_STATE", "/kept")
 	dir := t.TempDir()
 	script := writeScript(t, `cat > "$1/stdin"
-env | grep -E '^(RELAY_|IDEMPOTENCY_KEY=)' | sort > "$1/env"
+env | grep -E '^(RELAY_(ATTEMPT|CORRELATION_ID|DELIVERY_ID|EVENT_[A-Z_]+|GITHUB_[A-Z_]+|SLACK_[A-Z_]+|STRIPE_[A-Z_]+|SOURCE|SUMMARY|HOST_STATE)=|IDEMPOTENCY_KEY=)' | sort > "$1/env"
 echo handled
 `)
 	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 10 * time.Second, RetryNonzeroExit: true})
