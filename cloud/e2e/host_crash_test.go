@@ -26,9 +26,9 @@ import (
 // covers (c) with the network cut and the lease expired; here the crash
 // comes from the host's test-only fault hook (RELAY_HOST_TEST_CRASH).
 //
-// After a crash the lease (2 s here) must expire and the cloud waits its
-// 30 s retry delay before handing the webhook out again, so (a) and (b) take
-// about 35 s, together.
+// After a crash the lease (2 s here) must expire and the cloud waits the
+// source's retry delay (2 s in these tests) before handing the webhook out
+// again.
 
 // TestHostKilledBeforeLedgerWrite covers (a) and (b), each on its own host
 // of one cloud, side by side so that their waits for the redelivery overlap.
@@ -41,6 +41,7 @@ func TestHostKilledBeforeLedgerWrite(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "crash-a", "RELAY_LEASE=2s")
 	idB, codeB := s.cloud.newHost("crash-b", secret)
+	s.cloud.fastRetries(idB)
 	sB := &hostSetup{cloud: s.cloud, hostID: idB, code: codeB}
 
 	// (a): both handlers hang on their first run.

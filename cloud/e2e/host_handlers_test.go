@@ -12,9 +12,8 @@ import (
 // TestHostHandlerOutcomes runs each handler kind through each outcome
 // (success; retryable failure, then success on the retry; fatal failure;
 // timeout, then success on the retry) on real processes, and checks that the
-// host's ledger and the cloud agree on every delivery. The cloud waits 30 s
-// before a retry, so this test takes about that long; it runs in parallel
-// with the other slow host tests.
+// host's ledger and the cloud agree on every delivery. The source's retry
+// schedule is seconds here (newHostSetup), so the retries come quickly.
 func TestHostHandlerOutcomes(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "outcomes")

@@ -48,7 +48,17 @@ func newHostSetup(t *testing.T, name string, cloudEnv ...string) *hostSetup {
 	t.Helper()
 	c := startCloud(t, "sqlite:"+filepath.Join(t.TempDir(), "cloud.db"), cloudEnv...)
 	id, code := c.newHost(name, secret)
+	c.fastRetries(id)
 	return &hostSetup{cloud: c, hostID: id, code: code}
+}
+
+// fastRetries gives the host's github source a retry schedule of seconds
+// (the same five attempts), so tests that wait for a redelivery do not wait
+// the default 30 s.
+func (c *cloud) fastRetries(hostID string) {
+	c.t.Helper()
+	require.Equal(c.t, 200, c.admin("PUT", "/api/hosts/"+hostID+"/sources/github",
+		map[string]any{"secrets": []string{secret}, "retry_schedule_s": []int{0, 2, 2, 2, 2}}, nil))
 }
 
 // startConfiguredHost claims s's host into a fresh state directory and runs
