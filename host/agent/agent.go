@@ -99,8 +99,11 @@ const (
 	queuePerWorker        = 8 // webhooks leased per worker, running or waiting
 	defaultFloor          = time.Second
 	heartbeatTimeout      = time.Minute
-	finalFlushTimeout     = 10 * time.Second
-	ledgerTimeout         = 30 * time.Second
+	// maxWait bounds wait_s: how long an idle heartbeat asks the cloud to
+	// hold it until work arrives (the cloud holds at most 25 s).
+	maxWait           = 25 * time.Second
+	finalFlushTimeout = 10 * time.Second
+	ledgerTimeout     = 30 * time.Second
 	// busyInterval bounds the heartbeat interval while webhooks are in
 	// flight, so their leases (2 min by default) are extended in time.
 	busyInterval = 30 * time.Second
@@ -300,6 +303,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		if res.more || res.outboxLeft > 0 || res.subPending {
 			next = earliest
 		}
+		switch {
+		case res.wait > 0 && a.clock.Since(start) >= res.wait:
+			// The cloud held a long-poll for all of wait_s: poll again now.
+			next = earliest
+		case res.wait == 0 && a.InFlight() == 0:
+			// That heartbeat only reported (acks, the subscription); now idle,
+			// the next one long-polls.
+			next = earliest
+		}
 		a.sleep(ctx, next, earliest, true)
 	}
 
@@ -355,7 +367,8 @@ type heartbeatResult struct {
 	more       bool
 	floor      time.Duration
 	outboxLeft int
-	subPending bool // the subscription changed meanwhile: report it soon
+	subPending bool          // the subscription changed meanwhile: report it soon
+	wait       time.Duration // the wait_s asked for (0: none)
 }
 
 // heartbeat sends one heartbeat: the outbox's acks and nacks, the extends of
@@ -386,6 +399,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		req.WebhookExtends = append(req.WebhookExtends, id)
 	}
 	free := a.opts.Workers*queuePerWorker - len(a.inFlight)
+	idle := len(a.inFlight) == 0
 	sub := a.sub
 	if sub != nil && !slices.Equal(sub, a.subSent) {
 		req.Config = &shared.Subscription{}
@@ -400,6 +414,13 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		free = 0 // stopping: report outcomes, take no new work
 	}
 	req.MaxWebhooks = shared.Ptr(min(max(free, 0), shared.MaxMaxWebhooks))
+	// Idle, with nothing to report, the heartbeat long-polls: the cloud holds
+	// it until work for this host arrives (or wait_s passes), so a webhook
+	// reaches its handler at once instead of at the next interval. A cloud
+	// that does not long-poll answers at once, and the interval applies.
+	if lease != nil && idle && len(outbox) == 0 && req.Config == nil {
+		req.WaitS = int(min(a.opts.Interval, maxWait) / time.Second)
+	}
 
 	resp, err := a.send(ctx, req)
 	now := a.clock.Now()
@@ -439,6 +460,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		floor:      time.Duration(resp.HeartbeatIntervalS) * time.Second,
 		outboxLeft: left,
 		subPending: subPending,
+		wait:       time.Duration(req.WaitS) * time.Second,
 	}, nil
 }
 

@@ -606,3 +606,51 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 		t.Fatal("agent did not stop")
 	}
 }
+
+// An idle host long-polls (wait_s), and polls again at once when the cloud
+// held it for all of it; with anything to report or running, it does not.
+func TestIdleHeartbeatLongPolls(t *testing.T) {
+	release := make(chan struct{})
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(ctx context.Context, w shared.Webhook) handler.Outcome {
+			<-release
+			return handler.Outcome{OK: true, ResponseStatus: 200}
+		}
+		b.cloud.answer = func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+			switch {
+			case req.WaitS > 0 && n == 2:
+				b.clock.Advance(time.Duration(req.WaitS) * time.Second) // held for all of it
+			case req.WaitS > 0 && n == 3:
+				resp.Webhooks = []shared.Webhook{webhook("github:d-1:1", "push")} // work arrived
+			}
+			return http.StatusOK, resp
+		}
+	})
+	first := b.next(t)
+	require.NotNil(t, first.req.Config, "the subscription goes first")
+	require.Zero(t, first.req.WaitS, "a heartbeat with something to report does not wait")
+	b.advance(t, time.Second) // only the cloud's floor: idle after reporting, it long-polls at once
+	second := b.next(t)
+	require.Equal(t, 25, second.req.WaitS, "idle: wait_s is the interval, at most 25 s")
+	third := b.next(t) // no clock advance needed: the cloud held the poll for all of wait_s
+	require.Equal(t, 25, third.req.WaitS)
+
+	b.eventually(t, "handler running", func() bool { return b.agent.InFlight() == 1 })
+	b.advance(t, 30*time.Second)
+	busy := b.next(t)
+	require.Equal(t, []string{"github:d-1:1"}, busy.req.WebhookExtends)
+	require.Zero(t, busy.req.WaitS, "a host with work in flight does not long-poll")
+	close(release)
+	released = true
+	b.eventually(t, "handler done", func() bool { return b.agent.InFlight() == 0 })
+	b.advance(t, time.Second) // the cloud's floor
+	acked := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+	require.Zero(t, acked.req.WaitS, "acks go out without waiting")
+}
