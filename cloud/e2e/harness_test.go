@@ -255,21 +255,37 @@ func claimAndStartHost(t *testing.T, cloudURL, code, forwardURL string, extraSou
 	for _, s := range extraSources {
 		sources[s] = map[string]any{"enabled": true, "forward": forwardURL}
 	}
+	return startHost(t, cloudURL, code, map[string]any{"webhooks": sources})
+}
+
+// startHost claims a host with code into a fresh state directory and runs it
+// with cfg (cloud_url and heartbeat_interval_s 1 are added unless set),
+// reaching the cloud at cloudURL, with env added to its environment. It
+// returns once the host's local API answers.
+func startHost(t *testing.T, cloudURL, code string, cfg map[string]any, env ...string) *host {
+	t.Helper()
 	state := t.TempDir()
 	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", cloudURL, "--code", code, "--state", state).CombinedOutput()
 	require.NoError(t, err, string(out))
-	cfg := map[string]any{
-		"cloud_url":            cloudURL,
-		"heartbeat_interval_s": 1,
-		"webhooks":             sources,
+	if _, ok := cfg["cloud_url"]; !ok {
+		cfg["cloud_url"] = cloudURL
 	}
-	b, _ := json.Marshal(cfg)
+	if _, ok := cfg["heartbeat_interval_s"]; !ok {
+		cfg["heartbeat_interval_s"] = 1
+	}
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
 	cfgPath := filepath.Join(state, "config.json")
 	require.NoError(t, os.WriteFile(cfgPath, b, 0o600))
 	listen := freeAddr(t)
 	h := &host{state: state, listen: listen}
-	h.proc = startProc(t, "host", []string{"RELAY_HOST_STATE=" + state, "RELAY_HOST_LISTEN=" + listen}, "run", "--config", cfgPath)
+	h.proc = startProc(t, "host", append([]string{"RELAY_HOST_STATE=" + state, "RELAY_HOST_LISTEN=" + listen}, env...), "run", "--config", cfgPath)
 	eventually(t, 30*time.Second, "host local API up", func() bool {
+		select {
+		case <-h.done:
+			t.Fatalf("host exited: %v\n%s", h.exitErr, tail(h.logPath, 40))
+		default:
+		}
 		resp, err := http.Get("http://" + listen + "/healthz")
 		if err != nil {
 			return false

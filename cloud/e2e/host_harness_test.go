@@ -61,41 +61,10 @@ func (c *cloud) fastRetries(hostID string) {
 		map[string]any{"secrets": []string{secret}, "retry_schedule_s": []int{0, 2, 2, 2, 2}}, nil))
 }
 
-// startConfiguredHost claims s's host into a fresh state directory and runs
-// it with cfg (cloud_url and heartbeat_interval_s 1 are added unless set),
-// reaching the cloud at cloudURL, with env added to its environment.
+// startConfiguredHost claims s's host and runs it with cfg (see startHost).
 func (s *hostSetup) startConfiguredHost(t *testing.T, cloudURL string, cfg map[string]any, env ...string) *host {
 	t.Helper()
-	state := t.TempDir()
-	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", cloudURL, "--code", s.code, "--state", state).CombinedOutput()
-	require.NoError(t, err, string(out))
-	if _, ok := cfg["cloud_url"]; !ok {
-		cfg["cloud_url"] = cloudURL
-	}
-	if _, ok := cfg["heartbeat_interval_s"]; !ok {
-		cfg["heartbeat_interval_s"] = 1
-	}
-	b, err := json.Marshal(cfg)
-	require.NoError(t, err)
-	cfgPath := filepath.Join(state, "config.json")
-	require.NoError(t, os.WriteFile(cfgPath, b, 0o600))
-	listen := freeAddr(t)
-	h := &host{state: state, listen: listen}
-	h.proc = startProc(t, "host", append([]string{"RELAY_HOST_STATE=" + state, "RELAY_HOST_LISTEN=" + listen}, env...), "run", "--config", cfgPath)
-	eventually(t, 30*time.Second, "host local API up", func() bool {
-		select {
-		case <-h.done:
-			t.Fatalf("host exited: %v\n%s", h.exitErr, tail(h.logPath, 40))
-		default:
-		}
-		resp, err := http.Get("http://" + listen + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-	return h
+	return startHost(t, cloudURL, s.code, cfg, env...)
 }
 
 // restartWith kills the host (SIGKILL) and starts it again on the same

@@ -2,15 +2,11 @@ package e2e
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,26 +153,9 @@ func hostCounts(t *testing.T, c *cloud) map[string]map[string]int {
 // workers and a forward handler for the github source.
 func startReplicaHost(t *testing.T, url, code, forward string) {
 	t.Helper()
-	state := t.TempDir()
-	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", url, "--code", code, "--state", state).CombinedOutput()
-	require.NoError(t, err, string(out))
-	cfg, _ := json.Marshal(map[string]any{
-		"cloud_url":            url,
-		"heartbeat_interval_s": 1,
-		"workers":              32,
-		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": forward}},
-	})
-	cfgPath := filepath.Join(state, "config.json")
-	require.NoError(t, os.WriteFile(cfgPath, cfg, 0o600))
-	listen := freeAddr(t)
-	startProc(t, "host", []string{"RELAY_HOST_STATE=" + state, "RELAY_HOST_LISTEN=" + listen}, "run", "--config", cfgPath)
-	eventually(t, 30*time.Second, "host local API up", func() bool {
-		resp, err := http.Get("http://" + listen + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+	startHost(t, url, code, map[string]any{
+		"workers":  32,
+		"webhooks": map[string]any{"github": map[string]any{"enabled": true, "forward": forward}},
 	})
 }
 
