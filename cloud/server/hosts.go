@@ -105,12 +105,7 @@ func (s *Server) getHost(c *gin.Context) {
 		s.writeError(c, hostErr(err))
 		return
 	}
-	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	c.JSON(200, s.hostView(c, h, counts))
+	s.writeHost(c, h)
 }
 
 func (s *Server) deactivateHost(c *gin.Context) {
@@ -120,12 +115,7 @@ func (s *Server) deactivateHost(c *gin.Context) {
 		return
 	}
 	s.log.Info("host deactivated", "host", h.ID)
-	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	c.JSON(200, s.hostView(c, h, counts))
+	s.writeHost(c, h)
 }
 
 func (s *Server) newClaimCode(c *gin.Context) {
@@ -145,6 +135,16 @@ func (s *Server) newClaimCode(c *gin.Context) {
 		return
 	}
 	c.JSON(200, shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt})
+}
+
+// writeHost answers one host with its delivery counts.
+func (s *Server) writeHost(c *gin.Context, h *store.Host) {
+	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(200, s.hostView(c, h, counts))
 }
 
 func hostErr(err error) error {

@@ -78,13 +78,8 @@ func (s *Server) updateHost(c *gin.Context) {
 		s.writeError(c, hostErr(err))
 		return
 	}
-	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
 	s.log.Info("host updated", "host", h.ID)
-	c.JSON(200, s.hostView(c, h, counts))
+	s.writeHost(c, h)
 }
 
 // retryDelivery is POST /api/hosts/:id/webhooks/:deliveryId/retry: a
