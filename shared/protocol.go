@@ -139,6 +139,11 @@ type Nack struct {
 	DeliveryID string `json:"delivery_id"`
 	Error      string `json:"error"`
 	Retryable  bool   `json:"retryable"`
+	// Attempt is the webhook's attempt the nack reports (optional). A nack
+	// for an attempt other than the delivery's current one — sent late,
+	// after the lease expired and the webhook was handed out again — changes
+	// nothing: that attempt was already counted.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Subscription is the host's own view of what it wants: sources and, per

@@ -457,3 +457,29 @@ func TestSourceSecretsAndOptionsChecked(t *testing.T) {
 	a := b.admin("GET", "/api/hosts/"+hostID+"/sources", nil)
 	require.NotContains(t, string(a.body), `"name":"discord"`, "nothing stored")
 }
+
+// A nack names the attempt it reports; one for another attempt is stale and
+// changes nothing.
+func TestHeartbeatNackOfAnotherAttemptIsIgnored(t *testing.T) {
+	b := setup(t)
+	hostID, token := b.newHost("h")
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+	var hb shared.HeartbeatResponse
+	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 1)
+	id := hb.Webhooks[0].DeliveryID
+	require.Equal(t, 1, hb.Webhooks[0].Attempt)
+
+	stale := shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Error: "x", Retryable: true, Attempt: 7}}}
+	require.Equal(t, 200, b.heartbeat(token, stale).status)
+	d, err := b.store.DeliveryGet(context.Background(), hostID, id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, d.Status, "a nack of another attempt changes nothing")
+
+	current := shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Error: "busy", Retryable: true, Attempt: 1}}}
+	require.Equal(t, 200, b.heartbeat(token, current).status)
+	d, err = b.store.DeliveryGet(context.Background(), hostID, id)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusRetrying, d.Status)
+	require.Equal(t, "busy", d.LastError)
+}

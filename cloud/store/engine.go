@@ -115,6 +115,11 @@ func LeaseCut(sizes []int, max, maxBytes int) int {
 	return n
 }
 
+// Stale reports whether a nack reports an attempt other than the
+// delivery's current one (attempts made so far): such a nack was sent late,
+// that attempt already failed by lease expiry, and it changes nothing.
+func (n Nack) Stale(attempts int) bool { return n.Attempt > 0 && n.Attempt != attempts }
+
 // NacksByID indexes nacks by delivery id (the last nack of an id wins) and
 // lists the distinct ids in their first order.
 func NacksByID(nacks []Nack) (ids []string, byID map[string]Nack) {

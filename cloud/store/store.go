@@ -383,6 +383,7 @@ type Nack struct {
 	ID        string
 	Error     string
 	Retryable bool
+	Attempt   int // the attempt it reports; 0: the current one
 }
 
 type DeliveryExtendParams struct {

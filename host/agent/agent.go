@@ -391,7 +391,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		case ledger.OutboxAck:
 			req.WebhookAcks = append(req.WebhookAcks, ob.DeliveryID)
 		case ledger.OutboxNack:
-			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable})
+			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
 		}
 	}
 	a.mu.Lock()
@@ -664,10 +664,10 @@ func pickRoute(src Source, w shared.Webhook) (Route, bool) {
 // the cloud hands them out again at once rather than when their lease ends.
 func (a *Agent) dropQueued() {
 	a.mu.Lock()
-	var dropped []string
+	var dropped []shared.Webhook
 	for _, ln := range a.lanes {
 		for _, q := range ln.queue {
-			dropped = append(dropped, q.w.DeliveryID)
+			dropped = append(dropped, q.w)
 			delete(a.inFlight, q.w.DeliveryID)
 		}
 		ln.queue = nil
@@ -678,10 +678,11 @@ func (a *Agent) dropQueued() {
 	}
 	ctx, cancel := context.WithTimeout(a.base, ledgerTimeout)
 	defer cancel()
-	for _, id := range dropped {
-		nack := ledger.OutboxEntry{DeliveryID: id, Kind: ledger.OutboxNack, Error: "host stopping: not started", Retryable: true, CreatedAt: a.clock.Now()}
+	for _, w := range dropped {
+		nack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxNack, Error: "host stopping: not started",
+			Retryable: true, Attempt: w.Attempt, CreatedAt: a.clock.Now()}
 		if err := a.opts.Ledger.OutboxEnqueue(ctx, nack); err != nil {
-			a.log.Error("nack of a webhook not started failed; it returns when its lease ends", "delivery_id", id, "err", err)
+			a.log.Error("nack of a webhook not started failed; it returns when its lease ends", "delivery_id", w.DeliveryID, "err", err)
 		}
 	}
 	a.log.Info("stopping: webhooks not started handed back", "count", len(dropped))

@@ -402,9 +402,9 @@ func TestNacks(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []shared.Nack{
-		{DeliveryID: retry.DeliveryID, Error: "HTTP 503: busy", Retryable: true},
-		{DeliveryID: fatal.DeliveryID, Error: "HTTP 404", Retryable: false},
-	}, nacks)
+		{DeliveryID: retry.DeliveryID, Error: "HTTP 503: busy", Retryable: true, Attempt: retry.Attempt},
+		{DeliveryID: fatal.DeliveryID, Error: "HTTP 404", Retryable: false, Attempt: fatal.Attempt},
+	}, nacks, "each nack names the attempt it reports")
 	e, err := b.ledger.DeliveryGet(context.Background(), retry.DeliveryID)
 	require.NoError(t, err)
 	require.Equal(t, "HTTP 503: busy", e.Error)
@@ -597,7 +597,7 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 	b.advance(t, 10*time.Second) // the grace period
 
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookNacks) > 0 })
-	require.Equal(t, []shared.Nack{{DeliveryID: w.DeliveryID, Error: "canceled: host shutting down", Retryable: true}}, hb.req.WebhookNacks)
+	require.Equal(t, []shared.Nack{{DeliveryID: w.DeliveryID, Error: "canceled: host shutting down", Retryable: true, Attempt: w.Attempt}}, hb.req.WebhookNacks)
 	select {
 	case err := <-b.done:
 		require.NoError(t, err)

@@ -277,9 +277,9 @@ func TestStopNacksWebhooksNotStarted(t *testing.T) {
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Equal(t, []string{"github:0:1"}, hb.req.WebhookAcks)
 	require.ElementsMatch(t, []shared.Nack{
-		{DeliveryID: "github:1:1", Error: "host stopping: not started", Retryable: true},
-		{DeliveryID: "github:2:1", Error: "host stopping: not started", Retryable: true},
-	}, hb.req.WebhookNacks)
+		{DeliveryID: "github:1:1", Error: "host stopping: not started", Retryable: true, Attempt: 1},
+		{DeliveryID: "github:2:1", Error: "host stopping: not started", Retryable: true, Attempt: 1},
+	}, hb.req.WebhookNacks, "each names the attempt it hands back")
 	require.Empty(t, hb.req.WebhookExtends)
 	select {
 	case err := <-b.done:

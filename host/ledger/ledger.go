@@ -92,6 +92,7 @@ type OutboxEntry struct {
 	Kind       OutboxKind
 	Error      string
 	Retryable  bool
+	Attempt    int // the cloud's attempt a nack reports (0: unknown)
 	CreatedAt  time.Time
 }
 
@@ -209,6 +210,7 @@ var migrations = []string{
 	ALTER TABLE ledger ADD COLUMN output TEXT NOT NULL DEFAULT '';
 	ALTER TABLE ledger ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'; -- JSON object of strings
 	CREATE INDEX ledger_source ON ledger (source, processed_at DESC, delivery_id DESC);`,
+	`ALTER TABLE outbox ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -322,7 +324,7 @@ func (l *Ledger) DeliveryRecord(ctx context.Context, p RecordParams) (int, error
 	}
 	ob := OutboxEntry{DeliveryID: e.DeliveryID, Kind: OutboxAck, CreatedAt: e.ProcessedAt}
 	if e.Result == ResultError {
-		ob.Kind, ob.Error, ob.Retryable = OutboxNack, e.Error, p.Retryable
+		ob.Kind, ob.Error, ob.Retryable, ob.Attempt = OutboxNack, e.Error, p.Retryable, e.CloudAttempt
 	}
 	fields := []byte("{}")
 	if len(e.Fields) > 0 {
@@ -377,8 +379,8 @@ func outboxPut(ctx context.Context, tx *sql.Tx, ob OutboxEntry) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE delivery_id = ?`, ob.DeliveryID); err != nil {
 		return fmt.Errorf("replace outbox entry: %w", err)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, created_at)
-		VALUES (?, ?, ?, ?, ?)`, ob.DeliveryID, ob.Kind, ob.Error, ob.Retryable, ob.CreatedAt.UnixMilli())
+	_, err := tx.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, ob.DeliveryID, ob.Kind, ob.Error, ob.Retryable, ob.Attempt, ob.CreatedAt.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("insert outbox entry: %w", err)
 	}
@@ -387,7 +389,7 @@ func outboxPut(ctx context.Context, tx *sql.Tx, ob OutboxEntry) error {
 
 // OutboxList returns up to limit pending outbox entries, oldest first.
 func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, error) {
-	rows, err := l.read.QueryContext(ctx, `SELECT seq, delivery_id, kind, error, retryable, created_at
+	rows, err := l.read.QueryContext(ctx, `SELECT seq, delivery_id, kind, error, retryable, attempt, created_at
 		FROM outbox ORDER BY seq LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
@@ -399,7 +401,7 @@ func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, erro
 			ob        OutboxEntry
 			createdAt int64
 		)
-		if err := rows.Scan(&ob.Seq, &ob.DeliveryID, &ob.Kind, &ob.Error, &ob.Retryable, &createdAt); err != nil {
+		if err := rows.Scan(&ob.Seq, &ob.DeliveryID, &ob.Kind, &ob.Error, &ob.Retryable, &ob.Attempt, &createdAt); err != nil {
 			return nil, fmt.Errorf("list outbox: %w", err)
 		}
 		ob.CreatedAt = time.UnixMilli(createdAt).UTC()

@@ -79,6 +79,7 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 	require.NoError(t, err)
 	failed := entry("d2", ResultError, t0.Add(time.Second))
 	failed.Error = "HTTP 503: busy"
+	failed.CloudAttempt = 3
 	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: failed, Retryable: true})
 	require.NoError(t, err)
 
@@ -91,6 +92,7 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 	require.Equal(t, OutboxNack, ob[1].Kind)
 	require.Equal(t, "HTTP 503: busy", ob[1].Error)
 	require.True(t, ob[1].Retryable)
+	require.Equal(t, 3, ob[1].Attempt, "the nack names the attempt it reports")
 
 	// A failing outbox write rolls back the ledger row: invalid results are
 	// refused before anything is written, and a record is all or nothing.
@@ -264,12 +266,15 @@ func TestMigratesVersion1(t *testing.T) {
 	_, err = db.ExecContext(ctx, `INSERT INTO ledger (delivery_id, source, processed_at, result, summary)
 		VALUES ('old:1', 'github', ?, 'success', 'push: acme/app')`, t0.UnixMilli())
 	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, created_at)
+		VALUES ('old:2', 'nack', 'boom', 1, ?)`, t0.UnixMilli())
+	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `PRAGMA user_version = 1`)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
 	_, err = OpenReadOnly(ctx, path)
-	require.ErrorContains(t, err, "schema version 1 is older than this binary's (2): start `host run` once")
+	require.ErrorContains(t, err, fmt.Sprintf("schema version 1 is older than this binary's (%d): start `host run` once", len(migrations)))
 
 	l, err := Open(ctx, path)
 	require.NoError(t, err)
@@ -278,6 +283,11 @@ func TestMigratesVersion1(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Entry{DeliveryID: "old:1", Source: "github", ProcessedAt: t0, Result: ResultSuccess,
 		Attempts: 1, Summary: "push: acme/app"}, got)
+	ob, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 1, "a pending nack survives the upgrade")
+	require.Equal(t, OutboxEntry{Seq: ob[0].Seq, DeliveryID: "old:2", Kind: OutboxNack, Error: "boom", Retryable: true, CreatedAt: t0}, ob[0],
+		"with attempt 0: the cloud applies it to the current attempt")
 }
 
 // TestReadOnlyWhileWriterOpen reads a ledger another connection is writing

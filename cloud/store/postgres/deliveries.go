@@ -597,13 +597,17 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 		if err != nil {
 			return err
 		}
+		n = 0
 		for _, l := range locked {
 			nk := byID[l.id]
+			if nk.Stale(l.attempts) {
+				continue // reports an attempt already counted
+			}
 			if err := fail(ctx, tx, tr, l, policy, nk.Retryable, nk.Error, now); err != nil {
 				return err
 			}
+			n++
 		}
-		n = len(locked)
 		return nil
 	})
 	if err != nil {

@@ -163,3 +163,36 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 }
+
+// exerciseStaleNack: a nack that reports an attempt other than the current
+// one (sent late, after the lease expired and the webhook went out again)
+// changes nothing; one for the current attempt, or with no attempt, counts.
+func exerciseStaleNack(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("NackOfAnEarlierAttemptIsIgnored", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		d := insert(ctx, t, s, b.host.ID, "evt-stale", base, deliveryOpts{})
+		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		// Attempt 1's lease expires; attempt 2 goes out.
+		expired := base.Add(leaseFor + time.Second)
+		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: expired})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		again := expired.Add(store.DefaultRetryPolicy.Delays[1])
+		leased := lease(ctx, t, s, b.host.ID, 1, 0, again)
+		require.Len(t, leased, 1)
+		require.Equal(t, 2, leased[0].Attempts)
+
+		// The host's nack of attempt 1 arrives now: attempt 2 stays in flight.
+		require.Zero(t, nack(ctx, t, s, b.host.ID, again, store.Nack{ID: d.ID, Error: "old", Retryable: true, Attempt: 1}))
+		got := get(ctx, t, s, b.host.ID, d.ID)
+		require.Equal(t, store.StatusDelivering, got.Status)
+		require.Equal(t, 2, got.Attempts)
+
+		// A nack of attempt 2 counts.
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, again, store.Nack{ID: d.ID, Error: "now", Retryable: true, Attempt: 2}))
+		got = get(ctx, t, s, b.host.ID, d.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, "now", got.LastError)
+	})
+}

@@ -62,6 +62,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseConcurrency(ctx, t, setup)
 	exerciseManage(ctx, t, setup)
 	exerciseEdge(ctx, t, setup)
+	exerciseStaleNack(ctx, t, setup)
 }
 
 type setupFunc func(t *testing.T) (store.Store, *testBundle)
