@@ -483,3 +483,35 @@ func TestHeartbeatNackOfAnotherAttemptIsIgnored(t *testing.T) {
 	require.Equal(t, store.StatusRetrying, d.Status)
 	require.Equal(t, "busy", d.LastError)
 }
+
+// Token schemes send the secret itself: it is checked, then neither stored,
+// shown by the admin API, nor handed to the host.
+func TestTokenHeadersStayInTheCloud(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	hostID, token := b.newHost("h")
+	b.addSource(hostID, "gitlab", map[string]any{"secrets": []string{"gl-token-123"}})
+	b.addSource(hostID, "internal", map[string]any{"provider": "generic", "secrets": []string{"shared-456"},
+		"options": map[string]string{"mode": "token", "signature_header": "X-Api-Key"}})
+	body := []byte(`{"object_kind":"push"}`)
+	a := b.do("POST", "/api/webhooks/"+hostID+"/gitlab", bytes.NewReader(body),
+		map[string]string{"X-Gitlab-Token": "gl-token-123", "X-Gitlab-Event": "Push Hook", "X-Gitlab-Event-UUID": "u-1"})
+	require.Equal(t, 200, a.status, string(a.body))
+	a = b.do("POST", "/api/webhooks/"+hostID+"/internal", bytes.NewReader(body),
+		map[string]string{"X-Api-Key": "shared-456", "X-Event-Id": "e-1"})
+	require.Equal(t, 202, a.status, string(a.body))
+
+	ds, err := b.store.DeliveryList(context.Background(), &store.DeliveryListParams{HostID: hostID, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, ds, 2)
+	for _, d := range ds {
+		got := b.admin("GET", "/api/hosts/"+hostID+"/webhooks/"+d.ID, nil)
+		require.Equal(t, 200, got.status)
+		require.NotContains(t, string(got.body), "gl-token-123")
+		require.NotContains(t, string(got.body), "shared-456")
+	}
+	hb := b.heartbeat(token, shared.HeartbeatRequest{})
+	require.Equal(t, 200, hb.status)
+	require.NotContains(t, string(hb.body), "gl-token-123")
+	require.NotContains(t, string(hb.body), "shared-456")
+	require.Contains(t, string(hb.body), "x-gitlab-event", "the provider's other headers go through")
+}

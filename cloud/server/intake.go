@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,7 +184,7 @@ func (s *Server) admit(ctx context.Context, host *store.Host, src *store.Source,
 		EventID:       ev.ID,
 		EventType:     truncate(ev.Type, 200),
 		EventAction:   truncate(ev.Action, 200),
-		Headers:       providerHeaders(req.Header),
+		Headers:       providerHeaders(req.Header, verify.SecretHeaders(provider, src.Options)),
 		RawBody:       req.Body,
 		RetryDelays:   delays,
 		MaxAttempts:   src.MaxAttempts,
@@ -319,12 +320,13 @@ var dropHeaders = map[string]bool{
 }
 
 // providerHeaders keeps the provider's headers with their values exactly as
-// sent, names lower-cased; repeated headers are joined with ", ".
-func providerHeaders(h http.Header) map[string]string {
+// sent, names lower-cased; repeated headers are joined with ", ". Hop-by-hop
+// headers and the secret-bearing ones (token schemes) are left out.
+func providerHeaders(h http.Header, secret []string) map[string]string {
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
 		lk := strings.ToLower(k)
-		if dropHeaders[lk] {
+		if dropHeaders[lk] || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, k) }) {
 			continue
 		}
 		out[lk] = strings.Join(vs, ", ")

@@ -68,6 +68,14 @@ func (generic) Event(r *Request, opts map[string]string) Event {
 	return e
 }
 
+// SecretHeaders: in token mode the header carries the shared secret itself.
+func (generic) SecretHeaders(opts map[string]string) []string {
+	if opts["mode"] != "token" {
+		return nil
+	}
+	return []string{opt(opts, "signature_header", "X-Webhook-Secret")}
+}
+
 func (generic) CheckOptions(opts map[string]string) error {
 	return optionSpec{
 		"signature_header":  headerName,

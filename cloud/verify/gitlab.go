@@ -38,6 +38,9 @@ func (gitlab) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	return matchToken(secrets, token)
 }
 
+// SecretHeaders: the classic token is the secret itself.
+func (gitlab) SecretHeaders(map[string]string) []string { return []string{"X-Gitlab-Token"} }
+
 // hasSigningToken reports whether any secret is a signing token.
 func hasSigningToken(secrets [][]byte) bool {
 	for _, s := range secrets {

@@ -58,3 +58,8 @@ func (telegram) CheckSecret(secret []byte) error {
 func (telegram) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("telegram", opts)
 }
+
+// SecretHeaders: the secret token is echoed verbatim.
+func (telegram) SecretHeaders(map[string]string) []string {
+	return []string{"X-Telegram-Bot-Api-Secret-Token"}
+}

@@ -104,6 +104,22 @@ type SecretChecker interface {
 	CheckSecret(secret []byte) error
 }
 
+// SecretHeaderer names the request headers that carry the source's secret
+// itself (token schemes, where there is no signature): the relay checks them
+// and then neither stores nor forwards them, so the secret stays in the
+// cloud, encrypted.
+type SecretHeaderer interface {
+	SecretHeaders(opts map[string]string) []string
+}
+
+// SecretHeaders is the provider's secret-bearing headers, or none.
+func SecretHeaders(p Provider, opts map[string]string) []string {
+	if sh, ok := p.(SecretHeaderer); ok {
+		return sh.SecretHeaders(opts)
+	}
+	return nil
+}
+
 // OptionsChecker validates a source's options (unknown names, bad values).
 type OptionsChecker interface {
 	CheckOptions(opts map[string]string) error
