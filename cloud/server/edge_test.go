@@ -515,3 +515,22 @@ func TestTokenHeadersStayInTheCloud(t *testing.T) {
 	require.NotContains(t, string(hb.body), "shared-456")
 	require.Contains(t, string(hb.body), "x-gitlab-event", "the provider's other headers go through")
 }
+
+func TestSlackRetryRecordedInTheAuditTrail(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	hostID, _ := b.newHost("h")
+	b.addSource(hostID, "slack", map[string]any{"secrets": []string{"slack-secret"}})
+	body := []byte(`{"type":"event_callback","event_id":"Ev9","event":{"type":"app_mention"}}`)
+	h := slackHeaders("slack-secret", b.clock.Now().Unix(), body)
+	h["X-Slack-Retry-Num"], h["X-Slack-Retry-Reason"] = "2", "http_timeout"
+	a := b.do("POST", "/api/webhooks/"+hostID+"/slack", bytes.NewReader(body), h)
+	require.Equal(t, 200, a.status, string(a.body))
+	var r shared.IntakeResponse
+	a.json(t, &r)
+	events, err := b.store.DeliveryEventList(context.Background(), r.DeliveryID)
+	require.NoError(t, err)
+	require.Contains(t, events[0].Reason, "slack retry 2 (http_timeout)")
+	d, err := b.store.DeliveryGet(context.Background(), hostID, r.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, "2", d.Headers["x-slack-retry-num"], "and kept with the provider's headers")
+}

@@ -168,6 +168,9 @@ func (s *Server) admit(ctx context.Context, host *store.Host, src *store.Source,
 		}
 	}
 	ev := provider.Event(req, src.Options)
+	if ev.Note != "" {
+		note = strings.TrimPrefix(note+"; "+truncate(ev.Note, 200), "; ")
+	}
 	if !shared.EventWanted(src.Events, ev.Type, ev.Action) || !subscribed(host.Subscription, src.Name, ev) {
 		return s.answer(provider, req, &admitted{outcome: outcomeFiltered, status: provider.SuccessStatus(),
 			resp: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -89,9 +90,23 @@ func (slack) Event(r *Request, _ map[string]string) Event {
 			ID:     idOrHash(f.str("event_id"), r.Body),
 			Type:   f.str("event", "type"),
 			Action: f.str("event", "subtype"),
+			Note:   slackRetryNote(r.Header),
 		}
 	}
 	return Event{ID: idOrHash(f.str("event_id"), r.Body), Type: f.str("type")}
+}
+
+// slackRetryNote records Slack's retry counter and reason (Events API
+// retries carry X-Slack-Retry-Num and X-Slack-Retry-Reason).
+func slackRetryNote(h http.Header) string {
+	n := h.Get("X-Slack-Retry-Num")
+	if n == "" {
+		return ""
+	}
+	if reason := h.Get("X-Slack-Retry-Reason"); reason != "" {
+		return "slack retry " + n + " (" + reason + ")"
+	}
+	return "slack retry " + n
 }
 
 // Handshake answers url_verification with its challenge as JSON, and a slash

@@ -57,6 +57,9 @@ type Event struct {
 	ID     string
 	Type   string
 	Action string
+	// Note is what the provider says about this delivery that is worth
+	// keeping in its audit trail, e.g. "slack retry 2 (http_timeout)".
+	Note string
 }
 
 // Provider is one verification scheme.
