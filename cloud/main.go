@@ -75,6 +75,9 @@ func main() {
 	}
 	if err != nil {
 		var ue usageError
+		if errors.As(err, &ue) && errors.Is(ue.error, flag.ErrHelp) {
+			os.Exit(0) // -h: the flags were printed
+		}
 		if errors.As(err, &ue) {
 			fmt.Fprintf(os.Stderr, "cloud: %v\n", err)
 			os.Exit(2)

@@ -77,7 +77,7 @@ func ledgerList(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	asJSON := fs.Bool("json", false, "print JSON")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
-		return exitUsage
+		return flagExit(err)
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "host ledger list: unexpected argument %q\n", rest[0])
@@ -157,7 +157,7 @@ func ledgerShow(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	asJSON := fs.Bool("json", false, "print JSON")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
-		return exitUsage
+		return flagExit(err)
 	}
 	if len(rest) != 1 {
 		fmt.Fprint(stderr, "host ledger show: give one delivery id\n")

@@ -83,6 +83,15 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// flagExit is the exit code of a command whose flags did not parse: -h
+// (usage printed as asked) is a success, anything else a usage error.
+func flagExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
+}
+
 func cloudClient() *http.Client {
 	return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 }
@@ -93,7 +102,7 @@ func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	code := fs.String("code", "", "one-time claim code")
 	stateFlag := fs.String("state", "", "state directory")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return flagExit(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "host claim: unexpected argument %q\n", fs.Arg(0))

@@ -61,6 +61,16 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+func TestHelpIsNotAnError(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-h"}, {"claim", "-h"}, {"run", "-h"}, {"ledger", "list", "-h"}, {"ledger", "show", "-h"}} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), args, &stdout, &stderr, noEnv)
+		require.Equal(t, exitOK, code, "%q", args)
+		require.Contains(t, stdout.String()+stderr.String(), "host", "%q: usage printed", args)
+	}
+}
+
 func fakeClaimCloud(t *testing.T) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req shared.ClaimRequest

@@ -56,6 +56,11 @@ func TestCloudUsageErrors(t *testing.T) {
 		"bad proxies":     {[]string{"RELAY_TRUSTED_PROXIES=10.0.0.0/33", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_TRUSTED_PROXIES"},
 		"rekey bad keys":  {[]string{"RELAY_SECRET_KEYS=abc", "RELAY_DATABASE_URL=sqlite:" + t.TempDir() + "/c.db"}, []string{"rekey"}, "RELAY_SECRET_KEYS"},
 	}
+	for _, cmd := range []string{"serve", "migrate", "rekey"} {
+		code, out := runCloud(t, nil, cmd, "-h")
+		require.Equal(t, 0, code, "%s -h: %s", cmd, out)
+		require.Contains(t, out, "-database-url", cmd)
+	}
 	for name, c := range cases {
 		code, out := runCloud(t, c.env, c.args...)
 		require.Equal(t, 2, code, "%s: %s", name, out)
