@@ -534,3 +534,27 @@ func TestSlackRetryRecordedInTheAuditTrail(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2", d.Headers["x-slack-retry-num"], "and kept with the provider's headers")
 }
+
+// X-Forwarded-For names the client only when the peer is a trusted proxy;
+// otherwise a sender could write any address into the audit.
+func TestRejectionClientIPTrustsOnlyConfiguredProxies(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		proxies []string
+		want    string
+	}{
+		{"no proxy trusted", nil, "127.0.0.1"},
+		{"loopback proxy trusted", []string{"127.0.0.1"}, "203.0.113.9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{TrustedProxies: tc.proxies})
+			hostID, _ := b.newHost("h")
+			h := ghHeaders("wrong", "d-1", prBody)
+			h["X-Forwarded-For"] = "203.0.113.9"
+			require.Equal(t, 401, b.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(prBody), h).status)
+			rs := b.rejections(hostID)
+			require.Len(t, rs, 1)
+			require.Equal(t, tc.want, rs[0].ClientIP)
+		})
+	}
+}
