@@ -25,7 +25,8 @@ func (s *Server) quarantine(c *gin.Context, src *store.Source, provider verify.P
 			HostID: src.HostID, Source: src.Name, URL: req.URL, Header: c.Request.Header.Clone(),
 			Body: req.Body, ClientIP: c.ClientIP(), ReceivedAt: req.Now,
 		},
-		MaxRows: s.cfg.QuarantineMax,
+		MaxRows:  s.cfg.QuarantineMax,
+		MaxBytes: s.cfg.QuarantineMaxBytes,
 	})
 	switch {
 	case err == nil:
@@ -33,7 +34,8 @@ func (s *Server) quarantine(c *gin.Context, src *store.Source, provider verify.P
 		s.metrics.quarantined.Inc()
 	case errors.Is(err, store.ErrQuarantineFull):
 		s.metrics.count(provider.Name(), outcomeUnavailable)
-		s.log.Error("quarantine full: request not kept", "host", src.HostID, "source", src.Name, "max", s.cfg.QuarantineMax)
+		s.log.Error("quarantine full: request not kept", "host", src.HostID, "source", src.Name,
+			"max_requests", s.cfg.QuarantineMax, "max_bytes", s.cfg.QuarantineMaxBytes)
 	default:
 		s.metrics.count(provider.Name(), outcomeUnavailable)
 		s.log.Error("quarantine insert failed", "host", src.HostID, "source", src.Name, "err", err)

@@ -24,7 +24,8 @@ type EdgeStore interface {
 	RejectionPrune(ctx context.Context, p *PruneParams) (int, error)
 
 	// QuarantineInsert keeps a raw request whose secret could not be
-	// decrypted. ErrQuarantineFull when MaxRows are already held.
+	// decrypted. ErrQuarantineFull when MaxRows are already held, or when the
+	// bodies held and this one would pass MaxBytes.
 	QuarantineInsert(ctx context.Context, p *QuarantineInsertParams) (*QuarantinedRequest, error)
 	// QuarantineList returns quarantined requests with their bodies, oldest
 	// first, with ids after AfterID.
@@ -88,7 +89,8 @@ type QuarantinedRequest struct {
 
 type QuarantineInsertParams struct {
 	QuarantinedRequest
-	MaxRows int
+	MaxRows  int   // 0: no bound
+	MaxBytes int64 // bodies in all, this one included; 0: no bound
 }
 
 type QuarantineListParams struct {

@@ -93,18 +93,22 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 	if err != nil {
 		return nil, fmt.Errorf("quarantine insert: %w", err)
 	}
-	maxRows := p.MaxRows
+	maxRows, maxBytes := int64(p.MaxRows), p.MaxBytes
 	if maxRows <= 0 {
-		maxRows = 1<<31 - 1
+		maxRows = 1<<63 - 1
+	}
+	if maxBytes <= 0 {
+		maxBytes = 1<<63 - 1
 	}
 	// The bound is checked in the insert itself: concurrent inserts may
 	// overshoot it by at most their number.
 	q, err := scanQuarantined(s.pool.QueryRow(ctx, `
 		INSERT INTO quarantine (host_id, source, url, headers, body, client_ip, received_at)
 		SELECT $1, $2, $3, $4, $5, $6, $7
-		WHERE (SELECT count(*) FROM quarantine) < $8
+		WHERE (SELECT count(*) < $8 AND coalesce(sum(octet_length(body)), 0) + $9 <= $10 FROM quarantine)
 		RETURNING `+quarantineColumns,
-		p.HostID, p.Source, p.URL, string(headers), store.OrEmpty(p.Body), p.ClientIP, ms(p.ReceivedAt), maxRows))
+		p.HostID, p.Source, p.URL, string(headers), store.OrEmpty(p.Body), p.ClientIP, ms(p.ReceivedAt),
+		maxRows, int64(len(p.Body)), maxBytes))
 	if err != nil {
 		err = interpretError(err)
 		if err == store.ErrNotFound {

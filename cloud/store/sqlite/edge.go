@@ -90,10 +90,11 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 	var q *store.QuarantinedRequest
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM quarantine`).Scan(&n); err != nil {
+		var bytes int64
+		if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(body)), 0) FROM quarantine`).Scan(&n, &bytes); err != nil {
 			return err
 		}
-		if p.MaxRows > 0 && n >= p.MaxRows {
+		if (p.MaxRows > 0 && n >= p.MaxRows) || (p.MaxBytes > 0 && bytes+int64(len(p.Body)) > p.MaxBytes) {
 			return store.ErrQuarantineFull
 		}
 		var err error

@@ -107,6 +107,25 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err, "room again")
 	})
 
+	t.Run("QuarantineBoundedByBytes", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		q := store.QuarantinedRequest{HostID: b.host.ID, Source: "github", Header: map[string][]string{}, ReceivedAt: base}
+		insertBody := func(n, maxBytes int) error {
+			qi := q
+			qi.Body = make([]byte, n)
+			_, err := s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: qi, MaxBytes: int64(maxBytes)})
+			return err
+		}
+		require.NoError(t, insertBody(600, 1000))
+		require.ErrorIs(t, insertBody(401, 1000), store.ErrQuarantineFull, "600 + 401 would pass 1000")
+		require.NoError(t, insertBody(400, 1000), "600 + 400 fits exactly")
+		require.ErrorIs(t, insertBody(1, 1000), store.ErrQuarantineFull)
+		n, err := s.QuarantineCount(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+	})
+
 	t.Run("Meta", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setup(t)
