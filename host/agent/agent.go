@@ -565,7 +565,9 @@ func (a *Agent) fault(point string) {
 // the outcome with its ack or nack.
 func (a *Agent) process(w shared.Webhook) {
 	log := a.log.With("delivery_id", w.DeliveryID, "source", w.Source, "attempt", w.Attempt)
-	dbCtx, cancel := context.WithTimeout(a.base, ledgerTimeout)
+	// Each ledger step gets its own deadline: the handler between them may
+	// run for minutes, and its outcome must still be recorded.
+	dbCtx, cancel := clockwork.WithTimeout(a.base, a.clock, ledgerTimeout)
 	defer cancel()
 
 	prev, err := a.opts.Ledger.DeliveryGet(dbCtx, w.DeliveryID)
@@ -631,7 +633,9 @@ func (a *Agent) process(w shared.Webhook) {
 	e.ProcessedAt = a.clock.Now()
 	e.DurationMS = e.ProcessedAt.Sub(start).Milliseconds()
 
-	attempts, err := a.opts.Ledger.DeliveryRecord(dbCtx, ledger.RecordParams{Entry: e, Retryable: retryable})
+	recCtx, cancelRec := clockwork.WithTimeout(a.base, a.clock, ledgerTimeout)
+	defer cancelRec()
+	attempts, err := a.opts.Ledger.DeliveryRecord(recCtx, ledger.RecordParams{Entry: e, Retryable: retryable})
 	if err != nil {
 		log.Error("recording the outcome failed; the webhook will be delivered again", "err", err)
 		return

@@ -654,3 +654,28 @@ func TestIdleHeartbeatLongPolls(t *testing.T) {
 	acked := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Zero(t, acked.req.WaitS, "acks go out without waiting")
 }
+
+// A handler that runs longer than the ledger's own deadline (agent tasks take
+// minutes) still has its outcome recorded and acked: it is not left to be
+// delivered, and run, again.
+func TestLongHandlerOutcomeIsRecorded(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(ctx context.Context, w shared.Webhook) handler.Outcome {
+			close(started)
+			<-release
+			return handler.Outcome{OK: true, ResponseStatus: 200}
+		}
+		b.cloud.answer = serve(webhook("github:long:1", "push"))
+	})
+	<-started
+	b.clock.Advance(5 * time.Minute) // the handler runs far past the ledger's 30 s deadline
+	close(release)
+	b.eventually(t, "outcome recorded", func() bool { return b.result(t, "github:long:1") == ledger.ResultSuccess })
+	hb := b.nextWhere(t, func(hb heartbeatSeen) bool {
+		b.clock.Advance(time.Second)
+		return len(hb.req.WebhookAcks) > 0
+	})
+	require.Equal(t, []string{"github:long:1"}, hb.req.WebhookAcks)
+	require.EqualValues(t, 1, b.handler.calls.Load())
+}
