@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
@@ -557,4 +558,26 @@ func TestRejectionClientIPTrustsOnlyConfiguredProxies(t *testing.T) {
 			require.Equal(t, tc.want, rs[0].ClientIP)
 		})
 	}
+}
+
+// Over the limit, a retrying provider's request is refused before its body
+// is read: an endless streamed body gets the 429, not a 413 after reading.
+func TestRateLimitedBodyIsNotRead(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{RateLimitPerMin: 60, RateLimitBurst: 1})
+	hostID, _ := b.newHost("h")
+	b.addSource(hostID, "billing", map[string]any{"provider": "generic", "secrets": []string{"s"}, "max_body_bytes": 4096})
+	body := []byte(`{"n":1}`)
+	require.Equal(t, 202, b.do("POST", "/api/webhooks/"+hostID+"/billing", bytes.NewReader(body), genericHeaders("s", "e1", body)).status)
+
+	req, _ := http.NewRequest("POST", b.bundle.srv.URL+"/api/webhooks/"+hostID+"/billing", &endless{})
+	req.ContentLength = -1
+	resp, err := b.bundle.srv.Client().Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+		require.Equal(t, 429, resp.StatusCode)
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	}
+	rs := b.rejections(hostID)
+	require.Len(t, rs, 1)
+	require.Equal(t, 429, rs[0].Status, "refused for the rate, not after reading 4 KiB of body")
 }

@@ -77,13 +77,14 @@ func (s *Server) intake(c *gin.Context) {
 		return
 	}
 
-	body, err := readLimited(c, src.MaxBodyBytes, provider.MaxBody())
-	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.status == 413 {
-			s.reject(c, src, provider, 413, ae.message, outcomeTooLarge)
-		}
-		s.writeError(c, err)
+	limit := src.MaxBodyBytes
+	if limit <= 0 {
+		limit = provider.MaxBody()
+	}
+	if c.Request.ContentLength > limit {
+		// Refused unread.
+		c.Header("Connection", "close")
+		s.tooLarge(c, src, provider, limit)
 		return
 	}
 
@@ -91,9 +92,20 @@ func (s *Server) intake(c *gin.Context) {
 	perMin, burst := s.hostRate(host)
 	allowed, wait := s.limits.allow(hostID, perMin, burst, now)
 	if !allowed && provider.Retries() {
+		// The provider will send it again: not even its body is read.
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
 		s.reject(c, src, provider, 429, fmt.Sprintf("over the host's rate limit of %d/min", perMin), outcomeRateLimited)
 		s.writeError(c, errRateLimited)
+		return
+	}
+
+	body, err := readLimited(c, limit)
+	if errors.Is(err, errBodyTooLarge) {
+		s.tooLarge(c, src, provider, limit)
+		return
+	}
+	if err != nil {
+		s.writeError(c, err)
 		return
 	}
 
@@ -223,6 +235,13 @@ func (s *Server) answer(provider verify.Provider, req *verify.Request, out *admi
 	return out
 }
 
+// tooLarge answers 413 for a body over the source's limit, and audits it.
+func (s *Server) tooLarge(c *gin.Context, src *store.Source, provider verify.Provider, limit int64) {
+	msg := fmt.Sprintf("body over this source's limit of %d bytes", limit)
+	s.reject(c, src, provider, 413, msg, outcomeTooLarge)
+	s.writeError(c, &apiError{status: 413, code: shared.CodeTooLarge, message: msg})
+}
+
 // hostRate is the host's rate limit: its own settings, else the server's.
 func (s *Server) hostRate(h *store.Host) (perMin, burst int) {
 	perMin = h.RateLimitPerMin
@@ -259,22 +278,15 @@ func (s *Server) reject(c *gin.Context, src *store.Source, provider verify.Provi
 		"reason", reason, "remote", c.ClientIP())
 }
 
-// readLimited reads the raw body, never past the limit: a declared length
-// over it is refused before reading, and a streamed body is cut at limit+1.
-func readLimited(c *gin.Context, sourceLimit, providerLimit int64) ([]byte, error) {
-	limit := sourceLimit
-	if limit <= 0 {
-		limit = providerLimit
-	}
-	tooLarge := &apiError{status: 413, code: shared.CodeTooLarge, message: fmt.Sprintf("body over this source's limit of %d bytes", limit)}
-	if c.Request.ContentLength > limit {
-		c.Header("Connection", "close")
-		return nil, tooLarge
-	}
+var errBodyTooLarge = errors.New("body over the limit")
+
+// readLimited reads the raw body, never past the limit: a streamed body is
+// cut at limit+1 (a declared length over the limit is refused before).
+func readLimited(c *gin.Context, limit int64) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, tooLarge
+		return nil, errBodyTooLarge
 	}
 	if err != nil {
 		return nil, errInvalid("could not read body: " + err.Error())
