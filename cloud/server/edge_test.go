@@ -259,7 +259,28 @@ func TestQuarantineAndRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 
-	// Still the wrong key: a release pass keeps everything.
+	// The operator's view: what waits, without bodies or header values.
+	a = lost.admin("GET", "/api/quarantine", nil)
+	require.Equal(t, 200, a.status, string(a.body))
+	var ql struct {
+		Count    int               `json:"count"`
+		Requests []quarantinedJSON `json:"requests"`
+	}
+	a.json(t, &ql)
+	require.Equal(t, 3, ql.Count)
+	require.Len(t, ql.Requests, 3)
+	require.Equal(t, "github", ql.Requests[0].Source)
+	require.Equal(t, len(prBody), ql.Requests[0].BodySize)
+	require.Contains(t, ql.Requests[0].HeaderNames, "x-hub-signature-256")
+	require.NotContains(t, string(a.body), "opened", "no bodies")
+	require.NotContains(t, string(a.body), "sha256=", "no header values")
+	require.Equal(t, 401, lost.do("GET", "/api/quarantine", nil, nil).status)
+	require.Equal(t, 400, lost.admin("GET", "/api/quarantine?limit=0", nil).status)
+
+	// Still the wrong key: a release pass (asked for by the operator) keeps everything.
+	a = lost.admin("POST", "/api/quarantine/release", nil)
+	require.Equal(t, 200, a.status, string(a.body))
+	require.JSONEq(t, `{"admitted":0,"rejected":0,"held":3}`, string(a.body))
 	res, err := lost.srv.ReleaseQuarantine(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, ReleaseResult{Held: 3}, res)

@@ -160,3 +160,55 @@ func (s *Server) RunQuarantineRelease(ctx context.Context, every time.Duration) 
 		}
 	}
 }
+
+type quarantinedJSON struct {
+	ID          int64     `json:"id"`
+	HostID      string    `json:"host_id"`
+	Source      string    `json:"source"`
+	ReceivedAt  time.Time `json:"received_at"`
+	ClientIP    string    `json:"client_ip"`
+	HeaderNames []string  `json:"header_names"`
+	BodySize    int       `json:"body_size"`
+}
+
+// listQuarantine answers GET /api/quarantine: how many requests wait for a
+// key, and the oldest of them (no bodies, no header values); `limit` 1..500,
+// default 100.
+func (s *Server) listQuarantine(c *gin.Context) {
+	limit, err := queryLimit(c, 100, 500)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	n, err := s.store.QuarantineCount(ctx)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	qs, err := s.store.QuarantineList(ctx, &store.QuarantineListParams{Limit: limit})
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	out := make([]quarantinedJSON, 0, len(qs))
+	for _, q := range qs {
+		out = append(out, quarantinedJSON{
+			ID: q.ID, HostID: q.HostID, Source: q.Source, ReceivedAt: q.ReceivedAt, ClientIP: q.ClientIP,
+			HeaderNames: headerNames(http.Header(q.Header)), BodySize: len(q.Body),
+		})
+	}
+	c.JSON(200, gin.H{"count": n, "requests": out})
+}
+
+// releaseQuarantine answers POST /api/quarantine/release: one release pass
+// now (after a source's secret was replaced, say), rather than at the next
+// minute.
+func (s *Server) releaseQuarantine(c *gin.Context) {
+	res, err := s.ReleaseQuarantine(c.Request.Context())
+	if err != nil {
+		s.writeError(c, errUnavailable(err))
+		return
+	}
+	c.JSON(200, gin.H{"admitted": res.Admitted, "rejected": res.Rejected, "held": res.Held})
+}

@@ -124,6 +124,8 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(200, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.requireAdmin, s.metrics.handler())
+	r.GET("/api/quarantine", s.requireAdmin, s.listQuarantine)
+	r.POST("/api/quarantine/release", s.requireAdmin, s.releaseQuarantine)
 
 	r.POST("/api/webhooks/:hostId/:source", s.intake)
 
