@@ -40,8 +40,16 @@ func rekeyWith(t *testing.T, dbURL, keys string) (string, error) {
 // keys "2" alone → every source still verifies. An unrelated key → 503 and
 // quarantine; the right key back → the quarantined webhooks are delivered.
 func TestKeyRotation(t *testing.T) {
+	for name, newDB := range engines(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			keyRotation(t, newDB(t))
+		})
+	}
+}
+
+func keyRotation(t *testing.T, dbURL string) {
 	k1, k2, unrelated := newKey(), newKey(), newKey()
-	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "cloud.db")
 	c := startCloud(t, dbURL, "RELAY_SECRET_KEYS="+k1)
 	const secret = "rotation-secret"
 	hostID, code := c.newHost("rotation", secret)
