@@ -64,7 +64,13 @@ func deliveryView(d *store.Delivery, withBody bool) deliveryJSON {
 
 func (s *Server) listDeliveries(c *gin.Context) {
 	hostID := c.Param("id")
-	p := &store.DeliveryListParams{HostID: hostID, Source: c.Query("source"), Limit: 50}
+	limit, err := queryLimit(c, 50, 500)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	// One more than the page says whether there is a next page.
+	p := &store.DeliveryListParams{HostID: hostID, Source: c.Query("source"), Limit: limit + 1}
 	if v := c.Query("status"); v != "" {
 		st, err := store.ParseStatus(v)
 		if err != nil {
@@ -72,14 +78,6 @@ func (s *Server) listDeliveries(c *gin.Context) {
 			return
 		}
 		p.Status = st
-	}
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			s.writeError(c, errInvalid("limit must be a whole number from 1 to 500"))
-			return
-		}
-		p.Limit = n
 	}
 	if v := c.Query("cursor"); v != "" {
 		at, id, err := decodeCursor(v)
@@ -93,9 +91,6 @@ func (s *Server) listDeliveries(c *gin.Context) {
 		s.writeError(c, hostErr(err))
 		return
 	}
-	// One more than the page says whether there is a next page.
-	limit := p.Limit
-	p.Limit++
 	ds, err := s.store.DeliveryList(c.Request.Context(), p)
 	if err != nil {
 		s.writeError(c, err)

@@ -127,10 +127,7 @@ func TestRateLimitRetryingProvider(t *testing.T) {
 // setHostRate writes a host's own rate limit straight into the store (the
 // admin API's PATCH is tested with the management API).
 func setHostRate(st store.Store, hostID string, perMin, burst int) error {
-	type updater interface {
-		HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error)
-	}
-	_, err := st.(updater).HostUpdate(context.Background(), &store.HostUpdateParams{
+	_, err := st.HostUpdate(context.Background(), &store.HostUpdateParams{
 		HostID: hostID, RateLimitPerMin: &perMin, RateLimitBurst: &burst,
 	})
 	return err
@@ -196,10 +193,12 @@ func TestRejectionsAudit(t *testing.T) {
 	a.json(t, &page)
 	require.Len(t, page.Rejections, 1)
 	require.NotEmpty(t, page.NextCursor)
-	a = b.admin("GET", "/api/hosts/"+hostID+"/rejections?cursor="+page.NextCursor, nil)
-	a.json(t, &page)
-	require.Len(t, page.Rejections, 1)
-	require.Equal(t, 401, page.Rejections[0].Status)
+	a = b.admin("GET", "/api/hosts/"+hostID+"/rejections?limit=1&cursor="+page.NextCursor, nil)
+	var last rejectionsResponse
+	a.json(t, &last)
+	require.Len(t, last.Rejections, 1)
+	require.Equal(t, 401, last.Rejections[0].Status)
+	require.Empty(t, last.NextCursor, "a full last page says it is the last")
 	for _, q := range []string{"?cursor=abc", "?cursor=-1", "?limit=0", "?limit=501", "?limit=x"} {
 		a = b.admin("GET", "/api/hosts/"+hostID+"/rejections"+q, nil)
 		require.Equal(t, 400, a.status, q)
@@ -207,6 +206,7 @@ func TestRejectionsAudit(t *testing.T) {
 	}
 	a = b.admin("GET", "/api/hosts/h_unknown/rejections", nil)
 	require.Equal(t, 404, a.status)
+	require.Contains(t, string(a.body), "no such host")
 	a = b.do("GET", "/api/hosts/"+hostID+"/rejections", nil, nil)
 	require.Equal(t, 401, a.status)
 	a = b.do("GET", "/metrics", nil, nil)

@@ -44,6 +44,13 @@ func errUnavailable(cause error) error {
 	return &apiError{status: 503, code: shared.CodeUnavailable, message: "storage unavailable, retry later", cause: cause}
 }
 
+// isUnavailable reports a storage failure (errUnavailable): the request may
+// succeed later.
+func isUnavailable(err error) bool {
+	var ae *apiError
+	return errors.As(err, &ae) && ae.code == shared.CodeUnavailable
+}
+
 // writeError is the one place errors become HTTP answers. Errors that are not
 // apiErrors are internal: logged with their detail, answered without it.
 func (s *Server) writeError(c *gin.Context, err error) {

@@ -46,7 +46,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		for i, n := range req.WebhookNacks {
 			nacks[i] = store.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt}
 		}
-		if _, err := s.store.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: host.ID, Nacks: nacks, Policy: s.cfg.RetryPolicy, Now: now}); err != nil {
+		if _, err := s.store.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: host.ID, Nacks: nacks, Policy: store.DefaultRetryPolicy, Now: now}); err != nil {
 			s.writeError(c, errUnavailable(err))
 			return
 		}

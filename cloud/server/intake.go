@@ -43,44 +43,16 @@ func (s *Server) intake(c *gin.Context) {
 	ctx := c.Request.Context()
 	hostID, name := c.Param("hostId"), c.Param("source")
 
-	host, err := s.store.HostGet(ctx, hostID)
-	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errNotFound("no such host"))
-		return
-	}
+	host, src, provider, err := s.sourceFor(ctx, hostID, name)
 	if err != nil {
-		s.metrics.count("", outcomeUnavailable)
-		s.writeError(c, errUnavailable(err))
-		return
-	}
-	if host.Status != store.HostActive {
-		s.writeError(c, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated"})
-		return
-	}
-	src, err := s.store.SourceGet(ctx, hostID, name)
-	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errNotFound("no such source on this host"))
-		return
-	}
-	if err != nil {
-		s.metrics.count("", outcomeUnavailable)
-		s.writeError(c, errUnavailable(err))
-		return
-	}
-	if !src.Enabled {
-		s.writeError(c, errNotFound("source is disabled"))
-		return
-	}
-	provider, ok := verify.Lookup(src.Provider)
-	if !ok {
-		s.writeError(c, fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider))
+		if isUnavailable(err) {
+			s.metrics.count("", outcomeUnavailable)
+		}
+		s.writeError(c, err)
 		return
 	}
 
-	limit := src.MaxBodyBytes
-	if limit <= 0 {
-		limit = provider.MaxBody()
-	}
+	limit := bodyLimit(src, provider)
 	if c.Request.ContentLength > limit {
 		// Refused unread.
 		c.Header("Connection", "close")
@@ -93,9 +65,7 @@ func (s *Server) intake(c *gin.Context) {
 	allowed, wait := s.limits.allow(hostID, perMin, burst, now)
 	if !allowed && provider.Retries() {
 		// The provider will send it again: not even its body is read.
-		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		s.reject(c, src, provider, 429, fmt.Sprintf("over the host's rate limit of %d/min", perMin), outcomeRateLimited)
-		s.writeError(c, errRateLimited)
+		s.rateLimited(c, src, provider, wait, fmt.Sprintf("over the host's rate limit of %d/min", perMin))
 		return
 	}
 
@@ -119,9 +89,7 @@ func (s *Server) intake(c *gin.Context) {
 		if !allowed {
 			// A provider that never retries: only a verified request is
 			// worth keeping past the limit.
-			c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-			s.reject(c, src, provider, 429, fmt.Sprintf("over the host's rate limit of %d/min and not verified: %v", perMin, err), outcomeRateLimited)
-			s.writeError(c, errRateLimited)
+			s.rateLimited(c, src, provider, wait, fmt.Sprintf("over the host's rate limit of %d/min and not verified: %v", perMin, err))
 			return
 		}
 		s.reject(c, src, provider, 401, "signature: "+err.Error(), outcomeBadSignature)
@@ -188,10 +156,6 @@ func (s *Server) admit(ctx context.Context, host *store.Host, src *store.Source,
 			resp: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
 	}
 
-	delays := src.RetryDelays
-	if delays == nil {
-		delays = s.cfg.RetryPolicy.Delays
-	}
 	res, err := s.store.DeliveryInsert(ctx, &store.DeliveryInsertParams{
 		ID:            src.Name + ":" + ev.ID + ":" + strconv.FormatInt(received.UnixMilli(), 10),
 		HostID:        host.ID,
@@ -201,7 +165,7 @@ func (s *Server) admit(ctx context.Context, host *store.Host, src *store.Source,
 		EventAction:   truncate(ev.Action, 200),
 		Headers:       providerHeaders(req.Header, verify.SecretHeaders(provider, src.Options)),
 		RawBody:       req.Body,
-		RetryDelays:   delays,
+		RetryDelays:   src.RetryDelays, // nil: the store's default schedule
 		MaxAttempts:   src.MaxAttempts,
 		CorrelationID: newCorrelationID(),
 		ReceiveNote:   note,
@@ -235,6 +199,52 @@ func (s *Server) answer(provider verify.Provider, req *verify.Request, out *admi
 	return out
 }
 
+// sourceFor resolves an active host, its enabled source and the source's
+// provider: where intake and the quarantine release both start. Errors are
+// apiErrors: 404 or 410 for the sender, 500 for a provider this build does
+// not know, 503 for a storage failure (isUnavailable).
+func (s *Server) sourceFor(ctx context.Context, hostID, name string) (*store.Host, *store.Source, verify.Provider, error) {
+	host, err := s.store.HostGet(ctx, hostID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil, nil, errNotFound("no such host")
+	case err != nil:
+		return nil, nil, nil, errUnavailable(err)
+	case host.Status != store.HostActive:
+		return nil, nil, nil, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated"}
+	}
+	src, err := s.store.SourceGet(ctx, hostID, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil, nil, errNotFound("no such source on this host")
+	case err != nil:
+		return nil, nil, nil, errUnavailable(err)
+	case !src.Enabled:
+		return nil, nil, nil, errNotFound("source is disabled")
+	}
+	provider, ok := verify.Lookup(src.Provider)
+	if !ok {
+		return nil, nil, nil, &apiError{status: 500, code: shared.CodeInternal, message: "internal error",
+			cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
+	}
+	return host, src, provider, nil
+}
+
+// bodyLimit is the source's own body limit, else its provider's.
+func bodyLimit(src *store.Source, provider verify.Provider) int64 {
+	if src.MaxBodyBytes > 0 {
+		return src.MaxBodyBytes
+	}
+	return provider.MaxBody()
+}
+
+// rateLimited answers 429 with Retry-After, and audits it.
+func (s *Server) rateLimited(c *gin.Context, src *store.Source, provider verify.Provider, wait time.Duration, reason string) {
+	c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+	s.reject(c, src, provider, 429, reason, outcomeRateLimited)
+	s.writeError(c, errRateLimited)
+}
+
 // tooLarge answers 413 for a body over the source's limit, and audits it.
 func (s *Server) tooLarge(c *gin.Context, src *store.Source, provider verify.Provider, limit int64) {
 	msg := fmt.Sprintf("body over this source's limit of %d bytes", limit)
@@ -251,9 +261,6 @@ func (s *Server) hostRate(h *store.Host) (perMin, burst int) {
 	burst = h.RateLimitBurst
 	if burst <= 0 {
 		burst = s.cfg.RateLimitBurst
-	}
-	if burst <= 0 {
-		burst = perMin
 	}
 	return perMin, burst
 }

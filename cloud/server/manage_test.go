@@ -105,6 +105,8 @@ func TestManagementRequiresTheAdminToken(t *testing.T) {
 		{"PUT", "/api/hosts/" + hostID + "/sources/github"}, {"GET", "/api/hosts/" + hostID + "/sources/github"},
 		{"GET", "/api/hosts/" + hostID + "/webhooks"}, {"GET", "/api/hosts/" + hostID + "/webhooks/github:x:1"},
 		{"POST", "/api/hosts/" + hostID + "/webhooks/github:x:1/retry"}, {"DELETE", "/api/hosts/" + hostID + "/webhooks/dlq"},
+		{"GET", "/api/hosts/" + hostID + "/rejections"}, {"GET", "/metrics"},
+		{"GET", "/api/quarantine"}, {"POST", "/api/quarantine/release"},
 	}
 	for _, r := range routes {
 		for name, hdr := range map[string]map[string]string{

@@ -60,6 +60,9 @@ type ReleaseResult struct {
 func (s *Server) ReleaseQuarantine(ctx context.Context) (ReleaseResult, error) {
 	var res ReleaseResult
 	var after int64
+	// Quarantined requests pile up per source: each source is looked up and
+	// its secrets opened once per pass, not once per request.
+	sources := make(map[[2]string]*releaseSource)
 	for {
 		qs, err := s.store.QuarantineList(ctx, &store.QuarantineListParams{AfterID: after, Limit: 100})
 		if err != nil {
@@ -70,7 +73,15 @@ func (s *Server) ReleaseQuarantine(ctx context.Context) (ReleaseResult, error) {
 		}
 		for _, q := range qs {
 			after = q.ID
-			held, admitted, err := s.releaseOne(ctx, q)
+			key := [2]string{q.HostID, q.Source}
+			rs, ok := sources[key]
+			if !ok {
+				if rs, err = s.releaseSourceFor(ctx, q.HostID, q.Source); err != nil {
+					return res, err
+				}
+				sources[key] = rs
+			}
+			held, admitted, err := s.releaseOne(ctx, q, rs)
 			if err != nil {
 				return res, err
 			}
@@ -95,41 +106,45 @@ func (s *Server) ReleaseQuarantine(ctx context.Context) (ReleaseResult, error) {
 	return res, nil
 }
 
-func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest) (held, admitted bool, err error) {
-	drop := func(reason string) (bool, bool, error) {
-		s.log.Warn("quarantined request dropped", "host", q.HostID, "source", q.Source, "reason", reason)
-		return false, false, nil
-	}
-	host, err := s.store.HostGet(ctx, q.HostID)
-	if errors.Is(err, store.ErrNotFound) {
-		return drop("host no longer exists")
+// releaseSource is what a release pass knows of one source: gone (why it is
+// gone), held (its secrets still do not open), or ready with its keys.
+type releaseSource struct {
+	gone     string
+	held     bool
+	host     *store.Host
+	src      *store.Source
+	provider verify.Provider
+	keys     [][]byte
+}
+
+// releaseSourceFor resolves a quarantined request's source; only a storage
+// failure is an error.
+func (s *Server) releaseSourceFor(ctx context.Context, hostID, name string) (*releaseSource, error) {
+	host, src, provider, err := s.sourceFor(ctx, hostID, name)
+	if isUnavailable(err) {
+		return nil, err
 	}
 	if err != nil {
-		return false, false, err
-	}
-	if host.Status != store.HostActive {
-		return drop("host deactivated")
-	}
-	src, err := s.store.SourceGet(ctx, q.HostID, q.Source)
-	if errors.Is(err, store.ErrNotFound) {
-		return drop("source no longer exists")
-	}
-	if err != nil {
-		return false, false, err
-	}
-	if !src.Enabled {
-		return drop("source disabled")
-	}
-	provider, ok := verify.Lookup(src.Provider)
-	if !ok {
-		return drop("unknown provider " + src.Provider)
+		return &releaseSource{gone: err.Error()}, nil
 	}
 	keys, err := s.openSecrets(src)
 	if err != nil {
+		return &releaseSource{held: true}, nil
+	}
+	return &releaseSource{host: host, src: src, provider: provider, keys: keys}, nil
+}
+
+func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest, rs *releaseSource) (held, admitted bool, err error) {
+	switch {
+	case rs.gone != "":
+		s.log.Warn("quarantined request dropped", "host", q.HostID, "source", q.Source, "reason", rs.gone)
+		return false, false, nil
+	case rs.held:
 		return true, false, nil
 	}
+	host, src, provider := rs.host, rs.src, rs.provider
 	req := &verify.Request{Header: http.Header(q.Header), Body: q.Body, Now: q.ReceivedAt, URL: q.URL}
-	if err := provider.Verify(req, keys, src.Options); err != nil {
+	if err := provider.Verify(req, rs.keys, src.Options); err != nil {
 		s.metrics.count(provider.Name(), outcomeBadSignature)
 		rerr := s.store.RejectionInsert(ctx, &store.Rejection{
 			HostID: q.HostID, Source: q.Source, At: s.now(), Status: 401,

@@ -44,23 +44,26 @@ func (s *Server) listRejections(c *gin.Context) {
 		}
 	}
 	if _, err := s.store.HostGet(ctx, hostID); err != nil {
-		s.writeError(c, err)
+		s.writeError(c, hostErr(err))
 		return
 	}
-	rs, err := s.store.RejectionList(ctx, &store.RejectionListParams{HostID: hostID, Limit: limit, BeforeID: before})
+	// One more than the page says whether there is a next page.
+	rs, err := s.store.RejectionList(ctx, &store.RejectionListParams{HostID: hostID, Limit: limit + 1, BeforeID: before})
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	out := rejectionsResponse{Rejections: make([]rejectionJSON, 0, len(rs))}
+	out := rejectionsResponse{}
+	if len(rs) > limit {
+		rs = rs[:limit]
+		out.NextCursor = strconv.FormatInt(rs[len(rs)-1].ID, 10)
+	}
+	out.Rejections = make([]rejectionJSON, 0, len(rs))
 	for _, r := range rs {
 		out.Rejections = append(out.Rejections, rejectionJSON{
 			ID: r.ID, At: r.At, Source: r.Source, Status: r.Status, Reason: r.Reason,
 			ClientIP: r.ClientIP, HeaderNames: store.OrEmpty(r.HeaderNames),
 		})
-	}
-	if len(rs) == limit {
-		out.NextCursor = strconv.FormatInt(rs[len(rs)-1].ID, 10)
 	}
 	c.JSON(200, out)
 }

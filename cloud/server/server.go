@@ -32,10 +32,9 @@ type Config struct {
 	MaxBatchBytes   int           // raw body bytes per heartbeat answer (default 4 MiB)
 	MaxHeartbeatReq int64         // largest heartbeat request body (default 4 MiB)
 	MaxWait         time.Duration // longest a heartbeat's wait_s holds it (default 25 s)
-	RetryPolicy     store.RetryPolicy
-	RateLimitPerMin int // per-host intake rate limit unless the host sets its own (default 100)
-	RateLimitBurst  int // per-host burst unless the host sets its own (default: RateLimitPerMin)
-	QuarantineMax   int // requests kept while their secret cannot be decrypted (default 10,000)
+	RateLimitPerMin int           // per-host intake rate limit unless the host sets its own (default 100)
+	RateLimitBurst  int           // per-host burst unless the host sets its own (default: RateLimitPerMin)
+	QuarantineMax   int           // requests kept while their secret cannot be decrypted (default 10,000)
 	// QuarantineMaxBytes bounds the quarantined bodies in all (default 1 GiB).
 	QuarantineMaxBytes int64
 	TrustedProxies     []string // proxies whose X-Forwarded-For names the client (default: none)
@@ -71,9 +70,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.QuarantineMaxBytes <= 0 {
 		c.QuarantineMaxBytes = 1 << 30
-	}
-	if len(c.RetryPolicy.Delays) == 0 {
-		c.RetryPolicy = store.DefaultRetryPolicy
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 }

@@ -275,6 +275,11 @@ func TestIntakeDoesNotReadPastLimit(t *testing.T) {
 	// Either way the server stopped reading: the client was not made to send
 	// an unbounded body (allow for socket buffers).
 	require.Less(t, body.n.Load(), int64(16<<20))
+	// Whatever the transport returned, the server answered 413.
+	var rej rejectionsResponse
+	b.admin("GET", "/api/hosts/"+hostID+"/rejections", nil).json(t, &rej)
+	require.Len(t, rej.Rejections, 1)
+	require.Equal(t, 413, rej.Rejections[0].Status)
 
 	// A declared Content-Length over the limit is refused before reading.
 	a := b.do("POST", "/api/webhooks/"+hostID+"/small", bytes.NewReader(make([]byte, 5000)), nil)
@@ -448,10 +453,12 @@ func TestClaimCodeOneTimeAndExpiring(t *testing.T) {
 	a = b.do("POST", "/api/hosts/token", jsonBody(shared.TokenRequest{HostID: h.ID, HostCredential: c.HostCredential + "x"}), nil)
 	require.Equal(t, 401, a.status)
 
-	// A new code expires after 24 h.
+	// A new code from the claim-code endpoint expires after 24 h.
 	var nc shared.CreateHostResponse
-	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+h.ID+"/claim-code", nil).status)
-	b.admin("POST", "/api/hosts", map[string]string{"name": "y"}).json(t, &nc)
+	a = b.admin("POST", "/api/hosts/"+h.ID+"/claim-code", nil)
+	require.Equal(t, 200, a.status)
+	a.json(t, &nc)
+	require.NotEqual(t, h.ClaimCode, nc.ClaimCode)
 	b.clock.Advance(25 * time.Hour)
 	a = b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: nc.ClaimCode}), nil)
 	require.Equal(t, 401, a.status, "expired code")

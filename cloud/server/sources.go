@@ -95,13 +95,13 @@ func (s *Server) sourceView(c *gin.Context, src *store.Source) sourceJSON {
 		opts = map[string]string{}
 	}
 	limit := src.MaxBodyBytes
-	if p, ok := verify.Lookup(src.Provider); ok && limit == 0 {
-		limit = p.MaxBody()
+	if p, ok := verify.Lookup(src.Provider); ok {
+		limit = bodyLimit(src, p)
 	}
 	return sourceJSON{
 		Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events,
 		SecretFingerprints: fps, Options: opts, MaxBodyBytes: limit,
-		RetrySchedule: scheduleSeconds(store.PolicyFor(src.RetryDelays, s.cfg.RetryPolicy).Delays),
+		RetrySchedule: scheduleSeconds(store.PolicyFor(src.RetryDelays, store.DefaultRetryPolicy).Delays),
 		MaxAttempts:   store.MaxAttemptsFor(src.MaxAttempts, src.RetryDelays),
 		WebhookURL:    s.publicURL(c) + "/api/webhooks/" + src.HostID + "/" + src.Name,
 		CreatedAt:     src.CreatedAt, UpdatedAt: src.UpdatedAt,
