@@ -43,10 +43,6 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return &Store{pool: pool}, nil
 }
 
-// Pool returns the underlying pool, for callers that need Postgres itself
-// (LISTEN/NOTIFY, advisory locks).
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // Migrate applies pending migrations under a Postgres advisory lock, so
 // replicas starting together migrate once.
 func (s *Store) Migrate(ctx context.Context) error {

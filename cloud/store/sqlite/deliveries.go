@@ -509,7 +509,7 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 		return 0, nil
 	}
 	now := ms(p.Now)
-	policy := p.Policy.OrDefault()
+	policy := p.Policy // PolicyFor applies the default
 	ids, byID := store.NacksByID(p.Nacks)
 	tr := store.TransitionNack
 	var n int
@@ -540,7 +540,7 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
-	policy := p.Policy.OrDefault()
+	policy := p.Policy // PolicyFor applies the default
 	tr := store.TransitionExpire
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {

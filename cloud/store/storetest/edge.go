@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -213,5 +214,51 @@ func exerciseStaleNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		got = get(ctx, t, s, b.host.ID, d.ID)
 		require.Equal(t, store.StatusRetrying, got.Status)
 		require.Equal(t, "now", got.LastError)
+	})
+}
+
+// exerciseInsertRace: a provider's retries racing each other store the event
+// once; every other insert answers duplicate with the first delivery.
+func exerciseInsertRace(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("InsertSameEventConcurrently", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		const n = 8
+		results := make(chan *store.DeliveryInsertResult, n)
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			at := base.Add(time.Duration(i) * time.Millisecond) // each try its own delivery id
+			wg.Go(func() {
+				res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-race", at, deliveryOpts{}))
+				if err != nil {
+					errs <- err
+					return
+				}
+				results <- res
+			})
+		}
+		wg.Wait()
+		close(errs)
+		close(results)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		var first string
+		queued := 0
+		for res := range results {
+			if res.Outcome == store.InsertQueued {
+				queued++
+			}
+			if first == "" {
+				first = res.Delivery.ID
+			}
+			require.Equal(t, first, res.Delivery.ID, "every answer names the one stored delivery")
+		}
+		require.Equal(t, 1, queued, "stored once")
+		ds, err := s.DeliveryList(ctx, &store.DeliveryListParams{HostID: b.host.ID, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		require.Len(t, events(ctx, t, s, first), 1, "one received event")
 	})
 }

@@ -340,11 +340,12 @@ func exercisePurgeAndPrune(ctx context.Context, t *testing.T, setup setupFunc) {
 		for i := 1; i <= 2; i++ {
 			dead = append(dead, toDLQ(ctx, t, s, b.other.ID, fmt.Sprintf("evt-dlq-%d", i), base.Add(time.Duration(i)*time.Second)))
 		}
-		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base, deliveryOpts{})
-		retrying := insert(ctx, t, s, b.host.ID, "evt-retrying", base, deliveryOpts{source: "stripe"})
+		// Two live deliveries: the first leased and nacked into retrying, the
+		// second left queued.
+		retrying := insert(ctx, t, s, b.host.ID, "evt-retrying", base, deliveryOpts{})
+		insert(ctx, t, s, b.host.ID, "evt-queued", base, deliveryOpts{source: "stripe"})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: queued.ID, Retryable: true}))
-		_ = retrying
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: retrying.ID, Retryable: true}))
 
 		prune := func(st store.Status, before time.Time, limit int) int {
 			n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: st, PruneParams: store.PruneParams{Before: before, Limit: limit}})

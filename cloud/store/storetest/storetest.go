@@ -63,6 +63,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseManage(ctx, t, setup)
 	exerciseEdge(ctx, t, setup)
 	exerciseStaleNack(ctx, t, setup)
+	exerciseInsertRace(ctx, t, setup)
 }
 
 type setupFunc func(t *testing.T) (store.Store, *testBundle)
@@ -1178,6 +1179,9 @@ func exerciseConcurrency(ctx context.Context, t *testing.T, setup setupFunc) {
 					}
 					mu.Lock()
 					batches++
+					if len(ds) > 7 {
+						errs <- fmt.Errorf("a batch of %d over Max 7", len(ds))
+					}
 					for _, d := range ds {
 						got[d.ID]++
 						if d.HostID != b.host.ID {
@@ -1198,7 +1202,7 @@ func exerciseConcurrency(ctx context.Context, t *testing.T, setup setupFunc) {
 			require.True(t, want[id], id)
 			require.Equal(t, 1, n, "%s leased %d times", id, n)
 		}
-		require.GreaterOrEqual(t, batches, total/7)
+		require.GreaterOrEqual(t, batches, total/7, "no batch over Max")
 
 		counts, err := s.DeliveryCountByStatus(ctx, b.host.ID)
 		require.NoError(t, err)
