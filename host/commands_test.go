@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -235,6 +236,7 @@ func TestLedgerCommands(t *testing.T) {
 func TestReloadOnSIGHUP(t *testing.T) {
 	// Not parallel: it signals the test process itself.
 	configs := make(chan *shared.Subscription, 20)
+	var beats atomic.Int64
 	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
@@ -246,6 +248,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 			if req.Config != nil {
 				configs <- req.Config
 			}
+			beats.Add(1)
 			json.NewEncoder(w).Encode(shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1})
 		}
 	}))
@@ -273,10 +276,13 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	}
 	require.Equal(t, []string{"github"}, keys(next().Webhooks))
 
-	// A broken file is refused; nothing is sent.
-	writeFile(t, dir, "host.json", `{"webhooks": {"github": {"enabled": true}}}`)
+	// A broken file (github has no handler) is refused: the stripe source it
+	// adds is never sent, even heartbeats later.
+	writeFile(t, dir, "host.json", `{"webhooks": {"github": {"enabled": true}, "stripe": {"enabled": true, "exec": ["/bin/true"]}}}`)
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "reload refused") }, 10*time.Second, 10*time.Millisecond)
+	seen := beats.Load()
+	require.Eventually(t, func() bool { return beats.Load() >= seen+2 }, 10*time.Second, 10*time.Millisecond)
 	require.Empty(t, configs)
 
 	writeFile(t, dir, "host.json", `{"heartbeat_interval_s": 1, "webhooks": {

@@ -300,7 +300,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		earliest := start.Add(floor)
 		next := start.Add(max(interval, floor))
-		if res.more || res.outboxLeft > 0 || res.subPending {
+		if res.more || res.outboxMore || res.subPending {
 			next = earliest
 		}
 		switch {
@@ -356,6 +356,12 @@ func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bo
 	}
 }
 
+// ledgerCtx bounds one ledger step, on the agent's clock and independent of
+// whatever network call or handler ran before it.
+func (a *Agent) ledgerCtx() (context.Context, context.CancelFunc) {
+	return clockwork.WithTimeout(a.base, a.clock, ledgerTimeout)
+}
+
 func (a *Agent) signal() {
 	select {
 	case a.wake <- struct{}{}:
@@ -366,7 +372,7 @@ func (a *Agent) signal() {
 type heartbeatResult struct {
 	more       bool
 	floor      time.Duration
-	outboxLeft int
+	outboxMore bool          // outcomes still wait in the outbox
 	subPending bool          // the subscription changed meanwhile: report it soon
 	wait       time.Duration // the wait_s asked for (0: none)
 }
@@ -437,11 +443,17 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 	}
 	subPending := a.sub != nil && !slices.Equal(a.sub, a.subSent)
 	a.mu.Unlock()
-	if err := a.opts.Ledger.OutboxDelete(ctx, seqs); err != nil {
+	// The cloud has the outcomes: their cleanup does not depend on the
+	// heartbeat's own deadline, or on the host stopping meanwhile.
+	delCtx, cancelDel := a.ledgerCtx()
+	deleteFailed := false
+	if err := a.opts.Ledger.OutboxDelete(delCtx, seqs); err != nil {
 		// The entries go out again with the next heartbeat: a repeated ack
 		// is harmless.
 		a.log.Error("outbox cleanup failed", "err", err)
+		deleteFailed = true
 	}
+	cancelDel()
 	a.log.Debug("heartbeat", "acks", len(req.WebhookAcks), "nacks", len(req.WebhookNacks),
 		"extends", len(req.WebhookExtends), "leased", len(resp.Webhooks), "more", resp.More)
 	for _, w := range resp.Webhooks {
@@ -451,14 +463,12 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		}
 		lease(w)
 	}
-	left, err := a.opts.Ledger.OutboxCount(ctx)
-	if err != nil {
-		a.log.Error("outbox count failed", "err", err)
-	}
+	// Outcomes recorded after the list signal the loop themselves; only a
+	// full list or a failed cleanup means more is waiting right now.
 	return heartbeatResult{
 		more:       resp.More,
 		floor:      time.Duration(resp.HeartbeatIntervalS) * time.Second,
-		outboxLeft: left,
+		outboxMore: len(outbox) == maxOutboxPerHeartbeat || deleteFailed,
 		subPending: subPending,
 		wait:       time.Duration(req.WaitS) * time.Second,
 	}, nil
@@ -567,7 +577,7 @@ func (a *Agent) process(w shared.Webhook) {
 	log := a.log.With("delivery_id", w.DeliveryID, "source", w.Source, "attempt", w.Attempt)
 	// Each ledger step gets its own deadline: the handler between them may
 	// run for minutes, and its outcome must still be recorded.
-	dbCtx, cancel := clockwork.WithTimeout(a.base, a.clock, ledgerTimeout)
+	dbCtx, cancel := a.ledgerCtx()
 	defer cancel()
 
 	prev, err := a.opts.Ledger.DeliveryGet(dbCtx, w.DeliveryID)
@@ -633,7 +643,7 @@ func (a *Agent) process(w shared.Webhook) {
 	e.ProcessedAt = a.clock.Now()
 	e.DurationMS = e.ProcessedAt.Sub(start).Milliseconds()
 
-	recCtx, cancelRec := clockwork.WithTimeout(a.base, a.clock, ledgerTimeout)
+	recCtx, cancelRec := a.ledgerCtx()
 	defer cancelRec()
 	attempts, err := a.opts.Ledger.DeliveryRecord(recCtx, ledger.RecordParams{Entry: e, Retryable: retryable})
 	if err != nil {
@@ -680,12 +690,13 @@ func (a *Agent) dropQueued() {
 	if len(dropped) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(a.base, ledgerTimeout)
-	defer cancel()
 	for _, w := range dropped {
 		nack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxNack, Error: "host stopping: not started",
 			Retryable: true, Attempt: w.Attempt, CreatedAt: a.clock.Now()}
-		if err := a.opts.Ledger.OutboxEnqueue(ctx, nack); err != nil {
+		ctx, cancel := a.ledgerCtx()
+		err := a.opts.Ledger.OutboxEnqueue(ctx, nack)
+		cancel()
+		if err != nil {
 			a.log.Error("nack of a webhook not started failed; it returns when its lease ends", "delivery_id", w.DeliveryID, "err", err)
 		}
 	}

@@ -21,13 +21,12 @@ var ErrRevoked = errors.New("host credential refused by the cloud (host deactiva
 // tokenSource hands out the host's current token, fetching a fresh one when
 // 80% of its lifetime has passed or when told the cloud refused it.
 type tokenSource struct {
-	cloud  *cloudapi.Client
-	req    shared.TokenRequest
-	clock  clockwork.Clock
-	mu     sync.Mutex
-	token  string
-	renew  time.Time
-	issued int // tokens fetched so far, for logs
+	cloud *cloudapi.Client
+	req   shared.TokenRequest
+	clock clockwork.Clock
+	mu    sync.Mutex
+	token string
+	renew time.Time
 }
 
 // fallbackLifetime is assumed when the answered expiry makes no sense on this
@@ -54,7 +53,6 @@ func (ts *tokenSource) Token(ctx context.Context) (string, error) {
 	}
 	ts.token = resp.Token
 	ts.renew = now.Add(lifetime * 8 / 10)
-	ts.issued++
 	return ts.token, nil
 }
 

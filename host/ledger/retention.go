@@ -43,9 +43,9 @@ type Retention struct {
 	Logger   *slog.Logger
 }
 
-// Run prunes until ctx is done; it returns nil then. A failed prune is
-// logged and tried again at the next interval.
-func (r *Retention) Run(ctx context.Context) error {
+// Run prunes until ctx is done. A failed prune is logged and tried again at
+// the next interval.
+func (r *Retention) Run(ctx context.Context) {
 	interval, batch := r.Interval, r.Batch
 	if interval <= 0 {
 		interval = time.Hour
@@ -59,7 +59,7 @@ func (r *Retention) Run(ctx context.Context) error {
 		r.prune(ctx, batch)
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.Chan():
 		}
 	}
