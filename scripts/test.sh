@@ -5,6 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 
+# -race needs cgo, and cgo a C compiler (the project itself uses none).
+if ! command -v "$(go env CC)" >/dev/null 2>&1; then
+	command -v apt-get >/dev/null 2>&1 || { echo "make test: -race needs a C compiler ($(go env CC)); install gcc" >&2; exit 1; }
+	echo "==> installing gcc (the race detector needs cgo)"
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
+fi
+
 pgdir=$(mktemp -d /tmp/relay-pgtest.XXXXXX)
 cleanup() { scripts/pgtest.sh stop "$pgdir" >/dev/null 2>&1 || true; }
 trap cleanup EXIT INT TERM
