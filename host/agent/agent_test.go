@@ -610,7 +610,7 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 // An idle host long-polls (wait_s), and polls again at once when the cloud
 // held it for all of it; with anything to report or running, it does not.
 func TestIdleHeartbeatLongPolls(t *testing.T) {
-	release := make(chan struct{})
+	started, release := make(chan struct{}), make(chan struct{})
 	released := false
 	t.Cleanup(func() {
 		if !released {
@@ -619,6 +619,7 @@ func TestIdleHeartbeatLongPolls(t *testing.T) {
 	})
 	b := setup(t, func(b *testBundle) {
 		b.handler.fn = func(ctx context.Context, w shared.Webhook) handler.Outcome {
+			close(started)
 			<-release
 			return handler.Outcome{OK: true, ResponseStatus: 200}
 		}
@@ -642,7 +643,9 @@ func TestIdleHeartbeatLongPolls(t *testing.T) {
 	third := b.next(t) // no clock advance needed: the cloud held the poll for all of wait_s
 	require.Equal(t, 25, third.req.WaitS)
 
-	b.eventually(t, "handler running", func() bool { return b.agent.InFlight() == 1 })
+	// The handler itself must be running (not only leased): the ledger
+	// lookup before it has a deadline on the same clock.
+	<-started
 	b.advance(t, 30*time.Second)
 	busy := b.next(t)
 	require.Equal(t, []string{"github:d-1:1"}, busy.req.WebhookExtends)
