@@ -1,11 +1,17 @@
 # The relay's two set-up commands are `make run` and `make test`.
-.PHONY: run test build vet fmt clean
+.PHONY: run test bench chaos build vet fmt clean
 
 run:  ## the demo: cloud on embedded SQLite, a claimed host, a receiver
 	scripts/run.sh
 
 test: ## every test, on SQLite and on a throwaway Postgres
 	scripts/test.sh
+
+bench: ## throughput and latency on Postgres and SQLite; writes BENCHMARKS.md
+	go run ./scripts/bench $(BENCH_FLAGS)
+
+chaos: ## the fault suite, every scenario at full length
+	go run ./scripts/chaos $(CHAOS_FLAGS)
 
 build: ## bin/cloud and bin/host (a plain `go build ./cloud` would collide with the cloud/ directory)
 	go build -o bin/ ./cloud ./host
