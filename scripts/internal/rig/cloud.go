@@ -1,0 +1,107 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CloudConfig says how to run `cloud serve`.
+type CloudConfig struct {
+	Bin         string   // the cloud binary (Bins.Cloud)
+	DatabaseURL string   // RELAY_DATABASE_URL: "sqlite:PATH" or a postgres URL
+	DataDir     string   // RELAY_DATA_DIR, where key files go; required
+	Listen      string   // RELAY_LISTEN; a free 127.0.0.1 port when empty
+	AdminToken  string   // RELAY_ADMIN_TOKEN; "rig-admin-token" when empty
+	PublicURL   string   // RELAY_PUBLIC_URL; http://Listen when empty
+	Env         []string // more KEY=VALUE settings, after (and so over) the ones above
+	LogPath     string   // stdout and stderr; DataDir/cloud.log when empty
+}
+
+// Cloud is a running `cloud serve`.
+type Cloud struct {
+	*Proc
+	*Admin // the admin and host APIs of this cloud
+	Cfg    CloudConfig
+}
+
+// StartCloud starts `cloud serve` and waits (up to 60 s) until /readyz
+// answers 200.
+func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("rig: CloudConfig.DataDir is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if cfg.Listen == "" {
+		addr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Listen = addr
+	}
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = "rig-admin-token"
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Listen
+	}
+	if cfg.LogPath == "" {
+		cfg.LogPath = filepath.Join(cfg.DataDir, "cloud.log")
+	}
+	env := append([]string{
+		"RELAY_LISTEN=" + cfg.Listen,
+		"RELAY_DATABASE_URL=" + cfg.DatabaseURL,
+		"RELAY_ADMIN_TOKEN=" + cfg.AdminToken,
+		"RELAY_PUBLIC_URL=" + cfg.PublicURL,
+		"RELAY_DATA_DIR=" + cfg.DataDir,
+	}, cfg.Env...)
+	c := &Cloud{
+		Proc:  &Proc{Bin: cfg.Bin, Args: []string{"serve"}, Env: env, LogPath: cfg.LogPath},
+		Admin: NewAdmin("http://"+cfg.Listen, cfg.AdminToken),
+		Cfg:   cfg,
+	}
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	if err := c.WaitReady(ctx, 60*time.Second); err != nil {
+		c.Kill()
+		return nil, err
+	}
+	return c, nil
+}
+
+// WaitReady waits until /readyz answers 200; it fails at once if the process
+// exits.
+func (c *Cloud) WaitReady(ctx context.Context, timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return WaitFor(ctx, timeout, 50*time.Millisecond, "cloud /readyz", func() (bool, error) {
+		if !c.Running() {
+			return false, fmt.Errorf("cloud exited: %v\n%s", c.ExitErr(), c.Tail(30))
+		}
+		resp, err := client.Get(c.URL + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, nil
+	})
+}
+
+// Restart kills the cloud (SIGKILL), starts it again with the same settings
+// and waits until it is ready.
+func (c *Cloud) Restart(ctx context.Context) error {
+	if err := c.Proc.Restart(); err != nil {
+		return err
+	}
+	return c.WaitReady(ctx, 60*time.Second)
+}
+
+// Close stops the cloud: SIGTERM, then SIGKILL after 10 s.
+func (c *Cloud) Close() error {
+	return c.Stop(10 * time.Second)
+}

@@ -1,0 +1,180 @@
+package rig
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Proc is a binary run with its stdout and stderr appended to a log file. It
+// can be killed and started again with the same arguments and environment.
+type Proc struct {
+	Bin     string   // the program
+	Args    []string // its arguments
+	Env     []string // added to the current environment (later entries win)
+	LogPath string   // stdout and stderr are appended here
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	exitErr error
+}
+
+// Start starts the process. It fails if it is already running.
+func (p *Proc) Start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && !isClosed(p.done) {
+		return fmt.Errorf("rig: %s is already running (pid %d)", p.Bin, p.cmd.Process.Pid)
+	}
+	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.Bin, p.Args...)
+	cmd.Env = append(os.Environ(), p.Env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// The child dies with the process that started it, so an interrupted
+	// run leaves nothing behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("rig: start %s: %w", p.Bin, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done, p.exitErr = cmd, done, nil
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// PID is the running process's id (0 if never started).
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// Running reports whether the process was started and has not exited.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !isClosed(p.done)
+}
+
+// Done is closed when the current process exits (nil if never started).
+func (p *Proc) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// ExitErr is the last exit's error from exec.Cmd.Wait (nil for exit 0 or
+// while running).
+func (p *Proc) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// ExitCode is the last exit's code: 0 for success, -1 for a signal or while
+// running.
+func (p *Proc) ExitCode() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || !isClosed(p.done) {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// Signal sends sig to the running process.
+func (p *Proc) Signal(sig os.Signal) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || isClosed(done) {
+		return errors.New("rig: process not running")
+	}
+	return cmd.Process.Signal(sig)
+}
+
+// Kill sends SIGKILL and waits for the process to be gone. It is a no-op when
+// the process is not running.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || isClosed(done) {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Stop sends SIGTERM and waits up to grace for the process to exit, then
+// kills it. It returns the exit error of a process that did not exit cleanly
+// within grace (nil when it exited 0 or was not running).
+func (p *Proc) Stop(grace time.Duration) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || isClosed(done) {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return p.ExitErr()
+	case <-time.After(grace):
+		p.Kill()
+		return fmt.Errorf("rig: %s did not exit within %s of SIGTERM; killed", p.Bin, grace)
+	}
+}
+
+// Restart kills the process (if running) and starts it again.
+func (p *Proc) Restart() error {
+	p.Kill()
+	return p.Start()
+}
+
+// Tail returns the last n lines of the log.
+func (p *Proc) Tail(n int) string {
+	return TailFile(p.LogPath, n)
+}
+
+// TailFile returns the last n lines of a file ("" if it cannot be read).
+func TailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
