@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -156,4 +157,50 @@ func (p *SourceUpsertParams) JSONFields() (events, secrets, options []byte, err 
 		return nil, nil, nil, err
 	}
 	return events, secrets, options, nil
+}
+
+// InsertRow is a DeliveryInsertParams made ready to write: what both
+// engines store the same way.
+type InsertRow struct {
+	*DeliveryInsertParams
+	HeadersJSON string
+	Body        []byte // never nil
+	MaxAttempts int
+	Delays      *string // EncodeDelays(RetryDelays)
+}
+
+// Key is the dedupe key, (host, source, event id), as one string.
+func (p *DeliveryInsertParams) Key() string { return DedupeKey(p.HostID, p.Source, p.EventID) }
+
+// DedupeKey is the key DeliveryInsertParams.Key gives an event.
+func DedupeKey(hostID, source, eventID string) string {
+	return hostID + "\x00" + source + "\x00" + eventID
+}
+
+// PrepareInserts makes each insert ready to write. order lists their
+// indexes sorted by dedupe key (stable, so repeats keep their arrival
+// order): taking row locks in one order keeps concurrent batches from
+// deadlocking on each other.
+func PrepareInserts(ps []*DeliveryInsertParams) (rows []InsertRow, order []int, err error) {
+	rows = make([]InsertRow, len(ps))
+	order = make([]int, len(ps))
+	for i, p := range ps {
+		headers := p.Headers
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		h, err := json.Marshal(headers)
+		if err != nil {
+			return nil, nil, fmt.Errorf("delivery insert: headers: %w", err)
+		}
+		body := p.RawBody
+		if body == nil {
+			body = []byte{}
+		}
+		rows[i] = InsertRow{DeliveryInsertParams: p, HeadersJSON: string(h), Body: body,
+			MaxAttempts: MaxAttemptsFor(p.MaxAttempts, p.RetryDelays), Delays: EncodeDelays(p.RetryDelays)}
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ps[a].Key(), ps[b].Key()) })
+	return rows, order, nil
 }

@@ -77,6 +77,11 @@ type Store interface {
 	// the first one with Outcome InsertDuplicate; a repeat of a dead-lettered
 	// one revives it (queued, attempts reset; InsertRevived).
 	DeliveryInsert(ctx context.Context, p *DeliveryInsertParams) (*DeliveryInsertResult, error)
+	// DeliveryInsertBatch is DeliveryInsert for several deliveries in one
+	// transaction: results[i] answers ps[i], as if each had been inserted
+	// alone, in their order (a repeat within the batch is a duplicate of the
+	// first). An error means none of them was stored.
+	DeliveryInsertBatch(ctx context.Context, ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error)
 	// DeliveryGet returns one of a host's deliveries with its body, or
 	// ErrNotFound (also when it belongs to another host).
 	DeliveryGet(ctx context.Context, hostID, id string) (*Delivery, error)
@@ -127,9 +132,12 @@ type Store interface {
 	DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error)
 	// DeliveryListen calls p.Available with a host's id each time deliveries
 	// become available to that host at once (received, revived, retried by
-	// an operator) in any process sharing the database, until ctx ends (nil)
-	// or the listener fails (an error; call again). Wake-ups are hints: a
-	// missed one costs a waiting heartbeat its wait, a spurious one a query.
+	// an operator) in any process sharing the database, and p.Changed when
+	// the host's settings change, until ctx ends (nil) or the listener fails
+	// (an error; call again). Wake-ups are hints: a missed one costs a
+	// waiting heartbeat its wait, a spurious one a query; whoever caches
+	// hosts should drop its cache when Listening is called again, since
+	// changes made while it was not listening were not told.
 	DeliveryListen(ctx context.Context, p *DeliveryListenParams) error
 	// DeliveryPrune deletes deliveries in Status (one of PrunableStatuses)
 	// that have not changed since before Before, with their audit trails, at
@@ -413,6 +421,12 @@ type DeliveryPurgeDLQParams struct {
 type DeliveryListenParams struct {
 	Listening func()              // called once the listener is in place; may be nil
 	Available func(hostID string) // must not block
+	// Changed, when set, is called with a host's id each time the host or
+	// one of its sources was created or changed (HostCreate, HostUpdate,
+	// HostDeactivate, HostHeartbeat with a subscription, SourceUpsert,
+	// SourceSetSecrets) in any process sharing the database: what caches of
+	// them must drop. Must not block.
+	Changed func(hostID string)
 }
 
 type DeliveryPruneParams struct {

@@ -93,70 +93,162 @@ func recordEvents(ctx context.Context, tx pgx.Tx, events []store.DeliveryEvent) 
 }
 
 func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error) {
-	headers := p.Headers
-	if headers == nil {
-		headers = map[string]string{}
-	}
-	headersJSON, err := json.Marshal(headers)
+	res, err := s.DeliveryInsertBatch(ctx, []*store.DeliveryInsertParams{p})
 	if err != nil {
-		return nil, fmt.Errorf("delivery insert: headers: %w", err)
+		return nil, err
 	}
-	body := p.RawBody
-	if body == nil {
-		body = []byte{}
-	}
-	maxAttempts := store.MaxAttemptsFor(p.MaxAttempts, p.RetryDelays)
-	now := ms(p.ReceivedAt)
+	return res[0], nil
+}
 
-	var res *store.DeliveryInsertResult
+// DeliveryInsertBatch inserts every new event with one statement, then
+// looks up the rest (repeats) with one more, locking them; only revivals
+// cost a statement each. Rows are written in dedupe-key order, so two
+// batches that share events wait for each other instead of deadlocking.
+func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryInsertParams) ([]*store.DeliveryInsertResult, error) {
+	rows, order, err := store.PrepareInserts(ps)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*store.DeliveryInsertResult, len(ps))
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		// Two attempts: when a concurrent insert of the same event wins the
-		// race, ON CONFLICT DO NOTHING returns no row and the second look
-		// finds the winner's row.
+		clear(results)
+		var received []store.DeliveryEvent
+		woken := map[string]bool{}
+		pending := order
+		// Twice at most: an event neither inserted nor found was deleted
+		// (pruned) between the two statements, and is inserted again.
 		for range 2 {
-			existing, err := scanDelivery(tx.QueryRow(ctx, `
-				SELECT `+deliveryColumns+` FROM deliveries
-				WHERE host_id = $1 AND source = $2 AND event_id = $3
-				FOR UPDATE`, p.HostID, p.Source, p.EventID), false)
-			switch {
-			case err == nil:
-				if res, err = revive(ctx, tx, existing, now); err != nil || res.Outcome == store.InsertDuplicate {
+			inserted, err := insertRows(ctx, tx, rows, pending)
+			if err != nil {
+				return err
+			}
+			var repeats []int
+			for _, i := range pending {
+				if d := inserted[ps[i].Key()]; d != nil {
+					delete(inserted, ps[i].Key()) // a repeat in the batch is a duplicate of it
+					results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
+					received = append(received, store.DeliveryEvent{DeliveryID: d.ID, At: d.ReceivedAt,
+						To: store.TransitionReceive.To, Reason: ps[i].ReceiveReason()})
+					woken[d.HostID] = true
+					continue
+				}
+				repeats = append(repeats, i)
+			}
+			if len(repeats) == 0 {
+				pending = nil
+				break
+			}
+			existing, err := lockExisting(ctx, tx, ps, repeats)
+			if err != nil {
+				return err
+			}
+			pending = nil
+			for _, i := range repeats {
+				d := existing[ps[i].Key()]
+				if d == nil {
+					pending = append(pending, i)
+					continue
+				}
+				res, err := revive(ctx, tx, d, ms(ps[i].ReceivedAt))
+				if err != nil {
 					return err
 				}
-				return notifyAvailable(ctx, tx, p.HostID)
-			case !errors.Is(err, pgx.ErrNoRows):
-				return err
+				results[i] = res
+				if res.Outcome == store.InsertRevived {
+					existing[ps[i].Key()] = res.Delivery
+					woken[d.HostID] = true
+				}
 			}
-			d, err := scanDelivery(tx.QueryRow(ctx, `
-				INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-					raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $13)
-				ON CONFLICT (host_id, source, event_id) DO NOTHING
-				RETURNING `+deliveryColumns,
-				p.ID, p.HostID, p.Source, p.EventID, p.EventType, p.EventAction, string(headersJSON),
-				body, len(body), string(store.TransitionReceive.To), maxAttempts, store.EncodeDelays(p.RetryDelays),
-				now, p.CorrelationID), false)
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue
+			if len(pending) == 0 {
+				break
 			}
-			if err != nil {
-				return err
-			}
-			res = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
-			err = recordEvents(ctx, tx, []store.DeliveryEvent{{
-				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: p.ReceiveReason(),
-			}})
-			if err != nil {
-				return err
-			}
-			return notifyAvailable(ctx, tx, p.HostID)
 		}
-		return errors.New("insert raced without a winner")
+		if len(pending) > 0 {
+			return errors.New("insert raced without a winner")
+		}
+		if err := recordEvents(ctx, tx, received); err != nil {
+			return err
+		}
+		for hostID := range woken {
+			if err := notifyAvailable(ctx, tx, hostID); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
 	}
-	return res, nil
+	return results, nil
+}
+
+// insertRows inserts rows[i] for each i of idx in one statement, skipping
+// events already stored (or repeated earlier in idx). It returns the new
+// deliveries by dedupe key.
+func insertRows(ctx context.Context, tx pgx.Tx, rows []store.InsertRow, idx []int) (map[string]*store.Delivery, error) {
+	n := len(idx)
+	var (
+		ids, hosts, sources, events, types, actions, headers, correlations = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		bodies   = make([][]byte, n)
+		sizes    = make([]int32, n)
+		attempts = make([]int32, n)
+		delays   = make([]*string, n)
+		times    = make([]time.Time, n)
+	)
+	for j, i := range idx {
+		r := &rows[i]
+		ids[j], hosts[j], sources[j], events[j], types[j], actions[j], headers[j], correlations[j] =
+			r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON, r.CorrelationID
+		bodies[j], sizes[j], attempts[j], delays[j], times[j] =
+			r.Body, int32(len(r.Body)), int32(r.MaxAttempts), r.Delays, ms(r.ReceivedAt)
+	}
+	out, err := tx.Query(ctx, `
+		INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
+			raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+		SELECT id, host, src, ev, typ, act, hdr, body, size, $14, att, delays, at, corr, at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
+			$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[])
+			AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr)
+		ON CONFLICT (host_id, source, event_id) DO NOTHING
+		RETURNING `+deliveryColumns,
+		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
+		string(store.TransitionReceive.To))
+	if err != nil {
+		return nil, err
+	}
+	return collectByKey(out)
+}
+
+// lockExisting reads and locks the stored deliveries of ps[i] for each i
+// of idx, by dedupe key.
+func lockExisting(ctx context.Context, tx pgx.Tx, ps []*store.DeliveryInsertParams, idx []int) (map[string]*store.Delivery, error) {
+	hosts, sources, events := make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx))
+	for j, i := range idx {
+		hosts[j], sources[j], events[j] = ps[i].HostID, ps[i].Source, ps[i].EventID
+	}
+	out, err := tx.Query(ctx, `
+		SELECT `+deliveryColumns+` FROM deliveries
+		WHERE (host_id, source, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+		ORDER BY host_id, source, event_id
+		FOR UPDATE`, hosts, sources, events)
+	if err != nil {
+		return nil, err
+	}
+	return collectByKey(out)
+}
+
+func collectByKey(rows pgx.Rows) (map[string]*store.Delivery, error) {
+	defer rows.Close()
+	byKey := map[string]*store.Delivery{}
+	for rows.Next() {
+		d, err := scanDelivery(rows, false)
+		if err != nil {
+			return nil, err
+		}
+		byKey[store.DedupeKey(d.HostID, d.Source, d.EventID)] = d
+	}
+	return byKey, rows.Err()
 }
 
 // revive answers a repeat of an existing delivery: a dead-lettered one goes
@@ -239,11 +331,13 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 	// pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{availableChannel}.Sanitize()); err != nil {
-		if ctx.Err() != nil {
-			return nil
+	for _, channel := range []string{availableChannel, changedChannel} {
+		if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("delivery listen: %w", err)
 		}
-		return fmt.Errorf("delivery listen: %w", err)
 	}
 	if p.Listening != nil {
 		p.Listening()
@@ -256,7 +350,12 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 		if err != nil {
 			return fmt.Errorf("delivery listen: %w", err)
 		}
-		p.Available(n.Payload)
+		switch {
+		case n.Channel == availableChannel:
+			p.Available(n.Payload)
+		case p.Changed != nil:
+			p.Changed(n.Payload)
+		}
 	}
 }
 

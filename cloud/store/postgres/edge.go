@@ -185,7 +185,7 @@ func (s *Store) SourceSetSecrets(ctx context.Context, p *store.SourceSetSecretsP
 	if err != nil {
 		return fmt.Errorf("source set secrets: %w", err)
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return s.changing(ctx, p.HostID, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE sources SET secrets = $1, updated_at = $2 WHERE host_id = $3 AND name = $4 AND updated_at = $5`,
 			string(secrets), ms(p.Now), p.HostID, p.Name, p.UpdatedAt)
 		if err != nil {

@@ -29,10 +29,23 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// defaultMaxConns is the pool's size unless the URL sets pool_max_conns.
+const defaultMaxConns = 16
+
 // Open connects to the database at url (postgres://…) and checks that it
 // answers. It does not migrate; call Migrate.
 func Open(ctx context.Context, url string) (*Store, error) {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres open: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default (the larger of 4 and the CPU count) starves a small
+		// machine: intake's group commit, heartbeats, long polls and the
+		// sweeper each hold connections. pool_max_conns in the URL wins.
+		cfg.MaxConns = max(cfg.MaxConns, defaultMaxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres open: %w", err)
 	}
@@ -92,6 +105,23 @@ func interpretError(err error) error {
 	return err
 }
 
+// changedChannel is the LISTEN/NOTIFY channel on which a host's id says
+// that the host or one of its sources changed.
+const changedChannel = "relay_host_changed"
+
+// changing runs fn in a transaction that, once committed, tells every
+// listener that hostID's host or sources changed
+// (store.DeliveryListenParams.Changed).
+func (s *Store) changing(ctx context.Context, hostID string, fn func(tx pgx.Tx) error) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, changedChannel, hostID)
+		return err
+	})
+}
+
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
@@ -143,11 +173,15 @@ func scanHost(row pgx.Row) (*store.Host, error) {
 }
 
 func (s *Store) HostCreate(ctx context.Context, p *store.HostCreateParams) (*store.Host, error) {
-	h, err := scanHost(s.pool.QueryRow(ctx, `
+	var h *store.Host
+	err := s.changing(ctx, p.ID, func(tx pgx.Tx) (err error) {
+		h, err = scanHost(tx.QueryRow(ctx, `
 		INSERT INTO hosts (id, name, claim_code_hash, claim_expires_at, rate_limit_per_min, rate_limit_burst, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		RETURNING `+hostColumns,
-		p.ID, p.Name, p.ClaimCodeHash, ms(p.ClaimExpiresAt), p.RateLimitPerMin, p.RateLimitBurst, ms(p.Now)))
+			p.ID, p.Name, p.ClaimCodeHash, ms(p.ClaimExpiresAt), p.RateLimitPerMin, p.RateLimitBurst, ms(p.Now)))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("host create: %w", interpretError(err))
 	}
@@ -206,11 +240,21 @@ func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams)
 		v := string(p.Subscription)
 		sub = &v
 	}
-	tag, err := s.pool.Exec(ctx, `
+	const update = `
 		UPDATE hosts
 		SET last_heartbeat_at = $2, agent_version = $3, subscription = COALESCE($4::json, subscription)
-		WHERE id = $1`,
-		p.HostID, ms(p.Now), p.AgentVersion, sub)
+		WHERE id = $1`
+	var tag pgconn.CommandTag
+	var err error
+	if sub == nil {
+		tag, err = s.pool.Exec(ctx, update, p.HostID, ms(p.Now), p.AgentVersion, sub)
+	} else {
+		// A new subscription changes what intake keeps: replicas are told.
+		err = s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
+			tag, err = tx.Exec(ctx, update, p.HostID, ms(p.Now), p.AgentVersion, sub)
+			return err
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("host heartbeat: %w", interpretError(err))
 	}
@@ -221,13 +265,17 @@ func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams)
 }
 
 func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParams) (*store.Host, error) {
-	h, err := scanHost(s.pool.QueryRow(ctx, `
+	var h *store.Host
+	err := s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
+		h, err = scanHost(tx.QueryRow(ctx, `
 		UPDATE hosts
 		SET status = 'deactivated', deactivated_at = COALESCE(deactivated_at, $2),
 			claim_code_hash = NULL, claim_expires_at = NULL, generation = generation + 1
 		WHERE id = $1
 		RETURNING `+hostColumns,
-		p.HostID, ms(p.Now)))
+			p.HostID, ms(p.Now)))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("host deactivate: %w", interpretError(err))
 	}
@@ -269,7 +317,9 @@ func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", err)
 	}
-	src, err := scanSource(s.pool.QueryRow(ctx, `
+	var src *store.Source
+	err = s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
+		src, err = scanSource(tx.QueryRow(ctx, `
 		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
 			retry_delays_ms, max_attempts, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
@@ -279,8 +329,10 @@ func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (
 			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
 			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at
 		RETURNING `+sourceColumns,
-		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), ms(p.Now)))
+			p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
+			p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), ms(p.Now)))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
 	}
@@ -379,13 +431,17 @@ func prefixed(prefix, columns string) string {
 }
 
 func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
-	h, err := scanHost(s.pool.QueryRow(ctx, `
+	var h *store.Host
+	err := s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
+		h, err = scanHost(tx.QueryRow(ctx, `
 		UPDATE hosts
 		SET name = COALESCE($2, name), rate_limit_per_min = COALESCE($3, rate_limit_per_min),
 			rate_limit_burst = COALESCE($4, rate_limit_burst)
 		WHERE id = $1
 		RETURNING `+hostColumns,
-		p.HostID, p.Name, p.RateLimitPerMin, p.RateLimitBurst))
+			p.HostID, p.Name, p.RateLimitPerMin, p.RateLimitBurst))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("host update: %w", interpretError(err))
 	}

@@ -78,57 +78,77 @@ func recordEvents(ctx context.Context, tx *sql.Tx, events []store.DeliveryEvent)
 }
 
 func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error) {
-	headers := p.Headers
-	if headers == nil {
-		headers = map[string]string{}
-	}
-	headersJSON, err := json.Marshal(headers)
+	res, err := s.DeliveryInsertBatch(ctx, []*store.DeliveryInsertParams{p})
 	if err != nil {
-		return nil, fmt.Errorf("delivery insert: headers: %w", err)
+		return nil, err
 	}
-	body := p.RawBody
-	if body == nil {
-		body = []byte{}
-	}
-	maxAttempts := store.MaxAttemptsFor(p.MaxAttempts, p.RetryDelays)
-	now := ms(p.ReceivedAt)
+	return res[0], nil
+}
 
-	var res *store.DeliveryInsertResult
+// DeliveryInsertBatch writes the batch in one transaction on the one
+// writer connection, so look-ups and inserts cannot race; the statements
+// are prepared once per batch.
+func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryInsertParams) ([]*store.DeliveryInsertResult, error) {
+	rows, order, err := store.PrepareInserts(ps)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*store.DeliveryInsertResult, len(ps))
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		// The writer transaction is exclusive, so look-up and insert cannot race.
-		existing, err := scanDelivery(tx.QueryRowContext(ctx, `
-			SELECT `+deliveryColumns+` FROM deliveries
-			WHERE host_id = ? AND source = ? AND event_id = ?`, p.HostID, p.Source, p.EventID), false)
-		switch {
-		case err == nil:
-			res, err = revive(ctx, tx, existing, now)
-			return err
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
-		}
-		d, err := scanDelivery(tx.QueryRowContext(ctx, `
-			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			RETURNING `+deliveryColumns,
-			p.ID, p.HostID, p.Source, p.EventID, p.EventType, p.EventAction, string(headersJSON),
-			body, len(body), string(store.TransitionReceive.To), maxAttempts, store.EncodeDelays(p.RetryDelays),
-			dbTime(now), p.CorrelationID, dbTime(now)), false)
+		lookup, err := tx.PrepareContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries
+			WHERE host_id = ? AND source = ? AND event_id = ?`)
 		if err != nil {
 			return err
 		}
-		res = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
-		return recordEvents(ctx, tx, []store.DeliveryEvent{{
-			DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: p.ReceiveReason(),
-		}})
+		defer lookup.Close()
+		insert, err := tx.PrepareContext(ctx, `
+			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
+				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			RETURNING `+deliveryColumns)
+		if err != nil {
+			return err
+		}
+		defer insert.Close()
+		received := make([]store.DeliveryEvent, 0, len(ps))
+		for _, i := range order {
+			r := &rows[i]
+			now := ms(r.ReceivedAt)
+			existing, err := scanDelivery(lookup.QueryRowContext(ctx, r.HostID, r.Source, r.EventID), false)
+			switch {
+			case err == nil:
+				if results[i], err = revive(ctx, tx, existing, now); err != nil {
+					return err
+				}
+				continue
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+			d, err := scanDelivery(insert.QueryRowContext(ctx,
+				r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
+				r.Body, len(r.Body), string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
+				dbTime(now), r.CorrelationID, dbTime(now)), false)
+			if err != nil {
+				return err
+			}
+			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
+			received = append(received, store.DeliveryEvent{
+				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: r.ReceiveReason(),
+			})
+		}
+		return recordEvents(ctx, tx, received)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
 	}
-	if res.Outcome != store.InsertDuplicate {
-		s.wake.notify(p.HostID)
+	woken := map[string]bool{}
+	for _, res := range results {
+		if res.Outcome != store.InsertDuplicate && !woken[res.Delivery.HostID] {
+			woken[res.Delivery.HostID] = true
+			s.wake.notify(res.Delivery.HostID)
+		}
 	}
-	return res, nil
+	return results, nil
 }
 
 // revive answers a repeat of an existing delivery: a dead-lettered one goes

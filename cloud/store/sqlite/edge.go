@@ -169,7 +169,7 @@ func (s *Store) SourceSetSecrets(ctx context.Context, p *store.SourceSetSecretsP
 	if err != nil {
 		return fmt.Errorf("source set secrets: %w", err)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sources SET secrets = ?, updated_at = ? WHERE host_id = ? AND name = ? AND updated_at = ?`,
 			string(secrets), dbTime(p.Now), p.HostID, p.Name, dbTime(p.UpdatedAt))
 		if err != nil {
@@ -184,4 +184,8 @@ func (s *Store) SourceSetSecrets(ctx context.Context, p *store.SourceSetSecretsP
 		}
 		return fmt.Errorf("source set secrets: %w: source changed meanwhile", store.ErrConflict)
 	})
+	if err == nil {
+		s.changed.notify(p.HostID)
+	}
+	return err
 }

@@ -28,9 +28,9 @@ import (
 type Store struct {
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
-	// wake holds DeliveryListen's callbacks: one process owns the file, so
-	// wake-ups stay in memory.
-	wake listeners
+	// wake and changed hold DeliveryListen's callbacks: one process owns
+	// the file, so wake-ups stay in memory.
+	wake, changed listeners
 }
 
 var _ store.Store = (*Store)(nil)
@@ -75,7 +75,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
-	return &Store{write: write, read: read, wake: listeners{fns: map[int]func(string){}}}, nil
+	return &Store{write: write, read: read, wake: newListeners(), changed: newListeners()}, nil
 }
 
 // Migrate applies pending migrations on the writer connection.
@@ -231,6 +231,7 @@ func (s *Store) HostCreate(ctx context.Context, p *store.HostCreateParams) (*sto
 	if err != nil {
 		return nil, fmt.Errorf("host create: %w", interpretError(err))
 	}
+	s.changed.notify(p.ID)
 	return h, nil
 }
 
@@ -317,6 +318,9 @@ func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams)
 	} else if n == 0 {
 		return fmt.Errorf("host heartbeat: %w", store.ErrNotFound)
 	}
+	if p.Subscription != nil {
+		s.changed.notify(p.HostID)
+	}
 	return nil
 }
 
@@ -331,6 +335,7 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 	if err != nil {
 		return nil, fmt.Errorf("host deactivate: %w", interpretError(err))
 	}
+	s.changed.notify(p.HostID)
 	return h, nil
 }
 
@@ -384,6 +389,7 @@ func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
 	}
+	s.changed.notify(p.HostID)
 	return src, nil
 }
 
@@ -477,6 +483,7 @@ func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*sto
 	if err != nil {
 		return nil, fmt.Errorf("host update: %w", interpretError(err))
 	}
+	s.changed.notify(p.HostID)
 	return h, nil
 }
 
@@ -506,6 +513,8 @@ type listeners struct {
 	fns  map[int]func(hostID string)
 }
 
+func newListeners() listeners { return listeners{fns: map[int]func(string){}} }
+
 func (l *listeners) add(fn func(string)) (remove func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -530,6 +539,10 @@ func (l *listeners) notify(hostID string) {
 func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error {
 	remove := s.wake.add(p.Available)
 	defer remove()
+	if p.Changed != nil {
+		removeChanged := s.changed.add(p.Changed)
+		defer removeChanged()
+	}
 	if p.Listening != nil {
 		p.Listening()
 	}

@@ -64,6 +64,8 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseEdge(ctx, t, setup)
 	exerciseStaleNack(ctx, t, setup)
 	exerciseInsertRace(ctx, t, setup)
+	exerciseBatch(ctx, t, setup)
+	exerciseChanged(ctx, t, setup)
 }
 
 type setupFunc func(t *testing.T) (store.Store, *testBundle)

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrClosed: the store was closed while a call waited.
+var ErrClosed = errors.New("store closed")
+
+// GroupOptions tunes GroupCommit.
+type GroupOptions struct {
+	// MaxBatch bounds the inserts of one transaction (0: 256).
+	MaxBatch int
+	// Flushers is how many transactions may be open at once (0: 1). One suits
+	// SQLite's single writer; a few let Postgres gather the next batch while
+	// one commits.
+	Flushers int
+	// Timeout bounds one batch's transaction (0: 30 s).
+	Timeout time.Duration
+	// Observe, when set, is told each batch's size and how long its
+	// transaction took.
+	Observe func(size int, took time.Duration)
+}
+
+// GroupCommit returns st with DeliveryInsert gathered into shared
+// transactions (group commit): inserts that arrive while a transaction is
+// being written wait for the next one, which takes them all, up to
+// MaxBatch. Each call returns only once the transaction holding its insert
+// committed, so a webhook is still answered only after it is durable — the
+// commit's cost is shared instead of paid per request. There is no added
+// delay: an insert that finds a flusher idle is written at once.
+//
+// A batch that fails is retried one insert at a time, so one bad insert
+// fails alone. Close stops the flushers, then closes st.
+func GroupCommit(st Store, o GroupOptions) Store {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 256
+	}
+	if o.Flushers <= 0 {
+		o.Flushers = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	g := &grouped{Store: st, o: o, queue: make(chan *groupItem, o.MaxBatch*o.Flushers), stop: make(chan struct{}),
+		stopped: make(chan struct{})}
+	g.wg.Add(o.Flushers)
+	for range o.Flushers {
+		go g.flusher()
+	}
+	return g
+}
+
+type grouped struct {
+	Store
+	o        GroupOptions
+	queue    chan *groupItem
+	stop     chan struct{} // closed by Close: the flushers stop
+	stopped  chan struct{} // closed once every flusher has returned
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	closeErr error
+}
+
+type groupItem struct {
+	ctx  context.Context
+	p    *DeliveryInsertParams
+	done chan groupResult // buffered: the flusher never waits on a caller
+}
+
+type groupResult struct {
+	res *DeliveryInsertResult
+	err error
+}
+
+func (g *grouped) DeliveryInsert(ctx context.Context, p *DeliveryInsertParams) (*DeliveryInsertResult, error) {
+	it := &groupItem{ctx: ctx, p: p, done: make(chan groupResult, 1)}
+	select {
+	case g.queue <- it:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-g.stop:
+		return nil, ErrClosed
+	}
+	select {
+	case r := <-it.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		// The insert may still commit, as when a provider hangs up just
+		// after it did: sent again, it is found as a duplicate.
+		return nil, ctx.Err()
+	case <-g.stopped:
+		// Queued just as the flushers stopped: no one will write it.
+		select {
+		case r := <-it.done:
+			return r.res, r.err
+		default:
+			return nil, ErrClosed
+		}
+	}
+}
+
+func (g *grouped) flusher() {
+	defer g.wg.Done()
+	batch := make([]*groupItem, 0, g.o.MaxBatch)
+	for {
+		select {
+		case it := <-g.queue:
+			batch = append(batch[:0], it)
+		case <-g.stop:
+			g.refuseQueued()
+			return
+		}
+	gather:
+		for len(batch) < g.o.MaxBatch {
+			select {
+			case it := <-g.queue:
+				batch = append(batch, it)
+			default:
+				break gather
+			}
+		}
+		g.flush(batch)
+		clear(batch)
+	}
+}
+
+// refuseQueued answers whatever is still queued once the store closes.
+func (g *grouped) refuseQueued() {
+	for {
+		select {
+		case it := <-g.queue:
+			it.done <- groupResult{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+// flush writes one batch: its callers still waiting, in one transaction.
+func (g *grouped) flush(batch []*groupItem) {
+	live := batch[:0:0]
+	for _, it := range batch {
+		if err := it.ctx.Err(); err != nil {
+			it.done <- groupResult{err: err}
+			continue
+		}
+		live = append(live, it)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ps := make([]*DeliveryInsertParams, len(live))
+	for i, it := range live {
+		ps[i] = it.p
+	}
+	start := time.Now()
+	results, err := g.insert(ps)
+	if g.o.Observe != nil {
+		g.o.Observe(len(ps), time.Since(start))
+	}
+	if err == nil {
+		for i, it := range live {
+			it.done <- groupResult{res: results[i]}
+		}
+		return
+	}
+	if len(live) == 1 {
+		live[0].done <- groupResult{err: err}
+		return
+	}
+	// Nothing of the batch was stored: each insert alone, so that one bad
+	// insert (or a deadlock with another batch) fails no other.
+	for _, it := range live {
+		res, err := g.insert([]*DeliveryInsertParams{it.p})
+		if err != nil {
+			it.done <- groupResult{err: err}
+			continue
+		}
+		it.done <- groupResult{res: res[0]}
+	}
+}
+
+func (g *grouped) insert(ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.o.Timeout)
+	defer cancel()
+	return g.Store.DeliveryInsertBatch(ctx, ps)
+}
+
+// Close stops the flushers (inserts still queued are refused with
+// ErrClosed) and closes the store.
+func (g *grouped) Close() error {
+	g.stopOnce.Do(func() {
+		close(g.stop)
+		g.wg.Wait()
+		close(g.stopped)
+		g.closeErr = g.Store.Close()
+	})
+	return g.closeErr
+}
