@@ -221,6 +221,16 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 	return nil, usageError{fmt.Errorf("database URL must start with postgres:// or sqlite: (got %q)", redactURL(url))}
 }
 
+// groupFlushers is how many intake transactions may be open at once:
+// SQLite has one writer; Postgres gathers the next batch while others
+// commit.
+func groupFlushers(url string) int {
+	if strings.HasPrefix(url, "sqlite:") {
+		return 1
+	}
+	return 4
+}
+
 // redactURL hides a password in a database URL.
 func redactURL(u string) string {
 	if i := strings.Index(u, "@"); i > 0 {
@@ -301,12 +311,18 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Webhooks arriving together share one commit (see store.GroupCommit).
+	var srv *server.Server
+	st = store.GroupCommit(st, store.GroupOptions{
+		Flushers: groupFlushers(o.databaseURL),
+		Observe:  func(n int, took time.Duration) { srv.ObserveInsertBatch(n, took) },
+	})
 	defer st.Close()
 	if o.adminToken == "" {
 		log.Warn("RELAY_ADMIN_TOKEN is not set: the admin API refuses every request")
 	}
 
-	srv := server.New(st, ring, tokens, clock, log, server.Config{
+	srv = server.New(st, ring, tokens, clock, log, server.Config{
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
 		QuarantineMaxBytes: int64(o.quarantineMB) << 20,

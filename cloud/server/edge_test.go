@@ -116,21 +116,13 @@ func TestRateLimitRetryingProvider(t *testing.T) {
 	require.Equal(t, 202, send("3").status)
 
 	// The host's own limit wins over the server's default.
-	require.NoError(t, setHostRate(b.store, hostID, 6000, 100))
+	a = b.admin("PATCH", "/api/hosts/"+hostID, map[string]int{"rate_limit_per_min": 6000, "rate_limit_burst": 100})
+	require.Equal(t, 200, a.status, string(a.body))
 	send("resize")               // the limiter takes the new settings on the host's next request
 	b.clock.Advance(time.Second) // and refills at 100/s up to the new burst
 	for i := range 50 {
 		require.Equal(t, 202, send("burst-"+string(rune('a'+i%26))+string(rune('a'+i/26))).status)
 	}
-}
-
-// setHostRate writes a host's own rate limit straight into the store (the
-// admin API's PATCH is tested with the management API).
-func setHostRate(st store.Store, hostID string, perMin, burst int) error {
-	_, err := st.HostUpdate(context.Background(), &store.HostUpdateParams{
-		HostID: hostID, RateLimitPerMin: &perMin, RateLimitBurst: &burst,
-	})
-	return err
 }
 
 func TestRateLimitNonRetryingProviderStoresVerified(t *testing.T) {

@@ -66,7 +66,11 @@ func (s *Server) heartbeat(c *gin.Context) {
 		}
 		hb.Subscription = sub
 	}
-	if err := s.store.HostHeartbeat(ctx, hb); err != nil {
+	err = s.store.HostHeartbeat(ctx, hb)
+	if hb.Subscription != nil {
+		s.targets.drop(host.ID) // intake filters by the subscription
+	}
+	if err != nil {
 		s.writeError(c, errUnavailable(err))
 		return
 	}

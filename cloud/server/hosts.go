@@ -74,11 +74,13 @@ func (s *Server) createHost(c *gin.Context) {
 	}
 	now := s.now()
 	code := auth.NewClaimCode()
+	id := auth.NewHostID()
 	h, err := s.store.HostCreate(c.Request.Context(), &store.HostCreateParams{
-		ID: auth.NewHostID(), Name: name,
+		ID: id, Name: name,
 		ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: now.Add(s.cfg.ClaimTTL),
 		Now: now, // rate limits 0: the server's defaults
 	})
+	s.targets.drop(id) // even on an error: it may have committed
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -110,6 +112,7 @@ func (s *Server) getHost(c *gin.Context) {
 
 func (s *Server) deactivateHost(c *gin.Context) {
 	h, err := s.store.HostDeactivate(c.Request.Context(), &store.HostDeactivateParams{HostID: c.Param("id"), Now: s.now()})
+	s.targets.drop(c.Param("id")) // at once here; other replicas are told by the store
 	if err != nil {
 		s.writeError(c, hostErr(err))
 		return

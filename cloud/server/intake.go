@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,7 +42,8 @@ func (s *Server) intake(c *gin.Context) {
 	ctx := c.Request.Context()
 	hostID, name := c.Param("hostId"), c.Param("source")
 
-	host, src, provider, err := s.sourceFor(ctx, hostID, name)
+	now := s.now()
+	t, err := s.targets.get(hostID, name, now, func() (*target, error) { return s.resolveTarget(ctx, hostID, name) })
 	if err != nil {
 		if isUnavailable(err) {
 			s.metrics.count("", outcomeUnavailable)
@@ -51,6 +51,7 @@ func (s *Server) intake(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	host, src, provider := t.host, t.src, t.provider
 
 	limit := bodyLimit(src, provider)
 	if c.Request.ContentLength > limit {
@@ -60,7 +61,6 @@ func (s *Server) intake(c *gin.Context) {
 		return
 	}
 
-	now := s.now()
 	perMin, burst := s.hostRate(host)
 	allowed, wait := s.limits.allow(hostID, perMin, burst, now)
 	if !allowed && provider.Retries() {
@@ -80,12 +80,11 @@ func (s *Server) intake(c *gin.Context) {
 	}
 
 	req := &verify.Request{Header: c.Request.Header, Body: body, Now: now, URL: s.publicURL(c) + c.Request.URL.RequestURI()}
-	keys, err := s.openSecrets(src)
-	if err != nil {
-		s.quarantine(c, src, provider, req, err)
+	if t.keysErr != nil {
+		s.quarantine(c, src, provider, req, t.keysErr)
 		return
 	}
-	if err := provider.Verify(req, keys, src.Options); err != nil {
+	if err := provider.Verify(req, t.keys, src.Options); err != nil {
 		if !allowed {
 			// A provider that never retries: only a verified request is
 			// worth keeping past the limit.
@@ -105,7 +104,7 @@ func (s *Server) intake(c *gin.Context) {
 				"host", hostID, "source", name, "provider", provider.Name(), "rate_limit_per_min", perMin)
 		}
 	}
-	res, err := s.admit(ctx, host, src, provider, req, note, now)
+	res, err := s.admit(ctx, t, req, note, now)
 	if err != nil {
 		s.metrics.count(provider.Name(), outcomeUnavailable)
 		s.writeError(c, errUnavailable(err))
@@ -139,8 +138,8 @@ func (a *admitted) write(c *gin.Context) {
 // admit takes a verified request the rest of the way: handshakes answered in
 // place, the event filter, then dedupe and the durable insert. Errors are
 // storage failures. Intake and the quarantine release share it.
-func (s *Server) admit(ctx context.Context, host *store.Host, src *store.Source, provider verify.Provider,
-	req *verify.Request, note string, received time.Time) (*admitted, error) {
+func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note string, received time.Time) (*admitted, error) {
+	host, src, provider := t.host, t.src, t.provider
 	if hs, ok := provider.(verify.Handshaker); ok {
 		if reply, ok := hs.Handshake(req); ok {
 			s.metrics.count(provider.Name(), outcomeHandshake)
@@ -151,7 +150,7 @@ func (s *Server) admit(ctx context.Context, host *store.Host, src *store.Source,
 	if ev.Note != "" {
 		note = strings.TrimPrefix(note+"; "+truncate(ev.Note, 200), "; ")
 	}
-	if !shared.EventWanted(src.Events, ev.Type, ev.Action) || !subscribed(host.Subscription, src.Name, ev) {
+	if !shared.EventWanted(src.Events, ev.Type, ev.Action) || !t.subscribed(ev) {
 		return s.answer(provider, req, &admitted{outcome: outcomeFiltered, status: provider.SuccessStatus(),
 			resp: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
 	}
@@ -197,37 +196,6 @@ func (s *Server) answer(provider verify.Provider, req *verify.Request, out *admi
 		}
 	}
 	return out
-}
-
-// sourceFor resolves an active host, its enabled source and the source's
-// provider: where intake and the quarantine release both start. Errors are
-// apiErrors: 404 or 410 for the sender, 500 for a provider this build does
-// not know, 503 for a storage failure (isUnavailable).
-func (s *Server) sourceFor(ctx context.Context, hostID, name string) (*store.Host, *store.Source, verify.Provider, error) {
-	host, err := s.store.HostGet(ctx, hostID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil, nil, errNotFound("no such host")
-	case err != nil:
-		return nil, nil, nil, errUnavailable(err)
-	case host.Status != store.HostActive:
-		return nil, nil, nil, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated"}
-	}
-	src, err := s.store.SourceGet(ctx, hostID, name)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil, nil, errNotFound("no such source on this host")
-	case err != nil:
-		return nil, nil, nil, errUnavailable(err)
-	case !src.Enabled:
-		return nil, nil, nil, errNotFound("source is disabled")
-	}
-	provider, ok := verify.Lookup(src.Provider)
-	if !ok {
-		return nil, nil, nil, &apiError{status: 500, code: shared.CodeInternal, message: "internal error",
-			cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
-	}
-	return host, src, provider, nil
 }
 
 // bodyLimit is the source's own body limit, else its provider's.
@@ -314,22 +282,6 @@ func (s *Server) openSecrets(src *store.Source) ([][]byte, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
-}
-
-// subscribed applies the host's own reported subscription, if it sent one.
-func subscribed(raw json.RawMessage, source string, ev verify.Event) bool {
-	if len(raw) == 0 {
-		return true
-	}
-	var sub shared.Subscription
-	if json.Unmarshal(raw, &sub) != nil || sub.Webhooks == nil {
-		return true
-	}
-	ss, ok := sub.Webhooks[source]
-	if !ok || !ss.Enabled {
-		return false
-	}
-	return shared.EventWanted(ss.Events, ev.Type, ev.Action)
 }
 
 // dropHeaders are not the provider's: hop-by-hop headers and those added by

@@ -74,6 +74,7 @@ func (s *Server) updateHost(c *gin.Context) {
 	}
 	p.HostID = c.Param("id")
 	h, err := s.store.HostUpdate(c.Request.Context(), p)
+	s.targets.drop(p.HostID)
 	if err != nil {
 		s.writeError(c, hostErr(err))
 		return

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -29,6 +31,8 @@ type metrics struct {
 	intake      *prometheus.CounterVec
 	quarantined prometheus.Gauge
 	keysOK      prometheus.Gauge
+	batchSize   prometheus.Histogram
+	commitTime  prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -46,15 +50,36 @@ func newMetrics() *metrics {
 			Name: "relay_secret_keys_ok",
 			Help: "1 when a configured key decrypts the stored secrets' canary, 0 when none does.",
 		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "relay_intake_batch_size",
+			Help:    "Webhooks stored per intake transaction (group commit).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "relay_intake_batch_seconds",
+			Help:    "Time to write and commit one intake transaction.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12),
+		}),
 	}
 	m.keysOK.Set(1)
-	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK,
+	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK, m.batchSize, m.commitTime,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) count(provider, outcome string) {
 	m.intake.WithLabelValues(provider, outcome).Inc()
+}
+
+// ObserveInsertBatch records one intake transaction: how many webhooks it
+// stored and how long it took (store.GroupOptions.Observe). Safe on a nil
+// server, before one exists.
+func (s *Server) ObserveInsertBatch(n int, took time.Duration) {
+	if s == nil {
+		return
+	}
+	s.metrics.batchSize.Observe(float64(n))
+	s.metrics.commitTime.Observe(took.Seconds())
 }
 
 // handler serves GET /metrics (behind the admin token).

@@ -106,32 +106,28 @@ func (s *Server) ReleaseQuarantine(ctx context.Context) (ReleaseResult, error) {
 	return res, nil
 }
 
-// releaseSource is what a release pass knows of one source: gone (why it is
-// gone), held (its secrets still do not open), or ready with its keys.
+// releaseSource is what a release pass knows of one source: gone (why it
+// is gone), held (its secrets still do not open), or its target.
 type releaseSource struct {
-	gone     string
-	held     bool
-	host     *store.Host
-	src      *store.Source
-	provider verify.Provider
-	keys     [][]byte
+	gone string
+	held bool
+	t    *target
 }
 
-// releaseSourceFor resolves a quarantined request's source; only a storage
-// failure is an error.
+// releaseSourceFor resolves a quarantined request's source, uncached; only
+// a storage failure is an error.
 func (s *Server) releaseSourceFor(ctx context.Context, hostID, name string) (*releaseSource, error) {
-	host, src, provider, err := s.sourceFor(ctx, hostID, name)
+	t, err := s.resolveTarget(ctx, hostID, name)
 	if isUnavailable(err) {
 		return nil, err
 	}
 	if err != nil {
 		return &releaseSource{gone: err.Error()}, nil
 	}
-	keys, err := s.openSecrets(src)
-	if err != nil {
+	if t.keysErr != nil {
 		return &releaseSource{held: true}, nil
 	}
-	return &releaseSource{host: host, src: src, provider: provider, keys: keys}, nil
+	return &releaseSource{t: t}, nil
 }
 
 func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest, rs *releaseSource) (held, admitted bool, err error) {
@@ -142,9 +138,9 @@ func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest, rs
 	case rs.held:
 		return true, false, nil
 	}
-	host, src, provider := rs.host, rs.src, rs.provider
+	src, provider := rs.t.src, rs.t.provider
 	req := &verify.Request{Header: http.Header(q.Header), Body: q.Body, Now: q.ReceivedAt, URL: q.URL}
-	if err := provider.Verify(req, rs.keys, src.Options); err != nil {
+	if err := provider.Verify(req, rs.t.keys, src.Options); err != nil {
 		s.metrics.count(provider.Name(), outcomeBadSignature)
 		rerr := s.store.RejectionInsert(ctx, &store.Rejection{
 			HostID: q.HostID, Source: q.Source, At: s.now(), Status: 401,
@@ -153,7 +149,7 @@ func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest, rs
 		})
 		return false, false, rerr
 	}
-	if _, err := s.admit(ctx, host, src, provider, req, "released from quarantine", q.ReceivedAt); err != nil {
+	if _, err := s.admit(ctx, rs.t, req, "released from quarantine", q.ReceivedAt); err != nil {
 		return false, false, err
 	}
 	return false, true, nil

@@ -87,8 +87,13 @@ type Server struct {
 	auditSample *sampler      // rejections recorded per host and minute
 	logSample   *sampler      // over-limit warnings logged per host and minute
 	metrics     *metrics
-	wakeups     *wakeups // heartbeats waiting for work (wait_s)
+	wakeups     *wakeups     // heartbeats waiting for work (wait_s)
+	targets     *targetCache // intake's hosts and sources
 }
+
+// targetTTL bounds how long intake trusts a cached host and source should
+// a change notification be lost; changes are otherwise seen at once.
+const targetTTL = 10 * time.Second
 
 // New returns a server. All dependencies are required.
 func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
@@ -100,6 +105,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		logSample:   newSampler(6, 1),
 		metrics:     newMetrics(),
 		wakeups:     newWakeups(),
+		targets:     newTargetCache(targetTTL, 100_000),
 	}
 }
 

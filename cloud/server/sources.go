@@ -210,6 +210,7 @@ func (s *Server) putSource(c *gin.Context) {
 		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes,
 		RetryDelays: delays, MaxAttempts: maxAttempts, Now: s.now(),
 	})
+	s.targets.drop(hostID)
 	if err != nil {
 		s.writeError(c, hostErr(err))
 		return

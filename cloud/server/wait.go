@@ -73,8 +73,13 @@ func (s *Server) StopWaiting() {
 func (s *Server) RunWakeups(ctx context.Context) {
 	for {
 		err := s.store.DeliveryListen(ctx, &store.DeliveryListenParams{
-			Listening: func() { s.wakeups.once.Do(func() { close(s.wakeups.ready) }) },
+			Listening: func() {
+				// Changes made while no one listened went untold.
+				s.targets.reset()
+				s.wakeups.once.Do(func() { close(s.wakeups.ready) })
+			},
 			Available: s.wakeups.wake,
+			Changed:   s.targets.drop,
 		})
 		if ctx.Err() != nil {
 			return

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/postgres"
+	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
+	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared"
+)
+
+// BenchmarkIntake drives signed GitHub webhooks through the real handler over
+// loopback HTTP into a real store: the server-side cost of one durable
+// webhook. The load generator shares the process, so a CPU profile shows
+// both; `make bench` measures the binaries from outside.
+//
+//	go test -run '^$' -bench Intake -benchtime 20000x -cpu 2 ./cloud/server/
+func BenchmarkIntake(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "cloud.db"))
+		require.NoError(b, err)
+		require.NoError(b, st.Migrate(context.Background()))
+		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}))
+	})
+	b.Run("postgres", func(b *testing.B) {
+		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
+		require.NoError(b, err)
+		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 4}))
+	})
+}
+
+// benchIntake takes st migrated, as cloud serve wraps it: with group commit.
+func benchIntake(b *testing.B, st store.Store) {
+	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
+	require.NoError(b, err)
+	clock := clockwork.NewRealClock()
+	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	require.NoError(b, err)
+	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Config{AdminToken: testAdmin, RateLimitPerMin: 1 << 30})
+	srv := httptest.NewServer(s.Handler())
+	b.Cleanup(func() { srv.Close(); st.Close() })
+
+	admin := func(method, path, body string) []byte {
+		req, _ := http.NewRequest(method, srv.URL+path, bytes.NewBufferString(body))
+		req.Header.Set("Authorization", "Bearer "+testAdmin)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(b, err)
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		require.Less(b, resp.StatusCode, 300, string(out))
+		return out
+	}
+	var h shared.CreateHostResponse
+	require.NoError(b, json.Unmarshal(admin("POST", "/api/hosts", `{"name":"bench"}`), &h))
+	admin("PUT", "/api/hosts/"+h.ID+"/sources/github", `{"secrets":["`+testSecret+`"]}`)
+	id := h.ID
+
+	body, err := os.ReadFile("testdata/installation.created.json")
+	require.NoError(b, err)
+	m := hmac.New(sha256.New, []byte(testSecret))
+	m.Write(body)
+	sig := "sha256=" + hex.EncodeToString(m.Sum(nil))
+	url := srv.URL + "/api/webhooks/" + id + "/github"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}}
+
+	var seq atomic.Int64
+	b.SetBytes(int64(len(body)))
+	b.SetParallelism(32) // × GOMAXPROCS concurrent senders
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-GitHub-Event", "installation")
+			req.Header.Set("X-GitHub-Delivery", "bench-"+strconv.FormatInt(seq.Add(1), 10))
+			req.Header.Set("X-Hub-Signature-256", sig)
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "webhooks/s")
+}
