@@ -1,0 +1,254 @@
+// Command bench measures the relay with real processes: intake throughput
+// and latency, latency under a steady open-loop load, how fast a host drains
+// a backlog, end-to-end latency to the local app, the cost of idle hosts and
+// peak memory, each on Postgres (durable: fsync and synchronous_commit on)
+// and on embedded SQLite. It prints a markdown report and writes it to
+// BENCHMARKS.md (see -out).
+//
+//	go run ./scripts/bench                         # everything (make bench)
+//	go run ./scripts/bench -quick                  # 2 s runs, a small drain: a smoke test
+//	go run ./scripts/bench -engines sqlite -scenarios intake,e2e -out -
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/relaykit/relay/scripts/internal/rig"
+)
+
+// config is the command line.
+type config struct {
+	engines   []string
+	scenarios []string
+	out       string
+	keep      bool
+	quick     bool
+
+	warmup         time.Duration
+	intakeConc     []int
+	intakeDuration time.Duration
+	latencyRates   []int
+	latencyDur     time.Duration
+	latencyMaxIn   int
+	drainN         int
+	drainConc      int
+	drainWorkers   int
+	e2eRate        int
+	e2eDuration    time.Duration
+	idleHosts      int
+	idleInterval   time.Duration
+	idleWait       int
+	idleDuration   time.Duration
+}
+
+var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle"}
+
+func main() {
+	if err := mainErr(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (*config, error) {
+	c := &config{}
+	var engines, scenarios, conc, rates string
+	fs := flag.CommandLine
+	fs.StringVar(&engines, "engines", "postgres,sqlite", "storage engines to measure, comma-separated: postgres, sqlite")
+	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
+	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only")
+	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
+	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s (explicit flags still win)")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake run")
+	fs.StringVar(&conc, "intake-conc", "16,64,256", "intake: concurrent closed-loop senders, one run each")
+	fs.DurationVar(&c.intakeDuration, "intake-duration", 10*time.Second, "intake: length of each run")
+	fs.StringVar(&rates, "latency-rates", "1000,2000", "latency: open-loop rates (webhooks/s), one run each")
+	fs.DurationVar(&c.latencyDur, "latency-duration", 10*time.Second, "latency: length of each run")
+	fs.IntVar(&c.latencyMaxIn, "latency-max-inflight", 512, "latency: most requests outstanding at once (more shows as latency)")
+	fs.IntVar(&c.drainN, "drain", 100000, "drain: deliveries queued before the host starts")
+	fs.IntVar(&c.drainConc, "drain-conc", 64, "drain: concurrent senders while queuing")
+	fs.IntVar(&c.drainWorkers, "drain-workers", 128, "drain: the host's workers (source parallel: true)")
+	fs.IntVar(&c.e2eRate, "e2e-rate", 100, "end to end: webhooks/s")
+	fs.DurationVar(&c.e2eDuration, "e2e-duration", 20*time.Second, "end to end: length of the run")
+	fs.IntVar(&c.idleHosts, "idle-hosts", 2000, "idle: simulated hosts")
+	fs.DurationVar(&c.idleInterval, "idle-interval", 30*time.Second, "idle: each host's heartbeat interval")
+	fs.IntVar(&c.idleWait, "idle-wait", 25, "idle: wait_s of each heartbeat (a real idle host long-polls with 25); 0 for plain heartbeats")
+	fs.DurationVar(&c.idleDuration, "idle-duration", 60*time.Second, "idle: how long the cloud's CPU is measured")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/bench [flags]\n\n")
+		fs.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.quick {
+		quick := map[string]func(){
+			"warmup":           func() { c.warmup = 300 * time.Millisecond },
+			"intake-duration":  func() { c.intakeDuration = 2 * time.Second },
+			"latency-duration": func() { c.latencyDur = 2 * time.Second },
+			"drain":            func() { c.drainN = 5000 },
+			"e2e-duration":     func() { c.e2eDuration = 5 * time.Second },
+			"idle-hosts":       func() { c.idleHosts = 200 },
+			"idle-interval":    func() { c.idleInterval = 5 * time.Second },
+			"idle-wait":        func() { c.idleWait = 4 },
+			"idle-duration":    func() { c.idleDuration = 10 * time.Second },
+		}
+		for name, apply := range quick {
+			if !set[name] {
+				apply()
+			}
+		}
+	}
+	c.engines = splitList(engines)
+	for _, e := range c.engines {
+		if e != "postgres" && e != "sqlite" {
+			return nil, fmt.Errorf("-engines: unknown engine %q (postgres, sqlite)", e)
+		}
+	}
+	c.scenarios = splitList(scenarios)
+	for _, s := range c.scenarios {
+		if !slices.Contains(allScenarios, s) {
+			return nil, fmt.Errorf("-scenarios: unknown scenario %q (%s)", s, strings.Join(allScenarios, ", "))
+		}
+	}
+	var err error
+	if c.intakeConc, err = intList("intake-conc", conc); err != nil {
+		return nil, err
+	}
+	if c.latencyRates, err = intList("latency-rates", rates); err != nil {
+		return nil, err
+	}
+	if c.drainWorkers < 2 || c.drainWorkers > 256 {
+		return nil, fmt.Errorf("-drain-workers: must be 2–256 (the host's limit)")
+	}
+	if c.idleWait > 25 || c.idleWait < 0 {
+		return nil, fmt.Errorf("-idle-wait: must be 0–25 (the cloud holds at most 25 s)")
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func intList(name, s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-%s: %q is not a positive number", name, p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func mainErr() error {
+	cfg, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root, err := rig.RepoRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "relay-bench-")
+	if err != nil {
+		return err
+	}
+	// Postgres runs as its own user when we are root: let it reach the
+	// work directory.
+	_ = os.Chmod(work, 0o755)
+	b := &bench{ctx: ctx, cfg: cfg, root: root, work: work, started: time.Now()}
+	defer func() {
+		if cfg.keep || b.failed {
+			logf("work directory kept: %s", work)
+		} else {
+			os.RemoveAll(work)
+		}
+	}()
+
+	logf("building the binaries")
+	if b.bins, err = rig.Build(ctx, root, filepath.Join(work, "bin")); err != nil {
+		return err
+	}
+	if slices.Contains(cfg.engines, "postgres") {
+		logf("starting a durable Postgres (fsync on)")
+		if b.pg, err = rig.StartPostgres(ctx, root, filepath.Join(work, "pg"), true); err != nil {
+			return err
+		}
+		defer func() {
+			if err := b.pg.Stop(); err != nil {
+				logf("%v", err)
+			}
+		}()
+	}
+
+	rep := &report{}
+	for _, engine := range cfg.engines {
+		for _, sc := range cfg.scenarios {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			logf("== %s: %s", engine, sc)
+			switch sc {
+			case "intake":
+				for _, conc := range cfg.intakeConc {
+					rep.intake = append(rep.intake, b.intake(engine, conc))
+				}
+			case "latency":
+				for _, rate := range cfg.latencyRates {
+					rep.latency = append(rep.latency, b.latency(engine, rate))
+				}
+			case "drain":
+				rep.drain = append(rep.drain, b.drain(engine))
+			case "e2e":
+				rep.e2e = append(rep.e2e, b.e2e(engine))
+			case "idle":
+				rep.idle = append(rep.idle, b.idle(engine))
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	md := rep.markdown(b)
+	fmt.Print(md)
+	if cfg.out != "-" {
+		path := cfg.out
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
+		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s (%s in all)", path, time.Since(b.started).Round(time.Second))
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

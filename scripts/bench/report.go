@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/relaykit/relay/scripts/internal/rig"
+)
+
+// report collects every scenario's rows.
+type report struct {
+	intake  []intakeRow
+	latency []latencyRow
+	drain   []drainRow
+	e2e     []e2eRow
+	idle    []idleRow
+}
+
+func (rep *report) markdown(b *bench) string {
+	var w strings.Builder
+	cfg := b.cfg
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
+
+	p("# Benchmarks\n\n")
+	p("Measured by `scripts/bench` with real `cloud` and `host` processes on one machine; the load generator\n")
+	p("runs in the same process as the harness and shares the CPUs with the cloud, the host and Postgres.\n\n")
+	p("| | |\n|---|---|\n")
+	p("| date | %s |\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	p("| machine | %s |\n", machine(b.work))
+	p("| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	p("| source | %s |\n", revision(b.root))
+	if pg := postgresVersion(); pg != "" {
+		p("| Postgres | %s, throwaway server with fsync, synchronous_commit and full_page_writes on (`PGTEST_DURABLE=1`) |\n", pg)
+	}
+	if v := moduleVersion(b.root, "modernc.org/sqlite"); v != "" {
+		p("| SQLite | modernc.org/sqlite %s, as the cloud configures it |\n", v)
+	}
+	p("| command | `%s` |\n", command())
+	p("| run time | %s |\n\n", time.Since(b.started).Round(time.Second))
+	p("Every run starts its own `cloud serve` on a fresh database (a new Postgres database, a new SQLite file),\n")
+	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000000`) and default logging.\n")
+	p("Requests are signed GitHub `installation` webhooks (a real %d-byte payload), each with its own\n", len(payloadBody()))
+	p("`X-GitHub-Delivery`. Latencies are in milliseconds; peak RSS is the process's VmHWM in MiB;\n")
+	p("CPU is in cores (1.0 = one core busy for the whole run) from /proc/PID/stat.\n\n")
+
+	if len(rep.intake) > 0 {
+		p("## Intake throughput\n\n")
+		p("Closed loop: each of *concurrency* workers sends, waits for the answer, sends again, for %s after a\n", cfg.intakeDuration)
+		p("%s warm-up. *errors* are non-2xx answers + transport errors; latencies are those of the 2xx answers.\n\n", cfg.warmup)
+		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | load generator CPU | cloud peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.intake {
+			if r.err != "" {
+				p("| %s | %d | failed: %s ||||||||\n", r.engine, r.conc, oneLine(r.err))
+				continue
+			}
+			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
+				ms(r.p50), ms(r.p99), ms(r.p999), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), cores(r.selfCPU), mib(r.cloudPeak))
+		}
+		p("\n")
+	}
+	if len(rep.latency) > 0 {
+		p("## Intake latency under steady load\n\n")
+		p("Open loop: request *i* is due at start + *i*/rate whatever happened to the others, and its latency is\n")
+		p("measured from that scheduled time, so queueing behind a slow answer is counted (no coordinated omission);\n")
+		p("at most %d requests are outstanding. Each run lasts %s after a %s warm-up.\n\n", cfg.latencyMaxIn, cfg.latencyDur, cfg.warmup)
+		p("| engine | target/s | achieved/s | p50 | p99 | p99.9 | max | errors | cloud CPU | cloud peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.latency {
+			if r.err != "" {
+				p("| %s | %d | failed: %s ||||||||\n", r.engine, r.rate, oneLine(r.err))
+				continue
+			}
+			p("| %s | %d | %.0f | %s | %s | %s | %s | %d + %d | %s | %s |\n", r.engine, r.rate, r.res.Rate,
+				ms(r.p50), ms(r.p99), ms(r.p999), ms(r.max), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), mib(r.cloudPeak))
+		}
+		p("\n")
+	}
+	if len(rep.drain) > 0 {
+		p("## Drain\n\n")
+		p("*queued* deliveries wait for one host that is not running (sent through the intake by %d workers, at\n", cfg.drainConc)
+		p("*queue rate*); then the host starts (`parallel: true`, %d workers, a `forward` handler to a local\n", cfg.drainWorkers)
+		p("receiver). *deliveries/s* counts from the host's start to the cloud counting every delivery acked.\n\n")
+		p("| engine | queued | queue rate/s | last forwarded | last acked | deliveries/s | duplicates | cloud peak RSS | host peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.drain {
+			if r.err != "" {
+				p("| %s | %d | failed: %s |||||||\n", r.engine, r.queued, oneLine(r.err))
+				continue
+			}
+			p("| %s | %d | %.0f | %s | %s | %.0f | %d | %s | %s |\n", r.engine, r.queued, r.insertRate,
+				secs(r.toForward), secs(r.toAck), r.rate, r.duplicates, mib(r.cloudPeak), mib(r.hostPeak))
+		}
+		p("\n")
+	}
+	if len(rep.e2e) > 0 {
+		p("## End to end\n\n")
+		p("Open loop at *rate* webhooks/s for %s to a running host (heartbeat interval 1 s, the default sequential\n", cfg.e2eDuration)
+		p("source, a `forward` handler): the time from each POST to its arrival at the local receiver, matched by\n")
+		p("`X-GitHub-Delivery`.\n\n")
+		p("| engine | rate/s | sent | arrived | p50 | p99 | max | errors | cloud peak RSS | host peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.e2e {
+			if r.err != "" && r.arrived == 0 {
+				p("| %s | %d | failed: %s ||||||||\n", r.engine, r.rate, oneLine(r.err))
+				continue
+			}
+			p("| %s | %d | %d | %d | %s | %s | %s | %d | %s | %s |\n", r.engine, r.rate, r.sent, r.arrived,
+				ms(r.p50), ms(r.p99), ms(r.max), r.errors, mib(r.cloudPeak), mib(r.hostPeak))
+		}
+		p("\n")
+	}
+	if len(rep.idle) > 0 {
+		p("## Idle hosts\n\n")
+		p("*hosts* hosts are created and claimed through the API, then each sends an authenticated heartbeat every\n")
+		if cfg.idleWait > 0 {
+			p("%s (spread evenly), with `wait_s: %d` as an idle host's long poll asks, so the cloud holds it;\n", cfg.idleInterval, cfg.idleWait)
+		} else {
+			p("%s (spread evenly), without `wait_s`;\n", cfg.idleInterval)
+		}
+		p("the cloud's CPU is measured over the first %s of heartbeats.\n\n", cfg.idleDuration)
+		p("| engine | hosts | create + claim | heartbeats sent | answered | errors | cloud CPU | cloud peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.idle {
+			if r.err != "" {
+				p("| %s | %d | failed: %s ||||||\n", r.engine, r.hosts, oneLine(r.err))
+				continue
+			}
+			p("| %s | %d | %s | %d | %d | %d | %s | %s |\n", r.engine, r.hosts, secs(r.setup), r.sent, r.heartbeats, r.errors,
+				cores(r.cloudCPU), mib(r.cloudPeak))
+		}
+		p("\n")
+	}
+	return w.String()
+}
+
+func payloadBody() []byte {
+	_, b := payload()
+	return b
+}
+
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case d == 0:
+		return "–"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	case v < 100:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+func mib(b int64) string {
+	if b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}
+
+func cores(c float64) string {
+	if c < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", c)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "|", "/")
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}
+
+// command is the command line that made the report.
+func command() string {
+	parts := []string{"go run ./scripts/bench"}
+	for _, a := range os.Args[1:] {
+		if strings.ContainsAny(a, " \t\"'$`\\") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// machine describes the CPU, memory, kernel and the work directory's
+// filesystem.
+func machine(dir string) string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	mem := ""
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var kb int64
+			if n, _ := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); n == 1 {
+				mem = fmt.Sprintf(", %.1f GiB RAM", float64(kb)/(1<<20))
+				break
+			}
+		}
+		f.Close()
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = ", Linux " + strings.TrimSpace(string(b))
+	}
+	fs := ""
+	if t := fsType(dir); t != "" {
+		fs = ", data on " + t
+	}
+	return fmt.Sprintf("%d × %s%s%s%s", runtime.NumCPU(), model, mem, kernel, fs)
+}
+
+// fsType is the type of the filesystem holding path, from /proc/mounts.
+func fsType(path string) string {
+	b, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return ""
+	}
+	best, typ := "", ""
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		mp := f[1]
+		if (path == mp || strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/")) && len(mp) > len(best) {
+			best, typ = mp, f[2]
+		}
+	}
+	return typ
+}
+
+// revision is the commit the binaries were built from, and whether the
+// working tree differed from it.
+func revision(root string) string {
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		rev += " with uncommitted changes"
+	}
+	return rev
+}
+
+func postgresVersion() string {
+	out, err := exec.Command("pg_config", "--version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// moduleVersion is mod's version in the module's go.mod.
+func moduleVersion(root, mod string) string {
+	b, err := os.ReadFile(root + "/go.mod")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == mod {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+func payload() (string, []byte) { return rig.GitHubPayload() }

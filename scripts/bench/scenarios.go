@@ -1,0 +1,531 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relaykit/relay/scripts/internal/rig"
+	"github.com/relaykit/relay/shared"
+)
+
+// bench holds what every scenario shares.
+type bench struct {
+	ctx     context.Context
+	cfg     *config
+	root    string
+	work    string
+	bins    *rig.Bins
+	pg      *rig.Postgres
+	started time.Time
+	failed  bool
+	n       int
+}
+
+const secret = "bench-webhook-secret"
+
+// cloudEnv lifts the per-host intake rate limit, which would otherwise
+// measure the limiter (GitHub webhooks over it are stored anyway, but
+// flagged and counted apart).
+var cloudEnv = []string{"RELAY_RATE_LIMIT_PER_MIN=1000000000"}
+
+// run is one scenario's cloud on a fresh database, with a host created.
+type run struct {
+	b       *bench
+	engine  string
+	dir     string
+	dbURL   string
+	cloud   *rig.Cloud
+	hostID  string
+	code    string
+	host    *rig.Host
+	recv    *rig.Receiver
+	senders []*sender
+}
+
+// newRun starts a cloud on a new database of engine and creates a host with
+// a github source.
+func (b *bench) newRun(engine, name string) (*run, error) {
+	b.n++
+	r := &run{b: b, engine: engine, dir: filepath.Join(b.work, fmt.Sprintf("%02d-%s-%s", b.n, engine, name))}
+	switch engine {
+	case "sqlite":
+		r.dbURL = "sqlite:" + filepath.Join(r.dir, "cloud.db")
+	case "postgres":
+		u, err := b.pg.NewDatabase(b.ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		r.dbURL = u
+	}
+	c, err := rig.StartCloud(b.ctx, rig.CloudConfig{Bin: b.bins.Cloud, DatabaseURL: r.dbURL, DataDir: filepath.Join(r.dir, "cloud"), Env: cloudEnv})
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.cloud = c
+	h, err := c.CreateHost(b.ctx, "bench")
+	if err == nil {
+		err = c.PutGitHubSource(b.ctx, h.ID, secret)
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.hostID, r.code = h.ID, h.ClaimCode
+	return r, nil
+}
+
+func (r *run) sender(conns int) *sender {
+	s := newSender(r.cloud.URL, r.hostID, secret, conns)
+	r.senders = append(r.senders, s)
+	return s
+}
+
+// startHost claims the run's host and runs it forwarding to a new receiver.
+func (r *run) startHost(parallel bool, workers int) error {
+	rc, err := rig.StartReceiver(rig.ReceiverOptions{})
+	if err != nil {
+		return err
+	}
+	r.recv = rc
+	h, err := rig.StartHost(r.b.ctx, rig.HostConfig{Bin: r.b.bins.Host, CloudURL: r.cloud.URL, ClaimCode: r.code,
+		StateDir: filepath.Join(r.dir, "host"), Config: rig.ForwardConfig(rc.URL, parallel, workers)})
+	if err != nil {
+		return err
+	}
+	r.host = h
+	return nil
+}
+
+// peak is a process's peak RSS so far (0 when it does not run).
+func peak(p *rig.Proc) int64 {
+	if p == nil || !p.Running() {
+		return 0
+	}
+	s, err := rig.ReadProc(p.PID())
+	if err != nil {
+		return 0
+	}
+	return s.VmHWM
+}
+
+func (r *run) cloudPeak() int64 {
+	if r.cloud == nil {
+		return 0
+	}
+	return peak(r.cloud.Proc)
+}
+
+func (r *run) hostPeak() int64 {
+	if r.host == nil {
+		return 0
+	}
+	return peak(r.host.Proc)
+}
+
+// fail records a scenario's error, with the logs' tails, and keeps the work
+// directory.
+func (r *run) fail(err error) string {
+	r.b.failed = true
+	logf("%s: %v", r.engine, err)
+	if r.cloud != nil {
+		logf("cloud log (%s):\n%s", r.cloud.LogPath, r.cloud.Tail(15))
+	}
+	if r.host != nil {
+		logf("host log (%s):\n%s", r.host.LogPath, r.host.Tail(15))
+	}
+	return err.Error()
+}
+
+// close stops everything the run started and drops its database.
+func (r *run) close() {
+	for _, s := range r.senders {
+		s.close()
+	}
+	if r.host != nil {
+		_ = r.host.Close()
+	}
+	if r.recv != nil {
+		_ = r.recv.Close()
+	}
+	if r.cloud != nil {
+		_ = r.cloud.Close()
+	}
+	if r.engine == "postgres" && r.dbURL != "" && !r.b.cfg.keep {
+		if err := r.b.pg.DropDatabase(context.Background(), r.dbURL); err != nil {
+			logf("drop database: %v", err)
+		}
+	}
+}
+
+// cpuMeter measures a process's CPU share over a stretch of time.
+type cpuMeter struct {
+	pid   int
+	first rig.ProcSample
+	err   error
+}
+
+func startCPU(p *rig.Proc) *cpuMeter {
+	m := &cpuMeter{pid: p.PID()}
+	m.first, m.err = rig.ReadProc(m.pid)
+	return m
+}
+
+// share is the CPU used since the start, in cores (-1 if unknown).
+func (m *cpuMeter) share() float64 {
+	if m.err != nil {
+		return -1
+	}
+	s, err := rig.ReadProc(m.pid)
+	if err != nil {
+		return -1
+	}
+	return rig.CPUShare(m.first, s)
+}
+
+// ---- 1. intake ----
+
+type intakeRow struct {
+	engine            string
+	conc              int
+	res               loadResult
+	p50, p99, p999    time.Duration
+	cloudCPU, selfCPU float64
+	cloudPeak         int64
+	err               string
+}
+
+func (b *bench) intake(engine string, conc int) intakeRow {
+	row := intakeRow{engine: engine, conc: conc}
+	r, err := b.newRun(engine, fmt.Sprintf("intake%d", conc))
+	if err != nil {
+		row.err = (&run{b: b, engine: engine}).fail(err)
+		return row
+	}
+	defer r.close()
+	s := r.sender(conc)
+	if b.cfg.warmup > 0 {
+		s.closedLoop(b.ctx, conc, b.cfg.warmup, 0)
+	}
+	cpu, self := startCPU(r.cloud.Proc), startSelfCPU()
+	row.res = s.closedLoop(b.ctx, conc, b.cfg.intakeDuration, 0)
+	row.cloudCPU, row.selfCPU = cpu.share(), self.share()
+	p := newPercentiles(row.res.Lat)
+	row.p50, row.p99, row.p999 = p.at(0.50), p.at(0.99), p.at(0.999)
+	row.cloudPeak = r.cloudPeak()
+	logf("intake %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d", engine, conc, row.res.Rate, ms(row.p50), ms(row.p99), row.res.BadStatus, row.res.Transport)
+	if row.res.OK == 0 {
+		row.err = r.fail(fmt.Errorf("no webhook accepted"))
+	}
+	return row
+}
+
+// startSelfCPU measures this process (the load generator).
+func startSelfCPU() *cpuMeter {
+	m := &cpuMeter{pid: os.Getpid()}
+	m.first, m.err = rig.ReadProc(m.pid)
+	return m
+}
+
+// ---- 2. latency under steady load ----
+
+type latencyRow struct {
+	engine              string
+	rate                int
+	res                 loadResult
+	p50, p99, p999, max time.Duration
+	cloudCPU            float64
+	cloudPeak           int64
+	err                 string
+}
+
+func (b *bench) latency(engine string, rate int) latencyRow {
+	row := latencyRow{engine: engine, rate: rate}
+	r, err := b.newRun(engine, fmt.Sprintf("latency%d", rate))
+	if err != nil {
+		row.err = (&run{b: b, engine: engine}).fail(err)
+		return row
+	}
+	defer r.close()
+	s := r.sender(b.cfg.latencyMaxIn)
+	if b.cfg.warmup > 0 {
+		s.openLoop(b.ctx, float64(rate), b.cfg.warmup, b.cfg.latencyMaxIn, nil)
+	}
+	cpu := startCPU(r.cloud.Proc)
+	row.res = s.openLoop(b.ctx, float64(rate), b.cfg.latencyDur, b.cfg.latencyMaxIn, nil)
+	row.cloudCPU = cpu.share()
+	p := newPercentiles(row.res.Lat)
+	row.p50, row.p99, row.p999, row.max = p.at(0.50), p.at(0.99), p.at(0.999), p.max()
+	row.cloudPeak = r.cloudPeak()
+	logf("latency %s %d/s: achieved %.0f/s p50 %s p99 %s max %s errors %d+%d", engine, rate, row.res.Rate, ms(row.p50), ms(row.p99), ms(row.max), row.res.BadStatus, row.res.Transport)
+	if row.res.OK == 0 {
+		row.err = r.fail(fmt.Errorf("no webhook accepted"))
+	}
+	return row
+}
+
+// ---- 3. drain ----
+
+type drainRow struct {
+	engine              string
+	queued              int
+	insertRate          float64
+	insertErrors        int
+	toForward, toAck    time.Duration
+	rate                float64 // deliveries acked per second from host start
+	duplicates          int
+	cloudPeak, hostPeak int64
+	err                 string
+}
+
+func (b *bench) drain(engine string) drainRow {
+	row := drainRow{engine: engine}
+	r, err := b.newRun(engine, "drain")
+	if err != nil {
+		row.err = (&run{b: b, engine: engine}).fail(err)
+		return row
+	}
+	defer r.close()
+	s := r.sender(b.cfg.drainConc)
+	logf("drain %s: queuing %d deliveries", engine, b.cfg.drainN)
+	res := s.closedLoop(b.ctx, b.cfg.drainConc, 24*time.Hour, int64(b.cfg.drainN))
+	row.queued, row.insertRate, row.insertErrors = res.OK, res.Rate, res.BadStatus+res.Transport
+	logf("drain %s: queued %d at %.0f/s (%d errors)", engine, res.OK, res.Rate, row.insertErrors)
+	if counts, err := r.cloud.Counts(b.ctx, r.hostID); err != nil || counts["queued"] != res.OK {
+		if err == nil {
+			err = fmt.Errorf("cloud counts %v after %d accepted", counts, res.OK)
+		}
+		row.err = r.fail(err)
+		return row
+	}
+
+	// Claim first, so the clock starts with the host process.
+	state := filepath.Join(r.dir, "host")
+	if err := rig.ClaimHost(b.ctx, b.bins.Host, r.cloud.URL, r.code, state); err != nil {
+		row.err = r.fail(err)
+		return row
+	}
+	r.code = ""
+	rc, err := rig.StartReceiver(rig.ReceiverOptions{})
+	if err != nil {
+		row.err = r.fail(err)
+		return row
+	}
+	r.recv = rc
+	start := time.Now()
+	h, err := rig.StartHost(b.ctx, rig.HostConfig{Bin: b.bins.Host, CloudURL: r.cloud.URL, StateDir: state,
+		Config: rig.ForwardConfig(rc.URL, true, b.cfg.drainWorkers)})
+	if err != nil {
+		row.err = r.fail(err)
+		return row
+	}
+	r.host = h
+	// Every delivery at the receiver (cheap to watch), then every ack at the
+	// cloud (it comes with the host's next heartbeat).
+	timeout := 10*time.Minute + time.Duration(row.queued)*10*time.Millisecond
+	err = rig.WaitFor(b.ctx, timeout, 5*time.Millisecond, "every delivery forwarded", func() (bool, error) {
+		if !h.Running() {
+			return false, fmt.Errorf("host exited")
+		}
+		return rc.Unique() >= row.queued, nil
+	})
+	if err != nil {
+		row.err = r.fail(fmt.Errorf("%w (%d of %d forwarded)", err, rc.Unique(), row.queued))
+		return row
+	}
+	row.toForward = time.Since(start)
+	err = rig.WaitFor(b.ctx, 2*time.Minute, 50*time.Millisecond, "every delivery acked", func() (bool, error) {
+		counts, err := r.cloud.Counts(b.ctx, r.hostID)
+		return counts["acked"] >= row.queued, err
+	})
+	if err != nil {
+		row.err = r.fail(err)
+		return row
+	}
+	row.toAck = time.Since(start)
+	row.rate = float64(row.queued) / row.toAck.Seconds()
+	row.duplicates = rc.Duplicates()
+	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
+	logf("drain %s: %d in %s (last forward at %s): %.0f/s, %d duplicates", engine, row.queued, row.toAck.Round(time.Millisecond), row.toForward.Round(time.Millisecond), row.rate, row.duplicates)
+	return row
+}
+
+// ---- 4. end to end ----
+
+type e2eRow struct {
+	engine              string
+	rate                int
+	sent, arrived       int
+	errors              int
+	p50, p99, max       time.Duration
+	cloudPeak, hostPeak int64
+	err                 string
+}
+
+func (b *bench) e2e(engine string) e2eRow {
+	row := e2eRow{engine: engine, rate: b.cfg.e2eRate}
+	r, err := b.newRun(engine, "e2e")
+	if err != nil {
+		row.err = (&run{b: b, engine: engine}).fail(err)
+		return row
+	}
+	defer r.close()
+	if err := r.startHost(false, 0); err != nil {
+		row.err = r.fail(err)
+		return row
+	}
+	s := r.sender(64)
+	total := int(float64(b.cfg.e2eRate) * b.cfg.e2eDuration.Seconds())
+	var mu sync.Mutex
+	sentAt := make(map[int64]time.Time, total)
+	res := s.openLoop(b.ctx, float64(b.cfg.e2eRate), b.cfg.e2eDuration, 64, func(i int64, at time.Time) {
+		mu.Lock()
+		sentAt[i] = at
+		mu.Unlock()
+	})
+	row.sent, row.errors = res.OK, res.BadStatus+res.Transport
+	err = rig.WaitFor(b.ctx, 60*time.Second, 20*time.Millisecond, "every webhook at the receiver", func() (bool, error) {
+		return r.recv.Unique() >= row.sent, nil
+	})
+	if err != nil {
+		r.fail(fmt.Errorf("%w (%d of %d arrived)", err, r.recv.Unique(), row.sent))
+	}
+	var lat []time.Duration
+	for _, hit := range r.recv.Snapshot() {
+		if at, ok := sentAt[s.indexOf(hit.EventID)]; ok {
+			lat = append(lat, hit.First.Sub(at))
+		}
+	}
+	row.arrived = len(lat)
+	p := newPercentiles(lat)
+	row.p50, row.p99, row.max = p.at(0.50), p.at(0.99), p.max()
+	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
+	logf("e2e %s: %d sent, %d arrived, p50 %s p99 %s max %s", engine, row.sent, row.arrived, ms(row.p50), ms(row.p99), ms(row.max))
+	return row
+}
+
+// ---- 5. idle hosts ----
+
+type idleRow struct {
+	engine     string
+	hosts      int
+	setup      time.Duration
+	sent       int // heartbeats sent in the window
+	heartbeats int // heartbeats answered 200 in the window
+	errors     int
+	window     time.Duration
+	cloudCPU   float64
+	cloudPeak  int64
+	err        string
+}
+
+func (b *bench) idle(engine string) idleRow {
+	row := idleRow{engine: engine, hosts: b.cfg.idleHosts}
+	r, err := b.newRun(engine, "idle")
+	if err != nil {
+		row.err = (&run{b: b, engine: engine}).fail(err)
+		return row
+	}
+	defer r.close()
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+
+	// Create and claim every host through the API, 16 at a time.
+	setup := time.Now()
+	tokens := make([]string, b.cfg.idleHosts)
+	var (
+		next    atomic.Int64
+		firstMu sync.Mutex
+		first   error
+		wg      sync.WaitGroup
+	)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tokens) || ctx.Err() != nil {
+					return
+				}
+				h, err := r.cloud.CreateHost(ctx, fmt.Sprintf("idle-%d", i))
+				var cl shared.ClaimResponse
+				if err == nil {
+					cl, err = r.cloud.Claim(ctx, h.ClaimCode)
+				}
+				if err != nil {
+					firstMu.Lock()
+					if first == nil {
+						first = err
+					}
+					firstMu.Unlock()
+					cancel()
+					return
+				}
+				tokens[i] = cl.Token
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		row.err = r.fail(fmt.Errorf("creating hosts: %w", first))
+		return row
+	}
+	row.setup = time.Since(setup)
+	logf("idle %s: %d hosts created and claimed in %s", engine, len(tokens), row.setup.Round(time.Millisecond))
+
+	// Each host heartbeats once per interval, the hosts spread evenly over
+	// it; with wait_s the cloud holds each heartbeat, as it does a real
+	// idle host's.
+	admin := rig.NewAdmin(r.cloud.URL, r.cloud.Token)
+	admin.Client.Transport = newTransport(len(tokens))
+	admin.Client.Timeout = time.Duration(b.cfg.idleWait)*time.Second + 30*time.Second
+	var sent, beats, errs atomic.Int64
+	interval := b.cfg.idleInterval
+	start := time.Now()
+	req := shared.HeartbeatRequest{AgentVersion: "bench", WaitS: b.cfg.idleWait}
+	var hb sync.WaitGroup
+	for i, tok := range tokens {
+		hb.Add(1)
+		go func() {
+			defer hb.Done()
+			due := start.Add(interval * time.Duration(i) / time.Duration(len(tokens)))
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(due)):
+				}
+				sent.Add(1)
+				if _, err := admin.Heartbeat(ctx, tok, req); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					errs.Add(1)
+				} else {
+					beats.Add(1)
+				}
+				due = due.Add(interval)
+			}
+		}()
+	}
+	cpu := startCPU(r.cloud.Proc)
+	select {
+	case <-b.ctx.Done():
+	case <-time.After(b.cfg.idleDuration):
+	}
+	row.cloudCPU = cpu.share()
+	row.window = time.Since(start)
+	row.sent, row.heartbeats, row.errors = int(sent.Load()), int(beats.Load()), int(errs.Load())
+	row.cloudPeak = r.cloudPeak()
+	cancel()
+	hb.Wait()
+	admin.Client.CloseIdleConnections()
+	logf("idle %s: %d heartbeats answered in %s, %d errors, cloud CPU %.1f%% of a core", engine, row.heartbeats, row.window.Round(time.Second), row.errors, row.cloudCPU*100)
+	return row
+}
