@@ -42,7 +42,7 @@ func (github) Event(r *Request, _ map[string]string) Event {
 	return Event{
 		ID:     idOrHash(r.Header.Get("X-GitHub-Delivery"), r.Body),
 		Type:   r.Header.Get("X-GitHub-Event"),
-		Action: bodyFields(r).str("action"),
+		Action: bodyAction(r),
 	}
 }
 

@@ -82,6 +82,20 @@ func TestGitHubEvent(t *testing.T) {
 	require.Equal(t, BodyHashID(form), e.ID)
 	require.Len(t, e.ID, 16)
 
+	// The action only from a top-level string member; anything else has none.
+	for body, want := range map[string]string{
+		`{"pull_request":{"action":"nested"},"action":"edited"}`: "edited",
+		`{"pull_request":{"action":"nested"}}`:                   "",
+		`{"action":null}`:                                        "",
+		`{"action":{"a":1}}`:                                     "",
+		`["action"]`:                                             "",
+		`{"action":"opened"`:                                     "",
+		`not json`:                                               "",
+	} {
+		e = p.Event(request(map[string]string{"X-GitHub-Event": "x"}, []byte(body)), nil)
+		require.Equal(t, want, e.Action, body)
+	}
+
 	_, r := findVector(t, "github.json", "octokit-compact-foo-bar-sha256")
 	require.Equal(t, Event{ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958", Type: "ping"}, p.Event(r, nil))
 }

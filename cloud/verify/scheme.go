@@ -222,6 +222,23 @@ func bodyFields(r *Request) fields {
 	return jsonObject(r.Body)
 }
 
+// bodyAction is what bodyFields(r).str("action") is, without keeping the
+// body's other members: the one field most events are named by, read on
+// every webhook.
+func bodyAction(r *Request) string {
+	b := r.Body
+	if isForm(r.Header) {
+		b = []byte(formValues(r.Body).Get("payload"))
+	}
+	var v struct {
+		Action json.RawMessage `json:"action"`
+	}
+	if json.Unmarshal(b, &v) != nil || v.Action == nil {
+		return ""
+	}
+	return fields{"action": v.Action}.str("action")
+}
+
 // raw follows a path of member names (or array indexes) into the body.
 func (f fields) raw(path ...string) json.RawMessage {
 	if f == nil || len(path) == 0 {
