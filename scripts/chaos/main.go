@@ -1,0 +1,144 @@
+// Command chaos is the relay's fault suite (`make chaos`): each scenario runs
+// the real binaries (or the stores in-process), injects one kind of fault
+// while webhooks flow, and then compares four records of what happened:
+//
+//   - the sender's log of the 2xx answers it got (the sender behaves like a
+//     provider: it retries a non-2xx answer or a transport error with the
+//     same event id, with a short backoff, until a deadline);
+//   - the cloud's deliveries (admin API);
+//   - each host's ledger (`host ledger list --json`);
+//   - each receiver's log, by Idempotency-Key.
+//
+// A scenario passes when every event that got a 2xx was handled exactly
+// once, nothing was handled that did not get a 2xx, and no host handled
+// another host's event. Usage:
+//
+//	go run ./scripts/chaos [-short] [-run REGEX] [-v] [-keep]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// scenario is one fault and its checks.
+type scenario struct {
+	num   int
+	name  string
+	short bool // part of the -short suite
+	run   func(ctx context.Context, e *env) result
+}
+
+// result is what a scenario found.
+type result struct {
+	skipped  string   // non-empty: why the scenario did not run
+	failures []string // empty: passed
+	figures  []string // key figures, printed on the result line
+}
+
+func (r *result) failf(format string, args ...any) {
+	r.failures = append(r.failures, fmt.Sprintf(format, args...))
+}
+
+func (r *result) figuref(format string, args ...any) {
+	r.figures = append(r.figures, fmt.Sprintf(format, args...))
+}
+
+var scenarios = []scenario{
+	{1, "cloud-sigkill", true, runCloudKill},
+	{2, "postgres-restart", false, runPostgresKill},
+	{3, "host-sigkill", true, runHostKill},
+	{4, "network-faults", true, runNetworkFaults},
+	{5, "ledger-disk-full", false, runDiskFull},
+	{6, "four-claimers", false, runClaimers},
+}
+
+func main() {
+	short := flag.Bool("short", false, "short versions of scenarios 1, 3 and 4 only")
+	runRe := flag.String("run", "", "run only the scenarios whose number or name matches this regular expression")
+	verbose := flag.Bool("v", false, "log progress")
+	keep := flag.Bool("keep", false, "keep the work directory (logs, ledgers) after the run")
+	seed := flag.Int64("seed", time.Now().UnixNano(), "seed of the random fault timing")
+	flag.Parse()
+
+	var re *regexp.Regexp
+	if *runRe != "" {
+		var err error
+		if re, err = regexp.Compile(*runRe); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: -run: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	var picked []scenario
+	for _, s := range scenarios {
+		if *short && !s.short && re == nil {
+			continue
+		}
+		if re != nil && !re.MatchString(fmt.Sprintf("%d-%s", s.num, s.name)) {
+			continue
+		}
+		picked = append(picked, s)
+	}
+	if len(picked) == 0 {
+		fmt.Fprintln(os.Stderr, "chaos: no scenario matches")
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	start := time.Now()
+	e, err := newEnv(ctx, *short, *verbose, *keep, *seed)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: set-up: %v\n", err)
+		os.Exit(1)
+	}
+	e.logf("seed %d; set-up took %s", *seed, time.Since(start).Round(time.Millisecond))
+
+	passed, failed := 0, 0
+	var skipped []string
+	for _, s := range picked {
+		if ctx.Err() != nil {
+			break
+		}
+		label := fmt.Sprintf("%d-%s", s.num, s.name)
+		e.logf("=== %s", label)
+		t0 := time.Now()
+		r := e.runScenario(ctx, s)
+		took := time.Since(t0).Round(100 * time.Millisecond)
+		figs := strings.Join(r.figures, "; ")
+		switch {
+		case r.skipped != "":
+			fmt.Printf("SKIP %-18s %8s  skipped: %s\n", label, took, r.skipped)
+			skipped = append(skipped, label)
+		case len(r.failures) == 0:
+			fmt.Printf("PASS %-18s %8s  %s\n", label, took, figs)
+			passed++
+		default:
+			fmt.Printf("FAIL %-18s %8s  %s\n", label, took, figs)
+			for _, f := range r.failures {
+				fmt.Printf("     %s\n", f)
+			}
+			failed++
+		}
+	}
+	e.close()
+	if ctx.Err() != nil {
+		fmt.Println("interrupted")
+		failed++
+	}
+	if len(skipped) > 0 {
+		fmt.Printf("skipped: %s\n", strings.Join(skipped, ", "))
+	}
+	fmt.Printf("%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
