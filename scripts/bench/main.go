@@ -44,6 +44,8 @@ type config struct {
 	drainConc      int
 	drainWorkers   int
 	e2eRate        int
+	e2eModes       []string
+	e2eWorkers     int
 	e2eDuration    time.Duration
 	idleHosts      int
 	idleInterval   time.Duration
@@ -62,7 +64,7 @@ func main() {
 
 func parseFlags() (*config, error) {
 	c := &config{}
-	var engines, scenarios, conc, rates string
+	var engines, scenarios, conc, rates, modes string
 	fs := flag.CommandLine
 	fs.StringVar(&engines, "engines", "postgres,sqlite", "storage engines to measure, comma-separated: postgres, sqlite")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
@@ -79,6 +81,8 @@ func parseFlags() (*config, error) {
 	fs.IntVar(&c.drainConc, "drain-conc", 64, "drain: concurrent senders while queuing")
 	fs.IntVar(&c.drainWorkers, "drain-workers", 128, "drain: the host's workers (source parallel: true)")
 	fs.IntVar(&c.e2eRate, "e2e-rate", 100, "end to end: webhooks/s")
+	fs.StringVar(&modes, "e2e-modes", "sequential,parallel", "end to end: how the host runs the source, one run each: sequential (the default, one at a time in order), parallel (parallel: true)")
+	fs.IntVar(&c.e2eWorkers, "e2e-workers", 16, "end to end: the host's workers in parallel mode")
 	fs.DurationVar(&c.e2eDuration, "e2e-duration", 20*time.Second, "end to end: length of the run")
 	fs.IntVar(&c.idleHosts, "idle-hosts", 2000, "idle: simulated hosts")
 	fs.DurationVar(&c.idleInterval, "idle-interval", 30*time.Second, "idle: each host's heartbeat interval")
@@ -122,6 +126,12 @@ func parseFlags() (*config, error) {
 	for _, s := range c.scenarios {
 		if !slices.Contains(allScenarios, s) {
 			return nil, fmt.Errorf("-scenarios: unknown scenario %q (%s)", s, strings.Join(allScenarios, ", "))
+		}
+	}
+	c.e2eModes = splitList(modes)
+	for _, m := range c.e2eModes {
+		if m != "sequential" && m != "parallel" {
+			return nil, fmt.Errorf("-e2e-modes: unknown mode %q (sequential, parallel)", m)
 		}
 	}
 	var err error
@@ -225,7 +235,9 @@ func mainErr() error {
 			case "drain":
 				rep.drain = append(rep.drain, b.drain(engine))
 			case "e2e":
-				rep.e2e = append(rep.e2e, b.e2e(engine))
+				for _, mode := range cfg.e2eModes {
+					rep.e2e = append(rep.e2e, b.e2e(engine, mode))
+				}
 			case "idle":
 				rep.idle = append(rep.idle, b.idle(engine))
 			}

@@ -359,6 +359,7 @@ func (b *bench) drain(engine string) drainRow {
 
 type e2eRow struct {
 	engine              string
+	mode                string
 	rate                int
 	sent, arrived       int
 	errors              int
@@ -367,15 +368,19 @@ type e2eRow struct {
 	err                 string
 }
 
-func (b *bench) e2e(engine string) e2eRow {
-	row := e2eRow{engine: engine, rate: b.cfg.e2eRate}
-	r, err := b.newRun(engine, "e2e")
+func (b *bench) e2e(engine, mode string) e2eRow {
+	row := e2eRow{engine: engine, mode: mode, rate: b.cfg.e2eRate}
+	r, err := b.newRun(engine, "e2e_"+mode)
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
 	}
 	defer r.close()
-	if err := r.startHost(false, 0); err != nil {
+	parallel, workers := false, 0
+	if mode == "parallel" {
+		parallel, workers = true, b.cfg.e2eWorkers
+	}
+	if err := r.startHost(parallel, workers); err != nil {
 		row.err = r.fail(err)
 		return row
 	}
@@ -405,7 +410,7 @@ func (b *bench) e2e(engine string) e2eRow {
 	p := newPercentiles(lat)
 	row.p50, row.p99, row.max = p.at(0.50), p.at(0.99), p.max()
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
-	logf("e2e %s: %d sent, %d arrived, p50 %s p99 %s max %s", engine, row.sent, row.arrived, ms(row.p50), ms(row.p99), ms(row.max))
+	logf("e2e %s %s: %d sent, %d arrived, p50 %s p99 %s max %s", engine, mode, row.sent, row.arrived, ms(row.p50), ms(row.p99), ms(row.max))
 	return row
 }
 
