@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
@@ -110,4 +111,85 @@ func benchIntake(b *testing.B, st store.Store) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "webhooks/s")
+}
+
+// BenchmarkHeartbeatDrain is the cloud's side of draining a backlog to one
+// host: heartbeats of 500 that ack the previous batch and lease the next,
+// as the host sends them (gzip accepted), over loopback into a real store.
+//
+//	go test -run '^$' -bench HeartbeatDrain -benchtime 50000x ./cloud/server/
+func BenchmarkHeartbeatDrain(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "cloud.db"))
+		require.NoError(b, err)
+		require.NoError(b, st.Migrate(context.Background()))
+		benchDrain(b, st)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
+		require.NoError(b, err)
+		benchDrain(b, st)
+	})
+}
+
+func benchDrain(b *testing.B, st store.Store) {
+	ctx := context.Background()
+	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
+	require.NoError(b, err)
+	clock := clockwork.NewRealClock()
+	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	require.NoError(b, err)
+	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{AdminToken: testAdmin})
+	srv := httptest.NewServer(s.Handler())
+	b.Cleanup(func() { srv.Close(); st.Close() })
+	post := func(path, token string, in, out any) {
+		body, _ := json.Marshal(in)
+		req, _ := http.NewRequest("POST", srv.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req) // asks for gzip, as the host does
+		require.NoError(b, err)
+		defer resp.Body.Close()
+		require.Less(b, resp.StatusCode, 300)
+		require.NoError(b, json.NewDecoder(resp.Body).Decode(out))
+	}
+	var h shared.CreateHostResponse
+	post("/api/hosts", testAdmin, map[string]string{"name": "drain"}, &h)
+	var claim shared.ClaimResponse
+	post("/api/hosts/claim", "", shared.ClaimRequest{ClaimCode: h.ClaimCode}, &claim)
+
+	body, err := os.ReadFile("testdata/installation.created.json")
+	require.NoError(b, err)
+	now := time.Now()
+	for done := 0; done < b.N; {
+		ps := make([]*store.DeliveryInsertParams, 0, 500)
+		for i := 0; i < 500 && done < b.N; i++ {
+			id := "evt-" + strconv.Itoa(done)
+			ps = append(ps, &store.DeliveryInsertParams{ID: "github:" + id, HostID: h.ID, Source: "github", EventID: id,
+				EventType: "installation", EventAction: "created", RawBody: body, ReceivedAt: now,
+				Headers: map[string]string{"x-github-event": "installation", "x-github-delivery": id, "content-type": "application/json"}})
+			done++
+		}
+		_, err := st.DeliveryInsertBatch(ctx, ps)
+		require.NoError(b, err)
+	}
+
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	var acks []string
+	for got := 0; got < b.N; {
+		var resp shared.HeartbeatResponse
+		post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, MaxWebhooks: shared.Ptr(500)}, &resp)
+		acks = acks[:0]
+		for _, w := range resp.Webhooks {
+			acks = append(acks, w.DeliveryID)
+		}
+		got += len(resp.Webhooks)
+		if len(resp.Webhooks) == 0 {
+			b.Fatalf("nothing leased after %d of %d", got, b.N)
+		}
+	}
+	var resp shared.HeartbeatResponse
+	post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, MaxWebhooks: shared.Ptr(0)}, &resp)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
 }

@@ -324,3 +324,35 @@ func TestScheduleMoreIsExact(t *testing.T) {
 	require.Len(t, hb.Webhooks, 3)
 	require.False(t, hb.More, "a batch that takes the last ones says so")
 }
+
+// A host heartbeating back to back (draining a backlog) has its last
+// heartbeat written at most once a second, unless something about it
+// changed.
+func TestHeartbeatRecordedAtMostOnceASecond(t *testing.T) {
+	b := setup(t)
+	g := b.claimAgent("h")
+	last := func() time.Time {
+		h, err := b.store.HostGet(context.Background(), g.id)
+		require.NoError(t, err)
+		require.NotNil(t, h.LastHeartbeatAt)
+		return *h.LastHeartbeatAt
+	}
+	start := b.clock.Now().UTC().Truncate(time.Millisecond)
+	g.beat(shared.HeartbeatRequest{AgentVersion: "1.0"})
+	require.Equal(t, start, last())
+
+	b.clock.Advance(400 * time.Millisecond)
+	g.beat(shared.HeartbeatRequest{AgentVersion: "1.0"})
+	require.Equal(t, start, last(), "nothing changed 400 ms later")
+
+	b.clock.Advance(600 * time.Millisecond)
+	g.beat(shared.HeartbeatRequest{AgentVersion: "1.0"})
+	require.Equal(t, start.Add(time.Second), last(), "a second later")
+
+	b.clock.Advance(100 * time.Millisecond)
+	g.beat(shared.HeartbeatRequest{AgentVersion: "1.1"})
+	require.Equal(t, start.Add(1100*time.Millisecond), last(), "a new agent version")
+	b.clock.Advance(100 * time.Millisecond)
+	g.beat(shared.HeartbeatRequest{AgentVersion: "1.1", Config: &shared.Subscription{Webhooks: map[string]shared.SourceSubscription{}}})
+	require.Equal(t, start.Add(1200*time.Millisecond), last(), "a new subscription")
+}

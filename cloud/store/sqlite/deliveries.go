@@ -319,6 +319,17 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	return counts, nil
 }
 
+// leaseCandidates lists a host's available deliveries, oldest first. The
+// partial index holds only available deliveries: without it (the planner's
+// pick on an unanalyzed database) a lease walks every delivery the host
+// ever had.
+const leaseCandidates = `
+	SELECT delivery_id, status, body_size FROM deliveries INDEXED BY deliveries_available_idx
+	WHERE host_id = ? AND status IN ('queued', 'retrying')
+		AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
+	ORDER BY received_at, delivery_id
+	LIMIT ?`
+
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
@@ -343,11 +354,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			var c candidate
 			err := r.Scan(&c.id, &c.status, &c.size)
 			return c, err
-		}, `
-			SELECT delivery_id, status, body_size FROM deliveries
-			WHERE host_id = ? AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
-			ORDER BY received_at, delivery_id
-			LIMIT ?`, p.HostID, dbTime(now), max+1)
+		}, leaseCandidates, p.HostID, dbTime(now), max+1)
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,30 @@ func TestPragmas(t *testing.T) {
 	require.Equal(t, "1", pragma(s.read, "foreign_keys"))
 	require.Equal(t, "1", pragma(s.read, "query_only"))
 	require.Equal(t, 1, s.write.Stats().MaxOpenConnections, "one writer")
+	require.Equal(t, "-65536", pragma(s.write, "cache_size"), "64 MiB of pages for the writer")
 
 	_, err = s.read.ExecContext(ctx, "CREATE TABLE x (y INTEGER)")
 	require.Error(t, err, "the read pool cannot write")
+}
+
+// A lease reads the partial index of available deliveries, not every
+// delivery the host ever had.
+func TestLeaseUsesTheAvailableIndex(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx))
+	rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+leaseCandidates, "h", 0, 10)
+	require.NoError(t, err)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+		plan = append(plan, detail)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_available_idx (host_id=?)"}, plan)
 }
