@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -272,5 +273,31 @@ func FuzzTwilioURL(f *testing.F) {
 		r := request(map[string]string{"X-Twilio-Signature": "RSOYDt4T1cUTdK1PDd93/VVr8B8=", "Content-Type": formType}, []byte("a=1"))
 		r.URL = raw
 		p.Verify(r, [][]byte{[]byte("12345")}, nil)
+	})
+}
+
+// FuzzTopMember: on every valid JSON body, topMember finds what decoding
+// the body into a map finds.
+func FuzzTopMember(f *testing.F) {
+	for _, s := range []string{`{"action":"opened","x":[1,{"action":2}]}`, `{"a":"\"}","action" : "x\u0041" }`,
+		`{"action":1,"action":"last"}`, `{"act\u0069on":true}`, `[]`, `{}`, ` {"b":null} `, `"action"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := topMember(b, "action")
+		if !json.Valid(b) {
+			return // no promise beyond not panicking
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) != nil {
+			if ok {
+				t.Fatalf("%q is no object, but topMember found %q", b, got)
+			}
+			return
+		}
+		want, has := m["action"]
+		if ok != has || (has && !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want))) {
+			t.Fatalf("%q: topMember = %q, %v; decoding = %q, %v", b, got, ok, want, has)
+		}
 	})
 }

@@ -230,13 +230,11 @@ func bodyAction(r *Request) string {
 	if isForm(r.Header) {
 		b = []byte(formValues(r.Body).Get("payload"))
 	}
-	var v struct {
-		Action json.RawMessage `json:"action"`
-	}
-	if json.Unmarshal(b, &v) != nil || v.Action == nil {
+	raw, ok := topMember(b, "action")
+	if !ok {
 		return ""
 	}
-	return fields{"action": v.Action}.str("action")
+	return fields{"action": raw}.str("action")
 }
 
 // raw follows a path of member names (or array indexes) into the body.
