@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/relaykit/relay/scripts/internal/rig"
 )
 
 const (
@@ -44,11 +46,10 @@ type env struct {
 }
 
 func newEnv(ctx context.Context, short, verbose, keep bool, seed int64) (*env, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}").Output()
+	root, err := rig.RepoRoot()
 	if err != nil {
-		return nil, fmt.Errorf("go list -m: %w", err)
+		return nil, err
 	}
-	root := strings.TrimSpace(string(out))
 	work, err := os.MkdirTemp("", "relay-chaos-")
 	if err != nil {
 		return nil, err
@@ -57,16 +58,14 @@ func newEnv(ctx context.Context, short, verbose, keep bool, seed int64) (*env, e
 	// able to reach its directory.
 	_ = os.Chmod(work, 0o755)
 	e := &env{short: short, verbose: verbose, keep: keep, seed: seed, root: root, work: work,
-		bin: filepath.Join(work, "bin"), rng: rand.New(rand.NewPCG(uint64(seed), 0x636861))}
+		rng: rand.New(rand.NewPCG(uint64(seed), 0x636861))}
 	e.logf("work directory %s", work)
-	for _, name := range []string{"cloud", "host"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(e.bin, name), "./"+name)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			e.close()
-			return nil, fmt.Errorf("go build ./%s: %v\n%s", name, err, b)
-		}
+	bins, err := rig.Build(ctx, root, filepath.Join(work, "bin"))
+	if err != nil {
+		e.close()
+		return nil, err
 	}
+	e.bin = bins.Dir
 	return e, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -45,7 +46,7 @@ func (e *env) startBalancer(targets []string) (*balancer, error) {
 	proxy := &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(b.targets[0]) },
 		Transport: b,
-		ErrorLog:  nil,
+		ErrorLog:  log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			b.fails.Add(1)
 			w.WriteHeader(http.StatusBadGateway)

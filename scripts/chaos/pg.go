@@ -3,23 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/relaykit/relay/scripts/internal/rig"
 )
 
 // pgServer is the run's throwaway Postgres (scripts/pgtest.sh, fsync on). It
 // can be killed the hard way (pg_ctl stop -m immediate) and started again on
 // the same port and data directory.
 type pgServer struct {
-	root   string
+	srv    *rig.Postgres
 	dir    string
 	url    string
 	port   string
@@ -34,15 +32,11 @@ func (e *env) postgres(ctx context.Context) (*pgServer, error) {
 		return e.pg, nil
 	}
 	dir := filepath.Join(e.work, "pg")
-	cmd := exec.CommandContext(ctx, filepath.Join(e.root, "scripts", "pgtest.sh"), "start", dir)
-	cmd.Env = append(os.Environ(), "PGTEST_DURABLE=1")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	srv, err := rig.StartPostgres(ctx, e.root, dir, true)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest.sh start: %v\n%s", err, stderr.String())
+		return nil, err
 	}
-	p := &pgServer{root: e.root, dir: dir, url: strings.TrimSpace(string(out))}
+	p := &pgServer{srv: srv, dir: dir, url: srv.URL}
 	e.pg = p
 	port, err := os.ReadFile(filepath.Join(dir, "port"))
 	if err != nil {
@@ -115,28 +109,10 @@ func (p *pgServer) start(ctx context.Context) error {
 	return p.pgCtl(ctx, "start", "-w", "-t", "60", "-l", filepath.Join(p.dir, "log"), "-o", "-p "+p.port)
 }
 
-func (p *pgServer) stop() {
-	cmd := exec.Command(filepath.Join(p.root, "scripts", "pgtest.sh"), "stop", p.dir)
-	_ = cmd.Run()
-}
+func (p *pgServer) stop() { _ = p.srv.Stop() }
 
 // newDatabase creates an empty database and returns its URL; `cloud serve`
 // migrates it.
 func (p *pgServer) newDatabase(ctx context.Context, prefix string) (string, error) {
-	p.dbs++
-	name := fmt.Sprintf("chaos_%s_%d_%d", prefix, p.dbs, time.Now().UnixNano()%1_000_000)
-	conn, err := pgx.Connect(ctx, p.url)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", err
-	}
-	u, err := url.Parse(p.url)
-	if err != nil {
-		return "", err
-	}
-	u.Path = "/" + name
-	return u.String(), nil
+	return p.srv.NewDatabase(ctx, "chaos_"+prefix)
 }

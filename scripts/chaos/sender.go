@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/relaykit/relay/scripts/internal/rig"
 )
 
 // intakeAnswer is the cloud's JSON answer to a webhook.
@@ -127,9 +128,7 @@ func (s *sender) wait() { <-s.done }
 func (s *sender) send(ctx context.Context, i int) {
 	r := s.records[i]
 	body := s.body(i)
-	m := hmac.New(sha256.New, []byte(r.host.secret))
-	m.Write(body)
-	sig := "sha256=" + hex.EncodeToString(m.Sum(nil))
+	sig := rig.GitHubSignature(r.host.secret, body)
 	deadline := time.Now().Add(s.deadline)
 	backoff := 50 * time.Millisecond
 	for try := 0; ; try++ {
@@ -163,12 +162,7 @@ func (s *sender) post(ctx context.Context, base string, r *sendRecord, body []by
 	if err != nil {
 		return 0, intakeAnswer{}, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "GitHub-Hookshot/chaos")
-	req.Header.Set("X-GitHub-Event", "push")
-	req.Header.Set("X-GitHub-Delivery", r.eventID)
-	req.Header.Set("X-GitHub-Hook-ID", "292430182")
-	req.Header.Set("X-Hub-Signature-256", sig)
+	req.Header = rig.GitHubHeaders("push", r.eventID, sig)
 	sent := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {
