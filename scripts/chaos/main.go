@@ -100,7 +100,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "chaos: set-up: %v\n", err)
 		os.Exit(1)
 	}
-	e.logf("seed %d; set-up took %s", *seed, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("seed %d (repeat the fault timing with -seed %d)\n", *seed, *seed)
+	e.logf("set-up took %s", time.Since(start).Round(time.Millisecond))
 
 	passed, failed := 0, 0
 	var skipped []string

@@ -237,7 +237,7 @@ func (e *env) compare(ctx context.Context, r *result, base string, s *sender, ho
 	}
 
 	// The receivers' view.
-	handled, explained := 0, 0
+	handled, once, explained := 0, 0, 0
 	var explainedWhy []string
 	seen := map[string]bool{} // delivery ids some receiver got
 	for _, h := range hosts {
@@ -265,6 +265,9 @@ func (e *env) compare(ctx context.Context, r *result, base string, s *sender, ho
 				continue
 			}
 			handled++
+			if len(arr) == 1 {
+				once++
+			}
 			if len(arr) > 1 {
 				why := ""
 				if opts.explain != nil {
@@ -319,7 +322,7 @@ func (e *env) compare(ctx context.Context, r *result, base string, s *sender, ho
 	}
 
 	r.figuref("%d sent, %d got 2xx (%d after retries), %d gave up", sent, ok, retried, gaveUp)
-	r.figuref("%d handled once", handled-explained)
+	r.figuref("%d of %d handled once", once, handled)
 	if explained > 0 {
 		r.figuref("%d re-run in the at-least-once window (same Idempotency-Key; e.g. %s)", explained, strings.Join(explainedWhy, "; "))
 	}
