@@ -276,8 +276,8 @@ func FuzzTwilioURL(f *testing.F) {
 	})
 }
 
-// FuzzTopMember: on every valid JSON body, topMember finds what decoding
-// the body into a map finds.
+// FuzzTopMember: on every valid JSON body, topMember and topMembers find
+// what decoding the body into a map finds.
 func FuzzTopMember(f *testing.F) {
 	for _, s := range []string{`{"action":"opened","x":[1,{"action":2}]}`, `{"a":"\"}","action" : "x\u0041" }`,
 		`{"action":1,"action":"last"}`, `{"act\u0069on":true}`, `[]`, `{}`, ` {"b":null} `, `"action"`} {
@@ -289,7 +289,7 @@ func FuzzTopMember(f *testing.F) {
 			return // no promise beyond not panicking
 		}
 		var m map[string]json.RawMessage
-		if json.Unmarshal(b, &m) != nil {
+		if json.Unmarshal(b, &m) != nil || m == nil {
 			if ok {
 				t.Fatalf("%q is no object, but topMember found %q", b, got)
 			}
@@ -298,6 +298,15 @@ func FuzzTopMember(f *testing.F) {
 		want, has := m["action"]
 		if ok != has || (has && !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want))) {
 			t.Fatalf("%q: topMember = %q, %v; decoding = %q, %v", b, got, ok, want, has)
+		}
+		all := topMembers(b)
+		if all == nil || len(all) != len(m) {
+			t.Fatalf("%q: topMembers = %q; decoding = %q", b, all, m)
+		}
+		for k, v := range m {
+			if !bytes.Equal(bytes.TrimSpace(all[k]), bytes.TrimSpace(v)) {
+				t.Fatalf("%q: member %q: topMembers = %q; decoding = %q", b, k, all[k], v)
+			}
 		}
 	})
 }

@@ -185,15 +185,9 @@ func listItems(header string, itemSep, kvSep byte) []item {
 // fields are the top-level members of a JSON object body.
 type fields map[string]json.RawMessage
 
-// jsonObject decodes a JSON object's top-level members; anything else
-// yields nil.
-func jsonObject(b []byte) fields {
-	var f fields
-	if json.Unmarshal(b, &f) != nil {
-		return nil
-	}
-	return f
-}
+// jsonObject finds a JSON object's top-level members (topMembers);
+// anything else yields nil.
+func jsonObject(b []byte) fields { return topMembers(b) }
 
 // isForm reports whether the request carries a form-encoded body.
 func isForm(h http.Header) bool {
