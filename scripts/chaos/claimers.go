@@ -110,12 +110,15 @@ func (e *env) claimersOn(ctx context.Context, r *result, engine string, open fun
 	var wg sync.WaitGroup
 
 	// The insert stream: 100 a second.
-	insertCtx, stopInserts := context.WithCancel(runCtx)
+	// It stops between inserts, never by canceling one: an insert canceled
+	// mid-commit may be stored although it returned an error.
+	var stopInserting atomic.Bool
+	insertCtx := runCtx
 	var inserter sync.WaitGroup
 	inserter.Go(func() {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; ; i++ {
+		for i := 0; !stopInserting.Load(); i++ {
 			select {
 			case <-insertCtx.Done():
 				return
@@ -212,7 +215,7 @@ func (e *env) claimersOn(ctx context.Context, r *result, engine string, open fun
 	}
 
 	time.Sleep(runFor)
-	stopInserts()
+	stopInserting.Store(true)
 	inserter.Wait()
 	draining.Store(true)
 	total := int(inserted.Load())
@@ -220,7 +223,16 @@ func (e *env) claimersOn(ctx context.Context, r *result, engine string, open fun
 	t0 := time.Now()
 	settled := waitFor(ctx, 60*time.Second, 250*time.Millisecond, "every delivery acked", func() bool {
 		counts, err := stores[0].DeliveryCountByStatus(ctx, hostID)
-		return err == nil && counts[store.StatusAcked] == total
+		if err != nil {
+			return false
+		}
+		pending := 0
+		for st, n := range counts {
+			if st != store.StatusAcked {
+				pending += n
+			}
+		}
+		return pending == 0 && counts[store.StatusAcked] >= total
 	})
 	e.logf("%s: drained in %s", engine, time.Since(t0).Round(time.Millisecond))
 	stop()

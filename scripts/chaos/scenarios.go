@@ -149,6 +149,9 @@ func runPostgresKill(ctx context.Context, e *env) (r result) {
 	loadFor := pick(e, 40*time.Second, 16*time.Second)
 	rate := 50.0
 	snd := newSender(s.urls(), s.hosts, "pk", int(rate*loadFor.Seconds()), rate, 90*time.Second)
+	// Like a provider, keep starting new events while earlier ones are being
+	// retried, so that every event of the outage meets it.
+	snd.workers = 400
 	snd.start(ctx)
 
 	time.Sleep(loadFor / 4)
@@ -159,6 +162,12 @@ func runPostgresKill(ctx context.Context, e *env) (r result) {
 		return
 	}
 	down := time.Now()
+	restarted := false
+	e.onCleanup(func() {
+		if !restarted { // the scenario stopped early: the next ones need it
+			_ = pg.start(context.Background())
+		}
+	})
 	e.logf("postgres killed (pg_ctl took %s)", down.Sub(killAt).Round(time.Millisecond))
 	time.Sleep(pick(e, 8*time.Second, 4*time.Second))
 	upBegin := time.Now()
@@ -167,6 +176,7 @@ func runPostgresKill(ctx context.Context, e *env) (r result) {
 		return
 	}
 	up := time.Now()
+	restarted = true
 	e.logf("postgres started again (%s)", up.Sub(upBegin).Round(time.Millisecond))
 	snd.wait()
 
@@ -453,6 +463,13 @@ func runDiskFull(ctx context.Context, e *env) (r result) {
 		return killBetween(h, key, arr)
 	}
 	e.settleAndCompare(ctx, &r, s, snd, pick(e, 120*time.Second, 60*time.Second), checkOpts{explain: explain})
+	most, key := 0, ""
+	for k, arr := range full.rc.snapshot() {
+		if len(arr) > most {
+			most, key = len(arr), k
+		}
+	}
+	r.figuref("most runs of one delivery on the full disk: %d (%s)", most, key)
 	return r
 }
 
