@@ -15,6 +15,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -99,13 +101,32 @@ type OutboxEntry struct {
 // Ledger is the SQLite-backed ledger. It writes through a single connection
 // and reads through a small pool of read-only ones (WAL lets them run
 // concurrently with the writer, in this process or another).
+//
+// Records, outbox entries and outbox deletions go through one writer
+// goroutine that merges the calls waiting at the same time into one
+// transaction (group commit): many concurrent DeliveryRecord calls cost one
+// fsync, and each still returns only once the transaction holding its write
+// has committed.
 type Ledger struct {
 	write *sql.DB // nil when opened with OpenReadOnly
 	read  *sql.DB
+
+	// Prepared statements of the hot paths (nil when read-only).
+	upsert, outboxDel, outboxIns, outboxDelSeqs *sql.Stmt
+	get, done                                   *sql.Stmt
+
+	ops        chan *op      // writes waiting for the writer
+	closing    chan struct{} // closed by Close: the writer commits what waits, then stops
+	writerDone chan struct{} // closed when the writer has stopped
+	closeOnce  sync.Once
+	commits    atomic.Int64 // transactions the writer committed
 }
 
 // ErrReadOnly is returned by writes to a ledger opened with OpenReadOnly.
 var ErrReadOnly = errors.New("ledger opened read-only")
+
+// ErrClosed is returned by writes to a closed ledger.
+var ErrClosed = errors.New("ledger closed")
 
 // Open opens (creating if needed) the ledger at path and brings its schema up
 // to date. Opening an existing ledger again is harmless. Every write is
@@ -131,12 +152,24 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 		return nil, fmt.Errorf("open ledger %q for reading: %w", path, err)
 	}
 	read.SetMaxOpenConns(4)
+	read.SetMaxIdleConns(4)
 	if err := read.PingContext(ctx); err != nil {
 		write.Close()
 		read.Close()
 		return nil, fmt.Errorf("open ledger %q for reading: %w", path, err)
 	}
-	return &Ledger{write: write, read: read}, nil
+	l := &Ledger{write: write, read: read}
+	if err := l.prepare(ctx); err != nil {
+		l.closeStmts()
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("open ledger %q: prepare: %w", path, err)
+	}
+	l.ops = make(chan *op, maxGroup)
+	l.closing = make(chan struct{})
+	l.writerDone = make(chan struct{})
+	go l.writer()
+	return l, nil
 }
 
 // OpenReadOnly opens an existing ledger for reading only, as the ledger
@@ -166,15 +199,71 @@ func OpenReadOnly(ctx context.Context, path string) (*Ledger, error) {
 		}
 		return nil, fmt.Errorf("open ledger %q: schema version %d is newer than this binary knows (%d)", path, version, len(migrations))
 	}
-	return &Ledger{read: read}, nil
+	l := &Ledger{read: read}
+	if err := l.prepare(ctx); err != nil {
+		l.closeStmts()
+		read.Close()
+		return nil, fmt.Errorf("open ledger %q: prepare: %w", path, err)
+	}
+	return l, nil
 }
 
-// Close closes the ledger's connections.
+// Close waits for the writes already queued to commit, then closes the
+// ledger's connections. Writes after Close return ErrClosed.
 func (l *Ledger) Close() error {
 	if l.write == nil {
+		l.closeStmts()
 		return l.read.Close()
 	}
+	l.closeOnce.Do(func() { close(l.closing) })
+	<-l.writerDone
+	l.closeStmts()
 	return errors.Join(l.read.Close(), l.write.Close())
+}
+
+// prepare prepares the statements of the hot paths: the lookups on the
+// read pool and, unless read-only, the writes on the writer's connection.
+func (l *Ledger) prepare(ctx context.Context) error {
+	var err error
+	prep := func(db *sql.DB, q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = db.PrepareContext(ctx, q)
+		return st
+	}
+	l.get = prep(l.read, `SELECT `+entryColumns+` FROM ledger WHERE delivery_id = ?`)
+	// One query for a whole leased batch: the ids come as one JSON array.
+	l.done = prep(l.read, `SELECT l.delivery_id, l.result FROM json_each(?) AS j
+		JOIN ledger AS l ON l.delivery_id = j.value WHERE l.result IN ('success', 'skipped')`)
+	if l.write != nil {
+		l.upsert = prep(l.write, `INSERT INTO ledger (`+entryColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (delivery_id) DO UPDATE SET
+				source = excluded.source, event_type = excluded.event_type,
+				event_action = excluded.event_action, received_at = excluded.received_at,
+				processed_at = excluded.processed_at, result = excluded.result,
+				attempts = ledger.attempts + 1, cloud_attempt = excluded.cloud_attempt,
+				error = excluded.error, duration_ms = excluded.duration_ms,
+				correlation_id = excluded.correlation_id, handler = excluded.handler,
+				response_status = excluded.response_status, exit_code = excluded.exit_code,
+				output = excluded.output, summary = excluded.summary, fields = excluded.fields
+			RETURNING attempts`)
+		l.outboxDel = prep(l.write, `DELETE FROM outbox WHERE delivery_id = ?`)
+		l.outboxIns = prep(l.write, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`)
+		l.outboxDelSeqs = prep(l.write, `DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))`)
+	}
+	return err
+}
+
+func (l *Ledger) closeStmts() {
+	for _, st := range []*sql.Stmt{l.get, l.done, l.upsert, l.outboxDel, l.outboxIns, l.outboxDelSeqs} {
+		if st != nil {
+			st.Close()
+		}
+	}
 }
 
 // migrations are applied in order; PRAGMA user_version records how many ran.
@@ -294,8 +383,7 @@ func unixMilliOrZero(t time.Time) int64 {
 
 // DeliveryGet returns the ledger row of a delivery, or ErrNotFound.
 func (l *Ledger) DeliveryGet(ctx context.Context, deliveryID string) (Entry, error) {
-	row := l.read.QueryRowContext(ctx, `SELECT `+entryColumns+` FROM ledger WHERE delivery_id = ?`, deliveryID)
-	e, err := scanEntry(row)
+	e, err := scanEntry(l.get.QueryRowContext(ctx, deliveryID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Entry{}, ErrNotFound
 	}
@@ -303,6 +391,39 @@ func (l *Ledger) DeliveryGet(ctx context.Context, deliveryID string) (Entry, err
 		return Entry{}, fmt.Errorf("get delivery %q: %w", deliveryID, err)
 	}
 	return e, nil
+}
+
+// DeliveriesDone returns, of the given deliveries, those the ledger records
+// as done (success or skipped) with their result: one query for a whole
+// leased batch.
+func (l *Ledger) DeliveriesDone(ctx context.Context, deliveryIDs []string) (map[string]Result, error) {
+	done := map[string]Result{}
+	if len(deliveryIDs) == 0 {
+		return done, nil
+	}
+	ids, err := json.Marshal(deliveryIDs)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d deliveries: %w", len(deliveryIDs), err)
+	}
+	rows, err := l.done.QueryContext(ctx, string(ids))
+	if err != nil {
+		return nil, fmt.Errorf("look up %d deliveries: %w", len(deliveryIDs), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id string
+			r  Result
+		)
+		if err := rows.Scan(&id, &r); err != nil {
+			return nil, fmt.Errorf("look up %d deliveries: %w", len(deliveryIDs), err)
+		}
+		done[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up %d deliveries: %w", len(deliveryIDs), err)
+	}
+	return done, nil
 }
 
 // RecordParams is the outcome of processing one delivery.
@@ -317,72 +438,44 @@ type RecordParams struct {
 // DeliveryRecord writes a delivery's ledger row and queues its ack (success,
 // skipped) or nack (error) in the outbox, in one transaction. A pending outbox
 // entry of the same delivery is replaced. It returns the stored attempts count.
+//
+// Concurrent calls share one transaction (see Ledger); each returns once the
+// transaction holding its record committed, or with its own error. A call
+// whose ctx ends while the record still waits for the writer returns ctx's
+// error and the record is not written; once the writer took it, the call
+// waits for that transaction's outcome.
 func (l *Ledger) DeliveryRecord(ctx context.Context, p RecordParams) (int, error) {
 	e := p.Entry
 	if !e.Result.Valid() {
 		return 0, fmt.Errorf("record delivery %q: invalid result %q", e.DeliveryID, e.Result)
 	}
-	ob := OutboxEntry{DeliveryID: e.DeliveryID, Kind: OutboxAck, CreatedAt: e.ProcessedAt}
+	o := &op{kind: opRecord, entry: e, fields: "{}"}
+	o.ob = OutboxEntry{DeliveryID: e.DeliveryID, Kind: OutboxAck, CreatedAt: e.ProcessedAt}
 	if e.Result == ResultError {
-		ob.Kind, ob.Error, ob.Retryable, ob.Attempt = OutboxNack, e.Error, p.Retryable, e.CloudAttempt
+		o.ob.Kind, o.ob.Error, o.ob.Retryable, o.ob.Attempt = OutboxNack, e.Error, p.Retryable, e.CloudAttempt
 	}
-	fields := []byte("{}")
 	if len(e.Fields) > 0 {
-		var err error
-		if fields, err = json.Marshal(e.Fields); err != nil {
+		fields, err := json.Marshal(e.Fields)
+		if err != nil {
 			return 0, fmt.Errorf("record delivery %q: encode fields: %w", e.DeliveryID, err)
 		}
+		o.fields = string(fields)
 	}
-	var attempts int
-	err := l.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `INSERT INTO ledger (`+entryColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (delivery_id) DO UPDATE SET
-				source = excluded.source, event_type = excluded.event_type,
-				event_action = excluded.event_action, received_at = excluded.received_at,
-				processed_at = excluded.processed_at, result = excluded.result,
-				attempts = ledger.attempts + 1, cloud_attempt = excluded.cloud_attempt,
-				error = excluded.error, duration_ms = excluded.duration_ms,
-				correlation_id = excluded.correlation_id, handler = excluded.handler,
-				response_status = excluded.response_status, exit_code = excluded.exit_code,
-				output = excluded.output, summary = excluded.summary, fields = excluded.fields
-			RETURNING attempts`,
-			e.DeliveryID, e.Source, e.EventType, e.EventAction, unixMilliOrZero(e.ReceivedAt),
-			e.ProcessedAt.UnixMilli(), e.Result, e.CloudAttempt, e.Error, e.DurationMS, e.CorrelationID,
-			e.Handler, nullable(e.ResponseStatus), nullable(e.ExitCode), e.Output, e.Summary,
-			string(fields)).Scan(&attempts)
-		if err != nil {
-			return fmt.Errorf("upsert ledger row: %w", err)
-		}
-		return outboxPut(ctx, tx, ob)
-	})
-	if err != nil {
+	if err := l.submit(ctx, o); err != nil {
 		return 0, fmt.Errorf("record delivery %q: %w", e.DeliveryID, err)
 	}
-	return attempts, nil
+	return o.attempts, nil
 }
 
 // OutboxEnqueue queues an outcome on its own, replacing a pending entry of the
 // same delivery. It is used to ack again a delivery the ledger already holds.
+// Like DeliveryRecord, concurrent calls share one transaction.
 func (l *Ledger) OutboxEnqueue(ctx context.Context, ob OutboxEntry) error {
-	err := l.inTx(ctx, func(tx *sql.Tx) error { return outboxPut(ctx, tx, ob) })
-	if err != nil {
-		return fmt.Errorf("enqueue %s for %q: %w", ob.Kind, ob.DeliveryID, err)
-	}
-	return nil
-}
-
-func outboxPut(ctx context.Context, tx *sql.Tx, ob OutboxEntry) error {
 	if ob.Kind != OutboxAck && ob.Kind != OutboxNack {
-		return fmt.Errorf("invalid outbox kind %q", ob.Kind)
+		return fmt.Errorf("enqueue %s for %q: invalid outbox kind %q", ob.Kind, ob.DeliveryID, ob.Kind)
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE delivery_id = ?`, ob.DeliveryID); err != nil {
-		return fmt.Errorf("replace outbox entry: %w", err)
-	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, ob.DeliveryID, ob.Kind, ob.Error, ob.Retryable, ob.Attempt, ob.CreatedAt.UnixMilli())
-	if err != nil {
-		return fmt.Errorf("insert outbox entry: %w", err)
+	if err := l.submit(ctx, &op{kind: opEnqueue, ob: ob}); err != nil {
+		return fmt.Errorf("enqueue %s for %q: %w", ob.Kind, ob.DeliveryID, err)
 	}
 	return nil
 }
@@ -415,24 +508,12 @@ func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, erro
 
 // OutboxDelete removes exactly the outbox entries with the given sequence
 // numbers (those a successful heartbeat carried); entries queued since stay.
+// It shares a transaction with concurrent records.
 func (l *Ledger) OutboxDelete(ctx context.Context, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	err := l.inTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `DELETE FROM outbox WHERE seq = ?`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		for _, s := range seqs {
-			if _, err := stmt.ExecContext(ctx, s); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := l.submit(ctx, &op{kind: opDelete, seqs: seqs}); err != nil {
 		return fmt.Errorf("delete %d outbox entries: %w", len(seqs), err)
 	}
 	return nil

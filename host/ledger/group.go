@@ -1,0 +1,212 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// maxGroup bounds the writes merged into one transaction.
+const maxGroup = 1024
+
+type opKind uint8
+
+const (
+	opRecord  opKind = iota // a ledger row and its outbox entry
+	opEnqueue               // an outbox entry alone
+	opDelete                // outbox entries by sequence number
+)
+
+// States of an op: queued until the writer takes it or its caller gives up.
+const (
+	opQueued int32 = iota
+	opTaken
+	opCanceled
+)
+
+// op is one write waiting for the writer.
+type op struct {
+	kind   opKind
+	entry  Entry
+	fields string // entry.Fields as JSON
+	ob     OutboxEntry
+	seqs   []int64
+
+	state    atomic.Int32
+	attempts int   // set by the writer: the row's attempts (opRecord)
+	err      error // set by the writer before done is closed
+	done     chan struct{}
+}
+
+// submit hands o to the writer and waits until the transaction holding it
+// committed (nil) or failed (its error). A ctx that ends while o still waits
+// in the queue withdraws it.
+func (l *Ledger) submit(ctx context.Context, o *op) error {
+	if l.write == nil {
+		return ErrReadOnly
+	}
+	o.done = make(chan struct{})
+	select {
+	case l.ops <- o:
+	case <-l.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-o.done:
+		return o.err
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(opQueued, opCanceled) {
+			return ctx.Err()
+		}
+	case <-l.writerDone:
+		// Queued after the writer's last look at the queue.
+		if o.state.CompareAndSwap(opQueued, opCanceled) {
+			return ErrClosed
+		}
+	}
+	// The writer took it: its transaction decides.
+	<-o.done
+	return o.err
+}
+
+// writer commits the queued writes, as many as wait at once in one
+// transaction, until the ledger closes; it commits what still waits then.
+func (l *Ledger) writer() {
+	defer close(l.writerDone)
+	batch := make([]*op, 0, maxGroup)
+	for {
+		batch = batch[:0]
+		select {
+		case o := <-l.ops:
+			batch = append(batch, o)
+		case <-l.closing:
+			for {
+				select {
+				case o := <-l.ops:
+					batch = append(batch, o)
+					if len(batch) == maxGroup {
+						l.commit(batch)
+						batch = batch[:0]
+					}
+					continue
+				default:
+				}
+				l.commit(batch)
+				return
+			}
+		}
+		// Everything that queued up while the last transaction ran joins.
+	more:
+		for len(batch) < maxGroup {
+			select {
+			case o := <-l.ops:
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		l.commit(batch)
+	}
+}
+
+// commit writes batch in one transaction. If that fails, each write is tried
+// again in a transaction of its own, so that one bad write fails alone.
+func (l *Ledger) commit(batch []*op) {
+	taken := batch[:0]
+	for _, o := range batch {
+		if o.state.CompareAndSwap(opQueued, opTaken) {
+			taken = append(taken, o)
+		}
+	}
+	if len(taken) == 0 {
+		return
+	}
+	err := l.apply(taken)
+	if err != nil && len(taken) > 1 {
+		for _, o := range taken {
+			o.err = l.apply([]*op{o})
+			close(o.done)
+		}
+		return
+	}
+	for _, o := range taken {
+		o.err = err
+		close(o.done)
+	}
+}
+
+// apply runs ops in one transaction. The writes of the ledger's own writer
+// are not bound to any caller's context: once taken, a write completes.
+func (l *Ledger) apply(ops []*op) error {
+	ctx := context.Background()
+	tx, err := l.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	var upsert, outboxDel, outboxIns, delSeqs *sql.Stmt
+	stmt := func(st **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
+		if *st == nil {
+			*st = tx.StmtContext(ctx, prepared)
+		}
+		return *st
+	}
+	for _, o := range ops {
+		switch o.kind {
+		case opRecord:
+			e := o.entry
+			err = stmt(&upsert, l.upsert).QueryRowContext(ctx,
+				e.DeliveryID, e.Source, e.EventType, e.EventAction, unixMilliOrZero(e.ReceivedAt),
+				e.ProcessedAt.UnixMilli(), string(e.Result), e.CloudAttempt, e.Error, e.DurationMS, e.CorrelationID,
+				e.Handler, nullable(e.ResponseStatus), nullable(e.ExitCode), e.Output, e.Summary,
+				o.fields).Scan(&o.attempts)
+			if err != nil {
+				err = fmt.Errorf("upsert ledger row: %w", err)
+				break
+			}
+			fallthrough
+		case opEnqueue:
+			ob := o.ob
+			if _, err = stmt(&outboxDel, l.outboxDel).ExecContext(ctx, ob.DeliveryID); err != nil {
+				err = fmt.Errorf("replace outbox entry: %w", err)
+				break
+			}
+			if _, err = stmt(&outboxIns, l.outboxIns).ExecContext(ctx, ob.DeliveryID, string(ob.Kind), ob.Error,
+				ob.Retryable, ob.Attempt, ob.CreatedAt.UnixMilli()); err != nil {
+				err = fmt.Errorf("insert outbox entry: %w", err)
+			}
+		case opDelete:
+			if _, err = stmt(&delSeqs, l.outboxDelSeqs).ExecContext(ctx, seqList(o.seqs)); err != nil {
+				err = fmt.Errorf("delete outbox entries: %w", err)
+			}
+		}
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	l.commits.Add(1)
+	return nil
+}
+
+// seqList encodes seqs as a JSON array, for json_each.
+func seqList(seqs []int64) string {
+	var b strings.Builder
+	b.Grow(len(seqs) * 8)
+	b.WriteByte('[')
+	for i, s := range seqs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(s, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}

@@ -1,0 +1,253 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// holdWriter takes the writer's only connection, so that writes queue up
+// behind the one the writer is trying to begin; release gives it back.
+func holdWriter(t *testing.T, l *Ledger) (release func()) {
+	t.Helper()
+	conn, err := l.write.Conn(context.Background())
+	require.NoError(t, err)
+	var once sync.Once
+	release = func() { once.Do(func() { conn.Close() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// recordTaken records id in a goroutine once the writer's connection is
+// held, and returns when the writer has taken it and waits for the
+// connection: writes made after it queue up behind it.
+func recordTaken(t *testing.T, l *Ledger, id string) <-chan error {
+	t.Helper()
+	waits := l.write.Stats().WaitCount
+	ch := recordAsync(context.Background(), l, id)
+	require.Eventually(t, func() bool { return l.write.Stats().WaitCount > waits }, 10*time.Second, time.Millisecond,
+		"the writer waits for its connection")
+	require.Zero(t, len(l.ops))
+	return ch
+}
+
+// waitQueued waits until n writes wait in the writer's queue.
+func waitQueued(t *testing.T, l *Ledger, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(l.ops) == n }, 10*time.Second, time.Millisecond, "%d writes queued", n)
+}
+
+// recordAsync records id in a goroutine; the result arrives on the channel.
+func recordAsync(ctx context.Context, l *Ledger, id string) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(id, ResultSuccess, t0)})
+		ch <- err
+	}()
+	return ch
+}
+
+func outboxIDs(t *testing.T, l *Ledger) []string {
+	t.Helper()
+	ob, err := l.OutboxList(context.Background(), 10000)
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range ob {
+		ids = append(ids, e.DeliveryID)
+	}
+	return ids
+}
+
+// TestGroupCommitConcurrentRecords: records made at once share
+// transactions, and each returns only once its row and its ack are durable:
+// a ledger opened again holds every one.
+func TestGroupCommitConcurrentRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			attempts, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(fmt.Sprintf("d%d", i), ResultSuccess, t0)})
+			if err == nil && attempts != 1 {
+				err = fmt.Errorf("d%d: attempts %d", i, attempts)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Less(t, l.commits.Load(), int64(n), "concurrent records share transactions")
+
+	// What returned is on disk: a second reader, independent of the
+	// writer's connection, sees it all.
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	require.NoError(t, err)
+	defer db.Close()
+	var rows, acks int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM ledger`).Scan(&rows))
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE kind = 'ack'`).Scan(&acks))
+	require.Equal(t, n, rows)
+	require.Equal(t, n, acks)
+	require.NoError(t, l.Close())
+
+	l, err = Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	require.Len(t, outboxIDs(t, l), n)
+}
+
+// TestGroupCommitOneFailureFailsAlone: a record the database refuses fails
+// with its own error; the others of its transaction are retried alone and
+// commit.
+func TestGroupCommitOneFailureFailsAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+	_, err := l.write.ExecContext(ctx, `CREATE TRIGGER refuse BEFORE INSERT ON ledger
+		WHEN NEW.delivery_id LIKE 'bad%' BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
+	require.NoError(t, err)
+
+	release := holdWriter(t, l)
+	first := recordTaken(t, l, "first")
+	ids := []string{"good1", "bad1", "good2", "good3"}
+	results := map[string]<-chan error{}
+	for _, id := range ids {
+		results[id] = recordAsync(ctx, l, id)
+	}
+	waitQueued(t, l, len(ids)) // all four go into one transaction
+	before := l.commits.Load()
+	release()
+
+	require.NoError(t, <-first)
+	for _, id := range ids {
+		err := <-results[id]
+		if id == "bad1" {
+			require.ErrorContains(t, err, "refused by trigger")
+			continue
+		}
+		require.NoError(t, err, id)
+	}
+	// "first" alone; then the group fails and is retried one by one, the
+	// three good records each in a transaction of its own.
+	require.Equal(t, before+4, l.commits.Load())
+	_, err = l.DeliveryGet(ctx, "bad1")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ElementsMatch(t, []string{"first", "good1", "good2", "good3"}, outboxIDs(t, l), "no ack for the refused record")
+}
+
+// TestGroupCommitCanceledWhileQueued: a caller that gives up while its record
+// still waits for the writer gets its context's error, and the record is
+// not written; the others of the queue are.
+func TestGroupCommitCanceledWhileQueued(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+
+	release := holdWriter(t, l)
+	first := recordTaken(t, l, "first")
+	cctx, cancel := context.WithCancel(ctx)
+	gaveUp := recordAsync(cctx, l, "gave-up")
+	kept := recordAsync(ctx, l, "kept")
+	waitQueued(t, l, 2)
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	release()
+
+	require.NoError(t, <-first)
+	require.NoError(t, <-kept)
+	_, err := l.DeliveryGet(ctx, "gave-up")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ElementsMatch(t, []string{"first", "kept"}, outboxIDs(t, l))
+}
+
+// TestCloseCommitsQueuedWrites: Close lets the writes already queued commit;
+// writes after it fail.
+func TestCloseCommitsQueuedWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+
+	release := holdWriter(t, l)
+	first := recordTaken(t, l, "first")
+	queued := recordAsync(ctx, l, "queued")
+	waitQueued(t, l, 1)
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	release()
+	require.NoError(t, <-first)
+	require.NoError(t, <-queued)
+	require.NoError(t, <-closed)
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("late", ResultSuccess, t0)})
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "late", Kind: OutboxAck}), ErrClosed)
+
+	l, err = Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	require.ElementsMatch(t, []string{"first", "queued"}, outboxIDs(t, l))
+}
+
+// TestGroupCommitMixesWrites: a record, a re-enqueued ack and an outbox
+// cleanup in one transaction each do what they do alone.
+func TestGroupCommitMixesWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("sent", ResultSuccess, t0)})
+	require.NoError(t, err)
+	sent, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, sent, 1)
+
+	release := holdWriter(t, l)
+	first := recordTaken(t, l, "first")
+	rec := recordAsync(ctx, l, "new")
+	again := make(chan error, 1)
+	go func() {
+		again <- l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "old", Kind: OutboxAck, CreatedAt: t0})
+	}()
+	del := make(chan error, 1)
+	go func() { del <- l.OutboxDelete(ctx, []int64{sent[0].Seq}) }()
+	waitQueued(t, l, 3)
+	before := l.commits.Load()
+	release()
+	for _, ch := range []<-chan error{first, rec, again, del} {
+		require.NoError(t, <-ch)
+	}
+	require.Equal(t, before+2, l.commits.Load(), "the three queued writes share one transaction")
+	require.ElementsMatch(t, []string{"first", "new", "old"}, outboxIDs(t, l))
+}
+
+// TestDeliveriesDone: one lookup answers which of a batch are done.
+func TestDeliveriesDone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+	for id, r := range map[string]Result{"ok": ResultSuccess, "skip": ResultSkipped, "failed": ResultError} {
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(id, r, t0)})
+		require.NoError(t, err)
+	}
+	done, err := l.DeliveriesDone(ctx, []string{"ok", "skip", "failed", "new", `we"ird\id`})
+	require.NoError(t, err)
+	require.Equal(t, map[string]Result{"ok": ResultSuccess, "skip": ResultSkipped}, done)
+	done, err = l.DeliveriesDone(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, done)
+}
