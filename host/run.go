@@ -229,7 +229,7 @@ func buildSources(cfg *config.Config) (map[string]agent.Source, error) {
 	for name, s := range cfg.Webhooks {
 		src := agent.Source{Enabled: s.Enabled, Events: s.Events, Parallel: s.Parallel, Parser: s.Provider}
 		for i, r := range s.Routes {
-			h, err := buildHandler(r.Handler)
+			h, err := buildHandler(r.Handler, cfg.Workers)
 			if err != nil {
 				return nil, fmt.Errorf("webhooks.%s route %d: %w", name, i+1, err)
 			}
@@ -240,10 +240,13 @@ func buildSources(cfg *config.Config) (map[string]agent.Source, error) {
 	return sources, nil
 }
 
-func buildHandler(h config.Handler) (agent.Handler, error) {
+// buildHandler makes one route's handler; a forward keeps a connection
+// alive for each worker.
+func buildHandler(h config.Handler, workers int) (agent.Handler, error) {
 	if h.Kind() == "forward" {
 		return handler.NewForward(handler.ForwardOptions{
 			URL: h.Forward, ConnectTimeout: h.ConnectTimeout, Timeout: h.Timeout, Retry4xx: h.Retry4xx,
+			MaxConns: workers,
 		})
 	}
 	return handler.NewExec(handler.ExecOptions{Argv: h.Exec, Timeout: h.Timeout, RetryNonzeroExit: h.RetryNonzeroExit})

@@ -23,12 +23,16 @@ type ForwardOptions struct {
 	ConnectTimeout time.Duration // dial timeout
 	Timeout        time.Duration // whole request, body included
 	Retry4xx       bool          // is a 3xx/4xx (other than 429) retryable?
+	// MaxConns is how many idle connections to the target are kept for
+	// reuse: the number of webhooks that may run at once (default 4).
+	MaxConns int
 }
 
 // Forward POSTs a webhook's raw body, byte-exact, with the provider's headers,
 // to a URL. It does not follow redirects.
 type Forward struct {
 	opts   ForwardOptions
+	url    *url.URL
 	client *http.Client
 	name   string
 }
@@ -46,7 +50,8 @@ func NewForward(opts ForwardOptions) (*Forward, error) {
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         dialer.DialContext,
 		TLSHandshakeTimeout: opts.ConnectTimeout,
-		MaxIdleConnsPerHost: 4,
+		MaxIdleConns:        max(opts.MaxConns, 4),
+		MaxIdleConnsPerHost: max(opts.MaxConns, 4),
 		IdleConnTimeout:     90 * time.Second,
 	}
 	client := &http.Client{
@@ -55,7 +60,7 @@ func NewForward(opts ForwardOptions) (*Forward, error) {
 			return http.ErrUseLastResponse
 		},
 	}
-	return &Forward{opts: opts, client: client, name: name}, nil
+	return &Forward{opts: opts, url: u, client: client, name: name}, nil
 }
 
 // Name describes the handler for the ledger.
@@ -85,14 +90,21 @@ func (f *Forward) Handle(ctx context.Context, job Job) Outcome {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.opts.URL, bytes.NewReader(w.RawBody))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(w.RawBody))
 	if err != nil {
 		return failure(false, fmt.Sprintf("build request: %v", err))
 	}
+	// The target was parsed once; each request gets its own copy.
+	u := *f.url
+	req.URL, req.Host = &u, strings.TrimSuffix(u.Host, ":")
+	req.Header = make(http.Header, len(w.Headers)+5)
 	// Headers named by the provider's Connection header are hop-by-hop too.
-	connTokens := map[string]bool{}
+	var connTokens map[string]bool
 	for k, v := range w.Headers {
 		if http.CanonicalHeaderKey(k) == "Connection" {
+			if connTokens == nil {
+				connTokens = map[string]bool{}
+			}
 			for _, tok := range strings.Split(v, ",") {
 				connTokens[http.CanonicalHeaderKey(strings.TrimSpace(tok))] = true
 			}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,4 +196,35 @@ func TestForwardConnectionRefused(t *testing.T) {
 	require.Contains(t, out.Error, "connection error")
 	require.Contains(t, out.Error, "refused")
 	require.NotContains(t, out.Error, "pw", "credentials in the URL are never reported")
+}
+
+// TestForwardKeepsAConnectionPerWorker: MaxConns concurrent forwards keep
+// their connections alive between webhooks instead of dialing again.
+func TestForwardKeepsAConnectionPerWorker(t *testing.T) {
+	t.Parallel()
+	const workers = 8
+	var dials atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dials.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	f := newForward(t, srv.URL, func(o *ForwardOptions) { o.MaxConns = workers })
+	for range 20 {
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				out := f.Handle(context.Background(), Job{Webhook: testWebhook(`{"n":1}`)})
+				require.True(t, out.OK, out.Error)
+			})
+		}
+		wg.Wait()
+	}
+	require.LessOrEqual(t, dials.Load(), int32(workers))
 }
