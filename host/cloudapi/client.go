@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -119,10 +120,14 @@ func (c *Client) post(ctx context.Context, path, token string, in, out any) erro
 		defer gz.Close()
 		r = gz
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxResponse+1))
-	if err != nil {
+	// Heartbeat answers run to megabytes: the buffer is reused, since
+	// decoding copies what it keeps.
+	buf := answerBuffers.Get().(*bytes.Buffer)
+	defer putAnswerBuffer(buf)
+	if _, err := buf.ReadFrom(io.LimitReader(r, maxResponse+1)); err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}
+	data := buf.Bytes()
 	if len(data) > maxResponse {
 		return fmt.Errorf("answer larger than %d bytes", maxResponse)
 	}
@@ -133,6 +138,20 @@ func (c *Client) post(ctx context.Context, path, token string, in, out any) erro
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
+}
+
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer bounds the buffers kept for reuse: a rare huge answer's
+// buffer goes to the garbage collector.
+const maxPooledAnswer = 16 << 20
+
+func putAnswerBuffer(b *bytes.Buffer) {
+	if b.Cap() > maxPooledAnswer {
+		return
+	}
+	b.Reset()
+	answerBuffers.Put(b)
 }
 
 func errorFrom(status int, data []byte) *Error {

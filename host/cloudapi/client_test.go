@@ -4,9 +4,11 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,4 +64,35 @@ func TestErrors(t *testing.T) {
 	require.Equal(t, http.StatusBadGateway, StatusOf(err))
 	require.ErrorContains(t, err, "bad gateway")
 	require.Equal(t, 0, StatusOf(context.Canceled))
+}
+
+// TestAnswersOfChangingSizes: each answer is decoded on its own, whatever
+// the size of the one before (read buffers are reused).
+func TestAnswersOfChangingSizes(t *testing.T) {
+	t.Parallel()
+	sizes := []int{300, 3, 20000, 0, 7}
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ws []shared.Webhook
+		for i := range sizes[n] {
+			ws = append(ws, shared.Webhook{DeliveryID: fmt.Sprintf("d%d", i), RawBody: []byte(strings.Repeat("x", i%50))})
+		}
+		n++
+		json.NewEncoder(w).Encode(shared.HeartbeatResponse{Status: "ok", Webhooks: ws})
+	}))
+	t.Cleanup(srv.Close)
+	c := New(srv.URL, srv.Client(), "test")
+	var kept []shared.HeartbeatResponse
+	for range sizes {
+		resp, err := c.Heartbeat(context.Background(), "t", shared.HeartbeatRequest{})
+		require.NoError(t, err)
+		kept = append(kept, resp)
+	}
+	for i, resp := range kept {
+		require.Len(t, resp.Webhooks, sizes[i])
+		for j, w := range resp.Webhooks {
+			require.Equal(t, fmt.Sprintf("d%d", j), w.DeliveryID)
+			require.Equal(t, strings.Repeat("x", j%50), string(w.RawBody))
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -157,16 +158,19 @@ func str(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
 	}
-	var s string
-	if raw[0] == '"' {
+	// raw comes from a decoded payload, so it is one valid JSON value: a
+	// string without escapes is its own bytes, a number its own text.
+	switch c := raw[0]; {
+	case c == '"' && len(raw) >= 2:
+		if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+			return string(body)
+		}
+		var s string
 		if json.Unmarshal(raw, &s) == nil {
 			return s
 		}
-		return ""
-	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
+	case c == '-' || (c >= '0' && c <= '9'):
+		return string(raw)
 	}
 	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -206,4 +207,31 @@ func TestEnv(t *testing.T) {
 	require.Equal(t, []string{"RELAY_GITHUB_REPO=a/b", "RELAY_SLACK_CHANNEL=C1", "RELAY_SLACK_THREAD_TS=1.2"}, s.Env())
 	require.True(t, Known("slack"))
 	require.False(t, Known("gitlab"))
+}
+
+// TestStrMatchesJSONDecoding: the fast paths of str read strings and numbers
+// exactly as decoding them would.
+func TestStrMatchesJSONDecoding(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`"acme/app"`, `""`, `"Ünïcødé ✓ 日本語"`, `"a\"b"`, `"tab\tand \u00e9 \ud83d\ude00"`, `"back\\slash"`,
+		"\"bad \xff utf-8\"", ` "padded" `,
+		`7`, `-12`, `1.5e3`, `0`, `12345678901234567890`,
+	} {
+		var v any
+		dec := json.NewDecoder(strings.NewReader(raw))
+		dec.UseNumber()
+		require.NoError(t, dec.Decode(&v), raw)
+		want := ""
+		switch v := v.(type) {
+		case string:
+			want = v
+		case json.Number:
+			want = v.String()
+		}
+		require.Equal(t, want, str(json.RawMessage(raw)), raw)
+	}
+	for _, raw := range []string{`null`, `true`, `false`, `{"a":1}`, `[1]`, ``, `  `} {
+		require.Empty(t, str(json.RawMessage(raw)), raw)
+	}
 }
