@@ -96,9 +96,13 @@ type Options struct {
 // Limits of one heartbeat.
 const (
 	maxOutboxPerHeartbeat = 1000
-	queuePerWorker        = 8 // webhooks leased per worker, running or waiting
-	defaultFloor          = time.Second
-	heartbeatTimeout      = time.Minute
+	// queuePerWorker sets the smallest lease window: webhooks leased per
+	// worker, running or waiting. While the cloud has more and the workers
+	// run dry before the next batch arrives, the window doubles up to
+	// shared.MaxMaxWebhooks; it falls back once the backlog is gone.
+	queuePerWorker   = 8
+	defaultFloor     = time.Second
+	heartbeatTimeout = time.Minute
 	// maxWait bounds wait_s: how long an idle heartbeat asks the cloud to
 	// hold it until work arrives (the cloud holds at most 25 s).
 	maxWait           = 25 * time.Second
@@ -107,6 +111,11 @@ const (
 	// busyInterval bounds the heartbeat interval while webhooks are in
 	// flight, so their leases (2 min by default) are extended in time.
 	busyInterval = 30 * time.Second
+	// extendAfter: a heartbeat extends the lease of a webhook in flight once
+	// the cloud granted or extended it this long ago, not on every one of
+	// the back-to-back heartbeats of a drain. With busyInterval, a lease is
+	// extended at most extendAfter+busyInterval after it was last renewed.
+	extendAfter = 10 * time.Second
 )
 
 // Agent heartbeats and processes webhooks. Create it with New, then Run it.
@@ -124,14 +133,19 @@ type Agent struct {
 	// Both are set by Run before any webhook is dispatched.
 	handlerCtx, base context.Context
 
-	mu            sync.Mutex
-	sources       map[string]Source
-	sub           []byte              // the subscription to report, as JSON
-	subSent       []byte              // the subscription the cloud last accepted
-	inFlight      map[string]struct{} // leased and not yet recorded
+	mu      sync.Mutex
+	sources map[string]Source
+	sub     []byte // the subscription to report, as JSON
+	subSent []byte // the subscription the cloud last accepted
+	// inFlight holds the webhooks leased and not yet recorded, with when
+	// the cloud last granted or extended their lease.
+	inFlight      map[string]time.Time
 	lanes         map[string]*lane
-	running       int
+	queued        int    // leased, waiting for a worker (or for the ledger lookup)
+	running       int    // handlers running
 	seq           uint64 // order of arrival across lanes
+	window        int    // how many webhooks may be in flight at once
+	starved       bool   // a worker found nothing to start since the last heartbeat
 	lastHeartbeat time.Time
 	lastError     string
 }
@@ -177,8 +191,9 @@ func New(opts Options) *Agent {
 			clock: opts.Clock,
 		},
 		wake:     make(chan struct{}, 1),
-		inFlight: make(map[string]struct{}),
+		inFlight: make(map[string]time.Time),
 		lanes:    make(map[string]*lane),
+		window:   opts.Workers * queuePerWorker,
 	}
 	a.setConfig(opts.Sources, opts.Subscription)
 	return a
@@ -245,7 +260,7 @@ func (a *Agent) InFlight() int {
 func (a *Agent) Backlog() (queued, running int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.inFlight) - a.running, a.running
+	return a.queued, a.running
 }
 
 // Run heartbeats until ctx is done, then stops taking work, lets running
@@ -303,6 +318,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		if res.more || res.outboxMore || res.subPending {
 			next = earliest
 		}
+		if res.draining {
+			// A backlog waits: the next heartbeat carries the outcomes and
+			// asks for more as soon as half the window is free, so the
+			// workers never run dry while the cloud has work.
+			if !res.outboxMore && !res.subPending {
+				next = start.Add(max(interval, floor))
+			}
+			a.awaitRoom(ctx, next)
+			continue
+		}
 		switch {
 		case res.wait > 0 && a.clock.Since(start) >= res.wait:
 			// The cloud held a long-poll for all of wait_s: poll again now.
@@ -356,6 +381,40 @@ func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bo
 	}
 }
 
+// awaitRoom waits until half the lease window is free (or until deadline,
+// or ctx is done): outcomes signal the loop as they are recorded.
+func (a *Agent) awaitRoom(ctx context.Context, deadline time.Time) {
+	var t clockwork.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for !a.roomForMore() {
+		if t == nil {
+			d := deadline.Sub(a.clock.Now())
+			if d <= 0 {
+				return
+			}
+			t = a.clock.NewTimer(d)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+			return
+		case <-a.wake:
+		}
+	}
+}
+
+// roomForMore reports whether at least half the lease window is free.
+func (a *Agent) roomForMore() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.window-len(a.inFlight) >= max(1, a.window/2)
+}
+
 // ledgerCtx bounds one ledger step, on the agent's clock and independent of
 // whatever network call or handler ran before it.
 func (a *Agent) ledgerCtx() (context.Context, context.CancelFunc) {
@@ -371,6 +430,7 @@ func (a *Agent) signal() {
 
 type heartbeatResult struct {
 	more       bool
+	draining   bool // the cloud has more and leased some: come back for it soon
 	floor      time.Duration
 	outboxMore bool          // outcomes still wait in the outbox
 	subPending bool          // the subscription changed meanwhile: report it soon
@@ -379,9 +439,9 @@ type heartbeatResult struct {
 
 // heartbeat sends one heartbeat: the outbox's acks and nacks, the extends of
 // in-flight work, the subscription if the cloud does not have it yet, and
-// hands each leased webhook to lease (nil: lease nothing). On success it
+// hands the leased webhooks to lease (nil: lease nothing). On success it
 // deletes from the outbox exactly the entries it sent.
-func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (heartbeatResult, error) {
+func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (heartbeatResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
 	defer cancel()
 
@@ -400,12 +460,18 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
 		}
 	}
+	sentAt := a.clock.Now()
 	a.mu.Lock()
-	for id := range a.inFlight {
-		req.WebhookExtends = append(req.WebhookExtends, id)
+	for id, renewed := range a.inFlight {
+		if sentAt.Sub(renewed) >= extendAfter {
+			req.WebhookExtends = append(req.WebhookExtends, id)
+		}
 	}
-	free := a.opts.Workers*queuePerWorker - len(a.inFlight)
+	free := a.window - len(a.inFlight)
 	idle := len(a.inFlight) == 0
+	// Dry now, or a worker finds nothing to start before the answer comes:
+	// either way the window did not cover this heartbeat's round trip.
+	a.starved = a.queued == 0 && a.running < a.opts.Workers
 	sub := a.sub
 	if sub != nil && !slices.Equal(sub, a.subSent) {
 		req.Config = &shared.Subscription{}
@@ -442,7 +508,34 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		a.log.Info("subscription sent to the cloud", "sources", len(req.Config.Webhooks))
 	}
 	subPending := a.sub != nil && !slices.Equal(a.sub, a.subSent)
+	for _, id := range req.WebhookExtends {
+		if _, ok := a.inFlight[id]; ok {
+			a.inFlight[id] = sentAt
+		}
+	}
+	draining := resp.More && len(resp.Webhooks) > 0 && lease != nil
+	switch {
+	case draining && a.starved:
+		// The workers ran out of work while this heartbeat was on its way
+		// and the cloud has more: lease further ahead.
+		a.window = min(2*a.window, shared.MaxMaxWebhooks)
+	case !resp.More:
+		a.window = a.opts.Workers * queuePerWorker
+	}
 	a.mu.Unlock()
+	a.log.Debug("heartbeat", "acks", len(req.WebhookAcks), "nacks", len(req.WebhookNacks),
+		"extends", len(req.WebhookExtends), "leased", len(resp.Webhooks), "more", resp.More)
+	// The new work goes to the workers first; the outbox cleanup below
+	// waits for a commit.
+	if len(resp.Webhooks) > 0 {
+		if lease == nil {
+			for _, w := range resp.Webhooks {
+				a.log.Warn("webhook leased while stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
+			}
+		} else {
+			lease(resp.Webhooks)
+		}
+	}
 	// The cloud has the outcomes: their cleanup does not depend on the
 	// heartbeat's own deadline, or on the host stopping meanwhile.
 	delCtx, cancelDel := a.ledgerCtx()
@@ -454,19 +547,11 @@ func (a *Agent) heartbeat(ctx context.Context, lease func(shared.Webhook)) (hear
 		deleteFailed = true
 	}
 	cancelDel()
-	a.log.Debug("heartbeat", "acks", len(req.WebhookAcks), "nacks", len(req.WebhookNacks),
-		"extends", len(req.WebhookExtends), "leased", len(resp.Webhooks), "more", resp.More)
-	for _, w := range resp.Webhooks {
-		if lease == nil {
-			a.log.Warn("webhook leased while stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
-			continue
-		}
-		lease(w)
-	}
 	// Outcomes recorded after the list signal the loop themselves; only a
 	// full list or a failed cleanup means more is waiting right now.
 	return heartbeatResult{
 		more:       resp.More,
+		draining:   draining,
 		floor:      time.Duration(resp.HeartbeatIntervalS) * time.Second,
 		outboxMore: len(outbox) == maxOutboxPerHeartbeat || deleteFailed,
 		subPending: subPending,
@@ -495,22 +580,64 @@ func (a *Agent) send(ctx context.Context, req shared.HeartbeatRequest) (shared.H
 	return resp, err
 }
 
-// dispatch queues w on its source's lane unless it is already in flight.
-func (a *Agent) dispatch(w shared.Webhook) {
+// dispatch takes a leased batch: webhooks already in flight are not started
+// twice; the others are looked up in the ledger in one query, those already
+// done are acked again, and the rest wait on their source's lane.
+func (a *Agent) dispatch(ws []shared.Webhook) {
+	now := a.clock.Now()
+	fresh := make([]*shared.Webhook, 0, len(ws))
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, dup := a.inFlight[w.DeliveryID]; dup {
-		a.log.Debug("webhook already in flight; not started twice", "delivery_id", w.DeliveryID)
+	for i := range ws {
+		w := &ws[i]
+		if _, dup := a.inFlight[w.DeliveryID]; dup {
+			// The cloud handed it out again (its lease ran out): that is a
+			// fresh lease on the run already under way.
+			a.inFlight[w.DeliveryID] = now
+			a.log.Debug("webhook already in flight; not started twice", "delivery_id", w.DeliveryID)
+			continue
+		}
+		a.inFlight[w.DeliveryID] = now
+		fresh = append(fresh, w)
+	}
+	a.queued += len(fresh)
+	a.mu.Unlock()
+	if len(fresh) == 0 {
 		return
 	}
-	a.inFlight[w.DeliveryID] = struct{}{}
-	ln := a.lanes[w.Source]
-	if ln == nil {
-		ln = &lane{}
-		a.lanes[w.Source] = ln
+
+	ids := make([]string, len(fresh))
+	for i, w := range fresh {
+		ids[i] = w.DeliveryID
 	}
-	a.seq++
-	ln.queue = append(ln.queue, queued{w: w, seq: a.seq})
+	dbCtx, cancel := a.ledgerCtx()
+	done, err := a.opts.Ledger.DeliveriesDone(dbCtx, ids)
+	cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		// Without the ledger we cannot tell whether they already ran.
+		a.log.Error("ledger lookup failed; leaving the webhooks to be delivered again", "count", len(fresh), "err", err)
+		for _, w := range fresh {
+			delete(a.inFlight, w.DeliveryID)
+		}
+		a.queued -= len(fresh)
+		return
+	}
+	for _, w := range fresh {
+		if r, ok := done[w.DeliveryID]; ok {
+			a.queued--
+			a.wg.Add(1)
+			go a.ackAgain(*w, r)
+			continue
+		}
+		ln := a.lanes[w.Source]
+		if ln == nil {
+			ln = &lane{}
+			a.lanes[w.Source] = ln
+		}
+		a.seq++
+		ln.queue = append(ln.queue, queued{w: *w, seq: a.seq})
+	}
 	a.pump()
 }
 
@@ -537,23 +664,31 @@ func (a *Agent) pump() {
 			}
 		}
 		if pick == "" {
+			if a.queued == 0 {
+				a.starved = true
+			}
 			return
 		}
 		ln := a.lanes[pick]
 		q := ln.queue[0]
+		ln.queue[0] = queued{} // let the webhook go once it is done
 		ln.queue = ln.queue[1:]
 		ln.running++
 		a.running++
+		a.queued--
 		a.wg.Add(1)
 		go a.work(q.w)
 	}
 }
 
+// work runs w's handler on a worker, frees the worker, then records the
+// outcome: the next webhook of the lane starts while this one's outcome
+// waits for its commit (a group commit with the others'). w stays in flight,
+// and its lease extended, until its outcome is durable.
 func (a *Agent) work(w shared.Webhook) {
 	defer a.wg.Done()
-	a.process(w)
+	rec := a.run(&w)
 	a.mu.Lock()
-	delete(a.inFlight, w.DeliveryID)
 	ln := a.lanes[w.Source]
 	ln.running--
 	a.running--
@@ -562,7 +697,32 @@ func (a *Agent) work(w shared.Webhook) {
 	}
 	a.pump()
 	a.mu.Unlock()
+	a.record(&w, rec)
+	a.finish(w.DeliveryID)
+}
+
+// finish takes a webhook out of flight and wakes the loop: an outcome may
+// wait in the outbox, and there is room for more.
+func (a *Agent) finish(deliveryID string) {
+	a.mu.Lock()
+	delete(a.inFlight, deliveryID)
+	a.mu.Unlock()
 	a.signal()
+}
+
+// ackAgain queues the ack of a webhook the ledger records as done, without
+// running its handler again.
+func (a *Agent) ackAgain(w shared.Webhook, prev ledger.Result) {
+	defer a.wg.Done()
+	defer a.finish(w.DeliveryID)
+	ctx, cancel := a.ledgerCtx()
+	defer cancel()
+	ack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxAck, CreatedAt: a.clock.Now()}
+	if err := a.opts.Ledger.OutboxEnqueue(ctx, ack); err != nil {
+		a.logWebhook(slog.LevelError, "queue ack again failed", &w, slog.Any("err", err))
+		return
+	}
+	a.logWebhook(slog.LevelInfo, "already processed; acking again without running the handler", &w, slog.String("result", string(prev)))
 }
 
 func (a *Agent) fault(point string) {
@@ -571,37 +731,32 @@ func (a *Agent) fault(point string) {
 	}
 }
 
-// process looks w up in the ledger, runs its handler if needed and records
-// the outcome with its ack or nack.
-func (a *Agent) process(w shared.Webhook) {
-	log := a.log.With("delivery_id", w.DeliveryID, "source", w.Source, "attempt", w.Attempt)
-	// Each ledger step gets its own deadline: the handler between them may
-	// run for minutes, and its outcome must still be recorded.
-	dbCtx, cancel := a.ledgerCtx()
-	defer cancel()
-
-	prev, err := a.opts.Ledger.DeliveryGet(dbCtx, w.DeliveryID)
-	switch {
-	case err == nil && prev.Result.Done():
-		ack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxAck, CreatedAt: a.clock.Now()}
-		if err := a.opts.Ledger.OutboxEnqueue(dbCtx, ack); err != nil {
-			log.Error("queue ack again failed", "err", err)
-			return
-		}
-		log.Info("already processed; acking again without running the handler", "result", prev.Result)
-		return
-	case err != nil && !errors.Is(err, ledger.ErrNotFound):
-		// Without the ledger we cannot tell whether it already ran.
-		log.Error("ledger lookup failed; leaving the webhook to be delivered again", "err", err)
+// logWebhook logs one line about w, building it only when it is logged.
+func (a *Agent) logWebhook(level slog.Level, msg string, w *shared.Webhook, attrs ...slog.Attr) {
+	if !a.log.Enabled(context.Background(), level) {
 		return
 	}
+	all := make([]slog.Attr, 0, 3+len(attrs))
+	all = append(all, slog.String("delivery_id", w.DeliveryID), slog.String("source", w.Source), slog.Int("attempt", w.Attempt))
+	a.log.LogAttrs(context.Background(), level, msg, append(all, attrs...)...)
+}
 
+// outcome is what a run produced, to be recorded.
+type outcome struct {
+	entry     ledger.Entry
+	retryable bool
+	ran       bool // the handler ran (not skipped)
+}
+
+// run runs w's handler, or decides to skip it, and returns the outcome to
+// record.
+func (a *Agent) run(w *shared.Webhook) outcome {
 	a.mu.Lock()
 	src, known := a.sources[w.Source]
 	a.mu.Unlock()
-	sum := summary.Of(w, src.Parser)
+	sum := summary.Of(*w, src.Parser)
 	start := a.clock.Now()
-	e := ledger.Entry{
+	o := outcome{entry: ledger.Entry{
 		DeliveryID:    w.DeliveryID,
 		Source:        w.Source,
 		EventType:     w.EventType,
@@ -611,12 +766,9 @@ func (a *Agent) process(w shared.Webhook) {
 		CorrelationID: w.CorrelationID,
 		Summary:       sum.Text,
 		Fields:        sum.Fields,
-	}
-	var (
-		retryable bool
-		ran       bool
-	)
-	route, routed := pickRoute(src, w)
+	}}
+	e := &o.entry
+	route, routed := pickRoute(src, *w)
 	switch {
 	case !known || !src.Enabled:
 		e.Result, e.Output = ledger.ResultSkipped, "skipped: source not enabled on this host"
@@ -626,13 +778,13 @@ func (a *Agent) process(w shared.Webhook) {
 		e.Result, e.Output = ledger.ResultSkipped, "skipped: no route for this event"
 	default:
 		e.Handler = route.Handler.Name()
-		log.Debug("running handler", "handler", e.Handler)
-		out := route.Handler.Handle(a.handlerCtx, handler.Job{Webhook: w, Summary: sum})
-		ran = true
+		a.logWebhook(slog.LevelDebug, "running handler", w, slog.String("handler", e.Handler))
+		out := route.Handler.Handle(a.handlerCtx, handler.Job{Webhook: *w, Summary: sum})
+		o.ran = true
 		a.fault(FaultAfterHandler)
 		e.Result = ledger.ResultSuccess
 		if !out.OK {
-			e.Result, e.Error, retryable = ledger.ResultError, out.Error, out.Retryable
+			e.Result, e.Error, o.retryable = ledger.ResultError, out.Error, out.Retryable
 		}
 		e.Output = out.Output
 		if out.ResponseStatus != 0 {
@@ -642,25 +794,32 @@ func (a *Agent) process(w shared.Webhook) {
 	}
 	e.ProcessedAt = a.clock.Now()
 	e.DurationMS = e.ProcessedAt.Sub(start).Milliseconds()
+	return o
+}
 
-	recCtx, cancelRec := a.ledgerCtx()
-	defer cancelRec()
-	attempts, err := a.opts.Ledger.DeliveryRecord(recCtx, ledger.RecordParams{Entry: e, Retryable: retryable})
+// record commits w's outcome with its ack or nack. Its own deadline starts
+// now: the handler before it may have run for minutes.
+func (a *Agent) record(w *shared.Webhook, o outcome) {
+	ctx, cancel := a.ledgerCtx()
+	defer cancel()
+	e := &o.entry
+	attempts, err := a.opts.Ledger.DeliveryRecord(ctx, ledger.RecordParams{Entry: *e, Retryable: o.retryable})
 	if err != nil {
-		log.Error("recording the outcome failed; the webhook will be delivered again", "err", err)
+		a.logWebhook(slog.LevelError, "recording the outcome failed; the webhook will be delivered again", w, slog.Any("err", err))
 		return
 	}
-	if ran {
+	if o.ran {
 		a.fault(FaultAfterLedger)
 	}
-	attrs := []any{"result", e.Result, "handler", e.Handler, "duration_ms", e.DurationMS, "local_attempts", attempts, "summary", e.Summary}
+	attrs := []slog.Attr{slog.String("result", string(e.Result)), slog.String("handler", e.Handler),
+		slog.Int64("duration_ms", e.DurationMS), slog.Int("local_attempts", attempts), slog.String("summary", e.Summary)}
 	switch e.Result {
 	case ledger.ResultError:
-		log.Warn("handler failed", append(attrs, "error", e.Error, "retryable", retryable)...)
+		a.logWebhook(slog.LevelWarn, "handler failed", w, append(attrs, slog.String("error", e.Error), slog.Bool("retryable", o.retryable))...)
 	case ledger.ResultSkipped:
-		log.Info("webhook skipped", append(attrs, "why", e.Output)...)
+		a.logWebhook(slog.LevelInfo, "webhook skipped", w, append(attrs, slog.String("why", e.Output))...)
 	default:
-		log.Info("webhook processed", attrs...)
+		a.logWebhook(slog.LevelInfo, "webhook processed", w, attrs...)
 	}
 }
 
@@ -686,20 +845,26 @@ func (a *Agent) dropQueued() {
 		}
 		ln.queue = nil
 	}
+	a.queued -= len(dropped)
 	a.mu.Unlock()
 	if len(dropped) == 0 {
 		return
 	}
+	// Enqueued concurrently, the nacks share a transaction.
+	var wg sync.WaitGroup
 	for _, w := range dropped {
-		nack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxNack, Error: "host stopping: not started",
-			Retryable: true, Attempt: w.Attempt, CreatedAt: a.clock.Now()}
-		ctx, cancel := a.ledgerCtx()
-		err := a.opts.Ledger.OutboxEnqueue(ctx, nack)
-		cancel()
-		if err != nil {
-			a.log.Error("nack of a webhook not started failed; it returns when its lease ends", "delivery_id", w.DeliveryID, "err", err)
-		}
+		wg.Go(func() {
+			nack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxNack, Error: "host stopping: not started",
+				Retryable: true, Attempt: w.Attempt, CreatedAt: a.clock.Now()}
+			ctx, cancel := a.ledgerCtx()
+			err := a.opts.Ledger.OutboxEnqueue(ctx, nack)
+			cancel()
+			if err != nil {
+				a.log.Error("nack of a webhook not started failed; it returns when its lease ends", "delivery_id", w.DeliveryID, "err", err)
+			}
+		})
 	}
+	wg.Wait()
 	a.log.Info("stopping: webhooks not started handed back", "count", len(dropped))
 }
 
