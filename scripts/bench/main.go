@@ -43,7 +43,7 @@ type config struct {
 	drainN         int
 	drainConc      int
 	drainWorkers   int
-	e2eRate        int
+	e2eRate        float64
 	e2eModes       []string
 	e2eWorkers     int
 	e2eDuration    time.Duration
@@ -80,7 +80,7 @@ func parseFlags() (*config, error) {
 	fs.IntVar(&c.drainN, "drain", 100000, "drain: deliveries queued before the host starts")
 	fs.IntVar(&c.drainConc, "drain-conc", 64, "drain: concurrent senders while queuing")
 	fs.IntVar(&c.drainWorkers, "drain-workers", 128, "drain: the host's workers (source parallel: true)")
-	fs.IntVar(&c.e2eRate, "e2e-rate", 100, "end to end: webhooks/s")
+	fs.Float64Var(&c.e2eRate, "e2e-rate", 100, "end to end: webhooks/s")
 	fs.StringVar(&modes, "e2e-modes", "sequential,parallel", "end to end: how the host runs the source, one run each: sequential (the default, one at a time in order), parallel (parallel: true)")
 	fs.IntVar(&c.e2eWorkers, "e2e-workers", 16, "end to end: the host's workers in parallel mode")
 	fs.DurationVar(&c.e2eDuration, "e2e-duration", 20*time.Second, "end to end: length of the run")

@@ -188,6 +188,41 @@ func (m *cpuMeter) share() float64 {
 	return rig.CPUShare(m.first, s)
 }
 
+// dbMeter measures the Postgres server's CPU (every process of it) over a
+// stretch of time; nil for SQLite, which runs inside the cloud.
+type dbMeter struct {
+	pid   int
+	at    time.Time
+	ticks uint64
+}
+
+func (b *bench) startDBCPU(engine string) *dbMeter {
+	if engine != "postgres" || b.pg == nil {
+		return nil
+	}
+	pid, err := b.pg.ServerPID()
+	if err != nil {
+		return nil
+	}
+	n, err := rig.TreeCPUTicks(pid)
+	if err != nil {
+		return nil
+	}
+	return &dbMeter{pid: pid, at: time.Now(), ticks: n}
+}
+
+// share is the server's CPU since the start, in cores (-1 if unknown).
+func (m *dbMeter) share() float64 {
+	if m == nil {
+		return -1
+	}
+	n, err := rig.TreeCPUTicks(m.pid)
+	if err != nil || n < m.ticks {
+		return -1
+	}
+	return float64(n-m.ticks) / rig.ClockTicks / time.Since(m.at).Seconds()
+}
+
 // ---- 1. intake ----
 
 type intakeRow struct {
@@ -196,6 +231,7 @@ type intakeRow struct {
 	res               loadResult
 	p50, p99, p999    time.Duration
 	cloudCPU, selfCPU float64
+	dbCPU             float64
 	cloudPeak         int64
 	err               string
 }
@@ -212,9 +248,9 @@ func (b *bench) intake(engine string, conc int) intakeRow {
 	if b.cfg.warmup > 0 {
 		s.closedLoop(b.ctx, conc, b.cfg.warmup, 0)
 	}
-	cpu, self := startCPU(r.cloud.Proc), startSelfCPU()
+	cpu, self, db := startCPU(r.cloud.Proc), startSelfCPU(), b.startDBCPU(engine)
 	row.res = s.closedLoop(b.ctx, conc, b.cfg.intakeDuration, 0)
-	row.cloudCPU, row.selfCPU = cpu.share(), self.share()
+	row.cloudCPU, row.selfCPU, row.dbCPU = cpu.share(), self.share(), db.share()
 	p := newPercentiles(row.res.Lat)
 	row.p50, row.p99, row.p999 = p.at(0.50), p.at(0.99), p.at(0.999)
 	row.cloudPeak = r.cloudPeak()
@@ -239,7 +275,7 @@ type latencyRow struct {
 	rate                int
 	res                 loadResult
 	p50, p99, p999, max time.Duration
-	cloudCPU            float64
+	cloudCPU, dbCPU     float64
 	cloudPeak           int64
 	err                 string
 }
@@ -256,9 +292,9 @@ func (b *bench) latency(engine string, rate int) latencyRow {
 	if b.cfg.warmup > 0 {
 		s.openLoop(b.ctx, float64(rate), b.cfg.warmup, b.cfg.latencyMaxIn, nil)
 	}
-	cpu := startCPU(r.cloud.Proc)
+	cpu, db := startCPU(r.cloud.Proc), b.startDBCPU(engine)
 	row.res = s.openLoop(b.ctx, float64(rate), b.cfg.latencyDur, b.cfg.latencyMaxIn, nil)
-	row.cloudCPU = cpu.share()
+	row.cloudCPU, row.dbCPU = cpu.share(), db.share()
 	p := newPercentiles(row.res.Lat)
 	row.p50, row.p99, row.p999, row.max = p.at(0.50), p.at(0.99), p.at(0.999), p.max()
 	row.cloudPeak = r.cloudPeak()
@@ -360,7 +396,7 @@ func (b *bench) drain(engine string) drainRow {
 type e2eRow struct {
 	engine              string
 	mode                string
-	rate                int
+	rate                float64
 	sent, arrived       int
 	errors              int
 	p50, p99, max       time.Duration
@@ -385,10 +421,10 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 		return row
 	}
 	s := r.sender(64)
-	total := int(float64(b.cfg.e2eRate) * b.cfg.e2eDuration.Seconds())
+	total := int(b.cfg.e2eRate * b.cfg.e2eDuration.Seconds())
 	var mu sync.Mutex
 	sentAt := make(map[int64]time.Time, total)
-	res := s.openLoop(b.ctx, float64(b.cfg.e2eRate), b.cfg.e2eDuration, 64, func(i int64, at time.Time) {
+	res := s.openLoop(b.ctx, b.cfg.e2eRate, b.cfg.e2eDuration, 64, func(i int64, at time.Time) {
 		mu.Lock()
 		sentAt[i] = at
 		mu.Unlock()

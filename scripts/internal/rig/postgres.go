@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -84,6 +85,17 @@ func (p *Postgres) DropDatabase(ctx context.Context, url string) error {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{cfg.Database}.Sanitize()+" WITH (FORCE)")
 	return err
+}
+
+// ServerPID is the postmaster's process id (from its postmaster.pid), the
+// root of the server's processes: see TreeCPUTicks.
+func (p *Postgres) ServerPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(p.Dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(line))
 }
 
 // Stop stops the server and removes its directory.

@@ -19,6 +19,9 @@ type ProcSample struct {
 	At         time.Time
 	UTime      uint64 // user CPU, clock ticks
 	STime      uint64 // system CPU, clock ticks
+	CUTime     uint64 // user CPU of exited children it waited for, clock ticks
+	CSTime     uint64 // system CPU of exited children it waited for, clock ticks
+	PPID       int    // parent process id
 	VmRSS      int64  // resident set now, bytes
 	VmHWM      int64  // peak resident set, bytes
 	NumThreads int
@@ -41,16 +44,21 @@ func ReadProc(pid int) (ProcSample, error) {
 		return s, fmt.Errorf("rig: unexpected /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(stat[i+1:]))
-	// f[0] is field 3 (state); utime is field 14, stime 15.
-	if len(f) < 13 {
+	// f[0] is field 3 (state); ppid is field 4, utime 14, stime 15, cutime
+	// 16, cstime 17.
+	if len(f) < 15 {
 		return s, fmt.Errorf("rig: short /proc/%d/stat", pid)
 	}
-	if s.UTime, err = strconv.ParseUint(f[11], 10, 64); err != nil {
+	if s.PPID, err = strconv.Atoi(f[1]); err != nil {
 		return s, err
 	}
-	if s.STime, err = strconv.ParseUint(f[12], 10, 64); err != nil {
-		return s, err
+	var cpu [4]uint64
+	for i := range cpu {
+		if cpu[i], err = strconv.ParseUint(f[11+i], 10, 64); err != nil {
+			return s, err
+		}
 	}
+	s.UTime, s.STime, s.CUTime, s.CSTime = cpu[0], cpu[1], cpu[2], cpu[3]
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return s, err
@@ -161,4 +169,68 @@ func (s *Sampler) Result() SamplerResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return SamplerResult{First: s.first, Last: s.last, Samples: s.n, PeakRSS: s.peak, CPU: CPUShare(s.first, s.last)}
+}
+
+// Descendants lists the running processes whose ancestry leads to pid (pid
+// itself excluded), from a scan of /proc.
+func Descendants(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out, nil
+}
+
+// TreeCPUTicks is the CPU, in clock ticks, used so far by pid, its running
+// descendants and the exited children it waited for: the whole cost of a
+// server that forks a process per connection, such as Postgres. A
+// descendant that exits unwaited-for between two readings loses its ticks.
+func TreeCPUTicks(pid int) (uint64, error) {
+	root, err := ReadProc(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := root.CPUTicks() + root.CUTime + root.CSTime
+	kids, err := Descendants(pid)
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range kids {
+		if s, err := ReadProc(k); err == nil {
+			total += s.CPUTicks()
+		}
+	}
+	return total, nil
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 )
@@ -91,5 +93,27 @@ func TestReadProc(t *testing.T) {
 	}
 	if _, err := ReadProc(-1); err == nil {
 		t.Fatal("no error for pid -1")
+	}
+}
+
+func TestTreeCPUTicks(t *testing.T) {
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	kids, err := Descendants(os.Getpid())
+	if err != nil || !slices.Contains(kids, cmd.Process.Pid) {
+		t.Fatalf("descendants %v (%v) lack %d", kids, err, cmd.Process.Pid)
+	}
+	s, err := ReadProc(cmd.Process.Pid)
+	if err != nil || s.PPID != os.Getpid() {
+		t.Fatalf("ppid %d (%v)", s.PPID, err)
+	}
+	end := time.Now().Add(30 * time.Millisecond)
+	for time.Now().Before(end) { // burn some CPU
+	}
+	if n, err := TreeCPUTicks(os.Getpid()); err != nil || n == 0 {
+		t.Fatalf("ticks %d (%v)", n, err)
 	}
 }
