@@ -99,8 +99,10 @@ const (
 	// queuePerWorker sets the smallest lease window: webhooks leased per
 	// worker, running or waiting. While the cloud has more and the workers
 	// run dry before the next batch arrives, the window doubles up to
-	// shared.MaxMaxWebhooks; it falls back once the backlog is gone.
-	queuePerWorker   = 8
+	// maxWindow; it falls back once the backlog is gone.
+	queuePerWorker = 8
+	// maxWindow lets a full batch be leased while the one before it runs.
+	maxWindow        = 2 * shared.MaxMaxWebhooks
 	defaultFloor     = time.Second
 	heartbeatTimeout = time.Minute
 	// maxWait bounds wait_s: how long an idle heartbeat asks the cloud to
@@ -124,8 +126,14 @@ type Agent struct {
 	log    *slog.Logger
 	clock  clockwork.Clock
 	tokens *tokenSource
-	wake   chan struct{} // an outcome was recorded or the configuration changed
-	wg     sync.WaitGroup
+	wake   chan struct{}  // an outcome was recorded or the configuration changed
+	wg     sync.WaitGroup // webhooks started and not yet recorded
+	// jobs hands webhooks to idle worker goroutines; quit ends them once
+	// Run is done.
+	jobs    chan shared.Webhook
+	quit    chan struct{}
+	workers sync.WaitGroup
+	idle    atomic.Int32
 	// stopping is set once Run stops taking work.
 	stopping atomic.Bool
 
@@ -139,13 +147,16 @@ type Agent struct {
 	subSent []byte // the subscription the cloud last accepted
 	// inFlight holds the webhooks leased and not yet recorded, with when
 	// the cloud last granted or extended their lease.
-	inFlight      map[string]time.Time
-	lanes         map[string]*lane
-	queued        int    // leased, waiting for a worker (or for the ledger lookup)
-	running       int    // handlers running
-	seq           uint64 // order of arrival across lanes
-	window        int    // how many webhooks may be in flight at once
-	starved       bool   // a worker found nothing to start since the last heartbeat
+	inFlight map[string]time.Time
+	lanes    map[string]*lane
+	queued   int    // leased, waiting for a worker (or for the ledger lookup)
+	running  int    // handlers running
+	seq      uint64 // order of arrival across lanes
+	window   int    // how many webhooks may be in flight at once
+	starved  bool   // the workers ran dry since the last heartbeat went out
+	// cleanup is closed once the last heartbeat's outbox cleanup is done
+	// (nil: none ran); only Run's goroutine uses it.
+	cleanup       chan struct{}
 	lastHeartbeat time.Time
 	lastError     string
 }
@@ -191,6 +202,8 @@ func New(opts Options) *Agent {
 			clock: opts.Clock,
 		},
 		wake:     make(chan struct{}, 1),
+		jobs:     make(chan shared.Webhook),
+		quit:     make(chan struct{}),
 		inFlight: make(map[string]time.Time),
 		lanes:    make(map[string]*lane),
 		window:   opts.Workers * queuePerWorker,
@@ -273,6 +286,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		"host_id", a.opts.HostID, "agent_version", Version, "sources", enabledNames(a.opts.Sources),
 		"workers", a.opts.Workers, "heartbeat_interval", a.opts.Interval)
 
+	defer func() {
+		close(a.quit)
+		a.workers.Wait()
+	}()
 	// Handlers outlive ctx by the grace period; ledger writes outlive it too.
 	a.base = context.WithoutCancel(ctx)
 	handlerCtx, cancelHandlers := context.WithCancel(a.base)
@@ -345,6 +362,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Error("stopping: the cloud refused this host's credential", "err", fatal)
 		cancelHandlers()
 		a.wg.Wait()
+		a.awaitCleanup()
 		return fatal
 	}
 	a.dropQueued()
@@ -366,6 +384,11 @@ func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bo
 			return
 		}
 		t := a.clock.NewTimer(d)
+		if !a.clock.Now().Before(next) {
+			// The clock passed next while the timer was being made.
+			t.Stop()
+			return
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -397,6 +420,9 @@ func (a *Agent) awaitRoom(ctx context.Context, deadline time.Time) {
 				return
 			}
 			t = a.clock.NewTimer(d)
+			if !a.clock.Now().Before(deadline) {
+				return
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -408,11 +434,12 @@ func (a *Agent) awaitRoom(ctx context.Context, deadline time.Time) {
 	}
 }
 
-// roomForMore reports whether at least half the lease window is free.
+// roomForMore reports whether at least half the lease window (at most a
+// full batch) is free.
 func (a *Agent) roomForMore() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.window-len(a.inFlight) >= max(1, a.window/2)
+	return a.window-len(a.inFlight) >= max(1, min(a.window/2, shared.MaxMaxWebhooks))
 }
 
 // ledgerCtx bounds one ledger step, on the agent's clock and independent of
@@ -445,6 +472,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
 	defer cancel()
 
+	a.awaitCleanup() // what the last heartbeat delivered is not listed again
 	outbox, err := a.opts.Ledger.OutboxList(ctx, maxOutboxPerHeartbeat)
 	if err != nil {
 		return heartbeatResult{}, err
@@ -518,7 +546,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	case draining && a.starved:
 		// The workers ran out of work while this heartbeat was on its way
 		// and the cloud has more: lease further ahead.
-		a.window = min(2*a.window, shared.MaxMaxWebhooks)
+		a.window = min(2*a.window, maxWindow)
 	case !resp.More:
 		a.window = a.opts.Workers * queuePerWorker
 	}
@@ -537,26 +565,41 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 		}
 	}
 	// The cloud has the outcomes: their cleanup does not depend on the
-	// heartbeat's own deadline, or on the host stopping meanwhile.
-	delCtx, cancelDel := a.ledgerCtx()
-	deleteFailed := false
-	if err := a.opts.Ledger.OutboxDelete(delCtx, seqs); err != nil {
-		// The entries go out again with the next heartbeat: a repeated ack
-		// is harmless.
-		a.log.Error("outbox cleanup failed", "err", err)
-		deleteFailed = true
+	// heartbeat's own deadline, or on the host stopping meanwhile. It
+	// commits while the loop waits for room; the next heartbeat waits for it.
+	if len(seqs) > 0 {
+		done := make(chan struct{})
+		a.cleanup = done
+		go func() {
+			defer close(done)
+			delCtx, cancelDel := a.ledgerCtx()
+			defer cancelDel()
+			if err := a.opts.Ledger.OutboxDelete(delCtx, seqs); err != nil {
+				// The entries go out again with the next heartbeat, soon: a
+				// repeated ack is harmless.
+				a.log.Error("outbox cleanup failed", "err", err)
+				a.signal()
+			}
+		}()
 	}
-	cancelDel()
-	// Outcomes recorded after the list signal the loop themselves; only a
-	// full list or a failed cleanup means more is waiting right now.
+	// Outcomes recorded after the list, or a failed cleanup, signal the loop
+	// themselves; only a full list means more is waiting right now.
 	return heartbeatResult{
 		more:       resp.More,
 		draining:   draining,
 		floor:      time.Duration(resp.HeartbeatIntervalS) * time.Second,
-		outboxMore: len(outbox) == maxOutboxPerHeartbeat || deleteFailed,
+		outboxMore: len(outbox) == maxOutboxPerHeartbeat,
 		subPending: subPending,
 		wait:       time.Duration(req.WaitS) * time.Second,
 	}, nil
+}
+
+// awaitCleanup waits for the last heartbeat's outbox cleanup.
+func (a *Agent) awaitCleanup() {
+	if a.cleanup != nil {
+		<-a.cleanup
+		a.cleanup = nil
+	}
 }
 
 // send posts a heartbeat, fetching a fresh token once if the cloud answers 401.
@@ -677,16 +720,48 @@ func (a *Agent) pump() {
 		a.running++
 		a.queued--
 		a.wg.Add(1)
-		go a.work(q.w)
+		a.start(q.w)
 	}
 }
 
-// work runs w's handler on a worker, frees the worker, then records the
-// outcome: the next webhook of the lane starts while this one's outcome
-// waits for its commit (a group commit with the others'). w stays in flight,
-// and its lease extended, until its outcome is durable.
+// start hands w to an idle worker goroutine, or to a new one. Workers are
+// kept between webhooks so that their stacks, grown by decoding payloads,
+// are not grown again for each webhook.
+func (a *Agent) start(w shared.Webhook) {
+	select {
+	case a.jobs <- w:
+	default:
+		a.workers.Add(1)
+		go a.worker(w)
+	}
+}
+
+// worker runs webhooks until Run ends; it stays idle only while fewer than
+// Workers others do.
+func (a *Agent) worker(w shared.Webhook) {
+	defer a.workers.Done()
+	for {
+		a.work(w)
+		if a.idle.Add(1) > int32(a.opts.Workers) {
+			a.idle.Add(-1)
+			return
+		}
+		select {
+		case w = <-a.jobs:
+			a.idle.Add(-1)
+		case <-a.quit:
+			a.idle.Add(-1)
+			return
+		}
+	}
+}
+
+// work runs w's handler on a worker, frees the worker, and records the
+// outcome on a goroutine of its own: the next webhook of the lane starts
+// while this one's outcome waits for its commit (a group commit with the
+// others'). w stays in flight, and its lease extended, until its outcome is
+// durable.
 func (a *Agent) work(w shared.Webhook) {
-	defer a.wg.Done()
 	rec := a.run(&w)
 	a.mu.Lock()
 	ln := a.lanes[w.Source]
@@ -697,8 +772,11 @@ func (a *Agent) work(w shared.Webhook) {
 	}
 	a.pump()
 	a.mu.Unlock()
-	a.record(&w, rec)
-	a.finish(w.DeliveryID)
+	go func() {
+		defer a.wg.Done()
+		a.record(&w, rec)
+		a.finish(w.DeliveryID)
+	}()
 }
 
 // finish takes a webhook out of flight and wakes the loop: an outcome may
@@ -894,6 +972,8 @@ func (a *Agent) drain(cancelHandlers context.CancelFunc) {
 func (a *Agent) flush() {
 	ctx, cancel := context.WithTimeout(a.base, finalFlushTimeout)
 	defer cancel()
+	defer a.awaitCleanup()
+	a.awaitCleanup()
 	n, err := a.opts.Ledger.OutboxCount(ctx)
 	if err != nil || n == 0 {
 		a.log.Info("host agent stopped", "outbox", n)
