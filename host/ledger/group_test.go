@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -250,4 +251,29 @@ func TestDeliveriesDone(t *testing.T) {
 	done, err = l.DeliveriesDone(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, done)
+}
+
+// TestEncodeFields: the fields' JSON reads back as the fields, whatever
+// their characters, and is what json.Marshal writes for them.
+func TestEncodeFields(t *testing.T) {
+	t.Parallel()
+	for _, fields := range []map[string]string{
+		{"github.repo": "acme/app", "github.number": "7", "github.action": "opened"},
+		{"slack.text": "quote \" backslash \\ newline \n tab \t cr \r nul \x00 bell \x07 <html> & ünïcødé ✓ 日本語"},
+		{"": ""},
+		{"bad": "invalid \xff utf-8"},
+	} {
+		got, err := encodeFields(fields)
+		require.NoError(t, err)
+		var back map[string]string
+		require.NoError(t, json.Unmarshal([]byte(got), &back), got)
+		want, err := json.Marshal(fields)
+		require.NoError(t, err)
+		var wantBack map[string]string
+		require.NoError(t, json.Unmarshal(want, &wantBack))
+		require.Equal(t, wantBack, back)
+		if fields["bad"] == "" {
+			require.Equal(t, fields, back)
+		}
+	}
 }

@@ -13,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -366,6 +368,63 @@ func scanEntry(s scanner) (Entry, error) {
 
 func ptr[T any](v T) *T { return &v }
 
+// encodeFields writes fields as a JSON object, keys sorted, as json.Marshal
+// would read back; it spares the reflection of json.Marshal on every record.
+// Strings that are not valid UTF-8 go through json.Marshal.
+func encodeFields(fields map[string]string) (string, error) {
+	keys := make([]string, 0, len(fields))
+	size := 2
+	for k, v := range fields {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			b, err := json.Marshal(fields)
+			return string(b), err
+		}
+		keys = append(keys, k)
+		size += len(k) + len(v) + 6
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, size)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, fields[k])
+	}
+	return string(append(b, '}')), nil
+}
+
+// appendJSONString appends s, valid UTF-8, as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
 // nullable stores nil as NULL.
 func nullable(p *int) any {
 	if p == nil {
@@ -455,11 +514,11 @@ func (l *Ledger) DeliveryRecord(ctx context.Context, p RecordParams) (int, error
 		o.ob.Kind, o.ob.Error, o.ob.Retryable, o.ob.Attempt = OutboxNack, e.Error, p.Retryable, e.CloudAttempt
 	}
 	if len(e.Fields) > 0 {
-		fields, err := json.Marshal(e.Fields)
+		fields, err := encodeFields(e.Fields)
 		if err != nil {
 			return 0, fmt.Errorf("record delivery %q: encode fields: %w", e.DeliveryID, err)
 		}
-		o.fields = string(fields)
+		o.fields = fields
 	}
 	if err := l.submit(ctx, o); err != nil {
 		return 0, fmt.Errorf("record delivery %q: %w", e.DeliveryID, err)
