@@ -136,6 +136,10 @@ type Agent struct {
 	idle    atomic.Int32
 	// stopping is set once Run stops taking work.
 	stopping atomic.Bool
+	// unrecordable is set when an outcome could not be written to the
+	// ledger (a full disk): the agent takes no new work — each handler run
+	// would be lost and run again — until a probe write succeeds.
+	unrecordable atomic.Bool
 
 	// handlerCtx is given to handlers; base outlives it for ledger writes.
 	// Both are set by Run before any webhook is dispatched.
@@ -260,6 +264,10 @@ func (a *Agent) LastHeartbeatError() string {
 
 // Stopping reports whether the agent has stopped taking work.
 func (a *Agent) Stopping() bool { return a.stopping.Load() }
+
+// Unrecordable says an outcome could not be recorded in the ledger and no
+// write has succeeded since: the agent takes no new work meanwhile.
+func (a *Agent) Unrecordable() bool { return a.unrecordable.Load() }
 
 // InFlight returns the number of webhooks leased and not yet recorded.
 func (a *Agent) InFlight() int {
@@ -473,6 +481,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	defer cancel()
 
 	a.awaitCleanup() // what the last heartbeat delivered is not listed again
+	paused := a.unrecordable.Load() && !a.ledgerWritable()
 	outbox, err := a.opts.Ledger.OutboxList(ctx, maxOutboxPerHeartbeat)
 	if err != nil {
 		return heartbeatResult{}, err
@@ -510,15 +519,15 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	}
 	a.mu.Unlock()
 	slices.Sort(req.WebhookExtends)
-	if lease == nil {
-		free = 0 // stopping: report outcomes, take no new work
+	if lease == nil || paused {
+		free = 0 // stopping, or the ledger cannot record: report outcomes, take no new work
 	}
 	req.MaxWebhooks = shared.Ptr(min(max(free, 0), shared.MaxMaxWebhooks))
 	// Idle, with nothing to report, the heartbeat long-polls: the cloud holds
 	// it until work for this host arrives (or wait_s passes), so a webhook
 	// reaches its handler at once instead of at the next interval. A cloud
 	// that does not long-poll answers at once, and the interval applies.
-	if lease != nil && idle && len(outbox) == 0 && req.Config == nil {
+	if lease != nil && !paused && idle && len(outbox) == 0 && req.Config == nil {
 		req.WaitS = int(min(a.opts.Interval, maxWait) / time.Second)
 	}
 
@@ -798,6 +807,7 @@ func (a *Agent) ackAgain(w shared.Webhook, prev ledger.Result) {
 	ack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxAck, CreatedAt: a.clock.Now()}
 	if err := a.opts.Ledger.OutboxEnqueue(ctx, ack); err != nil {
 		a.logWebhook(slog.LevelError, "queue ack again failed", &w, slog.Any("err", err))
+		a.ledgerFailed(err)
 		return
 	}
 	a.logWebhook(slog.LevelInfo, "already processed; acking again without running the handler", &w, slog.String("result", string(prev)))
@@ -884,8 +894,10 @@ func (a *Agent) record(w *shared.Webhook, o outcome) {
 	attempts, err := a.opts.Ledger.DeliveryRecord(ctx, ledger.RecordParams{Entry: *e, Retryable: o.retryable})
 	if err != nil {
 		a.logWebhook(slog.LevelError, "recording the outcome failed; the webhook will be delivered again", w, slog.Any("err", err))
+		a.ledgerFailed(err)
 		return
 	}
+	a.ledgerRecorded()
 	if o.ran {
 		a.fault(FaultAfterLedger)
 	}
@@ -899,6 +911,34 @@ func (a *Agent) record(w *shared.Webhook, o outcome) {
 	default:
 		a.logWebhook(slog.LevelInfo, "webhook processed", w, attrs...)
 	}
+}
+
+// ledgerFailed notes that the ledger could not record an outcome: until it
+// can, the agent takes no new work.
+func (a *Agent) ledgerFailed(err error) {
+	if !a.unrecordable.Swap(true) {
+		a.log.Error("the ledger cannot record outcomes; taking no new work until it can", "err", err)
+	}
+}
+
+// ledgerRecorded notes that the ledger recorded an outcome.
+func (a *Agent) ledgerRecorded() {
+	if a.unrecordable.Swap(false) {
+		a.log.Info("the ledger records again; taking work")
+	}
+}
+
+// ledgerWritable probes a ledger that failed to record: true (and the
+// agent takes work again) once a write commits.
+func (a *Agent) ledgerWritable() bool {
+	ctx, cancel := a.ledgerCtx()
+	defer cancel()
+	if err := a.opts.Ledger.Probe(ctx); err != nil {
+		a.log.Debug("the ledger still cannot record", "err", err)
+		return false
+	}
+	a.ledgerRecorded()
+	return true
 }
 
 // pickRoute returns the first route of src whose events match w.

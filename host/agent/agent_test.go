@@ -143,25 +143,27 @@ func (h *fakeHandler) Handle(ctx context.Context, job handler.Job) handler.Outco
 }
 
 type testBundle struct {
-	agent   *Agent
-	ledger  *ledger.Ledger
-	cloud   *fakeCloud
-	clock   *clockwork.FakeClock
-	handler *fakeHandler
-	cancel  context.CancelFunc
-	done    chan error
-	sources map[string]Source // set in prepare to override the default sources
-	opts    func(*Options)    // set in prepare to adjust the options
+	agent      *Agent
+	ledger     *ledger.Ledger
+	ledgerPath string
+	cloud      *fakeCloud
+	clock      *clockwork.FakeClock
+	handler    *fakeHandler
+	cancel     context.CancelFunc
+	done       chan error
+	sources    map[string]Source // set in prepare to override the default sources
+	opts       func(*Options)    // set in prepare to adjust the options
 }
 
 func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
-	l, err := ledger.Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := ledger.Open(context.Background(), path)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	cloud, srv := newFakeCloud(t, clock)
-	b := &testBundle{ledger: l, cloud: cloud, clock: clock, handler: &fakeHandler{}, done: make(chan error, 1)}
+	b := &testBundle{ledger: l, ledgerPath: path, cloud: cloud, clock: clock, handler: &fakeHandler{}, done: make(chan error, 1)}
 	if prepare != nil {
 		prepare(b)
 	}

@@ -675,6 +675,28 @@ func decodeCursor(c string) (int64, string, error) {
 	return at, id, nil
 }
 
+// Probe commits a write that leaves nothing behind: it fails when the
+// ledger cannot record (its disk is full, its file read-only), and
+// succeeds once it can again.
+func (l *Ledger) Probe(ctx context.Context) error {
+	err := l.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, created_at) VALUES ('', 'ack', 0)`)
+		if err != nil {
+			return err
+		}
+		seq, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM outbox WHERE seq = ?`, seq)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ledger probe: %w", err)
+	}
+	return nil
+}
+
 func (l *Ledger) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	if l.write == nil {
 		return ErrReadOnly

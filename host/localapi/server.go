@@ -38,6 +38,9 @@ type Agent interface {
 	// Backlog counts leased webhooks waiting for a worker, and running handlers.
 	Backlog() (queued, running int)
 	Stopping() bool
+	// Unrecordable says the ledger could not record an outcome lately (a
+	// full disk): the agent takes no new work until it can.
+	Unrecordable() bool
 }
 
 // List limits.
@@ -150,7 +153,8 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 
 type healthResponse struct {
 	// Status is "ok", or "degraded" when no heartbeat succeeded for three
-	// heartbeat intervals (the cloud is unreachable or refuses the host).
+	// heartbeat intervals (the cloud is unreachable or refuses the host) or
+	// when the ledger cannot record outcomes.
 	Status             string     `json:"status"`
 	LastHeartbeatAt    *time.Time `json:"last_heartbeat_at"`
 	LastHeartbeatError string     `json:"last_heartbeat_error,omitempty"`
@@ -160,6 +164,9 @@ type healthResponse struct {
 	Queued   int  `json:"queued"`
 	Running  int  `json:"running"`
 	Stopping bool `json:"stopping"`
+	// LedgerUnwritable: outcomes could not be recorded (a full disk); the
+	// host takes no new work until they can.
+	LedgerUnwritable bool `json:"ledger_unwritable,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -179,7 +186,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	} else {
 		last = s.started
 	}
-	if s.clock.Now().Sub(last) > 3*s.interval {
+	h.LedgerUnwritable = s.agent.Unrecordable()
+	if s.clock.Now().Sub(last) > 3*s.interval || h.LedgerUnwritable {
 		h.Status = "degraded"
 	}
 	writeJSON(w, http.StatusOK, h)

@@ -21,14 +21,16 @@ import (
 )
 
 type fakeAgent struct {
-	last    time.Time
-	lastErr string
+	last         time.Time
+	lastErr      string
+	unrecordable bool
 }
 
 func (a fakeAgent) LastHeartbeat() time.Time       { return a.last }
 func (a fakeAgent) LastHeartbeatError() string     { return a.lastErr }
 func (a fakeAgent) Backlog() (queued, running int) { return 3, 2 }
 func (a fakeAgent) Stopping() bool                 { return false }
+func (a fakeAgent) Unrecordable() bool             { return a.unrecordable }
 
 var now = time.Date(2026, 2, 16, 12, 0, 0, 0, time.UTC)
 
@@ -192,4 +194,13 @@ func TestHealth(t *testing.T) {
 	require.Equal(t, http.StatusOK, get(t, srv3, "/healthz", &h))
 	require.Equal(t, "degraded", h["status"])
 	require.Equal(t, "heartbeat: connection refused", h["last_heartbeat_error"])
+	require.Nil(t, h["ledger_unwritable"])
+
+	// Heartbeats fine, but the ledger cannot record: degraded too.
+	srv4 := httptest.NewServer(New(l, fakeAgent{last: clock.Now(), unrecordable: true}, 30*time.Second, clock, slog.New(slog.DiscardHandler)))
+	t.Cleanup(srv4.Close)
+	h = nil
+	require.Equal(t, http.StatusOK, get(t, srv4, "/healthz", &h))
+	require.Equal(t, "degraded", h["status"])
+	require.Equal(t, true, h["ledger_unwritable"])
 }
