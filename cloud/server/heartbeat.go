@@ -111,7 +111,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 	ids := make([]string, 0, len(leased))
 	for _, d := range leased {
 		ids = append(ids, d.ID)
-		resp.Webhooks = append(resp.Webhooks, toWire(d))
+		resp.Webhooks = append(resp.Webhooks, toWire(d, !req.RawBodyOnly))
 	}
 
 	if err := s.writeJSON(c, 200, resp); err != nil {
@@ -168,8 +168,9 @@ func validateHeartbeat(req *shared.HeartbeatRequest) error {
 	return nil
 }
 
-// toWire is a leased delivery as the host receives it.
-func toWire(d *store.Delivery) shared.Webhook {
+// toWire is a leased delivery as the host receives it; withBody adds the
+// parsed copy of a JSON body.
+func toWire(d *store.Delivery, withBody bool) shared.Webhook {
 	w := shared.Webhook{
 		DeliveryID: d.ID, Source: d.Source, EventType: d.EventType, EventAction: d.EventAction,
 		Headers: d.Headers, RawBody: d.RawBody, ReceivedAt: d.ReceivedAt, Attempt: d.Attempts,
@@ -181,7 +182,7 @@ func toWire(d *store.Delivery) shared.Webhook {
 	if w.RawBody == nil {
 		w.RawBody = []byte{}
 	}
-	if json.Valid(d.RawBody) {
+	if withBody && json.Valid(d.RawBody) {
 		w.Body = d.RawBody
 	}
 	return w

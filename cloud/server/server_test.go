@@ -363,11 +363,20 @@ func TestHeartbeatLeasesAcksAndGzips(t *testing.T) {
 	a = b.heartbeat(token, shared.HeartbeatRequest{
 		WebhookAcks:  []string{hb.Webhooks[0].DeliveryID},
 		WebhookNacks: []shared.Nack{{DeliveryID: hb.Webhooks[1].DeliveryID, Error: "boom", Retryable: true}},
+		RawBodyOnly:  true,
 	})
 	require.Equal(t, 200, a.status, string(a.body))
+	var raw struct {
+		Webhooks []map[string]json.RawMessage `json:"webhooks"`
+	}
+	a.json(t, &raw)
+	require.Len(t, raw.Webhooks, 1)
+	require.NotContains(t, raw.Webhooks[0], "body", "raw_body_only: no parsed copy")
+	require.Contains(t, raw.Webhooks[0], "raw_body")
 	a.json(t, &hb)
 	require.Len(t, hb.Webhooks, 1, "the third; the nacked one waits 30 s")
 	require.False(t, hb.More)
+	require.Equal(t, prBody, hb.Webhooks[0].RawBody)
 
 	d, _ = b.store.DeliveryGet(context.Background(), hostID, hb.Webhooks[0].DeliveryID)
 	require.Equal(t, store.StatusDelivered, d.Status)

@@ -486,7 +486,9 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	if err != nil {
 		return heartbeatResult{}, err
 	}
-	req := shared.HeartbeatRequest{AgentVersion: Version}
+	// Handlers get the raw body only: the parsed copy would double every
+	// batch.
+	req := shared.HeartbeatRequest{AgentVersion: Version, RawBodyOnly: true}
 	seqs := make([]int64, 0, len(outbox))
 	for _, ob := range outbox {
 		seqs = append(seqs, ob.Seq)

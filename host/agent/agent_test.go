@@ -293,6 +293,7 @@ func TestHandledOnceAndAckedOnNextHeartbeat(t *testing.T) {
 	require.Equal(t, 1, hb.n)
 	require.Equal(t, "Bearer tok-1", hb.authorization)
 	require.Equal(t, Version, hb.req.AgentVersion)
+	require.True(t, hb.req.RawBodyOnly, "handlers read the raw body only")
 	require.Equal(t, 16, *hb.req.MaxWebhooks, "2 workers × 8")
 	require.Equal(t, []string{"pull_request", "push"}, hb.req.Config.Webhooks["github"].Events)
 	require.Empty(t, hb.req.WebhookAcks)
