@@ -50,7 +50,9 @@ func TestKeyRotation(t *testing.T) {
 
 func keyRotation(t *testing.T, dbURL string) {
 	k1, k2, unrelated := newKey(), newKey(), newKey()
-	c := startCloud(t, dbURL, "RELAY_SECRET_KEYS="+k1)
+	// A short lease: a heartbeat cut off by the cloud's SIGKILL leaves its
+	// lease to run out before the webhook goes out again.
+	c := startCloud(t, dbURL, "RELAY_SECRET_KEYS="+k1, "RELAY_LEASE=5s")
 	const secret = "rotation-secret"
 	hostID, code := c.newHost("rotation", secret)
 	require.Equal(t, 201, c.admin("PUT", "/api/hosts/"+hostID+"/sources/internal",

@@ -114,9 +114,11 @@ const (
 	// flight, so their leases (2 min by default) are extended in time.
 	busyInterval = 30 * time.Second
 	// extendAfter: a heartbeat extends the lease of a webhook in flight once
-	// the cloud granted or extended it this long ago, not on every one of
-	// the back-to-back heartbeats of a drain. With busyInterval, a lease is
-	// extended at most extendAfter+busyInterval after it was last renewed.
+	// the cloud granted or extended it this long ago (or one heartbeat
+	// interval, if shorter: a cloud with a short RELAY_LEASE goes with short
+	// intervals), not on every one of the back-to-back heartbeats of a
+	// drain. With busyInterval, a lease is extended at most
+	// extendAfter+busyInterval after it was last renewed.
 	extendAfter = 10 * time.Second
 )
 
@@ -405,6 +407,12 @@ func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bo
 			return
 		case <-wake:
 			t.Stop()
+			if a.InFlight() == 0 && !a.unrecordable.Load() {
+				// The last outcome is recorded and nothing runs: report it
+				// now, in a heartbeat that long-polls for the next webhook
+				// (a held heartbeat is no load on the cloud's floor).
+				return
+			}
 			if earliest.Before(next) {
 				next = earliest
 			}
@@ -502,7 +510,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	sentAt := a.clock.Now()
 	a.mu.Lock()
 	for id, renewed := range a.inFlight {
-		if sentAt.Sub(renewed) >= extendAfter {
+		if sentAt.Sub(renewed) >= min(extendAfter, a.opts.Interval) {
 			req.WebhookExtends = append(req.WebhookExtends, id)
 		}
 	}
@@ -525,11 +533,12 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 		free = 0 // stopping, or the ledger cannot record: report outcomes, take no new work
 	}
 	req.MaxWebhooks = shared.Ptr(min(max(free, 0), shared.MaxMaxWebhooks))
-	// Idle, with nothing to report, the heartbeat long-polls: the cloud holds
+	// Idle, the heartbeat long-polls: the cloud holds
 	// it until work for this host arrives (or wait_s passes), so a webhook
 	// reaches its handler at once instead of at the next interval. A cloud
 	// that does not long-poll answers at once, and the interval applies.
-	if lease != nil && !paused && idle && len(outbox) == 0 && req.Config == nil {
+	// The cloud applies the acks and nacks it carries before it waits.
+	if lease != nil && !paused && idle && req.Config == nil {
 		req.WaitS = int(min(a.opts.Interval, maxWait) / time.Second)
 	}
 
