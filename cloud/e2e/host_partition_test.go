@@ -102,6 +102,11 @@ func TestHostPartition(t *testing.T) {
 
 	cutAt := time.Now()
 	link.cut(t)
+	// Webhooks go out once the host has seen the cut: one that arrived while
+	// a long-poll was held would be leased into an answer the cut link
+	// drops, and wait for its lease to run out (2 min) — the price of any
+	// lost answer, not what this test measures.
+	eventually(t, 30*time.Second, "the host sees the cut", func() bool { return h.health().LastHeartbeatError != "" })
 	healAt := cutAt.Add(60 * time.Second)
 	degraded := false
 	for time.Now().Before(healAt) {
