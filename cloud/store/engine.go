@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -203,4 +204,25 @@ func PrepareInserts(ps []*DeliveryInsertParams) (rows []InsertRow, order []int, 
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ps[a].Key(), ps[b].Key()) })
 	return rows, order, nil
+}
+
+// Inserted is the delivery r becomes when it is stored new at at (the
+// engine's millisecond time): what reading the row back would give,
+// without reading it back.
+func (r *InsertRow) Inserted(at time.Time) *Delivery {
+	headers := make(map[string]string, len(r.Headers))
+	maps.Copy(headers, r.Headers)
+	var delays []time.Duration
+	if len(r.RetryDelays) > 0 {
+		delays = make([]time.Duration, len(r.RetryDelays))
+		for i, d := range r.RetryDelays {
+			delays[i] = d.Truncate(time.Millisecond) // stored in milliseconds
+		}
+	}
+	return &Delivery{
+		ID: r.ID, HostID: r.HostID, Source: r.Source, EventID: r.EventID, EventType: r.EventType,
+		EventAction: r.EventAction, Headers: headers, BodySize: len(r.Body), Status: TransitionReceive.To,
+		MaxAttempts: r.MaxAttempts, RetryDelays: delays, ReceivedAt: at, CorrelationID: r.CorrelationID,
+		UpdatedAt: at,
+	}
 }

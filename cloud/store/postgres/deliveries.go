@@ -211,13 +211,25 @@ func insertRows(ctx context.Context, tx pgx.Tx, rows []store.InsertRow, idx []in
 			$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[])
 			AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr)
 		ON CONFLICT (host_id, source, event_id) DO NOTHING
-		RETURNING `+deliveryColumns,
+		RETURNING delivery_id`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
 		string(store.TransitionReceive.To))
 	if err != nil {
 		return nil, err
 	}
-	return collectByKey(out)
+	// What was written need not be read back: each new row is its params.
+	byID := make(map[string]int, n)
+	for j := n - 1; j >= 0; j-- { // the first of a repeated id wins
+		byID[ids[j]] = idx[j]
+	}
+	inserted := map[string]*store.Delivery{}
+	var id string
+	_, err = pgx.ForEachRow(out, []any{&id}, func() error {
+		r := &rows[byID[id]]
+		inserted[r.Key()] = r.Inserted(ms(r.ReceivedAt))
+		return nil
+	})
+	return inserted, err
 }
 
 // lockExisting reads and locks the stored deliveries of ps[i] for each i

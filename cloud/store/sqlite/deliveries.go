@@ -104,8 +104,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		insert, err := tx.PrepareContext(ctx, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			RETURNING `+deliveryColumns)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
@@ -124,13 +123,14 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
-			d, err := scanDelivery(insert.QueryRowContext(ctx,
+			_, err = insert.ExecContext(ctx,
 				r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
 				r.Body, len(r.Body), string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
-				dbTime(now), r.CorrelationID, dbTime(now)), false)
+				dbTime(now), r.CorrelationID, dbTime(now))
 			if err != nil {
 				return err
 			}
+			d := r.Inserted(now) // what was written need not be read back
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
 			received = append(received, store.DeliveryEvent{
 				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: r.ReceiveReason(),

@@ -500,6 +500,15 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 			ReceivedAt: base.Add(987 * time.Millisecond), CorrelationID: "corr-evt-1",
 			UpdatedAt: base.Add(987 * time.Millisecond),
 		}, got)
+		got.RawBody = nil
+		require.Equal(t, got, d, "the insert answers what a read gives, body aside")
+		sched := insertParams(b.host.ID, "evt-sched", at, deliveryOpts{})
+		sched.RetryDelays, sched.Headers = []time.Duration{0, 1500 * time.Microsecond, time.Minute}, nil
+		res, err = s.DeliveryInsert(ctx, sched)
+		require.NoError(t, err)
+		got = get(ctx, t, s, b.host.ID, sched.ID)
+		got.RawBody = nil
+		require.Equal(t, got, res.Delivery, "with a schedule kept in milliseconds and no headers")
 
 		evs := events(ctx, t, s, p.ID)
 		require.Len(t, evs, 1)
