@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -26,4 +27,19 @@ func TestStore(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		return s
 	})
+}
+
+// Webhook bodies are lz4-compressed where the server supports it (this
+// test server does).
+func TestBodiesUseLZ4(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for table, column := range map[string]string{"deliveries": "raw_body", "quarantine": "body"} {
+		var method string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT attcompression::text FROM pg_attribute
+			WHERE attrelid = $1::regclass AND attname = $2`, table, column).Scan(&method))
+		require.Equal(t, "l", method, "%s.%s", table, column)
+	}
 }
