@@ -23,7 +23,6 @@ type pgServer struct {
 	port   string
 	bindir string
 	user   string // the owner of the data directory; "" when it is us
-	dbs    int
 }
 
 // postgres starts the run's Postgres on first use.

@@ -35,7 +35,6 @@ type receiver struct {
 
 	mu    sync.Mutex
 	byKey map[string][]arrival
-	total int
 }
 
 func (e *env) startReceiver(secret string) (*receiver, error) {
@@ -72,7 +71,6 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	a.bodyHost, a.bodyEvent = body.Chaos.Host, body.Chaos.Event
 	rc.mu.Lock()
 	rc.byKey[a.key] = append(rc.byKey[a.key], a)
-	rc.total++
 	rc.mu.Unlock()
 	if rc.delay != nil {
 		time.Sleep(rc.delay())
@@ -90,10 +88,4 @@ func (rc *receiver) snapshot() map[string][]arrival {
 		out[k] = append([]arrival(nil), v...)
 	}
 	return out
-}
-
-func (rc *receiver) count() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.total
 }
