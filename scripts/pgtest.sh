@@ -119,7 +119,12 @@ cmd_start() {
 	mkdir -p "$dir" || die "cannot create $dir"
 	dir=$(cd "$dir" && pwd -P)
 	if [[ -f "$dir/url" && -f "$dir/data/postmaster.pid" ]]; then
-		die "$dir already holds a running server ($(cat "$dir/url")); stop it first"
+		# A pid file outlives a machine restart: only a server that
+		# answers makes the directory busy.
+		if port_in_use "$(cat "$dir/port" 2>/dev/null || echo 0)"; then
+			die "$dir already holds a running server ($(cat "$dir/url")); stop it first"
+		fi
+		log "$dir holds a stale server (nothing answers on its port); starting afresh"
 	fi
 	if [[ -n "$(ls -A "$dir")" && ! -f "$dir/$MARKER" ]]; then
 		die "$dir is not empty and was not made by pgtest.sh; give an empty or new directory"
