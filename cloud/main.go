@@ -222,13 +222,15 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 }
 
 // groupFlushers is how many intake transactions may be open at once:
-// SQLite has one writer; Postgres gathers the next batch while others
-// commit.
+// SQLite has one writer; on Postgres one batch gathers while another
+// commits. More flushers make smaller batches, each costing Postgres a
+// commit: on two cores, 4 flushers took more of the database's CPU per
+// webhook than 2 for no more webhooks/s, and a longer tail at 2,000/s.
 func groupFlushers(url string) int {
 	if strings.HasPrefix(url, "sqlite:") {
 		return 1
 	}
-	return 4
+	return 2
 }
 
 // redactURL hides a password in a database URL.

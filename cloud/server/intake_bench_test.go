@@ -46,7 +46,7 @@ func BenchmarkIntake(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
 		require.NoError(b, err)
-		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 4}))
+		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2})) // as the cloud runs it
 	})
 }
 

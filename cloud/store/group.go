@@ -33,8 +33,8 @@ type GroupOptions struct {
 // commit's cost is shared instead of paid per request. There is no added
 // delay: an insert that finds a flusher idle is written at once.
 //
-// A batch that fails is retried one insert at a time, so one bad insert
-// fails alone. Close stops the flushers, then closes st.
+// When a batch fails, the inserts it did not store are retried one at a
+// time, so one bad insert fails alone. Close stops the flushers, then closes st.
 func GroupCommit(st Store, o GroupOptions) Store {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 256
@@ -172,9 +172,18 @@ func (g *grouped) flush(batch []*groupItem) {
 		live[0].done <- groupResult{err: err}
 		return
 	}
-	// Nothing of the batch was stored: each insert alone, so that one bad
-	// insert (or a deadlock with another batch) fails no other.
-	for _, it := range live {
+	// What was stored is answered; the rest is tried again one insert at a
+	// time, so that one bad insert (or a deadlock with another batch) fails
+	// no other.
+	failed := live[:0:0]
+	for i, it := range live {
+		if i < len(results) && results[i] != nil {
+			it.done <- groupResult{res: results[i]}
+			continue
+		}
+		failed = append(failed, it)
+	}
+	for _, it := range failed {
 		res, err := g.insert([]*DeliveryInsertParams{it.p})
 		if err != nil {
 			it.done <- groupResult{err: err}

@@ -80,7 +80,9 @@ type Store interface {
 	// DeliveryInsertBatch is DeliveryInsert for several deliveries in one
 	// transaction: results[i] answers ps[i], as if each had been inserted
 	// alone, in their order (a repeat within the batch is a duplicate of the
-	// first). An error means none of them was stored.
+	// first). On error, results is nil when none of them was stored;
+	// otherwise results[i] is non-nil for each insert that was stored (and
+	// is final), and the error concerns the others.
 	DeliveryInsertBatch(ctx context.Context, ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error)
 	// DeliveryGet returns one of a host's deliveries with its body, or
 	// ErrNotFound (also when it belongs to another host).

@@ -100,53 +100,46 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	return res[0], nil
 }
 
-// DeliveryInsertBatch inserts every new event with one statement, then
-// looks up the rest (repeats) with one more, locking them; only revivals
-// cost a statement each. Rows are written in dedupe-key order, so two
-// batches that share events wait for each other instead of deadlocking.
+// DeliveryInsertBatch writes the batch's new events with one statement in
+// its own transaction — rows, their received events and the hosts' wake-ups
+// in one round trip, the common case. Repeats are answered in a second
+// transaction that locks the stored deliveries; only revivals cost a
+// statement each. Rows are written in dedupe-key order, so two batches that
+// share events wait for each other instead of deadlocking.
+//
+// When the second transaction fails the first has committed: results holds
+// the inserts that were stored and the error concerns the rest.
 func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryInsertParams) ([]*store.DeliveryInsertResult, error) {
 	rows, order, err := store.PrepareInserts(ps)
 	if err != nil {
 		return nil, err
 	}
 	results := make([]*store.DeliveryInsertResult, len(ps))
+	inserted, err := insertRows(ctx, s.pool, rows, order)
+	if err != nil {
+		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
+	}
+	repeats := answerInserted(ps, order, inserted, results)
+	if len(repeats) == 0 {
+		return results, nil
+	}
+	stored := slices.Clone(results)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		clear(results)
-		var received []store.DeliveryEvent
+		copy(results, stored)
 		woken := map[string]bool{}
-		pending := order
+		pending := repeats
 		// Twice at most: an event neither inserted nor found was deleted
 		// (pruned) between the two statements, and is inserted again.
 		for range 2 {
-			inserted, err := insertRows(ctx, tx, rows, pending)
+			existing, err := lockExisting(ctx, tx, ps, pending)
 			if err != nil {
 				return err
 			}
-			var repeats []int
+			var missing []int
 			for _, i := range pending {
-				if d := inserted[ps[i].Key()]; d != nil {
-					delete(inserted, ps[i].Key()) // a repeat in the batch is a duplicate of it
-					results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
-					received = append(received, store.DeliveryEvent{DeliveryID: d.ID, At: d.ReceivedAt,
-						To: store.TransitionReceive.To, Reason: ps[i].ReceiveReason()})
-					woken[d.HostID] = true
-					continue
-				}
-				repeats = append(repeats, i)
-			}
-			if len(repeats) == 0 {
-				pending = nil
-				break
-			}
-			existing, err := lockExisting(ctx, tx, ps, repeats)
-			if err != nil {
-				return err
-			}
-			pending = nil
-			for _, i := range repeats {
 				d := existing[ps[i].Key()]
 				if d == nil {
-					pending = append(pending, i)
+					missing = append(missing, i)
 					continue
 				}
 				res, err := revive(ctx, tx, d, ms(ps[i].ReceivedAt))
@@ -159,15 +152,20 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 					woken[d.HostID] = true
 				}
 			}
-			if len(pending) == 0 {
+			if len(missing) == 0 {
+				pending = nil
+				break
+			}
+			inserted, err := insertRows(ctx, tx, rows, missing)
+			if err != nil {
+				return err
+			}
+			if pending = answerInserted(ps, missing, inserted, results); len(pending) == 0 {
 				break
 			}
 		}
 		if len(pending) > 0 {
 			return errors.New("insert raced without a winner")
-		}
-		if err := recordEvents(ctx, tx, received); err != nil {
-			return err
 		}
 		for hostID := range woken {
 			if err := notifyAvailable(ctx, tx, hostID); err != nil {
@@ -177,54 +175,99 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
+		copy(results, stored)
+		return results, fmt.Errorf("delivery insert: %w", interpretError(err))
 	}
 	return results, nil
 }
 
-// insertRows inserts rows[i] for each i of idx in one statement, skipping
-// events already stored (or repeated earlier in idx). It returns the new
-// deliveries by dedupe key.
-func insertRows(ctx context.Context, tx pgx.Tx, rows []store.InsertRow, idx []int) (map[string]*store.Delivery, error) {
-	n := len(idx)
+// answerInserted sets results[i] for each i of idx whose event was just
+// inserted, and returns the others: repeats of a stored delivery (or of an
+// earlier insert of the batch, which it then duplicates).
+func answerInserted(ps []*store.DeliveryInsertParams, idx []int, inserted map[string]*store.Delivery,
+	results []*store.DeliveryInsertResult) (repeats []int) {
+	for _, i := range idx {
+		if d := inserted[ps[i].Key()]; d != nil {
+			delete(inserted, ps[i].Key())
+			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
+			continue
+		}
+		repeats = append(repeats, i)
+	}
+	return repeats
+}
+
+// querier runs a statement on the pool (a transaction of its own) or in a
+// transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// insertRows inserts rows[i] for each i of idx (sorted by dedupe key) in one
+// statement, skipping events already stored or repeated earlier in idx; it
+// records each new row's received event and wakes its host's listeners. It
+// returns the new deliveries by dedupe key.
+func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []int) (map[string]*store.Delivery, error) {
+	// A key once: its repeats are answered as duplicates of the first.
+	first := make([]int, 0, len(idx))
+	for j, i := range idx {
+		if j == 0 || rows[i].Key() != rows[idx[j-1]].Key() {
+			first = append(first, i)
+		}
+	}
+	n := len(first)
 	var (
-		ids, hosts, sources, events, types, actions, headers, correlations = make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ids, hosts, sources, events, types, actions, headers, correlations, reasons = make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n)
 		bodies   = make([][]byte, n)
 		sizes    = make([]int32, n)
 		attempts = make([]int32, n)
 		delays   = make([]*string, n)
 		times    = make([]time.Time, n)
 	)
-	for j, i := range idx {
+	byID := make(map[string]int, n)
+	for j, i := range first {
 		r := &rows[i]
-		ids[j], hosts[j], sources[j], events[j], types[j], actions[j], headers[j], correlations[j] =
-			r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON, r.CorrelationID
+		ids[j], hosts[j], sources[j], events[j], types[j], actions[j], headers[j], correlations[j], reasons[j] =
+			r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON, r.CorrelationID,
+			r.ReceiveReason()
 		bodies[j], sizes[j], attempts[j], delays[j], times[j] =
 			r.Body, int32(len(r.Body)), int32(r.MaxAttempts), r.Delays, ms(r.ReceivedAt)
+		byID[r.ID] = i
 	}
-	out, err := tx.Query(ctx, `
-		INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-			raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-		SELECT id, host, src, ev, typ, act, hdr, body, size, $14, att, delays, at, corr, at
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
-			$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[])
-			AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr)
-		ON CONFLICT (host_id, source, event_id) DO NOTHING
-		RETURNING delivery_id`,
+	// The notifications are counted in a sub-select evaluated once, and only
+	// when a row was inserted.
+	out, err := q.Query(ctx, `
+		WITH r AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
+				$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[])
+				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason)
+		), ins AS (
+			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
+				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+			SELECT id, host, src, ev, typ, act, hdr, body, size, $15, att, delays, at, corr, at FROM r
+			ON CONFLICT (host_id, source, event_id) DO NOTHING
+			RETURNING delivery_id, host_id, received_at
+		), received AS (
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			SELECT ins.delivery_id, ins.received_at, '', $15, r.reason, 0 FROM ins JOIN r ON r.id = ins.delivery_id
+		)
+		SELECT delivery_id, (SELECT count(*) FROM (
+			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins) hosts) woken)
+		FROM ins`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
-		string(store.TransitionReceive.To))
+		reasons, string(store.TransitionReceive.To), availableChannel)
 	if err != nil {
 		return nil, err
 	}
 	// What was written need not be read back: each new row is its params.
-	byID := make(map[string]int, n)
-	for j := n - 1; j >= 0; j-- { // the first of a repeated id wins
-		byID[ids[j]] = idx[j]
-	}
-	inserted := map[string]*store.Delivery{}
-	var id string
-	_, err = pgx.ForEachRow(out, []any{&id}, func() error {
+	inserted := make(map[string]*store.Delivery, n)
+	var (
+		id    string
+		woken int64
+	)
+	_, err = pgx.ForEachRow(out, []any{&id, &woken}, func() error {
 		r := &rows[byID[id]]
 		inserted[r.Key()] = r.Inserted(ms(r.ReceivedAt))
 		return nil

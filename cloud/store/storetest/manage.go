@@ -536,6 +536,18 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Equal(t, b.host.ID, next(), "retried by an operator")
 
+		// A batch wakes each of its hosts once, and a duplicate in it no one.
+		_, err = s.DeliveryInsertBatch(ctx, []*store.DeliveryInsertParams{
+			insertParams(b.host.ID, "evt-1", base.Add(2*time.Minute), deliveryOpts{}),
+			insertParams(b.host.ID, "evt-2", base.Add(2*time.Minute), deliveryOpts{}),
+			insertParams(b.other.ID, "evt-2", base.Add(2*time.Minute+time.Millisecond), deliveryOpts{}),
+			insertParams(b.host.ID, "evt-3", base.Add(2*time.Minute), deliveryOpts{}),
+		})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{b.host.ID, b.other.ID}, []string{next(), next()})
+		mark()
+		require.Equal(t, b.other.ID, next(), "each host once")
+
 		cancel()
 		require.NoError(t, <-done, "ending the context ends the listener cleanly")
 	})

@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// partialStore stores every other insert of a batch and fails the rest, as
+// an engine does whose second transaction fails after its first committed.
+// Alone, an insert is stored unless it is poisoned.
+type partialStore struct {
+	Store
+	calls  [][]string // event ids of each call
+	poison string
+}
+
+var errLost = errors.New("connection lost")
+
+func (p *partialStore) DeliveryInsertBatch(_ context.Context, ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error) {
+	var ids []string
+	for _, q := range ps {
+		ids = append(ids, q.EventID)
+	}
+	p.calls = append(p.calls, ids)
+	res := make([]*DeliveryInsertResult, len(ps))
+	if len(ps) == 1 {
+		if ps[0].EventID == p.poison {
+			return nil, errLost
+		}
+		res[0] = &DeliveryInsertResult{Delivery: &Delivery{ID: ps[0].EventID}, Outcome: InsertQueued}
+		return res, nil
+	}
+	for i := 0; i < len(ps); i += 2 {
+		res[i] = &DeliveryInsertResult{Delivery: &Delivery{ID: ps[i].EventID}, Outcome: InsertQueued}
+	}
+	return res, errLost
+}
+
+// A batch that failed after storing part of it: the stored inserts are
+// answered as stored, and only the others are tried again, one at a time.
+func TestGroupFlushAnswersWhatAPartialBatchStored(t *testing.T) {
+	ctx := context.Background()
+	st := &partialStore{poison: "evt-3"}
+	g := &grouped{Store: st, o: GroupOptions{MaxBatch: 8, Flushers: 1, Timeout: time.Second}}
+	var batch []*groupItem
+	for i := range 6 {
+		batch = append(batch, &groupItem{ctx: ctx, p: &DeliveryInsertParams{EventID: fmt.Sprintf("evt-%d", i)},
+			done: make(chan groupResult, 1)})
+	}
+	g.flush(batch)
+
+	require.Equal(t, [][]string{
+		{"evt-0", "evt-1", "evt-2", "evt-3", "evt-4", "evt-5"},
+		{"evt-1"}, {"evt-3"}, {"evt-5"},
+	}, st.calls, "what the batch stored is not written again")
+	for i, it := range batch {
+		r := <-it.done
+		if i == 3 {
+			require.ErrorIs(t, r.err, errLost, "the poisoned insert fails alone")
+			continue
+		}
+		require.NoError(t, r.err, "evt-%d", i)
+		require.Equal(t, InsertQueued, r.res.Outcome)
+		require.Equal(t, fmt.Sprintf("evt-%d", i), r.res.Delivery.ID)
+	}
+}
