@@ -71,7 +71,7 @@ func parseFlags() (*config, error) {
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
 	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s (explicit flags still win)")
-	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake run")
+	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake, latency and end-to-end run")
 	fs.StringVar(&conc, "intake-conc", "16,64,256", "intake: concurrent closed-loop senders, one run each")
 	fs.DurationVar(&c.intakeDuration, "intake-duration", 10*time.Second, "intake: length of each run")
 	fs.StringVar(&rates, "latency-rates", "1000,2000", "latency: open-loop rates (webhooks/s), one run each")
