@@ -359,9 +359,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		case res.wait > 0 && a.clock.Since(start) >= res.wait:
 			// The cloud held a long-poll for all of wait_s: poll again now.
 			next = earliest
+		case res.wait == 0 && res.canWait && a.InFlight() == 0:
+			// That heartbeat only reported (the subscription, or outcomes of
+			// work that ran when it left); now idle, the next one long-polls,
+			// at once: a held heartbeat is no load on the cloud's floor.
+			next = a.clock.Now()
 		case res.wait == 0 && a.InFlight() == 0:
-			// That heartbeat only reported (acks, the subscription); now idle,
-			// the next one long-polls.
 			next = earliest
 		}
 		a.sleep(ctx, next, earliest, true)
@@ -478,6 +481,7 @@ type heartbeatResult struct {
 	outboxMore bool          // outcomes still wait in the outbox
 	subPending bool          // the subscription changed meanwhile: report it soon
 	wait       time.Duration // the wait_s asked for (0: none)
+	canWait    bool          // taking work and able to record it: an idle host's next heartbeat long-polls
 }
 
 // heartbeat sends one heartbeat: the outbox's acks and nacks, the extends of
@@ -611,6 +615,7 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 		outboxMore: len(outbox) == maxOutboxPerHeartbeat,
 		subPending: subPending,
 		wait:       time.Duration(req.WaitS) * time.Second,
+		canWait:    lease != nil && !paused,
 	}, nil
 }
 

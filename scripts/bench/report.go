@@ -103,8 +103,8 @@ func (rep *report) markdown(b *bench) string {
 	if len(rep.e2e) > 0 {
 		p("## End to end\n\n")
 		p("Open loop at *rate* webhooks/s for %s to a running host (heartbeat interval 1 s, a `forward` handler),\n", cfg.e2eDuration)
-		p("after %s of unmeasured webhooks at the same rate have all arrived (a host just started long-polls only\n", cfg.warmup)
-		p("after its first heartbeat's floor, 1 s):\n")
+		p("after %s of unmeasured webhooks at the same rate have all arrived (the steady state: the host's first\n", cfg.warmup)
+		p("heartbeats, connections and caches are behind it):\n")
 		p("the time from each POST to its arrival at the local receiver, matched by `X-GitHub-Delivery`. *sequential*\n")
 		p("is a source's default (one webhook at a time, in order; 4 workers); *parallel* is `parallel: true` with\n")
 		p("%d workers.\n\n", cfg.e2eWorkers)
