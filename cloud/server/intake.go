@@ -156,7 +156,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	}
 
 	res, err := s.store.DeliveryInsert(ctx, &store.DeliveryInsertParams{
-		ID:            src.Name + ":" + ev.ID + ":" + strconv.FormatInt(received.UnixMilli(), 10),
+		ID:            store.DeliveryID(src.Name, ev.ID, received),
 		HostID:        host.ID,
 		Source:        src.Name,
 		EventID:       ev.ID,

@@ -517,6 +517,31 @@ func TestHostIsolation(t *testing.T) {
 	require.Equal(t, 404, b.admin("GET", "/api/hosts/"+hostA+"/webhooks/"+leased[0], nil).status)
 }
 
+// One event fanned out to two hosts under the same source name in the same
+// millisecond (the clock does not move): each host gets its own delivery.
+func TestSameEventToTwoHosts(t *testing.T) {
+	b := setup(t)
+	hostA, tokenA := b.newHost("a")
+	hostB, tokenB := b.newHost("b")
+	var first, second shared.IntakeResponse
+	a := b.sendGitHub(hostA, "fan-1", prBody)
+	require.Equal(t, 200, a.status, string(a.body))
+	a.json(t, &first)
+	a = b.sendGitHub(hostB, "fan-1", prBody)
+	require.Equal(t, 200, a.status, string(a.body))
+	a.json(t, &second)
+	require.Equal(t, shared.IntakeQueued, second.Status)
+	require.NotEqual(t, first.DeliveryID, second.DeliveryID)
+
+	for _, h := range []struct{ token, id string }{{tokenA, first.DeliveryID}, {tokenB, second.DeliveryID}} {
+		var hb shared.HeartbeatResponse
+		b.heartbeat(h.token, shared.HeartbeatRequest{}).json(t, &hb)
+		require.Len(t, hb.Webhooks, 1)
+		require.Equal(t, h.id, hb.Webhooks[0].DeliveryID)
+		require.Equal(t, prBody, hb.Webhooks[0].RawBody)
+	}
+}
+
 func TestAdminAPI(t *testing.T) {
 	b := setup(t)
 	hostID, _ := b.newHost("h")

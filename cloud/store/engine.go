@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -164,6 +165,10 @@ func (p *SourceUpsertParams) JSONFields() (events, secrets, options []byte, err 
 // engines store the same way.
 type InsertRow struct {
 	*DeliveryInsertParams
+	// ID and ReceivedAt are the params' own, unless another event had that
+	// delivery id: then the next free millisecond's (see MoveOn).
+	ID          string
+	ReceivedAt  time.Time
 	HeadersJSON string
 	Body        []byte // never nil
 	MaxAttempts int
@@ -198,12 +203,53 @@ func PrepareInserts(ps []*DeliveryInsertParams) (rows []InsertRow, order []int, 
 		if body == nil {
 			body = []byte{}
 		}
-		rows[i] = InsertRow{DeliveryInsertParams: p, HeadersJSON: string(h), Body: body,
-			MaxAttempts: MaxAttemptsFor(p.MaxAttempts, p.RetryDelays), Delays: EncodeDelays(p.RetryDelays)}
+		rows[i] = InsertRow{DeliveryInsertParams: p, ID: p.ID, ReceivedAt: p.ReceivedAt, HeadersJSON: string(h),
+			Body: body, MaxAttempts: MaxAttemptsFor(p.MaxAttempts, p.RetryDelays), Delays: EncodeDelays(p.RetryDelays)}
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ps[a].Key(), ps[b].Key()) })
+	// Two hosts sent the same event (a fan-out, a provider with one id for
+	// every endpoint) in the same millisecond, under the same source name:
+	// one id, two deliveries. The later in order moves on.
+	used := make(map[string]string, len(rows))
+	for _, i := range order {
+		r := &rows[i]
+		for k, ok := used[r.ID]; ok && k != r.Key(); k, ok = used[r.ID] {
+			r.next()
+		}
+		used[r.ID] = r.Key()
+	}
 	return rows, order, nil
+}
+
+// DeliveryID is the id of event eventID of source, received at at:
+// {source}:{event_id}:{received_ms}.
+func DeliveryID(source, eventID string, at time.Time) string {
+	return source + ":" + eventID + ":" + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
+// next moves r to the next millisecond and its id.
+func (r *InsertRow) next() {
+	r.ReceivedAt = r.ReceivedAt.Truncate(time.Millisecond).Add(time.Millisecond)
+	r.ID = DeliveryID(r.Source, r.EventID, r.ReceivedAt)
+}
+
+// MoveOn moves rows[i], for each i of idx, whose delivery id another
+// host's delivery already has, to the next millisecond whose id no other
+// event of rows uses. The store then tries that one.
+func MoveOn(rows []InsertRow, idx []int) {
+	used := make(map[string]string, len(rows))
+	for i := range rows {
+		used[rows[i].ID] = rows[i].Key()
+	}
+	for _, i := range idx {
+		r := &rows[i]
+		r.next()
+		for k, ok := used[r.ID]; ok && k != r.Key(); k, ok = used[r.ID] {
+			r.next()
+		}
+		used[r.ID] = r.Key()
+	}
 }
 
 // Inserted is the delivery r becomes when it is stored new at at (the

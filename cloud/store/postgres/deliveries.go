@@ -100,6 +100,9 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	return res[0], nil
 }
 
+// maxInsertRounds bounds the tries of an event whose delivery id is taken.
+const maxInsertRounds = 8
+
 // DeliveryInsertBatch writes the batch's new events with one statement in
 // its own transaction — rows, their received events and the hosts' wake-ups
 // in one round trip, the common case. Repeats are answered in a second
@@ -128,9 +131,11 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		copy(results, stored)
 		woken := map[string]bool{}
 		pending := repeats
-		// Twice at most: an event neither inserted nor found was deleted
-		// (pruned) between the two statements, and is inserted again.
-		for range 2 {
+		// An event neither inserted nor found either has a delivery id
+		// another host's delivery took (the same event under the same source
+		// name, received in the same millisecond) or was deleted (pruned)
+		// between the two statements: it is inserted again, a millisecond on.
+		for range maxInsertRounds {
 			existing, err := lockExisting(ctx, tx, ps, pending)
 			if err != nil {
 				return err
@@ -156,6 +161,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				pending = nil
 				break
 			}
+			store.MoveOn(rows, missing)
 			inserted, err := insertRows(ctx, tx, rows, missing)
 			if err != nil {
 				return err
@@ -226,7 +232,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		delays   = make([]*string, n)
 		times    = make([]time.Time, n)
 	)
-	byID := make(map[string]int, n)
+	byKey := make(map[string]int, n)
 	for j, i := range first {
 		r := &rows[i]
 		ids[j], hosts[j], sources[j], events[j], types[j], actions[j], headers[j], correlations[j], reasons[j] =
@@ -234,10 +240,11 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			r.ReceiveReason()
 		bodies[j], sizes[j], attempts[j], delays[j], times[j] =
 			r.Body, int32(len(r.Body)), int32(r.MaxAttempts), r.Delays, ms(r.ReceivedAt)
-		byID[r.ID] = i
+		byKey[r.Key()] = i
 	}
-	// The notifications are counted in a sub-select evaluated once, and only
-	// when a row was inserted.
+	// A row whose event is stored, or whose delivery id another event has,
+	// is skipped; the caller tells which. The notifications are counted in a
+	// sub-select evaluated once, and only when a row was inserted.
 	out, err := q.Query(ctx, `
 		WITH r AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
@@ -247,13 +254,14 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
 			SELECT id, host, src, ev, typ, act, hdr, body, size, $15, att, delays, at, corr, at FROM r
-			ON CONFLICT (host_id, source, event_id) DO NOTHING
-			RETURNING delivery_id, host_id, received_at
+			ON CONFLICT DO NOTHING
+			RETURNING delivery_id, host_id, source, event_id, received_at
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT ins.delivery_id, ins.received_at, '', $15, r.reason, 0 FROM ins JOIN r ON r.id = ins.delivery_id
+			SELECT ins.delivery_id, ins.received_at, '', $15, r.reason, 0 FROM ins
+				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
 		)
-		SELECT delivery_id, (SELECT count(*) FROM (
+		SELECT host_id, source, event_id, (SELECT count(*) FROM (
 			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins) hosts) woken)
 		FROM ins`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
@@ -264,11 +272,11 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 	// What was written need not be read back: each new row is its params.
 	inserted := make(map[string]*store.Delivery, n)
 	var (
-		id    string
-		woken int64
+		host, source, event string
+		woken               int64
 	)
-	_, err = pgx.ForEachRow(out, []any{&id, &woken}, func() error {
-		r := &rows[byID[id]]
+	_, err = pgx.ForEachRow(out, []any{&host, &source, &event, &woken}, func() error {
+		r := &rows[byKey[store.DedupeKey(host, source, event)]]
 		inserted[r.Key()] = r.Inserted(ms(r.ReceivedAt))
 		return nil
 	})

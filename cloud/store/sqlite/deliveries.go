@@ -85,6 +85,9 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	return res[0], nil
 }
 
+// maxInsertRounds bounds the tries of an event whose delivery id is taken.
+const maxInsertRounds = 8
+
 // DeliveryInsertBatch writes the batch in one transaction on the one
 // writer connection, so look-ups and inserts cannot race; the statements
 // are prepared once per batch.
@@ -104,7 +107,8 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		insert, err := tx.PrepareContext(ctx, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (delivery_id) DO NOTHING`)
 		if err != nil {
 			return err
 		}
@@ -123,12 +127,29 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
-			_, err = insert.ExecContext(ctx,
-				r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
-				r.Body, len(r.Body), string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
-				dbTime(now), r.CorrelationID, dbTime(now))
-			if err != nil {
-				return err
+			// The event is new here; its delivery id may not be: another
+			// host's delivery of the same event under the same source name,
+			// received in the same millisecond. It moves on a millisecond.
+			for round := 0; ; round++ {
+				res, err := insert.ExecContext(ctx,
+					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
+					r.Body, len(r.Body), string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
+					dbTime(now), r.CorrelationID, dbTime(now))
+				if err != nil {
+					return err
+				}
+				n, err := res.RowsAffected()
+				if err != nil {
+					return err
+				}
+				if n == 1 {
+					break
+				}
+				if round == maxInsertRounds {
+					return fmt.Errorf("%w: delivery id %s", store.ErrConflict, r.ID)
+				}
+				store.MoveOn(rows, []int{i})
+				now = ms(r.ReceivedAt)
 			}
 			d := r.Inserted(now) // what was written need not be read back
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}

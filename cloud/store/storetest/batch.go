@@ -60,6 +60,44 @@ func exerciseBatch(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 3, counts[store.StatusQueued], "dead (revived), new, stripe; evt-old was leased with evt-dead")
 	})
 
+	t.Run("InsertBatchIDTaken", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		third := createHost(ctx, t, s, "host-3", base)
+		stored := insert(ctx, t, s, b.other.ID, "evt-stored", base, deliveryOpts{})
+		// One event to three hosts in one millisecond, in one batch, and
+		// one whose id a stored delivery of another host has.
+		ps := []*store.DeliveryInsertParams{
+			insertParams(third.ID, "evt-1", base, deliveryOpts{}),
+			insertParams(b.host.ID, "evt-1", base, deliveryOpts{}),
+			insertParams(b.other.ID, "evt-1", base, deliveryOpts{}),
+			insertParams(b.host.ID, "evt-1", base, deliveryOpts{}), // the provider's repeat
+			insertParams(b.host.ID, "evt-stored", base, deliveryOpts{}),
+		}
+		res, err := s.DeliveryInsertBatch(ctx, ps)
+		require.NoError(t, err)
+		want := []store.InsertOutcome{store.InsertQueued, store.InsertQueued, store.InsertQueued,
+			store.InsertDuplicate, store.InsertQueued}
+		seen := map[string]string{stored.ID: b.other.ID}
+		for i, r := range res {
+			require.Equal(t, want[i], r.Outcome, "insert %d", i)
+			require.Equal(t, ps[i].HostID, r.Delivery.HostID)
+			if r.Outcome == store.InsertQueued {
+				require.NotContains(t, seen, r.Delivery.ID, "insert %d: ids are unique", i)
+				seen[r.Delivery.ID] = r.Delivery.HostID
+			}
+			got := get(ctx, t, s, r.Delivery.HostID, r.Delivery.ID)
+			require.Equal(t, ps[i].EventID, got.EventID)
+			require.Equal(t, r.Delivery.ReceivedAt, got.ReceivedAt)
+			require.Equal(t, ps[i].RawBody, got.RawBody)
+			require.Len(t, events(ctx, t, s, r.Delivery.ID), 1, "one received event")
+		}
+		require.Equal(t, res[1].Delivery.ID, res[3].Delivery.ID, "the repeat names the first")
+		require.Equal(t, deliveryID("github", "evt-stored", base.Add(time.Millisecond)), res[4].Delivery.ID)
+		require.Equal(t, deliveryID("github", "evt-stored", base), get(ctx, t, s, b.other.ID, stored.ID).ID,
+			"the stored delivery is untouched")
+	})
+
 	t.Run("InsertBatchFailsWhole", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)

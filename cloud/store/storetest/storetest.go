@@ -564,11 +564,37 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 1, counts[store.StatusQueued])
 		require.Len(t, events(ctx, t, s, first.ID), 3, "duplicates leave no trace in the trail")
 
-		// A delivery id taken by another host's delivery is a conflict.
-		p := insertParams(b.other.ID, "evt-9", base, deliveryOpts{})
-		p.ID = first.ID
-		_, err = s.DeliveryInsert(ctx, p)
-		require.ErrorIs(t, err, store.ErrConflict)
+	})
+
+	t.Run("DeliveryInsertIDTaken", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		third := createHost(ctx, t, s, "host-3", base)
+		// The same event to three hosts under one source name, in one
+		// millisecond (a fan-out; Stripe and Svix send one event id to every
+		// endpoint): one id, three deliveries. Each is stored, the later ones
+		// a millisecond on, and each host sees only its own.
+		first := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		second := insert(ctx, t, s, b.other.ID, "evt-1", base, deliveryOpts{})
+		last := insert(ctx, t, s, third.ID, "evt-1", base, deliveryOpts{})
+		require.Equal(t, deliveryID("github", "evt-1", base), first.ID)
+		require.Equal(t, deliveryID("github", "evt-1", base.Add(time.Millisecond)), second.ID)
+		require.Equal(t, base.Add(time.Millisecond), second.ReceivedAt, "the id names its receive time")
+		require.Equal(t, deliveryID("github", "evt-1", base.Add(2*time.Millisecond)), last.ID)
+		for _, d := range []*store.Delivery{first, second, last} {
+			got := get(ctx, t, s, d.HostID, d.ID)
+			require.Equal(t, d.ReceivedAt, got.ReceivedAt)
+			require.Len(t, events(ctx, t, s, d.ID), 1, "one received event")
+			require.Equal(t, []string{d.ID}, ids(lease(ctx, t, s, d.HostID, 10, 0, base.Add(time.Second))))
+		}
+		_, err := s.DeliveryGet(ctx, b.other.ID, first.ID)
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		// The provider's retry is a duplicate of each host's own delivery.
+		res, err := s.DeliveryInsert(ctx, insertParams(b.other.ID, "evt-1", base, deliveryOpts{}))
+		require.NoError(t, err)
+		require.Equal(t, store.InsertDuplicate, res.Outcome)
+		require.Equal(t, second.ID, res.Delivery.ID)
 	})
 
 	t.Run("DeliveryInsertRevivesDLQ", func(t *testing.T) {
