@@ -82,6 +82,9 @@ func keyRotation(t *testing.T, dbURL string) {
 
 	send(200)
 	sendGeneric(202)
+	// Delivered before the cloud stops: a heartbeat answer cut by the kill
+	// would only come back after its lease and a retry delay.
+	eventually(t, 30*time.Second, "2 deliveries", func() bool { return rc.count() == 2 })
 
 	// Keys "2,1", then re-encrypt everything with key 2.
 	c.kill()

@@ -2,9 +2,11 @@ package server
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -114,9 +116,18 @@ func (s *Server) heartbeat(c *gin.Context) {
 		resp.Webhooks = append(resp.Webhooks, toWire(d, !req.RawBodyOnly))
 	}
 
+	// The host may be gone by now: what follows is recorded regardless.
+	ctx = context.WithoutCancel(ctx)
 	if err := s.writeJSON(c, 200, resp); err != nil {
-		// The leases stand and expire into a retry; nothing is lost.
+		// Not handed out: back in the queue at once, no attempt counted. A
+		// release that fails leaves them to the lease expiry, which does the
+		// same.
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
+		if len(ids) > 0 {
+			if _, err := s.store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: host.ID, IDs: ids, Now: s.now()}); err != nil {
+				s.log.Warn("release unwritten deliveries", "host", host.ID, "err", err)
+			}
+		}
 		return
 	}
 	if len(ids) > 0 {
@@ -198,7 +209,7 @@ func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
 		if err := json.NewEncoder(c.Writer).Encode(v); err != nil {
 			return fmt.Errorf("write response: %w", err)
 		}
-		return nil
+		return flush(c.Writer)
 	}
 	c.Header("Content-Encoding", "gzip")
 	c.Status(status)
@@ -211,5 +222,23 @@ func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
 	if err := zw.Close(); err != nil {
 		return fmt.Errorf("write response: %w", err)
 	}
-	return nil
+	return flush(c.Writer)
+}
+
+// flush sends what is buffered of the answer to the connection, so that a
+// host that is gone shows as an error here rather than after the handler.
+func flush(w http.ResponseWriter) error {
+	for {
+		if f, ok := w.(interface{ FlushError() error }); ok {
+			if err := f.FlushError(); err != nil {
+				return fmt.Errorf("write response: %w", err)
+			}
+			return nil
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
 }

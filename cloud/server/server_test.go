@@ -41,10 +41,11 @@ const (
 var jwtKey = []byte("jwt-key-for-tests-32-bytes-long!")
 
 type bundle struct {
-	t     *testing.T
-	srv   *httptest.Server
-	store store.Store
-	clock *clockwork.FakeClock
+	t       *testing.T
+	srv     *httptest.Server
+	handler http.Handler
+	store   store.Store
+	clock   *clockwork.FakeClock
 }
 
 func setup(t *testing.T) *bundle {
@@ -61,9 +62,10 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := New(st, ring, tokens, clock, log, Config{AdminToken: testAdmin, LeaseFor: time.Minute})
-	srv := httptest.NewServer(s.Handler())
+	h := s.Handler()
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{t: t, srv: srv, store: st, clock: clock}
+	return &bundle{t: t, srv: srv, handler: h, store: st, clock: clock}
 }
 
 type answer struct {
@@ -515,6 +517,53 @@ func TestHostIsolation(t *testing.T) {
 	}
 	// The admin view is per host too.
 	require.Equal(t, 404, b.admin("GET", "/api/hosts/"+hostA+"/webhooks/"+leased[0], nil).status)
+}
+
+// deadConn is the connection of a host that went away: nothing written
+// reaches it.
+type deadConn struct{ header http.Header }
+
+func (d *deadConn) Header() http.Header { return d.header }
+func (d *deadConn) WriteHeader(int)     {}
+func (d *deadConn) Write([]byte) (int, error) {
+	return 0, errors.New("write tcp: connection reset by peer")
+}
+
+// A heartbeat whose answer cannot be written handed nothing out: its
+// deliveries go back to the queue at once, the attempt uncounted.
+func TestHeartbeatAnswerNotWrittenReleases(t *testing.T) {
+	b := setup(t)
+	hostID, token := b.newHost("a")
+	var queued shared.IntakeResponse
+	a := b.sendGitHub(hostID, "lost-1", prBody)
+	require.Equal(t, 200, a.status, string(a.body))
+	a.json(t, &queued)
+
+	for _, gzip := range []bool{true, false} {
+		req := httptest.NewRequest("POST", "/api/hosts/heartbeat", jsonBody(shared.HeartbeatRequest{}))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		if gzip {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		b.handler.ServeHTTP(&deadConn{header: http.Header{}}, req)
+
+		d, err := b.store.DeliveryGet(context.Background(), hostID, queued.DeliveryID)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusQueued, d.Status, "gzip %v", gzip)
+		require.Zero(t, d.Attempts)
+		require.Nil(t, d.LeaseExpiresAt)
+		trail, err := b.store.DeliveryEventList(context.Background(), d.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.TransitionRelease.Reason, trail[len(trail)-1].Reason)
+	}
+
+	// The next heartbeat that reaches the host has it, as the first attempt.
+	var hb shared.HeartbeatResponse
+	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 1)
+	require.Equal(t, queued.DeliveryID, hb.Webhooks[0].DeliveryID)
+	require.Equal(t, 1, hb.Webhooks[0].Attempt)
 }
 
 // One event fanned out to two hosts under the same source name in the same

@@ -105,6 +105,10 @@ type Store interface {
 	// DeliveryMarkDelivered moves leased deliveries from delivering to
 	// delivered once the response carrying them was written.
 	DeliveryMarkDelivered(ctx context.Context, p *DeliveryMarkDeliveredParams) (int, error)
+	// DeliveryRelease puts the host's deliveries that are still delivering
+	// (the answer carrying them was not written) back in the queue, their
+	// attempt uncounted. Returns how many changed.
+	DeliveryRelease(ctx context.Context, p *DeliveryReleaseParams) (int, error)
 	// DeliveryAck marks the host's deliveries acked. Deliveries of other hosts,
 	// unknown ids and already-acked ones are left alone. Returns how many
 	// changed.
@@ -119,7 +123,9 @@ type Store interface {
 	DeliveryExtend(ctx context.Context, p *DeliveryExtendParams) (int, error)
 	// DeliveryExpireLeases turns every lease that ended before Now into a
 	// failed attempt (FailureOutcome with retryable=true, on the delivery's
-	// own schedule), at most Limit of them. Returns how many.
+	// own schedule), at most Limit of them; one whose answer was never
+	// written (still delivering) goes back to the queue uncounted
+	// (TransitionExpireUnwritten). Returns how many.
 	DeliveryExpireLeases(ctx context.Context, p *DeliveryExpireLeasesParams) (int, error)
 	// DeliveryRetry puts one of the host's dead-lettered or retrying
 	// deliveries back in the queue with its attempts reset
@@ -370,6 +376,12 @@ type DeliveryLeaseResult struct {
 }
 
 type DeliveryMarkDeliveredParams struct {
+	HostID string
+	IDs    []string
+	Now    time.Time
+}
+
+type DeliveryReleaseParams struct {
 	HostID string
 	IDs    []string
 	Now    time.Time

@@ -36,6 +36,9 @@ func setup(t *testing.T) store.Store {
 	leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: "h1", Max: 10, MaxBytes: 1 << 20, LeaseFor: 30 * time.Second, Now: start})
 	require.NoError(t, err)
 	require.Len(t, leased.Deliveries, 1)
+	// Handed out: the heartbeat's answer was written.
+	_, err = st.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: "h1", IDs: []string{leased.Deliveries[0].ID}, Now: start})
+	require.NoError(t, err)
 	return st
 }
 

@@ -170,6 +170,17 @@ func (e *env) claimersOn(ctx context.Context, r *result, engine string, open fun
 					leases[d.ID] = append(leases[d.ID], &lease{claimer: c, attempt: d.Attempts, start: start, end: start.Add(leaseFor)})
 				}
 				mu.Unlock()
+				// Handed out, as by a heartbeat whose answer was written (a
+				// lease whose answer was not is released uncounted).
+				if len(res.Deliveries) > 0 {
+					handed := make([]string, len(res.Deliveries))
+					for i, d := range res.Deliveries {
+						handed[i] = d.ID
+					}
+					if _, err := st.DeliveryMarkDelivered(runCtx, &store.DeliveryMarkDeliveredParams{HostID: hostID, IDs: handed, Now: time.Now()}); err != nil && runCtx.Err() == nil {
+						noteErr(err)
+					}
+				}
 				for _, d := range res.Deliveries {
 					roll := e.randInt(100)
 					if draining.Load() {

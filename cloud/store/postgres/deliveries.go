@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -203,6 +204,11 @@ func answerInserted(ps []*store.DeliveryInsertParams, idx []int, inserted map[st
 	return repeats
 }
 
+// execer runs a statement on the pool or in a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
 // querier runs a statement on the pool (a transaction of its own) or in a
 // transaction.
 type querier interface {
@@ -380,8 +386,8 @@ const availableChannel = "relay_deliveries_available"
 
 // notifyAvailable tells every listener, once tx commits, that the host has
 // deliveries available.
-func notifyAvailable(ctx context.Context, tx pgx.Tx, hostID string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, availableChannel, hostID)
+func notifyAvailable(ctx context.Context, db execer, hostID string) error {
+	_, err := db.Exec(ctx, `SELECT pg_notify($1, $2)`, availableChannel, hostID)
 	return err
 }
 
@@ -702,6 +708,25 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 	return n, nil
 }
 
+func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionRelease, p.HostID, p.IDs, now, releaseSet, now)
+	if err != nil {
+		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
+	}
+	if n > 0 {
+		// Available again: wake the host's heartbeats waiting on any replica.
+		if err := notifyAvailable(ctx, s.pool, p.HostID); err != nil {
+			return n, fmt.Errorf("delivery release: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// releaseSet puts a delivery that was never handed out back in the queue:
+// its lease, and the attempt the lease counted, undone. $4 is now.
+const releaseSet = `attempts = GREATEST(attempts - 1, 0), lease_expires_at = NULL, next_retry_at = NULL, updated_at = $4`
+
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
 	now := ms(p.Now)
 	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,
@@ -782,7 +807,7 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
 	policy := p.Policy // PolicyFor applies the default
-	tr := store.TransitionExpire
+	tr, unwritten := store.TransitionExpire, store.TransitionExpireUnwritten
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
@@ -798,9 +823,46 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		if err != nil {
 			return err
 		}
+		var release []string
 		for _, l := range locked {
+			if unwritten.Allows(l.status) {
+				release = append(release, l.id)
+				continue
+			}
 			if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
 				return err
+			}
+		}
+		if len(release) > 0 {
+			_, err := tx.Exec(ctx, `UPDATE deliveries SET status = $3, `+releaseSet+`
+				WHERE delivery_id = ANY($1) AND status = $2`,
+				release, string(store.StatusDelivering), string(unwritten.To), now)
+			if err != nil {
+				return err
+			}
+			events := make([]store.DeliveryEvent, 0, len(release))
+			for _, l := range locked {
+				if unwritten.Allows(l.status) {
+					events = append(events, store.DeliveryEvent{DeliveryID: l.id, At: now, From: l.status,
+						To: unwritten.To, Reason: unwritten.Reason, Attempt: l.attempts})
+				}
+			}
+			if err := recordEvents(ctx, tx, events); err != nil {
+				return err
+			}
+			// Available again at once: wake their hosts' waiting heartbeats.
+			hosts, err := tx.Query(ctx, `SELECT DISTINCT host_id FROM deliveries WHERE delivery_id = ANY($1)`, release)
+			if err != nil {
+				return err
+			}
+			woken, err := pgx.CollectRows(hosts, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			for _, h := range woken {
+				if err := notifyAvailable(ctx, tx, h); err != nil {
+					return err
+				}
 			}
 		}
 		n = len(locked)

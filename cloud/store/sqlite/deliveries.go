@@ -509,6 +509,34 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 	return n, nil
 }
 
+func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
+	now := ms(p.Now)
+	n, err := s.transition(ctx, store.TransitionRelease, p.HostID, p.IDs, now, releaseSet, dbTime(now))
+	if err != nil {
+		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
+	}
+	if n > 0 {
+		s.wake.notify(p.HostID) // available again: wake its waiting heartbeats
+	}
+	return n, nil
+}
+
+// releaseSet puts a delivery that was never handed out back in the queue:
+// its lease, and the attempt the lease counted, undone. ?1 is now.
+const releaseSet = `attempts = MAX(attempts - 1, 0), lease_expires_at = NULL, next_retry_at = NULL, updated_at = ?1`
+
+// release applies tr (a release) to a delivery read in this transaction.
+func release(ctx context.Context, tx *sql.Tx, tr store.Transition, l lockedDelivery, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+releaseSet+`, status = ?2 WHERE delivery_id = ?3 AND status = ?4`,
+		dbTime(now), string(tr.To), l.id, string(l.status))
+	if err != nil {
+		return err
+	}
+	return recordEvents(ctx, tx, []store.DeliveryEvent{{
+		DeliveryID: l.id, At: now, From: l.status, To: tr.To, Reason: tr.Reason, Attempt: l.attempts,
+	}})
+}
+
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
 	now := ms(p.Now)
 	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,
@@ -590,8 +618,12 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	now := ms(p.Now)
 	policy := p.Policy // PolicyFor applies the default
 	tr := store.TransitionExpire
-	var n int
+	var (
+		n     int
+		woken []string
+	)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		woken = woken[:0]
 		args := append(statusArgs(tr.From), dbTime(now), limit)
 		locked, err := queryAll(ctx, tx, scanLocked, `
 			SELECT `+lockedColumns+` FROM deliveries
@@ -602,7 +634,17 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 			return err
 		}
 		for _, l := range locked {
-			if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
+			if store.TransitionExpireUnwritten.Allows(l.status) {
+				var host string
+				if err := tx.QueryRowContext(ctx, `SELECT host_id FROM deliveries WHERE delivery_id = ?`, l.id).Scan(&host); err != nil {
+					return err
+				}
+				woken = append(woken, host)
+				err = release(ctx, tx, store.TransitionExpireUnwritten, l, now)
+			} else {
+				err = fail(ctx, tx, tr, l, policy, true, tr.Reason, now)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -611,6 +653,10 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
+	}
+	// Released ones are available again: wake their hosts' waiting heartbeats.
+	for _, h := range woken {
+		s.wake.notify(h)
 	}
 	return n, nil
 }

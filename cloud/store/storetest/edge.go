@@ -192,7 +192,7 @@ func exerciseStaleNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		t.Parallel()
 		s, b := setup(t)
 		d := insert(ctx, t, s, b.host.ID, "evt-stale", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		// Attempt 1's lease expires; attempt 2 goes out.
 		expired := base.Add(leaseFor + time.Second)
 		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: expired})

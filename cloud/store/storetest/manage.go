@@ -57,7 +57,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		t.Parallel()
 		s, b := setup(t)
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		late := base.Add(leaseFor + time.Second)
 		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Now: late})
 		require.NoError(t, err)
@@ -88,7 +88,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		for i := range total {
 			insert(ctx, t, s, b.host.ID, fmt.Sprintf("evt-%03d", i), base.Add(time.Duration(i)*time.Millisecond), deliveryOpts{})
 		}
-		require.Len(t, lease(ctx, t, s, b.host.ID, total, 0, base), total)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, total, 0, base), total)
 
 		// Every replica sweeps at once: each expired lease is one failed
 		// attempt, counted once.
@@ -125,7 +125,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, total, counts[store.StatusRetrying])
 		for i := range 10 {
 			id := deliveryID("github", fmt.Sprintf("evt-%03d", i*29), base.Add(time.Duration(i*29)*time.Millisecond))
-			require.Len(t, events(ctx, t, s, id), 3, "received, leased, expired once")
+			require.Len(t, events(ctx, t, s, id), 4, "received, leased, written, expired once")
 			require.Equal(t, 1, get(ctx, t, s, b.host.ID, id).Attempts)
 		}
 	})
@@ -195,7 +195,7 @@ func exerciseSchedules(ctx context.Context, t *testing.T, setup setupFunc) {
 		res, err = s.DeliveryInsert(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, 4, res.Delivery.MaxAttempts, "an explicit max wins")
-		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 1)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, base), 1)
 		late := base.Add(leaseFor + time.Second)
 		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: late})
 		require.NoError(t, err)
@@ -547,6 +547,23 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.ElementsMatch(t, []string{b.host.ID, b.other.ID}, []string{next(), next()})
 		mark()
 		require.Equal(t, b.other.ID, next(), "each host once")
+
+		// Released, or expired before its answer was written: available
+		// again at once. An expiry into a retry wakes no one.
+		leased := lease(ctx, t, s, b.host.ID, 2, 0, base.Add(3*time.Minute))
+		require.Len(t, leased, 2)
+		n, err := s.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: b.host.ID, IDs: ids(leased[:1]), Now: base.Add(3 * time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, b.host.ID, next(), "released")
+		handed := handOut(ctx, t, s, b.other.ID, 10, 0, base.Add(3*time.Minute))
+		require.NotEmpty(t, handed)
+		n, err = s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Now: base.Add(3*time.Minute + 2*leaseFor)})
+		require.NoError(t, err)
+		require.Equal(t, 1+len(handed), n)
+		mark()
+		require.Equal(t, b.host.ID, next(), "expired unwritten")
+		require.Equal(t, b.other.ID, next(), "the mark: expiries into a retry woke no one")
 
 		cancel()
 		require.NoError(t, <-done, "ending the context ends the listener cleanly")

@@ -151,6 +151,17 @@ func leaseMore(ctx context.Context, t *testing.T, s store.Store, hostID string, 
 	return res
 }
 
+// handOut leases as a heartbeat does whose answer was written: the leased
+// deliveries are delivered (the returned copies still say delivering).
+func handOut(ctx context.Context, t *testing.T, s store.Store, hostID string, max, maxBytes int, now time.Time) []*store.Delivery {
+	t.Helper()
+	leased := lease(ctx, t, s, hostID, max, maxBytes, now)
+	n, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: hostID, IDs: ids(leased), Now: now})
+	require.NoError(t, err)
+	require.Equal(t, len(leased), n)
+	return leased
+}
+
 func ids(ds []*store.Delivery) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {
@@ -819,6 +830,44 @@ func exerciseLease(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Zero(t, n, "already delivered")
 	})
+
+	t.Run("ReleaseUnwritten", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		first := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		second := insert(ctx, t, s, b.host.ID, "evt-2", base.Add(time.Second), deliveryOpts{})
+		written := insert(ctx, t, s, b.host.ID, "evt-3", base.Add(2*time.Second), deliveryOpts{})
+		o := insert(ctx, t, s, b.other.ID, "evt-o", base, deliveryOpts{})
+		require.Len(t, lease(ctx, t, s, b.host.ID, 2, 0, base), 2)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		require.Len(t, lease(ctx, t, s, b.other.ID, 1, 0, base), 1)
+
+		// The answer carrying the first two was not written: they were never
+		// handed out. Only the caller's, only while delivering.
+		now := base.Add(time.Second)
+		n, err := s.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: b.host.ID,
+			IDs: []string{first.ID, second.ID, written.ID, o.ID, "unknown"}, Now: now})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		for _, d := range []*store.Delivery{first, second} {
+			got := get(ctx, t, s, b.host.ID, d.ID)
+			require.Equal(t, store.StatusQueued, got.Status, d.ID)
+			require.Zero(t, got.Attempts, d.ID)
+			require.Nil(t, got.LeaseExpiresAt, d.ID)
+			ev := lastEvent(ctx, t, s, d.ID)
+			require.Equal(t, store.StatusDelivering, ev.From)
+			require.Equal(t, store.StatusQueued, ev.To)
+			require.Equal(t, store.TransitionRelease.Reason, ev.Reason)
+			require.Equal(t, 1, ev.Attempt)
+		}
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, written.ID).Status, "handed out: not released")
+		require.Equal(t, store.StatusDelivering, get(ctx, t, s, b.other.ID, o.ID).Status, "another host's: untouched")
+
+		// Available at once, in their order, as first attempts.
+		again := lease(ctx, t, s, b.host.ID, 10, 0, now)
+		require.Equal(t, []string{first.ID, second.ID}, ids(again))
+		require.Equal(t, 1, again[0].Attempts)
+	})
 }
 
 // --- acks, nacks, extends ---
@@ -885,7 +934,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		t.Parallel()
 		s, b := setup(t)
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		late := base.Add(leaseFor + time.Minute)
 		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: late})
 		require.NoError(t, err)
@@ -997,7 +1046,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		s, b := setup(t)
 		d1 := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		d2 := insert(ctx, t, s, b.host.ID, "evt-2", base.Add(time.Second), deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 2, 0, base), 2)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 2, 0, base), 2)
 		queued := insert(ctx, t, s, b.host.ID, "evt-3", base.Add(2*time.Second), deliveryOpts{})
 		o := insert(ctx, t, s, b.other.ID, "evt-o", base, deliveryOpts{})
 		require.Len(t, lease(ctx, t, s, b.other.ID, 1, 0, base), 1)
@@ -1007,23 +1056,25 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "only the caller's leased ones")
 		got := get(ctx, t, s, b.host.ID, d1.ID)
-		require.Equal(t, store.StatusDelivering, got.Status)
+		require.Equal(t, store.StatusDelivered, got.Status)
 		require.Equal(t, 1, got.Attempts, "extending is not an attempt")
 		require.Equal(t, ptr(now.Add(10*time.Minute)), got.LeaseExpiresAt)
 		require.Equal(t, ptr(base.Add(leaseFor)), get(ctx, t, s, b.host.ID, d2.ID).LeaseExpiresAt)
 		require.Nil(t, get(ctx, t, s, b.host.ID, queued.ID).LeaseExpiresAt)
 		require.Equal(t, ptr(base.Add(leaseFor)), get(ctx, t, s, b.other.ID, o.ID).LeaseExpiresAt)
 		ev := lastEvent(ctx, t, s, d1.ID)
-		require.Equal(t, store.StatusDelivering, ev.From)
-		require.Equal(t, store.StatusDelivering, ev.To)
+		require.Equal(t, store.StatusDelivered, ev.From)
+		require.Equal(t, store.StatusDelivered, ev.To)
 		require.Equal(t, store.TransitionExtend.Reason, ev.Reason)
 
 		// Past the original lease: the extended one lives on, the other expires.
 		n, err = s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: base.Add(leaseFor + time.Minute)})
 		require.NoError(t, err)
 		require.Equal(t, 2, n, "d2 and the other host's")
-		require.Equal(t, store.StatusDelivering, get(ctx, t, s, b.host.ID, d1.ID).Status)
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, d1.ID).Status)
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d2.ID).Status)
+		// The other host's answer was never written: back in its queue.
+		require.Equal(t, store.StatusQueued, get(ctx, t, s, b.other.ID, o.ID).Status)
 		require.Equal(t, []string{queued.ID}, ids(lease(ctx, t, s, b.host.ID, 10, 0, base.Add(leaseFor+time.Minute))),
 			"d1 still leased, d2 not due yet")
 
@@ -1061,7 +1112,8 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 1, expire(now, 1))
 		require.Zero(t, expire(now, 1))
 
-		for _, d := range []*store.Delivery{early, delivered} {
+		// A lease whose answer was written is a failed attempt.
+		for _, d := range []*store.Delivery{delivered} {
 			got := get(ctx, t, s, b.host.ID, d.ID)
 			require.Equal(t, store.StatusRetrying, got.Status, d.ID)
 			require.Equal(t, 1, got.Attempts, d.ID)
@@ -1074,10 +1126,24 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 			require.Equal(t, 1, ev.Attempt, d.ID)
 			require.Equal(t, now, ev.At, d.ID)
 		}
-		require.Equal(t, store.StatusDelivering, lastEvent(ctx, t, s, early.ID).From)
 		require.Equal(t, store.StatusDelivered, lastEvent(ctx, t, s, delivered.ID).From)
 
-		got := get(ctx, t, s, b.host.ID, valid.ID)
+		// One whose answer was never written (the cloud stopped between
+		// leasing and answering) was not handed out: back in the queue,
+		// available at once, the attempt uncounted.
+		got := get(ctx, t, s, b.host.ID, early.ID)
+		require.Equal(t, store.StatusQueued, got.Status)
+		require.Zero(t, got.Attempts)
+		require.Nil(t, got.NextRetryAt)
+		require.Nil(t, got.LeaseExpiresAt)
+		ev := lastEvent(ctx, t, s, early.ID)
+		require.Equal(t, store.StatusDelivering, ev.From)
+		require.Equal(t, store.StatusQueued, ev.To)
+		require.Equal(t, store.TransitionExpireUnwritten.Reason, ev.Reason)
+		require.Equal(t, 1, ev.Attempt, "the attempt that was undone")
+		require.Equal(t, now, ev.At)
+
+		got = get(ctx, t, s, b.host.ID, valid.ID)
 		require.Equal(t, store.StatusDelivering, got.Status, "a valid lease is untouched")
 		require.Equal(t, 1, got.Attempts)
 		got = get(ctx, t, s, b.host.ID, queued.ID)
@@ -1091,7 +1157,7 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{maxAttempts: 2})
 		now := base
 		for attempt := 1; attempt <= 2; attempt++ {
-			require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, now), 1)
+			require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, now), 1)
 			now = now.Add(leaseFor + time.Millisecond)
 			n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Now: now}) // zero policy: the default
 			require.NoError(t, err)
