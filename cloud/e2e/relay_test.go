@@ -120,8 +120,7 @@ func singleStatus(c *cloud, hostID, status string) string {
 // sending, and restarts it. The sender behaves like a provider: anything but
 // a 2xx is retried with the same event id. Every event answered 2xx reaches
 // the receiver exactly once. A heartbeat answer the kill cut short leaves its
-// deliveries leased: they go out again when the lease ends (5 s here), and
-// the attempt is not counted.
+// deliveries leased: they go out again as soon as the lease ends (5 s here).
 func TestCloudCrashMidStream(t *testing.T) {
 	for name, newDB := range engines(t) {
 		t.Run(name, func(t *testing.T) {

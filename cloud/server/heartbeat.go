@@ -119,12 +119,12 @@ func (s *Server) heartbeat(c *gin.Context) {
 	// The host may be gone by now: what follows is recorded regardless.
 	ctx = context.WithoutCancel(ctx)
 	if err := s.writeJSON(c, 200, resp); err != nil {
-		// Not handed out: back in the queue at once, no attempt counted. A
+		// Not handed out: the attempt failed and is due again at once. A
 		// release that fails leaves them to the lease expiry, which does the
 		// same.
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
 		if len(ids) > 0 {
-			if _, err := s.store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: host.ID, IDs: ids, Now: s.now()}); err != nil {
+			if _, err := s.store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: host.ID, IDs: ids, Policy: store.DefaultRetryPolicy, Now: s.now()}); err != nil {
 				s.log.Warn("release unwritten deliveries", "host", host.ID, "err", err)
 			}
 		}

@@ -529,8 +529,8 @@ func (d *deadConn) Write([]byte) (int, error) {
 	return 0, errors.New("write tcp: connection reset by peer")
 }
 
-// A heartbeat whose answer cannot be written handed nothing out: its
-// deliveries go back to the queue at once, the attempt uncounted.
+// A heartbeat whose answer cannot be written handed nothing out: the
+// attempt fails and is due again at once, not after the lease and a delay.
 func TestHeartbeatAnswerNotWrittenReleases(t *testing.T) {
 	b := setup(t)
 	hostID, token := b.newHost("a")
@@ -539,7 +539,7 @@ func TestHeartbeatAnswerNotWrittenReleases(t *testing.T) {
 	require.Equal(t, 200, a.status, string(a.body))
 	a.json(t, &queued)
 
-	for _, gzip := range []bool{true, false} {
+	for attempt, gzip := range []bool{true, false} {
 		req := httptest.NewRequest("POST", "/api/hosts/heartbeat", jsonBody(shared.HeartbeatRequest{}))
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
@@ -550,20 +550,21 @@ func TestHeartbeatAnswerNotWrittenReleases(t *testing.T) {
 
 		d, err := b.store.DeliveryGet(context.Background(), hostID, queued.DeliveryID)
 		require.NoError(t, err)
-		require.Equal(t, store.StatusQueued, d.Status, "gzip %v", gzip)
-		require.Zero(t, d.Attempts)
+		require.Equal(t, store.StatusRetrying, d.Status, "gzip %v", gzip)
+		require.Equal(t, attempt+1, d.Attempts)
+		require.Equal(t, b.clock.Now(), *d.NextRetryAt, "due at once")
 		require.Nil(t, d.LeaseExpiresAt)
 		trail, err := b.store.DeliveryEventList(context.Background(), d.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.TransitionRelease.Reason, trail[len(trail)-1].Reason)
 	}
 
-	// The next heartbeat that reaches the host has it, as the first attempt.
+	// The next heartbeat that reaches the host has it, with no clock moved.
 	var hb shared.HeartbeatResponse
 	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
 	require.Len(t, hb.Webhooks, 1)
 	require.Equal(t, queued.DeliveryID, hb.Webhooks[0].DeliveryID)
-	require.Equal(t, 1, hb.Webhooks[0].Attempt)
+	require.Equal(t, 3, hb.Webhooks[0].Attempt)
 }
 
 // One event fanned out to two hosts under the same source name in the same

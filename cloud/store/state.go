@@ -8,7 +8,7 @@ import (
 // Status is a delivery's state.
 //
 //	queued ──lease──▶ delivering ──response written──▶ delivered ──ack──▶ acked
-//	delivering ──answer not written, or lease expiry before it was──▶ queued (the attempt uncounted)
+//	delivering ──answer not written, or lease expiry before it was──▶ retrying, due at once
 //	delivering/delivered ──nack or lease expiry──▶ retrying ──lease──▶ delivering …
 //	                                           └──▶ dlq (attempts exhausted or not retryable)
 //	dlq ──provider repeat──▶ queued (revived, attempts reset)
@@ -50,6 +50,7 @@ type Transition struct {
 	From   []Status
 	To     Status
 	Reason string
+	AtOnce bool // a failure due again at once, not after the schedule's delay
 }
 
 // Allows reports whether the transition applies to a delivery in status s.
@@ -69,12 +70,15 @@ var (
 	TransitionRevive    = Transition{From: []Status{StatusDLQ}, To: StatusQueued, Reason: "revived by a repeat from the provider"}
 	TransitionLease     = Transition{From: []Status{StatusQueued, StatusRetrying}, To: StatusDelivering, Reason: "leased to heartbeat"}
 	TransitionDelivered = Transition{From: []Status{StatusDelivering}, To: StatusDelivered, Reason: "response written"}
-	// A delivery still delivering was never handed out: the answer carrying
-	// it failed, or the cloud stopped before writing it. Back in the queue,
-	// the attempt uncounted (an offline host burns no attempts), at once
-	// when the write failed, else when its lease runs out.
-	TransitionRelease         = Transition{From: []Status{StatusDelivering}, To: StatusQueued, Reason: "released: the answer carrying it was not written"}
-	TransitionExpireUnwritten = Transition{From: []Status{StatusDelivering}, To: StatusQueued, Reason: "lease expired before its answer was written"}
+	// A delivery still delivering did not reach its host: the answer
+	// carrying it failed to write (at once), or the cloud stopped before
+	// writing it (when the lease ends). The handler never ran, so there is
+	// nothing to back off from: it is due again at once. The attempt still
+	// counts, so a delivery that can never be handed out (an answer that
+	// always fails) ends in the dead-letter queue instead of blocking its
+	// host.
+	TransitionRelease         = Transition{From: []Status{StatusDelivering}, To: StatusRetrying, Reason: "answer not written", AtOnce: true}
+	TransitionExpireUnwritten = Transition{From: []Status{StatusDelivering}, To: StatusRetrying, Reason: "lease expired before its answer was written", AtOnce: true}
 	// An ack counts for a delivery that was handed out: under a valid lease,
 	// under an expired one (retrying, or dead-lettered by the expiry), and
 	// even when it has meanwhile been handed out again: the handler

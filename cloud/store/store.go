@@ -105,9 +105,10 @@ type Store interface {
 	// DeliveryMarkDelivered moves leased deliveries from delivering to
 	// delivered once the response carrying them was written.
 	DeliveryMarkDelivered(ctx context.Context, p *DeliveryMarkDeliveredParams) (int, error)
-	// DeliveryRelease puts the host's deliveries that are still delivering
-	// (the answer carrying them was not written) back in the queue, their
-	// attempt uncounted. Returns how many changed.
+	// DeliveryRelease fails the attempt of the host's deliveries that are
+	// still delivering (the answer carrying them was not written): retrying,
+	// due at once, or dlq when out of attempts (TransitionRelease). Returns
+	// how many changed.
 	DeliveryRelease(ctx context.Context, p *DeliveryReleaseParams) (int, error)
 	// DeliveryAck marks the host's deliveries acked. Deliveries of other hosts,
 	// unknown ids and already-acked ones are left alone. Returns how many
@@ -124,7 +125,7 @@ type Store interface {
 	// DeliveryExpireLeases turns every lease that ended before Now into a
 	// failed attempt (FailureOutcome with retryable=true, on the delivery's
 	// own schedule), at most Limit of them; one whose answer was never
-	// written (still delivering) goes back to the queue uncounted
+	// written (still delivering) is due again at once
 	// (TransitionExpireUnwritten). Returns how many.
 	DeliveryExpireLeases(ctx context.Context, p *DeliveryExpireLeasesParams) (int, error)
 	// DeliveryRetry puts one of the host's dead-lettered or retrying
@@ -384,6 +385,7 @@ type DeliveryMarkDeliveredParams struct {
 type DeliveryReleaseParams struct {
 	HostID string
 	IDs    []string
+	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
 	Now    time.Time
 }
 

@@ -170,8 +170,7 @@ func (e *env) claimersOn(ctx context.Context, r *result, engine string, open fun
 					leases[d.ID] = append(leases[d.ID], &lease{claimer: c, attempt: d.Attempts, start: start, end: start.Add(leaseFor)})
 				}
 				mu.Unlock()
-				// Handed out, as by a heartbeat whose answer was written (a
-				// lease whose answer was not is released uncounted).
+				// Handed out, as by a heartbeat whose answer was written.
 				if len(res.Deliveries) > 0 {
 					handed := make([]string, len(res.Deliveries))
 					for i, d := range res.Deliveries {

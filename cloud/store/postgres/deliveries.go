@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -204,11 +203,6 @@ func answerInserted(ps []*store.DeliveryInsertParams, idx []int, inserted map[st
 	return repeats
 }
 
-// execer runs a statement on the pool or in a transaction.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
 // querier runs a statement on the pool (a transaction of its own) or in a
 // transaction.
 type querier interface {
@@ -386,8 +380,8 @@ const availableChannel = "relay_deliveries_available"
 
 // notifyAvailable tells every listener, once tx commits, that the host has
 // deliveries available.
-func notifyAvailable(ctx context.Context, db execer, hostID string) error {
-	_, err := db.Exec(ctx, `SELECT pg_notify($1, $2)`, availableChannel, hostID)
+func notifyAvailable(ctx context.Context, tx pgx.Tx, hostID string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, availableChannel, hostID)
 	return err
 }
 
@@ -709,23 +703,31 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 }
 
 func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
 	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionRelease, p.HostID, p.IDs, now, releaseSet, now)
+	tr := store.TransitionRelease
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		locked, err := lockForTransition(ctx, tx, tr, p.HostID, p.IDs)
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		for _, l := range locked {
+			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		// Due at once: wake the host's heartbeats waiting on any replica.
+		return notifyAvailable(ctx, tx, p.HostID)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
 	}
-	if n > 0 {
-		// Available again: wake the host's heartbeats waiting on any replica.
-		if err := notifyAvailable(ctx, s.pool, p.HostID); err != nil {
-			return n, fmt.Errorf("delivery release: %w", err)
-		}
-	}
 	return n, nil
 }
-
-// releaseSet puts a delivery that was never handed out back in the queue:
-// its lease, and the attempt the lease counted, undone. $4 is now.
-const releaseSet = `attempts = GREATEST(attempts - 1, 0), lease_expires_at = NULL, next_retry_at = NULL, updated_at = $4`
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
 	now := ms(p.Now)
@@ -754,8 +756,11 @@ func fail(ctx context.Context, tx pgx.Tx, tr store.Transition, l lockedDelivery,
 	retryable bool, lastError string, now time.Time) error {
 	to, next := store.FailureOutcome(store.PolicyFor(l.delays, fallback), l.attempts, l.maxAttempts, retryable, now)
 	var dlqAt *time.Time
-	if to == store.StatusDLQ {
+	switch {
+	case to == store.StatusDLQ:
 		dlqAt = &now
+	case tr.AtOnce:
+		next = &now
 	}
 	_, err := tx.Exec(ctx, `
 		UPDATE deliveries
@@ -823,35 +828,20 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		if err != nil {
 			return err
 		}
-		var release []string
+		var unwrittenIDs []string
 		for _, l := range locked {
+			t := tr
 			if unwritten.Allows(l.status) {
-				release = append(release, l.id)
-				continue
+				t = unwritten
+				unwrittenIDs = append(unwrittenIDs, l.id)
 			}
-			if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
+			if err := fail(ctx, tx, t, l, policy, true, t.Reason, now); err != nil {
 				return err
 			}
 		}
-		if len(release) > 0 {
-			_, err := tx.Exec(ctx, `UPDATE deliveries SET status = $3, `+releaseSet+`
-				WHERE delivery_id = ANY($1) AND status = $2`,
-				release, string(store.StatusDelivering), string(unwritten.To), now)
-			if err != nil {
-				return err
-			}
-			events := make([]store.DeliveryEvent, 0, len(release))
-			for _, l := range locked {
-				if unwritten.Allows(l.status) {
-					events = append(events, store.DeliveryEvent{DeliveryID: l.id, At: now, From: l.status,
-						To: unwritten.To, Reason: unwritten.Reason, Attempt: l.attempts})
-				}
-			}
-			if err := recordEvents(ctx, tx, events); err != nil {
-				return err
-			}
-			// Available again at once: wake their hosts' waiting heartbeats.
-			hosts, err := tx.Query(ctx, `SELECT DISTINCT host_id FROM deliveries WHERE delivery_id = ANY($1)`, release)
+		if len(unwrittenIDs) > 0 {
+			// Due at once: wake their hosts' waiting heartbeats.
+			hosts, err := tx.Query(ctx, `SELECT DISTINCT host_id FROM deliveries WHERE delivery_id = ANY($1)`, unwrittenIDs)
 			if err != nil {
 				return err
 			}

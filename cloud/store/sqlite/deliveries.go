@@ -510,31 +510,32 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 }
 
 func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
 	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionRelease, p.HostID, p.IDs, now, releaseSet, dbTime(now))
+	tr := store.TransitionRelease
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		locked, err := selectForTransition(ctx, tx, tr, p.HostID, p.IDs)
+		if err != nil {
+			return err
+		}
+		for _, l := range locked {
+			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		return nil
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
 	}
 	if n > 0 {
-		s.wake.notify(p.HostID) // available again: wake its waiting heartbeats
+		s.wake.notify(p.HostID) // due at once: wake its waiting heartbeats
 	}
 	return n, nil
-}
-
-// releaseSet puts a delivery that was never handed out back in the queue:
-// its lease, and the attempt the lease counted, undone. ?1 is now.
-const releaseSet = `attempts = MAX(attempts - 1, 0), lease_expires_at = NULL, next_retry_at = NULL, updated_at = ?1`
-
-// release applies tr (a release) to a delivery read in this transaction.
-func release(ctx context.Context, tx *sql.Tx, tr store.Transition, l lockedDelivery, now time.Time) error {
-	_, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+releaseSet+`, status = ?2 WHERE delivery_id = ?3 AND status = ?4`,
-		dbTime(now), string(tr.To), l.id, string(l.status))
-	if err != nil {
-		return err
-	}
-	return recordEvents(ctx, tx, []store.DeliveryEvent{{
-		DeliveryID: l.id, At: now, From: l.status, To: tr.To, Reason: tr.Reason, Attempt: l.attempts,
-	}})
 }
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
@@ -564,8 +565,11 @@ func fail(ctx context.Context, tx *sql.Tx, tr store.Transition, l lockedDelivery
 	retryable bool, lastError string, now time.Time) error {
 	to, next := store.FailureOutcome(store.PolicyFor(l.delays, fallback), l.attempts, l.maxAttempts, retryable, now)
 	var dlqAt any
-	if to == store.StatusDLQ {
+	switch {
+	case to == store.StatusDLQ:
 		dlqAt = dbTime(now)
+	case tr.AtOnce:
+		next = &now
 	}
 	args := append([]any{string(to), dbTimePtr(next), dlqAt, lastError, dbTime(now), l.id}, statusArgs(tr.From)...)
 	_, err := tx.ExecContext(ctx, `
@@ -634,17 +638,16 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 			return err
 		}
 		for _, l := range locked {
+			t := tr
 			if store.TransitionExpireUnwritten.Allows(l.status) {
+				t = store.TransitionExpireUnwritten
 				var host string
 				if err := tx.QueryRowContext(ctx, `SELECT host_id FROM deliveries WHERE delivery_id = ?`, l.id).Scan(&host); err != nil {
 					return err
 				}
 				woken = append(woken, host)
-				err = release(ctx, tx, store.TransitionExpireUnwritten, l, now)
-			} else {
-				err = fail(ctx, tx, tr, l, policy, true, tr.Reason, now)
 			}
-			if err != nil {
+			if err := fail(ctx, tx, t, l, policy, true, t.Reason, now); err != nil {
 				return err
 			}
 		}
@@ -654,7 +657,7 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	if err != nil {
 		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
 	}
-	// Released ones are available again: wake their hosts' waiting heartbeats.
+	// Unwritten ones are due at once: wake their hosts' waiting heartbeats.
 	for _, h := range woken {
 		s.wake.notify(h)
 	}

@@ -548,8 +548,8 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		mark()
 		require.Equal(t, b.other.ID, next(), "each host once")
 
-		// Released, or expired before its answer was written: available
-		// again at once. An expiry into a retry wakes no one.
+		// Released, or expired before its answer was written: due again at
+		// once. An expiry into a delayed retry wakes no one.
 		leased := lease(ctx, t, s, b.host.ID, 2, 0, base.Add(3*time.Minute))
 		require.Len(t, leased, 2)
 		n, err := s.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: b.host.ID, IDs: ids(leased[:1]), Now: base.Add(3 * time.Minute)})

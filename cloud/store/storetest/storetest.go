@@ -837,36 +837,44 @@ func exerciseLease(ctx context.Context, t *testing.T, setup setupFunc) {
 		first := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		second := insert(ctx, t, s, b.host.ID, "evt-2", base.Add(time.Second), deliveryOpts{})
 		written := insert(ctx, t, s, b.host.ID, "evt-3", base.Add(2*time.Second), deliveryOpts{})
+		last := insert(ctx, t, s, b.host.ID, "evt-4", base.Add(3*time.Second), deliveryOpts{maxAttempts: 1})
 		o := insert(ctx, t, s, b.other.ID, "evt-o", base, deliveryOpts{})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 2, 0, base), 2)
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		require.Len(t, lease(ctx, t, s, b.other.ID, 1, 0, base), 1)
 
-		// The answer carrying the first two was not written: they were never
-		// handed out. Only the caller's, only while delivering.
+		// The answer carrying first, second and last was not written. Only
+		// the caller's count, only while delivering.
 		now := base.Add(time.Second)
 		n, err := s.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: b.host.ID,
-			IDs: []string{first.ID, second.ID, written.ID, o.ID, "unknown"}, Now: now})
+			IDs: []string{first.ID, second.ID, written.ID, last.ID, o.ID, "unknown"}, Now: now})
 		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		require.Equal(t, 3, n)
 		for _, d := range []*store.Delivery{first, second} {
 			got := get(ctx, t, s, b.host.ID, d.ID)
-			require.Equal(t, store.StatusQueued, got.Status, d.ID)
-			require.Zero(t, got.Attempts, d.ID)
+			require.Equal(t, store.StatusRetrying, got.Status, d.ID)
+			require.Equal(t, 1, got.Attempts, "the attempt counts")
+			require.Equal(t, ptr(now), got.NextRetryAt, "due at once: the handler never ran")
 			require.Nil(t, got.LeaseExpiresAt, d.ID)
 			ev := lastEvent(ctx, t, s, d.ID)
 			require.Equal(t, store.StatusDelivering, ev.From)
-			require.Equal(t, store.StatusQueued, ev.To)
+			require.Equal(t, store.StatusRetrying, ev.To)
 			require.Equal(t, store.TransitionRelease.Reason, ev.Reason)
 			require.Equal(t, 1, ev.Attempt)
 		}
+		// Out of attempts, it is dead-lettered: an answer that can never be
+		// written does not hold its host's queue forever.
+		got := get(ctx, t, s, b.host.ID, last.ID)
+		require.Equal(t, store.StatusDLQ, got.Status)
+		require.Equal(t, store.TransitionRelease.Reason+": attempts exhausted, dead-lettered", lastEvent(ctx, t, s, last.ID).Reason)
 		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, written.ID).Status, "handed out: not released")
 		require.Equal(t, store.StatusDelivering, get(ctx, t, s, b.other.ID, o.ID).Status, "another host's: untouched")
 
-		// Available at once, in their order, as first attempts.
+		// Available at once, in their order, as second attempts.
 		again := lease(ctx, t, s, b.host.ID, 10, 0, now)
 		require.Equal(t, []string{first.ID, second.ID}, ids(again))
-		require.Equal(t, 1, again[0].Attempts)
+		require.Equal(t, 2, again[0].Attempts)
 	})
 }
 
@@ -1073,8 +1081,10 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 2, n, "d2 and the other host's")
 		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, d1.ID).Status)
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d2.ID).Status)
-		// The other host's answer was never written: back in its queue.
-		require.Equal(t, store.StatusQueued, get(ctx, t, s, b.other.ID, o.ID).Status)
+		// The other host's answer was never written: due again at once.
+		got = get(ctx, t, s, b.other.ID, o.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, ptr(base.Add(leaseFor+time.Minute)), got.NextRetryAt)
 		require.Equal(t, []string{queued.ID}, ids(lease(ctx, t, s, b.host.ID, 10, 0, base.Add(leaseFor+time.Minute))),
 			"d1 still leased, d2 not due yet")
 
@@ -1129,18 +1139,18 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.StatusDelivered, lastEvent(ctx, t, s, delivered.ID).From)
 
 		// One whose answer was never written (the cloud stopped between
-		// leasing and answering) was not handed out: back in the queue,
-		// available at once, the attempt uncounted.
+		// leasing and answering) never reached its handler: the attempt
+		// counts, but it is due again at once.
 		got := get(ctx, t, s, b.host.ID, early.ID)
-		require.Equal(t, store.StatusQueued, got.Status)
-		require.Zero(t, got.Attempts)
-		require.Nil(t, got.NextRetryAt)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, ptr(now), got.NextRetryAt)
 		require.Nil(t, got.LeaseExpiresAt)
 		ev := lastEvent(ctx, t, s, early.ID)
 		require.Equal(t, store.StatusDelivering, ev.From)
-		require.Equal(t, store.StatusQueued, ev.To)
+		require.Equal(t, store.StatusRetrying, ev.To)
 		require.Equal(t, store.TransitionExpireUnwritten.Reason, ev.Reason)
-		require.Equal(t, 1, ev.Attempt, "the attempt that was undone")
+		require.Equal(t, 1, ev.Attempt)
 		require.Equal(t, now, ev.At)
 
 		got = get(ctx, t, s, b.host.ID, valid.ID)
