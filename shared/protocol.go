@@ -136,6 +136,14 @@ type HeartbeatRequest struct {
 	// a host that reads RawBody alone halves what a batch costs to encode,
 	// send and decode.
 	RawBodyOnly bool `json:"raw_body_only,omitempty"`
+	// AnswerLost says the host did not get the answer to its last heartbeat
+	// (the connection failed, or the answer was cut short), so it may not
+	// hold what that answer leased. WebhooksHeld then lists every webhook it
+	// holds and has not reported: the cloud fails the attempt of the host's
+	// other leased deliveries, due again at once, instead of waiting for
+	// their leases to end.
+	AnswerLost   bool     `json:"answer_lost,omitempty"`
+	WebhooksHeld []string `json:"webhooks_held,omitempty"`
 }
 
 // Nack reports a failed handler run.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,19 @@ func (s *Server) heartbeat(c *gin.Context) {
 		if _, err := s.store.DeliveryExtend(ctx, &store.DeliveryExtendParams{HostID: host.ID, IDs: req.WebhookExtends, LeaseFor: s.cfg.LeaseFor, Now: now}); err != nil {
 			s.writeError(c, errUnavailable(err))
 			return
+		}
+	}
+	if req.AnswerLost {
+		// What the lost answer leased, the host does not hold: due again at
+		// once, in this very answer if there is room.
+		n, err := s.store.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: host.ID,
+			Held: slices.Concat(req.WebhooksHeld, req.WebhookAcks), Policy: store.DefaultRetryPolicy, Now: now})
+		if err != nil {
+			s.writeError(c, errUnavailable(err))
+			return
+		}
+		if n > 0 {
+			s.log.Info("host lost a heartbeat answer; its deliveries are due again", "host", host.ID, "deliveries", n)
 		}
 	}
 	hb := &store.HostHeartbeatParams{HostID: host.ID, AgentVersion: truncate(req.AgentVersion, 100), Now: now}
@@ -173,8 +187,19 @@ func validateHeartbeat(req *shared.HeartbeatRequest) error {
 			return errInvalid(fmt.Sprintf("webhook_extends[%d] is empty", i))
 		}
 	}
+	for i, id := range req.WebhooksHeld {
+		if id == "" {
+			return errInvalid(fmt.Sprintf("webhooks_held[%d] is empty", i))
+		}
+	}
+	if len(req.WebhooksHeld) > 0 && !req.AnswerLost {
+		return errInvalid("webhooks_held is only sent with answer_lost")
+	}
 	if n := len(req.WebhookAcks) + len(req.WebhookNacks) + len(req.WebhookExtends); n > 10*shared.MaxMaxWebhooks {
 		return errInvalid(fmt.Sprintf("too many acks, nacks and extends in one heartbeat (%d)", n))
+	}
+	if n := len(req.WebhooksHeld); n > 10*shared.MaxMaxWebhooks {
+		return errInvalid(fmt.Sprintf("too many held webhooks in one heartbeat (%d)", n))
 	}
 	return nil
 }

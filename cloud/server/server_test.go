@@ -567,6 +567,38 @@ func TestHeartbeatAnswerNotWrittenReleases(t *testing.T) {
 	require.Equal(t, 3, hb.Webhooks[0].Attempt)
 }
 
+// A host that lost a heartbeat's answer says so, with what it holds: what
+// the lost answer leased comes again at once, as the next attempt.
+func TestHeartbeatAnswerLost(t *testing.T) {
+	b := setup(t)
+	hostID, token := b.newHost("a")
+	for _, id := range []string{"lost-1", "lost-2"} {
+		require.Equal(t, 200, b.sendGitHub(hostID, id, prBody).status)
+	}
+	var hb shared.HeartbeatResponse
+	b.heartbeat(token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(1)}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 1)
+	held := hb.Webhooks[0].DeliveryID
+	// This answer never reaches the host.
+	b.heartbeat(token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(1)}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 1)
+	lost := hb.Webhooks[0].DeliveryID
+
+	a := b.heartbeat(token, shared.HeartbeatRequest{AnswerLost: true, WebhooksHeld: []string{held}})
+	require.Equal(t, 200, a.status, string(a.body))
+	a.json(t, &hb)
+	require.Len(t, hb.Webhooks, 1, "the held one stays leased; the lost one comes again, no clock moved")
+	require.Equal(t, lost, hb.Webhooks[0].DeliveryID)
+	require.Equal(t, 2, hb.Webhooks[0].Attempt)
+	d, err := b.store.DeliveryGet(context.Background(), hostID, held)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDelivered, d.Status)
+
+	a = b.heartbeat(token, shared.HeartbeatRequest{WebhooksHeld: []string{held}})
+	require.Equal(t, 400, a.status)
+	require.Contains(t, string(a.body), "webhooks_held is only sent with answer_lost")
+}
+
 // One event fanned out to two hosts under the same source name in the same
 // millisecond (the clock does not move): each host gets its own delivery.
 func TestSameEventToTwoHosts(t *testing.T) {

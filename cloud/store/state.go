@@ -79,6 +79,9 @@ var (
 	// host.
 	TransitionRelease         = Transition{From: []Status{StatusDelivering}, To: StatusRetrying, Reason: "answer not written", AtOnce: true}
 	TransitionExpireUnwritten = Transition{From: []Status{StatusDelivering}, To: StatusRetrying, Reason: "lease expired before its answer was written", AtOnce: true}
+	// The host says it lost a heartbeat's answer and does not hold the
+	// delivery: the same, for what was leased to it either way.
+	TransitionAnswerLost = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "the host lost the answer carrying it", AtOnce: true}
 	// An ack counts for a delivery that was handed out: under a valid lease,
 	// under an expired one (retrying, or dead-lettered by the expiry), and
 	// even when it has meanwhile been handed out again: the handler

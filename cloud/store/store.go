@@ -110,6 +110,11 @@ type Store interface {
 	// due at once, or dlq when out of attempts (TransitionRelease). Returns
 	// how many changed.
 	DeliveryRelease(ctx context.Context, p *DeliveryReleaseParams) (int, error)
+	// DeliveryReleaseUnheld fails the attempt of the host's leased
+	// deliveries (delivering or delivered) not in Held, due again at once
+	// (TransitionAnswerLost): the host lost an answer and holds only Held.
+	// Returns how many changed.
+	DeliveryReleaseUnheld(ctx context.Context, p *DeliveryReleaseUnheldParams) (int, error)
 	// DeliveryAck marks the host's deliveries acked. Deliveries of other hosts,
 	// unknown ids and already-acked ones are left alone. Returns how many
 	// changed.
@@ -385,6 +390,13 @@ type DeliveryMarkDeliveredParams struct {
 type DeliveryReleaseParams struct {
 	HostID string
 	IDs    []string
+	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
+	Now    time.Time
+}
+
+type DeliveryReleaseUnheldParams struct {
+	HostID string
+	Held   []string
 	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
 	Now    time.Time
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -154,12 +155,15 @@ type Agent struct {
 	// inFlight holds the webhooks leased and not yet recorded, with when
 	// the cloud last granted or extended their lease.
 	inFlight map[string]time.Time
-	lanes    map[string]*lane
-	queued   int    // leased, waiting for a worker (or for the ledger lookup)
-	running  int    // handlers running
-	seq      uint64 // order of arrival across lanes
-	window   int    // how many webhooks may be in flight at once
-	starved  bool   // the workers ran dry since the last heartbeat went out
+	// answerLost: the last heartbeat failed, so what its answer leased may
+	// not have arrived; the next one says so.
+	answerLost bool
+	lanes      map[string]*lane
+	queued     int    // leased, waiting for a worker (or for the ledger lookup)
+	running    int    // handlers running
+	seq        uint64 // order of arrival across lanes
+	window     int    // how many webhooks may be in flight at once
+	starved    bool   // the workers ran dry since the last heartbeat went out
 	// cleanup is closed once the last heartbeat's outbox cleanup is done
 	// (nil: none ran); only Run's goroutine uses it.
 	cleanup       chan struct{}
@@ -518,6 +522,12 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 			req.WebhookExtends = append(req.WebhookExtends, id)
 		}
 	}
+	if a.answerLost {
+		// What the lost answer leased is not here: say what is, and the
+		// cloud hands the rest out again at once.
+		req.AnswerLost = true
+		req.WebhooksHeld = slices.Sorted(maps.Keys(a.inFlight))
+	}
 	free := a.window - len(a.inFlight)
 	idle := len(a.inFlight) == 0
 	// Dry now, or a worker finds nothing to start before the answer comes:
@@ -551,10 +561,15 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	a.mu.Lock()
 	if err != nil {
 		a.lastError = err.Error()
+		// Whatever the cloud leased to this heartbeat did not arrive.
+		a.answerLost = true
 		a.mu.Unlock()
 		return heartbeatResult{}, err
 	}
 	a.lastHeartbeat, a.lastError = now, ""
+	if req.AnswerLost {
+		a.answerLost = false
+	}
 	if req.Config != nil {
 		a.subSent = sub
 		a.log.Info("subscription sent to the cloud", "sources", len(req.Config.Webhooks))

@@ -687,3 +687,46 @@ func TestLongHandlerOutcomeIsRecorded(t *testing.T) {
 	require.Equal(t, []string{"github:long:1"}, hb.req.WebhookAcks)
 	require.EqualValues(t, 1, b.handler.calls.Load())
 }
+
+// A heartbeat that fails may have leased webhooks that never arrived: the
+// next one says so, listing what the host holds, and only that one.
+func TestLostAnswerIsReported(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:a:1", "pull_request")
+	release := make(chan struct{})
+	started := make(chan struct{})
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(ctx context.Context, _ shared.Webhook) handler.Outcome {
+			close(started)
+			<-release
+			return handler.Outcome{OK: true}
+		}
+		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+			switch n {
+			case 1:
+				resp.Webhooks = []shared.Webhook{w}
+			case 2:
+				return http.StatusBadGateway, shared.HeartbeatResponse{} // the answer is lost
+			}
+			return http.StatusOK, resp
+		}
+	})
+	first := b.next(t)
+	require.False(t, first.req.AnswerLost)
+	<-started
+
+	b.advance(t, 30*time.Second) // the interval, with the handler still running
+	lost := b.next(t)
+	require.Equal(t, http.StatusBadGateway, lost.status)
+	require.False(t, lost.req.AnswerLost)
+	b.advance(t, 30*time.Second) // past the backoff
+	report := b.next(t)
+	require.True(t, report.req.AnswerLost)
+	require.Equal(t, []string{w.DeliveryID}, report.req.WebhooksHeld, "what it holds: the running one")
+
+	close(release)
+	acked := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+	require.False(t, acked.req.AnswerLost, "said once")
+	require.Empty(t, acked.req.WebhooksHeld)
+}

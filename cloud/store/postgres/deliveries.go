@@ -729,6 +729,41 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	return n, nil
 }
 
+func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
+	now := ms(p.Now)
+	tr := store.TransitionAnswerLost
+	held := p.Held
+	if held == nil {
+		held = []string{}
+	}
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT `+lockedColumns+` FROM deliveries
+			WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
+			ORDER BY delivery_id
+			FOR UPDATE`, p.HostID, statusNames(tr.From), held)
+		if err != nil {
+			return err
+		}
+		locked, err := collectLocked(rows)
+		if err != nil {
+			return err
+		}
+		for _, l := range locked {
+			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
+	}
+	return n, nil
+}
+
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
 	now := ms(p.Now)
 	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,

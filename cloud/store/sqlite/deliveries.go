@@ -538,6 +538,40 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	return n, nil
 }
 
+func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
+	now := ms(p.Now)
+	tr := store.TransitionAnswerLost
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// Held goes in as one JSON array: it may list thousands of ids.
+		held, err := json.Marshal(append([]string{}, p.Held...))
+		if err != nil {
+			return err
+		}
+		args := append([]any{p.HostID}, statusArgs(tr.From)...)
+		args = append(args, string(held))
+		locked, err := queryAll(ctx, tx, scanLocked, `
+			SELECT `+lockedColumns+` FROM deliveries
+			WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
+				AND delivery_id NOT IN (SELECT value FROM json_each(?))
+			ORDER BY delivery_id`, args...)
+		if err != nil {
+			return err
+		}
+		for _, l := range locked {
+			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
+				return err
+			}
+		}
+		n = len(locked)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
+	}
+	return n, nil
+}
+
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
 	now := ms(p.Now)
 	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,

@@ -57,6 +57,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseDeliveries(ctx, t, setup)
 	exerciseLease(ctx, t, setup)
 	exerciseAckNack(ctx, t, setup)
+	exerciseReleaseUnheld(ctx, t, setup)
 	exerciseExpiry(ctx, t, setup)
 	exerciseAudit(ctx, t, setup)
 	exerciseConcurrency(ctx, t, setup)
@@ -875,6 +876,44 @@ func exerciseLease(ctx context.Context, t *testing.T, setup setupFunc) {
 		again := lease(ctx, t, s, b.host.ID, 10, 0, now)
 		require.Equal(t, []string{first.ID, second.ID}, ids(again))
 		require.Equal(t, 2, again[0].Attempts)
+	})
+}
+
+func exerciseReleaseUnheld(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("ReleaseUnheld", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		unwritten := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		lost := insert(ctx, t, s, b.host.ID, "evt-2", base.Add(time.Second), deliveryOpts{})
+		held := insert(ctx, t, s, b.host.ID, "evt-3", base.Add(2*time.Second), deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 2, 0, base), 2)
+		queued := insert(ctx, t, s, b.host.ID, "evt-4", base.Add(3*time.Second), deliveryOpts{})
+		o := insert(ctx, t, s, b.other.ID, "evt-o", base, deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.other.ID, 1, 0, base), 1)
+
+		// The host lost an answer and holds only evt-3.
+		now := base.Add(time.Minute)
+		n, err := s.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: b.host.ID,
+			Held: []string{held.ID, "unknown"}, Now: now})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		for _, d := range []*store.Delivery{unwritten, lost} {
+			got := get(ctx, t, s, b.host.ID, d.ID)
+			require.Equal(t, store.StatusRetrying, got.Status, d.ID)
+			require.Equal(t, 1, got.Attempts, d.ID)
+			require.Equal(t, ptr(now), got.NextRetryAt, "due at once")
+			require.Equal(t, store.TransitionAnswerLost.Reason, lastEvent(ctx, t, s, d.ID).Reason)
+		}
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, held.ID).Status, "held")
+		require.Equal(t, store.StatusQueued, get(ctx, t, s, b.host.ID, queued.ID).Status, "not leased")
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.other.ID, o.ID).Status, "another host's")
+		require.Equal(t, []string{unwritten.ID, lost.ID, queued.ID}, ids(lease(ctx, t, s, b.host.ID, 10, 0, now)))
+
+		// Holding nothing: everything leased to it.
+		n, err = s.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: b.host.ID, Now: now})
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
 	})
 }
 
