@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -62,9 +61,10 @@ func (s *Server) heartbeat(c *gin.Context) {
 	}
 	if req.AnswerLost {
 		// What the lost answer leased, the host does not hold: due again at
-		// once, in this very answer if there is room.
+		// once, in this very answer if there is room. (Its acks above are
+		// applied already: acked deliveries are no longer leased.)
 		n, err := s.store.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: host.ID,
-			Held: slices.Concat(req.WebhooksHeld, req.WebhookAcks), Policy: store.DefaultRetryPolicy, Now: now})
+			Held: req.WebhooksHeld, Policy: store.DefaultRetryPolicy, Now: now})
 		if err != nil {
 			s.writeError(c, errUnavailable(err))
 			return

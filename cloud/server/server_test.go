@@ -572,27 +572,31 @@ func TestHeartbeatAnswerNotWrittenReleases(t *testing.T) {
 func TestHeartbeatAnswerLost(t *testing.T) {
 	b := setup(t)
 	hostID, token := b.newHost("a")
-	for _, id := range []string{"lost-1", "lost-2"} {
+	for _, id := range []string{"lost-1", "lost-2", "lost-3"} {
 		require.Equal(t, 200, b.sendGitHub(hostID, id, prBody).status)
 	}
 	var hb shared.HeartbeatResponse
-	b.heartbeat(token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(1)}).json(t, &hb)
-	require.Len(t, hb.Webhooks, 1)
-	held := hb.Webhooks[0].DeliveryID
+	b.heartbeat(token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(2)}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 2)
+	held, done := hb.Webhooks[0].DeliveryID, hb.Webhooks[1].DeliveryID
 	// This answer never reaches the host.
 	b.heartbeat(token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(1)}).json(t, &hb)
 	require.Len(t, hb.Webhooks, 1)
 	lost := hb.Webhooks[0].DeliveryID
 
-	a := b.heartbeat(token, shared.HeartbeatRequest{AnswerLost: true, WebhooksHeld: []string{held}})
+	// One still running (held), one finished and acked here, one lost.
+	a := b.heartbeat(token, shared.HeartbeatRequest{AnswerLost: true, WebhooksHeld: []string{held}, WebhookAcks: []string{done}})
 	require.Equal(t, 200, a.status, string(a.body))
 	a.json(t, &hb)
 	require.Len(t, hb.Webhooks, 1, "the held one stays leased; the lost one comes again, no clock moved")
 	require.Equal(t, lost, hb.Webhooks[0].DeliveryID)
 	require.Equal(t, 2, hb.Webhooks[0].Attempt)
-	d, err := b.store.DeliveryGet(context.Background(), hostID, held)
-	require.NoError(t, err)
-	require.Equal(t, store.StatusDelivered, d.Status)
+	for id, want := range map[string]store.Status{held: store.StatusDelivered, done: store.StatusAcked} {
+		d, err := b.store.DeliveryGet(context.Background(), hostID, id)
+		require.NoError(t, err)
+		require.Equal(t, want, d.Status, id)
+		require.Equal(t, 1, d.Attempts, id)
+	}
 
 	a = b.heartbeat(token, shared.HeartbeatRequest{WebhooksHeld: []string{held}})
 	require.Equal(t, 400, a.status)

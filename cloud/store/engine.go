@@ -208,19 +208,12 @@ func PrepareInserts(ps []*DeliveryInsertParams) (rows []InsertRow, order []int, 
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ps[a].Key(), ps[b].Key()) })
-	// Two hosts sent the same event (a fan-out, a provider with one id for
-	// every endpoint) in the same millisecond, under the same source name:
-	// one id, two deliveries. The later in order moves on.
-	used := make(map[string]string, len(rows))
-	for _, i := range order {
-		r := &rows[i]
-		for k, ok := used[r.ID]; ok && k != r.Key(); k, ok = used[r.ID] {
-			r.next()
-		}
-		used[r.ID] = r.Key()
-	}
 	return rows, order, nil
 }
+
+// MaxInsertRounds bounds the tries of an event whose delivery id is taken
+// (see MoveOn).
+const MaxInsertRounds = 8
 
 // DeliveryID is the id of event eventID of source, received at at:
 // {source}:{event_id}:{received_ms}.
@@ -235,8 +228,10 @@ func (r *InsertRow) next() {
 }
 
 // MoveOn moves rows[i], for each i of idx, whose delivery id another
-// host's delivery already has, to the next millisecond whose id no other
-// event of rows uses. The store then tries that one.
+// event already has — two hosts sent the same event (a fan-out, a provider
+// with one id for every endpoint) under the same source name in the same
+// millisecond — to the next millisecond whose id no other event of rows
+// uses. The store then tries that one.
 func MoveOn(rows []InsertRow, idx []int) {
 	used := make(map[string]string, len(rows))
 	for i := range rows {

@@ -100,9 +100,6 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	return res[0], nil
 }
 
-// maxInsertRounds bounds the tries of an event whose delivery id is taken.
-const maxInsertRounds = 8
-
 // DeliveryInsertBatch writes the batch's new events with one statement in
 // its own transaction — rows, their received events and the hosts' wake-ups
 // in one round trip, the common case. Repeats are answered in a second
@@ -135,7 +132,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		// another host's delivery took (the same event under the same source
 		// name, received in the same millisecond) or was deleted (pruned)
 		// between the two statements: it is inserted again, a millisecond on.
-		for range maxInsertRounds {
+		for range store.MaxInsertRounds {
 			existing, err := lockExisting(ctx, tx, ps, pending)
 			if err != nil {
 				return err
@@ -619,13 +616,14 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 // lockedDelivery is the state of a delivery locked for a transition.
 type lockedDelivery struct {
 	id          string
+	hostID      string
 	status      store.Status
 	attempts    int
 	maxAttempts int
 	delays      []time.Duration // the delivery's own schedule; nil: the default
 }
 
-const lockedColumns = `delivery_id, status, attempts, max_attempts, retry_delays_ms`
+const lockedColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
 
 // lockForTransition locks the host's deliveries among ids whose status tr
 // allows, in id order so that concurrent callers cannot deadlock.
@@ -645,7 +643,7 @@ func collectLocked(rows pgx.Rows) ([]lockedDelivery, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lockedDelivery, error) {
 		var l lockedDelivery
 		var delays []byte
-		if err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
+		if err := r.Scan(&l.id, &l.hostID, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
 			return l, err
 		}
 		var err error
@@ -714,14 +712,8 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 		if err != nil || len(locked) == 0 {
 			return err
 		}
-		for _, l := range locked {
-			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
-				return err
-			}
-		}
 		n = len(locked)
-		// Due at once: wake the host's heartbeats waiting on any replica.
-		return notifyAvailable(ctx, tx, p.HostID)
+		return failAtOnce(ctx, tx, tr, locked, p.Policy, now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
@@ -734,7 +726,7 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 	tr := store.TransitionAnswerLost
 	held := p.Held
 	if held == nil {
-		held = []string{}
+		held = []string{} // NULL would match nothing
 	}
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -750,13 +742,8 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 		if err != nil {
 			return err
 		}
-		for _, l := range locked {
-			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
-				return err
-			}
-		}
 		n = len(locked)
-		return nil
+		return failAtOnce(ctx, tx, tr, locked, p.Policy, now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
@@ -782,6 +769,25 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
 	}
 	return n, nil
+}
+
+// failAtOnce fails the attempt of each of locked with tr (an AtOnce
+// transition) and wakes their hosts' waiting heartbeats, on any replica:
+// they are due again now.
+func failAtOnce(ctx context.Context, tx pgx.Tx, tr store.Transition, locked []lockedDelivery, policy store.RetryPolicy, now time.Time) error {
+	woken := map[string]bool{}
+	for _, l := range locked {
+		if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
+			return err
+		}
+		if !woken[l.hostID] {
+			woken[l.hostID] = true
+			if err := notifyAvailable(ctx, tx, l.hostID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fail records a failed attempt of a locked delivery: retrying or dlq, as
@@ -863,35 +869,16 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		if err != nil {
 			return err
 		}
-		var unwrittenIDs []string
+		var unwrittenOnes []lockedDelivery
 		for _, l := range locked {
-			t := tr
 			if unwritten.Allows(l.status) {
-				t = unwritten
-				unwrittenIDs = append(unwrittenIDs, l.id)
-			}
-			if err := fail(ctx, tx, t, l, policy, true, t.Reason, now); err != nil {
+				unwrittenOnes = append(unwrittenOnes, l)
+			} else if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
 				return err
-			}
-		}
-		if len(unwrittenIDs) > 0 {
-			// Due at once: wake their hosts' waiting heartbeats.
-			hosts, err := tx.Query(ctx, `SELECT DISTINCT host_id FROM deliveries WHERE delivery_id = ANY($1)`, unwrittenIDs)
-			if err != nil {
-				return err
-			}
-			woken, err := pgx.CollectRows(hosts, pgx.RowTo[string])
-			if err != nil {
-				return err
-			}
-			for _, h := range woken {
-				if err := notifyAvailable(ctx, tx, h); err != nil {
-					return err
-				}
 			}
 		}
 		n = len(locked)
-		return nil
+		return failAtOnce(ctx, tx, unwritten, unwrittenOnes, policy, now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))

@@ -85,9 +85,6 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	return res[0], nil
 }
 
-// maxInsertRounds bounds the tries of an event whose delivery id is taken.
-const maxInsertRounds = 8
-
 // DeliveryInsertBatch writes the batch in one transaction on the one
 // writer connection, so look-ups and inserts cannot race; the statements
 // are prepared once per batch.
@@ -145,7 +142,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				if n == 1 {
 					break
 				}
-				if round == maxInsertRounds {
+				if round == store.MaxInsertRounds {
 					return fmt.Errorf("%w: delivery id %s", store.ErrConflict, r.ID)
 				}
 				store.MoveOn(rows, []int{i})
@@ -427,18 +424,19 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 // writer transaction.
 type lockedDelivery struct {
 	id          string
+	hostID      string
 	status      store.Status
 	attempts    int
 	maxAttempts int
 	delays      []time.Duration // the delivery's own schedule; nil: the default
 }
 
-const lockedColumns = `delivery_id, status, attempts, max_attempts, retry_delays_ms`
+const lockedColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
 
 func scanLocked(r scanner) (lockedDelivery, error) {
 	var l lockedDelivery
 	var delays *string
-	if err := r.Scan(&l.id, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
+	if err := r.Scan(&l.id, &l.hostID, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
 		return l, err
 	}
 	var err error
@@ -515,61 +513,47 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	}
 	now := ms(p.Now)
 	tr := store.TransitionRelease
-	var n int
+	var locked []lockedDelivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		locked, err := selectForTransition(ctx, tx, tr, p.HostID, p.IDs)
-		if err != nil {
+		var err error
+		if locked, err = selectForTransition(ctx, tx, tr, p.HostID, p.IDs); err != nil {
 			return err
 		}
-		for _, l := range locked {
-			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
-				return err
-			}
-		}
-		n = len(locked)
-		return nil
+		return failEach(ctx, tx, tr, locked, p.Policy, now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
 	}
-	if n > 0 {
-		s.wake.notify(p.HostID) // due at once: wake its waiting heartbeats
-	}
-	return n, nil
+	s.wakeHosts(locked)
+	return len(locked), nil
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
 	now := ms(p.Now)
 	tr := store.TransitionAnswerLost
-	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		// Held goes in as one JSON array: it may list thousands of ids.
-		held, err := json.Marshal(append([]string{}, p.Held...))
-		if err != nil {
-			return err
-		}
+	// Held goes in as one JSON array (never null): it may list thousands of ids.
+	held, err := json.Marshal(append([]string{}, p.Held...))
+	if err != nil {
+		return 0, err
+	}
+	var locked []lockedDelivery
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		args := append([]any{p.HostID}, statusArgs(tr.From)...)
 		args = append(args, string(held))
-		locked, err := queryAll(ctx, tx, scanLocked, `
+		if locked, err = queryAll(ctx, tx, scanLocked, `
 			SELECT `+lockedColumns+` FROM deliveries
 			WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
 				AND delivery_id NOT IN (SELECT value FROM json_each(?))
-			ORDER BY delivery_id`, args...)
-		if err != nil {
+			ORDER BY delivery_id`, args...); err != nil {
 			return err
 		}
-		for _, l := range locked {
-			if err := fail(ctx, tx, tr, l, p.Policy, true, tr.Reason, now); err != nil {
-				return err
-			}
-		}
-		n = len(locked)
-		return nil
+		return failEach(ctx, tx, tr, locked, p.Policy, now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
 	}
-	return n, nil
+	s.wakeHosts(locked)
+	return len(locked), nil
 }
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
@@ -590,6 +574,28 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
 	}
 	return n, nil
+}
+
+// failEach fails the attempt of each of locked with tr.
+func failEach(ctx context.Context, tx *sql.Tx, tr store.Transition, locked []lockedDelivery, policy store.RetryPolicy, now time.Time) error {
+	for _, l := range locked {
+		if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wakeHosts wakes the waiting heartbeats of the hosts of locked, once each,
+// after a commit made their deliveries due at once.
+func (s *Store) wakeHosts(locked []lockedDelivery) {
+	woken := map[string]bool{}
+	for _, l := range locked {
+		if !woken[l.hostID] {
+			woken[l.hostID] = true
+			s.wake.notify(l.hostID)
+		}
+	}
 }
 
 // fail records a failed attempt of a delivery read in this transaction:
@@ -657,11 +663,11 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	policy := p.Policy // PolicyFor applies the default
 	tr := store.TransitionExpire
 	var (
-		n     int
-		woken []string
+		n         int
+		unwritten []lockedDelivery
 	)
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		woken = woken[:0]
+		unwritten = unwritten[:0]
 		args := append(statusArgs(tr.From), dbTime(now), limit)
 		locked, err := queryAll(ctx, tx, scanLocked, `
 			SELECT `+lockedColumns+` FROM deliveries
@@ -672,28 +678,18 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 			return err
 		}
 		for _, l := range locked {
-			t := tr
 			if store.TransitionExpireUnwritten.Allows(l.status) {
-				t = store.TransitionExpireUnwritten
-				var host string
-				if err := tx.QueryRowContext(ctx, `SELECT host_id FROM deliveries WHERE delivery_id = ?`, l.id).Scan(&host); err != nil {
-					return err
-				}
-				woken = append(woken, host)
-			}
-			if err := fail(ctx, tx, t, l, policy, true, t.Reason, now); err != nil {
+				unwritten = append(unwritten, l)
+			} else if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
 				return err
 			}
 		}
 		n = len(locked)
-		return nil
+		return failEach(ctx, tx, store.TransitionExpireUnwritten, unwritten, policy, now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
 	}
-	// Unwritten ones are due at once: wake their hosts' waiting heartbeats.
-	for _, h := range woken {
-		s.wake.notify(h)
-	}
+	s.wakeHosts(unwritten)
 	return n, nil
 }
