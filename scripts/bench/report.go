@@ -87,16 +87,19 @@ func (rep *report) markdown(b *bench) string {
 		p("*queued* deliveries wait for one host that is not running (sent through the intake by %d workers, at\n", cfg.drainConc)
 		p("*queue rate*); then the host starts (`parallel: true`, %d workers, a `forward` handler to a local\n", cfg.drainWorkers)
 		p("receiver). *deliveries/s* counts from the host's start to the cloud counting every delivery acked;\n")
-		p("*last forwarded* is when the receiver got the last one.\n\n")
-		p("| engine | queued | queue rate/s | last forwarded | last acked | deliveries/s | duplicates | cloud peak RSS | host peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("*last forwarded* is when the receiver got the last one. *CPU µs/delivery* is each process's CPU over\n")
+		p("that time per delivery (cloud / database / host / receiver, the receiver being the load generator):\n")
+		p("their sum bounds the rate on *n* cores at *n* / sum.\n\n")
+		p("| engine | queued | queue rate/s | last forwarded | last acked | deliveries/s | duplicates | CPU µs/delivery | cloud peak RSS | host peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.drain {
 			if r.err != "" {
-				p("| %s | %d | failed: %s |||||||\n", r.engine, r.queued, oneLine(r.err))
+				p("| %s | %d | failed: %s ||||||||\n", r.engine, r.queued, oneLine(r.err))
 				continue
 			}
-			p("| %s | %d | %.0f | %s | %s | %.0f | %d | %s | %s |\n", r.engine, r.queued, r.insertRate,
-				secs(r.toForward), secs(r.toAck), r.rate, r.duplicates, mib(r.cloudPeak), mib(r.hostPeak))
+			p("| %s | %d | %.0f | %s | %s | %.0f | %d | %s | %s | %s |\n", r.engine, r.queued, r.insertRate,
+				secs(r.toForward), secs(r.toAck), r.rate, r.duplicates, cpuSplit(r.cloudUS, r.dbUS, r.hostUS, r.recvUS),
+				mib(r.cloudPeak), mib(r.hostPeak))
 		}
 		p("\n")
 	}
@@ -297,3 +300,16 @@ func moduleVersion(root, mod string) string {
 }
 
 func payload() (string, []byte) { return rig.GitHubPayload() }
+
+// cpuSplit shows CPU µs per delivery of each process, "–" where unknown
+// (no database process on SQLite).
+func cpuSplit(us ...float64) string {
+	parts := make([]string, len(us))
+	for i, v := range us {
+		parts[i] = "–"
+		if v >= 0 {
+			parts[i] = fmt.Sprintf("%.0f", v)
+		}
+	}
+	return strings.Join(parts, " / ")
+}

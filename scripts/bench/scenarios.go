@@ -211,8 +211,9 @@ func (b *bench) startDBCPU(engine string) *dbMeter {
 	return &dbMeter{pid: pid, at: time.Now(), ticks: n}
 }
 
-// share is the server's CPU since the start, in cores (-1 if unknown).
-func (m *dbMeter) share() float64 {
+// ticksSince is the server's CPU since the start, in clock ticks (-1 if
+// unknown).
+func (m *dbMeter) ticksSince() float64 {
 	if m == nil {
 		return -1
 	}
@@ -220,7 +221,16 @@ func (m *dbMeter) share() float64 {
 	if err != nil || n < m.ticks {
 		return -1
 	}
-	return float64(n-m.ticks) / rig.ClockTicks / time.Since(m.at).Seconds()
+	return float64(n - m.ticks)
+}
+
+// share is the server's CPU since the start, in cores (-1 if unknown).
+func (m *dbMeter) share() float64 {
+	n := m.ticksSince()
+	if n < 0 {
+		return -1
+	}
+	return n / rig.ClockTicks / time.Since(m.at).Seconds()
 }
 
 // ---- 1. intake ----
@@ -316,7 +326,19 @@ type drainRow struct {
 	rate                float64 // deliveries acked per second from host start
 	duplicates          int
 	cloudPeak, hostPeak int64
-	err                 string
+	// CPU per acked delivery, µs, from the host's start (-1 if unknown):
+	// what bounds the rate at cores/cpu on a machine of that many cores.
+	cloudUS, hostUS, dbUS, recvUS float64
+	err                           string
+}
+
+// cpuPer is the CPU a process used since from, in µs per n (-1 if unknown).
+func cpuPer(from rig.ProcSample, fromErr error, pid, n int) float64 {
+	to, err := rig.ReadProc(pid)
+	if fromErr != nil || err != nil || n == 0 {
+		return -1
+	}
+	return float64(to.CPUTicks()-from.CPUTicks()) / rig.ClockTicks * 1e6 / float64(n)
 }
 
 func (b *bench) drain(engine string) drainRow {
@@ -353,6 +375,9 @@ func (b *bench) drain(engine string) drainRow {
 		return row
 	}
 	r.recv = rc
+	cloud0, cloudErr := rig.ReadProc(r.cloud.PID())
+	self0, selfErr := rig.ReadProc(os.Getpid())
+	db := b.startDBCPU(engine)
 	start := time.Now()
 	h, err := rig.StartHost(b.ctx, rig.HostConfig{Bin: b.bins.Host, CloudURL: r.cloud.URL, StateDir: state,
 		Config: rig.ForwardConfig(rc.URL, true, b.cfg.drainWorkers)})
@@ -385,9 +410,19 @@ func (b *bench) drain(engine string) drainRow {
 	}
 	row.toAck = time.Since(start)
 	row.rate = float64(row.queued) / row.toAck.Seconds()
+	row.cloudUS = cpuPer(cloud0, cloudErr, r.cloud.PID(), row.queued)
+	row.hostUS = cpuPer(rig.ProcSample{}, nil, h.PID(), row.queued)
+	row.recvUS = cpuPer(self0, selfErr, os.Getpid(), row.queued)
+	if db != nil {
+		row.dbUS = db.ticksSince() / rig.ClockTicks * 1e6 / float64(row.queued)
+	} else {
+		row.dbUS = -1
+	}
 	row.duplicates = rc.Duplicates()
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
-	logf("drain %s: %d in %s (last forward at %s): %.0f/s, %d duplicates", engine, row.queued, row.toAck.Round(time.Millisecond), row.toForward.Round(time.Millisecond), row.rate, row.duplicates)
+	logf("drain %s: %d in %s (last forward at %s): %.0f/s, %d duplicates; CPU µs per delivery: cloud %.0f, database %.0f, host %.0f, receiver %.0f",
+		engine, row.queued, row.toAck.Round(time.Millisecond), row.toForward.Round(time.Millisecond), row.rate, row.duplicates,
+		row.cloudUS, row.dbUS, row.hostUS, row.recvUS)
 	return row
 }
 
