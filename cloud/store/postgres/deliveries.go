@@ -26,7 +26,11 @@ const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, eve
 	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
 	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
 
-// scanDelivery scans deliveryColumns, followed by raw_body when withBody.
+// bodyColumn reads a delivery's body beside deliveryColumns: bodies live in
+// a table of their own, so that state changes do not rewrite them.
+const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = deliveries.delivery_id)`
+
+// scanDelivery scans deliveryColumns, followed by the body when withBody.
 func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
 	var d store.Delivery
 	var headers, delays []byte
@@ -249,10 +253,14 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason)
 		), ins AS (
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			SELECT id, host, src, ev, typ, act, hdr, body, size, $15, att, delays, at, corr, at FROM r
+				body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+			SELECT id, host, src, ev, typ, act, hdr, size, $15, att, delays, at, corr, at FROM r
 			ON CONFLICT DO NOTHING
 			RETURNING delivery_id, host_id, source, event_id, received_at
+		), bodies AS (
+			INSERT INTO delivery_bodies (delivery_id, raw_body)
+			SELECT ins.delivery_id, r.body FROM ins
+				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT ins.delivery_id, ins.received_at, '', $15, r.reason, 0 FROM ins
@@ -468,7 +476,7 @@ func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.pool.QueryRow(ctx, `
-		SELECT `+deliveryColumns+`, raw_body FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
+		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
 		hostID, id), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
@@ -586,7 +594,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			UPDATE deliveries
 			SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
 			WHERE delivery_id = ANY($1) AND status = ANY($5)
-			RETURNING `+deliveryColumns+`, raw_body`,
+			RETURNING `+deliveryColumns+`, `+bodyColumn,
 			ids, string(tr.To), leaseUntil, now, statusNames(tr.From))
 		if err != nil {
 			return err

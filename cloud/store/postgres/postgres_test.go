@@ -2,9 +2,12 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 	"github.com/relaykit/relay/cloud/store/storetest"
+	"github.com/relaykit/relay/migrations"
 )
 
 func TestMain(m *testing.M) {
@@ -36,10 +40,33 @@ func TestBodiesUseLZ4(t *testing.T) {
 	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	for table, column := range map[string]string{"deliveries": "raw_body", "quarantine": "body"} {
+	for table, column := range map[string]string{"delivery_bodies": "raw_body", "quarantine": "body"} {
 		var method string
 		require.NoError(t, conn.QueryRow(ctx, `SELECT attcompression::text FROM pg_attribute
 			WHERE attrelid = $1::regclass AND attname = $2`, table, column).Scan(&method))
 		require.Equal(t, "l", method, "%s.%s", table, column)
 	}
+}
+
+// Bodies moved out of the deliveries row (migration 5) keep their bytes, in
+// both directions.
+func TestMigrateBodies(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	s, err := postgres.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	storetest.MigrateBodies(ctx, t, s, storetest.Migration{
+		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 4); return err },
+		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
+		InlineBody: func(ctx context.Context, id string) (body []byte, err error) {
+			err = db.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = $1`, id).Scan(&body)
+			return body, err
+		},
+	})
 }

@@ -25,7 +25,37 @@ const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, eve
 	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
 	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
 
-// scanDelivery scans deliveryColumns, followed by raw_body when withBody.
+// bodyColumn reads a delivery's body beside deliveryColumns: bodies live in
+// a table of their own, so that state changes do not rewrite them.
+const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = deliveries.delivery_id)`
+
+// readBodies fills in the bodies of ds, whose ids are ids (in any order).
+func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, ids []any) error {
+	byID := make(map[string]*store.Delivery, len(ds))
+	for _, d := range ds {
+		byID[d.ID] = d
+		d.RawBody = []byte{}
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT delivery_id, raw_body FROM delivery_bodies
+		WHERE delivery_id IN (`+placeholders(len(ids))+`)`, ids...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return err
+		}
+		if d := byID[id]; d != nil && body != nil {
+			d.RawBody = body
+		}
+	}
+	return rows.Err()
+}
+
+// scanDelivery scans deliveryColumns, followed by the body when withBody.
 func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 	var d store.Delivery
 	var headers string
@@ -53,8 +83,7 @@ func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 	return &d, nil
 }
 
-func scanDeliveryWithBody(row scanner) (*store.Delivery, error) { return scanDelivery(row, true) }
-func scanDeliveryNoBody(row scanner) (*store.Delivery, error)   { return scanDelivery(row, false) }
+func scanDeliveryNoBody(row scanner) (*store.Delivery, error) { return scanDelivery(row, false) }
 
 // recordEvents appends entries to the audit trail.
 func recordEvents(ctx context.Context, tx *sql.Tx, events []store.DeliveryEvent) error {
@@ -103,13 +132,18 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		defer lookup.Close()
 		insert, err := tx.PrepareContext(ctx, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				raw_body, body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (delivery_id) DO NOTHING`)
 		if err != nil {
 			return err
 		}
 		defer insert.Close()
+		insertBody, err := tx.PrepareContext(ctx, `INSERT INTO delivery_bodies (delivery_id, raw_body) VALUES (?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer insertBody.Close()
 		received := make([]store.DeliveryEvent, 0, len(ps))
 		for _, i := range order {
 			r := &rows[i]
@@ -130,7 +164,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			for round := 0; ; round++ {
 				res, err := insert.ExecContext(ctx,
 					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
-					r.Body, len(r.Body), string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
+					len(r.Body), string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
 					dbTime(now), r.CorrelationID, dbTime(now))
 				if err != nil {
 					return err
@@ -147,6 +181,9 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				}
 				store.MoveOn(rows, []int{i})
 				now = ms(r.ReceivedAt)
+			}
+			if _, err := insertBody.ExecContext(ctx, r.ID, store.OrEmpty(r.Body)); err != nil {
+				return err
 			}
 			d := r.Inserted(now) // what was written need not be read back
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
@@ -275,7 +312,7 @@ func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.read.QueryRowContext(ctx, `
-		SELECT `+deliveryColumns+`, raw_body FROM deliveries WHERE host_id = ? AND delivery_id = ?`,
+		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = ? AND delivery_id = ?`,
 		hostID, id), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
@@ -394,12 +431,15 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		}
 		args := append([]any{string(tr.To), dbTime(leaseUntil), dbTime(now)}, ids...)
 		args = append(args, statusArgs(tr.From)...)
-		leased, err = queryAll(ctx, tx, scanDeliveryWithBody, `
+		leased, err = queryAll(ctx, tx, scanDeliveryNoBody, `
 			UPDATE deliveries
 			SET status = ?, attempts = attempts + 1, lease_expires_at = ?, next_retry_at = NULL, updated_at = ?
 			WHERE delivery_id IN (`+placeholders(len(ids))+`) AND status IN (`+placeholders(len(tr.From))+`)
-			RETURNING `+deliveryColumns+`, raw_body`, args...)
+			RETURNING `+deliveryColumns, args...)
 		if err != nil {
+			return err
+		}
+		if err := readBodies(ctx, tx, leased, ids); err != nil {
 			return err
 		}
 		slices.SortFunc(leased, func(a, b *store.Delivery) int {

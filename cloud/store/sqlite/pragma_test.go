@@ -6,7 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store/storetest"
+	"github.com/relaykit/relay/migrations"
 )
 
 // The durability settings are the point of this engine: check they hold on
@@ -57,4 +61,24 @@ func TestLeaseUsesTheAvailableIndex(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_available_idx (host_id=?)"}, plan)
+}
+
+// Bodies moved out of the deliveries row (migration 4) keep their bytes, in
+// both directions.
+func TestMigrateBodies(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx))
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	storetest.MigrateBodies(ctx, t, s, storetest.Migration{
+		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 3); return err },
+		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
+		InlineBody: func(ctx context.Context, id string) (body []byte, err error) {
+			err = s.write.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = ?`, id).Scan(&body)
+			return body, err
+		},
+	})
 }

@@ -1,0 +1,62 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// Migration is what MigrateBodies needs of an engine's migrations.
+type Migration struct {
+	// Down undoes the migration that moved bodies out of the deliveries
+	// row; Up applies it again.
+	Down, Up func(ctx context.Context) error
+	// InlineBody reads a delivery's body from its deliveries row, as it is
+	// stored before that migration.
+	InlineBody func(ctx context.Context, deliveryID string) ([]byte, error)
+}
+
+// MigrateBodies holds the migration that moved webhook bodies into a table of
+// their own to its data: a stored body goes back into the row when the
+// migration is undone, and out again, unchanged, when it is reapplied.
+func MigrateBodies(ctx context.Context, t *testing.T, s store.Store, m Migration) {
+	t.Helper()
+	now := time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
+	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: "h-migrate", Name: "migrate", Now: now})
+	require.NoError(t, err)
+	bodies := map[string][]byte{
+		"github:a:1": []byte(`{"action":"opened","number":1}`),
+		"github:b:1": {0x00, 0xff, 0x7b, 0x0a}, // not JSON, not UTF-8: bytes as sent
+		"github:c:1": {},
+	}
+	for id, body := range bodies {
+		_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: id, HostID: "h-migrate", Source: "github",
+			EventID: id, Headers: map[string]string{"x-github-event": "issues"}, RawBody: body, ReceivedAt: now})
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, m.Down(ctx))
+	for id, body := range bodies {
+		got, err := m.InlineBody(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, body, orEmpty(got), "%s back in its row", id)
+	}
+
+	require.NoError(t, m.Up(ctx))
+	for id, body := range bodies {
+		d, err := s.DeliveryGet(ctx, "h-migrate", id)
+		require.NoError(t, err)
+		require.Equal(t, body, d.RawBody, "%s after the migration", id)
+	}
+}
+
+func orEmpty(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
