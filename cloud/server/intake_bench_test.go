@@ -178,7 +178,8 @@ func benchDrain(b *testing.B, st store.Store) {
 	var acks []string
 	for got := 0; got < b.N; {
 		var resp shared.HeartbeatResponse
-		post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, MaxWebhooks: shared.Ptr(500)}, &resp)
+		// As the host asks: the raw body only, no parsed copy.
+		post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, MaxWebhooks: shared.Ptr(500), RawBodyOnly: true}, &resp)
 		acks = acks[:0]
 		for _, w := range resp.Webhooks {
 			acks = append(acks, w.DeliveryID)
