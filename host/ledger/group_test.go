@@ -277,3 +277,15 @@ func TestEncodeFields(t *testing.T) {
 		}
 	}
 }
+
+// The wait for more writes ends when the group is full: what is left waits
+// for the next transaction.
+func TestGatherStopsAtAFullGroup(t *testing.T) {
+	l := &Ledger{ops: make(chan *op, maxGroup+10), closing: make(chan struct{})}
+	for range maxGroup + 10 {
+		l.ops <- &op{}
+	}
+	batch := l.gather([]*op{{}, {}})
+	require.Len(t, batch, maxGroup)
+	require.Len(t, l.ops, 12)
+}
