@@ -25,27 +25,29 @@ go vet ./...
 echo "==> go test -race (every package but the end-to-end suite)"
 go test -race -count=1 -timeout 10m $(go list ./... | grep -v /cloud/e2e)
 
-echo "==> go test -fuzz (every fuzz target of cloud/verify, ${RELAY_FUZZTIME:-2s} each)"
-# Targets are listed, not named, so new ones run too. Set RELAY_FUZZTIME
-# (e.g. 30s) to fuzz longer. A failure leaves its input under
-# cloud/verify/testdata/fuzz/ as a regression seed. Go 1.26's fuzz
-# coordinator can also end a run with a bare "context deadline exceeded"
-# when -fuzztime runs out under load (golang/go#75804): with no failing
-# input written, that is not a finding, and the target is run once more.
-fuzz_targets=$(go test -list '^Fuzz' ./cloud/verify/ | grep '^Fuzz')
-for target in $fuzz_targets; do
-  for try in 1 2; do
-    if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime="${RELAY_FUZZTIME:-2s}" ./cloud/verify/ 2>&1); then
-      echo "    $target ok"
-      break
-    fi
-    if [ "$try" = 1 ] && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
-      echo "    $target: fuzz coordinator deadline race, no failing input; again"
-      continue
-    fi
-    echo "$out"
-    echo "FAIL: $target"
-    exit 1
+echo "==> go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-2s} each)"
+# Targets are found, not named, so new ones run too. Set RELAY_FUZZTIME
+# (e.g. 30s) to fuzz longer. A failure leaves its input under the package's
+# testdata/fuzz/ as a regression seed. Go 1.26's fuzz coordinator can also
+# end a run with a bare "context deadline exceeded" when -fuzztime runs out
+# under load (golang/go#75804): with no failing input written, that is not a
+# finding, and the target is run once more.
+fuzz_pkgs=$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
+for pkg in $fuzz_pkgs; do
+  for target in $(go test -list '^Fuzz' "$pkg/" | grep '^Fuzz'); do
+    for try in 1 2; do
+      if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime="${RELAY_FUZZTIME:-2s}" "$pkg/" 2>&1); then
+        echo "    ${pkg#./} $target ok"
+        break
+      fi
+      if [ "$try" = 1 ] && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+        echo "    $target: fuzz coordinator deadline race, no failing input; again"
+        continue
+      fi
+      echo "$out"
+      echo "FAIL: ${pkg#./} $target"
+      exit 1
+    done
   done
 done
 

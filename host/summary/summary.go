@@ -197,35 +197,43 @@ type githubPayload struct {
 	Sender struct {
 		Login json.RawMessage `json:"login"`
 	} `json:"sender"`
-	PullRequest *struct {
-		Number  json.RawMessage `json:"number"`
-		HTMLURL json.RawMessage `json:"html_url"`
-		Head    struct {
-			Ref json.RawMessage `json:"ref"`
-			SHA json.RawMessage `json:"sha"`
-		} `json:"head"`
-	} `json:"pull_request"`
-	Issue *struct {
-		Number  json.RawMessage `json:"number"`
-		HTMLURL json.RawMessage `json:"html_url"`
-	} `json:"issue"`
-	CheckRun *struct {
-		githubRun
-		CheckSuite githubRun `json:"check_suite"`
-	} `json:"check_run"`
-	CheckSuite  *githubRun `json:"check_suite"`
-	WorkflowRun *githubRun `json:"workflow_run"`
+	PullRequest *githubPullRequest `json:"pull_request"`
+	Issue       *githubIssue       `json:"issue"`
+	CheckRun    *githubCheckRun    `json:"check_run"`
+	CheckSuite  *githubRun         `json:"check_suite"`
+	WorkflowRun *githubRun         `json:"workflow_run"`
+}
+
+type githubPullRequest struct {
+	Number  json.RawMessage `json:"number"`
+	HTMLURL json.RawMessage `json:"html_url"`
+	Head    struct {
+		Ref json.RawMessage `json:"ref"`
+		SHA json.RawMessage `json:"sha"`
+	} `json:"head"`
+}
+
+type githubIssue struct {
+	Number  json.RawMessage `json:"number"`
+	HTMLURL json.RawMessage `json:"html_url"`
+}
+
+type githubCheckRun struct {
+	githubRun
+	CheckSuite githubRun `json:"check_suite"`
 }
 
 // githubRun is the shape check runs, check suites and workflow runs share.
 type githubRun struct {
-	HeadBranch   json.RawMessage `json:"head_branch"`
-	HeadSHA      json.RawMessage `json:"head_sha"`
-	Conclusion   json.RawMessage `json:"conclusion"`
-	HTMLURL      json.RawMessage `json:"html_url"`
-	PullRequests []struct {
-		Number json.RawMessage `json:"number"`
-	} `json:"pull_requests"`
+	HeadBranch   json.RawMessage  `json:"head_branch"`
+	HeadSHA      json.RawMessage  `json:"head_sha"`
+	Conclusion   json.RawMessage  `json:"conclusion"`
+	HTMLURL      json.RawMessage  `json:"html_url"`
+	PullRequests []githubPRNumber `json:"pull_requests"`
+}
+
+type githubPRNumber struct {
+	Number json.RawMessage `json:"number"`
 }
 
 func (r *githubRun) firstPR() string {
@@ -237,7 +245,7 @@ func (r *githubRun) firstPR() string {
 
 func (s *Summary) github(w shared.Webhook, body []byte) []string {
 	var p githubPayload
-	if json.Unmarshal(body, &p) != nil {
+	if !decodeGitHub(body, &p) {
 		return nil
 	}
 	var number, branch, sha, conclusion, link string

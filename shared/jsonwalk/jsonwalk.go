@@ -1,0 +1,229 @@
+// Package jsonwalk reads members of a JSON object in one pass over its bytes,
+// tracking strings and nesting only: a webhook body is read for the few
+// identifiers that name its event or summarise it, not decoded whole. Values
+// are returned as raw JSON sharing the body's memory.
+package jsonwalk
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+)
+
+// Members calls fn with each member of the JSON object b — its quoted name
+// and its raw value — in order. It reports false, part way or at the end,
+// for b that is not one object, or whose structure breaks. Strings and
+// scalars are not validated beyond their extent.
+func Members(b []byte, fn func(name, value []byte)) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return false
+		}
+		end := stringEnd(b, i)
+		if end < 0 {
+			return false
+		}
+		name := b[i : end+1]
+		i = skipSpace(b, end+1)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		vend := valueEnd(b, i)
+		if vend < 0 {
+			return false
+		}
+		fn(name, b[i:vend])
+		i = skipSpace(b, vend)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// Elements calls fn with each element of the JSON array b, in order. It
+// reports false, part way or at the end, for b that is not one array, or
+// whose structure breaks.
+func Elements(b []byte, fn func(value []byte)) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		end := valueEnd(b, i)
+		if end < 0 {
+			return false
+		}
+		fn(b[i:end])
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case ']':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+// Member returns the raw value of the member named exactly key (the last,
+// when a name repeats, as decoding into a map would).
+func Member(b []byte, key string) ([]byte, bool) {
+	var found []byte
+	ok := Members(b, func(name, value []byte) {
+		if NameIs(name, key) {
+			found = value
+		}
+	})
+	return found, ok && found != nil
+}
+
+// Fields finds several members of the object b in one pass: values[i] is
+// the raw value of the member matching keys[i] as decoding into a struct
+// would match a field tagged keys[i] — an exact name or one equal under
+// case folding, the last such member winning — or nil. It reports false
+// for b that is not one object (values are then nil).
+func Fields(b []byte, keys []string, values [][]byte) bool {
+	clear(values)
+	ok := Members(b, func(name, value []byte) {
+		for i, k := range keys {
+			if nameFolds(name, k) {
+				values[i] = value
+				return
+			}
+		}
+	})
+	if !ok {
+		clear(values)
+	}
+	return ok
+}
+
+// Name decodes a quoted member name.
+func Name(quoted []byte) (string, bool) {
+	if plain(quoted) {
+		return string(quoted[1 : len(quoted)-1]), true
+	}
+	var s string
+	if json.Unmarshal(quoted, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// NameIs compares a quoted member name with key, decoding it only when it
+// holds escapes.
+func NameIs(quoted []byte, key string) bool {
+	if plain(quoted) {
+		return string(quoted[1:len(quoted)-1]) == key
+	}
+	s, ok := Name(quoted)
+	return ok && s == key
+}
+
+// nameFolds: NameIs under case folding, as encoding/json matches struct
+// fields.
+func nameFolds(quoted []byte, key string) bool {
+	if plain(quoted) {
+		n := quoted[1 : len(quoted)-1]
+		if len(n) == len(key) && string(n) == key {
+			return true
+		}
+		return strings.EqualFold(string(n), key)
+	}
+	s, ok := Name(quoted)
+	return ok && strings.EqualFold(s, key)
+}
+
+// plain: a quoted name that means its bytes (no escapes, valid UTF-8).
+func plain(quoted []byte) bool {
+	return bytes.IndexByte(quoted, '\\') < 0 && utf8.Valid(quoted)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index of the quote closing the string that opens at i,
+// or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
+		}
+	}
+	return -1
+}
+
+// valueEnd is the index just past the value that starts at i, or -1.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		if e := stringEnd(b, i); e >= 0 {
+			return e + 1
+		}
+		return -1
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				e := stringEnd(b, j)
+				if e < 0 {
+					return -1
+				}
+				j = e
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
