@@ -134,7 +134,12 @@ func (c *Client) post(ctx context.Context, path, token string, in, out any) erro
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return errorFrom(resp.StatusCode, data)
 	}
-	if err := json.Unmarshal(data, out); err != nil {
+	if hb, ok := out.(*shared.HeartbeatResponse); ok {
+		err = decodeHeartbeat(data, hb)
+	} else {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil

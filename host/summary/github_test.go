@@ -1,16 +1,14 @@
 package summary
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 // Real GitHub payloads decode as json.Unmarshal decodes them.
@@ -70,7 +68,7 @@ func FuzzDecodeGitHub(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var got githubPayload
 		ok := decodeGitHub(body, &got)
-		if !json.Valid(body) || repeatsNames(body) {
+		if !json.Valid(body) || jsonwalk.RepeatsNames(body) {
 			return // no promise beyond not panicking
 		}
 		var want githubPayload
@@ -82,53 +80,4 @@ func FuzzDecodeGitHub(f *testing.F) {
 			t.Fatalf("%q:\ndecodeGitHub %+v\njson.Unmarshal %+v", body, got, want)
 		}
 	})
-}
-
-// repeatsNames reports whether some object of the valid JSON b names a
-// member twice (as decoding into a struct matches names: folding case).
-func repeatsNames(b []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	type frame struct {
-		object bool
-		names  []string
-		key    bool // the next string token is a name
-	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return false
-		}
-		if err != nil {
-			return false
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if name, isName := tok.(string); isName && top != nil && top.object && top.key {
-			for _, n := range top.names {
-				if strings.EqualFold(n, name) {
-					return true
-				}
-			}
-			top.names = append(top.names, name)
-			top.key = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, key: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: the enclosing object's next token is a name.
-		if len(stack) > 0 && stack[len(stack)-1].object {
-			stack[len(stack)-1].key = true
-		}
-	}
 }

@@ -175,13 +175,19 @@ func skipSpace(b []byte, i int) int {
 // stringEnd is the index of the quote closing the string that opens at i,
 // or -1.
 func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j
+	j := i + 1
+	for j < len(b) {
+		// The next quote, found a word at a time; it closes the string
+		// unless a backslash before it escapes it.
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1
 		}
+		e := bytes.IndexByte(b[j:j+q], '\\')
+		if e < 0 {
+			return j + q
+		}
+		j += e + 2 // past the backslash and the byte it escapes
 	}
 	return -1
 }
@@ -226,4 +232,34 @@ func valueEnd(b []byte, i int) int {
 		return -1
 	}
 	return j
+}
+
+// RepeatsNames reports whether some object within the JSON value b names a
+// member twice, names compared as encoding/json matches them to struct
+// fields (folding case). Where a name repeats, decoding merges or replaces
+// what a walk reads once; decoders built on this package differ from
+// encoding/json there, and their tests leave such bodies out.
+func RepeatsNames(b []byte) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) {
+		return false
+	}
+	repeats := false
+	switch b[i] {
+	case '{':
+		var names []string
+		Members(b, func(name, value []byte) {
+			s, _ := Name(name)
+			for _, n := range names {
+				if strings.EqualFold(n, s) {
+					repeats = true
+				}
+			}
+			names = append(names, s)
+			repeats = repeats || RepeatsNames(value)
+		})
+	case '[':
+		Elements(b, func(value []byte) { repeats = repeats || RepeatsNames(value) })
+	}
+	return repeats
 }

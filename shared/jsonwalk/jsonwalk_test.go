@@ -81,3 +81,15 @@ func FuzzWalk(f *testing.F) {
 		}
 	})
 }
+
+func TestRepeatsNames(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{}`: false, `[]`: false, `1`: false, `{"a":1,"b":{"a":2}}`: false, `[{"a":1},{"a":2}]`: false,
+		`{"a":1,"a":2}`: true, `{"a":1,"A":2}`: true, `{"k":1,"\u212a":2}`: true, `{"x":[{"b":1,"B":1}]}`: true,
+		`{"x":{"y":{"z":1,"z":1}}}`: true, `{"a\u0062":1,"ab":2}`: true,
+	} {
+		if got := RepeatsNames([]byte(body)); got != want {
+			t.Errorf("RepeatsNames(%s) = %v, want %v", body, got, want)
+		}
+	}
+}

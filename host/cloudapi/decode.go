@@ -1,0 +1,164 @@
+package cloudapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/jsonwalk"
+)
+
+// decodeHeartbeat decodes a heartbeat answer into out. A draining host reads
+// megabytes of answers a second, most of it base64 bodies: encoding/json
+// scans each twice (validation, then decoding) and decodes every string
+// through its generic path. Here the answer is walked once, and each member
+// is read directly in the common case (a string without escapes, a base64
+// body, an integer) or by json.Unmarshal otherwise, so values are exactly
+// what encoding/json gives. Anything the walk cannot read — a broken answer,
+// a member of the wrong type — is decoded again by json.Unmarshal, whose
+// error is the one returned.
+func decodeHeartbeat(data []byte, out *shared.HeartbeatResponse) error {
+	if walkHeartbeat(data, out) {
+		return nil
+	}
+	*out = shared.HeartbeatResponse{}
+	return json.Unmarshal(data, out)
+}
+
+var (
+	heartbeatMembers = []string{"status", "heartbeat_interval_s", "more", "webhooks"}
+	webhookMembers   = []string{"delivery_id", "source", "event_type", "event_action", "headers", "body",
+		"raw_body", "received_at", "attempt", "correlation_id"}
+)
+
+func walkHeartbeat(data []byte, out *shared.HeartbeatResponse) bool {
+	var v [4][]byte
+	if !jsonwalk.Fields(data, heartbeatMembers, v[:]) {
+		return false
+	}
+	ok := readString(v[0], &out.Status) && readInt(v[1], &out.HeartbeatIntervalS) && readOther(v[2], &out.More)
+	if !ok {
+		return false
+	}
+	switch ws := v[3]; {
+	case ws == nil:
+		return true
+	case ws[0] != '[':
+		return readOther(ws, &out.Webhooks) // null, or a type error
+	}
+	out.Webhooks = make([]shared.Webhook, 0, 64)
+	var f [10][]byte
+	walked := jsonwalk.Elements(v[3], func(e []byte) {
+		if !ok {
+			return
+		}
+		var w shared.Webhook
+		if len(e) == 0 || e[0] != '{' || !jsonwalk.Fields(e, webhookMembers, f[:]) {
+			ok = readOther(e, &w) // null is a zero webhook; anything else fails
+		} else {
+			ok = readString(f[0], &w.DeliveryID) && readString(f[1], &w.Source) && readString(f[2], &w.EventType) &&
+				readString(f[3], &w.EventAction) && readHeaders(f[4], &w.Headers) && readOther(f[5], &w.Body) &&
+				readBytes(f[6], &w.RawBody) && readTime(f[7], &w.ReceivedAt) && readInt(f[8], &w.Attempt) &&
+				readString(f[9], &w.CorrelationID)
+		}
+		out.Webhooks = append(out.Webhooks, w)
+	})
+	return walked && ok
+}
+
+// plainString is the content of a JSON string that means its bytes (no
+// escapes, valid UTF-8), or false.
+func plainString(raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return nil, false
+	}
+	s := raw[1 : len(raw)-1]
+	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
+		return nil, false
+	}
+	for _, c := range s {
+		if c < 0x20 {
+			return nil, false // not valid JSON: let encoding/json say so
+		}
+	}
+	return s, true
+}
+
+func readString(raw []byte, dst *string) bool {
+	if raw == nil {
+		return true
+	}
+	if s, ok := plainString(raw); ok {
+		*dst = string(s)
+		return true
+	}
+	return readOther(raw, dst)
+}
+
+func readInt(raw []byte, dst *int) bool {
+	if raw == nil {
+		return true
+	}
+	if n, err := strconv.Atoi(string(raw)); err == nil && (raw[0] != '0' || len(raw) == 1) && raw[0] != '+' {
+		*dst = n
+		return true
+	}
+	return readOther(raw, dst)
+}
+
+func readBytes(raw []byte, dst *[]byte) bool {
+	if raw == nil {
+		return true
+	}
+	// Base64 has no escapes; the decoder refuses any other byte.
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		s := raw[1 : len(raw)-1]
+		b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+		if n, err := base64.StdEncoding.Strict().Decode(b, s); err == nil {
+			*dst = b[:n]
+			return true
+		}
+	}
+	return readOther(raw, dst)
+}
+
+func readTime(raw []byte, dst *time.Time) bool {
+	if raw == nil {
+		return true
+	}
+	return dst.UnmarshalJSON(raw) == nil
+}
+
+func readHeaders(raw []byte, dst *map[string]string) bool {
+	if raw == nil {
+		return true
+	}
+	if raw[0] != '{' {
+		return readOther(raw, dst)
+	}
+	m := make(map[string]string, 8)
+	ok := true
+	walked := jsonwalk.Members(raw, func(name, value []byte) {
+		k, isName := jsonwalk.Name(name)
+		var v string
+		if !isName || !readString(value, &v) || value[0] != '"' {
+			ok = false
+			return
+		}
+		m[k] = v
+	})
+	if !walked || !ok {
+		return readOther(raw, dst)
+	}
+	*dst = m
+	return true
+}
+
+// readOther decodes one member with encoding/json.
+func readOther(raw []byte, dst any) bool {
+	return raw == nil || json.Unmarshal(raw, dst) == nil
+}

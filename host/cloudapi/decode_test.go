@@ -1,0 +1,110 @@
+package cloudapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/jsonwalk"
+)
+
+// answer is a heartbeat answer as the cloud encodes it, with n webhooks.
+func answer(t testing.TB, n int, body []byte) []byte {
+	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, More: true}
+	for i := range n {
+		resp.Webhooks = append(resp.Webhooks, shared.Webhook{
+			DeliveryID: fmt.Sprintf("github:72d3162e-%d:1707912345000", i), Source: "github",
+			EventType: "pull_request", EventAction: "opened",
+			Headers: map[string]string{"content-type": "application/json", "x-github-event": "pull_request",
+				"x-github-delivery": fmt.Sprintf("72d3162e-%d", i), "x-hub-signature-256": "sha256=0123abcd",
+				"link": "<https://api.github.com/x>; rel=\"next\" & more"},
+			RawBody: body, ReceivedAt: time.Date(2026, 2, 16, 10, 0, 0, 123e6, time.UTC), Attempt: i%5 + 1,
+			CorrelationID: fmt.Sprintf("corr-%d", i),
+		})
+	}
+	var b bytes.Buffer
+	if err := json.NewEncoder(&b).Encode(resp); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestDecodeHeartbeatAsTheCloudEncodes(t *testing.T) {
+	data := answer(t, 3, []byte("{\"action\":\"opened\"}\n\x00\xff binary too"))
+	var got, want shared.HeartbeatResponse
+	require.NoError(t, decodeHeartbeat(data, &got))
+	require.NoError(t, json.Unmarshal(data, &want))
+	require.True(t, walkHeartbeat(data, new(shared.HeartbeatResponse)), "the walk reads the cloud's answers itself")
+	require.Equal(t, want, got)
+}
+
+func TestDecodeHeartbeatErrorsAsEncodingJSON(t *testing.T) {
+	for _, data := range []string{`{"webhooks":[{"attempt":"x"}]}`, `{"webhooks":{}}`, `{"more":1}`, `[`, `{"webhooks":[{"received_at":"yesterday"}]}`} {
+		var got shared.HeartbeatResponse
+		err := decodeHeartbeat([]byte(data), &got)
+		want := json.Unmarshal([]byte(data), new(shared.HeartbeatResponse))
+		require.Error(t, want, data)
+		require.EqualError(t, err, want.Error(), data)
+	}
+}
+
+// FuzzDecodeHeartbeat: on every valid JSON answer whose objects repeat no
+// member name, decodeHeartbeat decodes what json.Unmarshal decodes, and
+// fails where it fails.
+func FuzzDecodeHeartbeat(f *testing.F) {
+	f.Add(answer(f, 2, []byte(`{"a":1}`)))
+	for _, s := range []string{`{}`, `null`, `[]`, `{"webhooks":null}`, `{"webhooks":[]}`, `{"webhooks":[null,{}]}`,
+		`{"status":"o\u006b","more":true,"heartbeat_interval_s":30}`, `{"webhooks":[{"raw_body":"YWJj\/ZA=="}]}`,
+		`{"webhooks":[{"raw_body":"YWJj"}]}`, `{"webhooks":[{"raw_body":"YWI="}]}`, `{"webhooks":[{"raw_body":null,"headers":null}]}`,
+		`{"webhooks":[{"headers":{"a":null,"b":"\u003c"}}]}`, `{"webhooks":[{"headers":{"a":1}}]}`, `{"webhooks":[{"attempt":1.5}]}`,
+		`{"webhooks":[{"attempt":-0}]}`, `{"webhooks":[{"received_at":"2026-02-16T10:00:00Z","body":{"x":[1]}}]}`,
+		`{"webhooks":[{"received_at":null}]}`, `{"Webhooks":[{"Delivery_ID":"a"}]}`, `{"more":null,"status":null}`,
+		`{"webhooks":[{"delivery_id":"\u00e9\ud83d\ude00"}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got shared.HeartbeatResponse
+		err := decodeHeartbeat(data, &got)
+		if !json.Valid(data) || jsonwalk.RepeatsNames(data) {
+			return // no promise beyond not panicking
+		}
+		var want shared.HeartbeatResponse
+		wantErr := json.Unmarshal(data, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: decodeHeartbeat error %v; json.Unmarshal %v", data, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\ndecodeHeartbeat %+v\njson.Unmarshal  %+v", data, got, want)
+		}
+	})
+}
+
+// BenchmarkDecodeHeartbeat decodes a full batch (500 webhooks of a 3.3 KB
+// body) the two ways.
+func BenchmarkDecodeHeartbeat(b *testing.B) {
+	data := answer(b, 500, bytes.Repeat([]byte(`{"action":"created","installation":{"id":1}}`), 75))
+	b.Run("walk", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			var r shared.HeartbeatResponse
+			if err := decodeHeartbeat(data, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			var r shared.HeartbeatResponse
+			if err := json.Unmarshal(data, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
