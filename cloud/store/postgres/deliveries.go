@@ -570,15 +570,14 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		var ids []string
+		var ids, from []string
 		var sizes []int
-		from := map[string]store.Status{}
 		var id, status string
 		var size int
 		_, err = pgx.ForEachRow(rows, []any{&id, &status, &size}, func() error {
 			ids = append(ids, id)
+			from = append(from, status)
 			sizes = append(sizes, size)
-			from[id] = store.Status(status)
 			return nil
 		})
 		if err != nil {
@@ -586,16 +585,26 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		}
 		cut := store.LeaseCut(sizes, max, p.MaxBytes)
 		more = cut < len(ids)
-		ids = ids[:cut]
+		ids, from = ids[:cut], from[:cut]
 		if len(ids) == 0 {
 			return nil
 		}
+		// The candidates are locked: their statuses stand for the audit
+		// events, written by the same statement.
 		rows, err = tx.Query(ctx, `
-			UPDATE deliveries
-			SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
-			WHERE delivery_id = ANY($1) AND status = ANY($5)
-			RETURNING `+deliveryColumns+`, `+bodyColumn,
-			ids, string(tr.To), leaseUntil, now, statusNames(tr.From))
+			WITH changed AS (
+				UPDATE deliveries
+				SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
+				WHERE delivery_id = ANY($1) AND status = ANY($5)
+				RETURNING `+deliveryColumns+`, `+bodyColumn+`
+			), events AS (
+				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+				SELECT c.delivery_id, $4, f.status, $2, $6, c.attempts
+				FROM changed c JOIN unnest($1::text[], $7::text[]) AS f(id, status) ON f.id = c.delivery_id
+				ORDER BY c.received_at, c.delivery_id
+			)
+			SELECT * FROM changed`,
+			ids, string(tr.To), leaseUntil, now, statusNames(tr.From), tr.Reason, from)
 		if err != nil {
 			return err
 		}
@@ -609,11 +618,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			}
 			return strings.Compare(a.ID, b.ID)
 		})
-		events := make([]store.DeliveryEvent, len(leased))
-		for i, d := range leased {
-			events[i] = store.DeliveryEvent{DeliveryID: d.ID, At: now, From: from[d.ID], To: tr.To, Reason: tr.Reason, Attempt: d.Attempts}
-		}
-		return recordEvents(ctx, tx, events)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
@@ -660,48 +665,39 @@ func collectLocked(rows pgx.Rows) ([]lockedDelivery, error) {
 	})
 }
 
-// transition applies tr to the host's deliveries among ids that it allows:
-// one update guarded on the current status, setting status to tr.To (kept
-// when tr.To is empty) plus the columns in set, whose parameters start at
-// $4. Each changed delivery gets an audit event.
+// transition applies tr to the host's deliveries among ids that it allows,
+// in one statement (one round trip): it locks them in id order, so that
+// concurrent callers cannot deadlock, sets status to tr.To (kept when tr.To
+// is empty) plus the columns in set, and writes each one's audit event. set
+// may use $5 (now) and parameters from $7 on, args.
 func (s *Store) transition(ctx context.Context, tr store.Transition, hostID string, ids []string, now time.Time, set string, args ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		locked, err := lockForTransition(ctx, tx, tr, hostID, ids)
-		if err != nil || len(locked) == 0 {
-			return err
-		}
-		lockedIDs := make([]string, len(locked))
-		for i, l := range locked {
-			lockedIDs[i] = l.id
-		}
-		_, err = tx.Exec(ctx, `UPDATE deliveries SET status = COALESCE(NULLIF($3::text, ''), status), `+set+`
-			WHERE delivery_id = ANY($1) AND status = ANY($2)`,
-			append([]any{lockedIDs, statusNames(tr.From), string(tr.To)}, args...)...)
-		if err != nil {
-			return err
-		}
-		events := make([]store.DeliveryEvent, len(locked))
-		for i, l := range locked {
-			to := tr.To
-			if to == "" {
-				to = l.status
-			}
-			events[i] = store.DeliveryEvent{DeliveryID: l.id, At: now, From: l.status, To: to, Reason: tr.Reason, Attempt: l.attempts}
-		}
-		n = len(locked)
-		return recordEvents(ctx, tx, events)
-	})
+	err := s.pool.QueryRow(ctx, `
+		WITH locked AS (
+			SELECT delivery_id, status FROM deliveries
+			WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
+			ORDER BY delivery_id
+			FOR UPDATE
+		), changed AS (
+			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), `+set+`
+			FROM locked WHERE d.delivery_id = locked.delivery_id
+			RETURNING d.delivery_id, locked.status AS from_status, d.status AS to_status, d.attempts
+		), events AS (
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			SELECT delivery_id, $5, from_status, to_status, $6, attempts FROM changed ORDER BY delivery_id
+		)
+		SELECT count(*) FROM changed`,
+		append([]any{hostID, ids, statusNames(tr.From), string(tr.To), now, tr.Reason}, args...)...).Scan(&n)
 	return n, err
 }
 
 func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
 	now := ms(p.Now)
 	n, err := s.transition(ctx, store.TransitionDelivered, p.HostID, p.IDs, now,
-		`delivered_at = $4, updated_at = $4`, now)
+		`delivered_at = $5, updated_at = $5`)
 	if err != nil {
 		return 0, fmt.Errorf("delivery mark delivered: %w", interpretError(err))
 	}
@@ -762,7 +758,7 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
 	now := ms(p.Now)
 	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,
-		`acked_at = $4, updated_at = $4, lease_expires_at = NULL, next_retry_at = NULL`, now)
+		`acked_at = $5, updated_at = $5, lease_expires_at = NULL, next_retry_at = NULL`)
 	if err != nil {
 		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
 	}
@@ -772,7 +768,7 @@ func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (in
 func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
 	now := ms(p.Now)
 	n, err := s.transition(ctx, store.TransitionExtend, p.HostID, p.IDs, now,
-		`lease_expires_at = $4, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)), now)
+		`lease_expires_at = $7, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)))
 	if err != nil {
 		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
 	}

@@ -424,18 +424,25 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			return nil
 		}
 		ids := make([]any, len(cands))
-		from := make(map[string]store.Status, len(cands))
 		for i, c := range cands {
 			ids[i] = c.id
-			from[c.id] = c.status
 		}
-		args := append([]any{string(tr.To), dbTime(leaseUntil), dbTime(now)}, ids...)
-		args = append(args, statusArgs(tr.From)...)
+		guard := `delivery_id IN (` + placeholders(len(ids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
+		guardArgs := append(ids, statusArgs(tr.From)...)
+		// The audit events first, from the rows as they are before the
+		// update: their attempt is the one the lease starts.
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			SELECT delivery_id, ?, status, ?, ?, attempts + 1 FROM deliveries
+			WHERE `+guard+` ORDER BY received_at, delivery_id`,
+			append([]any{dbTime(now), string(tr.To), tr.Reason}, guardArgs...)...); err != nil {
+			return err
+		}
 		leased, err = queryAll(ctx, tx, scanDeliveryNoBody, `
 			UPDATE deliveries
 			SET status = ?, attempts = attempts + 1, lease_expires_at = ?, next_retry_at = NULL, updated_at = ?
-			WHERE delivery_id IN (`+placeholders(len(ids))+`) AND status IN (`+placeholders(len(tr.From))+`)
-			RETURNING `+deliveryColumns, args...)
+			WHERE `+guard+`
+			RETURNING `+deliveryColumns, append([]any{string(tr.To), dbTime(leaseUntil), dbTime(now)}, guardArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -448,11 +455,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			}
 			return strings.Compare(a.ID, b.ID)
 		})
-		events := make([]store.DeliveryEvent, len(leased))
-		for i, d := range leased {
-			events[i] = store.DeliveryEvent{DeliveryID: d.ID, At: now, From: from[d.ID], To: tr.To, Reason: tr.Reason, Attempt: d.Attempts}
-		}
-		return recordEvents(ctx, tx, events)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
@@ -499,40 +502,37 @@ func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, h
 // transition applies tr to the host's deliveries among ids that it allows:
 // one update guarded on the current status, setting status to tr.To (kept
 // when tr.To is empty) plus the columns in set, whose parameters come first.
-// Each changed delivery gets an audit event.
+// Each changed delivery gets an audit event, written by one statement from
+// the rows as they are before the update (the writer's transaction holds
+// them).
 func (s *Store) transition(ctx context.Context, tr store.Transition, hostID string, ids []string, now time.Time, set string, setArgs ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	guard := `host_id = ? AND delivery_id IN (` + placeholders(len(ids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
+	guardArgs := append(append([]any{hostID}, anys(ids)...), statusArgs(tr.From)...)
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		locked, err := selectForTransition(ctx, tx, tr, hostID, ids)
-		if err != nil || len(locked) == 0 {
-			return err
-		}
-		args := append([]any{}, setArgs...)
-		args = append(args, string(tr.To))
-		for _, l := range locked {
-			args = append(args, l.id)
-		}
-		args = append(args, statusArgs(tr.From)...)
-		_, err = tx.ExecContext(ctx, `
-			UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
-			WHERE delivery_id IN (`+placeholders(len(locked))+`) AND status IN (`+placeholders(len(tr.From))+`)`,
-			args...)
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
+			WHERE `+guard+` ORDER BY delivery_id`,
+			append([]any{dbTime(now), string(tr.To), tr.Reason}, guardArgs...)...)
 		if err != nil {
 			return err
 		}
-		events := make([]store.DeliveryEvent, len(locked))
-		for i, l := range locked {
-			to := tr.To
-			if to == "" {
-				to = l.status
-			}
-			events[i] = store.DeliveryEvent{DeliveryID: l.id, At: now, From: l.status, To: to, Reason: tr.Reason, Attempt: l.attempts}
+		changed, err := res.RowsAffected()
+		if err != nil || changed == 0 {
+			return err
 		}
-		n = len(locked)
-		return recordEvents(ctx, tx, events)
+		args := append(append(append([]any{}, setArgs...), string(tr.To)), guardArgs...)
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
+			WHERE `+guard, args...); err != nil {
+			return err
+		}
+		n = int(changed)
+		return nil
 	})
 	return n, err
 }
