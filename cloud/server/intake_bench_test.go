@@ -7,18 +7,23 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jonboulle/clockwork"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/auth"
@@ -130,6 +135,32 @@ func BenchmarkHeartbeatDrain(b *testing.B) {
 		require.NoError(b, err)
 		benchDrain(b, st)
 	})
+	// A database across a network, as production Postgres usually is: a
+	// proxy adds 1 ms each way (a 2 ms round trip, as to another zone).
+	b.Run("postgres-2ms-rtt", func(b *testing.B) {
+		st, err := postgres.Open(context.Background(), throughLatency(b, pgtest.NewDatabase(b), time.Millisecond))
+		require.NoError(b, err)
+		benchDrain(b, st)
+	})
+}
+
+// throughLatency returns dbURL reached through an in-process proxy that
+// delays what it carries by delay (whole milliseconds) in each direction.
+func throughLatency(b *testing.B, dbURL string, delay time.Duration) string {
+	u, err := url.Parse(dbURL)
+	require.NoError(b, err)
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "postgres", "127.0.0.1:0", u.Host)
+	require.NoError(b, p.Start())
+	b.Cleanup(p.Stop)
+	for _, stream := range []string{"upstream", "downstream"} {
+		_, err := p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+			`{"name": "latency-%s", "type": "latency", "stream": %q, "attributes": {"latency": %d}}`,
+			stream, stream, delay.Microseconds()/1000)))
+		require.NoError(b, err)
+	}
+	u.Host = p.Listen
+	return u.String()
 }
 
 func benchDrain(b *testing.B, st store.Store) {
