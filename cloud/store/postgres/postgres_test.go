@@ -70,3 +70,18 @@ func TestMigrateBodies(t *testing.T) {
 		},
 	})
 }
+
+func TestDeletesLeaveNothing(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	s, err := postgres.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	storetest.DeletesLeaveNothing(ctx, t, s, func(ctx context.Context, table string, ids []string) (n int, err error) {
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+` WHERE delivery_id = ANY($1)`, ids).Scan(&n)
+		return n, err
+	})
+}

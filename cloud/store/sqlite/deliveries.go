@@ -428,7 +428,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			ids[i] = c.id
 		}
 		guard := `delivery_id IN (` + placeholders(len(ids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
-		guardArgs := append(ids, statusArgs(tr.From)...)
+		guardArgs := append(append([]any{}, ids...), statusArgs(tr.From)...)
 		// The audit events first, from the rows as they are before the
 		// update: their attempt is the one the lease starts.
 		if _, err := tx.ExecContext(ctx, `

@@ -60,3 +60,40 @@ func orEmpty(b []byte) []byte {
 	}
 	return b
 }
+
+// DeletesLeaveNothing holds an engine's delete path to the tables beside
+// deliveries: after a prune and a DLQ purge, no body or audit event is left
+// without its delivery. count returns how many rows a table holds for the
+// given delivery ids.
+func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count func(ctx context.Context, table string, ids []string) (int, error)) {
+	t.Helper()
+	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: "h-delete", Name: "delete", Now: base})
+	require.NoError(t, err)
+	acked := insert(ctx, t, s, "h-delete", "evt-acked", base, deliveryOpts{})
+	require.Len(t, lease(ctx, t, s, "h-delete", 1, 0, base), 1)
+	require.Equal(t, 1, ack(ctx, t, s, "h-delete", base, acked.ID))
+	dead := toDLQ(ctx, t, s, "h-delete", "evt-dead", base)
+	kept := insert(ctx, t, s, "h-delete", "evt-kept", base, deliveryOpts{})
+	gone := []string{acked.ID, dead.ID}
+	for _, table := range []string{"delivery_bodies", "delivery_events"} {
+		n, err := count(ctx, table, gone)
+		require.NoError(t, err)
+		require.Positive(t, n, "%s holds rows of the deliveries to delete", table)
+	}
+
+	n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked, PruneParams: store.PruneParams{Before: base.Add(time.Hour)}})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = s.DeliveryPurgeDLQ(ctx, &store.DeliveryPurgeDLQParams{HostID: "h-delete"})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	for _, table := range []string{"delivery_bodies", "delivery_events"} {
+		n, err := count(ctx, table, gone)
+		require.NoError(t, err)
+		require.Zero(t, n, "%s rows of deleted deliveries", table)
+		n, err = count(ctx, table, []string{kept.ID})
+		require.NoError(t, err)
+		require.Positive(t, n, "%s rows of the delivery kept", table)
+	}
+}
