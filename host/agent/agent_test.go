@@ -546,18 +546,13 @@ func TestRevokedHostStops(t *testing.T) {
 func TestStopLetsHandlersFinishAndFlushes(t *testing.T) {
 	t.Parallel()
 	w := webhook("github:a:1", "pull_request")
-	release := make(chan struct{})
-	started := make(chan struct{})
+	h := newBlocked()
 	b := setup(t, func(b *testBundle) {
-		b.handler.fn = func(ctx context.Context, _ shared.Webhook) handler.Outcome {
-			close(started)
-			<-release
-			return handler.Outcome{OK: true}
-		}
+		b.handler.fn = h.run
 		b.cloud.answer = serve(w)
 	})
 	b.next(t)
-	<-started
+	<-h.started
 	b.cancel()
 	// Run waits for the handler: the grace timer is armed and Run has not
 	// returned.
@@ -566,7 +561,7 @@ func TestStopLetsHandlersFinishAndFlushes(t *testing.T) {
 	defer cancel()
 	require.NoError(t, b.clock.BlockUntilContext(ctx, 1))
 	require.Empty(t, b.done)
-	close(release)
+	close(h.release)
 
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
@@ -613,19 +608,15 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 // An idle host long-polls (wait_s), and polls again at once when the cloud
 // held it for all of it; with anything to report or running, it does not.
 func TestIdleHeartbeatLongPolls(t *testing.T) {
-	started, release := make(chan struct{}), make(chan struct{})
+	h := newBlocked()
 	released := false
 	t.Cleanup(func() {
 		if !released {
-			close(release)
+			close(h.release)
 		}
 	})
 	b := setup(t, func(b *testBundle) {
-		b.handler.fn = func(ctx context.Context, w shared.Webhook) handler.Outcome {
-			close(started)
-			<-release
-			return handler.Outcome{OK: true, ResponseStatus: 200}
-		}
+		b.handler.fn = h.run
 		b.cloud.answer = func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
 			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
 			switch {
@@ -649,12 +640,12 @@ func TestIdleHeartbeatLongPolls(t *testing.T) {
 
 	// The handler itself must be running (not only leased): the ledger
 	// lookup before it has a deadline on the same clock.
-	<-started
+	<-h.started
 	b.advance(t, 30*time.Second)
 	busy := b.next(t)
 	require.Equal(t, []string{"github:d-1:1"}, busy.req.WebhookExtends)
 	require.Zero(t, busy.req.WaitS, "a host with work in flight does not long-poll")
-	close(release)
+	close(h.release)
 	released = true
 	// Done and idle again: the ack goes out at once, without the clock
 	// moving, in a heartbeat that long-polls for the next webhook.
@@ -667,18 +658,14 @@ func TestIdleHeartbeatLongPolls(t *testing.T) {
 // minutes) still has its outcome recorded and acked: it is not left to be
 // delivered, and run, again.
 func TestLongHandlerOutcomeIsRecorded(t *testing.T) {
-	started, release := make(chan struct{}), make(chan struct{})
+	h := newBlocked()
 	b := setup(t, func(b *testBundle) {
-		b.handler.fn = func(ctx context.Context, w shared.Webhook) handler.Outcome {
-			close(started)
-			<-release
-			return handler.Outcome{OK: true, ResponseStatus: 200}
-		}
+		b.handler.fn = h.run
 		b.cloud.answer = serve(webhook("github:long:1", "push"))
 	})
-	<-started
+	<-h.started
 	b.clock.Advance(5 * time.Minute) // the handler runs far past the ledger's 30 s deadline
-	close(release)
+	close(h.release)
 	b.eventually(t, "outcome recorded", func() bool { return b.result(t, "github:long:1") == ledger.ResultSuccess })
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool {
 		b.clock.Advance(time.Second)
@@ -693,14 +680,9 @@ func TestLongHandlerOutcomeIsRecorded(t *testing.T) {
 func TestLostAnswerIsReported(t *testing.T) {
 	t.Parallel()
 	w := webhook("github:a:1", "pull_request")
-	release := make(chan struct{})
-	started := make(chan struct{})
+	h := newBlocked()
 	b := setup(t, func(b *testBundle) {
-		b.handler.fn = func(ctx context.Context, _ shared.Webhook) handler.Outcome {
-			close(started)
-			<-release
-			return handler.Outcome{OK: true}
-		}
+		b.handler.fn = h.run
 		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
 			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
 			switch n {
@@ -714,7 +696,7 @@ func TestLostAnswerIsReported(t *testing.T) {
 	})
 	first := b.next(t)
 	require.False(t, first.req.AnswerLost)
-	<-started
+	<-h.started
 
 	b.advance(t, 30*time.Second) // the interval, with the handler still running
 	lost := b.next(t)
@@ -725,8 +707,21 @@ func TestLostAnswerIsReported(t *testing.T) {
 	require.True(t, report.req.AnswerLost)
 	require.Equal(t, []string{w.DeliveryID}, report.req.WebhooksHeld, "what it holds: the running one")
 
-	close(release)
+	close(h.release)
 	acked := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.False(t, acked.req.AnswerLost, "said once")
 	require.Empty(t, acked.req.WebhooksHeld)
+}
+
+// blocked is a handler that says when it starts and succeeds once released.
+type blocked struct{ started, release chan struct{} }
+
+func newBlocked() *blocked {
+	return &blocked{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *blocked) run(context.Context, shared.Webhook) handler.Outcome {
+	close(h.started)
+	<-h.release
+	return handler.Outcome{OK: true, ResponseStatus: 200}
 }

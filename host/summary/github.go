@@ -16,7 +16,7 @@ var (
 	githubHead  = []string{"ref", "sha"}
 	githubIss   = []string{"number", "html_url"}
 	githubRunM  = []string{"head_branch", "head_sha", "conclusion", "html_url", "pull_requests"}
-	githubCheck = append(githubRunM[:len(githubRunM):len(githubRunM)], "check_suite")
+	githubCheck = []string{"head_branch", "head_sha", "conclusion", "html_url", "pull_requests", "check_suite"}
 	githubNum   = []string{"number"}
 )
 

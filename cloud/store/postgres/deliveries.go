@@ -257,14 +257,14 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			SELECT id, host, src, ev, typ, act, hdr, size, $15, att, delays, at, corr, at FROM r
 			ON CONFLICT DO NOTHING
 			RETURNING delivery_id, host_id, source, event_id, received_at
-		), bodies AS (
-			INSERT INTO delivery_bodies (delivery_id, raw_body)
-			SELECT ins.delivery_id, r.body FROM ins
+		), new AS (
+			SELECT ins.delivery_id, ins.received_at, r.body, r.reason FROM ins
 				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
+		), bodies AS (
+			INSERT INTO delivery_bodies (delivery_id, raw_body) SELECT delivery_id, body FROM new
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT ins.delivery_id, ins.received_at, '', $15, r.reason, 0 FROM ins
-				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
+			SELECT delivery_id, received_at, '', $15, reason, 0 FROM new
 		)
 		SELECT host_id, source, event_id, (SELECT count(*) FROM (
 			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins) hosts) woken)
@@ -708,16 +708,9 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	now := ms(p.Now)
 	tr := store.TransitionRelease
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		locked, err := lockForTransition(ctx, tx, tr, p.HostID, p.IDs)
-		if err != nil || len(locked) == 0 {
-			return err
-		}
-		n = len(locked)
-		return failAtOnce(ctx, tx, tr, locked, p.Policy, now)
+	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx pgx.Tx) ([]lockedDelivery, error) {
+		return lockForTransition(ctx, tx, tr, p.HostID, p.IDs)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
@@ -726,33 +719,42 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
-	now := ms(p.Now)
 	tr := store.TransitionAnswerLost
 	held := p.Held
 	if held == nil {
 		held = []string{} // NULL would match nothing
 	}
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx pgx.Tx) ([]lockedDelivery, error) {
 		rows, err := tx.Query(ctx, `
 			SELECT `+lockedColumns+` FROM deliveries
 			WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
 			ORDER BY delivery_id
 			FOR UPDATE`, p.HostID, statusNames(tr.From), held)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		locked, err := collectLocked(rows)
-		if err != nil {
-			return err
-		}
-		n = len(locked)
-		return failAtOnce(ctx, tx, tr, locked, p.Policy, now)
+		return collectLocked(rows)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
 	}
 	return n, nil
+}
+
+// release fails the attempt of the deliveries lock selects in one
+// transaction with tr, an AtOnce transition, and returns how many.
+func (s *Store) release(ctx context.Context, tr store.Transition, policy store.RetryPolicy, now time.Time,
+	lock func(pgx.Tx) ([]lockedDelivery, error)) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		locked, err := lock(tx)
+		if err != nil {
+			return err
+		}
+		n = len(locked)
+		return failAtOnce(ctx, tx, tr, locked, policy, now)
+	})
+	return n, err
 }
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {

@@ -551,46 +551,52 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	now := ms(p.Now)
 	tr := store.TransitionRelease
-	var locked []lockedDelivery
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if locked, err = selectForTransition(ctx, tx, tr, p.HostID, p.IDs); err != nil {
-			return err
-		}
-		return failEach(ctx, tx, tr, locked, p.Policy, now)
+	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx *sql.Tx) ([]lockedDelivery, error) {
+		return selectForTransition(ctx, tx, tr, p.HostID, p.IDs)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
 	}
-	s.wakeHosts(locked)
-	return len(locked), nil
+	return n, nil
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
-	now := ms(p.Now)
 	tr := store.TransitionAnswerLost
 	// Held goes in as one JSON array (never null): it may list thousands of ids.
 	held, err := json.Marshal(append([]string{}, p.Held...))
 	if err != nil {
 		return 0, err
 	}
-	var locked []lockedDelivery
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx *sql.Tx) ([]lockedDelivery, error) {
 		args := append([]any{p.HostID}, statusArgs(tr.From)...)
-		args = append(args, string(held))
-		if locked, err = queryAll(ctx, tx, scanLocked, `
+		return queryAll(ctx, tx, scanLocked, `
 			SELECT `+lockedColumns+` FROM deliveries
 			WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
 				AND delivery_id NOT IN (SELECT value FROM json_each(?))
-			ORDER BY delivery_id`, args...); err != nil {
-			return err
-		}
-		return failEach(ctx, tx, tr, locked, p.Policy, now)
+			ORDER BY delivery_id`, append(args, string(held))...)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+// release fails the attempt of the deliveries read selects in one
+// transaction with tr, an AtOnce transition, wakes their hosts once it has
+// committed, and returns how many.
+func (s *Store) release(ctx context.Context, tr store.Transition, policy store.RetryPolicy, now time.Time,
+	read func(*sql.Tx) ([]lockedDelivery, error)) (int, error) {
+	var locked []lockedDelivery
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if locked, err = read(tx); err != nil {
+			return err
+		}
+		return failEach(ctx, tx, tr, locked, policy, now)
+	})
+	if err != nil {
+		return 0, err
 	}
 	s.wakeHosts(locked)
 	return len(locked), nil

@@ -1162,30 +1162,28 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Zero(t, expire(now, 1))
 
 		// A lease whose answer was written is a failed attempt.
-		for _, d := range []*store.Delivery{delivered} {
-			got := get(ctx, t, s, b.host.ID, d.ID)
-			require.Equal(t, store.StatusRetrying, got.Status, d.ID)
-			require.Equal(t, 1, got.Attempts, d.ID)
-			require.Equal(t, ptr(now.Add(store.DefaultRetryPolicy.Delays[1])), got.NextRetryAt, d.ID)
-			require.Nil(t, got.LeaseExpiresAt, d.ID)
-			require.NotEmpty(t, got.LastError, d.ID)
-			ev := lastEvent(ctx, t, s, d.ID)
-			require.Equal(t, store.StatusRetrying, ev.To, d.ID)
-			require.Equal(t, store.TransitionExpire.Reason, ev.Reason, d.ID)
-			require.Equal(t, 1, ev.Attempt, d.ID)
-			require.Equal(t, now, ev.At, d.ID)
-		}
-		require.Equal(t, store.StatusDelivered, lastEvent(ctx, t, s, delivered.ID).From)
+		got := get(ctx, t, s, b.host.ID, delivered.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, ptr(now.Add(store.DefaultRetryPolicy.Delays[1])), got.NextRetryAt)
+		require.Nil(t, got.LeaseExpiresAt)
+		require.NotEmpty(t, got.LastError)
+		ev := lastEvent(ctx, t, s, delivered.ID)
+		require.Equal(t, store.StatusDelivered, ev.From)
+		require.Equal(t, store.StatusRetrying, ev.To)
+		require.Equal(t, store.TransitionExpire.Reason, ev.Reason)
+		require.Equal(t, 1, ev.Attempt)
+		require.Equal(t, now, ev.At)
 
 		// One whose answer was never written (the cloud stopped between
 		// leasing and answering) never reached its handler: the attempt
 		// counts, but it is due again at once.
-		got := get(ctx, t, s, b.host.ID, early.ID)
+		got = get(ctx, t, s, b.host.ID, early.ID)
 		require.Equal(t, store.StatusRetrying, got.Status)
 		require.Equal(t, 1, got.Attempts)
 		require.Equal(t, ptr(now), got.NextRetryAt)
 		require.Nil(t, got.LeaseExpiresAt)
-		ev := lastEvent(ctx, t, s, early.ID)
+		ev = lastEvent(ctx, t, s, early.ID)
 		require.Equal(t, store.StatusDelivering, ev.From)
 		require.Equal(t, store.StatusRetrying, ev.To)
 		require.Equal(t, store.TransitionExpireUnwritten.Reason, ev.Reason)
