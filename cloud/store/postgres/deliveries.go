@@ -453,14 +453,20 @@ func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams)
 	if !slices.Contains(store.PrunableStatuses, p.Status) {
 		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
 	}
-	n, err := s.deleteDeliveries(ctx, `
-		SELECT delivery_id FROM deliveries WHERE status = $1 AND updated_at < $2
-		ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED`,
-		string(p.Status), ms(p.Before), store.LimitOr(p.Limit, defaultBatch))
+	n, err := s.deleteDeliveries(ctx, pruneQuery(p.Status), ms(p.Before), store.LimitOr(p.Limit, defaultBatch))
 	if err != nil {
 		return 0, fmt.Errorf("delivery prune: %w", err)
 	}
 	return n, nil
+}
+
+// pruneQuery selects a batch of deliveries in status (one of
+// store.PrunableStatuses) last changed before $1. The status is part of the
+// text, not a parameter: only then can the planner use that status's partial
+// index (a parameter's value cannot be proved to meet its predicate).
+func pruneQuery(status store.Status) string {
+	return `SELECT delivery_id FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < $1
+		ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
 
 // deleteDeliveries deletes the deliveries whose ids the query selects, and

@@ -9,6 +9,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/storetest"
 	"github.com/relaykit/relay/migrations"
 )
@@ -49,7 +50,28 @@ func TestLeaseUsesTheAvailableIndex(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(ctx))
-	rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+leaseCandidates, "h", 0, 10)
+	require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_available_idx (host_id=?)"},
+		queryPlan(ctx, t, s, leaseCandidates, "h", 0, 10))
+}
+
+// Retention reads the partial index of the status it prunes: those indexes
+// hold nothing else, so no other transition writes them.
+func TestPruneUsesTheFinishedIndex(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx))
+	for _, status := range store.PrunableStatuses {
+		require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
+			queryPlan(ctx, t, s, pruneQuery(status), 0, 10), "status %s", status)
+	}
+}
+
+// queryPlan is the detail column of EXPLAIN QUERY PLAN for query.
+func queryPlan(ctx context.Context, t *testing.T, s *Store, query string, args ...any) []string {
+	t.Helper()
+	rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	var plan []string
@@ -60,7 +82,7 @@ func TestLeaseUsesTheAvailableIndex(t *testing.T) {
 		plan = append(plan, detail)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_available_idx (host_id=?)"}, plan)
+	return plan
 }
 
 // Bodies moved out of the deliveries row (migration 4) keep their bytes, in

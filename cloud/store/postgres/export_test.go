@@ -1,0 +1,4 @@
+package postgres
+
+// PruneQuery is pruneQuery, for the plan test.
+var PruneQuery = pruneQuery
