@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -122,7 +121,7 @@ func (c *Client) post(ctx context.Context, path, token string, in, out any) erro
 	}
 	// Heartbeat answers run to megabytes: the buffer is reused, since
 	// decoding copies what it keeps.
-	buf := answerBuffers.Get().(*bytes.Buffer)
+	buf := getAnswerBuffer()
 	defer putAnswerBuffer(buf)
 	if _, err := buf.ReadFrom(io.LimitReader(r, maxResponse+1)); err != nil {
 		return fmt.Errorf("read answer: %w", err)
@@ -145,18 +144,38 @@ func (c *Client) post(ctx context.Context, path, token string, in, out any) erro
 	return nil
 }
 
-var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// answerBuffers is a free list of answer buffers. Not a sync.Pool: a pool
+// is emptied by every garbage collection, and a draining host collects often
+// enough that each multi-megabyte answer grew a new buffer from nothing.
+var answerBuffers = make(chan *bytes.Buffer, 2)
 
-// maxPooledAnswer bounds the buffers kept for reuse: a rare huge answer's
-// buffer goes to the garbage collector.
-const maxPooledAnswer = 16 << 20
+// Buffers kept for reuse are bounded: a rare huge answer's buffer goes to the
+// garbage collector, and so does a large buffer once answers are small again
+// (the backlog is drained), so an idle host does not hold megabytes.
+const (
+	maxPooledAnswer = 16 << 20
+	smallAnswer     = 64 << 10
+	largeBuffer     = 1 << 20
+)
+
+func getAnswerBuffer() *bytes.Buffer {
+	select {
+	case b := <-answerBuffers:
+		return b
+	default:
+		return new(bytes.Buffer)
+	}
+}
 
 func putAnswerBuffer(b *bytes.Buffer) {
-	if b.Cap() > maxPooledAnswer {
+	if b.Cap() > maxPooledAnswer || (b.Cap() > largeBuffer && b.Len() < smallAnswer) {
 		return
 	}
 	b.Reset()
-	answerBuffers.Put(b)
+	select {
+	case answerBuffers <- b:
+	default:
+	}
 }
 
 func errorFrom(status int, data []byte) *Error {

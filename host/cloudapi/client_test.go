@@ -96,3 +96,26 @@ func TestAnswersOfChangingSizes(t *testing.T) {
 		}
 	}
 }
+
+// A draining host reads answer after answer of megabytes into one reused
+// buffer; once answers are small again, the big buffer is let go.
+func TestAnswerBufferKeptWhileAnswersAreLarge(t *testing.T) {
+	for len(answerBuffers) > 0 {
+		<-answerBuffers
+	}
+	b := getAnswerBuffer()
+	b.Write(make([]byte, 3<<20))
+	putAnswerBuffer(b)
+	reused := getAnswerBuffer()
+	require.Same(t, b, reused, "kept after a large answer")
+	require.Zero(t, reused.Len())
+
+	reused.WriteString(`{"status":"ok"}`)
+	putAnswerBuffer(reused)
+	require.NotSame(t, b, getAnswerBuffer(), "let go after a small answer")
+
+	small := getAnswerBuffer()
+	small.WriteString(`{"status":"ok"}`)
+	putAnswerBuffer(small)
+	require.Same(t, small, getAnswerBuffer(), "a small buffer is kept")
+}
