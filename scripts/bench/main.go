@@ -1,6 +1,7 @@
 // Command bench measures the relay with real processes: intake throughput
 // and latency, latency under a steady open-loop load, how fast a host drains
-// a backlog, end-to-end latency to the local app, the cost of idle hosts and
+// a backlog (and, beside it, what forwarding alone costs on the machine),
+// end-to-end latency to the local app, the cost of idle hosts and
 // peak memory, each on Postgres (durable: fsync and synchronous_commit on)
 // and on embedded SQLite. It prints a markdown report and writes it to
 // BENCHMARKS.md (see -out).
@@ -56,6 +57,13 @@ type config struct {
 var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle"}
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == floorClientArg {
+		if err := floorClient(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := mainErr(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -242,6 +250,10 @@ func mainErr() error {
 				rep.idle = append(rep.idle, b.idle(engine))
 			}
 		}
+	}
+	if slices.Contains(cfg.scenarios, "drain") && ctx.Err() == nil {
+		row := b.forwardFloor()
+		rep.floor = &row
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -17,6 +17,7 @@ type report struct {
 	intake  []intakeRow
 	latency []latencyRow
 	drain   []drainRow
+	floor   *floorRow // with the drain: forwarding alone
 	e2e     []e2eRow
 	idle    []idleRow
 }
@@ -102,6 +103,20 @@ func (rep *report) markdown(b *bench) string {
 				mib(r.cloudPeak), mib(r.hostPeak))
 		}
 		p("\n")
+	}
+	if f := rep.floor; f != nil {
+		p("### Forwarding alone\n\n")
+		p("The same number of requests as a drain forwards, each as the host sends a delivery (the payload,\n")
+		p("GitHub's headers and the relay's), from a plain Go HTTP client in a process of its own, %d at a time,\n", f.workers)
+		p("to the same kind of receiver: no cloud, no heartbeat, no ledger. A drain here cannot be faster, and\n")
+		p("the CPU it takes is part of every drain's.\n\n")
+		p("| requests | requests/s | CPU µs/request (client / receiver) |\n")
+		p("|---:|---:|---:|\n")
+		if f.err != "" {
+			p("| %d | failed: %s ||\n\n", f.requests, oneLine(f.err))
+		} else {
+			p("| %d | %.0f | %s |\n\n", f.requests, f.rate, cpuSplit(f.clientUS, f.recvUS))
+		}
 	}
 	if len(rep.e2e) > 0 {
 		p("## End to end\n\n")

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relaykit/relay/scripts/internal/rig"
+	"github.com/relaykit/relay/shared"
+)
+
+// ---- the forward floor ----
+
+// floorRow is what forwarding alone costs here: the drain's deliveries sent
+// to a receiver by a plain HTTP client in a process of its own, with no
+// cloud, no heartbeat and no ledger. A drain forwards each delivery the same
+// way, so this rate is a ceiling for it on this machine.
+type floorRow struct {
+	requests, workers int
+	rate              float64
+	clientUS, recvUS  float64 // CPU µs per request (-1 if unknown)
+	err               string
+}
+
+// floorClientArg makes the bench binary the floor's client: it is run again
+// with this, the receiver's URL, the number of requests and of workers.
+const floorClientArg = "-forward-floor-client"
+
+func (b *bench) forwardFloor() floorRow {
+	row := floorRow{requests: b.cfg.drainN, workers: b.cfg.drainWorkers}
+	rc, err := rig.StartReceiver(rig.ReceiverOptions{})
+	if err != nil {
+		row.err = err.Error()
+		return row
+	}
+	defer rc.Close()
+	self, err := os.Executable()
+	if err != nil {
+		row.err = err.Error()
+		return row
+	}
+	logf("forward floor: %d requests, %d at a time", row.requests, row.workers)
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(b.ctx, self, floorClientArg, rc.URL, strconv.Itoa(row.requests), strconv.Itoa(row.workers))
+	cmd.Stderr = &stderr
+	self0, selfErr := rig.ReadProc(os.Getpid())
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		row.err = fmt.Sprintf("client: %v: %s", err, bytes.TrimSpace(stderr.Bytes()))
+		return row
+	}
+	took := time.Since(start)
+	row.recvUS = cpuPer(self0, selfErr, os.Getpid(), row.requests)
+	if got := rc.Unique(); got != row.requests {
+		row.err = fmt.Sprintf("the receiver got %d of %d", got, row.requests)
+		return row
+	}
+	row.rate = float64(row.requests) / took.Seconds()
+	ps := cmd.ProcessState
+	row.clientUS = float64((ps.UserTime() + ps.SystemTime()).Microseconds()) / float64(row.requests)
+	logf("forward floor: %.0f/s; CPU µs per request: client %.0f, receiver %.0f", row.rate, row.clientUS, row.recvUS)
+	return row
+}
+
+// floorClient sends n requests to url, workers at a time, each as a host
+// forwards a delivery: the GitHub payload with GitHub's headers, the relay's
+// own, and a key of its own.
+func floorClient(args []string) error {
+	if len(args) != 3 {
+		return errors.New("usage: " + floorClientArg + " URL N WORKERS")
+	}
+	url := args[0]
+	n, err := strconv.Atoi(args[1])
+	if err != nil {
+		return err
+	}
+	workers, err := strconv.Atoi(args[2])
+	if err != nil {
+		return err
+	}
+	event, body := payload()
+	signature := rig.GitHubSignature(secret, body) // stored with the webhook: a host does not sign
+	client := &http.Client{Transport: newTransport(workers), Timeout: time.Minute}
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					return
+				}
+				if err := floorSend(client, url, event, signature, body, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func floorSend(client *http.Client, url, event, signature string, body []byte, i int64) error {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	id := "github:floor-" + strconv.FormatInt(i, 10) + ":1"
+	req.Header = rig.GitHubHeaders(event, "floor-"+strconv.FormatInt(i, 10), signature)
+	req.Header.Set(shared.HeaderDeliveryID, id)
+	req.Header.Set(shared.HeaderSource, "github")
+	req.Header.Set(shared.HeaderAttempt, "1")
+	req.Header.Set(shared.HeaderIdempotencyKey, id)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("receiver answered %d", resp.StatusCode)
+	}
+	return nil
+}
