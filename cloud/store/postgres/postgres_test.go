@@ -90,7 +90,7 @@ func TestDeletesLeaveNothing(t *testing.T) {
 
 // Retention reads the partial index of the status it prunes: those indexes
 // hold nothing else, so no other transition writes them.
-func TestPruneUsesTheFinishedIndex(t *testing.T) {
+func TestPruneUsesItsStatusIndex(t *testing.T) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
 	require.NoError(t, err)

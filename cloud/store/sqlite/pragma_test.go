@@ -46,26 +46,30 @@ func TestPragmas(t *testing.T) {
 // delivery the host ever had.
 func TestLeaseUsesTheAvailableIndex(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx))
+	s := migrated(ctx, t)
 	require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_available_idx (host_id=?)"},
 		queryPlan(ctx, t, s, leaseCandidates, "h", 0, 10))
 }
 
 // Retention reads the partial index of the status it prunes: those indexes
 // hold nothing else, so no other transition writes them.
-func TestPruneUsesTheFinishedIndex(t *testing.T) {
+func TestPruneUsesItsStatusIndex(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx))
+	s := migrated(ctx, t)
 	for _, status := range store.PrunableStatuses {
 		require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
 			queryPlan(ctx, t, s, pruneQuery(status), 0, 10), "status %s", status)
 	}
+}
+
+// migrated opens a store on a new file, with every migration applied.
+func migrated(ctx context.Context, t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx))
+	return s
 }
 
 // queryPlan is the detail column of EXPLAIN QUERY PLAN for query.
@@ -89,10 +93,7 @@ func queryPlan(ctx context.Context, t *testing.T, s *Store, query string, args .
 // both directions.
 func TestMigrateBodies(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx))
+	s := migrated(ctx, t)
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
 	require.NoError(t, err)
 	storetest.MigrateBodies(ctx, t, s, storetest.Migration{
@@ -107,10 +108,7 @@ func TestMigrateBodies(t *testing.T) {
 
 func TestDeletesLeaveNothing(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx))
+	s := migrated(ctx, t)
 	storetest.DeletesLeaveNothing(ctx, t, s, func(ctx context.Context, table string, ids []string) (n int, err error) {
 		args := make([]any, len(ids))
 		for i, id := range ids {
