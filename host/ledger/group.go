@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -185,19 +186,21 @@ func (l *Ledger) apply(ops []*op) error {
 		}
 		return *st
 	}
+	var recorded []*op
 	for _, o := range ops {
 		switch o.kind {
 		case opRecord:
 			e := o.entry
-			err = stmt(&upsert, l.upsert).QueryRowContext(ctx,
+			_, err = stmt(&upsert, l.upsert).ExecContext(ctx,
 				e.DeliveryID, e.Source, e.EventType, e.EventAction, unixMilliOrZero(e.ReceivedAt),
 				e.ProcessedAt.UnixMilli(), string(e.Result), e.CloudAttempt, e.Error, e.DurationMS, e.CorrelationID,
 				e.Handler, nullable(e.ResponseStatus), nullable(e.ExitCode), e.Output, e.Summary,
-				o.fields).Scan(&o.attempts)
+				o.fields)
 			if err != nil {
 				err = fmt.Errorf("upsert ledger row: %w", err)
 				break
 			}
+			recorded = append(recorded, o)
 			fallthrough
 		case opEnqueue:
 			ob := o.ob
@@ -219,10 +222,54 @@ func (l *Ledger) apply(ops []*op) error {
 			return err
 		}
 	}
+	if err := l.readAttempts(ctx, tx, recorded); err != nil {
+		tx.Rollback()
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	l.commits.Add(1)
+	return nil
+}
+
+// readAttempts sets the attempts of each recorded op: its row's count as
+// this transaction leaves it (a delivery recorded twice in one transaction
+// reads the second count for both).
+func (l *Ledger) readAttempts(ctx context.Context, tx *sql.Tx, recorded []*op) error {
+	if len(recorded) == 0 {
+		return nil
+	}
+	ids := make([]string, len(recorded))
+	for i, o := range recorded {
+		ids[i] = o.entry.DeliveryID
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	rows, err := tx.StmtContext(ctx, l.attempts).QueryContext(ctx, string(list))
+	if err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	defer rows.Close()
+	byID := make(map[string]int, len(recorded))
+	for rows.Next() {
+		var (
+			id string
+			n  int
+		)
+		if err := rows.Scan(&id, &n); err != nil {
+			return fmt.Errorf("read attempts: %w", err)
+		}
+		byID[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read attempts: %w", err)
+	}
+	for _, o := range recorded {
+		o.attempts = byID[o.entry.DeliveryID]
+	}
 	return nil
 }
 

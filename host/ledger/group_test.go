@@ -236,6 +236,42 @@ func TestGroupCommitMixesWrites(t *testing.T) {
 	require.ElementsMatch(t, []string{"first", "new", "old"}, outboxIDs(t, l))
 }
 
+// TestGroupCommitCountsAttempts: each record in a shared transaction
+// learns its own row's attempts, a first record 1 and a re-record one more
+// than before.
+func TestGroupCommitCountsAttempts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, _ := setup(t)
+	for range 2 {
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("again", ResultError, t0)})
+		require.NoError(t, err)
+	}
+
+	release := holdWriter(t, l)
+	first := recordTaken(t, l, "first")
+	type result struct {
+		attempts int
+		err      error
+	}
+	record := func(id string) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			n, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(id, ResultSuccess, t0)})
+			ch <- result{n, err}
+		}()
+		return ch
+	}
+	again, fresh := record("again"), record("fresh")
+	waitQueued(t, l, 2)
+	before := l.commits.Load()
+	release()
+	require.NoError(t, <-first)
+	require.Equal(t, result{3, nil}, <-again)
+	require.Equal(t, result{1, nil}, <-fresh)
+	require.Equal(t, before+2, l.commits.Load(), "the two queued records share one transaction")
+}
+
 // TestDeliveriesDone: one lookup answers which of a batch are done.
 func TestDeliveriesDone(t *testing.T) {
 	t.Parallel()
