@@ -211,6 +211,15 @@ func (b *bench) startDBCPU(engine string) *dbMeter {
 	return &dbMeter{pid: pid, at: time.Now(), ticks: n}
 }
 
+// usPer is the server's CPU since the start in µs per n (-1 if unknown).
+func (m *dbMeter) usPer(n int) float64 {
+	t := m.ticksSince()
+	if t < 0 || n == 0 {
+		return -1
+	}
+	return t / rig.ClockTicks * 1e6 / float64(n)
+}
+
 // ticksSince is the server's CPU since the start, in clock ticks (-1 if
 // unknown).
 func (m *dbMeter) ticksSince() float64 {
@@ -413,11 +422,7 @@ func (b *bench) drain(engine string) drainRow {
 	row.cloudUS = cpuPer(cloud0, cloudErr, r.cloud.PID(), row.queued)
 	row.hostUS = cpuPer(rig.ProcSample{}, nil, h.PID(), row.queued)
 	row.recvUS = cpuPer(self0, selfErr, os.Getpid(), row.queued)
-	if db != nil {
-		row.dbUS = db.ticksSince() / rig.ClockTicks * 1e6 / float64(row.queued)
-	} else {
-		row.dbUS = -1
-	}
+	row.dbUS = db.usPer(row.queued) // nil on SQLite: -1
 	row.duplicates = rc.Duplicates()
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
 	logf("drain %s: %d in %s (last forward at %s): %.0f/s, %d duplicates; CPU µs per delivery: cloud %.0f, database %.0f, host %.0f, receiver %.0f",

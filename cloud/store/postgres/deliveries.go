@@ -644,14 +644,18 @@ type lockedDelivery struct {
 
 const lockedColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
 
+// lockTransitionable follows the columns of a SELECT: it locks host $1's
+// deliveries among ids $2 whose status is among $3 (those a transition
+// allows), in id order so that concurrent callers cannot deadlock.
+const lockTransitionable = `FROM deliveries
+	WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
+	ORDER BY delivery_id
+	FOR UPDATE`
+
 // lockForTransition locks the host's deliveries among ids whose status tr
-// allows, in id order so that concurrent callers cannot deadlock.
+// allows (lockTransitionable).
 func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, hostID string, ids []string) ([]lockedDelivery, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT `+lockedColumns+` FROM deliveries
-		WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
-		ORDER BY delivery_id
-		FOR UPDATE`, hostID, ids, statusNames(tr.From))
+	rows, err := tx.Query(ctx, `SELECT `+lockedColumns+` `+lockTransitionable, hostID, ids, statusNames(tr.From))
 	if err != nil {
 		return nil, err
 	}
@@ -672,8 +676,7 @@ func collectLocked(rows pgx.Rows) ([]lockedDelivery, error) {
 }
 
 // transition applies tr to the host's deliveries among ids that it allows,
-// in one statement (one round trip): it locks them in id order, so that
-// concurrent callers cannot deadlock, sets status to tr.To (kept when tr.To
+// in one statement (one round trip): it locks them (lockTransitionable), sets status to tr.To (kept when tr.To
 // is empty) plus the columns in set, and writes each one's audit event. set
 // may use $5 (now) and parameters from $7 on, args.
 func (s *Store) transition(ctx context.Context, tr store.Transition, hostID string, ids []string, now time.Time, set string, args ...any) (int, error) {
@@ -683,10 +686,7 @@ func (s *Store) transition(ctx context.Context, tr store.Transition, hostID stri
 	var n int
 	err := s.pool.QueryRow(ctx, `
 		WITH locked AS (
-			SELECT delivery_id, status FROM deliveries
-			WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
-			ORDER BY delivery_id
-			FOR UPDATE
+			SELECT delivery_id, status `+lockTransitionable+`
 		), changed AS (
 			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), `+set+`
 			FROM locked WHERE d.delivery_id = locked.delivery_id

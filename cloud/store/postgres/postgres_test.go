@@ -50,14 +50,21 @@ func TestBodiesUseLZ4(t *testing.T) {
 	}
 }
 
-// Bodies moved out of the deliveries row (migration 5) keep their bytes, in
-// both directions.
-func TestMigrateBodies(t *testing.T) {
-	ctx := context.Background()
+// openStore opens a store on a new database, and returns its URL too.
+func openStore(ctx context.Context, t *testing.T) (*postgres.Store, string) {
+	t.Helper()
 	url := pgtest.NewDatabase(t)
 	s, err := postgres.Open(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s, url
+}
+
+// Bodies moved out of the deliveries row (migration 5) keep their bytes, in
+// both directions.
+func TestMigrateBodies(t *testing.T) {
+	ctx := context.Background()
+	s, url := openStore(ctx, t)
 	db, err := sql.Open("pgx", url)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
@@ -75,10 +82,7 @@ func TestMigrateBodies(t *testing.T) {
 
 func TestDeletesLeaveNothing(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	s, err := postgres.Open(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s, url := openStore(ctx, t)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(ctx) })

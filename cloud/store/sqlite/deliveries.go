@@ -494,16 +494,18 @@ func scanLocked(r scanner) (lockedDelivery, error) {
 	return l, err
 }
 
+// transitionable is the condition, and its arguments, that selects the
+// host's deliveries among ids whose status tr allows.
+func transitionable(tr store.Transition, hostID string, ids []string) (string, []any) {
+	return `host_id = ? AND delivery_id IN (` + placeholders(len(ids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`,
+		append(append([]any{hostID}, anys(ids)...), statusArgs(tr.From)...)
+}
+
 // selectForTransition reads the host's deliveries among ids whose status tr
 // allows.
 func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string) ([]lockedDelivery, error) {
-	args := append([]any{hostID}, anys(ids)...)
-	args = append(args, statusArgs(tr.From)...)
-	return queryAll(ctx, tx, scanLocked, `
-		SELECT `+lockedColumns+` FROM deliveries
-		WHERE host_id = ? AND delivery_id IN (`+placeholders(len(ids))+`)
-			AND status IN (`+placeholders(len(tr.From))+`)
-		ORDER BY delivery_id`, args...)
+	guard, args := transitionable(tr, hostID, ids)
+	return queryAll(ctx, tx, scanLocked, `SELECT `+lockedColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...)
 }
 
 // transition applies tr to the host's deliveries among ids that it allows:
@@ -516,8 +518,7 @@ func (s *Store) transition(ctx context.Context, tr store.Transition, hostID stri
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	guard := `host_id = ? AND delivery_id IN (` + placeholders(len(ids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
-	guardArgs := append(append([]any{hostID}, anys(ids)...), statusArgs(tr.From)...)
+	guard, guardArgs := transitionable(tr, hostID, ids)
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
