@@ -146,7 +146,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 			return &admitted{outcome: outcomeHandshake, reply: reply}, nil
 		}
 	}
-	ev := provider.Event(req, src.Options)
+	ev := verify.EventOf(provider, req, src.Options)
 	if ev.Note != "" {
 		note = strings.TrimPrefix(note+"; "+truncate(ev.Note, 200), "; ")
 	}

@@ -114,6 +114,10 @@ func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// Routes match the path as sent, each parameter unescaped on its own:
+	// a delivery id with a '/' (github:a/b:1) is reached as github:a%2Fb:1.
+	r.UseRawPath = true
+	r.UnescapePathValues = true
 	if err := r.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
 		// Validated by New's caller; an invalid entry trusts no one.
 		s.log.Error("trusted proxies ignored", "err", err)
@@ -218,7 +222,8 @@ func bearer(r *http.Request) (string, bool) {
 }
 
 // decodeJSON reads a JSON request body of at most limit bytes into v,
-// answering-ready errors for oversize and malformed input. The body is
+// answering-ready errors for oversize and malformed input (naming the field
+// and the kind of value it takes, never a Go type). The body is
 // parsed as JSON whatever its Content-Type says (curl -d sends form).
 func decodeJSON(c *gin.Context, limit int64, v any) error {
 	body := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
@@ -231,7 +236,7 @@ func decodeJSON(c *gin.Context, limit int64, v any) error {
 		if errors.Is(err, io.EOF) {
 			return errInvalid("request body is empty: want a JSON object")
 		}
-		return errInvalid("malformed JSON: " + err.Error())
+		return errInvalid(describeJSONError(err))
 	}
 	if dec.More() {
 		return errInvalid("malformed JSON: trailing data after the object")

@@ -51,10 +51,17 @@ func retrySchedule(req *sourceRequest) ([]time.Duration, int, error) {
 	}
 	var delays []time.Duration
 	for i, sec := range req.RetrySchedule {
-		d := time.Duration(math.Round(sec*1000)) * time.Millisecond
-		switch {
-		case math.IsNaN(sec) || sec < 0 || d > maxScheduleDelay:
+		// Checked before it becomes a Duration, which 1e10 s would
+		// overflow (to a negative delay) and 1e308 s turn into 0.
+		if !(sec >= 0 && sec <= maxScheduleDelay.Seconds()) {
 			return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s[%d] must be from 0 to %d seconds", i, int(maxScheduleDelay.Seconds())))
+		}
+		ms := sec * 1000
+		if math.Abs(ms-math.Round(ms)) > 1e-6 {
+			return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s[%d]: %g is finer than the millisecond a delay is kept to", i, sec))
+		}
+		d := time.Duration(math.Round(ms)) * time.Millisecond
+		switch {
 		case i == 0 && d != 0:
 			return nil, 0, errInvalid("retry_schedule_s[0] is the first attempt, made on receipt: it must be 0")
 		}
