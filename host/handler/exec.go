@@ -44,19 +44,35 @@ func (e *Exec) Name() string { return "exec " + filepath.Base(e.opts.Argv[0]) }
 // Env is what a job adds to the program's environment: RELAY_DELIVERY_ID,
 // RELAY_SOURCE, RELAY_EVENT_TYPE, RELAY_EVENT_ACTION, RELAY_ATTEMPT,
 // RELAY_CORRELATION_ID, IDEMPOTENCY_KEY, RELAY_SUMMARY and the summary's
-// fields (RELAY_GITHUB_REPO, RELAY_SLACK_THREAD_TS, …).
+// fields (RELAY_GITHUB_REPO, RELAY_SLACK_THREAD_TS, …). No value holds a
+// NUL or more than 4 KiB, and the summary's fields stop where the job's
+// variables would pass 64 KiB, so the program always starts.
 func Env(job Job) []string {
 	w := job.Webhook
-	return append([]string{
-		"RELAY_DELIVERY_ID=" + w.DeliveryID,
-		"RELAY_SOURCE=" + w.Source,
-		"RELAY_EVENT_TYPE=" + w.EventType,
-		"RELAY_EVENT_ACTION=" + w.EventAction,
+	id := safeID(w.DeliveryID)
+	env := []string{
+		"RELAY_DELIVERY_ID=" + id,
+		"RELAY_SOURCE=" + safeID(w.Source),
+		"RELAY_EVENT_TYPE=" + envValue(w.EventType),
+		"RELAY_EVENT_ACTION=" + envValue(w.EventAction),
 		"RELAY_ATTEMPT=" + strconv.Itoa(w.Attempt),
-		"RELAY_CORRELATION_ID=" + w.CorrelationID,
-		"IDEMPOTENCY_KEY=" + w.DeliveryID,
-		"RELAY_SUMMARY=" + strings.ReplaceAll(job.Summary.Text, "\x00", ""),
-	}, job.Summary.Env()...)
+		"RELAY_CORRELATION_ID=" + envValue(w.CorrelationID),
+		"IDEMPOTENCY_KEY=" + id,
+		"RELAY_SUMMARY=" + envValue(job.Summary.Text),
+	}
+	size := 0
+	for _, kv := range env {
+		size += len(kv) + 1
+	}
+	for _, kv := range job.Summary.Env() {
+		name, v, _ := strings.Cut(kv, "=")
+		kv = name + "=" + envValue(v)
+		if size += len(kv) + 1; size > maxJobEnv {
+			break
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 // inherited is the host's own environment without the variables a job sets,

@@ -136,3 +136,24 @@ exit 1
 	require.True(t, strings.HasSuffix(out.Output, "line 499 of some output\nlast words"))
 	require.Equal(t, "exit 1: last words", out.Error)
 }
+
+// TestExecStartsWhateverTheWebhookCarries: a delivery id with a NUL and
+// 200 KB of it, and a 200 KB summary, failed with "environment variable
+// contains NUL" and "argument list too long"; the program now starts.
+func TestExecStartsWhateverTheWebhookCarries(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := writeScript(t, `printf '%s' "$IDEMPOTENCY_KEY" > "$1/key"; echo ran`)
+	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	w := testWebhook(`{}`)
+	w.DeliveryID = "github:evt_\x00x\ny" + strings.Repeat("d", 200<<10) + ":1"
+	w.EventType = "push\x00"
+	out := e.Handle(context.Background(), Job{Webhook: w, Summary: summary.Summary{Text: strings.Repeat("s", 200<<10)}})
+	require.True(t, out.OK, out.Error)
+	require.Equal(t, "ran", out.Output)
+	key, err := os.ReadFile(filepath.Join(dir, "key"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(key), "github:evt_%00x%0Ay"), string(key[:40]))
+	require.LessOrEqual(t, len(key), maxEnvValue)
+}

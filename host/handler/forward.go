@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -110,21 +111,41 @@ func (f *Forward) Handle(ctx context.Context, job Job) Outcome {
 			}
 		}
 	}
+	// A header Go's client would refuse (a control character in its value,
+	// a name that is no token) would fail every attempt: it is dropped, and
+	// the ledger's output says so. The others are the provider's bytes.
+	var dropped []string
 	for k, v := range w.Headers {
 		ck := http.CanonicalHeaderKey(k)
 		if hopByHop[ck] || connTokens[ck] {
 			continue
 		}
+		if !validHeaderName(k) || !validHeaderValue(v) {
+			dropped = append(dropped, strconv.Quote(head([]byte(k), 64)))
+			continue
+		}
 		req.Header[ck] = append(req.Header[ck], v)
 	}
-	req.Header.Set(shared.HeaderDeliveryID, w.DeliveryID)
-	req.Header.Set(shared.HeaderSource, w.Source)
+	id := safeID(w.DeliveryID)
+	req.Header.Set(shared.HeaderDeliveryID, id)
+	req.Header.Set(shared.HeaderSource, safeID(w.Source))
 	req.Header.Set(shared.HeaderAttempt, strconv.Itoa(w.Attempt))
-	req.Header.Set(shared.HeaderIdempotencyKey, w.DeliveryID)
+	req.Header.Set(shared.HeaderIdempotencyKey, id)
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "relay-host")
 	}
 
+	o := f.send(ctx, req)
+	if len(dropped) > 0 {
+		sort.Strings(dropped)
+		o.Output = withNote("relay: provider headers not forwarded, their names or values are not valid in HTTP: "+
+			strings.Join(dropped, ", "), o.Output)
+	}
+	return o
+}
+
+// send makes the request and maps the answer.
+func (f *Forward) send(ctx context.Context, req *http.Request) Outcome {
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return failure(true, describeTransportError(ctx, err, f.opts.Timeout))
