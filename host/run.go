@@ -146,10 +146,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
 		return exitFailure
 	}
-	srv := &http.Server{
-		Handler:           localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
+	api := localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
+	api.AllowListenHost(addr)
+	srv := localAPIServer(api)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serveErr := make(chan error, 1)
@@ -194,6 +193,20 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return exitFailure
 	}
 	return exitOK
+}
+
+// localAPIServer serves the local API with every timeout set, so no client
+// holds a connection (or a goroutine) longer than a request takes: the
+// largest answer, a page of 500 ledger rows, is written in milliseconds.
+func localAPIServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 // reloadOnHangup re-reads the configuration on SIGHUP and hands the new

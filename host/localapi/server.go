@@ -1,6 +1,7 @@
 // Package localapi serves the host's read-only local HTTP API: the ledger of
 // processed webhooks and a health check. It listens on a loopback address by
-// default and carries no authentication.
+// default, carries no authentication, and answers only requests addressed to
+// a loopback name or address (no DNS rebinding).
 package localapi
 
 import (
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -58,6 +60,7 @@ type Server struct {
 	clock    clockwork.Clock
 	log      *slog.Logger
 	mux      *http.ServeMux
+	listenIP net.IP // also answered as a Host, see AllowListenHost
 }
 
 // New returns the local API over l and a. interval is the agent's heartbeat
@@ -74,8 +77,51 @@ func New(l Ledger, a Agent, interval time.Duration, clock clockwork.Clock, log *
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Only requests addressed to the host
+// itself are answered (see hostAllowed); others get 421.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.hostAllowed(r.Host) {
+		writeError(w, http.StatusMisdirectedRequest, codeMisdirected,
+			"the local API answers only requests to 127.0.0.1, localhost or [::1]")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// codeMisdirected answers a request to a name the local API is not.
+const codeMisdirected = "misdirected"
+
+// AllowListenHost also answers requests addressed to the IP address the API
+// listens on (--listen 192.168.1.5:7071), when that is an explicit address;
+// names and the unspecified address (0.0.0.0, [::]) add nothing.
+func (s *Server) AllowListenHost(listenAddr string) {
+	host, _, err := net.SplitHostPort(listenAddr)
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		s.listenIP = ip
+	}
+}
+
+// hostAllowed reports whether a request's Host names this machine in a way
+// DNS cannot rebind: "localhost", a loopback IP (127.0.0.1, [::1]) or the
+// explicit IP the API listens on, with or without a port. A web page the
+// operator visits can point a name of its own at 127.0.0.1, but its requests
+// then carry that name, and are refused before they read the ledger.
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || (s.listenIP != nil && ip.Equal(s.listenIP)))
+}
 
 type listResponse struct {
 	Entries    []ledger.Entry `json:"entries"`
