@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/relaykit/relay/host/config"
 	"github.com/relaykit/relay/host/ledger"
@@ -141,8 +143,8 @@ func ledgerList(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 			note = e.Output
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n",
-			e.ProcessedAt.UTC().Format(time.RFC3339), e.Result, e.Source, oneLine(event, 40), e.Attempts,
-			time.Duration(e.DurationMS)*time.Millisecond, e.DeliveryID, oneLine(note, 80))
+			e.ProcessedAt.UTC().Format(time.RFC3339), terminalSafe(string(e.Result), ""), oneLine(e.Source, 64),
+			oneLine(event, 40), e.Attempts, time.Duration(e.DurationMS)*time.Millisecond, oneLine(e.DeliveryID, 300), oneLine(note, 80))
 	}
 	tw.Flush()
 	if next != "" {
@@ -187,7 +189,7 @@ func ledgerShow(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+			fmt.Fprintf(tw, "%s:\t%s\n", terminalSafe(k, ""), terminalSafe(v, ""))
 		}
 	}
 	row("delivery", e.DeliveryID)
@@ -220,16 +222,48 @@ func ledgerShow(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	tw.Flush()
 	if e.Output != "" {
-		fmt.Fprintf(stdout, "output:\n  %s\n", strings.ReplaceAll(e.Output, "\n", "\n  "))
+		fmt.Fprintf(stdout, "output:\n  %s\n", strings.ReplaceAll(terminalSafe(e.Output, "\n\t"), "\n", "\n  "))
 	}
 	return exitOK
 }
 
-// oneLine flattens s for a table cell and cuts it to n runes.
+// oneLine flattens s for a table cell and cuts it to n runes, its control
+// characters escaped (see terminalSafe).
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+		s = string(r[:n-1]) + "…"
 	}
-	return s
+	return terminalSafe(s, "")
+}
+
+// terminalSafe writes what the ledger holds for a terminal: a webhook's
+// payload, a target's answer and a program's output are anyone's text, and
+// an escape sequence in them would drive the operator's terminal (rewrite
+// the screen, set the title, hide lines). Control characters other than
+// those in keep, bidirectional overrides and invalid UTF-8 are written
+// Go-quoted, as \x1b, \u202e or \xff.
+func terminalSafe(s, keep string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return !strings.ContainsRune(keep, r) && unsafeForTerminal(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case strings.ContainsRune(keep, r) || !unsafeForTerminal(r):
+			b.WriteString(s[i : i+size])
+		default:
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+func unsafeForTerminal(r rune) bool {
+	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }

@@ -14,7 +14,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -36,7 +38,7 @@ const (
 )
 
 const usage = `usage:
-  host claim --cloud URL --code CODE [--state DIR]
+  host claim --cloud URL --code CODE [--state DIR] [--insecure-http]
   host run --config FILE [--check] [--state DIR] [--listen ADDR] [--log-level LEVEL]
   host ledger list [--result success|error|skipped] [--source NAME] [--since 1h|TIME]
                    [--limit N] [--cursor C] [--json] [--state DIR]
@@ -45,6 +47,8 @@ const usage = `usage:
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
 run --check validates the configuration and the credentials, and exits.
+claim refuses a plain http:// cloud other than a loopback address unless
+--insecure-http is given.
 SIGHUP makes a running host reload its sources from the configuration file.
 `
 
@@ -96,11 +100,22 @@ func cloudClient() *http.Client {
 	return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 }
 
+// loopbackHost reports whether a URL's host is this machine: "localhost" or
+// a loopback IP.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := newFlagSet("claim", stderr)
 	cloudURL := fs.String("cloud", "", "URL of the relay cloud")
 	code := fs.String("code", "", "one-time claim code")
 	stateFlag := fs.String("state", "", "state directory")
+	insecure := fs.Bool("insecure-http", false, "allow a plain http:// cloud that is not on this machine")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(err)
 	}
@@ -115,6 +130,15 @@ func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err := config.CheckURL(*cloudURL); err != nil {
 		fmt.Fprintf(stderr, "host claim: --cloud: %v\n", err)
 		return exitUsage
+	}
+	if u, _ := url.Parse(*cloudURL); u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		if !*insecure {
+			fmt.Fprintf(stderr, "host claim: --cloud %s: plain http to another machine sends the claim code, "+
+				"the host's credential and every webhook in clear; use https, or --insecure-http to accept that\n", u.Redacted())
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "host claim: warning: --insecure-http: the claim code, the host's credential and every webhook "+
+			"travel to %s in clear\n", u.Redacted())
 	}
 	dir, err := config.StateDir(*stateFlag, getenv)
 	if err != nil {
