@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -119,9 +120,13 @@ func fuzzVerify(f *testing.F, names ...string) {
 	})
 }
 
-// exercise runs the rest of a provider's surface on a request, for panics.
+// exercise runs the rest of a provider's surface on a request, for panics,
+// and checks that the event the intake takes is safe to carry.
 func exercise(p Provider, r *Request, opts map[string]string) {
-	p.Event(r, opts)
+	if ev := EventOf(p, r, opts); ev.ID == "" || SafeEventID(ev.ID) != ev.ID ||
+		len(ev.Type) > MaxEventNameLen || len(ev.Action) > MaxEventNameLen {
+		panic(fmt.Sprintf("%s: unsafe event %+q", p.Name(), ev))
+	}
 	if h, ok := p.(Handshaker); ok {
 		h.Handshake(r)
 	}
