@@ -44,7 +44,8 @@ const usage = `usage:
 
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
-run --check validates the configuration and the credentials, and exits.
+run --check validates the configuration, and the credentials with the cloud
+(--check --offline: the files alone), and exits.
 SIGHUP makes a running host reload its sources from the configuration file.
 `
 
