@@ -40,11 +40,12 @@ func TestRunCheck(t *testing.T) {
 		"slack": {"enabled": true, "parallel": true, "routes": [{"events": ["app_mention"], "exec": ["./agent.sh"]}]},
 		"stripe": {"enabled": false}}}`)
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"run", "--check", "--config", good, "--state", state}, &stdout, &stderr, noEnv)
+	code := run(context.Background(), []string{"run", "--check", "--offline", "--config", good, "--state", state}, &stdout, &stderr, noEnv)
 	require.Equal(t, exitOK, code, stderr.String())
 	out := stdout.String()
 	require.Contains(t, out, "configuration OK: "+good)
 	require.Contains(t, out, "host h_1, cloud https://relay.example.com")
+	require.Contains(t, out, "credential not checked with the cloud (--offline)")
 	require.Contains(t, out, "github: enabled, in order, pull_request, push\n    * → forward http://127.0.0.1:3000/gh (timeout 30s)")
 	require.Contains(t, out, "slack: enabled, parallel, every event\n    app_mention → exec "+filepath.Join(dir, "agent.sh")+" (timeout 10m0s)")
 	require.Contains(t, out, "stripe: disabled")

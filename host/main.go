@@ -39,14 +39,15 @@ const (
 
 const usage = `usage:
   host claim --cloud URL --code CODE [--state DIR] [--insecure-http]
-  host run --config FILE [--check] [--state DIR] [--listen ADDR] [--log-level LEVEL]
+  host run --config FILE [--check [--offline]] [--state DIR] [--listen ADDR] [--log-level LEVEL]
   host ledger list [--result success|error|skipped] [--source NAME] [--since 1h|TIME]
                    [--limit N] [--cursor C] [--json] [--state DIR]
   host ledger show DELIVERY_ID [--json] [--state DIR]
 
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
-run --check validates the configuration and the credentials, and exits.
+run --check validates the configuration, and the credentials with the cloud
+(--check --offline: the files alone), and exits.
 claim refuses a plain http:// cloud other than a loopback address unless
 --insecure-http is given.
 SIGHUP makes a running host reload its sources from the configuration file.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/host/localapi"
+	"github.com/relaykit/relay/shared"
 )
 
 // ledgerFile is the ledger's name in the state directory.
@@ -68,10 +70,43 @@ func prepare(configPath, stateFlag string, getenv func(string) string) (*prepare
 	return &prepared{cfg: cfg, sources: sources, stateDir: dir, creds: creds, cloudURL: cloudURL}, nil
 }
 
+// checkTimeout bounds `run --check`'s exchange with the cloud.
+const checkTimeout = 15 * time.Second
+
+// checkCredential exchanges the host's credential for a token, as `host run`
+// does before its first heartbeat, and returns the exit code `host run`
+// would end with and why; exitOK and nil when the cloud accepts it.
+func checkCredential(ctx context.Context, p *prepared) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	client := cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version)
+	_, err := client.Token(ctx, shared.TokenRequest{HostID: p.creds.HostID, HostCredential: p.creds.HostCredential})
+	var ce *cloudapi.Error
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return exitOK, nil
+	case errors.As(err, &ce) && ce.Status == http.StatusUnauthorized:
+		return exitRevoked, fmt.Errorf("the cloud at %s does not accept host %s's credential (%d: %s): "+
+			"the host was deleted or claimed again, or %s is not the one `host claim` wrote; claim the host again",
+			p.cloudURL, p.creds.HostID, ce.Status, ce.Message, filepath.Join(p.stateDir, config.CredentialsFile))
+	case errors.As(err, &ce) && ce.Status == http.StatusGone:
+		return exitRevoked, fmt.Errorf("the cloud at %s refuses host %s's credential (%d: %s); claim the host again",
+			p.cloudURL, p.creds.HostID, ce.Status, ce.Message)
+	case errors.As(err, &ce):
+		return exitFailure, fmt.Errorf("the cloud at %s could not check the credential: %v", p.cloudURL, err)
+	case errors.As(err, &ue):
+		return exitFailure, fmt.Errorf("the cloud at %s cannot be reached: %v", p.cloudURL, err)
+	default:
+		return exitFailure, fmt.Errorf("the answer of %s is not a relay cloud's: %v", p.cloudURL, err)
+	}
+}
+
 func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := newFlagSet("run", stderr)
 	configPath := fs.String("config", "", "configuration file (JSON)")
-	check := fs.Bool("check", false, "validate the configuration and credentials, then exit")
+	check := fs.Bool("check", false, "validate the configuration, and the credentials with the cloud, then exit")
+	offline := fs.Bool("offline", false, "with --check: validate the files alone, without contacting the cloud")
 	stateFlag := fs.String("state", "", "state directory")
 	listenFlag := fs.String("listen", "", "local API address")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -84,6 +119,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	if *configPath == "" {
 		fmt.Fprint(stderr, "host run: --config is required\n")
+		return exitUsage
+	}
+	if *offline && !*check {
+		fmt.Fprint(stderr, "host run: --offline goes with --check\n")
 		return exitUsage
 	}
 	var level slog.Level
@@ -103,8 +142,17 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return exitUsage
 	}
 	if *check {
+		credential := "credential not checked with the cloud (--offline)"
+		if !*offline {
+			if code, err := checkCredential(ctx, p); err != nil {
+				fmt.Fprintf(stderr, "host run --check: %s is valid, but %v\n", *configPath, err)
+				return code
+			}
+			credential = "credential accepted by the cloud"
+		}
 		fmt.Fprintf(stdout, "configuration OK: %s\n", *configPath)
 		fmt.Fprintf(stdout, "host %s, cloud %s, state %s\n", p.creds.HostID, p.cloudURL, p.stateDir)
+		fmt.Fprintln(stdout, credential)
 		describeSources(stdout, p.cfg)
 		return exitOK
 	}

@@ -62,7 +62,7 @@ func TestHostRevokedStops(t *testing.T) {
 
 // TestHostConfigErrors runs the real binary on each class of bad
 // configuration: each is named clearly and exits 2, with and without
-// --check; a good configuration passes --check.
+// --check; a good configuration passes --check --offline.
 func TestHostConfigErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -108,7 +108,7 @@ func TestHostConfigErrors(t *testing.T) {
 			require.Contains(t, out, c.want, "%s (check=%v)", name, check)
 		}
 	}
-	code, out := hostRun(src(`{"enabled": true, "forward": "http://127.0.0.1:3000/gh"}`), "--check")
+	code, out := hostRun(src(`{"enabled": true, "forward": "http://127.0.0.1:3000/gh"}`), "--check", "--offline")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "configuration OK")
 	require.Contains(t, out, "host h_1, cloud http://127.0.0.1:9, state "+state, "the state dir comes from RELAY_HOST_STATE")

@@ -121,6 +121,13 @@ const (
 	// drain. With busyInterval, a lease is extended at most
 	// extendAfter+busyInterval after it was last renewed.
 	extendAfter = 10 * time.Second
+	// firstRetry is the first delay after a failed heartbeat, doubling on
+	// each failure up to MaxBackoff. A cloud restarting on the same address
+	// refuses connections for well under a second: retrying after about a
+	// quarter of a second (±50 % jitter) finds it back without hosts
+	// waiting out a whole second, and costs an unreachable cloud two more
+	// refused connections per host than starting at 1 s.
+	firstRetry = 250 * time.Millisecond
 )
 
 // Agent heartbeats and processes webhooks. Create it with New, then Run it.
@@ -311,13 +318,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.handlerCtx = handlerCtx
 
 	bo := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(time.Second),
+		backoff.WithInitialInterval(firstRetry),
 		backoff.WithMultiplier(2),
 		backoff.WithRandomizationFactor(0.5),
 		backoff.WithMaxInterval(a.opts.MaxBackoff),
 		backoff.WithMaxElapsedTime(0), // never give up
 	)
 	floor := defaultFloor
+	lastEarly := false // the last long poll was answered early with nothing to run
 	var fatal error
 	for ctx.Err() == nil {
 		start := a.clock.Now()
@@ -330,6 +338,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			break
 		}
 		if err != nil {
+			lastEarly = false
 			delay := min(bo.NextBackOff(), a.opts.MaxBackoff)
 			a.log.Warn("heartbeat failed", "err", err, "retry_in", delay)
 			retryAt := a.clock.Now().Add(delay)
@@ -349,6 +358,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		if res.more || res.outboxMore || res.subPending {
 			next = earliest
 		}
+		// The cloud stopped holding a long poll before wait_s with nothing
+		// for this host to run: it is shutting down, or a retry came due
+		// and went elsewhere.
+		early := res.wait > 0 && a.clock.Since(start) < res.wait && a.InFlight() == 0
+		earlyAgain := early && lastEarly
+		lastEarly = early
 		if res.draining {
 			// A backlog waits: the next heartbeat carries the outcomes and
 			// asks for more as soon as half the window is free, so the
@@ -360,6 +375,16 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		switch {
+		case early:
+			// Poll again at once: sleeping out the interval would hold back
+			// every webhook accepted meanwhile, after a cloud restart for up
+			// to the whole interval. Twice in a row, the cloud's floor
+			// applies, so a cloud that does not hold polls is not polled in
+			// a loop.
+			next = a.clock.Now()
+			if earlyAgain {
+				next = earliest
+			}
 		case res.wait > 0 && a.clock.Since(start) >= res.wait:
 			// The cloud held a long-poll for all of wait_s: poll again now.
 			next = earliest
@@ -549,8 +574,9 @@ func (a *Agent) heartbeat(ctx context.Context, lease func([]shared.Webhook)) (he
 	req.MaxWebhooks = shared.Ptr(min(max(free, 0), shared.MaxMaxWebhooks))
 	// Idle, the heartbeat long-polls: the cloud holds
 	// it until work for this host arrives (or wait_s passes), so a webhook
-	// reaches its handler at once instead of at the next interval. A cloud
-	// that does not long-poll answers at once, and the interval applies.
+	// reaches its handler at once instead of at the next interval. An
+	// answer that comes back early and empty is followed by a new long poll
+	// at once (early answers in a row: at the cloud's floor).
 	// The cloud applies the acks and nacks it carries before it waits.
 	if lease != nil && !paused && idle && req.Config == nil {
 		req.WaitS = int(min(a.opts.Interval, maxWait) / time.Second)

@@ -47,6 +47,7 @@ type heartbeatSeen struct {
 	req           shared.HeartbeatRequest
 	authorization string
 	status        int
+	at            time.Time // on the agent's clock, when the cloud answered
 }
 
 func newFakeCloud(t *testing.T, clock *clockwork.FakeClock) (*fakeCloud, *httptest.Server) {
@@ -97,7 +98,7 @@ func (fc *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusUnauthorized {
 			fc.validToken = "" // the cloud forgot this token
 		}
-		fc.requests <- heartbeatSeen{n: fc.n, req: req, authorization: auth, status: status}
+		fc.requests <- heartbeatSeen{n: fc.n, req: req, authorization: auth, status: status, at: fc.clock.Now()}
 		if status != http.StatusOK {
 			writeJSON(w, r, status, shared.ErrorResponse{Error: shared.ErrorDetail{Code: "x", Message: http.StatusText(status)}})
 			return
@@ -520,6 +521,7 @@ func TestTokenRenewedAt80PercentOfLifetime(t *testing.T) {
 	b := setup(t, func(b *testBundle) { b.cloud.tokenLifetime = 50 * time.Second })
 	require.Equal(t, "Bearer tok-1", b.next(t).authorization) // t=0, renew at 40 s
 	require.Equal(t, "Bearer tok-1", b.next(t).authorization) // t=0, idle after reporting: the long poll
+	require.Equal(t, "Bearer tok-1", b.next(t).authorization) // t=0, answered early: polled again at once
 	b.advance(t, 30*time.Second)
 	require.Equal(t, "Bearer tok-1", b.next(t).authorization) // t=30
 	b.advance(t, 30*time.Second)

@@ -30,7 +30,7 @@ func TestSubscriptionSentOnceThenOnChange(t *testing.T) {
 	b.agent.Reload(b.sources, changed)
 	// The change goes out without waiting for the 30 s interval: at the 1 s floor.
 	b.advance(t, time.Second)
-	hb = b.next(t)
+	hb = b.nextWhere(t, func(hb heartbeatSeen) bool { return hb.req.Config != nil })
 	require.Equal(t, changed, hb.req.Config)
 
 	b.agent.Reload(b.sources, &shared.Subscription{Webhooks: map[string]shared.SourceSubscription{

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/host/config"
+	"github.com/relaykit/relay/shared"
+)
+
+// tokenCloud stands in for the cloud's token endpoint: host h_1 with
+// credential "cred" gets a token, host h_gone is deactivated, anything else
+// is refused; status, if set, is answered to everyone.
+type tokenCloud struct {
+	url      string
+	requests atomic.Int32
+	status   atomic.Int32
+}
+
+func startTokenCloud(t *testing.T) *tokenCloud {
+	tc := &tokenCloud{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tc.requests.Add(1)
+		var req shared.TokenRequest
+		if r.URL.Path != shared.PathToken || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fail := func(status int, code, msg string) {
+			w.WriteHeader(status)
+			json.NewEncoder(w).Encode(shared.ErrorResponse{Error: shared.ErrorDetail{Code: code, Message: msg}})
+		}
+		switch {
+		case tc.status.Load() != 0:
+			fail(int(tc.status.Load()), "unavailable", "database unavailable")
+		case req.HostID == "h_gone" && req.HostCredential == "cred":
+			fail(http.StatusGone, shared.CodeGone, "host is deactivated")
+		case req.HostID != "h_1" || req.HostCredential != "cred":
+			fail(http.StatusUnauthorized, "unauthorized", "unknown host or wrong credential")
+		default:
+			json.NewEncoder(w).Encode(shared.TokenResponse{Token: "tok-s3cret", TokenExpiresAt: time.Now().Add(15 * time.Minute)})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	tc.url = srv.URL
+	return tc
+}
+
+// TestRunCheckAsksTheCloud: `run --check` exchanges the credential for a
+// token, and exits as `host run` would: 0 when the cloud accepts it, 3 when
+// the cloud refuses it (wrong or deactivated), 1 when the cloud cannot say.
+// --offline checks the files without contacting the cloud.
+func TestRunCheckAsksTheCloud(t *testing.T) {
+	t.Parallel()
+	tc := startTokenCloud(t)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "host.json", `{"webhooks": {"github": {"enabled": true, "forward": "http://127.0.0.1:3000/gh"}}}`)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	notRelay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "<html>welcome</html>")
+	}))
+	t.Cleanup(notRelay.Close)
+
+	check := func(cloudURL, hostID, credential string, extra ...string) (int, string, string) {
+		t.Helper()
+		state := filepath.Join(t.TempDir(), "state")
+		require.NoError(t, config.WriteCredentials(state, config.Credentials{CloudURL: cloudURL, HostID: hostID, HostCredential: credential}))
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"run", "--check", "--config", cfg, "--state", state}, extra...)
+		code := run(context.Background(), args, &stdout, &stderr, noEnv)
+		require.NotContains(t, stdout.String()+stderr.String(), "s3cret", "no credential or token printed")
+		return code, stdout.String(), stderr.String()
+	}
+
+	code, out, errOut := check(tc.url, "h_1", "cred")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "configuration OK: "+cfg)
+	require.Contains(t, out, "credential accepted by the cloud")
+	require.Contains(t, out, "github: enabled")
+
+	code, out, errOut = check(tc.url, "h_1", "wrong-s3cret")
+	require.Equal(t, exitRevoked, code)
+	require.Empty(t, out)
+	require.Contains(t, errOut, cfg+" is valid, but the cloud at "+tc.url+" does not accept host h_1's credential (401: unknown host or wrong credential)")
+	require.Contains(t, errOut, "credentials.json is not the one `host claim` wrote; claim the host again")
+
+	code, _, errOut = check(tc.url, "h_gone", "cred")
+	require.Equal(t, exitRevoked, code)
+	require.Contains(t, errOut, "the cloud at "+tc.url+" refuses host h_gone's credential (410: host is deactivated); claim the host again")
+
+	code, _, errOut = check(closed.URL, "h_1", "cred")
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, errOut, "the cloud at "+closed.URL+" cannot be reached: ")
+	require.Contains(t, errOut, "connection refused")
+
+	code, _, errOut = check(notRelay.URL, "h_1", "cred")
+	require.Equal(t, exitFailure, code)
+	require.Contains(t, errOut, "the answer of "+notRelay.URL+" is not a relay cloud's")
+
+	tc.status.Store(http.StatusServiceUnavailable)
+	code, _, errOut = check(tc.url, "h_1", "cred")
+	require.Equal(t, exitFailure, code, "the cloud could not say: not a refusal")
+	require.Contains(t, errOut, "the cloud at "+tc.url+" could not check the credential: token: cloud answered 503 unavailable: database unavailable")
+
+	before := tc.requests.Load()
+	code, out, errOut = check(tc.url, "h_1", "wrong-s3cret", "--offline")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "credential not checked with the cloud (--offline)")
+	require.Equal(t, before, tc.requests.Load(), "--offline contacts no cloud")
+
+	var stderr bytes.Buffer
+	code = run(context.Background(), []string{"run", "--offline", "--config", cfg}, io.Discard, &stderr, noEnv)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr.String(), "--offline goes with --check")
+}
