@@ -91,11 +91,30 @@ func listening(port int) bool {
 }
 
 // repoRoot is the module root; the scripts run from there, as `make` does.
+// It also checks for the tools they use.
 func repoRoot(t *testing.T) string {
 	t.Helper()
+	for _, tool := range []string{"bash", "curl", "jq", "make"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed to run make run and the README's walkthrough (make test installs curl and jq)", tool)
+		}
+	}
 	root, err := rig.RepoRoot()
 	require.NoError(t, err)
 	return root
+}
+
+// environ is this process's environment without the variables an outer
+// make (make test) passes to sub-makes, so that a make the test runs behaves
+// as one a user runs.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MAKE") && !strings.HasPrefix(kv, "MFLAGS=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // started is a shell script run in a process group of its own, so that a
@@ -120,7 +139,7 @@ func startScript(t *testing.T, dir string, env []string, name string, args ...st
 	s := &started{out: newOutput(), done: make(chan struct{})}
 	s.cmd = exec.Command(name, args...)
 	s.cmd.Dir = dir
-	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.Env = append(environ(), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, s.cmd.Start())

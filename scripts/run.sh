@@ -7,7 +7,6 @@
 # (default 3000), RELAY_DEMO_HOST_PORT (host local API, default 7071),
 # RELAY_DEMO_DIR (state and logs, default .run; delete it to start over).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
 # Under make, the terminal's Ctrl-C reaches make too, and make then reports
 # "Interrupt" and exits 130 whatever the script does. On a terminal the demo
@@ -16,6 +15,8 @@ cd "$(dirname "$0")/.."
 if [ -t 0 ] && [ -z "${RELAY_DEMO_JOB:-}" ]; then
   RELAY_DEMO_JOB=1 exec bash -mc '"$0" "$@"; exit $?' "$0" "$@"
 fi
+
+cd "$(dirname "$0")/.."
 
 for tool in go curl jq; do
   command -v "$tool" >/dev/null || { echo "run: '$tool' is required (apt-get install $tool)" >&2; exit 1; }

@@ -85,9 +85,10 @@ func TestRunDemo(t *testing.T) {
 	require.NotEmpty(t, send, "the script prints the send-sample command")
 	cmd := exec.CommandContext(ctx, "sh", "-c", send)
 	cmd.Dir = root
-	cmd.Stderr = os.Stderr
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	answer, err := cmd.Output()
-	require.NoError(t, err, "%s", send)
+	require.NoError(t, err, "%s: %s", send, stderr.String())
 	var accepted struct {
 		DeliveryID string `json:"delivery_id"`
 		Status     string `json:"status"`
@@ -182,13 +183,15 @@ func TestMakeRunCtrlC(t *testing.T) {
 
 	cmd := exec.Command("make", "run")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), demoEnv(t.TempDir(), ports[0], ports[1], ports[2])...)
+	cmd.Env = append(environ(), demoEnv(t.TempDir(), ports[0], ports[1], ports[2])...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	require.NoError(t, cmd.Start())
 	slave.Close()
 	out := newOutput()
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		buf := make([]byte, 4096)
 		for {
 			n, err := master.Read(buf)
@@ -226,9 +229,14 @@ func TestMakeRunCtrlC(t *testing.T) {
 		t.Fatal("make run still running after Ctrl-C")
 	}
 	require.Equal(t, 0, cmd.ProcessState.ExitCode(), "make run's exit code")
+	select {
+	case <-read: // every process that held the terminal is gone
+	case <-ctx.Done():
+		t.Fatal("a process still holds make run's terminal")
+	}
 	got = out.String()
 	require.Contains(t, got, "==> stopped")
-	require.NotContains(t, got, "make: ***")
+	require.NotRegexp(t, `make(\[\d+\])?: \*\*\*`, got)
 	require.NotContains(t, got, "run:")
 	requireDemoDown(t, ports...)
 }
@@ -259,4 +267,15 @@ func demoVars(s string) map[string]bool {
 	}
 	delete(vars, "RELAY_DEMO_JOB") // the script's own marker, not a setting
 	return vars
+}
+
+// TestRunDemoBadPort: a port setting that is not a port stops the demo with
+// exit code 2, naming the variable.
+func TestRunDemoBadPort(t *testing.T) {
+	root := repoRoot(t)
+	ports := freePorts(t, 3)
+	env := append(demoEnv(t.TempDir(), ports[0], ports[1], ports[2]), "RELAY_DEMO_HOST_PORT=70710")
+	s := startScript(t, root, env, "scripts/run.sh")
+	require.Equal(t, 2, s.wait(t, time.Minute))
+	require.Contains(t, s.out.String(), `run: RELAY_DEMO_HOST_PORT: invalid port "70710"`)
 }
