@@ -7,14 +7,14 @@ run:  ## the demo: cloud on embedded SQLite, a claimed host, a receiver
 test: ## every test, on SQLite and on a throwaway Postgres
 	scripts/test.sh
 
-bench: ## throughput and latency on Postgres and SQLite; writes BENCHMARKS.md
+bench: ## throughput and latency on Postgres and SQLite; writes BENCHMARKS.md (make bench BENCH_FLAGS=-quick: a smoke run, printed only)
 	go run ./scripts/bench $(BENCH_FLAGS)
 
 chaos: ## the fault suite, every scenario at full length
 	go run ./scripts/chaos $(CHAOS_FLAGS)
 
-build: ## bin/cloud and bin/host (a plain `go build ./cloud` would collide with the cloud/ directory)
-	go build -o bin/ ./cloud ./host
+build: ## bin/cloud, bin/host, bin/demo-receiver, bin/send-sample (a plain `go build ./cloud` would collide with the cloud/ directory)
+	go build -o bin/ ./cloud ./host ./scripts/demo-receiver ./scripts/send-sample
 
 vet:
 	go vet ./...

@@ -12,6 +12,15 @@ if ! command -v "$(go env CC)" >/dev/null 2>&1; then
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null
 fi
 
+# The tests of `make run` and of the README's walkthrough run them as
+# written, and they use curl and jq.
+missing=$(for tool in curl jq; do command -v "$tool" >/dev/null 2>&1 || echo "$tool"; done)
+if [ -n "$missing" ]; then
+	command -v apt-get >/dev/null 2>&1 || { echo "make test: install" $missing "(make run and the README's walkthrough use them)" >&2; exit 1; }
+	echo "==> installing" $missing "(make run and the README's walkthrough use them)"
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
 pgdir=$(mktemp -d /tmp/relay-pgtest.XXXXXX)
 cleanup() { scripts/pgtest.sh stop "$pgdir" >/dev/null 2>&1 || true; }
 trap cleanup EXIT INT TERM

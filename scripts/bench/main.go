@@ -4,10 +4,11 @@
 // end-to-end latency to the local app, the cost of idle hosts and
 // peak memory, each on Postgres (durable: fsync and synchronous_commit on)
 // and on embedded SQLite. It prints a markdown report and writes it to
-// BENCHMARKS.md (see -out).
+// BENCHMARKS.md (see -out); a -quick run only prints it, unless -out says
+// where to write it.
 //
 //	go run ./scripts/bench                         # everything (make bench)
-//	go run ./scripts/bench -quick                  # 2 s runs, a small drain: a smoke test
+//	go run ./scripts/bench -quick                  # 2 s runs, a small drain: a smoke test (make bench BENCH_FLAGS=-quick)
 //	go run ./scripts/bench -engines sqlite -scenarios intake,e2e -out -
 package main
 
@@ -70,13 +71,13 @@ func main() {
 	}
 }
 
-func parseFlags() (*config, error) {
+func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	var engines, scenarios, conc, rates, modes string
-	fs := flag.CommandLine
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	fs.StringVar(&engines, "engines", "postgres,sqlite", "storage engines to measure, comma-separated: postgres, sqlite")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
-	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only")
+	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only (the default with -quick)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
 	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s (explicit flags still win)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake, latency and end-to-end run")
@@ -100,12 +101,14 @@ func parseFlags() (*config, error) {
 		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/bench [flags]\n\n")
 		fs.PrintDefaults()
 	}
-	flag.Parse()
-	if flag.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", flag.Args())
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.quick {
 		quick := map[string]func(){
 			"warmup":           func() { c.warmup = 300 * time.Millisecond },
@@ -122,6 +125,10 @@ func parseFlags() (*config, error) {
 			if !set[name] {
 				apply()
 			}
+		}
+		// A smoke run's figures are not the committed ones.
+		if !set["out"] {
+			c.out = "-"
 		}
 	}
 	c.engines = splitList(engines)
@@ -181,7 +188,7 @@ func intList(name, s string) ([]int, error) {
 }
 
 func mainErr() error {
-	cfg, err := parseFlags()
+	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		return err
 	}

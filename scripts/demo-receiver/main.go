@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -35,7 +36,12 @@ func main() {
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	srv := &http.Server{Addr: *listen, ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(os.Stderr, "demo receiver listening on http://%s\n", *listen)
-	log.Fatal(srv.ListenAndServe())
+	// Listen before saying so: the line is the receiver's readiness.
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(os.Stderr, "demo receiver listening on http://%s\n", l.Addr())
+	log.Fatal(srv.Serve(l))
 }

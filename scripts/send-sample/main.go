@@ -65,7 +65,10 @@ func main() {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	fmt.Printf("POST %s → %d %s\n", url, resp.StatusCode, bytes.TrimSpace(body))
+	// The status on stderr, the cloud's answer alone on stdout, so that a
+	// script can read it: send-sample … | jq -r .delivery_id
+	fmt.Fprintf(os.Stderr, "POST %s → %d\n", url, resp.StatusCode)
+	fmt.Printf("%s\n", bytes.TrimSpace(body))
 	if resp.StatusCode/100 != 2 {
 		os.Exit(1)
 	}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestParseFlagsQuickOut: a full run writes BENCHMARKS.md; a -quick run only
+// prints its report (its figures are not the committed ones) unless -out
+// names a file.
+func TestParseFlagsQuickOut(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		out  string
+	}{
+		{nil, "BENCHMARKS.md"},
+		{[]string{"-quick"}, "-"},
+		{[]string{"-quick", "-out", "quick.md"}, "quick.md"},
+		{[]string{"-quick", "-out", "BENCHMARKS.md"}, "BENCHMARKS.md"},
+		{[]string{"-out", "-"}, "-"},
+	} {
+		c, err := parseFlags(tc.args)
+		require.NoError(t, err, "%q", tc.args)
+		require.Equal(t, tc.out, c.out, "%q", tc.args)
+	}
+}
+
+// TestParseFlagsQuick: -quick shortens what no flag set, and explicit flags
+// still win.
+func TestParseFlagsQuick(t *testing.T) {
+	c, err := parseFlags([]string{"-quick", "-drain", "777"})
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, c.intakeDuration)
+	require.Equal(t, 777, c.drainN)
+
+	_, err = parseFlags([]string{"-quick", "extra"})
+	require.ErrorContains(t, err, "unexpected arguments")
+}
