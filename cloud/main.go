@@ -177,7 +177,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.IntVar(&o.rateLimit, "rate-limit-per-min", o.envInt("RELAY_RATE_LIMIT_PER_MIN", 100), "intake requests per minute per host, unless the host sets its own (RELAY_RATE_LIMIT_PER_MIN)")
 	fs.IntVar(&o.rateBurst, "rate-limit-burst", o.envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
 	fs.IntVar(&o.quarantineMax, "quarantine-max", o.envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
-	fs.IntVar(&o.quarantineMB, "quarantine-max-mb", o.envInt("RELAY_QUARANTINE_MAX_MB", 1024), "MiB of request bodies the quarantine may hold in all (RELAY_QUARANTINE_MAX_MB)")
+	fs.IntVar(&o.quarantineMB, "quarantine-max-mb", o.envInt("RELAY_QUARANTINE_MAX_MB", 1024), "MiB of requests (bodies, headers, URLs) the quarantine may hold in all (RELAY_QUARANTINE_MAX_MB)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 }

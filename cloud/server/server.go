@@ -35,7 +35,8 @@ type Config struct {
 	RateLimitPerMin int           // per-host intake rate limit unless the host sets its own (default 100)
 	RateLimitBurst  int           // per-host burst unless the host sets its own (default: RateLimitPerMin)
 	QuarantineMax   int           // requests kept while their secret cannot be decrypted (default 10,000)
-	// QuarantineMaxBytes bounds the quarantined bodies in all (default 1 GiB).
+	// QuarantineMaxBytes bounds the quarantined requests (bodies, headers,
+	// URLs) in all (default 1 GiB).
 	QuarantineMaxBytes int64
 	TrustedProxies     []string // proxies whose X-Forwarded-For names the client (default: none)
 }
