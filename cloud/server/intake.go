@@ -28,8 +28,6 @@ var errBadSignature = &apiError{status: 401, code: shared.CodeUnauthorized, mess
 
 var errRateLimited = &apiError{status: 429, code: shared.CodeRateLimited, message: "over this host's rate limit, retry later"}
 
-var errSecretUnavailable = &apiError{status: 503, code: shared.CodeUnavailable, message: "source secret unavailable, retry later"}
-
 // intake takes POST /api/webhooks/:hostId/:source, in DESIGN.md's order:
 // host exists and is active, source configured and enabled, body within the
 // limit, per-host rate limit, signature, handshakes, event filter, dedupe
@@ -250,7 +248,7 @@ func (s *Server) reject(c *gin.Context, src *store.Source, provider verify.Provi
 		s.log.Warn("rejection not recorded", "host", src.HostID, "source", src.Name, "err", err)
 	}
 	s.log.Info("webhook rejected", "host", src.HostID, "source", src.Name, "status", status,
-		"reason", reason, "remote", c.ClientIP())
+		"reason", truncate(reason, store.RejectionMaxReasonBytes), "remote", c.ClientIP())
 }
 
 var errBodyTooLarge = errors.New("body over the limit")
@@ -309,7 +307,8 @@ func providerHeaders(h http.Header, secret []string) map[string]string {
 }
 
 // headerNames lists a request's header names, lower-case and sorted: what
-// the rejections audit keeps of headers (values may carry secrets).
+// the rejections audit keeps of headers (values may carry secrets). The
+// store keeps the first of them only (store.Rejection.Bounded).
 func headerNames(h http.Header) []string {
 	names := make([]string, 0, len(h))
 	for k := range h {
