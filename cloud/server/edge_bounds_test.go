@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared"
 )
 
 // logBuffer collects a server's log lines.
@@ -266,4 +268,32 @@ func TestQuarantinedTokenUnderAnotherJWTKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ReleaseResult{Rejected: 1}, res)
 	require.Zero(t, back.count(hostID))
+}
+
+// Headers the request's Connection header names are hop-by-hop, as is
+// Expect: neither reaches the host.
+func TestHopByHopHeadersAreDropped(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	hostID, _ := b.newHost("h")
+	h := ghHeaders(testSecret, "d-1", prBody)
+	h["Connection"] = "X-Hop-One, keep-alive"
+	h["X-Hop-One"] = "1"
+	h["X-Kept"] = "2"
+	h["Expect"] = "100-continue"
+	a := b.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(prBody), h)
+	require.Equal(t, 200, a.status, string(a.body))
+	var r shared.IntakeResponse
+	a.json(t, &r)
+	d, err := b.store.DeliveryGet(context.Background(), hostID, r.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, "2", d.Headers["x-kept"])
+	require.NotContains(t, d.Headers, "x-hop-one")
+	require.NotContains(t, d.Headers, "expect")
+	require.NotContains(t, d.Headers, "connection")
+
+	// Several Connection headers, names in any case and spacing.
+	got := providerHeaders(http.Header{
+		"Connection": {"close", " X-A ,x-b"}, "X-A": {"1"}, "X-B": {"2"}, "X-C": {"3"}, "Expect": {"100-continue"},
+	}, nil)
+	require.Equal(t, map[string]string{"x-c": "3"}, got)
 }
