@@ -165,6 +165,34 @@ func TestQuarantineIsRateLimitedAndShared(t *testing.T) {
 	require.Len(t, logs.lines("ERROR", "the host's share of the quarantine is full"), 1)
 }
 
+// A quarantined request's headers count against its host's bytes, and the
+// operator's listing of them is cut like a rejection record.
+func TestQuarantineHeadersCountedAndListedBounded(t *testing.T) {
+	st := openStore(t)
+	clock := newClock()
+	good := newEdge(t, st, ringOf(t, 1), clock, Config{})
+	hostID, _ := good.newHost("h")
+	lost := newEdge(t, st, ringOf(t, 9), clock, Config{QuarantineHostMaxBytes: 1 << 20})
+	h := junkHeaders(40_000) // ~550 KB of headers, a short body
+	for k, v := range ghHeaders(testSecret, "d-1", prBody) {
+		h[k] = v
+	}
+	require.Equal(t, 503, lost.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(prBody), h).status)
+	require.Equal(t, 503, lost.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(prBody), h).status)
+	n, err := st.QuarantineCount(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "two such requests pass the host's 1 MiB")
+
+	a := lost.admin("GET", "/api/quarantine", nil)
+	require.Equal(t, 200, a.status)
+	require.Less(t, len(a.body), 5000)
+	var ql struct {
+		Requests []quarantinedJSON `json:"requests"`
+	}
+	a.json(t, &ql)
+	require.Len(t, ql.Requests[0].HeaderNames, store.RejectionMaxHeaderNames+1)
+}
+
 // The share is in bytes too: a host's large requests use it up.
 func TestQuarantineHostShareInBytes(t *testing.T) {
 	st := openStore(t)
