@@ -73,3 +73,15 @@ func parseProxies(list string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// checkQuarantineShares refuses a host's share of the quarantine larger than
+// the quarantine.
+func (o *options) checkQuarantineShares() error {
+	if o.quarantineMax > 0 && o.quarantineHostMax > o.quarantineMax {
+		return usageError{fmt.Errorf("RELAY_QUARANTINE_HOST_MAX=%d: a host's share cannot be more than RELAY_QUARANTINE_MAX=%d", o.quarantineHostMax, o.quarantineMax)}
+	}
+	if o.quarantineMB > 0 && o.quarantineHostMB > o.quarantineMB {
+		return usageError{fmt.Errorf("RELAY_QUARANTINE_HOST_MAX_MB=%d: a host's share cannot be more than RELAY_QUARANTINE_MAX_MB=%d", o.quarantineHostMB, o.quarantineMB)}
+	}
+	return nil
+}

@@ -110,6 +110,8 @@ type options struct {
 	quarantineMax  int
 	quarantineMB   int
 	trustedProxies string
+	// a host's share of the quarantine, and its rate into it
+	quarantineHostMax, quarantineHostMB, quarantinePerMin int
 
 	envErrs []error // environment values that do not parse
 }
@@ -177,7 +179,10 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.IntVar(&o.rateLimit, "rate-limit-per-min", o.envInt("RELAY_RATE_LIMIT_PER_MIN", 100), "intake requests per minute per host, unless the host sets its own (RELAY_RATE_LIMIT_PER_MIN)")
 	fs.IntVar(&o.rateBurst, "rate-limit-burst", o.envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
 	fs.IntVar(&o.quarantineMax, "quarantine-max", o.envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
-	fs.IntVar(&o.quarantineMB, "quarantine-max-mb", o.envInt("RELAY_QUARANTINE_MAX_MB", 1024), "MiB of request bodies the quarantine may hold in all (RELAY_QUARANTINE_MAX_MB)")
+	fs.IntVar(&o.quarantineMB, "quarantine-max-mb", o.envInt("RELAY_QUARANTINE_MAX_MB", 1024), "MiB of requests (bodies, headers, URLs) the quarantine may hold in all (RELAY_QUARANTINE_MAX_MB)")
+	fs.IntVar(&o.quarantineHostMax, "quarantine-host-max", o.envInt("RELAY_QUARANTINE_HOST_MAX", 0), "each host's share of the quarantine's requests (RELAY_QUARANTINE_HOST_MAX; default: a tenth of RELAY_QUARANTINE_MAX)")
+	fs.IntVar(&o.quarantineHostMB, "quarantine-host-max-mb", o.envInt("RELAY_QUARANTINE_HOST_MAX_MB", 0), "each host's share of the quarantine's MiB (RELAY_QUARANTINE_HOST_MAX_MB; default: a tenth of RELAY_QUARANTINE_MAX_MB)")
+	fs.IntVar(&o.quarantinePerMin, "quarantine-per-min", o.envInt("RELAY_QUARANTINE_PER_MIN", 60), "requests a host may have quarantined a minute; more are answered 503 and only counted (RELAY_QUARANTINE_PER_MIN)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 }
@@ -295,6 +300,9 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.checkQuarantineShares(); err != nil {
+		return err
+	}
 	ring, err := loadRing(&o)
 	if err != nil {
 		return err
@@ -329,6 +337,8 @@ func serve(ctx context.Context, args []string) error {
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
 		QuarantineMaxBytes: int64(o.quarantineMB) << 20,
 		TrustedProxies:     proxies,
+		QuarantineHostMax:  o.quarantineHostMax, QuarantineHostMaxBytes: int64(o.quarantineHostMB) << 20,
+		QuarantinePerMin: o.quarantinePerMin,
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err

@@ -4,6 +4,7 @@
 package auth
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -105,6 +106,15 @@ func (t *Tokens) Verify(token string) (*Claims, error) {
 		return nil, fmt.Errorf("%w: no subject", ErrInvalidToken)
 	}
 	return &c, nil
+}
+
+// DerivedKey is a 32-byte key for another purpose than signing tokens,
+// derived from the signing key (HMAC-SHA256 of purpose): every replica
+// holds it, and it does not depend on the secret key ring.
+func (t *Tokens) DerivedKey(purpose string) []byte {
+	m := hmac.New(sha256.New, t.key)
+	m.Write([]byte("relay derived key: " + purpose))
+	return m.Sum(nil)
 }
 
 // Hash is the stored form of a claim code or host credential. Both are

@@ -122,3 +122,22 @@ func TestCodesAndHashes(t *testing.T) {
 	require.False(t, BearerEqual("", ""))
 	require.False(t, BearerEqual("tok2", "tok"))
 }
+
+// A derived key is fixed by the signing key and the purpose, and is neither
+// the signing key nor another purpose's key.
+func TestDerivedKey(t *testing.T) {
+	clock := clockwork.NewFakeClock()
+	a, err := NewTokens([]byte("0123456789abcdef0123456789abcdef"), 0, clock)
+	require.NoError(t, err)
+	again, err := NewTokens([]byte("0123456789abcdef0123456789abcdef"), 0, clock)
+	require.NoError(t, err)
+	other, err := NewTokens([]byte("fedcba9876543210fedcba9876543210"), 0, clock)
+	require.NoError(t, err)
+
+	k := a.DerivedKey("quarantine")
+	require.Len(t, k, 32)
+	require.Equal(t, k, again.DerivedKey("quarantine"), "the same on every replica")
+	require.NotEqual(t, k, a.DerivedKey("other"))
+	require.NotEqual(t, k, other.DerivedKey("quarantine"))
+	require.NotContains(t, string(k), "0123456789abcdef")
+}

@@ -53,6 +53,9 @@ func TestCloudUsageErrors(t *testing.T) {
 		"bad log level":   {nil, []string{"serve", "--log-level", "loud"}, "log level"},
 		"bad duration":    {[]string{"RELAY_RETAIN_ACKED=7d"}, []string{"serve"}, `RELAY_RETAIN_ACKED="7d": want a duration`},
 		"bad number":      {[]string{"RELAY_RATE_LIMIT_PER_MIN=lots"}, []string{"serve"}, `RELAY_RATE_LIMIT_PER_MIN="lots"`},
+		"host share":      {[]string{"RELAY_QUARANTINE_MAX=100", "RELAY_QUARANTINE_HOST_MAX=101"}, []string{"serve"}, "RELAY_QUARANTINE_HOST_MAX=101"},
+		"host share MiB":  {[]string{"RELAY_QUARANTINE_HOST_MAX_MB=2048"}, []string{"serve"}, "RELAY_QUARANTINE_HOST_MAX_MB=2048"},
+		"bad rate":        {[]string{"RELAY_QUARANTINE_PER_MIN=-1"}, []string{"serve"}, `RELAY_QUARANTINE_PER_MIN="-1"`},
 		"bad proxies":     {[]string{"RELAY_TRUSTED_PROXIES=10.0.0.0/33", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_TRUSTED_PROXIES"},
 		"rekey bad keys":  {[]string{"RELAY_SECRET_KEYS=abc", "RELAY_DATABASE_URL=sqlite:" + t.TempDir() + "/c.db"}, []string{"rekey"}, "RELAY_SECRET_KEYS"},
 	}

@@ -228,7 +228,7 @@ func TestQuarantineAndRelease(t *testing.T) {
 	good.addSource(hostID, "billing", map[string]any{"provider": "generic", "secrets": []string{"s"}})
 
 	// The cloud restarted with an unrelated key: nothing decrypts.
-	lost := newEdge(t, st, ringOf(t, 9), clock, Config{QuarantineMax: 3})
+	lost := newEdge(t, st, ringOf(t, 9), clock, Config{QuarantineMax: 3, QuarantineHostMax: 3})
 	cs, err := CheckCanary(context.Background(), st, ringOf(t, 9))
 	require.NoError(t, err)
 	require.True(t, cs.Created, "the first check seals a canary")

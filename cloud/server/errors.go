@@ -18,6 +18,7 @@ type apiError struct {
 	code    string
 	message string
 	cause   error // logged, never answered
+	quiet   bool  // a 5xx its caller logs (sampled): writeError does not
 }
 
 func (e *apiError) Error() string {
@@ -66,7 +67,7 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	default:
 		ae = &apiError{status: 500, code: shared.CodeInternal, message: "internal error", cause: err}
 	}
-	if ae.status >= 500 {
+	if ae.status >= 500 && !ae.quiet {
 		s.log.LogAttrs(c.Request.Context(), slog.LevelError, "request failed",
 			slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 			slog.Int("status", ae.status), slog.Any("err", err))

@@ -28,8 +28,6 @@ var errBadSignature = &apiError{status: 401, code: shared.CodeUnauthorized, mess
 
 var errRateLimited = &apiError{status: 429, code: shared.CodeRateLimited, message: "over this host's rate limit, retry later"}
 
-var errSecretUnavailable = &apiError{status: 503, code: shared.CodeUnavailable, message: "source secret unavailable, retry later"}
-
 // intake takes POST /api/webhooks/:hostId/:source, in DESIGN.md's order:
 // host exists and is active, source configured and enabled, body within the
 // limit, per-host rate limit, signature, handshakes, event filter, dedupe
@@ -250,7 +248,7 @@ func (s *Server) reject(c *gin.Context, src *store.Source, provider verify.Provi
 		s.log.Warn("rejection not recorded", "host", src.HostID, "source", src.Name, "err", err)
 	}
 	s.log.Info("webhook rejected", "host", src.HostID, "source", src.Name, "status", status,
-		"reason", reason, "remote", c.ClientIP())
+		"reason", truncate(reason, store.RejectionMaxReasonBytes), "remote", c.ClientIP())
 }
 
 var errBodyTooLarge = errors.New("body over the limit")
@@ -284,23 +282,26 @@ func (s *Server) openSecrets(src *store.Source) ([][]byte, error) {
 	return keys, nil
 }
 
-// dropHeaders are not the provider's: hop-by-hop headers and those added by
-// proxies on the way in.
+// dropHeaders are not the provider's: hop-by-hop headers (and Expect, which
+// is for this hop too) and those added by proxies on the way in.
 var dropHeaders = map[string]bool{
 	"connection": true, "keep-alive": true, "proxy-authenticate": true, "proxy-authorization": true,
 	"proxy-connection": true, "te": true, "trailer": true, "transfer-encoding": true, "upgrade": true,
 	"host": true, "content-length": true, "forwarded": true, "x-forwarded-for": true,
 	"x-forwarded-host": true, "x-forwarded-proto": true, "x-forwarded-port": true, "x-real-ip": true,
+	"expect": true,
 }
 
 // providerHeaders keeps the provider's headers with their values exactly as
 // sent, names lower-cased; repeated headers are joined with ", ". Hop-by-hop
-// headers and the secret-bearing ones (token schemes) are left out.
+// headers — dropHeaders and those the request's Connection header names —
+// and the secret-bearing ones (token schemes) are left out.
 func providerHeaders(h http.Header, secret []string) map[string]string {
+	hop := connectionNamed(h)
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
 		lk := strings.ToLower(k)
-		if dropHeaders[lk] || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, k) }) {
+		if dropHeaders[lk] || hop[lk] || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, k) }) {
 			continue
 		}
 		out[lk] = strings.Join(vs, ", ")
@@ -308,8 +309,26 @@ func providerHeaders(h http.Header, secret []string) map[string]string {
 	return out
 }
 
+// connectionNamed is the set of header names, lower-case, that the
+// request's Connection header lists: hop-by-hop by RFC 9110 7.6.1.
+func connectionNamed(h http.Header) map[string]bool {
+	var named map[string]bool
+	for _, v := range h.Values("Connection") {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.ToLower(strings.TrimSpace(name)); name != "" {
+				if named == nil {
+					named = make(map[string]bool)
+				}
+				named[name] = true
+			}
+		}
+	}
+	return named
+}
+
 // headerNames lists a request's header names, lower-case and sorted: what
-// the rejections audit keeps of headers (values may carry secrets).
+// the rejections audit keeps of headers (values may carry secrets). The
+// store keeps the first of them only (store.Rejection.Bounded).
 func headerNames(h http.Header) []string {
 	names := make([]string, 0, len(h))
 	for k := range h {

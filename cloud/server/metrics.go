@@ -24,6 +24,13 @@ const (
 	outcomeUnavailable     = "unavailable"
 )
 
+// Not quarantined, answered 503: no room (in the quarantine or the host's
+// share of it), or over the host's quarantine rate.
+const (
+	outcomeQuarantineFull        = "quarantine_full"
+	outcomeQuarantineRateLimited = "quarantine_rate_limited"
+)
+
 // metrics are the server's Prometheus collectors, on the server's own
 // registry (no global state).
 type metrics struct {

@@ -2,46 +2,146 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
+	"github.com/relaykit/relay/shared"
 )
+
+// errSecretUnavailable answers a request the quarantine took or had no
+// room for; the quarantine logs it, sampled.
+var errSecretUnavailable = &apiError{status: 503, code: shared.CodeUnavailable,
+	message: "source secret unavailable, retry later", quiet: true}
 
 // quarantine keeps a request whose source secret cannot be decrypted (a
 // rotated-away or lost key: the operator's fault, not the sender's) and
 // answers 503, so that a provider that retries does, and one that does not
 // still has its event kept. ReleaseQuarantine takes it from there.
+//
+// Anyone can post while the keys are wrong, unsigned: so a host has
+// QuarantinePerMin requests a minute and its share of the quarantine's room,
+// past which requests are answered 503 and only counted; the log lines are
+// sampled per host. The headers that carry the secret itself (token schemes)
+// are not kept: a keyed hash of each is (withoutTokens).
 func (s *Server) quarantine(c *gin.Context, src *store.Source, provider verify.Provider, req *verify.Request, cause error) {
 	ctx := c.Request.Context()
-	s.log.Error("source secret cannot be decrypted with any key in RELAY_SECRET_KEYS: request quarantined until a key that decrypts it is configured",
-		"host", src.HostID, "source", src.Name, "err", cause)
+	c.Header("Retry-After", "60")
+	logIt := s.quarantineLog.allowOne(src.HostID, req.Now)
+	if !s.quarantineRate.allowOne(src.HostID, req.Now) {
+		s.metrics.count(provider.Name(), outcomeQuarantineRateLimited)
+		if logIt {
+			s.log.Warn("request not quarantined: over the host's quarantine rate (its source secret cannot be decrypted with any key in RELAY_SECRET_KEYS)",
+				"host", src.HostID, "source", src.Name, "quarantine_per_min", s.cfg.QuarantinePerMin)
+		}
+		s.writeError(c, errSecretUnavailable)
+		return
+	}
+	header, macs := withoutTokens(c.Request.Header, verify.SecretHeaders(provider, src.Options), s.tokenKey())
 	_, err := s.store.QuarantineInsert(ctx, &store.QuarantineInsertParams{
 		QuarantinedRequest: store.QuarantinedRequest{
-			HostID: src.HostID, Source: src.Name, URL: req.URL, Header: c.Request.Header.Clone(),
+			HostID: src.HostID, Source: src.Name, URL: req.URL, Header: header, TokenMACs: macs,
 			Body: req.Body, ClientIP: c.ClientIP(), ReceivedAt: req.Now,
 		},
-		MaxRows:  s.cfg.QuarantineMax,
-		MaxBytes: s.cfg.QuarantineMaxBytes,
+		MaxRows:      s.cfg.QuarantineMax,
+		MaxBytes:     s.cfg.QuarantineMaxBytes,
+		HostMaxRows:  s.cfg.QuarantineHostMax,
+		HostMaxBytes: s.cfg.QuarantineHostMaxBytes,
 	})
 	switch {
 	case err == nil:
 		s.metrics.count(provider.Name(), outcomeQuarantined)
 		s.metrics.quarantined.Inc()
+		if logIt {
+			s.log.Error("source secret cannot be decrypted with any key in RELAY_SECRET_KEYS: request quarantined until a key that decrypts it is configured",
+				"host", src.HostID, "source", src.Name, "err", cause)
+		}
+	case errors.Is(err, store.ErrQuarantineHostFull):
+		s.metrics.count(provider.Name(), outcomeQuarantineFull)
+		if logIt {
+			s.log.Error("the host's share of the quarantine is full: request not kept", "host", src.HostID, "source", src.Name,
+				"host_max_requests", s.cfg.QuarantineHostMax, "host_max_bytes", s.cfg.QuarantineHostMaxBytes)
+		}
 	case errors.Is(err, store.ErrQuarantineFull):
-		s.metrics.count(provider.Name(), outcomeUnavailable)
-		s.log.Error("quarantine full: request not kept", "host", src.HostID, "source", src.Name,
-			"max_requests", s.cfg.QuarantineMax, "max_bytes", s.cfg.QuarantineMaxBytes)
+		s.metrics.count(provider.Name(), outcomeQuarantineFull)
+		if logIt {
+			s.log.Error("quarantine full: request not kept", "host", src.HostID, "source", src.Name,
+				"max_requests", s.cfg.QuarantineMax, "max_bytes", s.cfg.QuarantineMaxBytes)
+		}
 	default:
 		s.metrics.count(provider.Name(), outcomeUnavailable)
 		s.log.Error("quarantine insert failed", "host", src.HostID, "source", src.Name, "err", err)
 	}
-	c.Header("Retry-After", "60")
 	s.writeError(c, errSecretUnavailable)
+}
+
+// withoutTokens is a request's headers without those that carry the
+// source's secret itself (secret: the provider's SecretHeaders), and for
+// each of these an HMAC-SHA256 of its value under key, by canonical name.
+// The value checked is the first, as verification reads it.
+func withoutTokens(h http.Header, secret []string, key []byte) (http.Header, map[string][]byte) {
+	out := h.Clone()
+	var macs map[string][]byte
+	for _, name := range secret {
+		canon := http.CanonicalHeaderKey(name)
+		for k, vs := range out {
+			if !strings.EqualFold(k, name) {
+				continue
+			}
+			delete(out, k)
+			if _, ok := macs[canon]; ok || len(vs) == 0 {
+				continue
+			}
+			if macs == nil {
+				macs = make(map[string][]byte)
+			}
+			macs[canon] = tokenMAC(key, []byte(vs[0]))
+		}
+	}
+	return out, macs
+}
+
+// tokenKey keys the hashes the quarantine keeps of token headers. It is
+// derived from the JWT key, not from the secret key ring, which is what is
+// broken while requests are quarantined.
+func (s *Server) tokenKey() []byte { return s.tokens.DerivedKey("quarantined token hashes") }
+
+func tokenMAC(key, token []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(token)
+	return m.Sum(nil)
+}
+
+// restoreTokens gives a quarantined request back, in memory only, the
+// token headers it came with: for each kept hash, the source secret whose
+// hash under key equals it (compared in constant time, with every secret)
+// is the token that was sent. It returns the headers it set, and whether a
+// hash matched none of the secrets (a wrong token, or one hashed under
+// another JWT key).
+func restoreTokens(h http.Header, macs map[string][]byte, secrets [][]byte, key []byte) (set []string, unmatched bool) {
+	for name, mac := range macs {
+		var token []byte
+		for _, sec := range secrets {
+			if hmac.Equal(tokenMAC(key, sec), mac) && token == nil {
+				token = sec
+			}
+		}
+		if token == nil {
+			unmatched = true
+			continue
+		}
+		h.Set(name, string(token))
+		set = append(set, name)
+	}
+	return set, unmatched
 }
 
 // ReleaseResult counts what one pass over the quarantine did.
@@ -139,8 +239,17 @@ func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest, rs
 		return true, false, nil
 	}
 	src, provider := rs.t.src, rs.t.provider
-	req := &verify.Request{Header: http.Header(q.Header), Body: q.Body, Now: q.ReceivedAt, URL: q.URL}
-	if err := provider.Verify(req, rs.t.keys, src.Options); err != nil {
+	header := http.Header(q.Header)
+	if header == nil {
+		header = http.Header{}
+	}
+	tokens, unmatched := restoreTokens(header, q.TokenMACs, rs.t.keys, s.tokenKey())
+	req := &verify.Request{Header: header, Body: q.Body, Now: q.ReceivedAt, URL: q.URL}
+	err = provider.Verify(req, rs.t.keys, src.Options)
+	if err != nil && unmatched {
+		err = fmt.Errorf("token: %w", verify.ErrMismatch)
+	}
+	if err != nil {
 		s.metrics.count(provider.Name(), outcomeBadSignature)
 		rerr := s.store.RejectionInsert(ctx, &store.Rejection{
 			HostID: q.HostID, Source: q.Source, At: s.now(), Status: 401,
@@ -148,6 +257,10 @@ func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest, rs
 			ClientIP: q.ClientIP, HeaderNames: headerNames(req.Header),
 		})
 		return false, false, rerr
+	}
+	// Verified: the tokens go no further than the check.
+	for _, name := range tokens {
+		header.Del(name)
 	}
 	if _, err := s.admit(ctx, rs.t, req, "released from quarantine", q.ReceivedAt); err != nil {
 		return false, false, err
@@ -206,7 +319,7 @@ func (s *Server) listQuarantine(c *gin.Context) {
 	for _, q := range qs {
 		out = append(out, quarantinedJSON{
 			ID: q.ID, HostID: q.HostID, Source: q.Source, ReceivedAt: q.ReceivedAt, ClientIP: q.ClientIP,
-			HeaderNames: headerNames(http.Header(q.Header)), BodySize: len(q.Body),
+			HeaderNames: store.CutHeaderNames(headerNames(http.Header(q.Header))), BodySize: len(q.Body),
 		})
 	}
 	c.JSON(200, gin.H{"count": n, "requests": out})

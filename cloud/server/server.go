@@ -35,9 +35,18 @@ type Config struct {
 	RateLimitPerMin int           // per-host intake rate limit unless the host sets its own (default 100)
 	RateLimitBurst  int           // per-host burst unless the host sets its own (default: RateLimitPerMin)
 	QuarantineMax   int           // requests kept while their secret cannot be decrypted (default 10,000)
-	// QuarantineMaxBytes bounds the quarantined bodies in all (default 1 GiB).
+	// QuarantineMaxBytes bounds the quarantined requests (bodies, headers,
+	// URLs) in all (default 1 GiB).
 	QuarantineMaxBytes int64
 	TrustedProxies     []string // proxies whose X-Forwarded-For names the client (default: none)
+	// QuarantineHostMax and QuarantineHostMaxBytes are each host's share of
+	// the quarantine (default: a tenth of QuarantineMax and
+	// QuarantineMaxBytes), so that one host's flood leaves the others room.
+	QuarantineHostMax      int
+	QuarantineHostMaxBytes int64
+	// QuarantinePerMin is how many requests a host may have quarantined a
+	// minute (default 60, as a burst too).
+	QuarantinePerMin int
 }
 
 func (c *Config) setDefaults() {
@@ -71,6 +80,15 @@ func (c *Config) setDefaults() {
 	if c.QuarantineMaxBytes <= 0 {
 		c.QuarantineMaxBytes = 1 << 30
 	}
+	if c.QuarantineHostMax <= 0 {
+		c.QuarantineHostMax = max(1, c.QuarantineMax/10)
+	}
+	if c.QuarantineHostMaxBytes <= 0 {
+		c.QuarantineHostMaxBytes = max(1, c.QuarantineMaxBytes/10)
+	}
+	if c.QuarantinePerMin <= 0 {
+		c.QuarantinePerMin = 60
+	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 }
 
@@ -89,6 +107,9 @@ type Server struct {
 	metrics     *metrics
 	wakeups     *wakeups     // heartbeats waiting for work (wait_s)
 	targets     *targetCache // intake's hosts and sources
+	// quarantineRate admits requests into the quarantine per host and
+	// minute, quarantineLog its log lines.
+	quarantineRate, quarantineLog *sampler
 }
 
 // targetTTL bounds how long intake trusts a cached host and source should
@@ -106,6 +127,9 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		metrics:     newMetrics(),
 		wakeups:     newWakeups(),
 		targets:     newTargetCache(targetTTL, 100_000),
+		// The quarantine's own bounds.
+		quarantineRate: newSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
+		quarantineLog:  newSampler(6, 1),
 	}
 }
 

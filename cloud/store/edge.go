@@ -3,18 +3,28 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
-// ErrQuarantineFull: the quarantine holds as many requests as it may.
+// ErrQuarantineFull: the quarantine holds as many requests (or bytes) as it
+// may.
 var ErrQuarantineFull = errors.New("quarantine full")
+
+// ErrQuarantineHostFull: the host's share of the quarantine is used up; the
+// rest of the quarantine may have room for other hosts. It wraps
+// ErrQuarantineFull.
+var ErrQuarantineHostFull = fmt.Errorf("%w: the host's share is used up", ErrQuarantineFull)
 
 // EdgeStore is what the public intake edge keeps besides deliveries: the
 // rejections audit, the quarantine of requests whose source secret could not
 // be decrypted, small settings (the secrets canary), and the source secrets
 // themselves for re-encryption.
 type EdgeStore interface {
-	// RejectionInsert records one refused intake request.
+	// RejectionInsert records one refused intake request, cut to the
+	// rejection bounds (Rejection.Bounded).
 	RejectionInsert(ctx context.Context, r *Rejection) error
 	// RejectionList returns a host's rejections, newest first, before the
 	// cursor id if one is given.
@@ -25,7 +35,10 @@ type EdgeStore interface {
 
 	// QuarantineInsert keeps a raw request whose secret could not be
 	// decrypted. ErrQuarantineFull when MaxRows are already held, or when the
-	// bodies held and this one would pass MaxBytes.
+	// bytes held and this request's would pass MaxBytes;
+	// ErrQuarantineHostFull when the same holds of the host's own requests
+	// and HostMaxRows or HostMaxBytes. A request's bytes are those of its
+	// body, headers (as JSON) and URL.
 	QuarantineInsert(ctx context.Context, p *QuarantineInsertParams) (*QuarantinedRequest, error)
 	// QuarantineList returns quarantined requests with their bodies, oldest
 	// first, with ids after AfterID.
@@ -62,6 +75,58 @@ type Rejection struct {
 	HeaderNames []string // sorted, lower-case
 }
 
+// The bounds of a rejection record. Everything in it but the host and the
+// source (both configured) comes from the sender, who can send 1 MiB of
+// header names: a record keeps at most RejectionMaxHeaderNames names of at
+// most RejectionMaxNameBytes each, then one entry saying how many more there
+// were, so that it stays under 5 KB whatever was sent.
+const (
+	RejectionMaxHeaderNames = 64
+	RejectionMaxNameBytes   = 64
+	RejectionMaxReasonBytes = 500
+	RejectionMaxIPBytes     = 64
+)
+
+// Bounded is r cut to the rejection bounds: header names past the first
+// RejectionMaxHeaderNames are replaced by one entry "(N more)" (never a
+// header name: parentheses are not allowed in one), a longer name is cut and
+// ends in "…", and the reason and client IP are cut at a character
+// boundary.
+func (r Rejection) Bounded() Rejection {
+	r.Reason = cutUTF8(r.Reason, RejectionMaxReasonBytes)
+	r.ClientIP = cutUTF8(r.ClientIP, RejectionMaxIPBytes)
+	r.HeaderNames = CutHeaderNames(r.HeaderNames)
+	return r
+}
+
+// CutHeaderNames is names cut to the rejection bounds (see Bounded); names
+// is not changed.
+func CutHeaderNames(names []string) []string {
+	n := min(len(names), RejectionMaxHeaderNames)
+	out := make([]string, 0, n+1)
+	for _, name := range names[:n] {
+		if len(name) > RejectionMaxNameBytes {
+			name = cutUTF8(name, RejectionMaxNameBytes-len("…")) + "…"
+		}
+		out = append(out, name)
+	}
+	if more := len(names) - n; more > 0 {
+		out = append(out, "("+strconv.Itoa(more)+" more)")
+	}
+	return out
+}
+
+// cutUTF8 is s cut to at most n bytes, not inside a character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 type RejectionListParams struct {
 	HostID   string
 	Limit    int
@@ -75,13 +140,17 @@ type PruneParams struct {
 }
 
 // QuarantinedRequest is a raw intake request kept until a key that decrypts
-// its source's secret is configured.
+// its source's secret is configured. The headers that carried the source's
+// secret itself (token schemes) are not kept: TokenMACs holds an
+// HMAC-SHA256 of each under a server key instead, enough to check the token
+// once the secret opens again.
 type QuarantinedRequest struct {
 	ID         int64
 	HostID     string
 	Source     string
 	URL        string              // the public URL it was posted to
-	Header     map[string][]string // every header, as received
+	Header     map[string][]string // every header as received, but those carrying the secret itself
+	TokenMACs  map[string][]byte   // by header name, keyed hashes of those that did (see below)
 	Body       []byte
 	ClientIP   string
 	ReceivedAt time.Time
@@ -89,8 +158,10 @@ type QuarantinedRequest struct {
 
 type QuarantineInsertParams struct {
 	QuarantinedRequest
-	MaxRows  int   // 0: no bound
-	MaxBytes int64 // bodies in all, this one included; 0: no bound
+	MaxRows      int   // 0: no bound
+	MaxBytes     int64 // bytes in all, this request's included; 0: no bound
+	HostMaxRows  int   // the host's share of MaxRows; 0: no bound
+	HostMaxBytes int64 // the host's share of MaxBytes; 0: no bound
 }
 
 type QuarantineListParams struct {
@@ -121,4 +192,33 @@ func LimitOr(n, def int) int {
 		return n
 	}
 	return def
+}
+
+// QuarantineHeld is what the quarantine holds, in all and of one host.
+type QuarantineHeld struct {
+	Rows      int
+	Bytes     int64
+	HostRows  int
+	HostBytes int64
+}
+
+// Room says whether a request of size bytes fits beside what is held: nil,
+// ErrQuarantineFull or ErrQuarantineHostFull. Every engine decides by it.
+func (p *QuarantineInsertParams) Room(held QuarantineHeld, size int64) error {
+	over := func(rows, maxRows int, bytes, maxBytes int64) bool {
+		return (maxRows > 0 && rows >= maxRows) || (maxBytes > 0 && bytes+size > maxBytes)
+	}
+	switch {
+	case over(held.Rows, p.MaxRows, held.Bytes, p.MaxBytes):
+		return ErrQuarantineFull
+	case over(held.HostRows, p.HostMaxRows, held.HostBytes, p.HostMaxBytes):
+		return ErrQuarantineHostFull
+	}
+	return nil
+}
+
+// QuarantineSize is what a quarantined request counts against the byte
+// bounds: its body, its headers as stored (JSON) and its URL.
+func QuarantineSize(body, headersJSON []byte, url string) int64 {
+	return int64(len(body) + len(headersJSON) + len(url))
 }

@@ -14,7 +14,8 @@ var _ store.EdgeStore = (*Store)(nil)
 
 // --- rejections ---
 
-func (s *Store) RejectionInsert(ctx context.Context, r *store.Rejection) error {
+func (s *Store) RejectionInsert(ctx context.Context, rej *store.Rejection) error {
+	r := rej.Bounded()
 	names, err := json.Marshal(store.OrEmpty(r.HeaderNames))
 	if err != nil {
 		return fmt.Errorf("rejection insert: %w", err)
@@ -73,17 +74,20 @@ func (s *Store) RejectionPrune(ctx context.Context, p *store.PruneParams) (int, 
 
 // --- quarantine ---
 
-const quarantineColumns = `id, host_id, source, url, headers, body, client_ip, received_at`
+const quarantineColumns = `id, host_id, source, url, headers, token_macs, body, client_ip, received_at`
 
 func scanQuarantined(row pgx.Row) (*store.QuarantinedRequest, error) {
 	var q store.QuarantinedRequest
-	var headers []byte
-	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &q.Body, &q.ClientIP, &q.ReceivedAt); err != nil {
+	var headers, macs []byte
+	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &macs, &q.Body, &q.ClientIP, &q.ReceivedAt); err != nil {
 		return nil, err
 	}
 	q.ReceivedAt = q.ReceivedAt.UTC()
 	if err := json.Unmarshal(headers, &q.Header); err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
+	}
+	if err := json.Unmarshal(macs, &q.TokenMACs); err != nil {
+		return nil, fmt.Errorf("token macs: %w", err)
 	}
 	return &q, nil
 }
@@ -93,30 +97,58 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 	if err != nil {
 		return nil, fmt.Errorf("quarantine insert: %w", err)
 	}
-	maxRows, maxBytes := int64(p.MaxRows), p.MaxBytes
-	if maxRows <= 0 {
-		maxRows = 1<<63 - 1
+	macs := p.TokenMACs
+	if macs == nil {
+		macs = map[string][]byte{}
 	}
-	if maxBytes <= 0 {
-		maxBytes = 1<<63 - 1
+	macsJSON, err := json.Marshal(macs)
+	if err != nil {
+		return nil, fmt.Errorf("quarantine insert: %w", err)
 	}
-	// The bound is checked in the insert itself: concurrent inserts may
-	// overshoot it by at most their number.
+	size := store.QuarantineSize(p.Body, headers, p.URL)
+	bound := func(n int64) int64 {
+		if n <= 0 {
+			return 1<<63 - 1
+		}
+		return n
+	}
+	// The bounds are checked in the insert itself: concurrent inserts may
+	// overshoot them by at most their number.
 	q, err := scanQuarantined(s.pool.QueryRow(ctx, `
-		INSERT INTO quarantine (host_id, source, url, headers, body, client_ip, received_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7
-		WHERE (SELECT count(*) < $8 AND coalesce(sum(octet_length(body)), 0) + $9 <= $10 FROM quarantine)
+		INSERT INTO quarantine (host_id, source, url, headers, token_macs, body, client_ip, received_at, size)
+		SELECT $1::text, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8, $9::bigint
+		FROM (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes,
+		             count(*) FILTER (WHERE host_id = $1) AS host_n,
+		             coalesce(sum(size) FILTER (WHERE host_id = $1), 0) AS host_bytes
+		      FROM quarantine) held
+		WHERE held.n < $10 AND held.bytes + $9 <= $11 AND held.host_n < $12 AND held.host_bytes + $9 <= $13
 		RETURNING `+quarantineColumns,
-		p.HostID, p.Source, p.URL, string(headers), store.OrEmpty(p.Body), p.ClientIP, ms(p.ReceivedAt),
-		maxRows, int64(len(p.Body)), maxBytes))
+		p.HostID, p.Source, p.URL, string(headers), string(macsJSON), store.OrEmpty(p.Body), p.ClientIP, ms(p.ReceivedAt), size,
+		bound(int64(p.MaxRows)), bound(p.MaxBytes), bound(int64(p.HostMaxRows)), bound(p.HostMaxBytes)))
 	if err != nil {
 		err = interpretError(err)
 		if err == store.ErrNotFound {
-			err = store.ErrQuarantineFull
+			err = s.quarantineFull(ctx, p, size)
 		}
 		return nil, fmt.Errorf("quarantine insert: %w", err)
 	}
 	return q, nil
+}
+
+// quarantineFull says which bound refused an insert: the host's share, or
+// the quarantine's (also when another insert's delete made room since).
+func (s *Store) quarantineFull(ctx context.Context, p *store.QuarantineInsertParams, size int64) error {
+	var held store.QuarantineHeld
+	if err := s.pool.QueryRow(ctx, `
+		SELECT count(*), coalesce(sum(size), 0),
+		       count(*) FILTER (WHERE host_id = $1), coalesce(sum(size) FILTER (WHERE host_id = $1), 0)
+		FROM quarantine`, p.HostID).Scan(&held.Rows, &held.Bytes, &held.HostRows, &held.HostBytes); err != nil {
+		return err
+	}
+	if err := p.Room(held, size); err != nil {
+		return err
+	}
+	return store.ErrQuarantineFull
 }
 
 func (s *Store) QuarantineList(ctx context.Context, p *store.QuarantineListParams) ([]*store.QuarantinedRequest, error) {

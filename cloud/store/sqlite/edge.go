@@ -13,7 +13,8 @@ var _ store.EdgeStore = (*Store)(nil)
 
 // --- rejections ---
 
-func (s *Store) RejectionInsert(ctx context.Context, r *store.Rejection) error {
+func (s *Store) RejectionInsert(ctx context.Context, rej *store.Rejection) error {
+	r := rej.Bounded()
 	names, err := json.Marshal(store.OrEmpty(r.HeaderNames))
 	if err != nil {
 		return fmt.Errorf("rejection insert: %w", err)
@@ -68,16 +69,19 @@ func (s *Store) RejectionPrune(ctx context.Context, p *store.PruneParams) (int, 
 
 // --- quarantine ---
 
-const quarantineColumns = `id, host_id, source, url, headers, body, client_ip, received_at`
+const quarantineColumns = `id, host_id, source, url, headers, token_macs, body, client_ip, received_at`
 
 func scanQuarantined(row scanner) (*store.QuarantinedRequest, error) {
 	var q store.QuarantinedRequest
-	var headers string
-	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &q.Body, &q.ClientIP, timeCol{&q.ReceivedAt}); err != nil {
+	var headers, macs string
+	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &macs, &q.Body, &q.ClientIP, timeCol{&q.ReceivedAt}); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(headers), &q.Header); err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
+	}
+	if err := json.Unmarshal([]byte(macs), &q.TokenMACs); err != nil {
+		return nil, fmt.Errorf("token macs: %w", err)
 	}
 	return &q, nil
 }
@@ -87,21 +91,28 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 	if err != nil {
 		return nil, fmt.Errorf("quarantine insert: %w", err)
 	}
+	macs, err := json.Marshal(orEmptyMap(p.TokenMACs))
+	if err != nil {
+		return nil, fmt.Errorf("quarantine insert: %w", err)
+	}
+	size := store.QuarantineSize(p.Body, headers, p.URL)
 	var q *store.QuarantinedRequest
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		var bytes int64
-		if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(body)), 0) FROM quarantine`).Scan(&n, &bytes); err != nil {
+		var held store.QuarantineHeld
+		if err := tx.QueryRowContext(ctx, `
+			SELECT count(*), coalesce(sum(size), 0),
+			       coalesce(sum(host_id = ?), 0), coalesce(sum(CASE WHEN host_id = ? THEN size END), 0)
+			FROM quarantine`, p.HostID, p.HostID).Scan(&held.Rows, &held.Bytes, &held.HostRows, &held.HostBytes); err != nil {
 			return err
 		}
-		if (p.MaxRows > 0 && n >= p.MaxRows) || (p.MaxBytes > 0 && bytes+int64(len(p.Body)) > p.MaxBytes) {
-			return store.ErrQuarantineFull
+		if err := p.Room(held, size); err != nil {
+			return err
 		}
 		var err error
 		q, err = scanQuarantined(tx.QueryRowContext(ctx, `
-			INSERT INTO quarantine (host_id, source, url, headers, body, client_ip, received_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+quarantineColumns,
-			p.HostID, p.Source, p.URL, string(headers), store.OrEmpty(p.Body), p.ClientIP, dbTime(p.ReceivedAt)))
+			INSERT INTO quarantine (host_id, source, url, headers, token_macs, body, client_ip, received_at, size)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+quarantineColumns,
+			p.HostID, p.Source, p.URL, string(headers), string(macs), store.OrEmpty(p.Body), p.ClientIP, dbTime(p.ReceivedAt), size))
 		return err
 	})
 	if err != nil {
@@ -133,6 +144,14 @@ func (s *Store) QuarantineCount(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("quarantine count: %w", err)
 	}
 	return n, nil
+}
+
+// orEmptyMap is m, or an empty map when m is nil (stored as {}, never null).
+func orEmptyMap[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return m
 }
 
 // --- meta ---

@@ -2,15 +2,18 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite"
 	"github.com/relaykit/relay/cloud/store/storetest"
+	"github.com/relaykit/relay/migrations"
 )
 
 func TestMain(m *testing.M) {
@@ -33,4 +36,24 @@ func TestOpenRejectsNonFilePaths(t *testing.T) {
 		_, err := sqlite.Open(context.Background(), path)
 		require.Error(t, err, path)
 	}
+}
+
+// The quarantine's size and token_macs columns (migration 6) come and go
+// with the data in place.
+func TestMigrateQuarantine(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cloud.db")
+	s, err := sqlite.Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx))
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	storetest.MigrateQuarantine(ctx, t, s, storetest.Migration{
+		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 5); return err },
+		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
+	})
 }

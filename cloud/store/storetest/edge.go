@@ -3,9 +3,11 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,15 +63,54 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, []string{"reason 4", "reason 3"}, []string{left[0].Reason, left[1].Reason})
 	})
 
+	// Everything a sender controls in a record is bounded, whatever it sent:
+	// 40,000 header names are kept as 64 and a count.
+	t.Run("RejectionBounded", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		names := []string{"a-" + strings.Repeat("n", 200)}
+		for i := range 40_000 {
+			names = append(names, fmt.Sprintf("x-junk-%05d", i))
+		}
+		reason := strings.Repeat("é", 400) // 800 bytes, two a character
+		require.NoError(t, s.RejectionInsert(ctx, &store.Rejection{
+			HostID: b.host.ID, Source: "github", At: base, Status: 401, Reason: reason,
+			ClientIP: strings.Repeat("1", 1000), HeaderNames: names,
+		}))
+		rs, err := s.RejectionList(ctx, &store.RejectionListParams{HostID: b.host.ID})
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		r := rs[0]
+		require.Len(t, r.HeaderNames, store.RejectionMaxHeaderNames+1, "64 names and the cut marker")
+		require.Equal(t, "(39937 more)", r.HeaderNames[64])
+		require.Equal(t, "a-"+strings.Repeat("n", 59)+"…", r.HeaderNames[0], "a long name is cut")
+		require.Equal(t, "x-junk-00062", r.HeaderNames[63])
+		for _, n := range r.HeaderNames {
+			require.LessOrEqual(t, len(n), store.RejectionMaxNameBytes)
+		}
+		require.Equal(t, strings.Repeat("é", 250), r.Reason, "500 bytes, at a character boundary")
+		require.True(t, utf8.ValidString(r.Reason))
+		require.Len(t, r.ClientIP, store.RejectionMaxIPBytes)
+
+		// A reason cut inside a character keeps the characters before it.
+		require.NoError(t, s.RejectionInsert(ctx, &store.Rejection{
+			HostID: b.other.ID, Source: "github", At: base, Status: 401, Reason: "x" + reason,
+		}))
+		rs, err = s.RejectionList(ctx, &store.RejectionListParams{HostID: b.other.ID})
+		require.NoError(t, err)
+		require.Equal(t, "x"+strings.Repeat("é", 249), rs[0].Reason)
+	})
+
 	t.Run("QuarantineBoundedListDelete", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
 		body := []byte("a\x00\xffb\r\n")
 		q := store.QuarantinedRequest{
 			HostID: b.host.ID, Source: "stripe", URL: "https://relay.example/api/webhooks/x/stripe?a=1",
-			Header:   map[string][]string{"Stripe-Signature": {"t=1,v1=ab"}, "X-Multi": {"1", "2"}},
-			Body:     body,
-			ClientIP: "198.51.100.1", ReceivedAt: base,
+			Header:    map[string][]string{"Stripe-Signature": {"t=1,v1=ab"}, "X-Multi": {"1", "2"}},
+			TokenMACs: map[string][]byte{"X-Gitlab-Token": {0x00, 0xff, 0x10}},
+			Body:      body,
+			ClientIP:  "198.51.100.1", ReceivedAt: base,
 		}
 		var ids []int64
 		for i := range 3 {
@@ -92,6 +133,7 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, ids[0], list[0].ID, "oldest first")
 		require.Equal(t, body, list[0].Body, "byte-exact")
 		require.Equal(t, q.Header, list[0].Header)
+		require.Equal(t, q.TokenMACs, list[0].TokenMACs)
 		require.Equal(t, q.URL, list[0].URL)
 		require.Equal(t, base, list[0].ReceivedAt)
 		rest, err := s.QuarantineList(ctx, &store.QuarantineListParams{AfterID: list[1].ID})
@@ -108,23 +150,64 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err, "room again")
 	})
 
+	// A request's bytes are its body's, its headers' (as JSON) and its
+	// URL's: a sender controls all three.
 	t.Run("QuarantineBoundedByBytes", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
 		q := store.QuarantinedRequest{HostID: b.host.ID, Source: "github", Header: map[string][]string{}, ReceivedAt: base}
-		insertBody := func(n, maxBytes int) error {
+		insert := func(body, url string, header map[string][]string, maxBytes int) error {
 			qi := q
-			qi.Body = make([]byte, n)
+			qi.Body, qi.URL, qi.Header = []byte(body), url, header
 			_, err := s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: qi, MaxBytes: int64(maxBytes)})
 			return err
 		}
-		require.NoError(t, insertBody(600, 1000))
-		require.ErrorIs(t, insertBody(401, 1000), store.ErrQuarantineFull, "600 + 401 would pass 1000")
-		require.NoError(t, insertBody(400, 1000), "600 + 400 fits exactly")
-		require.ErrorIs(t, insertBody(1, 1000), store.ErrQuarantineFull)
+		empty := map[string][]string{} // "{}": 2 bytes
+		require.NoError(t, insert(strings.Repeat("b", 598), "", empty, 1000), "600 bytes")
+		require.ErrorIs(t, insert(strings.Repeat("b", 399), "", empty, 1000), store.ErrQuarantineFull, "600 + 401 would pass 1000")
+		require.ErrorIs(t, insert("", strings.Repeat("u", 399), empty, 1000), store.ErrQuarantineFull, "the URL counts")
+		big := map[string][]string{"X-Junk": {strings.Repeat("h", 380)}} // {"X-Junk":["…"]}: 395 bytes
+		require.ErrorIs(t, insert("", "", big, 994), store.ErrQuarantineFull, "the headers count")
+		require.NoError(t, insert(strings.Repeat("b", 5), "", big, 1000), "600 + 400 fits exactly")
+		require.ErrorIs(t, insert("", "", empty, 1000), store.ErrQuarantineFull)
 		n, err := s.QuarantineCount(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 2, n)
+	})
+
+	// Each host has a share of the quarantine: one host's flood leaves the
+	// others their room.
+	t.Run("QuarantineHostShares", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		insert := func(hostID string, body int, p store.QuarantineInsertParams) error {
+			p.QuarantinedRequest = store.QuarantinedRequest{HostID: hostID, Source: "github", Header: map[string][]string{},
+				Body: make([]byte, body), ReceivedAt: base}
+			_, err := s.QuarantineInsert(ctx, &p)
+			return err
+		}
+		byRows := store.QuarantineInsertParams{MaxRows: 5, HostMaxRows: 3}
+		for range 3 {
+			require.NoError(t, insert(b.host.ID, 10, byRows))
+		}
+		err := insert(b.host.ID, 10, byRows)
+		require.ErrorIs(t, err, store.ErrQuarantineHostFull, "the host's 3 are used")
+		require.ErrorIs(t, err, store.ErrQuarantineFull, "which is a kind of full")
+		require.NoError(t, insert(b.other.ID, 10, byRows), "another host still has room")
+		require.NoError(t, insert(b.other.ID, 10, byRows))
+		err = insert(b.other.ID, 10, byRows)
+		require.ErrorIs(t, err, store.ErrQuarantineFull, "5 in all")
+		require.NotErrorIs(t, err, store.ErrQuarantineHostFull, "the whole quarantine is full, not the host's share")
+
+		// By bytes: each request here is 10 + 2 ("{}") bytes.
+		byBytes := store.QuarantineInsertParams{MaxBytes: 1000, HostMaxBytes: 3*12 + 12 + 11}
+		require.NoError(t, insert(b.host.ID, 10, byBytes), "36 + 12 <= 59")
+		require.ErrorIs(t, insert(b.host.ID, 10, byBytes), store.ErrQuarantineHostFull, "48 + 12 > 59")
+		require.NoError(t, insert(b.host.ID, 9, byBytes), "48 + 11 = 59")
+		require.NoError(t, insert(b.other.ID, 20, byBytes), "the other host has its own share: 24 + 22 <= 59")
+		n, err := s.QuarantineCount(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 8, n)
 	})
 
 	t.Run("Meta", func(t *testing.T) {

@@ -97,3 +97,30 @@ func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count
 		require.Positive(t, n, "%s rows of the delivery kept", table)
 	}
 }
+
+// MigrateQuarantine holds the migration that gave the quarantine its size
+// and token_macs columns to its data: a quarantined request survives it
+// undone and reapplied, and then counts its bytes against the bound.
+func MigrateQuarantine(ctx context.Context, t *testing.T, s store.Store, m Migration) {
+	t.Helper()
+	q := store.QuarantinedRequest{HostID: "h-migrate", Source: "github", URL: "https://relay.example/x",
+		Header: map[string][]string{"X-Hub-Signature-256": {"sha256=00"}}, Body: []byte{0x00, 0xff, 0x7b},
+		ClientIP: "198.51.100.1", ReceivedAt: base}
+	_, err := s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q})
+	require.NoError(t, err)
+
+	require.NoError(t, m.Down(ctx))
+	require.NoError(t, m.Up(ctx))
+	list, err := s.QuarantineList(ctx, &store.QuarantineListParams{})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, q.Body, list[0].Body)
+	require.Equal(t, q.Header, list[0].Header)
+	require.Empty(t, list[0].TokenMACs)
+
+	// The row's size was computed by the migration: about 60 bytes.
+	_, err = s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q, MaxBytes: 100})
+	require.ErrorIs(t, err, store.ErrQuarantineFull, "the migrated row's bytes count")
+	_, err = s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q, MaxBytes: 200})
+	require.NoError(t, err)
+}

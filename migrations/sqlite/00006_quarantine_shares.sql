@@ -1,0 +1,13 @@
+-- +goose Up
+-- The quarantine's bounds count each request's stored bytes — body, headers
+-- and URL, which a sender controls too — kept in size so that the bound is
+-- checked without reading the rows; and each host has a share of it.
+-- token_macs keeps keyed hashes of the headers that carried the source's
+-- secret itself (token schemes), which are no longer stored.
+ALTER TABLE quarantine ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE quarantine ADD COLUMN token_macs TEXT NOT NULL DEFAULT '{}';
+UPDATE quarantine SET size = length(body) + length(CAST(headers AS BLOB)) + length(CAST(url AS BLOB));
+
+-- +goose Down
+ALTER TABLE quarantine DROP COLUMN token_macs;
+ALTER TABLE quarantine DROP COLUMN size;
