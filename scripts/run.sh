@@ -35,7 +35,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-[ -f "$run/admin-token" ] || head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$run/admin-token"
+# The cloud wants an admin token of at least 32 characters (older runs made shorter ones).
+[ "$(wc -c < "$run/admin-token" 2>/dev/null || echo 0)" -ge 32 ] || head -c 48 /dev/urandom | base64 | tr -d '/+=\n' > "$run/admin-token"
 admin=$(cat "$run/admin-token")
 cloud="http://127.0.0.1:$port"
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,10 +30,17 @@ func TestCloudMigrateIsIdempotent(t *testing.T) {
 	for name, newDB := range engines(t) {
 		t.Run(name, func(t *testing.T) {
 			db := newDB(t)
+			code, out := runCloud(t, []string{"RELAY_DATABASE_URL=" + db}, "migrate")
+			require.Equal(t, 0, code, out)
+			require.Regexp(t, `^\d+ migrations applied \(now at version \d+\)\n$`, out)
+			var applied, version int
+			_, err := fmt.Sscanf(out, "%d migrations applied (now at version %d)", &applied, &version)
+			require.NoError(t, err)
+			require.Positive(t, applied)
 			for i := 0; i < 2; i++ {
 				code, out := runCloud(t, []string{"RELAY_DATABASE_URL=" + db}, "migrate")
 				require.Equal(t, 0, code, out)
-				require.Contains(t, out, "migrations applied")
+				require.Equal(t, fmt.Sprintf("schema current at version %d\n", version), out)
 			}
 		})
 	}
@@ -47,10 +55,13 @@ func TestCloudUsageErrors(t *testing.T) {
 		"no command":      {nil, nil, "usage: cloud"},
 		"unknown command": {nil, []string{"launch"}, `unknown command "launch"`},
 		"bad flag":        {nil, []string{"serve", "--no-such-flag"}, "no-such-flag"},
-		"bad database":    {[]string{"RELAY_DATABASE_URL=mysql://u:pw@x/db"}, []string{"migrate"}, "must start with postgres:// or sqlite:"},
-		"short jwt key":   {[]string{"RELAY_JWT_KEY=short", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_JWT_KEY must be at least 32 bytes"},
+		"bad database":    {[]string{"RELAY_DATABASE_URL=mysql://u:pw@x/db"}, []string{"migrate"}, `RELAY_DATABASE_URL="mysql://…@x/db": want postgres://… or sqlite:PATH`},
+		"short jwt key":   {[]string{"RELAY_JWT_KEY=short", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_JWT_KEY: want at least 32 bytes"},
 		"bad secret keys": {[]string{"RELAY_SECRET_KEYS=abc", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_SECRET_KEYS"},
-		"bad log level":   {nil, []string{"serve", "--log-level", "loud"}, "log level"},
+		"bad log level":   {nil, []string{"serve", "--log-level", "loud"}, `-log-level="loud": want debug, info, warn or error`},
+		"bad listen":      {[]string{"RELAY_LISTEN=bogus"}, []string{"serve"}, `RELAY_LISTEN="bogus": want host:port`},
+		"no url scheme":   {[]string{"RELAY_PUBLIC_URL=relay.example.com"}, []string{"serve"}, `RELAY_PUBLIC_URL="relay.example.com": want an absolute http:// or https:// URL`},
+		"short admin":     {[]string{"RELAY_ADMIN_TOKEN=five!"}, []string{"serve"}, "RELAY_ADMIN_TOKEN: want at least 32 characters"},
 		"bad duration":    {[]string{"RELAY_RETAIN_ACKED=7d"}, []string{"serve"}, `RELAY_RETAIN_ACKED="7d": want a duration`},
 		"bad number":      {[]string{"RELAY_RATE_LIMIT_PER_MIN=lots"}, []string{"serve"}, `RELAY_RATE_LIMIT_PER_MIN="lots"`},
 		"bad proxies":     {[]string{"RELAY_TRUSTED_PROXIES=10.0.0.0/33", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_TRUSTED_PROXIES"},

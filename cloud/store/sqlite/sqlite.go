@@ -80,14 +80,24 @@ func Open(ctx context.Context, path string) (*Store, error) {
 
 // Migrate applies pending migrations on the writer connection.
 func (s *Store) Migrate(ctx context.Context) error {
+	_, err := s.MigrateReport(ctx)
+	return err
+}
+
+func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) {
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	applied, err := p.Up(ctx)
+	if err != nil {
+		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
-	return nil
+	v, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return store.MigrateResult{}, fmt.Errorf("migrate: schema version: %w", err)
+	}
+	return store.MigrateResult{Applied: len(applied), Version: v}, nil
 }
 
 func (s *Store) Ping(ctx context.Context) error {
