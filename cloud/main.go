@@ -307,6 +307,11 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the secret key ring (see reloadKeys); one that comes
+	// while the server starts is handled once it runs, rather than killing it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	proxies, err := parseProxies(o.trustedProxies)
 	if err != nil {
 		return err
@@ -386,10 +391,6 @@ func serve(ctx context.Context, args []string) error {
 	go func() { defer close(releaseDone); srv.RunQuarantineRelease(sweepCtx, time.Minute) }()
 	wakeDone := make(chan struct{})
 	go func() { defer close(wakeDone); srv.RunWakeups(sweepCtx) }()
-	// SIGHUP reloads the secret key ring (see reloadKeys).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	hupDone := make(chan struct{})
 	go func() {
 		defer close(hupDone)
