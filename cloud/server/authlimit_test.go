@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -53,7 +54,7 @@ func authSetup(t *testing.T) *authBundle {
 func (b *authBundle) from(ip, method, path string, body io.Reader, headers map[string]string) answer {
 	b.t.Helper()
 	req := httptest.NewRequest(method, path, body)
-	req.RemoteAddr = ip + ":40000"
+	req.RemoteAddr = net.JoinHostPort(ip, "40000")
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
