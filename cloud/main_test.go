@@ -190,3 +190,22 @@ func TestLoopbackListen(t *testing.T) {
 		require.Equal(t, want, loopbackListen(addr), addr)
 	}
 }
+
+// TestNewNumberSettingsChecked: a number or duration setting without a
+// check of its own still refuses a negative value from its flag, as envInt
+// and envDuration refuse one from the environment.
+func TestNewNumberSettingsChecked(t *testing.T) {
+	hermetic(t)
+	for _, arg := range []string{"-some-limit=-1", "-some-wait=-1s"} {
+		var o options
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		o.register(fs, true)
+		fs.Int("some-limit", 5, "a limit (RELAY_SOME_LIMIT)")
+		fs.Duration("some-wait", time.Second, "a wait (RELAY_SOME_WAIT)")
+		_, err := o.parseFlags(fs, []string{arg})
+		require.ErrorContains(t, err, arg[:strings.Index(arg, "=")+1], arg)
+		require.ErrorContains(t, err, "0 or more", arg)
+		var ue usageError
+		require.ErrorAs(t, err, &ue)
+	}
+}

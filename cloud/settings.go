@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/relaykit/relay/cloud/secrets"
@@ -30,9 +31,10 @@ type settingCheck struct {
 }
 
 // settingChecks holds a check for every setting that is not a number or a
-// duration (envInt, envDuration and the flag package check those as they
-// parse) and for the numbers with narrower ranges. A command checks the
-// settings it registers.
+// duration, and for the numbers and durations with ranges of their own.
+// Other numbers and durations are checked as they parse (envInt,
+// envDuration, the flag package) and by check: 0 or more. A command checks
+// the settings it registers.
 var settingChecks = []settingCheck{
 	{flag: "listen", env: "RELAY_LISTEN", want: func(o *options) string {
 		if _, port, err := net.SplitHostPort(o.listen); err == nil {
@@ -178,7 +180,9 @@ func (o *options) check(fs *flag.FlagSet) error {
 	byFlag := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { byFlag[f.Name] = true })
 	var errs []error
+	checked := map[string]bool{}
 	for _, c := range settingChecks {
+		checked[c.flag] = true
 		f := fs.Lookup(c.flag)
 		if f == nil {
 			continue // not a setting of this command
@@ -200,6 +204,24 @@ func (o *options) check(fs *flag.FlagSet) error {
 			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, f.Value.String(), want))
 		}
 	}
+	// Numbers and durations without a check of their own: 0 or more, as
+	// envInt and envDuration want (a flag may say -1).
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if checked[f.Name] || !ok || !byFlag[f.Name] {
+			return
+		}
+		switch v := g.Get().(type) {
+		case int:
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("-%s=%d: want a whole number, 0 or more", f.Name, v))
+			}
+		case time.Duration:
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("-%s=%s: want a duration, 0 or more", f.Name, v))
+			}
+		}
+	})
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}
