@@ -4,29 +4,26 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
 )
 
 // rekey re-encrypts every stored source secret with the first key of the
-// ring, so an old key can then be dropped from RELAY_SECRET_KEYS. It is safe
-// while `cloud serve` runs: a source changed meanwhile is read again.
+// ring, so an old key can then be dropped from the ring. It is safe while
+// `cloud serve` runs once every server holds the new key (SIGHUP with
+// RELAY_SECRET_KEYS_FILE): a source changed meanwhile is read again.
 func rekey(ctx context.Context, args []string) error {
 	var o options
 	fs := flag.NewFlagSet("cloud rekey", flag.ContinueOnError)
 	o.register(fs, false)
 	o.registerKeys(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if err := o.envError(); err != nil {
-		return err
-	}
-	log, err := o.logger()
+	log, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -34,7 +31,7 @@ func rekey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openMigrated(ctx, o.databaseURL)
+	st, _, err := openMigrated(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
@@ -54,6 +51,34 @@ func rekey(ctx context.Context, args []string) error {
 		return fmt.Errorf("rekey: %d sources have secrets no configured key decrypts: add the key that sealed them to RELAY_SECRET_KEYS and run again", len(res.Failed))
 	}
 	return nil
+}
+
+// readKeysFile reads RELAY_SECRET_KEYS_FILE: base64 32-byte keys separated
+// by commas or line breaks, the first of which encrypts.
+func readKeysFile(path string) (*secrets.Ring, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return secrets.ParseRing(string(b))
+}
+
+// reloadKeys is what SIGHUP does to a running `cloud serve`: it reads the
+// key ring again from where it came from and hands it to the server, which
+// drops what it opened with the old ring, checks the canary and releases
+// the quarantine. A ring that does not load leaves the running one as it is.
+func reloadKeys(ctx context.Context, o *options, srv *server.Server, log *slog.Logger) {
+	if o.secretKeys != "" {
+		log.Warn("SIGHUP: RELAY_SECRET_KEYS is read from the environment, which cannot change while the process runs: set RELAY_SECRET_KEYS_FILE instead to rotate keys without a restart; checking the canary and the quarantine with the keys as they are")
+	}
+	ring, err := loadRing(o)
+	if err != nil {
+		log.Error("SIGHUP: secret keys not reloaded; the running key ring is kept", "err", err)
+		return
+	}
+	if err := srv.ReloadKeys(ctx, ring); err != nil {
+		log.Error("SIGHUP: secret keys reloaded, but checking them failed", "err", err)
+	}
 }
 
 // parseProxies reads RELAY_TRUSTED_PROXIES: comma-separated IPs or CIDRs.

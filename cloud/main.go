@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -51,40 +52,48 @@ Run "cloud <command> -h" for the flags of a command.
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs one command and returns the process's exit code: 0, 1 when the
+// command failed, 2 when it was used wrongly (a bad flag or setting), with
+// the reason written to stderr.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) < 1 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
 	var err error
-	switch os.Args[1] {
+	switch args[0] {
 	case "serve":
-		err = serve(ctx, os.Args[2:])
+		err = serve(ctx, args[1:])
 	case "migrate":
-		err = migrate(ctx, os.Args[2:])
+		err = migrate(ctx, args[1:])
 	case "rekey":
-		err = rekey(ctx, os.Args[2:])
+		err = rekey(ctx, args[1:])
 	case "version", "-v", "--version":
 		fmt.Println(version)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
-		fmt.Fprintf(os.Stderr, "cloud: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "cloud: unknown command %q\n\n%s", args[0], usage)
+		return 2
 	}
 	if err != nil {
 		var ue usageError
 		if errors.As(err, &ue) && errors.Is(ue.error, flag.ErrHelp) {
-			os.Exit(0) // -h: the flags were printed
+			return 0 // -h: the flags were printed
 		}
+		fmt.Fprintf(stderr, "cloud: %v\n", err)
 		if errors.As(err, &ue) {
-			fmt.Fprintf(os.Stderr, "cloud: %v\n", err)
-			os.Exit(2)
+			return 2
 		}
-		fmt.Fprintf(os.Stderr, "cloud: %v\n", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 type usageError struct{ error }
@@ -96,6 +105,7 @@ type options struct {
 	dataDir        string
 	adminToken     string
 	secretKeys     string
+	secretKeysFile string
 	jwtKey         string
 	publicURL      string
 	lease          time.Duration
@@ -112,6 +122,7 @@ type options struct {
 	trustedProxies string
 	// a host's share of the quarantine, and its rate into it
 	quarantineHostMax, quarantineHostMB, quarantinePerMin int
+	authFailures                                          int
 
 	envErrs []error // environment values that do not parse
 }
@@ -152,14 +163,6 @@ func (o *options) envInt(name string, def int) int {
 	return n
 }
 
-// envError is every environment value that did not parse, as a usage error.
-func (o *options) envError() error {
-	if len(o.envErrs) == 0 {
-		return nil
-	}
-	return usageError{errors.Join(o.envErrs...)}
-}
-
 func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.StringVar(&o.databaseURL, "database-url", env("RELAY_DATABASE_URL", "sqlite:./data/cloud.db"), "postgres://… or sqlite:PATH (RELAY_DATABASE_URL)")
 	fs.StringVar(&o.logLevel, "log-level", env("RELAY_LOG_LEVEL", "info"), "debug, info, warn or error (RELAY_LOG_LEVEL)")
@@ -185,27 +188,25 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.IntVar(&o.quarantinePerMin, "quarantine-per-min", o.envInt("RELAY_QUARANTINE_PER_MIN", 60), "requests a host may have quarantined a minute; more are answered 503 and only counted (RELAY_QUARANTINE_PER_MIN)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
+	fs.IntVar(&o.authFailures, "auth-failures-per-min", o.envInt("RELAY_AUTH_FAILURES_PER_MIN", 10), "failed claims, token requests and admin logins per minute per client IP before it gets 429 (RELAY_AUTH_FAILURES_PER_MIN)")
 }
 
 // registerKeys adds the settings that locate the secret key ring.
 func (o *options) registerKeys(fs *flag.FlagSet) {
 	fs.StringVar(&o.dataDir, "data-dir", env("RELAY_DATA_DIR", ""), "where generated key files live (RELAY_DATA_DIR; default: the SQLite file's directory, else ./data)")
 	fs.StringVar(&o.secretKeys, "secret-keys", env("RELAY_SECRET_KEYS", ""), "comma-separated base64 32-byte keys; the first encrypts, all decrypt (RELAY_SECRET_KEYS; default: a key file in the data dir)")
+	fs.StringVar(&o.secretKeysFile, "secret-keys-file", env("RELAY_SECRET_KEYS_FILE", ""), "file of base64 32-byte keys, comma- or newline-separated, read again on SIGHUP (RELAY_SECRET_KEYS_FILE; instead of RELAY_SECRET_KEYS)")
 }
 
-func (o *options) logger() (*slog.Logger, error) {
+// logger builds the logger of checked settings.
+func (o *options) logger() *slog.Logger {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return nil, usageError{fmt.Errorf("log level %q: want debug, info, warn or error", o.logLevel)}
-	}
+	_ = level.UnmarshalText([]byte(o.logLevel))
 	hopts := &slog.HandlerOptions{Level: level}
-	switch o.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, hopts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, hopts)), nil
+	if o.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, hopts))
 	}
-	return nil, usageError{fmt.Errorf("log format %q: want text or json", o.logFormat)}
+	return slog.New(slog.NewTextHandler(os.Stderr, hopts))
 }
 
 // openStore picks the engine from the URL's scheme.
@@ -215,15 +216,12 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 		return postgres.Open(ctx, url)
 	case strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
-		if path == "" {
-			return nil, usageError{errors.New("database URL sqlite: needs a path, e.g. sqlite:./data/cloud.db")}
-		}
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("database directory: %w", err)
 		}
 		return sqlite.Open(ctx, path)
 	}
-	return nil, usageError{fmt.Errorf("database URL must start with postgres:// or sqlite: (got %q)", redactURL(url))}
+	return nil, usageError{fmt.Errorf("RELAY_DATABASE_URL=%q: want postgres://… or sqlite:PATH", redactURL(url))}
 }
 
 // groupFlushers is how many intake transactions may be open at once:
@@ -248,46 +246,64 @@ func redactURL(u string) string {
 	return u
 }
 
-// parse reads a command's flags (defaults from the environment) and builds
-// its logger.
+// parse reads a command's flags (defaults from the environment), checks
+// every setting and builds its logger.
 func parse(name string, args []string, withServe bool) (options, *slog.Logger, error) {
 	var o options
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	o.register(fs, withServe)
-	if err := fs.Parse(args); err != nil {
-		return o, nil, usageError{err}
-	}
-	if err := o.envError(); err != nil {
-		return o, nil, err
-	}
-	log, err := o.logger()
+	log, err := o.parseFlags(fs, args)
 	return o, log, err
 }
 
-// openMigrated opens the store and applies pending migrations.
-func openMigrated(ctx context.Context, url string) (store.Store, error) {
-	st, err := openStore(ctx, url)
-	if err != nil {
+// parseFlags parses args into o's settings registered on fs, checks every
+// one of them and builds the logger.
+func (o *options) parseFlags(fs *flag.FlagSet, args []string) (*slog.Logger, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, usageError{err}
+	}
+	if len(o.envErrs) > 0 {
+		return nil, usageError{errors.Join(o.envErrs...)}
+	}
+	if err := o.check(fs); err != nil {
 		return nil, err
 	}
-	if err := st.Migrate(ctx); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("migrate: %w", err)
+	return o.logger(), nil
+}
+
+// openMigrated opens the store and applies pending migrations.
+func openMigrated(ctx context.Context, url string) (store.Store, store.MigrateResult, error) {
+	st, err := openStore(ctx, url)
+	if err != nil {
+		return nil, store.MigrateResult{}, err
 	}
-	return st, nil
+	res, err := st.MigrateReport(ctx)
+	if err != nil {
+		st.Close()
+		return nil, res, fmt.Errorf("migrate: %w", err)
+	}
+	return st, res, nil
+}
+
+// migrated says what a migration run did, as `cloud migrate` prints it.
+func migrated(res store.MigrateResult) string {
+	if res.Applied == 0 {
+		return fmt.Sprintf("schema current at version %d", res.Version)
+	}
+	return fmt.Sprintf("%d migrations applied (now at version %d)", res.Applied, res.Version)
 }
 
 func migrate(ctx context.Context, args []string) error {
-	o, log, err := parse("cloud migrate", args, false)
+	o, _, err := parse("cloud migrate", args, false)
 	if err != nil {
 		return err
 	}
-	st, err := openMigrated(ctx, o.databaseURL)
+	st, res, err := openMigrated(ctx, o.databaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	log.Info("migrations applied", "database", redactURL(o.databaseURL))
+	fmt.Println(migrated(res))
 	return nil
 }
 
@@ -296,6 +312,11 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the secret key ring (see reloadKeys); one that comes
+	// while the server starts is handled once it runs, rather than killing it.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	proxies, err := parseProxies(o.trustedProxies)
 	if err != nil {
 		return err
@@ -317,9 +338,12 @@ func serve(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 
-	st, err := openMigrated(ctx, o.databaseURL)
+	st, mres, err := openMigrated(ctx, o.databaseURL)
 	if err != nil {
 		return err
+	}
+	if mres.Applied > 0 {
+		log.Info("database migrated", "applied", mres.Applied, "version", mres.Version)
 	}
 	// Webhooks arriving together share one commit (see store.GroupCommit).
 	var srv *server.Server
@@ -331,6 +355,9 @@ func serve(ctx context.Context, args []string) error {
 	if o.adminToken == "" {
 		log.Warn("RELAY_ADMIN_TOKEN is not set: the admin API refuses every request")
 	}
+	if o.publicURL == "" && !loopbackListen(o.listen) {
+		log.Warn("RELAY_PUBLIC_URL is not set: webhook URLs the admin API answers are built from each request's Host header, which the client chooses; set RELAY_PUBLIC_URL in production", "listen", o.listen)
+	}
 
 	srv = server.New(st, ring, tokens, clock, log, server.Config{
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
@@ -338,7 +365,8 @@ func serve(ctx context.Context, args []string) error {
 		QuarantineMaxBytes: int64(o.quarantineMB) << 20,
 		TrustedProxies:     proxies,
 		QuarantineHostMax:  o.quarantineHostMax, QuarantineHostMaxBytes: int64(o.quarantineHostMB) << 20,
-		QuarantinePerMin: o.quarantinePerMin,
+		QuarantinePerMin:   o.quarantinePerMin,
+		AuthFailuresPerMin: o.authFailures,
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
@@ -373,6 +401,18 @@ func serve(ctx context.Context, args []string) error {
 	go func() { defer close(releaseDone); srv.RunQuarantineRelease(sweepCtx, time.Minute) }()
 	wakeDone := make(chan struct{})
 	go func() { defer close(wakeDone); srv.RunWakeups(sweepCtx) }()
+	hupDone := make(chan struct{})
+	go func() {
+		defer close(hupDone)
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case <-hup:
+				reloadKeys(sweepCtx, &o, srv, log)
+			}
+		}
+	}()
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
@@ -384,6 +424,7 @@ func serve(ctx context.Context, args []string) error {
 		<-sweepDone
 		<-releaseDone
 		<-wakeDone
+		<-hupDone
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -395,14 +436,16 @@ func serve(ctx context.Context, args []string) error {
 	<-sweepDone
 	<-releaseDone
 	<-wakeDone
+	<-hupDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
 }
 
-// loadRing builds the secret key ring from RELAY_SECRET_KEYS, or from the
-// key file in the data dir (created on first use).
+// loadRing builds the secret key ring from RELAY_SECRET_KEYS, from
+// RELAY_SECRET_KEYS_FILE, or from the key file in the data dir (created on
+// first use).
 func loadRing(o *options) (*secrets.Ring, error) {
 	if o.dataDir == "" {
 		o.dataDir = "./data"
@@ -414,6 +457,13 @@ func loadRing(o *options) (*secrets.Ring, error) {
 		r, err := secrets.ParseRing(o.secretKeys)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("RELAY_SECRET_KEYS: %w", err)}
+		}
+		return r, nil
+	}
+	if o.secretKeysFile != "" {
+		r, err := readKeysFile(o.secretKeysFile)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("RELAY_SECRET_KEYS_FILE: %w", err)}
 		}
 		return r, nil
 	}

@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const adminToken = "e2e-admin-token"
+const adminToken = "e2e-admin-token-of-at-least-32-characters"
 
 // engines are the stores every end-to-end scenario runs on.
 func engines(t *testing.T) map[string]func(t *testing.T) string {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // ErrNoKey means no key of the ring can open a ciphertext: the key that
@@ -24,9 +25,10 @@ var ErrNoKey = errors.New("no configured key can decrypt this secret")
 // version prefixes every ciphertext so the format can change later.
 const version = "v1"
 
-// Ring is an ordered set of AES-256 keys.
+// Ring is an ordered set of AES-256 keys. Replace swaps them for every
+// holder of the ring at once; each call sees one set or the other.
 type Ring struct {
-	keys []key
+	keys atomic.Pointer[[]key]
 }
 
 type key struct {
@@ -39,7 +41,7 @@ func NewRing(raw ...[]byte) (*Ring, error) {
 	if len(raw) == 0 {
 		return nil, errors.New("secret key ring: no keys")
 	}
-	r := &Ring{}
+	var keys []key
 	for i, k := range raw {
 		if len(k) != 32 {
 			return nil, fmt.Errorf("secret key %d: want 32 bytes, got %d", i+1, len(k))
@@ -53,15 +55,24 @@ func NewRing(raw ...[]byte) (*Ring, error) {
 			return nil, fmt.Errorf("secret key %d: %w", i+1, err)
 		}
 		sum := sha256.Sum256(k)
-		r.keys = append(r.keys, key{id: hex.EncodeToString(sum[:4]), aead: aead})
+		keys = append(keys, key{id: hex.EncodeToString(sum[:4]), aead: aead})
 	}
+	r := &Ring{}
+	r.keys.Store(&keys)
 	return r, nil
 }
 
+// Replace makes r hold other's keys from now on: a running server reloads
+// its keys in place, and what is sealed or opened after Replace uses them.
+func (r *Ring) Replace(other *Ring) { r.keys.Store(other.keys.Load()) }
+
+func (r *Ring) load() []key { return *r.keys.Load() }
+
 // ParseRing parses RELAY_SECRET_KEYS: comma-separated standard base64 keys of
-// 32 bytes each.
+// 32 bytes each. Line breaks separate keys too, as in a keys file.
 func ParseRing(list string) (*Ring, error) {
 	var raw [][]byte
+	list = strings.NewReplacer("\r\n", ",", "\n", ",").Replace(list)
 	for i, part := range strings.Split(list, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -119,7 +130,7 @@ func LoadOrCreateKeyFile(path string) ([]byte, error) {
 // The additional data binds the ciphertext to its context (e.g. host/source),
 // so a sealed secret copied to another row does not open.
 func (r *Ring) Seal(plaintext, context []byte) (string, error) {
-	k := r.keys[0]
+	k := r.load()[0]
 	nonce := make([]byte, k.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", fmt.Errorf("seal: %w", err)
@@ -139,7 +150,7 @@ func (r *Ring) Open(sealed string, context []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open: malformed ciphertext: %w", err)
 	}
-	for _, k := range r.keys {
+	for _, k := range r.load() {
 		if k.id != parts[1] {
 			continue
 		}
@@ -157,12 +168,13 @@ func (r *Ring) Open(sealed string, context []byte) ([]byte, error) {
 }
 
 // SealingKeyID names the key Seal uses: the first of the ring.
-func (r *Ring) SealingKeyID() string { return r.keys[0].id }
+func (r *Ring) SealingKeyID() string { return r.load()[0].id }
 
 // KeyIDs names every key of the ring, in order.
 func (r *Ring) KeyIDs() []string {
-	ids := make([]string, len(r.keys))
-	for i, k := range r.keys {
+	keys := r.load()
+	ids := make([]string, len(keys))
+	for i, k := range keys {
 		ids[i] = k.id
 	}
 	return ids

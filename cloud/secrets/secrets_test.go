@@ -70,12 +70,43 @@ func TestTamperedCiphertext(t *testing.T) {
 	}
 }
 
+func keyID(t *testing.T, k []byte) string {
+	t.Helper()
+	r, err := NewRing(k)
+	require.NoError(t, err)
+	return r.SealingKeyID()
+}
+
+// TestReplace: a ring replaced in place opens what the new keys sealed and
+// seals with the new first key, for every holder of the ring.
+func TestReplace(t *testing.T) {
+	held, err := NewRing(testKey(1))
+	require.NoError(t, err)
+	newer, err := NewRing(testKey(2), testKey(1))
+	require.NoError(t, err)
+	sealed, err := newer.Seal([]byte("s"), []byte("ctx"))
+	require.NoError(t, err)
+	_, err = held.Open(sealed, []byte("ctx"))
+	require.ErrorIs(t, err, ErrNoKey)
+
+	held.Replace(newer)
+	pt, err := held.Open(sealed, []byte("ctx"))
+	require.NoError(t, err)
+	require.Equal(t, "s", string(pt))
+	require.Equal(t, keyID(t, testKey(2)), held.SealingKeyID())
+	require.Equal(t, []string{keyID(t, testKey(2)), keyID(t, testKey(1))}, held.KeyIDs())
+}
+
 func TestParseRing(t *testing.T) {
 	k1 := base64.StdEncoding.EncodeToString(testKey(1))
 	k2 := base64.StdEncoding.EncodeToString(testKey(2))
 	r, err := ParseRing(k2 + ", " + k1)
 	require.NoError(t, err)
-	require.Len(t, r.keys, 2)
+	require.Equal(t, []string{keyID(t, testKey(2)), keyID(t, testKey(1))}, r.KeyIDs())
+	// A keys file: one key a line, a trailing line break, CRLF.
+	r, err = ParseRing(k2 + "\n" + k1 + "\r\n")
+	require.NoError(t, err)
+	require.Equal(t, []string{keyID(t, testKey(2)), keyID(t, testKey(1))}, r.KeyIDs())
 
 	_, err = ParseRing("")
 	require.ErrorContains(t, err, "no keys")

@@ -168,6 +168,10 @@ func (s *Server) claim(c *gin.Context) {
 		s.writeError(c, errInvalid("claim_code is required"))
 		return
 	}
+	at, ok := s.authAttempt(c)
+	if !ok {
+		return
+	}
 	cred := auth.NewCredential()
 	h, err := s.store.HostClaim(c.Request.Context(), &store.HostClaimParams{
 		ClaimCodeHash:  auth.Hash(auth.NormalizeClaimCode(req.ClaimCode)),
@@ -176,9 +180,11 @@ func (s *Server) claim(c *gin.Context) {
 		Now:            s.now(),
 	})
 	if errors.Is(err, store.ErrNotFound) {
+		at.failed("claim code unknown, already used or expired")
 		s.writeError(c, errUnauthorized("claim code unknown, already used or expired"))
 		return
 	}
+	at.succeeded() // a storage failure is no failed attempt either
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -206,20 +212,28 @@ func (s *Server) token(c *gin.Context) {
 		s.writeError(c, errInvalid("host_id and host_credential are required"))
 		return
 	}
+	at, ok := s.authAttempt(c)
+	if !ok {
+		return
+	}
 	bad := errUnauthorized("unknown host or wrong credential")
 	h, err := s.store.HostGet(c.Request.Context(), req.HostID)
 	if errors.Is(err, store.ErrNotFound) {
+		at.failed("unknown host")
 		s.writeError(c, bad)
 		return
 	}
 	if err != nil {
+		at.succeeded() // a storage failure is no failed attempt
 		s.writeError(c, err)
 		return
 	}
 	if !auth.HashEqual(auth.Hash(req.HostCredential), h.CredentialHash) {
+		at.failed("wrong host credential")
 		s.writeError(c, bad)
 		return
 	}
+	at.succeeded()
 	if h.Status != store.HostActive {
 		s.writeError(c, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated"})
 		return

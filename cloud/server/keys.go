@@ -78,6 +78,23 @@ func (s *Server) ReportCanary(ctx context.Context) error {
 	return nil
 }
 
+// ReloadKeys makes the server use ring from now on: the targets it cached
+// with secrets opened by the old ring are dropped, the canary is checked
+// with the new one, and a quarantine release pass runs at once, so requests
+// held for a key the new ring has are admitted without waiting a minute.
+func (s *Server) ReloadKeys(ctx context.Context, ring *secrets.Ring) error {
+	s.ring.Replace(ring)
+	s.targets.reset()
+	s.log.Info("secret keys reloaded", "key_ids", ring.KeyIDs(), "first_key_id", ring.SealingKeyID())
+	if err := s.ReportCanary(ctx); err != nil {
+		return err
+	}
+	if _, err := s.ReleaseQuarantine(ctx); err != nil {
+		return fmt.Errorf("quarantine release: %w", err)
+	}
+	return nil
+}
+
 // RekeyResult counts what Rekey did.
 type RekeyResult struct {
 	Sources   int      // sources looked at

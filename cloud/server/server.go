@@ -47,6 +47,10 @@ type Config struct {
 	// QuarantinePerMin is how many requests a host may have quarantined a
 	// minute (default 60, as a burst too).
 	QuarantinePerMin int
+	// AuthFailuresPerMin is how many failed claims, token requests and admin
+	// logins a client IP may make a minute (and at once) before it is
+	// answered 429 (default 10).
+	AuthFailuresPerMin int
 }
 
 func (c *Config) setDefaults() {
@@ -89,6 +93,9 @@ func (c *Config) setDefaults() {
 	if c.QuarantinePerMin <= 0 {
 		c.QuarantinePerMin = 60
 	}
+	if c.AuthFailuresPerMin <= 0 {
+		c.AuthFailuresPerMin = 10
+	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 }
 
@@ -104,6 +111,8 @@ type Server struct {
 	limits      *hostLimiters // intake rate limits
 	auditSample *sampler      // rejections recorded per host and minute
 	logSample   *sampler      // over-limit warnings logged per host and minute
+	authLimits  *authLimiter  // failed authentications per client IP
+	authLog     *authLog      // failed authentications logged
 	metrics     *metrics
 	wakeups     *wakeups     // heartbeats waiting for work (wait_s)
 	targets     *targetCache // intake's hosts and sources
@@ -124,6 +133,8 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		limits:      newHostLimiters(),
 		auditSample: newSampler(60, 60),
 		logSample:   newSampler(6, 1),
+		authLimits:  newAuthLimiter(cfg.AuthFailuresPerMin, maxAuthClients),
+		authLog:     newAuthLog(),
 		metrics:     newMetrics(),
 		wakeups:     newWakeups(),
 		targets:     newTargetCache(targetTTL, 100_000),
@@ -221,18 +232,25 @@ func (s *Server) accessLog(c *gin.Context) {
 }
 
 // requireAdmin checks the admin bearer token in constant time. Without a
-// configured token the admin API refuses everything.
+// configured token the admin API refuses everything. A client IP that
+// failed too often lately is answered 429 (see authAttempt).
 func (s *Server) requireAdmin(c *gin.Context) {
 	if s.cfg.AdminToken == "" {
 		s.writeError(c, &apiError{status: 501, code: shared.CodeNotImplemented, message: "admin API disabled: set RELAY_ADMIN_TOKEN"})
 		return
 	}
+	at, ok := s.authAttempt(c)
+	if !ok {
+		return
+	}
 	tok, ok := bearer(c.Request)
 	if !ok || !auth.BearerEqual(tok, s.cfg.AdminToken) {
+		at.failed("missing or wrong admin token")
 		c.Header("WWW-Authenticate", `Bearer realm="relay-admin"`)
 		s.writeError(c, errUnauthorized("missing or wrong admin token"))
 		return
 	}
+	at.succeeded()
 	c.Next()
 }
 

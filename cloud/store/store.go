@@ -20,6 +20,12 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
+// MigrateResult is what a migration run did.
+type MigrateResult struct {
+	Applied int   // migrations applied by this run
+	Version int64 // the schema version the database is at now
+}
+
 // Store is the cloud's storage. Every method takes the current time from its
 // params where time matters, so tests drive time. Methods that change
 // deliveries record each transition in the audit trail, in the same
@@ -27,6 +33,8 @@ var (
 type Store interface {
 	// Migrate applies the engine's pending migrations; re-running is a no-op.
 	Migrate(ctx context.Context) error
+	// MigrateReport is Migrate, and says what it applied.
+	MigrateReport(ctx context.Context) (MigrateResult, error)
 	// Ping reports whether the database answers.
 	Ping(ctx context.Context) error
 	// Close releases the connections.

@@ -22,7 +22,7 @@ import (
 )
 
 const (
-	adminToken = "chaos-admin-token"
+	adminToken = "chaos-admin-token-of-at-least-32-characters"
 	jwtKey     = "chaos-replicas-share-this-jwt-key-32+bytes"
 )
 

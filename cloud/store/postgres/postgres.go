@@ -59,21 +59,31 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // Migrate applies pending migrations under a Postgres advisory lock, so
 // replicas starting together migrate once.
 func (s *Store) Migrate(ctx context.Context) error {
+	_, err := s.MigrateReport(ctx)
+	return err
+}
+
+func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) {
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 600))
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres,
 		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	applied, err := p.Up(ctx)
+	if err != nil {
+		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
-	return nil
+	v, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return store.MigrateResult{}, fmt.Errorf("migrate: schema version: %w", err)
+	}
+	return store.MigrateResult{Applied: len(applied), Version: v}, nil
 }
 
 func (s *Store) Ping(ctx context.Context) error {

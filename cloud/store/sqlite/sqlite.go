@@ -40,13 +40,16 @@ var _ store.Store = (*Store)(nil)
 const busyTimeoutMS = 10000
 
 // Open opens the database file at path, creating it and its directory if
-// needed, in WAL mode with synchronous=FULL and foreign keys on. It does not
-// migrate; call Migrate.
+// needed, in WAL mode with synchronous=FULL and foreign keys on. The file
+// and its -wal and -shm files are 0600. It does not migrate; call Migrate.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, ":memory:") {
 		return nil, fmt.Errorf("sqlite open: invalid database file path %q", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite open: %w", err)
+	}
+	if err := privateFiles(path); err != nil {
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
@@ -78,16 +81,55 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return &Store{write: write, read: read, wake: newListeners(), changed: newListeners()}, nil
 }
 
-// Migrate applies pending migrations on the writer connection.
-func (s *Store) Migrate(ctx context.Context) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+// privateFiles makes the database file before SQLite does, 0600 whatever
+// the umask and its directory's mode, and takes group and world access from
+// an existing one and its -wal and -shm files. SQLite creates the -wal and
+// -shm files with the database file's mode.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return err
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// Migrate applies pending migrations on the writer connection.
+func (s *Store) Migrate(ctx context.Context) error {
+	_, err := s.MigrateReport(ctx)
+	return err
+}
+
+func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) {
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
+	}
+	applied, err := p.Up(ctx)
+	if err != nil {
+		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
+	}
+	v, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return store.MigrateResult{}, fmt.Errorf("migrate: schema version: %w", err)
+	}
+	return store.MigrateResult{Applied: len(applied), Version: v}, nil
 }
 
 func (s *Store) Ping(ctx context.Context) error {

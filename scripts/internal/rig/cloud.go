@@ -15,7 +15,7 @@ type CloudConfig struct {
 	DatabaseURL string   // RELAY_DATABASE_URL: "sqlite:PATH" or a postgres URL
 	DataDir     string   // RELAY_DATA_DIR, where key files go; required
 	Listen      string   // RELAY_LISTEN; a free 127.0.0.1 port when empty
-	AdminToken  string   // RELAY_ADMIN_TOKEN; "rig-admin-token" when empty
+	AdminToken  string   // RELAY_ADMIN_TOKEN (at least 32 characters); "rig-admin-token-…" when empty
 	PublicURL   string   // RELAY_PUBLIC_URL; http://Listen when empty
 	Env         []string // more KEY=VALUE settings, after (and so over) the ones above
 	LogPath     string   // stdout and stderr; DataDir/cloud.log when empty
@@ -45,7 +45,7 @@ func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 		cfg.Listen = addr
 	}
 	if cfg.AdminToken == "" {
-		cfg.AdminToken = "rig-admin-token"
+		cfg.AdminToken = "rig-admin-token-of-at-least-32-characters"
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen

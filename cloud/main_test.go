@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var envName = regexp.MustCompile(`\((RELAY_[A-Z0-9_]+)`)
+
+// commandFlags are the settings of each command, as registered.
+func commandFlags(t *testing.T) map[string]*flag.FlagSet {
+	t.Helper()
+	out := map[string]*flag.FlagSet{}
+	for _, cmd := range []string{"serve", "migrate", "rekey"} {
+		var o options
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		o.register(fs, cmd == "serve")
+		if cmd == "rekey" {
+			o.registerKeys(fs)
+		}
+		out[cmd] = fs
+	}
+	return out
+}
+
+// settingEnv is the variable a flag's usage names.
+func settingEnv(t *testing.T, f *flag.Flag) string {
+	t.Helper()
+	m := envName.FindStringSubmatch(f.Usage)
+	require.NotNil(t, m, "-%s: its usage names no RELAY_ variable", f.Name)
+	return m[1]
+}
+
+// hermetic clears every setting's variable for the test and sets the ones
+// a command needs to stay in a temporary directory.
+func hermetic(t *testing.T) string {
+	t.Helper()
+	for _, fs := range commandFlags(t) {
+		fs.VisitAll(func(f *flag.Flag) {
+			name := settingEnv(t, f)
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		})
+	}
+	dir := t.TempDir()
+	t.Setenv("RELAY_DATABASE_URL", "sqlite:"+filepath.Join(dir, "cloud.db"))
+	t.Setenv("RELAY_DATA_DIR", dir)
+	t.Setenv("RELAY_LISTEN", "127.0.0.1:0")
+	return dir
+}
+
+func key32(b byte) string { return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)) }
+
+// settingCase is a setting's bad values, and a good value other than its
+// default.
+type settingCase struct {
+	bad    []string
+	good   string
+	secret bool // a bad value must never be printed
+}
+
+// settingCases are the settings that are not plain numbers or durations,
+// and the numbers with ranges of their own; a number or duration setting
+// without a case gets "many"/"-1" or "7d"/"-1s".
+func settingCases(dir string) map[string]settingCase {
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		panic(err)
+	}
+	badKeys := filepath.Join(dir, "bad-keys")
+	if err := os.WriteFile(badKeys, []byte(key32(1)+"\nnot-a-key\n"), 0o600); err != nil {
+		panic(err)
+	}
+	goodKeys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(goodKeys, []byte(key32(2)+"\n"+key32(1)+"\n"), 0o600); err != nil {
+		panic(err)
+	}
+	return map[string]settingCase{
+		"RELAY_LISTEN":                {bad: []string{"bogus", ":http", "127.0.0.1:70000", ""}, good: "localhost:0"},
+		"RELAY_DATABASE_URL":          {bad: []string{"mysql://u:pw@x/db", "sqlite:", "sqlite::memory:", "sqlite:a.db?mode=ro", "relay.db"}, good: "sqlite:" + filepath.Join(dir, "other.db")},
+		"RELAY_DATA_DIR":              {bad: []string{file}, good: filepath.Join(dir, "new-dir")},
+		"RELAY_ADMIN_TOKEN":           {bad: []string{"five!", strings.Repeat("x", 31), strings.Repeat("x", 32) + " y"}, good: strings.Repeat("t", 32), secret: true},
+		"RELAY_SECRET_KEYS":           {bad: []string{"abc", key32(1) + ",short"}, good: key32(1) + "," + key32(2), secret: true},
+		"RELAY_SECRET_KEYS_FILE":      {bad: []string{filepath.Join(dir, "missing"), badKeys, dir}, good: goodKeys},
+		"RELAY_JWT_KEY":               {bad: []string{"short"}, good: strings.Repeat("j", 32), secret: true},
+		"RELAY_PUBLIC_URL":            {bad: []string{"relay.example.com", "ftp://relay.example.com", "https://", "https://relay.example.com/?a=b", "https://u:p@relay.example.com"}, good: "https://relay.example.com/base/"},
+		"RELAY_LEASE":                 {bad: []string{"7d", "0s", "-1m"}, good: "90s"},
+		"RELAY_HEARTBEAT_FLOOR":       {bad: []string{"soon", "0s"}, good: "5s"},
+		"RELAY_LOG_LEVEL":             {bad: []string{"loud", ""}, good: "debug"},
+		"RELAY_LOG_FORMAT":            {bad: []string{"xml", ""}, good: "json"},
+		"RELAY_TRUSTED_PROXIES":       {bad: []string{"10.0.0.0/33", "proxy.local"}, good: "10.0.0.0/8, 192.168.1.7"},
+		"RELAY_RATE_LIMIT_PER_MIN":    {bad: []string{"lots", "-1", "1000001"}, good: "600"},
+		"RELAY_QUARANTINE_MAX_MB":     {bad: []string{"1GB", "-1", "1048577"}, good: "64"},
+		"RELAY_AUTH_FAILURES_PER_MIN": {bad: []string{"ten", "0", "-1"}, good: "30"},
+	}
+}
+
+// derivedCase is the case of a number or duration setting without one.
+func derivedCase(t *testing.T, f *flag.Flag) settingCase {
+	t.Helper()
+	switch f.Value.(flag.Getter).Get().(type) {
+	case int:
+		return settingCase{bad: []string{"many", "-1"}, good: "7"}
+	case time.Duration:
+		return settingCase{bad: []string{"7d", "-1s"}, good: "36h"}
+	}
+	t.Fatalf("-%s (%s): a string setting needs its bad values in settingCases", f.Name, settingEnv(t, f))
+	return settingCase{}
+}
+
+// TestEverySettingChecked: for every setting of every command, each bad
+// value — from the environment or from the flag — stops the command with
+// exit code 2 and a message that names the variable (or the flag) and says
+// what it wants, and never prints a secret; a good value passes.
+func TestEverySettingChecked(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // should a bad value pass, serve stops at once instead of serving
+	for cmd, fs := range commandFlags(t) {
+		fs.VisitAll(func(f *flag.Flag) {
+			env := settingEnv(t, f)
+			t.Run(cmd+"/"+env, func(t *testing.T) {
+				dir := hermetic(t)
+				c, ok := settingCases(dir)[env]
+				if !ok {
+					c = derivedCase(t, f)
+				}
+				for _, bad := range c.bad {
+					t.Setenv(env, bad)
+					var stderr bytes.Buffer
+					code := run(ctx, []string{cmd}, &stderr)
+					msg := stderr.String()
+					require.Equal(t, 2, code, "%s=%q: %s", env, bad, msg)
+					require.Contains(t, msg, env, "%s=%q: the message names the variable", env, bad)
+					require.Contains(t, msg, "want", "%s=%q: the message says what it wants", env, bad)
+					if c.secret {
+						require.NotContains(t, msg, bad, "%s: a secret is never printed", env)
+					}
+					require.NotContains(t, msg, "pw@", "a database password is never printed")
+					os.Unsetenv(env)
+
+					stderr.Reset()
+					code = run(ctx, []string{cmd, "-" + f.Name + "=" + bad}, &stderr)
+					require.Equal(t, 2, code, "-%s=%q: %s", f.Name, bad, stderr.String())
+					require.Contains(t, stderr.String(), "-"+f.Name, "-%s=%q: the message names the flag", f.Name, bad)
+				}
+				hermetic(t)
+				t.Setenv(env, c.good)
+				var o options
+				fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+				o.register(fs, cmd == "serve")
+				if cmd == "rekey" {
+					o.registerKeys(fs)
+				}
+				_, err := o.parseFlags(fs, nil)
+				require.NoError(t, err, "%s=%q is good", env, c.good)
+			})
+		})
+	}
+}
+
+// TestSecretKeysOneSource: RELAY_SECRET_KEYS and RELAY_SECRET_KEYS_FILE
+// together are a usage error.
+func TestSecretKeysOneSource(t *testing.T) {
+	dir := hermetic(t)
+	path := filepath.Join(dir, "keys")
+	require.NoError(t, os.WriteFile(path, []byte(key32(1)), 0o600))
+	t.Setenv("RELAY_SECRET_KEYS_FILE", path)
+	t.Setenv("RELAY_SECRET_KEYS", key32(2))
+	var stderr bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), []string{"rekey"}, &stderr))
+	require.Contains(t, stderr.String(), "either RELAY_SECRET_KEYS or RELAY_SECRET_KEYS_FILE, not both")
+	require.NotContains(t, stderr.String(), key32(2))
+}
+
+func TestLoopbackListen(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "[::1]:8080": true, "localhost:8080": true, "127.0.0.2:1": true,
+		":8080": false, "0.0.0.0:8080": false, "[::]:8080": false, "10.0.0.1:8080": false, "relay.example.com:80": false,
+	} {
+		require.Equal(t, want, loopbackListen(addr), addr)
+	}
+}
+
+// TestNewNumberSettingsChecked: a number or duration setting without a
+// check of its own still refuses a negative value from its flag, as envInt
+// and envDuration refuse one from the environment.
+func TestNewNumberSettingsChecked(t *testing.T) {
+	hermetic(t)
+	for _, arg := range []string{"-some-limit=-1", "-some-wait=-1s"} {
+		var o options
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		o.register(fs, true)
+		fs.Int("some-limit", 5, "a limit (RELAY_SOME_LIMIT)")
+		fs.Duration("some-wait", time.Second, "a wait (RELAY_SOME_WAIT)")
+		_, err := o.parseFlags(fs, []string{arg})
+		require.ErrorContains(t, err, arg[:strings.Index(arg, "=")+1], arg)
+		require.ErrorContains(t, err, "0 or more", arg)
+		var ue usageError
+		require.ErrorAs(t, err, &ue)
+	}
+}

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"container/list"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/shared"
+)
+
+// maxAuthClients bounds the clients whose failed authentications are
+// remembered: 10,000 buckets are about 1 MiB.
+const maxAuthClients = 10_000
+
+// authLimiter throttles failed authentication — wrong claim codes, host
+// credentials and admin tokens — per client: each failure takes a token from
+// the client's bucket, which refills at perMin a minute up to perMin; a
+// client whose bucket is empty is answered 429 with Retry-After before its
+// attempt is looked at. A successful attempt takes nothing. At most max
+// clients are remembered, the least recently seen forgotten first. Time comes
+// from the caller.
+type authLimiter struct {
+	perMin float64
+	max    int
+
+	mu      sync.Mutex
+	clients map[string]*list.Element // of *authBucket
+	order   *list.List               // most recently seen first
+}
+
+type authBucket struct {
+	client string
+	tokens float64
+	at     time.Time
+}
+
+func newAuthLimiter(perMin, max int) *authLimiter {
+	return &authLimiter{perMin: float64(perMin), max: max, clients: map[string]*list.Element{}, order: list.New()}
+}
+
+// take takes a token from the client's bucket for an attempt. When none is
+// left it reports how long until one is; otherwise refund gives the token
+// back, for an attempt that succeeded.
+func (l *authLimiter) take(client string, now time.Time) (refund func(), wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucket(client, now)
+	if b.tokens < 1 {
+		return nil, time.Duration((1 - b.tokens) / l.perMin * float64(time.Minute))
+	}
+	b.tokens--
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		b.tokens = min(l.perMin, b.tokens+1)
+	}, 0
+}
+
+// bucket returns the client's bucket, refilled as of now; l.mu is held.
+func (l *authLimiter) bucket(client string, now time.Time) *authBucket {
+	if e, ok := l.clients[client]; ok {
+		l.order.MoveToFront(e)
+		b := e.Value.(*authBucket)
+		if d := now.Sub(b.at); d > 0 {
+			b.tokens = min(l.perMin, b.tokens+d.Minutes()*l.perMin)
+			b.at = now
+		}
+		return b
+	}
+	if l.order.Len() >= l.max {
+		oldest := l.order.Back()
+		l.order.Remove(oldest)
+		delete(l.clients, oldest.Value.(*authBucket).client)
+	}
+	b := &authBucket{client: client, tokens: l.perMin, at: now}
+	l.clients[client] = l.order.PushFront(b)
+	return b
+}
+
+// size is how many clients are remembered.
+func (l *authLimiter) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.clients)
+}
+
+// authClient is who failed authentications are counted against: the
+// client's IP, or its /64 for IPv6, which one subscriber usually holds
+// whole.
+func authClient(c *gin.Context) string {
+	ip, err := netip.ParseAddr(c.ClientIP())
+	if err != nil {
+		return c.ClientIP()
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// authAttempt starts an authentication attempt of the client: false when
+// the client has failed too often lately, and was answered 429. The attempt
+// then ends with failed or succeeded.
+func (s *Server) authAttempt(c *gin.Context) (*authAttempt, bool) {
+	client := authClient(c)
+	refund, wait := s.authLimits.take(client, s.clock.Now())
+	if refund == nil {
+		s.logAuthFailure(c, client, "too many failed attempts: answered 429")
+		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+		s.writeError(c, &apiError{status: 429, code: shared.CodeRateLimited,
+			message: "too many failed attempts from this address: retry after the time in Retry-After"})
+		return nil, false
+	}
+	return &authAttempt{s: s, c: c, client: client, refund: refund}, true
+}
+
+type authAttempt struct {
+	s      *Server
+	c      *gin.Context
+	client string
+	refund func()
+}
+
+// failed logs the failure (sampled); the token stays taken.
+func (a *authAttempt) failed(reason string) { a.s.logAuthFailure(a.c, a.client, reason) }
+
+// succeeded gives the attempt's token back.
+func (a *authAttempt) succeeded() { a.refund() }
+
+// logAuthFailure logs a failed authentication, at most authLogPerMin lines a
+// minute in all; the line says how many failures went unlogged before it.
+func (s *Server) logAuthFailure(c *gin.Context, client, reason string) {
+	s.authLog.mu.Lock()
+	if !s.authLog.sample.allowOne("", s.clock.Now()) {
+		s.authLog.unlogged++
+		s.authLog.mu.Unlock()
+		return
+	}
+	unlogged := s.authLog.unlogged
+	s.authLog.unlogged = 0
+	s.authLog.mu.Unlock()
+	s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "authentication failed",
+		slog.String("route", c.FullPath()), slog.String("client", client),
+		slog.String("reason", reason), slog.Int("unlogged_before", unlogged))
+}
+
+// authLogPerMin bounds the failed-authentication log lines.
+const authLogPerMin = 10
+
+type authLog struct {
+	sample   *sampler
+	mu       sync.Mutex
+	unlogged int
+}
+
+func newAuthLog() *authLog { return &authLog{sample: newSampler(authLogPerMin, authLogPerMin)} }

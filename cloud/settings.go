@@ -1,0 +1,243 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/relaykit/relay/cloud/secrets"
+)
+
+// minAdminToken is the shortest admin token accepted: an admin token is
+// a password anyone on the internet may try.
+const minAdminToken = 32
+
+// settingCheck checks one setting after the flags are parsed, whether its
+// value came from the environment or from the flag. want says what a bad
+// value should be, and is "" for a good one.
+type settingCheck struct {
+	flag, env string
+	hide      bool                // the value is a secret: never printed
+	show      func(string) string // how the value is printed (default: as it is)
+	want      func(*options) string
+}
+
+// settingChecks holds a check for every setting that is not a number or a
+// duration, and for the numbers and durations with ranges of their own.
+// Other numbers and durations are checked as they parse (envInt,
+// envDuration, the flag package) and by check: 0 or more. A command checks
+// the settings it registers.
+var settingChecks = []settingCheck{
+	{flag: "listen", env: "RELAY_LISTEN", want: func(o *options) string {
+		if _, port, err := net.SplitHostPort(o.listen); err == nil {
+			if n, err := strconv.Atoi(port); err == nil && n >= 0 && n <= 65535 {
+				return ""
+			}
+		}
+		return "host:port, such as :8080 or 127.0.0.1:8080"
+	}},
+	{flag: "database-url", env: "RELAY_DATABASE_URL", show: redactURL, want: func(o *options) string {
+		return checkDatabaseURL(o.databaseURL)
+	}},
+	{flag: "data-dir", env: "RELAY_DATA_DIR", want: func(o *options) string {
+		if fi, err := os.Stat(o.dataDir); o.dataDir != "" && err == nil && !fi.IsDir() {
+			return "a directory (this is a file)"
+		}
+		return ""
+	}},
+	{flag: "admin-token", env: "RELAY_ADMIN_TOKEN", hide: true, want: func(o *options) string {
+		switch {
+		case o.adminToken == "":
+			return ""
+		case len(o.adminToken) < minAdminToken:
+			return fmt.Sprintf("at least %d characters, such as $(head -c 32 /dev/urandom | base64), or unset to disable the admin API (got %d)", minAdminToken, len(o.adminToken))
+		case strings.IndexFunc(o.adminToken, unicode.IsSpace) >= 0:
+			return "no spaces or line breaks"
+		}
+		return ""
+	}},
+	{flag: "secret-keys", env: "RELAY_SECRET_KEYS", hide: true, want: func(o *options) string {
+		if o.secretKeys == "" {
+			return ""
+		}
+		if _, err := secrets.ParseRing(o.secretKeys); err != nil {
+			return "comma-separated base64 keys of 32 bytes, such as $(head -c 32 /dev/urandom | base64): " + err.Error()
+		}
+		return ""
+	}},
+	{flag: "secret-keys-file", env: "RELAY_SECRET_KEYS_FILE", want: func(o *options) string {
+		if o.secretKeysFile == "" {
+			return ""
+		}
+		if o.secretKeys != "" {
+			return "either RELAY_SECRET_KEYS or RELAY_SECRET_KEYS_FILE, not both"
+		}
+		if _, err := readKeysFile(o.secretKeysFile); err != nil {
+			return "a readable file of base64 keys of 32 bytes, one a line or comma-separated: " + err.Error()
+		}
+		return ""
+	}},
+	{flag: "jwt-key", env: "RELAY_JWT_KEY", hide: true, want: func(o *options) string {
+		if o.jwtKey != "" && len(o.jwtKey) < 32 {
+			return fmt.Sprintf("at least 32 bytes (got %d)", len(o.jwtKey))
+		}
+		return ""
+	}},
+	{flag: "public-url", env: "RELAY_PUBLIC_URL", want: func(o *options) string {
+		if o.publicURL == "" {
+			return ""
+		}
+		u, err := url.Parse(o.publicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return "an absolute http:// or https:// URL without query, such as https://relay.example.com"
+		}
+		return ""
+	}},
+	{flag: "lease", env: "RELAY_LEASE", want: func(o *options) string { return positive(o.lease > 0) }},
+	{flag: "heartbeat-floor", env: "RELAY_HEARTBEAT_FLOOR", want: func(o *options) string { return positive(o.heartbeatFloor > 0) }},
+	{flag: "retain-acked", env: "RELAY_RETAIN_ACKED", want: func(o *options) string { return notNegative(o.retainAcked >= 0) }},
+	{flag: "retain-dlq", env: "RELAY_RETAIN_DLQ", want: func(o *options) string { return notNegative(o.retainDLQ >= 0) }},
+	{flag: "retain-rejections", env: "RELAY_RETAIN_REJECTIONS", want: func(o *options) string { return notNegative(o.retainRejected >= 0) }},
+	{flag: "log-level", env: "RELAY_LOG_LEVEL", want: func(o *options) string {
+		var l slog.Level
+		if l.UnmarshalText([]byte(o.logLevel)) != nil {
+			return "debug, info, warn or error"
+		}
+		return ""
+	}},
+	{flag: "log-format", env: "RELAY_LOG_FORMAT", want: func(o *options) string {
+		if o.logFormat != "text" && o.logFormat != "json" {
+			return "text or json"
+		}
+		return ""
+	}},
+	{flag: "rate-limit-per-min", env: "RELAY_RATE_LIMIT_PER_MIN", want: func(o *options) string { return inRange(o.rateLimit, 0, 1_000_000) }},
+	{flag: "rate-limit-burst", env: "RELAY_RATE_LIMIT_BURST", want: func(o *options) string { return inRange(o.rateBurst, 0, 1_000_000) }},
+	{flag: "quarantine-max", env: "RELAY_QUARANTINE_MAX", want: func(o *options) string { return inRange(o.quarantineMax, 0, 100_000_000) }},
+	{flag: "quarantine-max-mb", env: "RELAY_QUARANTINE_MAX_MB", want: func(o *options) string { return inRange(o.quarantineMB, 0, 1<<20) }},
+	{flag: "trusted-proxies", env: "RELAY_TRUSTED_PROXIES", want: func(o *options) string {
+		if _, err := parseProxies(o.trustedProxies); err != nil {
+			return "comma-separated IPs or CIDRs, such as 10.0.0.0/8,192.168.1.7"
+		}
+		return ""
+	}},
+	{flag: "auth-failures-per-min", env: "RELAY_AUTH_FAILURES_PER_MIN", want: func(o *options) string { return inRange(o.authFailures, 1, 1_000_000) }},
+}
+
+func positive(ok bool) string {
+	if ok {
+		return ""
+	}
+	return "a duration above 0, such as 90s or 2m"
+}
+
+func notNegative(ok bool) string {
+	if ok {
+		return ""
+	}
+	return "a duration, 0 or more, such as 168h"
+}
+
+func inRange(n, lo, hi int) string {
+	if n >= lo && n <= hi {
+		return ""
+	}
+	return fmt.Sprintf("a whole number from %d to %d", lo, hi)
+}
+
+// checkDatabaseURL says what a bad RELAY_DATABASE_URL should be.
+func checkDatabaseURL(u string) string {
+	const want = "postgres://… or sqlite:PATH, such as sqlite:./data/cloud.db"
+	switch {
+	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
+		if _, err := url.Parse(u); err != nil {
+			return want + " (this does not parse as a URL)"
+		}
+		return ""
+	case strings.HasPrefix(u, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(u, "sqlite:"), "//")
+		if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, ":memory:") {
+			return want + " (a file path, without ? or #)"
+		}
+		return ""
+	}
+	return want
+}
+
+// check checks every setting registered on fs, after fs.Parse. A bad
+// value is a usage error that names its variable (or its flag, when the
+// flag set it) and what it wants; secrets are never printed.
+func (o *options) check(fs *flag.FlagSet) error {
+	byFlag := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { byFlag[f.Name] = true })
+	var errs []error
+	checked := map[string]bool{}
+	for _, c := range settingChecks {
+		checked[c.flag] = true
+		f := fs.Lookup(c.flag)
+		if f == nil {
+			continue // not a setting of this command
+		}
+		want := c.want(o)
+		if want == "" {
+			continue
+		}
+		name := c.env
+		if byFlag[c.flag] {
+			name = "-" + c.flag
+		}
+		switch {
+		case c.hide:
+			errs = append(errs, fmt.Errorf("%s: want %s", name, want))
+		case c.show != nil:
+			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, c.show(f.Value.String()), want))
+		default:
+			errs = append(errs, fmt.Errorf("%s=%q: want %s", name, f.Value.String(), want))
+		}
+	}
+	// Numbers and durations without a check of their own: 0 or more, as
+	// envInt and envDuration want (a flag may say -1).
+	fs.VisitAll(func(f *flag.Flag) {
+		g, ok := f.Value.(flag.Getter)
+		if checked[f.Name] || !ok || !byFlag[f.Name] {
+			return
+		}
+		switch v := g.Get().(type) {
+		case int:
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("-%s=%d: want a whole number, 0 or more", f.Name, v))
+			}
+		case time.Duration:
+			if v < 0 {
+				errs = append(errs, fmt.Errorf("-%s=%s: want a duration, 0 or more", f.Name, v))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
+}
+
+// loopbackListen reports whether a listen address only takes connections
+// from this machine.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

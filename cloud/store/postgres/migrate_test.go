@@ -1,0 +1,40 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/postgres"
+	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
+	"github.com/relaykit/relay/migrations"
+)
+
+// TestMigrateReport: a database two migrations behind gets those two, and
+// says so; run again, nothing.
+func TestMigrateReport(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	latest := p.ListSources()[len(p.ListSources())-1].Version
+	_, err = p.DownTo(ctx, latest-2)
+	require.NoError(t, err)
+
+	s, err := postgres.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	res, err := s.MigrateReport(ctx)
+	require.NoError(t, err)
+	require.Equal(t, store.MigrateResult{Applied: 2, Version: latest}, res)
+	res, err = s.MigrateReport(ctx)
+	require.NoError(t, err)
+	require.Equal(t, store.MigrateResult{Applied: 0, Version: latest}, res)
+}
