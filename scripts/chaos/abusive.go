@@ -397,9 +397,9 @@ func (a *attacker) roundTrip(ctx context.Context, head [][]byte, bodyLen int64) 
 		}
 		return failure(rerr)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	n, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
-	if werr != nil || resp.Close {
+	if werr != nil || resp.Close || n == 1<<20 { // a longer answer is left unread
 		a.close()
 	}
 	return strconv.Itoa(resp.StatusCode)
