@@ -190,6 +190,9 @@ func runAbusive(ctx context.Context, e *env) (r result) {
 	}
 	r.figuref("cloud RSS %s before the attack, peak %s (bound %s%s)", mib(rssBefore), mib(peak), mib(cfg.rssBound), overAt)
 	r.figuref("during the attack the database grew %s and the cloud's log %s", mib(dbAfter-dbBefore), mib(logAfter-logBefore))
+	if self, err := rig.ReadProc(os.Getpid()); err == nil {
+		r.figuref("this process (attackers, sender, receiver) peak RSS %s", mib(self.VmHWM))
+	}
 
 	if !aborted.at.IsZero() {
 		r.failf("attack stopped %s in: the cloud's RSS reached %s (over %s, -abuse-abort-mib)",
