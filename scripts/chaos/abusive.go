@@ -113,6 +113,9 @@ func runAbusive(ctx context.Context, e *env) (r result) {
 
 	total := abuseWarmup + cfg.length + abuseCooldown
 	snd := newSender(s.urls(), s.hosts, "ab", int(abuseLegitRate*total.Seconds()), abuseLegitRate, 60*time.Second)
+	// A new connection for every webhook, as a provider opens them: the
+	// slow clients must not keep the legitimate ones from being accepted.
+	snd.client.Transport.(*http.Transport).DisableKeepAlives = true
 	attackCtx, stopAttack := context.WithCancel(ctx)
 	defer stopAttack()
 	watch := watchRSS(cloud.pid(), cfg.rssBound, cfg.rssAbort, stopAttack)
