@@ -38,6 +38,7 @@ type env struct {
 	work                 string // everything the run writes
 	bin                  string // cloud and host binaries
 	pg                   *pgServer
+	abuse                abuseConfig // scenario 7's attackers
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -210,6 +211,16 @@ func (p *proc) start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// pid is the id of the process last started (0 before the first start).
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 // running reports whether the process is alive.

@@ -17,8 +17,8 @@
 // and reported, not failed; a run after a success the ledger recorded is a
 // duplicate.
 //
-// The scenarios (all on a throwaway Postgres with fsync on, binaries built
-// once into a temporary directory):
+// The scenarios (on a throwaway Postgres with fsync on but the seventh, on
+// SQLite; binaries built once into a temporary directory):
 //
 //  1. cloud-sigkill: two `cloud serve` replicas, one SIGKILLed and restarted
 //     every 3 s during 5,000 webhooks; hosts go through a balancer.
@@ -33,10 +33,20 @@
 //  6. four-claimers: four store pools lease one host's deliveries in a loop
 //     for 60 s on Postgres and on SQLite; no two leases of a delivery
 //     overlap.
+//  7. abusive-clients: while a sender delivers 20 signed webhooks a second
+//     from 127.0.0.1, attackers from 127.0.0.2 on flood the cloud's public
+//     edge for 60 s — 1 MB made-up host ids and source names, unsigned 1 MiB
+//     and 25 MiB bodies, header floods, claim-code guesses, junk token
+//     exchanges, slow headers and slow bodies. Besides the four records:
+//     every legitimate request answered 2xx (no 429 or 503, none cut) and
+//     the cloud's peak RSS under -abuse-rss-mib (256); it reports the
+//     attackers' rates, the legitimate latency, the peak RSS and the growth
+//     of the database and the log.
 //
 // Usage:
 //
 //	go run ./scripts/chaos [-short] [-run REGEX] [-v] [-keep] [-seed N]
+//	    [-abuse-scale F] [-abuse-for D] [-abuse-kinds REGEX] [-abuse-rss-mib N] [-abuse-abort-mib N]
 //
 // -short runs scenarios 1, 3 and 4 in short versions (about 90 s in all);
 // with -run it shortens the scenarios picked. The last line is
@@ -85,6 +95,7 @@ var scenarios = []scenario{
 	{4, "network-faults", true, runNetworkFaults},
 	{5, "ledger-disk-full", false, runDiskFull},
 	{6, "four-claimers", false, runClaimers},
+	{7, "abusive-clients", false, runAbusive},
 }
 
 func main() {
@@ -93,7 +104,24 @@ func main() {
 	verbose := flag.Bool("v", false, "log progress")
 	keep := flag.Bool("keep", false, "keep the work directory (logs, ledgers) after the run")
 	seed := flag.Int64("seed", time.Now().UnixNano(), "seed of the random fault timing")
+	abuseScale := flag.Float64("abuse-scale", 1, "scenario 7: multiplies every attacker's rate and connections")
+	abuseFor := flag.Duration("abuse-for", 60*time.Second, "scenario 7: how long the attack lasts")
+	abuseRSS := flag.Int64("abuse-rss-mib", 256, "scenario 7: the bound on the cloud's peak RSS, MiB")
+	abuseKinds := flag.String("abuse-kinds", "", "scenario 7: run only the kinds of attack whose name matches this regular expression")
+	abuseAbort := flag.Int64("abuse-abort-mib", 2048, "scenario 7: the cloud RSS at which the attack stops early, MiB (protects the machine)")
 	flag.Parse()
+	if *abuseScale <= 0 || *abuseFor <= 0 || *abuseRSS <= 0 || *abuseAbort <= 0 {
+		fmt.Fprintln(os.Stderr, "chaos: -abuse-scale, -abuse-for, -abuse-rss-mib and -abuse-abort-mib must be positive")
+		os.Exit(2)
+	}
+	abuse := abuseConfig{scale: *abuseScale, length: *abuseFor, rssBound: *abuseRSS << 20, rssAbort: *abuseAbort << 20}
+	if *abuseKinds != "" {
+		var err error
+		if abuse.kinds, err = regexp.Compile(*abuseKinds); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: -abuse-kinds: %v\n", err)
+			os.Exit(2)
+		}
+	}
 
 	var re *regexp.Regexp
 	if *runRe != "" {
@@ -127,6 +155,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "chaos: set-up: %v\n", err)
 		os.Exit(1)
 	}
+	e.abuse = abuse
 	fmt.Printf("seed %d (repeat the fault timing with -seed %d)\n", *seed, *seed)
 	e.logf("set-up took %s", time.Since(start).Round(time.Millisecond))
 

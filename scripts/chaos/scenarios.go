@@ -37,10 +37,17 @@ func (e *env) newSetup(ctx context.Context, tag string, replicas, hosts int, clo
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{}
-	if s.dbURL, err = pg.newDatabase(ctx, tag); err != nil {
+	dbURL, err := pg.newDatabase(ctx, tag)
+	if err != nil {
 		return nil, err
 	}
+	return e.setupOn(ctx, dbURL, replicas, hosts, cloudEnv...)
+}
+
+// setupOn is newSetup on a database of the caller's (a postgres URL or
+// "sqlite:PATH").
+func (e *env) setupOn(ctx context.Context, dbURL string, replicas, hosts int, cloudEnv ...string) (*setup, error) {
+	s := &setup{dbURL: dbURL}
 	for i := range replicas {
 		c, err := e.startCloud(ctx, fmt.Sprintf("cloud-%d", i), s.dbURL, cloudEnv...)
 		if err != nil {
