@@ -137,15 +137,10 @@ func (a *authAttempt) succeeded() { a.refund() }
 // logAuthFailure logs a failed authentication, at most authLogPerMin lines a
 // minute in all; the line says how many failures went unlogged before it.
 func (s *Server) logAuthFailure(c *gin.Context, client, reason string) {
-	s.authLog.mu.Lock()
-	if !s.authLog.sample.allowOne("", s.clock.Now()) {
-		s.authLog.unlogged++
-		s.authLog.mu.Unlock()
+	ok, unlogged := s.authLog.take("", s.clock.Now())
+	if !ok {
 		return
 	}
-	unlogged := s.authLog.unlogged
-	s.authLog.unlogged = 0
-	s.authLog.mu.Unlock()
 	s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "authentication failed",
 		slog.String("route", c.FullPath()), slog.String("client", client),
 		slog.String("reason", reason), slog.Int("unlogged_before", unlogged))
@@ -153,11 +148,3 @@ func (s *Server) logAuthFailure(c *gin.Context, client, reason string) {
 
 // authLogPerMin bounds the failed-authentication log lines.
 const authLogPerMin = 10
-
-type authLog struct {
-	sample   *sampler
-	mu       sync.Mutex
-	unlogged int
-}
-
-func newAuthLog() *authLog { return &authLog{sample: newSampler(authLogPerMin, authLogPerMin)} }

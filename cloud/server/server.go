@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +113,8 @@ type Server struct {
 	auditSample *sampler      // rejections recorded per host and minute
 	logSample   *sampler      // over-limit warnings logged per host and minute
 	authLimits  *authLimiter  // failed authentications per client IP
-	authLog     *authLog      // failed authentications logged
+	authLog     *logBudget    // failed authentications logged
+	accessLogs  *logBudget    // 4xx and 5xx access log lines, per route and status
 	metrics     *metrics
 	wakeups     *wakeups     // heartbeats waiting for work (wait_s)
 	targets     *targetCache // intake's hosts and sources
@@ -134,7 +136,8 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		auditSample: newSampler(60, 60),
 		logSample:   newSampler(6, 1),
 		authLimits:  newAuthLimiter(cfg.AuthFailuresPerMin, maxAuthClients),
-		authLog:     newAuthLog(),
+		authLog:     newLogBudget(authLogPerMin),
+		accessLogs:  newLogBudget(accessLogPerMin),
 		metrics:     newMetrics(),
 		wakeups:     newWakeups(),
 		targets:     newTargetCache(targetTTL, 100_000),
@@ -215,20 +218,39 @@ func (s *Server) recoverer(c *gin.Context) {
 	c.Next()
 }
 
+// accessLogPerMin bounds the access log's lines for failed requests, per
+// route and status: anyone can send requests that fail.
+const accessLogPerMin = 60
+
 // accessLog logs each request by route pattern (never the query string or
-// headers, which may carry credentials).
+// headers, which may carry credentials): successes at debug, failures at
+// info, at most accessLogPerMin a minute per route and status, each saying
+// how many like it went unlogged before it.
 func (s *Server) accessLog(c *gin.Context) {
 	start := s.clock.Now()
 	c.Next()
-	level := slog.LevelDebug
-	if c.Writer.Status() >= 400 {
+	status, route := c.Writer.Status(), c.FullPath()
+	level, unlogged := slog.LevelDebug, 0
+	if status >= 400 {
+		var ok bool
+		if ok, unlogged = s.accessLogs.take(route+" "+strconv.Itoa(status), s.clock.Now()); !ok {
+			return
+		}
 		level = slog.LevelInfo
 	}
-	s.log.LogAttrs(c.Request.Context(), level, "http",
+	if !s.log.Enabled(c.Request.Context(), level) {
+		return
+	}
+	attrs := []slog.Attr{
 		slog.String("method", c.Request.Method),
-		slog.String("route", c.FullPath()),
-		slog.Int("status", c.Writer.Status()),
-		slog.Duration("took", s.clock.Since(start)))
+		slog.String("route", route),
+		slog.Int("status", status),
+		slog.Duration("took", s.clock.Since(start)),
+	}
+	if unlogged > 0 {
+		attrs = append(attrs, slog.Int("unlogged_before", unlogged))
+	}
+	s.log.LogAttrs(c.Request.Context(), level, "http", attrs...)
 }
 
 // requireAdmin checks the admin bearer token in constant time. Without a
