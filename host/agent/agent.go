@@ -76,10 +76,10 @@ const (
 
 // Options configures an Agent. Zero durations and counts take defaults.
 type Options struct {
-	Cloud        *cloudapi.Client
+	Cloud        Cloud
 	HostID       string
 	Credential   string
-	Ledger       *ledger.Ledger
+	Ledger       Ledger
 	Sources      map[string]Source
 	Subscription *shared.Subscription // sent to the cloud when it changes
 	Interval     time.Duration        // own heartbeat interval (default 30 s)
@@ -92,6 +92,40 @@ type Options struct {
 	// of processing a webhook whose handler ran, so a test can kill the
 	// process exactly there. Nil in normal use.
 	FaultHook func(point string)
+}
+
+// Cloud is the cloud's host API as the agent uses it (a *cloudapi.Client).
+// Its errors carry the cloud's HTTP status as cloudapi.StatusOf reads it:
+// 401 and 410 say the token or the credential was refused.
+type Cloud interface {
+	// Token exchanges the host's credential for a fresh token.
+	Token(ctx context.Context, req shared.TokenRequest) (shared.TokenResponse, error)
+	// Heartbeat reports outcomes and leases new work, authenticated by token.
+	Heartbeat(ctx context.Context, token string, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error)
+}
+
+// Ledger is the host's durable record as the agent uses it (a
+// *ledger.Ledger): what ran and with what result, and the outbox of acks
+// and nacks waiting for the cloud. Concurrent writes share a transaction.
+type Ledger interface {
+	// DeliveriesDone returns, of the given deliveries, those recorded as
+	// done (success or skipped), with their result.
+	DeliveriesDone(ctx context.Context, deliveryIDs []string) (map[string]ledger.Result, error)
+	// DeliveryRecord commits an outcome with its ack or nack and returns
+	// the delivery's local attempts.
+	DeliveryRecord(ctx context.Context, p ledger.RecordParams) (int, error)
+	// OutboxEnqueue queues an ack or nack on its own.
+	OutboxEnqueue(ctx context.Context, ob ledger.OutboxEntry) error
+	// OutboxList returns up to limit pending outbox entries, oldest first.
+	OutboxList(ctx context.Context, limit int) ([]ledger.OutboxEntry, error)
+	// OutboxDelete removes exactly the entries with the given sequence
+	// numbers.
+	OutboxDelete(ctx context.Context, seqs []int64) error
+	// OutboxCount returns the number of pending outbox entries.
+	OutboxCount(ctx context.Context) (int, error)
+	// Probe commits a write that leaves nothing behind: it fails while the
+	// ledger cannot record.
+	Probe(ctx context.Context) error
 }
 
 // Limits of one heartbeat.
