@@ -19,7 +19,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -27,7 +26,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/handler"
-	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -88,31 +86,24 @@ type Options struct {
 
 // Agent heartbeats and processes webhooks. Create it with New, then Run it.
 //
-// Its parts: the heartbeat brings leased webhooks in and takes outcomes out
-// (heartbeat.go, with its cadence: cadence.go); flow control
+// Its parts: the transport brings leased webhooks in and takes outcomes out
+// (the heartbeat, with its cadence: heartbeat.go, cadence.go); flow control
 // says how many the host can take (flow.go); the worker pool runs them in
 // each source's order (pool.go); the recorder writes their outcomes to the
-// ledger and its outbox (recorder.go). Only the heartbeat talks to the
+// ledger and its outbox (recorder.go). Only the transport talks to the
 // cloud.
 type Agent struct {
-	opts   Options
-	log    *slog.Logger
-	clock  clockwork.Clock
-	flow   *flow
-	pool   *pool
-	rec    *recorder
-	wake   chan struct{}  // an outcome was recorded or the configuration changed
-	wg     sync.WaitGroup // webhooks started and not yet recorded
+	opts      Options
+	log       *slog.Logger
+	clock     clockwork.Clock
+	transport Transport
+	flow      *flow
+	pool      *pool
+	rec       *recorder
+	wake      chan struct{}  // an outcome was recorded or the configuration changed
+	wg        sync.WaitGroup // webhooks started and not yet recorded
+	// tokens hands out the host's token, for any transport.
 	tokens *tokenSource
-
-	// Only Run's goroutine uses the fields below.
-	// answerLost: the last heartbeat failed, so what its answer leased may
-	// not have arrived; the next one says so.
-	answerLost bool
-	subSent    []byte // the subscription the cloud last accepted
-	// cleanup is closed once the last heartbeat's outbox cleanup is done
-	// (nil: none ran).
-	cleanup chan struct{}
 
 	// handlerCtx is given to handlers; set by Run before any webhook is
 	// dispatched.
@@ -159,6 +150,7 @@ func New(opts Options) *Agent {
 		req:   shared.TokenRequest{HostID: opts.HostID, HostCredential: opts.Credential},
 		clock: opts.Clock,
 	}
+	a.transport = newHeartbeats(a, opts)
 	a.setConfig(opts.Sources, opts.Subscription)
 	return a
 }
@@ -245,7 +237,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancelHandlers()
 	a.handlerCtx = handlerCtx
 
-	fatal := a.loop(ctx)
+	fatal := a.transport.Run(ctx)
 	a.pool.stop()
 	if fatal != nil {
 		a.log.Error("stopping: the cloud refused this host's credential", "err", fatal)
@@ -307,97 +299,9 @@ func (a *Agent) flush(base context.Context) {
 		a.log.Info("host agent stopped", "outbox", n)
 		return
 	}
-	defer a.awaitCleanup()
-	if _, err := a.heartbeat(ctx, false); err != nil {
+	if err := a.transport.Flush(ctx); err != nil {
 		a.log.Warn("final heartbeat failed; the outbox is kept and sent on the next start", "outbox", n, "err", err)
 		return
 	}
 	a.log.Info("host agent stopped; outbox flushed", "sent", n)
-}
-
-// dispatch takes a leased batch: webhooks already in flight are not started
-// twice; the others are looked up in the ledger in one query, those already
-// done are acked again, and the rest wait on their source's lane.
-func (a *Agent) dispatch(ws []shared.Webhook) {
-	fresh := a.flow.admit(ws, a.clock.Now())
-	if len(fresh) == 0 {
-		return
-	}
-	a.pool.expect(len(fresh))
-	ids := make([]string, len(fresh))
-	for i, w := range fresh {
-		ids[i] = w.DeliveryID
-	}
-	done, err := a.rec.done(ids)
-	if err != nil {
-		// Without the ledger we cannot tell whether they already ran.
-		a.log.Error("ledger lookup failed; leaving the webhooks to be delivered again", "count", len(fresh), "err", err)
-		a.flow.release(ids...)
-		a.pool.expect(-len(fresh))
-		return
-	}
-	n := len(fresh)
-	run := fresh[:0] // filtered in place
-	for _, w := range fresh {
-		if r, ok := done[w.DeliveryID]; ok {
-			a.wg.Add(1)
-			go a.ackAgain(*w, r)
-			continue
-		}
-		run = append(run, w)
-	}
-	a.pool.enqueue(run, n-len(run))
-}
-
-// ackAgain acks again a webhook the ledger records as done.
-func (a *Agent) ackAgain(w shared.Webhook, prev ledger.Result) {
-	defer a.wg.Done()
-	defer a.finish(w.DeliveryID)
-	a.rec.ackAgain(&w, prev)
-}
-
-// settle records w's outcome, off the worker that ran it, and takes it out
-// of flight.
-func (a *Agent) settle(w *shared.Webhook, o outcome) {
-	a.rec.record(w, o)
-	a.finish(w.DeliveryID)
-}
-
-// finish takes a webhook out of flight and wakes the heartbeat: an outcome
-// may wait in the outbox, and there is room for more.
-func (a *Agent) finish(deliveryID string) {
-	a.flow.release(deliveryID)
-	a.signal()
-}
-
-func (a *Agent) signal() {
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
-}
-
-// subscription returns the subscription to report, as JSON (nil: none).
-func (a *Agent) subscription() []byte {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sub
-}
-
-// pendingSub reports whether the subscription differs from sent, the one
-// the cloud last accepted.
-func (a *Agent) pendingSub(sent []byte) bool {
-	sub := a.subscription()
-	return sub != nil && !slices.Equal(sub, sent)
-}
-
-// contacted notes the outcome of an exchange with the cloud at now.
-func (a *Agent) contacted(now time.Time, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil {
-		a.lastError = err.Error()
-		return
-	}
-	a.lastHeartbeat, a.lastError = now, ""
 }

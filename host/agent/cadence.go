@@ -27,28 +27,28 @@ const (
 	firstRetry = 250 * time.Millisecond
 )
 
-// loop heartbeats until ctx is done or the cloud refuses the host's
-// credential (it returns that error). After a success the next heartbeat goes out after the host's
+// Run heartbeats until ctx is done or the cloud refuses the host's
+// credential. After a success the next heartbeat goes out after the host's
 // interval (busyInterval while work is in flight), never sooner than the
 // cloud's floor after the last one left, and sooner when there is news: at
 // once to long-poll when idle, as soon as half the lease window is free
 // while the cloud has a backlog, at the floor when outcomes or a changed
 // subscription wait. A failed heartbeat is retried with exponential
 // backoff and jitter, reset by a success.
-func (a *Agent) loop(ctx context.Context) error {
-	defer a.awaitCleanup()
+func (h *heartbeats) Run(ctx context.Context) error {
+	defer h.awaitCleanup()
 	bo := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(firstRetry),
 		backoff.WithMultiplier(2),
 		backoff.WithRandomizationFactor(0.5),
-		backoff.WithMaxInterval(a.opts.MaxBackoff),
+		backoff.WithMaxInterval(h.maxBackoff),
 		backoff.WithMaxElapsedTime(0), // never give up
 	)
 	floor := defaultFloor
 	lastEarly := false // the last long poll was answered early with nothing to run
 	for ctx.Err() == nil {
-		start := a.clock.Now()
-		res, err := a.heartbeat(ctx, true)
+		start := h.clock.Now()
+		res, err := h.exchange(ctx, true)
 		if ctx.Err() != nil {
 			break
 		}
@@ -57,18 +57,18 @@ func (a *Agent) loop(ctx context.Context) error {
 		}
 		if err != nil {
 			lastEarly = false
-			delay := min(bo.NextBackOff(), a.opts.MaxBackoff)
-			a.log.Warn("heartbeat failed", "err", err, "retry_in", delay)
-			retryAt := a.clock.Now().Add(delay)
-			a.sleep(ctx, retryAt, retryAt, false)
+			delay := min(bo.NextBackOff(), h.maxBackoff)
+			h.log.Warn("heartbeat failed", "err", err, "retry_in", delay)
+			retryAt := h.clock.Now().Add(delay)
+			h.sleep(ctx, retryAt, retryAt, false)
 			continue
 		}
 		bo.Reset()
 		if res.floor > 0 {
 			floor = res.floor
 		}
-		interval := a.opts.Interval
-		if a.flow.count() > 0 {
+		interval := h.interval
+		if h.a.flow.count() > 0 {
 			interval = min(interval, busyInterval)
 		}
 		earliest := start.Add(floor)
@@ -79,7 +79,7 @@ func (a *Agent) loop(ctx context.Context) error {
 		// The cloud stopped holding a long poll before wait_s with nothing
 		// for this host to run: it is shutting down, or a retry came due
 		// and went elsewhere.
-		early := res.wait > 0 && a.clock.Since(start) < res.wait && a.flow.count() == 0
+		early := res.wait > 0 && h.clock.Since(start) < res.wait && h.a.flow.count() == 0
 		earlyAgain := early && lastEarly
 		lastEarly = early
 		if res.draining {
@@ -89,7 +89,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			if !res.outboxMore && !res.subPending {
 				next = start.Add(max(interval, floor))
 			}
-			a.awaitRoom(ctx, next)
+			h.awaitRoom(ctx, next)
 			continue
 		}
 		switch {
@@ -99,40 +99,40 @@ func (a *Agent) loop(ctx context.Context) error {
 			// to the whole interval. Twice in a row, the cloud's floor
 			// applies, so a cloud that does not hold polls is not polled in
 			// a loop.
-			next = a.clock.Now()
+			next = h.clock.Now()
 			if earlyAgain {
 				next = earliest
 			}
-		case res.wait > 0 && a.clock.Since(start) >= res.wait:
+		case res.wait > 0 && h.clock.Since(start) >= res.wait:
 			// The cloud held a long-poll for all of wait_s: poll again now.
 			next = earliest
-		case res.wait == 0 && res.canWait && a.flow.count() == 0:
+		case res.wait == 0 && res.canWait && h.a.flow.count() == 0:
 			// That heartbeat only reported (the subscription, or outcomes of
 			// work that ran when it left); now idle, the next one long-polls,
 			// at once: a held heartbeat is no load on the cloud's floor.
-			next = a.clock.Now()
-		case res.wait == 0 && a.flow.count() == 0:
+			next = h.clock.Now()
+		case res.wait == 0 && h.a.flow.count() == 0:
 			next = earliest
 		}
-		a.sleep(ctx, next, earliest, true)
+		h.sleep(ctx, next, earliest, true)
 	}
 	return nil
 }
 
 // sleep waits until next, or until earliest once signaled (when wakeable).
 // It returns early when ctx is done.
-func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bool) {
+func (h *heartbeats) sleep(ctx context.Context, next, earliest time.Time, wakeable bool) {
 	var wake <-chan struct{}
 	if wakeable {
-		wake = a.wake
+		wake = h.a.wake
 	}
 	for {
-		d := next.Sub(a.clock.Now())
+		d := next.Sub(h.clock.Now())
 		if d <= 0 {
 			return
 		}
-		t := a.clock.NewTimer(d)
-		if !a.clock.Now().Before(next) {
+		t := h.clock.NewTimer(d)
+		if !h.clock.Now().Before(next) {
 			// The clock passed next while the timer was being made.
 			t.Stop()
 			return
@@ -145,7 +145,7 @@ func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bo
 			return
 		case <-wake:
 			t.Stop()
-			if a.flow.count() == 0 && !a.rec.unrecordable.Load() {
+			if h.a.flow.count() == 0 && !h.a.rec.unrecordable.Load() {
 				// The last outcome is recorded and nothing runs: report it
 				// now, in a heartbeat that long-polls for the next webhook
 				// (a held heartbeat is no load on the cloud's floor).
@@ -160,21 +160,21 @@ func (a *Agent) sleep(ctx context.Context, next, earliest time.Time, wakeable bo
 
 // awaitRoom waits until half the lease window is free (or until deadline,
 // or ctx is done): outcomes signal the loop as they are recorded.
-func (a *Agent) awaitRoom(ctx context.Context, deadline time.Time) {
+func (h *heartbeats) awaitRoom(ctx context.Context, deadline time.Time) {
 	var t clockwork.Timer
 	defer func() {
 		if t != nil {
 			t.Stop()
 		}
 	}()
-	for !a.flow.roomForMore() {
+	for !h.a.flow.roomForMore() {
 		if t == nil {
-			d := deadline.Sub(a.clock.Now())
+			d := deadline.Sub(h.clock.Now())
 			if d <= 0 {
 				return
 			}
-			t = a.clock.NewTimer(d)
-			if !a.clock.Now().Before(deadline) {
+			t = h.clock.NewTimer(d)
+			if !h.clock.Now().Before(deadline) {
 				return
 			}
 		}
@@ -183,7 +183,7 @@ func (a *Agent) awaitRoom(ctx context.Context, deadline time.Time) {
 			return
 		case <-t.Chan():
 			return
-		case <-a.wake:
+		case <-h.a.wake:
 		}
 	}
 }

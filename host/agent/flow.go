@@ -11,7 +11,7 @@ import (
 )
 
 // Flow control: how many webhooks the host can take. The lease window
-// bounds the webhooks in flight (leased and not yet recorded); a heartbeat
+// bounds the webhooks in flight (leased and not yet recorded); a transport
 // asks for no more than the window leaves free, and extends the leases of
 // those in flight in time. It knows nothing of how webhooks come in.
 const (
@@ -92,7 +92,7 @@ func (f *flow) count() int {
 	return len(f.inFlight)
 }
 
-// credit is what flow control says when a heartbeat reports.
+// credit is what flow control says when a transport reports.
 type credit struct {
 	free    int      // room in the window (may be negative after it shrank)
 	idle    bool     // nothing in flight

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/host/ledger"
@@ -29,6 +32,49 @@ const (
 	heartbeatTimeout      = time.Minute
 )
 
+// heartbeats is the heartbeat transport: each heartbeat reports the
+// outbox's acks and nacks, the extends of work in flight and the
+// subscription if the cloud does not have it yet, and leases as many
+// webhooks as flow control has room for; an idle host's heartbeat
+// long-polls. When to send the next one is its cadence (cadence.go).
+type heartbeats struct {
+	a          *Agent
+	cloud      Cloud
+	tokens     *tokenSource  // the agent's
+	interval   time.Duration // the host's own heartbeat interval
+	maxBackoff time.Duration
+	clock      clockwork.Clock
+	log        *slog.Logger
+
+	// Only Run's goroutine, then Flush, use the fields below.
+	// answerLost: the last heartbeat failed, so what its answer leased may
+	// not have arrived; the next one says so.
+	answerLost bool
+	subSent    []byte // the subscription the cloud last accepted
+	// cleanup is closed once the last heartbeat's outbox cleanup is done
+	// (nil: none ran).
+	cleanup chan struct{}
+}
+
+func newHeartbeats(a *Agent, opts Options) *heartbeats {
+	return &heartbeats{
+		a:          a,
+		cloud:      opts.Cloud,
+		tokens:     a.tokens,
+		interval:   opts.Interval,
+		maxBackoff: opts.MaxBackoff,
+		clock:      opts.Clock,
+		log:        opts.Logger,
+	}
+}
+
+// Flush sends a last heartbeat that leases nothing.
+func (h *heartbeats) Flush(ctx context.Context) error {
+	defer h.awaitCleanup()
+	_, err := h.exchange(ctx, false)
+	return err
+}
+
 type heartbeatResult struct {
 	more       bool
 	draining   bool // the cloud has more and leased some: come back for it soon
@@ -39,15 +85,16 @@ type heartbeatResult struct {
 	canWait    bool          // taking work and able to record it: an idle host's next heartbeat long-polls
 }
 
-// heartbeat sends one heartbeat: the outbox's acks and nacks, the extends of
+// exchange sends one heartbeat: the outbox's acks and nacks, the extends of
 // in-flight work, the subscription if the cloud does not have it yet, and
 // hands the leased webhooks to the agent (take false: lease nothing). On
 // success it deletes from the outbox exactly the entries it sent.
-func (a *Agent) heartbeat(ctx context.Context, take bool) (heartbeatResult, error) {
+func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
 	defer cancel()
+	a := h.a
 
-	a.awaitCleanup() // what the last heartbeat delivered is not listed again
+	h.awaitCleanup() // what the last heartbeat delivered is not listed again
 	paused := a.rec.paused()
 	outbox, err := a.rec.outbox(ctx, maxOutboxPerHeartbeat)
 	if err != nil {
@@ -66,10 +113,10 @@ func (a *Agent) heartbeat(ctx context.Context, take bool) (heartbeatResult, erro
 			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
 		}
 	}
-	sentAt := a.clock.Now()
-	c := a.flow.credit(sentAt, a.answerLost)
+	sentAt := h.clock.Now()
+	c := a.flow.credit(sentAt, h.answerLost)
 	req.WebhookExtends = c.extends
-	if a.answerLost {
+	if h.answerLost {
 		// What the lost answer leased is not here: say what is, and the
 		// cloud hands the rest out again at once.
 		req.AnswerLost = true
@@ -79,7 +126,7 @@ func (a *Agent) heartbeat(ctx context.Context, take bool) (heartbeatResult, erro
 	// either way the window did not cover this heartbeat's round trip.
 	a.pool.markDry()
 	sub := a.subscription()
-	if sub != nil && !slices.Equal(sub, a.subSent) {
+	if sub != nil && !slices.Equal(sub, h.subSent) {
 		req.Config = &shared.Subscription{}
 		if err := json.Unmarshal(sub, req.Config); err != nil {
 			return heartbeatResult{}, fmt.Errorf("subscription: %w", err)
@@ -97,38 +144,38 @@ func (a *Agent) heartbeat(ctx context.Context, take bool) (heartbeatResult, erro
 	// at once (early answers in a row: at the cloud's floor).
 	// The cloud applies the acks and nacks it carries before it waits.
 	if take && !paused && c.idle && req.Config == nil {
-		req.WaitS = int(min(a.opts.Interval, maxWait) / time.Second)
+		req.WaitS = int(min(h.interval, maxWait) / time.Second)
 	}
 
-	resp, err := a.send(ctx, req)
-	now := a.clock.Now()
+	resp, err := h.send(ctx, req)
+	now := h.clock.Now()
 	a.contacted(now, err)
 	if err != nil {
 		// Whatever the cloud leased to this heartbeat did not arrive.
-		a.answerLost = true
+		h.answerLost = true
 		return heartbeatResult{}, err
 	}
 	if req.AnswerLost {
-		a.answerLost = false
+		h.answerLost = false
 	}
 	if req.Config != nil {
-		a.subSent = sub
-		a.log.Info("subscription sent to the cloud", "sources", len(req.Config.Webhooks))
+		h.subSent = sub
+		h.log.Info("subscription sent to the cloud", "sources", len(req.Config.Webhooks))
 	}
-	subPending := a.pendingSub(a.subSent)
+	subPending := a.pendingSub(h.subSent)
 	a.flow.extended(req.WebhookExtends, sentAt)
 	draining := resp.More && len(resp.Webhooks) > 0 && take
 	// The workers ran out of work while this heartbeat was on its way and
 	// the cloud has more: lease further ahead.
 	a.flow.adjust(draining, a.pool.ranDry(), resp.More)
-	a.log.Debug("heartbeat", "acks", len(req.WebhookAcks), "nacks", len(req.WebhookNacks),
+	h.log.Debug("heartbeat", "acks", len(req.WebhookAcks), "nacks", len(req.WebhookNacks),
 		"extends", len(req.WebhookExtends), "leased", len(resp.Webhooks), "more", resp.More)
 	// The new work goes to the workers first; the outbox cleanup below
 	// waits for a commit.
 	if len(resp.Webhooks) > 0 {
 		if !take {
 			for _, w := range resp.Webhooks {
-				a.log.Warn("webhook leased while stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
+				h.log.Warn("webhook leased while stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
 			}
 		} else {
 			a.dispatch(resp.Webhooks)
@@ -139,13 +186,13 @@ func (a *Agent) heartbeat(ctx context.Context, take bool) (heartbeatResult, erro
 	// commits while the loop waits for room; the next heartbeat waits for it.
 	if len(seqs) > 0 {
 		done := make(chan struct{})
-		a.cleanup = done
+		h.cleanup = done
 		go func() {
 			defer close(done)
 			if err := a.rec.reported(seqs); err != nil {
 				// The entries go out again with the next heartbeat, soon: a
 				// repeated ack is harmless.
-				a.log.Error("outbox cleanup failed", "err", err)
+				h.log.Error("outbox cleanup failed", "err", err)
 				a.signal()
 			}
 		}()
@@ -164,27 +211,27 @@ func (a *Agent) heartbeat(ctx context.Context, take bool) (heartbeatResult, erro
 }
 
 // awaitCleanup waits for the last heartbeat's outbox cleanup.
-func (a *Agent) awaitCleanup() {
-	if a.cleanup != nil {
-		<-a.cleanup
-		a.cleanup = nil
+func (h *heartbeats) awaitCleanup() {
+	if h.cleanup != nil {
+		<-h.cleanup
+		h.cleanup = nil
 	}
 }
 
 // send posts a heartbeat, fetching a fresh token once if the cloud answers 401.
-func (a *Agent) send(ctx context.Context, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error) {
-	token, err := a.tokens.Token(ctx)
+func (h *heartbeats) send(ctx context.Context, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error) {
+	token, err := h.tokens.Token(ctx)
 	if err != nil {
 		return shared.HeartbeatResponse{}, err
 	}
-	resp, err := a.opts.Cloud.Heartbeat(ctx, token, req)
+	resp, err := h.cloud.Heartbeat(ctx, token, req)
 	if cloudapi.StatusOf(err) == http.StatusUnauthorized {
-		a.log.Info("token refused by the cloud; fetching a new one")
-		a.tokens.Invalidate()
-		if token, err = a.tokens.Token(ctx); err != nil {
+		h.log.Info("token refused by the cloud; fetching a new one")
+		h.tokens.Invalidate()
+		if token, err = h.tokens.Token(ctx); err != nil {
 			return shared.HeartbeatResponse{}, err
 		}
-		resp, err = a.opts.Cloud.Heartbeat(ctx, token, req)
+		resp, err = h.cloud.Heartbeat(ctx, token, req)
 	}
 	if cloudapi.StatusOf(err) == http.StatusGone {
 		return shared.HeartbeatResponse{}, fmt.Errorf("%w: %v", ErrRevoked, err)

@@ -42,7 +42,7 @@ const ledgerTimeout = 30 * time.Second
 
 // recorder writes what the host did to the ledger: each outcome with its
 // ack or nack in one transaction, acks again of webhooks already done, and
-// nacks of webhooks handed back; the heartbeat reads the outbox it fills. While
+// nacks of webhooks handed back; transports read the outbox it fills. While
 // the ledger cannot record (a full disk) it says so, and the host takes no
 // new work — each handler run would be lost and run again — until a probe
 // write succeeds.
