@@ -294,14 +294,13 @@ func (a *Agent) drain(cancelHandlers context.CancelFunc) {
 func (a *Agent) flush(base context.Context) {
 	ctx, cancel := context.WithTimeout(base, finalFlushTimeout)
 	defer cancel()
-	n, err := a.opts.Ledger.OutboxCount(ctx)
-	if err != nil || n == 0 {
-		a.log.Info("host agent stopped", "outbox", n)
-		return
-	}
-	if err := a.transport.Flush(ctx); err != nil {
+	n, err := a.transport.Flush(ctx)
+	switch {
+	case err != nil:
 		a.log.Warn("final heartbeat failed; the outbox is kept and sent on the next start", "outbox", n, "err", err)
-		return
+	case n == 0:
+		a.log.Info("host agent stopped", "outbox", n)
+	default:
+		a.log.Info("host agent stopped; outbox flushed", "sent", n)
 	}
-	a.log.Info("host agent stopped; outbox flushed", "sent", n)
 }

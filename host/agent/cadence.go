@@ -36,7 +36,6 @@ const (
 // subscription wait. A failed heartbeat is retried with exponential
 // backoff and jitter, reset by a success.
 func (h *heartbeats) Run(ctx context.Context) error {
-	defer h.awaitCleanup()
 	bo := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(firstRetry),
 		backoff.WithMultiplier(2),
@@ -53,6 +52,7 @@ func (h *heartbeats) Run(ctx context.Context) error {
 			break
 		}
 		if errors.Is(err, ErrRevoked) {
+			h.awaitCleanup()
 			return err
 		}
 		if err != nil {

@@ -68,11 +68,19 @@ func newHeartbeats(a *Agent, opts Options) *heartbeats {
 	}
 }
 
-// Flush sends a last heartbeat that leases nothing.
-func (h *heartbeats) Flush(ctx context.Context) error {
+// Flush sends a last heartbeat that leases nothing, if the outbox holds
+// outcomes.
+func (h *heartbeats) Flush(ctx context.Context) (int, error) {
 	defer h.awaitCleanup()
-	_, err := h.exchange(ctx, false)
-	return err
+	h.awaitCleanup()
+	n, err := h.a.rec.count(ctx)
+	if err != nil || n == 0 {
+		return 0, nil
+	}
+	if _, err := h.exchange(ctx, false); err != nil {
+		return n, err
+	}
+	return n, nil
 }
 
 type heartbeatResult struct {

@@ -172,6 +172,11 @@ func (r *recorder) outbox(ctx context.Context, limit int) ([]ledger.OutboxEntry,
 	return r.ledger.OutboxList(ctx, limit)
 }
 
+// count returns the number of acks and nacks waiting for the cloud.
+func (r *recorder) count(ctx context.Context) (int, error) {
+	return r.ledger.OutboxCount(ctx)
+}
+
 // reported deletes the outbox entries the cloud has. Its own deadline: the
 // cloud has them whatever the exchange's or the host stopping meanwhile.
 func (r *recorder) reported(seqs []int64) error {

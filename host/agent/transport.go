@@ -35,13 +35,18 @@ import (
 // accepted, an answer it lost, its cadence).
 type Transport interface {
 	// Run brings webhooks in and takes outcomes out until ctx is done,
-	// then returns nil once nothing it started runs. It returns an error
-	// wrapping ErrRevoked when the cloud refuses the host's credential;
-	// other failures it retries.
+	// then returns nil at once: what its last exchange started (deleting
+	// from the outbox what the cloud has) may still run, and Flush waits
+	// for it. It returns an error wrapping ErrRevoked, once nothing it
+	// started runs, when the cloud refuses the host's credential; other
+	// failures it retries.
 	Run(ctx context.Context) error
-	// Flush reports the outcomes waiting in the outbox once, taking no new
-	// work: the last exchange of a stopping host, after Run returned.
-	Flush(ctx context.Context) error
+	// Flush reports the outcomes waiting in the outbox, if any, once and
+	// taking no new work, and returns how many it reported (0: none
+	// waited, or the outbox could not be read). It is the last exchange of
+	// a stopping host, called once after Run returned nil, and returns
+	// once nothing the transport started runs.
+	Flush(ctx context.Context) (int, error)
 }
 
 // dispatch takes a leased batch: webhooks already in flight are not started
