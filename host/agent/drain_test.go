@@ -58,9 +58,9 @@ func (bl *backlog) all() []string {
 }
 
 func (a *Agent) leaseWindow() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.window
+	a.flow.mu.Lock()
+	defer a.flow.mu.Unlock()
+	return a.flow.window
 }
 
 // ackedAll collects acks until every id was acked, moving the clock on

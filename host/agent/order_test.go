@@ -300,7 +300,7 @@ func TestFaultHookPoints(t *testing.T) {
 		b.opts = func(o *Options) {
 			o.FaultHook = func(p string) {
 				// At "after-ledger" the row is committed; at "after-handler" not yet.
-				_, err := o.Ledger.DeliveryGet(context.Background(), "github:a:1")
+				_, err := b.ledger.DeliveryGet(context.Background(), "github:a:1")
 				points <- fmt.Sprintf("%s recorded=%v", p, err == nil)
 			}
 		}

@@ -21,7 +21,7 @@ var ErrRevoked = errors.New("host credential refused by the cloud (host deactiva
 // tokenSource hands out the host's current token, fetching a fresh one when
 // 80% of its lifetime has passed or when told the cloud refused it.
 type tokenSource struct {
-	cloud *cloudapi.Client
+	cloud Cloud
 	req   shared.TokenRequest
 	clock clockwork.Clock
 	mu    sync.Mutex

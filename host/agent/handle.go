@@ -1,0 +1,82 @@
+package agent
+
+import (
+	"log/slog"
+
+	"github.com/relaykit/relay/host/handler"
+	"github.com/relaykit/relay/host/ledger"
+	"github.com/relaykit/relay/host/summary"
+	"github.com/relaykit/relay/shared"
+)
+
+// outcome is what a run produced, to be recorded.
+type outcome struct {
+	entry     ledger.Entry
+	retryable bool
+	ran       bool // the handler ran (not skipped)
+}
+
+// run runs w's handler, or decides to skip it, and returns the outcome to
+// record.
+func (a *Agent) run(w *shared.Webhook) outcome {
+	a.mu.Lock()
+	src, known := a.sources[w.Source]
+	a.mu.Unlock()
+	sum := summary.Of(*w, src.Parser)
+	start := a.clock.Now()
+	o := outcome{entry: ledger.Entry{
+		DeliveryID:    w.DeliveryID,
+		Source:        w.Source,
+		EventType:     w.EventType,
+		EventAction:   w.EventAction,
+		ReceivedAt:    w.ReceivedAt,
+		CloudAttempt:  w.Attempt,
+		CorrelationID: w.CorrelationID,
+		Summary:       sum.Text,
+		Fields:        sum.Fields,
+	}}
+	e := &o.entry
+	route, routed := pickRoute(src, *w)
+	switch {
+	case !known || !src.Enabled:
+		e.Result, e.Output = ledger.ResultSkipped, "skipped: source not enabled on this host"
+	case !shared.EventWanted(src.Events, w.EventType, w.EventAction):
+		e.Result, e.Output = ledger.ResultSkipped, "skipped: event not in the source's events"
+	case !routed:
+		e.Result, e.Output = ledger.ResultSkipped, "skipped: no route for this event"
+	default:
+		e.Handler = route.Handler.Name()
+		logWebhook(a.log, slog.LevelDebug, "running handler", w, slog.String("handler", e.Handler))
+		out := route.Handler.Handle(a.handlerCtx, handler.Job{Webhook: *w, Summary: sum})
+		o.ran = true
+		a.fault(FaultAfterHandler)
+		e.Result = ledger.ResultSuccess
+		if !out.OK {
+			e.Result, e.Error, o.retryable = ledger.ResultError, out.Error, out.Retryable
+		}
+		e.Output = out.Output
+		if out.ResponseStatus != 0 {
+			e.ResponseStatus = &out.ResponseStatus
+		}
+		e.ExitCode = out.ExitCode
+	}
+	e.ProcessedAt = a.clock.Now()
+	e.DurationMS = e.ProcessedAt.Sub(start).Milliseconds()
+	return o
+}
+
+// pickRoute returns the first route of src whose events match w.
+func pickRoute(src Source, w shared.Webhook) (Route, bool) {
+	for _, r := range src.Routes {
+		if r.Handler != nil && shared.EventWanted(r.Events, w.EventType, w.EventAction) {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
+
+func (a *Agent) fault(point string) {
+	if a.opts.FaultHook != nil {
+		a.opts.FaultHook(point)
+	}
+}

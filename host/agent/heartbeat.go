@@ -1,0 +1,248 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/host/cloudapi"
+	"github.com/relaykit/relay/host/ledger"
+	"github.com/relaykit/relay/shared"
+)
+
+// Cloud is the cloud's host API as the agent uses it (a *cloudapi.Client).
+// Its errors carry the cloud's HTTP status as cloudapi.StatusOf reads it:
+// 401 and 410 say the token or the credential was refused.
+type Cloud interface {
+	// Token exchanges the host's credential for a fresh token.
+	Token(ctx context.Context, req shared.TokenRequest) (shared.TokenResponse, error)
+	// Heartbeat reports outcomes and leases new work, authenticated by token.
+	Heartbeat(ctx context.Context, token string, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error)
+}
+
+// Limits of one heartbeat.
+const (
+	maxOutboxPerHeartbeat = 1000
+	heartbeatTimeout      = time.Minute
+)
+
+// heartbeats is the heartbeat transport: each heartbeat reports the
+// outbox's acks and nacks, the extends of work in flight and the
+// subscription if the cloud does not have it yet, and leases as many
+// webhooks as flow control has room for; an idle host's heartbeat
+// long-polls. When to send the next one is its cadence (cadence.go).
+type heartbeats struct {
+	a          *Agent
+	cloud      Cloud
+	tokens     *tokenSource  // the agent's
+	interval   time.Duration // the host's own heartbeat interval
+	maxBackoff time.Duration
+	clock      clockwork.Clock
+	log        *slog.Logger
+
+	// Only Run's goroutine, then Flush, use the fields below.
+	// answerLost: the last heartbeat failed, so what its answer leased may
+	// not have arrived; the next one says so.
+	answerLost bool
+	subSent    []byte // the subscription the cloud last accepted
+	// cleanup is closed once the last heartbeat's outbox cleanup is done
+	// (nil: none ran).
+	cleanup chan struct{}
+}
+
+func newHeartbeats(a *Agent, opts Options) *heartbeats {
+	return &heartbeats{
+		a:          a,
+		cloud:      opts.Cloud,
+		tokens:     a.tokens,
+		interval:   opts.Interval,
+		maxBackoff: opts.MaxBackoff,
+		clock:      opts.Clock,
+		log:        opts.Logger,
+	}
+}
+
+// Flush sends a last heartbeat that leases nothing, if the outbox holds
+// outcomes.
+func (h *heartbeats) Flush(ctx context.Context) (int, error) {
+	defer h.awaitCleanup()
+	h.awaitCleanup()
+	n, err := h.a.rec.count(ctx)
+	if err != nil || n == 0 {
+		return 0, nil
+	}
+	if _, err := h.exchange(ctx, false); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+type heartbeatResult struct {
+	more       bool
+	draining   bool // the cloud has more and leased some: come back for it soon
+	floor      time.Duration
+	outboxMore bool          // outcomes still wait in the outbox
+	subPending bool          // the subscription changed meanwhile: report it soon
+	wait       time.Duration // the wait_s asked for (0: none)
+	canWait    bool          // taking work and able to record it: an idle host's next heartbeat long-polls
+}
+
+// exchange sends one heartbeat: the outbox's acks and nacks, the extends of
+// in-flight work, the subscription if the cloud does not have it yet, and
+// hands the leased webhooks to the agent (take false: lease nothing). On
+// success it deletes from the outbox exactly the entries it sent.
+func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
+	defer cancel()
+	a := h.a
+
+	h.awaitCleanup() // what the last heartbeat delivered is not listed again
+	paused := a.rec.paused()
+	outbox, err := a.rec.outbox(ctx, maxOutboxPerHeartbeat)
+	if err != nil {
+		return heartbeatResult{}, err
+	}
+	// Handlers get the raw body only: the parsed copy would double every
+	// batch.
+	req := shared.HeartbeatRequest{AgentVersion: Version, RawBodyOnly: true}
+	seqs := make([]int64, 0, len(outbox))
+	for _, ob := range outbox {
+		seqs = append(seqs, ob.Seq)
+		switch ob.Kind {
+		case ledger.OutboxAck:
+			req.WebhookAcks = append(req.WebhookAcks, ob.DeliveryID)
+		case ledger.OutboxNack:
+			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
+		}
+	}
+	sentAt := h.clock.Now()
+	c := a.flow.credit(sentAt, h.answerLost)
+	req.WebhookExtends = c.extends
+	if h.answerLost {
+		// What the lost answer leased is not here: say what is, and the
+		// cloud hands the rest out again at once.
+		req.AnswerLost = true
+		req.WebhooksHeld = c.held
+	}
+	// Dry now, or a worker finds nothing to start before the answer comes:
+	// either way the window did not cover this heartbeat's round trip.
+	a.pool.markDry()
+	sub := a.subscription()
+	if sub != nil && !slices.Equal(sub, h.subSent) {
+		req.Config = &shared.Subscription{}
+		if err := json.Unmarshal(sub, req.Config); err != nil {
+			return heartbeatResult{}, fmt.Errorf("subscription: %w", err)
+		}
+	}
+	free := c.free
+	if !take || paused {
+		free = 0 // stopping, or the ledger cannot record: report outcomes, take no new work
+	}
+	req.MaxWebhooks = shared.Ptr(min(max(free, 0), shared.MaxMaxWebhooks))
+	// Idle, the heartbeat long-polls: the cloud holds
+	// it until work for this host arrives (or wait_s passes), so a webhook
+	// reaches its handler at once instead of at the next interval. An
+	// answer that comes back early and empty is followed by a new long poll
+	// at once (early answers in a row: at the cloud's floor).
+	// The cloud applies the acks and nacks it carries before it waits.
+	if take && !paused && c.idle && req.Config == nil {
+		req.WaitS = int(min(h.interval, maxWait) / time.Second)
+	}
+
+	resp, err := h.send(ctx, req)
+	now := h.clock.Now()
+	a.contacted(now, err)
+	if err != nil {
+		// Whatever the cloud leased to this heartbeat did not arrive.
+		h.answerLost = true
+		return heartbeatResult{}, err
+	}
+	if req.AnswerLost {
+		h.answerLost = false
+	}
+	if req.Config != nil {
+		h.subSent = sub
+		h.log.Info("subscription sent to the cloud", "sources", len(req.Config.Webhooks))
+	}
+	subPending := a.pendingSub(h.subSent)
+	a.flow.extended(req.WebhookExtends, sentAt)
+	draining := resp.More && len(resp.Webhooks) > 0 && take
+	// The workers ran out of work while this heartbeat was on its way and
+	// the cloud has more: lease further ahead.
+	a.flow.adjust(draining, a.pool.ranDry(), resp.More)
+	h.log.Debug("heartbeat", "acks", len(req.WebhookAcks), "nacks", len(req.WebhookNacks),
+		"extends", len(req.WebhookExtends), "leased", len(resp.Webhooks), "more", resp.More)
+	// The new work goes to the workers first; the outbox cleanup below
+	// waits for a commit.
+	if len(resp.Webhooks) > 0 {
+		if !take {
+			for _, w := range resp.Webhooks {
+				h.log.Warn("webhook leased while stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
+			}
+		} else {
+			a.dispatch(resp.Webhooks)
+		}
+	}
+	// The cloud has the outcomes: their cleanup does not depend on the
+	// heartbeat's own deadline, or on the host stopping meanwhile. It
+	// commits while the loop waits for room; the next heartbeat waits for it.
+	if len(seqs) > 0 {
+		done := make(chan struct{})
+		h.cleanup = done
+		go func() {
+			defer close(done)
+			if err := a.rec.reported(seqs); err != nil {
+				// The entries go out again with the next heartbeat, soon: a
+				// repeated ack is harmless.
+				h.log.Error("outbox cleanup failed", "err", err)
+				a.signal()
+			}
+		}()
+	}
+	// Outcomes recorded after the list, or a failed cleanup, signal the loop
+	// themselves; only a full list means more is waiting right now.
+	return heartbeatResult{
+		more:       resp.More,
+		draining:   draining,
+		floor:      time.Duration(resp.HeartbeatIntervalS) * time.Second,
+		outboxMore: len(outbox) == maxOutboxPerHeartbeat,
+		subPending: subPending,
+		wait:       time.Duration(req.WaitS) * time.Second,
+		canWait:    take && !paused,
+	}, nil
+}
+
+// awaitCleanup waits for the last heartbeat's outbox cleanup.
+func (h *heartbeats) awaitCleanup() {
+	if h.cleanup != nil {
+		<-h.cleanup
+		h.cleanup = nil
+	}
+}
+
+// send posts a heartbeat, fetching a fresh token once if the cloud answers 401.
+func (h *heartbeats) send(ctx context.Context, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error) {
+	token, err := h.tokens.Token(ctx)
+	if err != nil {
+		return shared.HeartbeatResponse{}, err
+	}
+	resp, err := h.cloud.Heartbeat(ctx, token, req)
+	if cloudapi.StatusOf(err) == http.StatusUnauthorized {
+		h.log.Info("token refused by the cloud; fetching a new one")
+		h.tokens.Invalidate()
+		if token, err = h.tokens.Token(ctx); err != nil {
+			return shared.HeartbeatResponse{}, err
+		}
+		resp, err = h.cloud.Heartbeat(ctx, token, req)
+	}
+	if cloudapi.StatusOf(err) == http.StatusGone {
+		return shared.HeartbeatResponse{}, fmt.Errorf("%w: %v", ErrRevoked, err)
+	}
+	return resp, err
+}
