@@ -200,7 +200,7 @@ func (s *Server) accessLog(c *gin.Context) {
 // configured token the admin API refuses everything.
 func (s *Server) requireAdmin(c *gin.Context) {
 	if s.cfg.AdminToken == "" {
-		s.writeError(c, &apiError{status: 501, code: shared.CodeNotImplemented, message: "admin API disabled: set RELAY_ADMIN_TOKEN"})
+		s.writeError(c, &apiError{code: shared.CodeNotImplemented, message: "admin API disabled: set RELAY_ADMIN_TOKEN"})
 		return
 	}
 	tok, ok := bearer(c.Request)
@@ -231,7 +231,7 @@ func decodeJSON(c *gin.Context, limit int64, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &apiError{status: 413, code: shared.CodeTooLarge, message: fmt.Sprintf("request body over %d bytes", limit)}
+			return &apiError{code: shared.CodeTooLarge, message: fmt.Sprintf("request body over %d bytes", limit)}
 		}
 		if errors.Is(err, io.EOF) {
 			return errInvalid("request body is empty: want a JSON object")
