@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
@@ -44,11 +45,11 @@ func (s *Server) heartbeat(c *gin.Context) {
 		}
 	}
 	if len(req.WebhookNacks) > 0 {
-		nacks := make([]store.Nack, len(req.WebhookNacks))
+		nacks := make([]delivery.Nack, len(req.WebhookNacks))
 		for i, n := range req.WebhookNacks {
-			nacks[i] = store.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt}
+			nacks[i] = delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt}
 		}
-		if _, err := s.store.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: host.ID, Nacks: nacks, Policy: store.DefaultRetryPolicy, Now: now}); err != nil {
+		if _, err := s.store.DeliveryNack(ctx, delivery.NackParams(host.ID, nacks, delivery.DefaultRetryPolicy, now)); err != nil {
 			s.writeError(c, errUnavailable(err))
 			return
 		}
@@ -63,8 +64,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		// What the lost answer leased, the host does not hold: due again at
 		// once, in this very answer if there is room. (Its acks above are
 		// applied already: acked deliveries are no longer leased.)
-		n, err := s.store.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: host.ID,
-			Held: req.WebhooksHeld, Policy: store.DefaultRetryPolicy, Now: now})
+		n, err := s.store.DeliveryReleaseUnheld(ctx, delivery.ReleaseUnheldParams(host.ID, req.WebhooksHeld, delivery.DefaultRetryPolicy, now))
 		if err != nil {
 			s.writeError(c, errUnavailable(err))
 			return
@@ -138,7 +138,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		// same.
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
 		if len(ids) > 0 {
-			if _, err := s.store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: host.ID, IDs: ids, Policy: store.DefaultRetryPolicy, Now: s.now()}); err != nil {
+			if _, err := s.store.DeliveryRelease(ctx, delivery.ReleaseParams(host.ID, ids, delivery.DefaultRetryPolicy, s.now())); err != nil {
 				s.log.Warn("release unwritten deliveries", "host", host.ID, "err", err)
 			}
 		}
