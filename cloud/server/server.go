@@ -17,6 +17,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
@@ -87,7 +88,7 @@ type Server struct {
 	auditSample *sampler      // rejections recorded per host and minute
 	logSample   *sampler      // over-limit warnings logged per host and minute
 	metrics     *metrics
-	wakeups     *wakeups     // heartbeats waiting for work (wait_s)
+	deliveries  *delivery.Service
 	targets     *targetCache // intake's hosts and sources
 }
 
@@ -98,15 +99,17 @@ const targetTTL = 10 * time.Second
 // New returns a server. All dependencies are required.
 func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
 	cfg.setDefaults()
-	return &Server{
+	s := &Server{
 		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg,
 		limits:      newHostLimiters(),
 		auditSample: newSampler(60, 60),
 		logSample:   newSampler(6, 1),
 		metrics:     newMetrics(),
-		wakeups:     newWakeups(),
 		targets:     newTargetCache(targetTTL, 100_000),
 	}
+	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
+		MaxWait: cfg.MaxWait, Changed: s.targets.drop}, clock, log)
+	return s
 }
 
 // Handler returns the HTTP handler with every route.

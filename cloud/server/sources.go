@@ -109,7 +109,7 @@ func (s *Server) sourceView(c *gin.Context, src *store.Source) sourceJSON {
 	return sourceJSON{
 		Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events,
 		SecretFingerprints: fps, Options: opts, MaxBodyBytes: limit,
-		RetrySchedule: scheduleSeconds(delivery.PolicyFor(src.RetryDelays, delivery.DefaultRetryPolicy).Delays),
+		RetrySchedule: scheduleSeconds(delivery.PolicyFor(src.RetryDelays, s.deliveries.Policy()).Delays),
 		MaxAttempts:   store.MaxAttemptsFor(src.MaxAttempts, src.RetryDelays),
 		WebhookURL:    s.publicURL(c) + "/api/webhooks/" + src.HostID + "/" + src.Name,
 		CreatedAt:     src.CreatedAt, UpdatedAt: src.UpdatedAt,
