@@ -12,9 +12,10 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// Store is the storage the core uses (a store.Store has it).
+// Store is the storage the core uses (a store.Store has it). Each method
+// is store.Store's: errors are store.ErrNotFound for an unknown host
+// (HostGet, HostHeartbeat), else the database's.
 type Store interface {
-	// HostGet returns one host, or store.ErrNotFound.
 	HostGet(ctx context.Context, id string) (*store.Host, error)
 	HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams) error
 	DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error)
