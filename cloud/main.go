@@ -29,6 +29,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
 	"github.com/relaykit/relay/cloud/store"
@@ -390,7 +391,7 @@ func serve(ctx context.Context, args []string) error {
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	// Background upkeep runs on every replica: each job is safe to run at once.
 	sweeper := &sweep.Runner{Clock: clock, Log: log, Jobs: []sweep.Job{
-		sweep.ExpireLeases(st, store.DefaultRetryPolicy),
+		sweep.ExpireLeases(st, delivery.DefaultRetryPolicy),
 		sweep.Retention(append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),

@@ -59,19 +59,49 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// Error codes used in ErrorDetail.Code.
+// Error codes used in ErrorDetail.Code. HTTPStatus gives each one's status.
 const (
-	CodeInvalid        = "invalid"         // 400: malformed request
-	CodeUnauthorized   = "unauthorized"    // 401: missing or bad credentials or signature
-	CodeNotFound       = "not_found"       // 404
-	CodeConflict       = "conflict"        // 409
-	CodeGone           = "gone"            // 410: host deactivated
-	CodeTooLarge       = "too_large"       // 413: body over the source's limit
-	CodeRateLimited    = "rate_limited"    // 429: over the host's rate limit; see Retry-After
-	CodeInternal       = "internal"        // 500
-	CodeNotImplemented = "not_implemented" // 501: feature not configured (admin API without a token)
-	CodeUnavailable    = "unavailable"     // 503: storage down; the sender should retry
+	CodeInvalid          = "invalid"            // 400: malformed request
+	CodeUnauthorized     = "unauthorized"       // 401: missing or bad credentials or signature
+	CodeNotFound         = "not_found"          // 404
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeConflict         = "conflict"           // 409
+	CodeGone             = "gone"               // 410: host deactivated
+	CodeTooLarge         = "too_large"          // 413: body over the source's limit
+	CodeMisdirected      = "misdirected"        // 421: the host's local API asked under a name it does not answer
+	CodeRateLimited      = "rate_limited"       // 429: over the host's rate limit; see Retry-After
+	CodeCanceled         = "canceled"           // 499: the client went away (logged, rarely seen)
+	CodeInternal         = "internal"           // 500
+	CodeNotImplemented   = "not_implemented"    // 501: feature not configured (admin API without a token)
+	CodeUnavailable      = "unavailable"        // 503: storage down; the sender should retry
 )
+
+// codeStatus is the one table of error codes to HTTP statuses, for the
+// cloud's API and the host's local API alike.
+var codeStatus = map[string]int{
+	CodeInvalid:          400,
+	CodeUnauthorized:     401,
+	CodeNotFound:         404,
+	CodeMethodNotAllowed: 405,
+	CodeConflict:         409,
+	CodeGone:             410,
+	CodeTooLarge:         413,
+	CodeMisdirected:      421,
+	CodeRateLimited:      429,
+	CodeCanceled:         499,
+	CodeInternal:         500,
+	CodeNotImplemented:   501,
+	CodeUnavailable:      503,
+}
+
+// HTTPStatus is the HTTP status an error with code is answered with; an
+// unknown code is an internal error (500).
+func HTTPStatus(code string) int {
+	if st, ok := codeStatus[code]; ok {
+		return st
+	}
+	return 500
+}
 
 // IntakeResponse answers a provider's webhook.
 type IntakeResponse struct {

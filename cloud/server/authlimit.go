@@ -114,7 +114,7 @@ func (s *Server) authAttempt(c *gin.Context) (*authAttempt, bool) {
 	if refund == nil {
 		s.logAuthFailure(c, client, "too many failed attempts: answered 429")
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		s.writeError(c, &apiError{status: 429, code: shared.CodeRateLimited,
+		s.writeError(c, &apiError{code: shared.CodeRateLimited,
 			message: "too many failed attempts from this address: retry after the time in Retry-After"})
 		return nil, false
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 
 	"github.com/gin-gonic/gin"
 
@@ -12,9 +11,9 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-// apiError is an error with the status and code it is answered with.
+// apiError is an error with the code it is answered with (its status is
+// shared.HTTPStatus's).
 type apiError struct {
-	status  int
 	code    string
 	message string
 	cause   error // logged, never answered
@@ -31,18 +30,18 @@ func (e *apiError) Error() string {
 func (e *apiError) Unwrap() error { return e.cause }
 
 func errInvalid(msg string) error {
-	return &apiError{status: 400, code: shared.CodeInvalid, message: msg}
+	return &apiError{code: shared.CodeInvalid, message: msg}
 }
 func errUnauthorized(msg string) error {
-	return &apiError{status: 401, code: shared.CodeUnauthorized, message: msg}
+	return &apiError{code: shared.CodeUnauthorized, message: msg}
 }
 func errNotFound(msg string) error {
-	return &apiError{status: 404, code: shared.CodeNotFound, message: msg}
+	return &apiError{code: shared.CodeNotFound, message: msg}
 }
 
 // errUnavailable marks a storage failure: the sender should retry later.
 func errUnavailable(cause error) error {
-	return &apiError{status: 503, code: shared.CodeUnavailable, message: "storage unavailable, retry later", cause: cause}
+	return &apiError{code: shared.CodeUnavailable, message: "storage unavailable, retry later", cause: cause}
 }
 
 // isUnavailable reports a storage failure (errUnavailable): the request may
@@ -59,27 +58,34 @@ func (s *Server) writeError(c *gin.Context, err error) {
 	switch {
 	case errors.As(err, &ae):
 	case errors.Is(err, store.ErrNotFound):
-		ae = &apiError{status: 404, code: shared.CodeNotFound, message: "not found"}
+		ae = &apiError{code: shared.CodeNotFound, message: "not found"}
 	case errors.Is(err, store.ErrConflict):
-		ae = &apiError{status: 409, code: shared.CodeConflict, message: "conflict with an existing record"}
+		ae = &apiError{code: shared.CodeConflict, message: "conflict with an existing record"}
 	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
-		ae = &apiError{status: 499, code: "canceled", message: "request canceled"}
+		ae = &apiError{code: shared.CodeCanceled, message: "request canceled"}
 	default:
-		ae = &apiError{status: 500, code: shared.CodeInternal, message: "internal error", cause: err}
+		ae = &apiError{code: shared.CodeInternal, message: "internal error", cause: err}
 	}
-	if ae.status >= 500 && !ae.quiet {
+	status := shared.HTTPStatus(ae.code)
+	if status >= 500 && !ae.quiet {
 		s.log.LogAttrs(c.Request.Context(), slog.LevelError, "request failed",
 			slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
-			slog.Int("status", ae.status), slog.Any("err", err))
+			slog.Int("status", status), slog.Any("err", err))
 	}
-	c.AbortWithStatusJSON(ae.status, shared.ErrorResponse{Error: shared.ErrorDetail{Code: ae.code, Message: ae.message}})
+	writeErrorDetail(c, ae.code, ae.message)
+}
+
+// writeErrorDetail answers code and message in the common error shape, with
+// the code's status.
+func writeErrorDetail(c *gin.Context, code, message string) {
+	c.AbortWithStatusJSON(shared.HTTPStatus(code), shared.ErrorResponse{Error: shared.ErrorDetail{Code: code, Message: message}})
 }
 
 // notFoundHandler answers unknown routes in the common error shape.
 func notFoundHandler(c *gin.Context) {
-	c.AbortWithStatusJSON(http.StatusNotFound, shared.ErrorResponse{Error: shared.ErrorDetail{Code: shared.CodeNotFound, Message: "no such endpoint"}})
+	writeErrorDetail(c, shared.CodeNotFound, "no such endpoint")
 }
 
 func methodNotAllowedHandler(c *gin.Context) {
-	c.AbortWithStatusJSON(http.StatusMethodNotAllowed, shared.ErrorResponse{Error: shared.ErrorDetail{Code: "method_not_allowed", Message: "method not allowed"}})
+	writeErrorDetail(c, shared.CodeMethodNotAllowed, "method not allowed")
 }

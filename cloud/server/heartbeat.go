@@ -2,22 +2,22 @@ package server
 
 import (
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
 
 // heartbeat applies a host's acks, nacks and extends, records that it is
-// alive, and hands out its next batch of deliveries under a lease. The host
+// alive, and hands out its next batch of deliveries under a lease: the
+// delivery core's Heartbeat, decoded from and encoded to the wire. The host
 // id comes only from the verified token.
 func (s *Server) heartbeat(c *gin.Context) {
 	host, err := s.authHost(c)
@@ -34,135 +34,60 @@ func (s *Server) heartbeat(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
+	hb, err := fromWire(&req)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
 	ctx := c.Request.Context()
-	now := s.now()
-
-	if len(req.WebhookAcks) > 0 {
-		if _, err := s.store.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: host.ID, IDs: req.WebhookAcks, Now: now}); err != nil {
-			s.writeError(c, errUnavailable(err))
-			return
-		}
-	}
-	if len(req.WebhookNacks) > 0 {
-		nacks := make([]store.Nack, len(req.WebhookNacks))
-		for i, n := range req.WebhookNacks {
-			nacks[i] = store.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt}
-		}
-		if _, err := s.store.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: host.ID, Nacks: nacks, Policy: store.DefaultRetryPolicy, Now: now}); err != nil {
-			s.writeError(c, errUnavailable(err))
-			return
-		}
-	}
-	if len(req.WebhookExtends) > 0 {
-		if _, err := s.store.DeliveryExtend(ctx, &store.DeliveryExtendParams{HostID: host.ID, IDs: req.WebhookExtends, LeaseFor: s.cfg.LeaseFor, Now: now}); err != nil {
-			s.writeError(c, errUnavailable(err))
-			return
-		}
-	}
-	if req.AnswerLost {
-		// What the lost answer leased, the host does not hold: due again at
-		// once, in this very answer if there is room. (Its acks above are
-		// applied already: acked deliveries are no longer leased.)
-		n, err := s.store.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: host.ID,
-			Held: req.WebhooksHeld, Policy: store.DefaultRetryPolicy, Now: now})
-		if err != nil {
-			s.writeError(c, errUnavailable(err))
-			return
-		}
-		if n > 0 {
-			s.log.Info("host lost a heartbeat answer; its deliveries are due again", "host", host.ID, "deliveries", n)
-		}
-	}
-	hb := &store.HostHeartbeatParams{HostID: host.ID, AgentVersion: truncate(req.AgentVersion, 100), Now: now}
-	if req.Config != nil {
-		sub, err := json.Marshal(req.Config)
-		if err != nil {
-			s.writeError(c, err)
-			return
-		}
-		hb.Subscription = sub
-	}
-	if needsRecording(host, hb) {
-		err = s.store.HostHeartbeat(ctx, hb)
-		if hb.Subscription != nil {
-			s.targets.drop(host.ID) // intake filters by the subscription
-		}
-		if err != nil {
-			s.writeError(c, errUnavailable(err))
-			return
-		}
-	}
-
-	max := shared.DefaultMaxWebhooks
-	if req.MaxWebhooks != nil {
-		max = min(*req.MaxWebhooks, shared.MaxMaxWebhooks)
-	}
-	var leased []*store.Delivery
-	more := false
-	if max > 0 {
-		// A host that asks to wait is listening before it looks, so that
-		// work arriving in between still wakes it.
-		var wake <-chan struct{}
-		wait := min(time.Duration(req.WaitS)*time.Second, s.cfg.MaxWait)
-		if wait > 0 {
-			ch, unsubscribe := s.wakeups.subscribe(host.ID)
-			defer unsubscribe()
-			wake = ch
-		}
-		p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: now}
-		res, err := s.store.DeliveryLease(ctx, p)
-		if err == nil && len(res.Deliveries) == 0 && wake != nil {
-			res, err = s.awaitWork(ctx, p, host.Generation, wait, wake)
-		}
-		if err != nil {
-			s.writeError(c, errUnavailable(err))
-			return
-		}
-		leased, more = res.Deliveries, res.More
+	res, err := s.deliveries.Heartbeat(ctx, host, hb)
+	if err != nil {
+		s.writeError(c, errUnavailable(err))
+		return
 	}
 
 	// more: available work was left over, cut by the batch's count or byte
 	// bound; the host comes back at once.
-	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), More: more, Webhooks: make([]shared.Webhook, 0, len(leased))}
-	ids := make([]string, 0, len(leased))
-	for _, d := range leased {
+	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), More: res.More, Webhooks: make([]shared.Webhook, 0, len(res.Deliveries))}
+	ids := make([]string, 0, len(res.Deliveries))
+	for _, d := range res.Deliveries {
 		ids = append(ids, d.ID)
 		resp.Webhooks = append(resp.Webhooks, toWire(d, !req.RawBodyOnly))
 	}
-
-	// The host may be gone by now: what follows is recorded regardless.
-	ctx = context.WithoutCancel(ctx)
-	if err := s.writeJSON(c, 200, resp); err != nil {
-		// Not handed out: the attempt failed and is due again at once. A
-		// release that fails leaves them to the lease expiry, which does the
-		// same.
+	err = s.writeJSON(c, 200, resp)
+	if err != nil {
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
-		if len(ids) > 0 {
-			if _, err := s.store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: host.ID, IDs: ids, Policy: store.DefaultRetryPolicy, Now: s.now()}); err != nil {
-				s.log.Warn("release unwritten deliveries", "host", host.ID, "err", err)
-			}
-		}
-		return
 	}
-	if len(ids) > 0 {
-		if _, err := s.store.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: host.ID, IDs: ids, Now: s.now()}); err != nil {
-			s.log.Warn("mark delivered", "host", host.ID, "err", err)
-		}
-		s.log.LogAttrs(ctx, slog.LevelDebug, "leased", slog.String("host", host.ID), slog.Int("count", len(ids)))
-	}
+	// The host may be gone by now: what follows is recorded regardless.
+	s.deliveries.Handed(ctx, host.ID, ids, err)
 }
 
-// heartbeatRecordEvery is how often a host's last heartbeat is written when
-// nothing else about it changed: a host draining a backlog heartbeats
-// back to back, and a commit for each would only move a timestamp by
-// milliseconds.
-const heartbeatRecordEvery = time.Second
-
-// needsRecording says whether a heartbeat changes the stored host: a new
-// subscription or agent version, or the last one recorded a while ago.
-func needsRecording(h *store.Host, hb *store.HostHeartbeatParams) bool {
-	return hb.Subscription != nil || hb.AgentVersion != h.AgentVersion || h.LastHeartbeatAt == nil ||
-		hb.Now.Sub(*h.LastHeartbeatAt) >= heartbeatRecordEvery
+// fromWire is a heartbeat request as the delivery core takes it.
+func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
+	hb := &delivery.Heartbeat{
+		Report: delivery.Report{Acks: req.WebhookAcks, Extends: req.WebhookExtends,
+			AnswerLost: req.AnswerLost, Held: req.WebhooksHeld},
+		Beat: delivery.Beat{AgentVersion: truncate(req.AgentVersion, 100)},
+		Max:  shared.DefaultMaxWebhooks,
+		Wait: time.Duration(req.WaitS) * time.Second,
+	}
+	if len(req.WebhookNacks) > 0 {
+		hb.Nacks = make([]delivery.Nack, len(req.WebhookNacks))
+		for i, n := range req.WebhookNacks {
+			hb.Nacks[i] = delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt}
+		}
+	}
+	if req.Config != nil {
+		sub, err := json.Marshal(req.Config)
+		if err != nil {
+			return nil, err
+		}
+		hb.Subscription = sub
+	}
+	if req.MaxWebhooks != nil {
+		hb.Max = min(*req.MaxWebhooks, shared.MaxMaxWebhooks)
+	}
+	return hb, nil
 }
 
 func validateHeartbeat(req *shared.HeartbeatRequest) error {

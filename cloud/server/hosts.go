@@ -129,7 +129,7 @@ func (s *Server) newClaimCode(c *gin.Context) {
 	if errors.Is(err, store.ErrNotFound) {
 		// Unknown, or deactivated: a deactivated host cannot be claimed.
 		if h, gerr := s.store.HostGet(c.Request.Context(), c.Param("id")); gerr == nil && h.Status != store.HostActive {
-			s.writeError(c, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated: it cannot be claimed again"})
+			s.writeError(c, &apiError{code: shared.CodeGone, message: "host is deactivated: it cannot be claimed again"})
 			return
 		}
 	}
@@ -235,7 +235,7 @@ func (s *Server) token(c *gin.Context) {
 	}
 	at.succeeded()
 	if h.Status != store.HostActive {
-		s.writeError(c, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated"})
+		s.writeError(c, &apiError{code: shared.CodeGone, message: "host is deactivated"})
 		return
 	}
 	tok, exp, err := s.tokens.Issue(h.ID, h.Generation)

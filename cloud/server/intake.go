@@ -24,9 +24,9 @@ import (
 )
 
 // errBadSignature is the one answer for every verification failure.
-var errBadSignature = &apiError{status: 401, code: shared.CodeUnauthorized, message: "signature verification failed"}
+var errBadSignature = &apiError{code: shared.CodeUnauthorized, message: "signature verification failed"}
 
-var errRateLimited = &apiError{status: 429, code: shared.CodeRateLimited, message: "over this host's rate limit, retry later"}
+var errRateLimited = &apiError{code: shared.CodeRateLimited, message: "over this host's rate limit, retry later"}
 
 // intake takes POST /api/webhooks/:hostId/:source, in DESIGN.md's order:
 // host exists and is active, source configured and enabled, body within the
@@ -215,7 +215,7 @@ func (s *Server) rateLimited(c *gin.Context, src *store.Source, provider verify.
 func (s *Server) tooLarge(c *gin.Context, src *store.Source, provider verify.Provider, limit int64) {
 	msg := fmt.Sprintf("body over this source's limit of %d bytes", limit)
 	s.reject(c, src, provider, 413, msg, outcomeTooLarge)
-	s.writeError(c, &apiError{status: 413, code: shared.CodeTooLarge, message: msg})
+	s.writeError(c, &apiError{code: shared.CodeTooLarge, message: msg})
 }
 
 // hostRate is the host's rate limit: its own settings, else the server's.

@@ -94,7 +94,7 @@ func (s *Server) retryDelivery(c *gin.Context) {
 		s.writeError(c, errNotFound("no such delivery on this host"))
 		return
 	case errors.As(err, &te):
-		s.writeError(c, &apiError{status: 409, code: shared.CodeConflict, message: fmt.Sprintf(
+		s.writeError(c, &apiError{code: shared.CodeConflict, message: fmt.Sprintf(
 			"delivery is %s: only a dead-lettered (dlq) or retrying delivery can be retried", te.Status)})
 		return
 	case err != nil:

@@ -19,7 +19,7 @@ import (
 
 // errSecretUnavailable answers a request the quarantine took or had no
 // room for; the quarantine logs it, sampled.
-var errSecretUnavailable = &apiError{status: 503, code: shared.CodeUnavailable,
+var errSecretUnavailable = &apiError{code: shared.CodeUnavailable,
 	message: "source secret unavailable, retry later", quiet: true}
 
 // quarantine keeps a request whose source secret cannot be decrypted (a

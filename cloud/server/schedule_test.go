@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/sweep"
 	"github.com/relaykit/relay/shared"
@@ -90,7 +91,7 @@ func (g *agent) trail(id string) []string {
 func (b *bundle) upkeep() func(time.Duration) {
 	b.t.Helper()
 	jobs := []sweep.Job{
-		sweep.ExpireLeases(b.store, store.DefaultRetryPolicy),
+		sweep.ExpireLeases(b.store, delivery.DefaultRetryPolicy),
 		sweep.Retention(sweep.DeliveryPruners(b.store, 7*24*time.Hour, 7*24*time.Hour)...),
 		sweep.ExpireClaimCodes(b.store),
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
@@ -116,7 +117,7 @@ type Server struct {
 	authLog     *logBudget    // failed authentications logged
 	accessLogs  *logBudget    // 4xx and 5xx access log lines, per route and status
 	metrics     *metrics
-	wakeups     *wakeups     // heartbeats waiting for work (wait_s)
+	deliveries  *delivery.Service
 	targets     *targetCache // intake's hosts and sources
 	// quarantineRate admits requests into the quarantine per host and
 	// minute, quarantineLog its log lines.
@@ -130,7 +131,7 @@ const targetTTL = 10 * time.Second
 // New returns a server. All dependencies are required.
 func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
 	cfg.setDefaults()
-	return &Server{
+	s := &Server{
 		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg,
 		limits:      newHostLimiters(),
 		auditSample: newSampler(60, 60),
@@ -139,12 +140,14 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		authLog:     newLogBudget(authLogPerMin),
 		accessLogs:  newLogBudget(accessLogPerMin),
 		metrics:     newMetrics(),
-		wakeups:     newWakeups(),
 		targets:     newTargetCache(targetTTL, 100_000),
 		// The quarantine's own bounds.
 		quarantineRate: newSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
 		quarantineLog:  newSampler(6, 1),
 	}
+	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
+		MaxWait: cfg.MaxWait, Changed: s.targets.drop}, clock, log)
+	return s
 }
 
 // Handler returns the HTTP handler with every route.
@@ -258,7 +261,7 @@ func (s *Server) accessLog(c *gin.Context) {
 // failed too often lately is answered 429 (see authAttempt).
 func (s *Server) requireAdmin(c *gin.Context) {
 	if s.cfg.AdminToken == "" {
-		s.writeError(c, &apiError{status: 501, code: shared.CodeNotImplemented, message: "admin API disabled: set RELAY_ADMIN_TOKEN"})
+		s.writeError(c, &apiError{code: shared.CodeNotImplemented, message: "admin API disabled: set RELAY_ADMIN_TOKEN"})
 		return
 	}
 	at, ok := s.authAttempt(c)
@@ -295,7 +298,7 @@ func decodeJSON(c *gin.Context, limit int64, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &apiError{status: 413, code: shared.CodeTooLarge, message: fmt.Sprintf("request body over %d bytes", limit)}
+			return &apiError{code: shared.CodeTooLarge, message: fmt.Sprintf("request body over %d bytes", limit)}
 		}
 		if errors.Is(err, io.EOF) {
 			return errInvalid("request body is empty: want a JSON object")

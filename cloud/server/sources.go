@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
@@ -108,7 +109,7 @@ func (s *Server) sourceView(c *gin.Context, src *store.Source) sourceJSON {
 	return sourceJSON{
 		Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events,
 		SecretFingerprints: fps, Options: opts, MaxBodyBytes: limit,
-		RetrySchedule: scheduleSeconds(store.PolicyFor(src.RetryDelays, store.DefaultRetryPolicy).Delays),
+		RetrySchedule: scheduleSeconds(delivery.PolicyFor(src.RetryDelays, s.deliveries.Policy()).Delays),
 		MaxAttempts:   store.MaxAttemptsFor(src.MaxAttempts, src.RetryDelays),
 		WebhookURL:    s.publicURL(c) + "/api/webhooks/" + src.HostID + "/" + src.Name,
 		CreatedAt:     src.CreatedAt, UpdatedAt: src.UpdatedAt,

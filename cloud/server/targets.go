@@ -37,7 +37,7 @@ func (s *Server) resolveTarget(ctx context.Context, hostID, name string) (*targe
 	case err != nil:
 		return nil, errUnavailable(err)
 	case host.Status != store.HostActive:
-		return nil, &apiError{status: 410, code: shared.CodeGone, message: "host is deactivated"}
+		return nil, &apiError{code: shared.CodeGone, message: "host is deactivated"}
 	}
 	src, err := s.store.SourceGet(ctx, hostID, name)
 	switch {
@@ -50,7 +50,7 @@ func (s *Server) resolveTarget(ctx context.Context, hostID, name string) (*targe
 	}
 	provider, ok := verify.Lookup(src.Provider)
 	if !ok {
-		return nil, &apiError{status: 500, code: shared.CodeInternal, message: "internal error",
+		return nil, &apiError{code: shared.CodeInternal, message: "internal error",
 			cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
 	}
 	t := &target{host: host, src: src, provider: provider, sub: parseSubscription(host.Subscription)}
@@ -150,7 +150,7 @@ func (c *targetCache) get(hostID, name string, now time.Time, load func() (*targ
 func cacheable(t *target, err error) bool {
 	if err != nil {
 		var ae *apiError
-		return errors.As(err, &ae) && (ae.status == 404 || ae.status == 410)
+		return errors.As(err, &ae) && (ae.code == shared.CodeNotFound || ae.code == shared.CodeGone)
 	}
 	return t.keysErr == nil
 }

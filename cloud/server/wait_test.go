@@ -49,7 +49,7 @@ func waitServer(t *testing.T, st store.Store) (*bundle, *Server) {
 		cancel()
 		<-done
 	})
-	<-s.wakeups.ready
+	<-s.deliveries.Ready()
 	return &bundle{t: t, srv: srv, store: st, clock: clock}, s
 }
 
@@ -221,9 +221,7 @@ func TestWaitLeasesNothingForAClientThatLeft(t *testing.T) {
 	cancel()
 	require.Error(t, (<-ch).err)
 	require.Eventually(t, func() bool {
-		s.wakeups.mu.Lock()
-		defer s.wakeups.mu.Unlock()
-		return len(s.wakeups.waiting) == 0
+		return s.deliveries.Waiting() == 0
 	}, 10*time.Second, time.Millisecond, "the handler stops waiting")
 	id := g.send("d-1")
 	d := g.delivery(id)

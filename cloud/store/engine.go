@@ -12,26 +12,13 @@ import (
 
 // Rules every engine applies the same way. Engines differ only in SQL.
 
-// OrDefault is p, or DefaultRetryPolicy when p has no delays.
-func (p RetryPolicy) OrDefault() RetryPolicy {
-	if len(p.Delays) == 0 {
-		return DefaultRetryPolicy
-	}
-	return p
-}
-
-// PolicyFor is the retry policy of a delivery whose snapshotted schedule is
-// delays: its own when it has one, else fallback (itself defaulting to
-// DefaultRetryPolicy).
-func PolicyFor(delays []time.Duration, fallback RetryPolicy) RetryPolicy {
-	if len(delays) > 0 {
-		return RetryPolicy{Delays: delays}
-	}
-	return fallback.OrDefault()
-}
+// DefaultMaxAttempts is how many attempts a delivery without a schedule of
+// its own gets: one per delay of the delivery core's default policy
+// (delivery.DefaultRetryPolicy).
+const DefaultMaxAttempts = 5
 
 // MaxAttemptsFor resolves a configured number of attempts: n when positive,
-// else one per entry of delays, else the default policy's.
+// else one per entry of delays, else DefaultMaxAttempts.
 func MaxAttemptsFor(n int, delays []time.Duration) int {
 	switch {
 	case n > 0:
@@ -39,7 +26,7 @@ func MaxAttemptsFor(n int, delays []time.Duration) int {
 	case len(delays) > 0:
 		return len(delays)
 	}
-	return DefaultRetryPolicy.MaxAttempts()
+	return DefaultMaxAttempts
 }
 
 // EncodeDelays is a retry schedule as stored: a JSON array of milliseconds,
@@ -90,19 +77,6 @@ func (p *DeliveryInsertParams) ReceiveReason() string {
 	return TransitionReceive.Reason + " (" + note + ")"
 }
 
-// FailureReason is the audit reason of a failed attempt that transition tr
-// moved to status to.
-func FailureReason(tr Transition, to Status, retryable bool) string {
-	switch {
-	case to != StatusDLQ:
-		return tr.Reason
-	case !retryable:
-		return tr.Reason + ": not retryable, dead-lettered"
-	default:
-		return tr.Reason + ": attempts exhausted, dead-lettered"
-	}
-}
-
 // LeaseCut returns how many lease candidates (body sizes, in FIFO order) fit
 // in one batch of at most max deliveries and maxBytes of body (0: no byte
 // bound). A single delivery larger than maxBytes goes alone.
@@ -116,25 +90,6 @@ func LeaseCut(sizes []int, max, maxBytes int) int {
 		n++
 	}
 	return n
-}
-
-// Stale reports whether a nack reports an attempt other than the
-// delivery's current one (attempts made so far): such a nack was sent late,
-// that attempt already failed by lease expiry, and it changes nothing.
-func (n Nack) Stale(attempts int) bool { return n.Attempt > 0 && n.Attempt != attempts }
-
-// NacksByID indexes nacks by delivery id (the last nack of an id wins) and
-// lists the distinct ids in their first order.
-func NacksByID(nacks []Nack) (ids []string, byID map[string]Nack) {
-	byID = make(map[string]Nack, len(nacks))
-	ids = make([]string, 0, len(nacks))
-	for _, nk := range nacks {
-		if _, dup := byID[nk.ID]; !dup {
-			ids = append(ids, nk.ID)
-		}
-		byID[nk.ID] = nk
-	}
-	return ids, byID
 }
 
 // JSONFields encodes a source's list and map fields as stored, nil as empty.

@@ -64,7 +64,8 @@ func (t Transition) Allows(s Status) bool {
 }
 
 // The transitions of the delivery state machine. Failure transitions
-// (nack, lease expiry) take their target from FailureOutcome.
+// (nack, lease expiry, release) take their target from the delivery core's
+// decision (a FailFunc).
 var (
 	TransitionReceive   = Transition{From: nil, To: StatusQueued, Reason: "received"}
 	TransitionRevive    = Transition{From: []Status{StatusDLQ}, To: StatusQueued, Reason: "revived by a repeat from the provider"}
@@ -121,39 +122,30 @@ func (e *TransitionError) Error() string {
 
 func (e *TransitionError) Is(target error) bool { return target == ErrConflict }
 
-// RetryPolicy says when a failed delivery is tried again. Delays[i] is the
-// wait before attempt i+1 (Delays[0], before the first attempt, is 0:
-// immediate). After MaxAttempts failed attempts the delivery is dead-lettered.
-type RetryPolicy struct {
-	Delays []time.Duration
+// Failing is a leased delivery whose attempt failed, as an engine read it
+// in the transaction that changes it: what its Failure is decided from.
+type Failing struct {
+	ID          string
+	HostID      string
+	Status      Status
+	Attempts    int // attempts made so far, the failed one included
+	MaxAttempts int
+	RetryDelays []time.Duration // the delivery's own schedule; nil: none
 }
 
-// DefaultRetryPolicy: immediate, 30 s, 2 min, 10 min, 1 h; five attempts.
-var DefaultRetryPolicy = RetryPolicy{
-	Delays: []time.Duration{0, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, time.Hour},
+// Failure is what a failed attempt makes of a delivery: decided by the
+// delivery core (package delivery), applied by an engine with one update
+// guarded on Transition.From, and recorded with Reason in the audit trail.
+type Failure struct {
+	Transition  Transition // its From guards the update; AtOnce wakes the host's waiting heartbeats
+	To          Status     // StatusRetrying or StatusDLQ
+	NextRetryAt *time.Time // when retrying
+	DLQAt       *time.Time // when dead-lettered
+	LastError   string
+	Reason      string
 }
 
-// MaxAttempts is how many attempts the policy allows.
-func (p RetryPolicy) MaxAttempts() int { return len(p.Delays) }
-
-// FailureOutcome decides what follows a failed attempt: attempts is how many
-// attempts have been made so far (including the failed one). It returns
-// StatusRetrying with the time of the next attempt, or StatusDLQ (next nil)
-// when the delivery is out of attempts or the failure is not retryable.
-func FailureOutcome(p RetryPolicy, attempts, maxAttempts int, retryable bool, now time.Time) (Status, *time.Time) {
-	if maxAttempts <= 0 {
-		maxAttempts = p.MaxAttempts()
-	}
-	if !retryable || attempts >= maxAttempts {
-		return StatusDLQ, nil
-	}
-	delay := time.Duration(0)
-	switch {
-	case attempts < len(p.Delays):
-		delay = p.Delays[attempts]
-	case len(p.Delays) > 0:
-		delay = p.Delays[len(p.Delays)-1]
-	}
-	next := now.Add(delay)
-	return StatusRetrying, &next
-}
+// FailFunc decides the Failure of a delivery; ok false leaves the delivery
+// as it is (a nack of an attempt already counted). Engines call it inside
+// their transaction and must not retain it.
+type FailFunc func(f Failing) (fl Failure, ok bool)

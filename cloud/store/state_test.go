@@ -7,32 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestFailureOutcomeFollowsTheSchedule(t *testing.T) {
-	now := time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
-	want := []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, time.Hour}
-	for attempts := 1; attempts <= 4; attempts++ {
-		st, next := FailureOutcome(DefaultRetryPolicy, attempts, 5, true, now)
-		require.Equal(t, StatusRetrying, st, "after attempt %d", attempts)
-		require.Equal(t, now.Add(want[attempts-1]), *next, "after attempt %d", attempts)
-	}
-	st, next := FailureOutcome(DefaultRetryPolicy, 5, 5, true, now)
-	require.Equal(t, StatusDLQ, st, "the fifth failure dead-letters")
-	require.Nil(t, next)
-
-	st, next = FailureOutcome(DefaultRetryPolicy, 1, 5, false, now)
-	require.Equal(t, StatusDLQ, st, "not retryable dead-letters at once")
-	require.Nil(t, next)
-
-	// A delivery allowed more attempts than the policy lists waits the
-	// longest delay; max 0 means the policy's own.
-	st, next = FailureOutcome(DefaultRetryPolicy, 6, 8, true, now)
-	require.Equal(t, StatusRetrying, st)
-	require.Equal(t, now.Add(time.Hour), *next)
-	st, _ = FailureOutcome(DefaultRetryPolicy, 5, 0, true, now)
-	require.Equal(t, StatusDLQ, st)
-	require.Equal(t, DefaultRetryPolicy, RetryPolicy{}.OrDefault())
-}
-
 func TestTransitionsGuardTheirSources(t *testing.T) {
 	require.True(t, TransitionLease.Allows(StatusQueued))
 	require.True(t, TransitionLease.Allows(StatusRetrying))
@@ -42,9 +16,6 @@ func TestTransitionsGuardTheirSources(t *testing.T) {
 	require.False(t, TransitionAck.Allows(StatusAcked))
 	require.True(t, TransitionRevive.Allows(StatusDLQ))
 	require.False(t, TransitionRevive.Allows(StatusAcked))
-	require.Equal(t, "nacked by host: not retryable, dead-lettered", FailureReason(TransitionNack, StatusDLQ, false))
-	require.Equal(t, "lease expired: attempts exhausted, dead-lettered", FailureReason(TransitionExpire, StatusDLQ, true))
-	require.Equal(t, "lease expired", FailureReason(TransitionExpire, StatusRetrying, true))
 }
 
 func TestLeaseCut(t *testing.T) {
@@ -53,12 +24,6 @@ func TestLeaseCut(t *testing.T) {
 	require.Equal(t, 2, LeaseCut([]int{40, 40, 40}, 10, 100), "byte bound")
 	require.Equal(t, 1, LeaseCut([]int{500, 1}, 10, 100), "an oversized first delivery goes alone")
 	require.Equal(t, 3, LeaseCut([]int{40, 40, 20, 1}, 10, 100), "exactly full")
-}
-
-func TestNacksByID(t *testing.T) {
-	ids, by := NacksByID([]Nack{{ID: "a", Error: "1"}, {ID: "b"}, {ID: "a", Error: "2"}})
-	require.Equal(t, []string{"a", "b"}, ids)
-	require.Equal(t, "2", by["a"].Error)
 }
 
 func TestParseStatus(t *testing.T) {
@@ -87,10 +52,6 @@ func TestTransitionsOfOperatorsAndStaleAcks(t *testing.T) {
 
 func TestRetrySchedules(t *testing.T) {
 	own := []time.Duration{0, 5 * time.Second}
-	require.Equal(t, RetryPolicy{Delays: own}, PolicyFor(own, DefaultRetryPolicy))
-	fallback := RetryPolicy{Delays: []time.Duration{0, time.Second}}
-	require.Equal(t, fallback, PolicyFor(nil, fallback))
-	require.Equal(t, DefaultRetryPolicy, PolicyFor(nil, RetryPolicy{}))
 
 	require.Equal(t, 7, MaxAttemptsFor(7, own))
 	require.Equal(t, 2, MaxAttemptsFor(0, own))

@@ -113,34 +113,37 @@ type Store interface {
 	// DeliveryMarkDelivered moves leased deliveries from delivering to
 	// delivered once the response carrying them was written.
 	DeliveryMarkDelivered(ctx context.Context, p *DeliveryMarkDeliveredParams) (int, error)
-	// DeliveryRelease fails the attempt of the host's deliveries that are
-	// still delivering (the answer carrying them was not written): retrying,
-	// due at once, or dlq when out of attempts (TransitionRelease). Returns
-	// how many changed.
+	// DeliveryRelease fails the attempt of the host's deliveries among IDs
+	// that are still delivering (the answer carrying them was not written),
+	// as p.Fail decides (delivery.Release: TransitionRelease). Returns how
+	// many changed.
 	DeliveryRelease(ctx context.Context, p *DeliveryReleaseParams) (int, error)
 	// DeliveryReleaseUnheld fails the attempt of the host's leased
-	// deliveries (delivering or delivered) not in Held, due again at once
-	// (TransitionAnswerLost): the host lost an answer and holds only Held.
-	// Returns how many changed.
+	// deliveries (delivering or delivered) not in Held, as p.Fail decides
+	// (delivery.ReleaseUnheld: TransitionAnswerLost): the host lost an
+	// answer and holds only Held. Returns how many changed.
 	DeliveryReleaseUnheld(ctx context.Context, p *DeliveryReleaseUnheldParams) (int, error)
 	// DeliveryAck marks the host's deliveries acked. Deliveries of other hosts,
 	// unknown ids and already-acked ones are left alone. Returns how many
 	// changed.
 	DeliveryAck(ctx context.Context, p *DeliveryAckParams) (int, error)
-	// DeliveryNack records failed attempts of the host's leased deliveries:
-	// each goes to retrying or dlq as FailureOutcome says, following the
-	// delivery's own retry schedule (Policy when it has none). Returns how
-	// many changed.
+	// DeliveryNack records failed attempts of the host's leased deliveries
+	// among IDs (TransitionNack allows them), each as p.Fail decides
+	// (delivery.Nack). Returns how many changed.
 	DeliveryNack(ctx context.Context, p *DeliveryNackParams) (int, error)
 	// DeliveryExtend renews the lease of the host's leased deliveries to
 	// Now+LeaseFor. Returns how many changed.
 	DeliveryExtend(ctx context.Context, p *DeliveryExtendParams) (int, error)
-	// DeliveryExpireLeases turns every lease that ended before Now into a
-	// failed attempt (FailureOutcome with retryable=true, on the delivery's
-	// own schedule), at most Limit of them; one whose answer was never
-	// written (still delivering) is due again at once
-	// (TransitionExpireUnwritten). Returns how many.
+	// DeliveryExpireLeases turns every lease that ended before Now
+	// (TransitionExpire allows them) into a failed attempt, as p.Fail
+	// decides (delivery.ExpireLeases), at most Limit of them. Returns how
+	// many.
 	DeliveryExpireLeases(ctx context.Context, p *DeliveryExpireLeasesParams) (int, error)
+	// DeliveryReport applies a host's report in one transaction, in this
+	// order: Ack, Nack, Extend, then ReleaseUnheld (each skipped when nil,
+	// each as its own method would; their HostIDs must be the report's).
+	// Nothing is applied when it fails.
+	DeliveryReport(ctx context.Context, p *DeliveryReportParams) (*DeliveryReportResult, error)
 	// DeliveryRetry puts one of the host's dead-lettered or retrying
 	// deliveries back in the queue with its attempts reset
 	// (TransitionRetry). ErrNotFound when the host has no such delivery; a
@@ -395,17 +398,20 @@ type DeliveryMarkDeliveredParams struct {
 	Now    time.Time
 }
 
+// The params of failed attempts (release, nack, expiry) are built by the
+// delivery core (delivery.Release, …), whose Fail decides each one.
+
 type DeliveryReleaseParams struct {
 	HostID string
 	IDs    []string
-	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
+	Fail   FailFunc
 	Now    time.Time
 }
 
 type DeliveryReleaseUnheldParams struct {
 	HostID string
 	Held   []string
-	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
+	Fail   FailFunc
 	Now    time.Time
 }
 
@@ -417,17 +423,9 @@ type DeliveryAckParams struct {
 
 type DeliveryNackParams struct {
 	HostID string
-	Nacks  []Nack
-	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
+	IDs    []string // distinct
+	Fail   FailFunc
 	Now    time.Time
-}
-
-// Nack is one failed attempt reported by a host.
-type Nack struct {
-	ID        string
-	Error     string
-	Retryable bool
-	Attempt   int // the attempt it reports; 0: the current one
 }
 
 type DeliveryExtendParams struct {
@@ -438,9 +436,24 @@ type DeliveryExtendParams struct {
 }
 
 type DeliveryExpireLeasesParams struct {
-	Policy RetryPolicy // for deliveries without their own schedule; zero: the default
-	Limit  int         // at most this many per call; 0: 1000
-	Now    time.Time
+	Fail  FailFunc
+	Limit int // at most this many per call; 0: 1000
+	Now   time.Time
+}
+
+// DeliveryReportParams is a host's report: its parts are applied in one
+// transaction; nil parts are skipped.
+type DeliveryReportParams struct {
+	HostID        string
+	Ack           *DeliveryAckParams
+	Nack          *DeliveryNackParams
+	Extend        *DeliveryExtendParams
+	ReleaseUnheld *DeliveryReleaseUnheldParams
+}
+
+// DeliveryReportResult says how many deliveries each part changed.
+type DeliveryReportResult struct {
+	Acked, Nacked, Extended, Released int
 }
 
 type DeliveryRetryParams struct {

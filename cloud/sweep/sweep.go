@@ -17,6 +17,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -96,10 +97,10 @@ func drain(ctx context.Context, limit int, step func(limit int) (int, error)) (i
 // ExpireLeases turns every lease that ended into a failed attempt, on each
 // delivery's own retry schedule (fallback for deliveries without one), every
 // second.
-func ExpireLeases(st store.Store, fallback store.RetryPolicy) Job {
+func ExpireLeases(st store.Store, fallback delivery.RetryPolicy) Job {
 	return Job{Name: "lease expiry", Interval: time.Second, Do: func(ctx context.Context, now time.Time) (int, error) {
 		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
-			return st.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: fallback, Limit: limit, Now: now})
+			return st.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(fallback, limit, now))
 		})
 	}}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite"
 )
@@ -62,7 +63,7 @@ func status(t *testing.T, st store.Store, id string) store.Status {
 func TestExpireLeasesExpiresOnlyEndedLeases(t *testing.T) {
 	st := setup(t)
 	ctx := context.Background()
-	job := ExpireLeases(st, store.DefaultRetryPolicy)
+	job := ExpireLeases(st, delivery.DefaultRetryPolicy)
 	n, err := job.Do(ctx, start.Add(29*time.Second))
 	require.NoError(t, err)
 	require.Zero(t, n, "lease still valid")
@@ -104,7 +105,7 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 	res, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: "h1", Max: 1, LeaseFor: time.Minute, Now: start})
 	require.NoError(t, err)
 	require.Len(t, res.Deliveries, 1)
-	_, err = st.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: "h1", Nacks: []store.Nack{{ID: dead, Retryable: false}}, Now: start})
+	_, err = st.DeliveryNack(ctx, delivery.NackParams("h1", []delivery.Nack{{ID: dead, Retryable: false}}, delivery.RetryPolicy{}, start))
 	require.NoError(t, err)
 	queued := insert(t, st, "e3", start)
 

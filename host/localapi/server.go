@@ -72,7 +72,7 @@ func New(l Ledger, a Agent, interval time.Duration, clock clockwork.Clock, log *
 	s.mux.HandleFunc("GET /webhooks/ledger/{deliveryID...}", s.handleGet)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, shared.CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
+		writeError(w, shared.CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
 	return s
 }
@@ -81,15 +81,12 @@ func New(l Ledger, a Agent, interval time.Duration, clock clockwork.Clock, log *
 // itself are answered (see hostAllowed); others get 421.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.hostAllowed(r.Host) {
-		writeError(w, http.StatusMisdirectedRequest, codeMisdirected,
+		writeError(w, shared.CodeMisdirected,
 			"the local API answers only requests to 127.0.0.1, localhost or [::1]")
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
-
-// codeMisdirected answers a request to a name the local API is not.
-const codeMisdirected = "misdirected"
 
 // AllowListenHost also answers requests addressed to the IP address the API
 // listens on (--listen 192.168.1.5:7071), when that is an explicit address;
@@ -131,12 +128,12 @@ type listResponse struct {
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	p, err := s.listParams(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, shared.CodeInvalid, err.Error())
+		writeError(w, shared.CodeInvalid, err.Error())
 		return
 	}
 	entries, next, err := s.ledger.DeliveryList(r.Context(), p)
 	if errors.Is(err, ledger.ErrInvalidCursor) {
-		writeError(w, http.StatusBadRequest, shared.CodeInvalid, "invalid cursor: pass the next_cursor of a previous page")
+		writeError(w, shared.CodeInvalid, "invalid cursor: pass the next_cursor of a previous page")
 		return
 	}
 	if err != nil {
@@ -182,12 +179,12 @@ func (s *Server) listParams(r *http.Request) (ledger.ListParams, error) {
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("deliveryID")
 	if id == "" {
-		writeError(w, http.StatusNotFound, shared.CodeNotFound, "no delivery id given")
+		writeError(w, shared.CodeNotFound, "no delivery id given")
 		return
 	}
 	e, err := s.ledger.DeliveryGet(r.Context(), id)
 	if errors.Is(err, ledger.ErrNotFound) {
-		writeError(w, http.StatusNotFound, shared.CodeNotFound, fmt.Sprintf("delivery %q is not in the ledger", id))
+		writeError(w, shared.CodeNotFound, fmt.Sprintf("delivery %q is not in the ledger", id))
 		return
 	}
 	if err != nil {
@@ -219,7 +216,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	n, err := s.ledger.OutboxCount(r.Context())
 	if err != nil {
 		s.log.Error("health: ledger unreadable", "err", err)
-		writeError(w, http.StatusServiceUnavailable, shared.CodeUnavailable, "ledger unreadable")
+		writeError(w, shared.CodeUnavailable, "ledger unreadable")
 		return
 	}
 	queued, running := s.agent.Backlog()
@@ -241,11 +238,13 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) internal(w http.ResponseWriter, err error) {
 	s.log.Error("local api", "err", err)
-	writeError(w, http.StatusInternalServerError, shared.CodeInternal, "internal error")
+	writeError(w, shared.CodeInternal, "internal error")
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, shared.ErrorResponse{Error: shared.ErrorDetail{Code: code, Message: strings.TrimSpace(msg)}})
+// writeError answers code and msg in the common error shape, with the
+// code's status (shared.HTTPStatus).
+func writeError(w http.ResponseWriter, code, msg string) {
+	writeJSON(w, shared.HTTPStatus(code), shared.ErrorResponse{Error: shared.ErrorDetail{Code: code, Message: strings.TrimSpace(msg)}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
@@ -143,7 +144,7 @@ func (e *env) claimersOn(ctx context.Context, r *result, engine string, open fun
 	// The sweeper: lease expiry, as every replica runs it.
 	wg.Go(func() {
 		for i := 0; runCtx.Err() == nil; i++ {
-			if _, err := stores[i%claimers].DeliveryExpireLeases(runCtx, &store.DeliveryExpireLeasesParams{Limit: 1000, Now: time.Now()}); err != nil && runCtx.Err() == nil {
+			if _, err := stores[i%claimers].DeliveryExpireLeases(runCtx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 1000, time.Now())); err != nil && runCtx.Err() == nil {
 				noteErr(err)
 			}
 			select {
@@ -197,8 +198,8 @@ func (e *env) claimersOn(ctx context.Context, r *result, engine string, open fun
 						acks.Add(1)
 					case roll < 90: // nacked: the lease ends now
 						at := time.Now()
-						n, err := st.DeliveryNack(runCtx, &store.DeliveryNackParams{HostID: hostID, Now: at,
-							Nacks: []store.Nack{{ID: d.ID, Error: "chaos nack", Retryable: true, Attempt: d.Attempts}}})
+						n, err := st.DeliveryNack(runCtx, delivery.NackParams(hostID,
+							[]delivery.Nack{{ID: d.ID, Error: "chaos nack", Retryable: true, Attempt: d.Attempts}}, delivery.RetryPolicy{}, at))
 						if err != nil {
 							noteErr(err)
 							continue

@@ -632,17 +632,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
-// lockedDelivery is the state of a delivery locked for a transition.
-type lockedDelivery struct {
-	id          string
-	hostID      string
-	status      store.Status
-	attempts    int
-	maxAttempts int
-	delays      []time.Duration // the delivery's own schedule; nil: the default
-}
-
-const lockedColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
+const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
 
 // lockTransitionable follows the columns of a SELECT: it locks host $1's
 // deliveries among ids $2 whose status is among $3 (those a transition
@@ -654,37 +644,44 @@ const lockTransitionable = `FROM deliveries
 
 // lockForTransition locks the host's deliveries among ids whose status tr
 // allows (lockTransitionable).
-func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, hostID string, ids []string) ([]lockedDelivery, error) {
-	rows, err := tx.Query(ctx, `SELECT `+lockedColumns+` `+lockTransitionable, hostID, ids, statusNames(tr.From))
+func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
+	rows, err := tx.Query(ctx, `SELECT `+failingColumns+` `+lockTransitionable, hostID, ids, statusNames(tr.From))
 	if err != nil {
 		return nil, err
 	}
-	return collectLocked(rows)
+	return collectFailing(rows)
 }
 
-func collectLocked(rows pgx.Rows) ([]lockedDelivery, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (lockedDelivery, error) {
-		var l lockedDelivery
+// collectFailing reads failingColumns: deliveries whose attempt is
+// failing, as the delivery core decides from.
+func collectFailing(rows pgx.Rows) ([]store.Failing, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Failing, error) {
+		var f store.Failing
 		var delays []byte
-		if err := r.Scan(&l.id, &l.hostID, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
-			return l, err
+		if err := r.Scan(&f.ID, &f.HostID, &f.Status, &f.Attempts, &f.MaxAttempts, &delays); err != nil {
+			return f, err
 		}
 		var err error
-		l.delays, err = decodeDelays(delays)
-		return l, err
+		f.RetryDelays, err = decodeDelays(delays)
+		return f, err
 	})
+}
+
+// rowQuerier is the pool, or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // transition applies tr to the host's deliveries among ids that it allows,
 // in one statement (one round trip): it locks them (lockTransitionable), sets status to tr.To (kept when tr.To
 // is empty) plus the columns in set, and writes each one's audit event. set
 // may use $5 (now) and parameters from $7 on, args.
-func (s *Store) transition(ctx context.Context, tr store.Transition, hostID string, ids []string, now time.Time, set string, args ...any) (int, error) {
+func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID string, ids []string, now time.Time, set string, args ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	var n int
-	err := s.pool.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 		WITH locked AS (
 			SELECT delivery_id, status `+lockTransitionable+`
 		), changed AS (
@@ -702,10 +699,121 @@ func (s *Store) transition(ctx context.Context, tr store.Transition, hostID stri
 
 func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
 	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionDelivered, p.HostID, p.IDs, now,
+	n, err := transition(ctx, s.pool, store.TransitionDelivered, p.HostID, p.IDs, now,
 		`delivered_at = $5, updated_at = $5`)
 	if err != nil {
 		return 0, fmt.Errorf("delivery mark delivered: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func ack(ctx context.Context, q rowQuerier, p *store.DeliveryAckParams) (int, error) {
+	return transition(ctx, q, store.TransitionAck, p.HostID, p.IDs, ms(p.Now),
+		`acked_at = $5, updated_at = $5, lease_expires_at = NULL, next_retry_at = NULL`)
+}
+
+func extend(ctx context.Context, q rowQuerier, p *store.DeliveryExtendParams) (int, error) {
+	return transition(ctx, q, store.TransitionExtend, p.HostID, p.IDs, ms(p.Now),
+		`lease_expires_at = $7, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)))
+}
+
+func nack(ctx context.Context, tx pgx.Tx, p *store.DeliveryNackParams) (int, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	failing, err := lockForTransition(ctx, tx, store.TransitionNack, p.HostID, p.IDs)
+	if err != nil {
+		return 0, err
+	}
+	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now))
+}
+
+// releaseUnheld fails the host's leased deliveries not in p.Held.
+func releaseUnheld(ctx context.Context, tx pgx.Tx, p *store.DeliveryReleaseUnheldParams) (int, error) {
+	tr := store.TransitionAnswerLost
+	held := p.Held
+	if held == nil {
+		held = []string{} // NULL would match nothing
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT `+failingColumns+` FROM deliveries
+		WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
+		ORDER BY delivery_id
+		FOR UPDATE`, p.HostID, statusNames(tr.From), held)
+	if err != nil {
+		return 0, err
+	}
+	failing, err := collectFailing(rows)
+	if err != nil {
+		return 0, err
+	}
+	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now))
+}
+
+func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error) {
+	var res store.DeliveryReportResult
+	var err error
+	switch {
+	// A report of acks alone, or extends alone, is one statement: no
+	// transaction of its own needed (two round trips fewer).
+	case p.Nack == nil && p.Extend == nil && p.ReleaseUnheld == nil && p.Ack != nil:
+		res.Acked, err = ack(ctx, s.pool, p.Ack)
+	case p.Ack == nil && p.Nack == nil && p.ReleaseUnheld == nil && p.Extend != nil:
+		res.Extended, err = extend(ctx, s.pool, p.Extend)
+	default:
+		err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
+			res = store.DeliveryReportResult{}
+			if p.Ack != nil {
+				if res.Acked, err = ack(ctx, tx, p.Ack); err != nil {
+					return err
+				}
+			}
+			if p.Nack != nil {
+				if res.Nacked, err = nack(ctx, tx, p.Nack); err != nil {
+					return err
+				}
+			}
+			if p.Extend != nil {
+				if res.Extended, err = extend(ctx, tx, p.Extend); err != nil {
+					return err
+				}
+			}
+			if p.ReleaseUnheld != nil {
+				res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld)
+			}
+			return err
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delivery report: %w", interpretError(err))
+	}
+	return &res, nil
+}
+
+func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
+	n, err := ack(ctx, s.pool, p)
+	if err != nil {
+		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
+	n, err := extend(ctx, s.pool, p)
+	if err != nil {
+		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		n, err = nack(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
 	}
 	return n, nil
 }
@@ -714,9 +822,14 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	tr := store.TransitionRelease
-	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx pgx.Tx) ([]lockedDelivery, error) {
-		return lockForTransition(ctx, tx, tr, p.HostID, p.IDs)
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		failing, err := lockForTransition(ctx, tx, store.TransitionRelease, p.HostID, p.IDs)
+		if err != nil {
+			return err
+		}
+		n, err = applyFailures(ctx, tx, failing, p.Fail, ms(p.Now))
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
@@ -725,21 +838,10 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
-	tr := store.TransitionAnswerLost
-	held := p.Held
-	if held == nil {
-		held = []string{} // NULL would match nothing
-	}
-	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx pgx.Tx) ([]lockedDelivery, error) {
-		rows, err := tx.Query(ctx, `
-			SELECT `+lockedColumns+` FROM deliveries
-			WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
-			ORDER BY delivery_id
-			FOR UPDATE`, p.HostID, statusNames(tr.From), held)
-		if err != nil {
-			return nil, err
-		}
-		return collectLocked(rows)
+	var n int
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		n, err = releaseUnheld(ctx, tx, p)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
@@ -747,116 +849,43 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 	return n, nil
 }
 
-// release fails the attempt of the deliveries lock selects in one
-// transaction with tr, an AtOnce transition, and returns how many.
-func (s *Store) release(ctx context.Context, tr store.Transition, policy store.RetryPolicy, now time.Time,
-	lock func(pgx.Tx) ([]lockedDelivery, error)) (int, error) {
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		locked, err := lock(tx)
-		if err != nil {
-			return err
-		}
-		n = len(locked)
-		return failAtOnce(ctx, tx, tr, locked, policy, now)
-	})
-	return n, err
-}
-
-func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
-	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,
-		`acked_at = $5, updated_at = $5, lease_expires_at = NULL, next_retry_at = NULL`)
-	if err != nil {
-		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
-	}
-	return n, nil
-}
-
-func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
-	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionExtend, p.HostID, p.IDs, now,
-		`lease_expires_at = $7, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)))
-	if err != nil {
-		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
-	}
-	return n, nil
-}
-
-// failAtOnce fails the attempt of each of locked with tr (an AtOnce
-// transition) and wakes their hosts' waiting heartbeats, on any replica:
-// they are due again now.
-func failAtOnce(ctx context.Context, tx pgx.Tx, tr store.Transition, locked []lockedDelivery, policy store.RetryPolicy, now time.Time) error {
+// applyFailures applies to each of the locked deliveries failing the
+// Failure fail decides: one update guarded on its transition's From, and
+// its audit event. A delivery due again at once wakes its host's waiting
+// heartbeats on any replica, once per host. It returns how many changed.
+func applyFailures(ctx context.Context, tx pgx.Tx, failing []store.Failing, fail store.FailFunc, now time.Time) (int, error) {
+	n := 0
 	woken := map[string]bool{}
-	for _, l := range locked {
-		if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
-			return err
+	for _, f := range failing {
+		fl, ok := fail(f)
+		if !ok {
+			continue
 		}
-		if !woken[l.hostID] {
-			woken[l.hostID] = true
-			if err := notifyAvailable(ctx, tx, l.hostID); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// fail records a failed attempt of a locked delivery: retrying or dlq, as
-// store.FailureOutcome decides on the delivery's own schedule, or fallback
-// when it has none.
-func fail(ctx context.Context, tx pgx.Tx, tr store.Transition, l lockedDelivery, fallback store.RetryPolicy,
-	retryable bool, lastError string, now time.Time) error {
-	to, next := store.FailureOutcome(store.PolicyFor(l.delays, fallback), l.attempts, l.maxAttempts, retryable, now)
-	var dlqAt *time.Time
-	switch {
-	case to == store.StatusDLQ:
-		dlqAt = &now
-	case tr.AtOnce:
-		next = &now
-	}
-	_, err := tx.Exec(ctx, `
-		UPDATE deliveries
-		SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6
-		WHERE delivery_id = $1 AND status = ANY($7)`,
-		l.id, string(to), msPtr(next), dlqAt, lastError, now, statusNames(tr.From))
-	if err != nil {
-		return err
-	}
-	return recordEvents(ctx, tx, []store.DeliveryEvent{{
-		DeliveryID: l.id, At: now, From: l.status, To: to, Reason: store.FailureReason(tr, to, retryable), Attempt: l.attempts,
-	}})
-}
-
-func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
-	if len(p.Nacks) == 0 {
-		return 0, nil
-	}
-	now := ms(p.Now)
-	policy := p.Policy // PolicyFor applies the default
-	ids, byID := store.NacksByID(p.Nacks)
-	tr := store.TransitionNack
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		locked, err := lockForTransition(ctx, tx, tr, p.HostID, ids)
+		tr := fl.Transition
+		tag, err := tx.Exec(ctx, `
+			UPDATE deliveries
+			SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6
+			WHERE delivery_id = $1 AND status = ANY($7)`,
+			f.ID, string(fl.To), msPtr(fl.NextRetryAt), msPtr(fl.DLQAt), fl.LastError, now, statusNames(tr.From))
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n = 0
-		for _, l := range locked {
-			nk := byID[l.id]
-			if nk.Stale(l.attempts) {
-				continue // reports an attempt already counted
-			}
-			if err := fail(ctx, tx, tr, l, policy, nk.Retryable, nk.Error, now); err != nil {
-				return err
-			}
-			n++
+		if tag.RowsAffected() == 0 {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
+		err = recordEvents(ctx, tx, []store.DeliveryEvent{{
+			DeliveryID: f.ID, At: now, From: f.Status, To: fl.To, Reason: fl.Reason, Attempt: f.Attempts,
+		}})
+		if err != nil {
+			return 0, err
+		}
+		if tr.AtOnce && !woken[f.HostID] {
+			woken[f.HostID] = true
+			if err := notifyAvailable(ctx, tx, f.HostID); err != nil {
+				return 0, err
+			}
+		}
+		n++
 	}
 	return n, nil
 }
@@ -864,12 +893,11 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
-	policy := p.Policy // PolicyFor applies the default
-	tr, unwritten := store.TransitionExpire, store.TransitionExpireUnwritten
+	tr := store.TransitionExpire
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
-			SELECT `+lockedColumns+` FROM deliveries
+			SELECT `+failingColumns+` FROM deliveries
 			WHERE status = ANY($1) AND lease_expires_at < $2
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT $3
@@ -877,20 +905,12 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		if err != nil {
 			return err
 		}
-		locked, err := collectLocked(rows)
+		failing, err := collectFailing(rows)
 		if err != nil {
 			return err
 		}
-		var unwrittenOnes []lockedDelivery
-		for _, l := range locked {
-			if unwritten.Allows(l.status) {
-				unwrittenOnes = append(unwrittenOnes, l)
-			} else if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
-				return err
-			}
-		}
-		n = len(locked)
-		return failAtOnce(ctx, tx, unwritten, unwrittenOnes, policy, now)
+		n, err = applyFailures(ctx, tx, failing, p.Fail, now)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))

@@ -470,28 +470,19 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
-// lockedDelivery is the state of a delivery about to change, read inside the
-// writer transaction.
-type lockedDelivery struct {
-	id          string
-	hostID      string
-	status      store.Status
-	attempts    int
-	maxAttempts int
-	delays      []time.Duration // the delivery's own schedule; nil: the default
-}
+const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
 
-const lockedColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
-
-func scanLocked(r scanner) (lockedDelivery, error) {
-	var l lockedDelivery
+// scanFailing reads failingColumns: a delivery whose attempt is failing, as
+// the delivery core decides from.
+func scanFailing(r scanner) (store.Failing, error) {
+	var f store.Failing
 	var delays *string
-	if err := r.Scan(&l.id, &l.hostID, &l.status, &l.attempts, &l.maxAttempts, &delays); err != nil {
-		return l, err
+	if err := r.Scan(&f.ID, &f.HostID, &f.Status, &f.Attempts, &f.MaxAttempts, &delays); err != nil {
+		return f, err
 	}
 	var err error
-	l.delays, err = store.DecodeDelays(delays)
-	return l, err
+	f.RetryDelays, err = store.DecodeDelays(delays)
+	return f, err
 }
 
 // transitionable is the condition, and its arguments, that selects the
@@ -503,9 +494,9 @@ func transitionable(tr store.Transition, hostID string, ids []string) (string, [
 
 // selectForTransition reads the host's deliveries among ids whose status tr
 // allows.
-func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string) ([]lockedDelivery, error) {
+func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
 	guard, args := transitionable(tr, hostID, ids)
-	return queryAll(ctx, tx, scanLocked, `SELECT `+lockedColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...)
+	return queryAll(ctx, tx, scanFailing, `SELECT `+failingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...)
 }
 
 // transition applies tr to the host's deliveries among ids that it allows:
@@ -514,43 +505,172 @@ func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, h
 // Each changed delivery gets an audit event, written by one statement from
 // the rows as they are before the update (the writer's transaction holds
 // them).
-func (s *Store) transition(ctx context.Context, tr store.Transition, hostID string, ids []string, now time.Time, set string, setArgs ...any) (int, error) {
+func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string, now time.Time, set string, setArgs ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	guard, guardArgs := transitionable(tr, hostID, ids)
-	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `
-			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
-			WHERE `+guard+` ORDER BY delivery_id`,
-			append([]any{dbTime(now), string(tr.To), tr.Reason}, guardArgs...)...)
-		if err != nil {
-			return err
-		}
-		changed, err := res.RowsAffected()
-		if err != nil || changed == 0 {
-			return err
-		}
-		args := append(append(append([]any{}, setArgs...), string(tr.To)), guardArgs...)
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
-			WHERE `+guard, args...); err != nil {
-			return err
-		}
-		n = int(changed)
-		return nil
-	})
-	return n, err
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+		SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
+		WHERE `+guard+` ORDER BY delivery_id`,
+		append([]any{dbTime(now), string(tr.To), tr.Reason}, guardArgs...)...)
+	if err != nil {
+		return 0, err
+	}
+	changed, err := res.RowsAffected()
+	if err != nil || changed == 0 {
+		return 0, err
+	}
+	args := append(append(append([]any{}, setArgs...), string(tr.To)), guardArgs...)
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
+		WHERE `+guard, args...); err != nil {
+		return 0, err
+	}
+	return int(changed), nil
 }
 
 func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
 	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionDelivered, p.HostID, p.IDs, now,
-		`delivered_at = ?1, updated_at = ?1`, dbTime(now))
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		n, err = transition(ctx, tx, store.TransitionDelivered, p.HostID, p.IDs, now,
+			`delivered_at = ?1, updated_at = ?1`, dbTime(now))
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery mark delivered: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func ack(ctx context.Context, tx *sql.Tx, p *store.DeliveryAckParams) (int, error) {
+	now := ms(p.Now)
+	return transition(ctx, tx, store.TransitionAck, p.HostID, p.IDs, now,
+		`acked_at = ?1, updated_at = ?1, lease_expires_at = NULL, next_retry_at = NULL`, dbTime(now))
+}
+
+func extend(ctx context.Context, tx *sql.Tx, p *store.DeliveryExtendParams) (int, error) {
+	now := ms(p.Now)
+	return transition(ctx, tx, store.TransitionExtend, p.HostID, p.IDs, now,
+		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
+}
+
+func nack(ctx context.Context, tx *sql.Tx, p *store.DeliveryNackParams, woken map[string]bool) (int, error) {
+	if len(p.IDs) == 0 {
+		return 0, nil
+	}
+	failing, err := selectForTransition(ctx, tx, store.TransitionNack, p.HostID, p.IDs)
+	if err != nil {
+		return 0, err
+	}
+	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
+}
+
+// releaseUnheld fails the host's leased deliveries not in p.Held.
+func releaseUnheld(ctx context.Context, tx *sql.Tx, p *store.DeliveryReleaseUnheldParams, woken map[string]bool) (int, error) {
+	tr := store.TransitionAnswerLost
+	// Held goes in as one JSON array (never null): it may list thousands of ids.
+	held, err := json.Marshal(append([]string{}, p.Held...))
+	if err != nil {
+		return 0, err
+	}
+	args := append([]any{p.HostID}, statusArgs(tr.From)...)
+	failing, err := queryAll(ctx, tx, scanFailing, `
+		SELECT `+failingColumns+` FROM deliveries
+		WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
+			AND delivery_id NOT IN (SELECT value FROM json_each(?))
+		ORDER BY delivery_id`, append(args, string(held))...)
+	if err != nil {
+		return 0, err
+	}
+	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
+}
+
+// inReport runs fn in one writer transaction and, once it has committed,
+// wakes the waiting heartbeats of the hosts fn put in woken: their
+// deliveries are due again at once.
+func (s *Store) inReport(ctx context.Context, fn func(tx *sql.Tx, woken map[string]bool) error) error {
+	var woken map[string]bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		woken = map[string]bool{}
+		return fn(tx, woken)
+	})
+	if err != nil {
+		return err
+	}
+	for hostID := range woken {
+		s.wake.notify(hostID)
+	}
+	return nil
+}
+
+func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error) {
+	var res store.DeliveryReportResult
+	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
+		res = store.DeliveryReportResult{}
+		if p.Ack != nil {
+			if res.Acked, err = ack(ctx, tx, p.Ack); err != nil {
+				return err
+			}
+		}
+		if p.Nack != nil {
+			if res.Nacked, err = nack(ctx, tx, p.Nack, woken); err != nil {
+				return err
+			}
+		}
+		if p.Extend != nil {
+			if res.Extended, err = extend(ctx, tx, p.Extend); err != nil {
+				return err
+			}
+		}
+		if p.ReleaseUnheld != nil {
+			res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld, woken)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery report: %w", interpretError(err))
+	}
+	return &res, nil
+}
+
+func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		n, err = ack(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+		n, err = extend(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
+	var n int
+	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
+		n, err = nack(ctx, tx, p, woken)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
 	}
 	return n, nil
 }
@@ -559,9 +679,14 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	tr := store.TransitionRelease
-	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx *sql.Tx) ([]lockedDelivery, error) {
-		return selectForTransition(ctx, tx, tr, p.HostID, p.IDs)
+	var n int
+	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) error {
+		failing, err := selectForTransition(ctx, tx, store.TransitionRelease, p.HostID, p.IDs)
+		if err != nil {
+			return err
+		}
+		n, err = applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
@@ -570,19 +695,10 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
-	tr := store.TransitionAnswerLost
-	// Held goes in as one JSON array (never null): it may list thousands of ids.
-	held, err := json.Marshal(append([]string{}, p.Held...))
-	if err != nil {
-		return 0, err
-	}
-	n, err := s.release(ctx, tr, p.Policy, ms(p.Now), func(tx *sql.Tx) ([]lockedDelivery, error) {
-		args := append([]any{p.HostID}, statusArgs(tr.From)...)
-		return queryAll(ctx, tx, scanLocked, `
-			SELECT `+lockedColumns+` FROM deliveries
-			WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
-				AND delivery_id NOT IN (SELECT value FROM json_each(?))
-			ORDER BY delivery_id`, append(args, string(held))...)
+	var n int
+	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
+		n, err = releaseUnheld(ctx, tx, p, woken)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
@@ -590,123 +706,42 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 	return n, nil
 }
 
-// release fails the attempt of the deliveries read selects in one
-// transaction with tr, an AtOnce transition, wakes their hosts once it has
-// committed, and returns how many.
-func (s *Store) release(ctx context.Context, tr store.Transition, policy store.RetryPolicy, now time.Time,
-	read func(*sql.Tx) ([]lockedDelivery, error)) (int, error) {
-	var locked []lockedDelivery
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if locked, err = read(tx); err != nil {
-			return err
+// applyFailures applies to each of failing the Failure fail decides: one
+// update guarded on its transition's From, and its audit event. A delivery
+// due again at once adds its host to woken. It returns how many changed.
+func applyFailures(ctx context.Context, tx *sql.Tx, failing []store.Failing, fail store.FailFunc, now time.Time, woken map[string]bool) (int, error) {
+	n := 0
+	for _, f := range failing {
+		fl, ok := fail(f)
+		if !ok {
+			continue
 		}
-		return failEach(ctx, tx, tr, locked, policy, now)
-	})
-	if err != nil {
-		return 0, err
-	}
-	s.wakeHosts(locked)
-	return len(locked), nil
-}
-
-func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
-	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionAck, p.HostID, p.IDs, now,
-		`acked_at = ?1, updated_at = ?1, lease_expires_at = NULL, next_retry_at = NULL`, dbTime(now))
-	if err != nil {
-		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
-	}
-	return n, nil
-}
-
-func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
-	now := ms(p.Now)
-	n, err := s.transition(ctx, store.TransitionExtend, p.HostID, p.IDs, now,
-		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
-	if err != nil {
-		return 0, fmt.Errorf("delivery extend: %w", interpretError(err))
-	}
-	return n, nil
-}
-
-// failEach fails the attempt of each of locked with tr.
-func failEach(ctx context.Context, tx *sql.Tx, tr store.Transition, locked []lockedDelivery, policy store.RetryPolicy, now time.Time) error {
-	for _, l := range locked {
-		if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// wakeHosts wakes the waiting heartbeats of the hosts of locked, once each,
-// after a commit made their deliveries due at once.
-func (s *Store) wakeHosts(locked []lockedDelivery) {
-	woken := map[string]bool{}
-	for _, l := range locked {
-		if !woken[l.hostID] {
-			woken[l.hostID] = true
-			s.wake.notify(l.hostID)
-		}
-	}
-}
-
-// fail records a failed attempt of a delivery read in this transaction:
-// retrying or dlq, as store.FailureOutcome decides on the delivery's own
-// schedule, or fallback when it has none.
-func fail(ctx context.Context, tx *sql.Tx, tr store.Transition, l lockedDelivery, fallback store.RetryPolicy,
-	retryable bool, lastError string, now time.Time) error {
-	to, next := store.FailureOutcome(store.PolicyFor(l.delays, fallback), l.attempts, l.maxAttempts, retryable, now)
-	var dlqAt any
-	switch {
-	case to == store.StatusDLQ:
-		dlqAt = dbTime(now)
-	case tr.AtOnce:
-		next = &now
-	}
-	args := append([]any{string(to), dbTimePtr(next), dlqAt, lastError, dbTime(now), l.id}, statusArgs(tr.From)...)
-	_, err := tx.ExecContext(ctx, `
-		UPDATE deliveries
-		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
-		WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)`, args...)
-	if err != nil {
-		return err
-	}
-	return recordEvents(ctx, tx, []store.DeliveryEvent{{
-		DeliveryID: l.id, At: now, From: l.status, To: to, Reason: store.FailureReason(tr, to, retryable), Attempt: l.attempts,
-	}})
-}
-
-func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
-	if len(p.Nacks) == 0 {
-		return 0, nil
-	}
-	now := ms(p.Now)
-	policy := p.Policy // PolicyFor applies the default
-	ids, byID := store.NacksByID(p.Nacks)
-	tr := store.TransitionNack
-	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		locked, err := selectForTransition(ctx, tx, tr, p.HostID, ids)
+		tr := fl.Transition
+		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now), f.ID},
+			statusArgs(tr.From)...)
+		res, err := tx.ExecContext(ctx, `
+			UPDATE deliveries
+			SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
+			WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)`, args...)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n = 0
-		for _, l := range locked {
-			nk := byID[l.id]
-			if nk.Stale(l.attempts) {
-				continue // reports an attempt already counted
+		if changed, err := res.RowsAffected(); err != nil || changed == 0 {
+			if err != nil {
+				return 0, err
 			}
-			if err := fail(ctx, tx, tr, l, policy, nk.Retryable, nk.Error, now); err != nil {
-				return err
-			}
-			n++
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
+		err = recordEvents(ctx, tx, []store.DeliveryEvent{{
+			DeliveryID: f.ID, At: now, From: f.Status, To: fl.To, Reason: fl.Reason, Attempt: f.Attempts,
+		}})
+		if err != nil {
+			return 0, err
+		}
+		if tr.AtOnce {
+			woken[f.HostID] = true
+		}
+		n++
 	}
 	return n, nil
 }
@@ -714,36 +749,23 @@ func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
-	policy := p.Policy // PolicyFor applies the default
 	tr := store.TransitionExpire
-	var (
-		n         int
-		unwritten []lockedDelivery
-	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		unwritten = unwritten[:0]
+	var n int
+	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) error {
 		args := append(statusArgs(tr.From), dbTime(now), limit)
-		locked, err := queryAll(ctx, tx, scanLocked, `
-			SELECT `+lockedColumns+` FROM deliveries
+		failing, err := queryAll(ctx, tx, scanFailing, `
+			SELECT `+failingColumns+` FROM deliveries
 			WHERE status IN (`+placeholders(len(tr.From))+`) AND lease_expires_at < ?
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT ?`, args...)
 		if err != nil {
 			return err
 		}
-		for _, l := range locked {
-			if store.TransitionExpireUnwritten.Allows(l.status) {
-				unwritten = append(unwritten, l)
-			} else if err := fail(ctx, tx, tr, l, policy, true, tr.Reason, now); err != nil {
-				return err
-			}
-		}
-		n = len(locked)
-		return failEach(ctx, tx, store.TransitionExpireUnwritten, unwritten, policy, now)
+		n, err = applyFailures(ctx, tx, failing, p.Fail, now, woken)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
 	}
-	s.wakeHosts(unwritten)
 	return n, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -278,22 +279,22 @@ func exerciseStaleNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		// Attempt 1's lease expires; attempt 2 goes out.
 		expired := base.Add(leaseFor + time.Second)
-		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: expired})
+		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, expired))
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		again := expired.Add(store.DefaultRetryPolicy.Delays[1])
+		again := expired.Add(delivery.DefaultRetryPolicy.Delays[1])
 		leased := lease(ctx, t, s, b.host.ID, 1, 0, again)
 		require.Len(t, leased, 1)
 		require.Equal(t, 2, leased[0].Attempts)
 
 		// The host's nack of attempt 1 arrives now: attempt 2 stays in flight.
-		require.Zero(t, nack(ctx, t, s, b.host.ID, again, store.Nack{ID: d.ID, Error: "old", Retryable: true, Attempt: 1}))
+		require.Zero(t, nack(ctx, t, s, b.host.ID, again, delivery.Nack{ID: d.ID, Error: "old", Retryable: true, Attempt: 1}))
 		got := get(ctx, t, s, b.host.ID, d.ID)
 		require.Equal(t, store.StatusDelivering, got.Status)
 		require.Equal(t, 2, got.Attempts)
 
 		// A nack of attempt 2 counts.
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, again, store.Nack{ID: d.ID, Error: "now", Retryable: true, Attempt: 2}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, again, delivery.Nack{ID: d.ID, Error: "now", Retryable: true, Attempt: 2}))
 		got = get(ctx, t, s, b.host.ID, d.ID)
 		require.Equal(t, store.StatusRetrying, got.Status)
 		require.Equal(t, "now", got.LastError)

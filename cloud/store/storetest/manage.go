@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -46,7 +47,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		// A retry that is not due yet is not work left over.
 		d := insert(ctx, t, s, b.host.ID, "evt-r", base, deliveryOpts{source: "stripe"})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, now), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, store.Nack{ID: d.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, delivery.Nack{ID: d.ID, Retryable: true}))
 		insert(ctx, t, s, b.host.ID, "evt-4", now, deliveryOpts{})
 		res = leaseMore(ctx, t, s, b.host.ID, 1, 0, now)
 		require.Len(t, res.Deliveries, 1)
@@ -59,10 +60,10 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		late := base.Add(leaseFor + time.Second)
-		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Now: late})
+		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, late))
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		again := late.Add(store.DefaultRetryPolicy.Delays[1])
+		again := late.Add(delivery.DefaultRetryPolicy.Delays[1])
 		leased := lease(ctx, t, s, b.host.ID, 1, 0, again)
 		require.Len(t, leased, 1)
 		require.Equal(t, 2, leased[0].Attempts, "handed out again")
@@ -74,8 +75,8 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Nil(t, got.LeaseExpiresAt)
 		// The second attempt's ack, or its nack, changes nothing more.
 		require.Zero(t, ack(ctx, t, s, b.host.ID, again.Add(2*time.Second), d.ID))
-		require.Zero(t, nack(ctx, t, s, b.host.ID, again.Add(2*time.Second), store.Nack{ID: d.ID, Retryable: false}))
-		n, err = s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Now: again.Add(time.Hour)})
+		require.Zero(t, nack(ctx, t, s, b.host.ID, again.Add(2*time.Second), delivery.Nack{ID: d.ID, Retryable: false}))
+		n, err = s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, again.Add(time.Hour)))
 		require.NoError(t, err)
 		require.Zero(t, n, "an acked delivery has no lease left to expire")
 		require.Equal(t, store.StatusAcked, get(ctx, t, s, b.host.ID, d.ID).Status)
@@ -100,7 +101,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		for range workers {
 			wg.Go(func() {
 				for {
-					n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Limit: 7, Now: now})
+					n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 7, now))
 					if err != nil {
 						errs <- err
 						return
@@ -178,7 +179,7 @@ func exerciseSchedules(ctx context.Context, t *testing.T, setup setupFunc) {
 		now := base
 		for attempt := 1; attempt <= 3; attempt++ {
 			require.Equal(t, []string{d.ID}, ids(lease(ctx, t, s, b.host.ID, 10, 0, now)), "attempt %d", attempt)
-			require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, store.Nack{ID: d.ID, Error: "503", Retryable: true}))
+			require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, delivery.Nack{ID: d.ID, Error: "503", Retryable: true}))
 			got := get(ctx, t, s, b.host.ID, d.ID)
 			if attempt == 3 {
 				require.Equal(t, store.StatusDLQ, got.Status, "after its third failure")
@@ -197,7 +198,7 @@ func exerciseSchedules(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 4, res.Delivery.MaxAttempts, "an explicit max wins")
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, base), 1)
 		late := base.Add(leaseFor + time.Second)
-		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: late})
+		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, late))
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, ptr(late.Add(7*time.Second)), get(ctx, t, s, b.host.ID, res.Delivery.ID).NextRetryAt)
@@ -206,8 +207,8 @@ func exerciseSchedules(ctx context.Context, t *testing.T, setup setupFunc) {
 		plain := insert(ctx, t, s, b.host.ID, "evt-3", base, deliveryOpts{})
 		require.Nil(t, plain.RetryDelays)
 		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, late), 1)
-		fallback := store.RetryPolicy{Delays: []time.Duration{0, 3 * time.Second}}
-		_, err = s.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: b.host.ID, Nacks: []store.Nack{{ID: plain.ID, Retryable: true}}, Policy: fallback, Now: late})
+		fallback := delivery.RetryPolicy{Delays: []time.Duration{0, 3 * time.Second}}
+		_, err = s.DeliveryNack(ctx, delivery.NackParams(b.host.ID, []delivery.Nack{{ID: plain.ID, Retryable: true}}, fallback, late))
 		require.NoError(t, err)
 		require.Equal(t, ptr(late.Add(3*time.Second)), get(ctx, t, s, b.host.ID, plain.ID).NextRetryAt)
 	})
@@ -254,7 +255,7 @@ func exerciseRetry(ctx context.Context, t *testing.T, setup setupFunc) {
 		// A retrying delivery waits no longer.
 		waiting := insert(ctx, t, s, b.host.ID, "evt-wait", base, deliveryOpts{})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, now), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, store.Nack{ID: waiting.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, delivery.Nack{ID: waiting.ID, Retryable: true}))
 		_, err = s.DeliveryRetry(ctx, &store.DeliveryRetryParams{HostID: b.host.ID, ID: waiting.ID, Now: now})
 		require.NoError(t, err)
 		require.Equal(t, []string{waiting.ID}, ids(lease(ctx, t, s, b.host.ID, 10, 0, now)), "due at once")
@@ -345,7 +346,7 @@ func exercisePurgeAndPrune(ctx context.Context, t *testing.T, setup setupFunc) {
 		retrying := insert(ctx, t, s, b.host.ID, "evt-retrying", base, deliveryOpts{})
 		insert(ctx, t, s, b.host.ID, "evt-queued", base, deliveryOpts{source: "stripe"})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: retrying.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: retrying.ID, Retryable: true}))
 
 		prune := func(st store.Status, before time.Time, limit int) int {
 			n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: st, PruneParams: store.PruneParams{Before: before, Limit: limit}})
@@ -522,7 +523,7 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		_, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(time.Second), deliveryOpts{}))
 		require.NoError(t, err)
 		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: d.ID, Retryable: false}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d.ID, Retryable: false}))
 		mark()
 		require.Equal(t, b.other.ID, next(), "a duplicate, a lease and a nack wake no one")
 
@@ -531,7 +532,7 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, b.host.ID, next(), "revived")
 
 		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base.Add(time.Minute)), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), store.Nack{ID: d.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), delivery.Nack{ID: d.ID, Retryable: true}))
 		_, err = s.DeliveryRetry(ctx, &store.DeliveryRetryParams{HostID: b.host.ID, ID: d.ID, Now: base.Add(time.Minute)})
 		require.NoError(t, err)
 		require.Equal(t, b.host.ID, next(), "retried by an operator")
@@ -552,13 +553,13 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		// once. An expiry into a delayed retry wakes no one.
 		leased := lease(ctx, t, s, b.host.ID, 2, 0, base.Add(3*time.Minute))
 		require.Len(t, leased, 2)
-		n, err := s.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: b.host.ID, IDs: ids(leased[:1]), Now: base.Add(3 * time.Minute)})
+		n, err := s.DeliveryRelease(ctx, delivery.ReleaseParams(b.host.ID, ids(leased[:1]), delivery.RetryPolicy{}, base.Add(3*time.Minute)))
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, b.host.ID, next(), "released")
 		handed := handOut(ctx, t, s, b.other.ID, 10, 0, base.Add(3*time.Minute))
 		require.NotEmpty(t, handed)
-		n, err = s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Now: base.Add(3*time.Minute + 2*leaseFor)})
+		n, err = s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, base.Add(3*time.Minute+2*leaseFor)))
 		require.NoError(t, err)
 		require.Equal(t, 1+len(handed), n)
 		mark()
@@ -578,11 +579,11 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		d1 := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		d2 := insert(ctx, t, s, b.host.ID, "evt-2", base, deliveryOpts{})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 2)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), store.Nack{ID: d1.ID, Retryable: true}))
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: d2.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), delivery.Nack{ID: d1.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d2.ID, Retryable: true}))
 		next, err = s.DeliveryNextRetryAt(ctx, b.host.ID)
 		require.NoError(t, err)
-		require.Equal(t, ptr(base.Add(store.DefaultRetryPolicy.Delays[1])), next, "the earliest")
+		require.Equal(t, ptr(base.Add(delivery.DefaultRetryPolicy.Delays[1])), next, "the earliest")
 		next, err = s.DeliveryNextRetryAt(ctx, b.other.ID)
 		require.NoError(t, err)
 		require.Nil(t, next)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -58,6 +59,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseLease(ctx, t, setup)
 	exerciseAckNack(ctx, t, setup)
 	exerciseReleaseUnheld(ctx, t, setup)
+	exerciseReport(ctx, t, setup)
 	exerciseExpiry(ctx, t, setup)
 	exerciseAudit(ctx, t, setup)
 	exerciseConcurrency(ctx, t, setup)
@@ -171,9 +173,9 @@ func ids(ds []*store.Delivery) []string {
 	return out
 }
 
-func nack(ctx context.Context, t *testing.T, s store.Store, hostID string, now time.Time, nacks ...store.Nack) int {
+func nack(ctx context.Context, t *testing.T, s store.Store, hostID string, now time.Time, nacks ...delivery.Nack) int {
 	t.Helper()
-	n, err := s.DeliveryNack(ctx, &store.DeliveryNackParams{HostID: hostID, Nacks: nacks, Policy: store.DefaultRetryPolicy, Now: now})
+	n, err := s.DeliveryNack(ctx, delivery.NackParams(hostID, nacks, delivery.DefaultRetryPolicy, now))
 	require.NoError(t, err)
 	return n
 }
@@ -213,7 +215,7 @@ func toDLQ(ctx context.Context, t *testing.T, s store.Store, hostID, eventID str
 	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
 	leased := lease(ctx, t, s, hostID, 100, 0, at)
 	require.Contains(t, ids(leased), d.ID)
-	require.Equal(t, 1, nack(ctx, t, s, hostID, at, store.Nack{ID: d.ID, Error: "boom", Retryable: false}))
+	require.Equal(t, 1, nack(ctx, t, s, hostID, at, delivery.Nack{ID: d.ID, Error: "boom", Retryable: false}))
 	d = get(ctx, t, s, hostID, d.ID)
 	require.Equal(t, store.StatusDLQ, d.Status)
 	return d
@@ -508,7 +510,7 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, p.ID, d.ID)
 		require.Equal(t, store.StatusQueued, d.Status)
 		require.Zero(t, d.Attempts)
-		require.Equal(t, store.DefaultRetryPolicy.MaxAttempts(), d.MaxAttempts, "0 means the default policy's")
+		require.Equal(t, delivery.DefaultRetryPolicy.MaxAttempts(), d.MaxAttempts, "0 means the default policy's")
 		require.Equal(t, len(body), d.BodySize)
 
 		got := get(ctx, t, s, b.host.ID, p.ID)
@@ -667,7 +669,7 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		// Move a few along: 0..2 leased, then 0 acked and 1 dead-lettered.
 		require.Len(t, lease(ctx, t, s, b.host.ID, 3, 0, base.Add(time.Minute)), 3)
 		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, base.Add(time.Minute), all[0].ID))
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), store.Nack{ID: all[1].ID, Error: "bad", Retryable: false}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), delivery.Nack{ID: all[1].ID, Error: "bad", Retryable: false}))
 
 		newestFirst := slices.Clone(all)
 		slices.SortFunc(newestFirst, func(x, y *store.Delivery) int {
@@ -794,8 +796,8 @@ func exerciseLease(ctx context.Context, t *testing.T, setup setupFunc) {
 		s, b := setup(t)
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: d.ID, Error: "503", Retryable: true}))
-		due := base.Add(store.DefaultRetryPolicy.Delays[1])
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d.ID, Error: "503", Retryable: true}))
+		due := base.Add(delivery.DefaultRetryPolicy.Delays[1])
 		require.Equal(t, ptr(due), get(ctx, t, s, b.host.ID, d.ID).NextRetryAt)
 
 		require.Empty(t, lease(ctx, t, s, b.host.ID, 10, 0, due.Add(-time.Millisecond)), "not due yet")
@@ -856,8 +858,7 @@ func exerciseLease(ctx context.Context, t *testing.T, setup setupFunc) {
 		// The answer carrying first, second and last was not written. Only
 		// the caller's count, only while delivering.
 		now := base.Add(time.Second)
-		n, err := s.DeliveryRelease(ctx, &store.DeliveryReleaseParams{HostID: b.host.ID,
-			IDs: []string{first.ID, second.ID, written.ID, last.ID, o.ID, "unknown"}, Now: now})
+		n, err := s.DeliveryRelease(ctx, delivery.ReleaseParams(b.host.ID, []string{first.ID, second.ID, written.ID, last.ID, o.ID, "unknown"}, delivery.RetryPolicy{}, now))
 		require.NoError(t, err)
 		require.Equal(t, 3, n)
 		for _, d := range []*store.Delivery{first, second} {
@@ -902,8 +903,7 @@ func exerciseReleaseUnheld(ctx context.Context, t *testing.T, setup setupFunc) {
 
 		// The host lost an answer and holds only evt-3.
 		now := base.Add(time.Minute)
-		n, err := s.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: b.host.ID,
-			Held: []string{held.ID, "unknown"}, Now: now})
+		n, err := s.DeliveryReleaseUnheld(ctx, delivery.ReleaseUnheldParams(b.host.ID, []string{held.ID, "unknown"}, delivery.RetryPolicy{}, now))
 		require.NoError(t, err)
 		require.Equal(t, 2, n)
 		for _, d := range []*store.Delivery{unwritten, lost} {
@@ -919,7 +919,7 @@ func exerciseReleaseUnheld(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, []string{unwritten.ID, lost.ID, queued.ID}, ids(lease(ctx, t, s, b.host.ID, 10, 0, now)))
 
 		// Holding nothing: everything leased to it.
-		n, err = s.DeliveryReleaseUnheld(ctx, &store.DeliveryReleaseUnheldParams{HostID: b.host.ID, Now: now})
+		n, err = s.DeliveryReleaseUnheld(ctx, delivery.ReleaseUnheldParams(b.host.ID, nil, delivery.RetryPolicy{}, now))
 		require.NoError(t, err)
 		require.Equal(t, 4, n)
 	})
@@ -939,7 +939,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		n, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{delivered.ID}, Now: base})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: retrying.ID, Error: "x", Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: retrying.ID, Error: "x", Retryable: true}))
 		dlq := toDLQ(ctx, t, s, b.host.ID, "evt-dlq", base.Add(3*time.Millisecond))
 		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base.Add(time.Hour), deliveryOpts{})
 		other := insert(ctx, t, s, b.other.ID, "evt-other", base, deliveryOpts{})
@@ -991,7 +991,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		late := base.Add(leaseFor + time.Minute)
-		n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: late})
+		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, late))
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d.ID).Status)
@@ -1005,7 +1005,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		t.Parallel()
 		s, b := setup(t)
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		policy := store.DefaultRetryPolicy
+		policy := delivery.DefaultRetryPolicy
 		now := base
 		for attempt := 1; attempt <= policy.MaxAttempts(); attempt++ {
 			leased := lease(ctx, t, s, b.host.ID, 10, 0, now)
@@ -1017,7 +1017,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 				require.NoError(t, err)
 			}
 			msg := fmt.Sprintf("failure %d", attempt)
-			require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, store.Nack{ID: d.ID, Error: msg, Retryable: true}))
+			require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, delivery.Nack{ID: d.ID, Error: msg, Retryable: true}))
 			got := get(ctx, t, s, b.host.ID, d.ID)
 			require.Equal(t, msg, got.LastError)
 			require.Nil(t, got.LeaseExpiresAt)
@@ -1047,7 +1047,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		s, b := setup(t)
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: d.ID, Error: "400 bad request", Retryable: false}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d.ID, Error: "400 bad request", Retryable: false}))
 		got := get(ctx, t, s, b.host.ID, d.ID)
 		require.Equal(t, store.StatusDLQ, got.Status, "at once")
 		require.Equal(t, 1, got.Attempts)
@@ -1064,10 +1064,10 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{maxAttempts: 2})
 		require.Equal(t, 2, d.MaxAttempts)
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: d.ID, Error: "x", Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d.ID, Error: "x", Retryable: true}))
 		now := *get(ctx, t, s, b.host.ID, d.ID).NextRetryAt
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, now), 1)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, store.Nack{ID: d.ID, Error: "x", Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, delivery.Nack{ID: d.ID, Error: "x", Retryable: true}))
 		require.Equal(t, store.StatusDLQ, get(ctx, t, s, b.host.ID, d.ID).Status, "the delivery's own max_attempts")
 	})
 
@@ -1079,16 +1079,16 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base.Add(time.Second), deliveryOpts{})
 
 		// Another host's nack changes nothing.
-		require.Zero(t, nack(ctx, t, s, b.other.ID, base, store.Nack{ID: leased.ID, Error: "x", Retryable: false}))
+		require.Zero(t, nack(ctx, t, s, b.other.ID, base, delivery.Nack{ID: leased.ID, Error: "x", Retryable: false}))
 		require.Equal(t, store.StatusDelivering, get(ctx, t, s, b.host.ID, leased.ID).Status)
 		// A nack of a delivery that is not leased changes nothing.
-		require.Zero(t, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: queued.ID, Error: "x", Retryable: false}, store.Nack{ID: "unknown", Error: "x"}))
+		require.Zero(t, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: queued.ID, Error: "x", Retryable: false}, delivery.Nack{ID: "unknown", Error: "x"}))
 		got := get(ctx, t, s, b.host.ID, queued.ID)
 		require.Equal(t, store.StatusQueued, got.Status)
 		require.Empty(t, got.LastError)
 		// A nack after the failure was counted changes nothing either.
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: leased.ID, Error: "first", Retryable: true}))
-		require.Zero(t, nack(ctx, t, s, b.host.ID, base, store.Nack{ID: leased.ID, Error: "second", Retryable: false}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: leased.ID, Error: "first", Retryable: true}))
+		require.Zero(t, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: leased.ID, Error: "second", Retryable: false}))
 		got = get(ctx, t, s, b.host.ID, leased.ID)
 		require.Equal(t, store.StatusRetrying, got.Status)
 		require.Equal(t, "first", got.LastError)
@@ -1123,7 +1123,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.TransitionExtend.Reason, ev.Reason)
 
 		// Past the original lease: the extended one lives on, the other expires.
-		n, err = s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Now: base.Add(leaseFor + time.Minute)})
+		n, err = s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, base.Add(leaseFor+time.Minute)))
 		require.NoError(t, err)
 		require.Equal(t, 2, n, "d2 and the other host's")
 		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, d1.ID).Status)
@@ -1158,7 +1158,7 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base.Add(3*time.Second), deliveryOpts{})
 
 		expire := func(now time.Time, limit int) int {
-			n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Policy: store.DefaultRetryPolicy, Limit: limit, Now: now})
+			n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, limit, now))
 			require.NoError(t, err)
 			return n
 		}
@@ -1173,7 +1173,7 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		got := get(ctx, t, s, b.host.ID, delivered.ID)
 		require.Equal(t, store.StatusRetrying, got.Status)
 		require.Equal(t, 1, got.Attempts)
-		require.Equal(t, ptr(now.Add(store.DefaultRetryPolicy.Delays[1])), got.NextRetryAt)
+		require.Equal(t, ptr(now.Add(delivery.DefaultRetryPolicy.Delays[1])), got.NextRetryAt)
 		require.Nil(t, got.LeaseExpiresAt)
 		require.NotEmpty(t, got.LastError)
 		requireLastEvent(ctx, t, s, store.DeliveryEvent{DeliveryID: delivered.ID, At: now,
@@ -1206,7 +1206,7 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		for attempt := 1; attempt <= 2; attempt++ {
 			require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, now), 1)
 			now = now.Add(leaseFor + time.Millisecond)
-			n, err := s.DeliveryExpireLeases(ctx, &store.DeliveryExpireLeasesParams{Now: now}) // zero policy: the default
+			n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, now)) // zero policy: the default
 			require.NoError(t, err)
 			require.Equal(t, 1, n)
 			if attempt == 1 {
@@ -1232,11 +1232,11 @@ func exerciseAudit(ctx context.Context, t *testing.T, setup setupFunc) {
 		s, b := setup(t)
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		t1, t2, t3, t4, t5, t6 := base.Add(time.Second), base.Add(2*time.Second), base.Add(3*time.Second),
-			base.Add(3*time.Second+store.DefaultRetryPolicy.Delays[1]), base.Add(time.Hour), base.Add(2*time.Hour)
+			base.Add(3*time.Second+delivery.DefaultRetryPolicy.Delays[1]), base.Add(time.Hour), base.Add(2*time.Hour)
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, t1), 1)
 		_, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: t2})
 		require.NoError(t, err)
-		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, t3, store.Nack{ID: d.ID, Error: "503", Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, t3, delivery.Nack{ID: d.ID, Error: "503", Retryable: true}))
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, t4), 1)
 		_, err = s.DeliveryExtend(ctx, &store.DeliveryExtendParams{HostID: b.host.ID, IDs: []string{d.ID}, LeaseFor: time.Hour, Now: t4})
 		require.NoError(t, err)

@@ -1,0 +1,294 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// Store is the storage the core uses (a store.Store has it). Each method
+// is store.Store's: errors are store.ErrNotFound for an unknown host
+// (HostGet, HostHeartbeat), else the database's.
+type Store interface {
+	HostGet(ctx context.Context, id string) (*store.Host, error)
+	HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams) error
+	DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error)
+	DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error)
+	DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error)
+	DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error)
+	DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error)
+	DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error
+}
+
+// Config sets the core's bounds. Zero values take the defaults.
+type Config struct {
+	LeaseFor      time.Duration // lease on handed-out deliveries (default 2 min)
+	MaxBatchBytes int           // raw body bytes per batch (default 4 MiB)
+	MaxWait       time.Duration // longest a wait for work lasts (default 25 s)
+	// Policy is the retry schedule of deliveries without their own
+	// (default DefaultRetryPolicy).
+	Policy RetryPolicy
+	// Changed, when set, is called with a host's id after a heartbeat
+	// recorded its subscription: what caches of the host must drop.
+	Changed func(hostID string)
+}
+
+func (c *Config) setDefaults() {
+	if c.LeaseFor <= 0 {
+		c.LeaseFor = 2 * time.Minute
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 4 << 20
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 25 * time.Second
+	}
+	c.Policy = c.Policy.OrDefault()
+}
+
+// Service is the delivery core. Its methods are safe for concurrent use.
+type Service struct {
+	store   Store
+	cfg     Config
+	clock   clockwork.Clock
+	log     *slog.Logger
+	wakeups *wakeups
+}
+
+// New returns the core over st.
+func New(st Store, cfg Config, clock clockwork.Clock, log *slog.Logger) *Service {
+	cfg.setDefaults()
+	return &Service{store: st, cfg: cfg, clock: clock, log: log, wakeups: newWakeups()}
+}
+
+// now is the clock's time at the precision both stores keep.
+func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
+
+// Policy is the retry schedule of deliveries without their own.
+func (s *Service) Policy() RetryPolicy { return s.cfg.Policy }
+
+// Report is what a host says of the deliveries it was handed.
+type Report struct {
+	Acks    []string // handled
+	Nacks   []Nack   // failed
+	Extends []string // still running: renew their lease
+	// AnswerLost: the host lost an answer and holds only Held of what is
+	// leased to it; the rest is due again at once.
+	AnswerLost bool
+	Held       []string
+}
+
+func (r *Report) empty() bool {
+	return len(r.Acks) == 0 && len(r.Nacks) == 0 && len(r.Extends) == 0 && !r.AnswerLost
+}
+
+// Report applies a host's report in one store transaction: acks, nacks,
+// extends, then the release of what a lost answer leased. It returns the
+// store's error, wrapped.
+func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.DeliveryReportResult, error) {
+	if r.empty() {
+		return &store.DeliveryReportResult{}, nil
+	}
+	now := s.now()
+	p := &store.DeliveryReportParams{HostID: hostID}
+	if len(r.Acks) > 0 {
+		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Now: now}
+	}
+	if len(r.Nacks) > 0 {
+		p.Nack = NackParams(hostID, r.Nacks, s.cfg.Policy, now)
+	}
+	if len(r.Extends) > 0 {
+		p.Extend = &store.DeliveryExtendParams{HostID: hostID, IDs: r.Extends, LeaseFor: s.cfg.LeaseFor, Now: now}
+	}
+	if r.AnswerLost {
+		// What the lost answer leased, the host does not hold: due again at
+		// once, in this very answer if there is room. (Its acks are applied
+		// first: acked deliveries are no longer leased.)
+		p.ReleaseUnheld = ReleaseUnheldParams(hostID, r.Held, s.cfg.Policy, now)
+	}
+	res, err := s.store.DeliveryReport(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	if res.Released > 0 {
+		s.log.Info("host lost a heartbeat answer; its deliveries are due again", "host", hostID, "deliveries", res.Released)
+	}
+	return res, nil
+}
+
+// Beat is what a heartbeat says of the host itself.
+type Beat struct {
+	AgentVersion string
+	Subscription json.RawMessage // nil: unchanged
+}
+
+// recordEvery is how often a host's last heartbeat is written when
+// nothing else about it changed: a host draining a backlog heartbeats
+// back to back, and a commit for each would only move a timestamp by
+// milliseconds.
+const recordEvery = time.Second
+
+// Record records that host is alive, with its agent version and
+// subscription, when that changes the stored host (see recordEvery).
+func (s *Service) Record(ctx context.Context, host *store.Host, b Beat) error {
+	p := &store.HostHeartbeatParams{HostID: host.ID, AgentVersion: b.AgentVersion, Subscription: b.Subscription, Now: s.now()}
+	if !needsRecording(host, p) {
+		return nil
+	}
+	err := s.store.HostHeartbeat(ctx, p)
+	if p.Subscription != nil && s.cfg.Changed != nil {
+		s.cfg.Changed(host.ID) // e.g. intake filters by the subscription
+	}
+	if err != nil {
+		return fmt.Errorf("record heartbeat: %w", err)
+	}
+	return nil
+}
+
+// needsRecording says whether a heartbeat changes the stored host: a new
+// subscription or agent version, or the last one recorded a while ago.
+func needsRecording(h *store.Host, hb *store.HostHeartbeatParams) bool {
+	return hb.Subscription != nil || hb.AgentVersion != h.AgentVersion || h.LastHeartbeatAt == nil ||
+		hb.Now.Sub(*h.LastHeartbeatAt) >= recordEvery
+}
+
+// Lease leases the host's available deliveries, at most max of them and
+// the configured bytes of body, oldest first. When none is available and
+// wait is positive, it waits up to wait (at most MaxWait) for work: a
+// delivery arriving for the host, or its earliest retry coming due. A
+// caller whose ctx ends while it waits gets nothing leased; so does a host
+// deactivated or re-claimed meanwhile (its generation moved on).
+func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait time.Duration) (*store.DeliveryLeaseResult, error) {
+	if max <= 0 {
+		return &store.DeliveryLeaseResult{}, nil
+	}
+	// A host that asks to wait is listening before it looks, so that work
+	// arriving in between still wakes it.
+	var wake <-chan struct{}
+	wait = min(wait, s.cfg.MaxWait)
+	if wait > 0 {
+		ch, unsubscribe := s.Subscribe(host.ID)
+		defer unsubscribe()
+		wake = ch
+	}
+	p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
+	res, err := s.store.DeliveryLease(ctx, p)
+	if err == nil && len(res.Deliveries) == 0 && wake != nil {
+		res, err = s.await(ctx, p, host.Generation, wait, wake)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	return res, nil
+}
+
+// await holds a lease that found nothing until the host has work, up to
+// wait: it wakes when a delivery arrives for the host (wake) and when its
+// earliest retry comes due, then leases again.
+func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, generation int64, wait time.Duration, wake <-chan struct{}) (*store.DeliveryLeaseResult, error) {
+	deadline := p.Now.Add(wait)
+	due, err := s.store.DeliveryNextRetryAt(ctx, p.HostID)
+	if err != nil {
+		return nil, err
+	}
+	if due != nil && due.Before(deadline) {
+		deadline = *due
+	}
+	t := s.clock.NewTimer(deadline.Sub(p.Now))
+	defer t.Stop()
+	for {
+		final := false
+		select {
+		case <-ctx.Done():
+			return &store.DeliveryLeaseResult{}, nil
+		case <-s.wakeups.stop:
+			final = true
+		case <-t.Chan():
+			final = true
+		case <-wake:
+		}
+		h, err := s.store.HostGet(ctx, p.HostID)
+		if err != nil {
+			return nil, err
+		}
+		if h.Status != store.HostActive || h.Generation != generation {
+			return &store.DeliveryLeaseResult{}, nil
+		}
+		p.Now = s.now()
+		res, err := s.store.DeliveryLease(ctx, p)
+		if err != nil || final || len(res.Deliveries) > 0 {
+			return res, err
+		}
+	}
+}
+
+// Handed records how the handing out of leased deliveries ended: written
+// (nil err), they are delivered; not written, the attempt failed before
+// the handler ran and they are due again at once — a release that fails
+// leaves them to the lease expiry, which does the same. It is recorded even
+// when ctx was canceled (the host may be gone).
+func (s *Service) Handed(ctx context.Context, hostID string, ids []string, err error) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err != nil {
+		if _, err := s.Release(ctx, hostID, ids); err != nil {
+			s.log.Warn("release unwritten deliveries", "host", hostID, "err", err)
+		}
+		return
+	}
+	if _, err := s.MarkDelivered(ctx, hostID, ids); err != nil {
+		s.log.Warn("mark delivered", "host", hostID, "err", err)
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "leased", slog.String("host", hostID), slog.Int("count", len(ids)))
+}
+
+// MarkDelivered moves leased deliveries on to delivered: what carried them
+// reached the host. It returns how many changed.
+func (s *Service) MarkDelivered(ctx context.Context, hostID string, ids []string) (int, error) {
+	n, err := s.store.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: hostID, IDs: ids, Now: s.now()})
+	if err != nil {
+		return 0, fmt.Errorf("mark delivered: %w", err)
+	}
+	return n, nil
+}
+
+// Release fails the attempt of leased deliveries that never reached the
+// host: due again at once (TransitionRelease). It returns how many changed.
+func (s *Service) Release(ctx context.Context, hostID string, ids []string) (int, error) {
+	n, err := s.store.DeliveryRelease(ctx, ReleaseParams(hostID, ids, s.cfg.Policy, s.now()))
+	if err != nil {
+		return 0, fmt.Errorf("release: %w", err)
+	}
+	return n, nil
+}
+
+// Heartbeat is one heartbeat of a host: its report, what it says of
+// itself, and how much it takes.
+type Heartbeat struct {
+	Report
+	Beat
+	Max  int           // at most this many deliveries; 0: none
+	Wait time.Duration // wait this long for work when none is available (at most MaxWait)
+}
+
+// Heartbeat is the use case of a heartbeat: apply the host's report, record
+// that it is alive, and lease its next batch, waiting for work when asked.
+// The caller hands the batch out and then says how that ended (Handed).
+// Errors are the store's, wrapped: the heartbeat may be retried.
+func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat) (*store.DeliveryLeaseResult, error) {
+	if _, err := s.Report(ctx, host.ID, &hb.Report); err != nil {
+		return nil, err
+	}
+	if err := s.Record(ctx, host, hb.Beat); err != nil {
+		return nil, err
+	}
+	return s.Lease(ctx, host, hb.Max, hb.Wait)
+}

@@ -1,0 +1,121 @@
+package delivery
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// wakeups lets those waiting for a host's work (a long poll's wait, a
+// pushed connection) sleep until it arrives. The store's listener feeds
+// it: in process on SQLite, through LISTEN/NOTIFY across replicas on
+// Postgres.
+type wakeups struct {
+	mu      sync.Mutex
+	waiting map[string]map[chan struct{}]bool // host id → waiting subscribers
+	stop    chan struct{}                     // closed when the service stops waiting
+	stopped bool
+	ready   chan struct{} // closed once the store's listener first listens
+	once    sync.Once
+}
+
+func newWakeups() *wakeups {
+	return &wakeups{waiting: map[string]map[chan struct{}]bool{}, stop: make(chan struct{}), ready: make(chan struct{})}
+}
+
+// Subscribe returns a channel that receives when the host may have work
+// (deliveries became available to it at once), and its cancel. A receive
+// is a hint: look with Lease. The channel holds one wake-up; more while it
+// is full are merged.
+func (s *Service) Subscribe(hostID string) (<-chan struct{}, func()) {
+	w := s.wakeups
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waiting[hostID] == nil {
+		w.waiting[hostID] = map[chan struct{}]bool{}
+	}
+	w.waiting[hostID][ch] = true
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.waiting[hostID], ch)
+		if len(w.waiting[hostID]) == 0 {
+			delete(w.waiting, hostID)
+		}
+	}
+}
+
+// Waiting is how many subscriptions are open, over every host.
+func (s *Service) Waiting() int {
+	s.wakeups.mu.Lock()
+	defer s.wakeups.mu.Unlock()
+	n := 0
+	for _, chs := range s.wakeups.waiting {
+		n += len(chs)
+	}
+	return n
+}
+
+// wake tells the host's subscribers to look for work. It never blocks.
+func (w *wakeups) wake(hostID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.waiting[hostID] {
+		select {
+		case ch <- struct{}{}:
+		default: // already woken
+		}
+	}
+}
+
+// StopWaiting ends every wait at once, and every later one without
+// waiting: for a graceful shutdown. Stopping is what Stopping's channel
+// says.
+func (s *Service) StopWaiting() {
+	s.wakeups.mu.Lock()
+	defer s.wakeups.mu.Unlock()
+	if !s.wakeups.stopped {
+		s.wakeups.stopped = true
+		close(s.wakeups.stop)
+	}
+}
+
+// Stopping is closed once StopWaiting was called.
+func (s *Service) Stopping() <-chan struct{} { return s.wakeups.stop }
+
+// Ready is closed once the store's listener first listens (Listen).
+func (s *Service) Ready() <-chan struct{} { return s.wakeups.ready }
+
+// Listen feeds subscribers from the store's listener until ctx ends,
+// listening again a second after a failure. listening, when set, is called
+// each time the listener is in place (changes made while no one listened
+// went untold); changed, when set, with the id of a host whose settings
+// changed (store.DeliveryListenParams.Changed).
+func (s *Service) Listen(ctx context.Context, listening func(), changed func(hostID string)) {
+	for {
+		err := s.store.DeliveryListen(ctx, &store.DeliveryListenParams{
+			Listening: func() {
+				if listening != nil {
+					listening()
+				}
+				s.wakeups.once.Do(func() { close(s.wakeups.ready) })
+			},
+			Available: s.wakeups.wake,
+			Changed:   changed,
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("delivery listener failed; waiting heartbeats fall back to their timeout", "err", err)
+		t := s.clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.Chan():
+		}
+	}
+}

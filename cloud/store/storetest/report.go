@@ -1,0 +1,89 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// --- a host's report: acks, nacks, extends and release in one transaction ---
+
+func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("Report", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		var ds []*store.Delivery
+		for i, name := range []string{"acked", "nacked", "extended", "lost", "held"} {
+			ds = append(ds, insert(ctx, t, s, b.host.ID, "evt-"+name, base.Add(time.Duration(i)*time.Second), deliveryOpts{}))
+		}
+		acked, nacked, extended, lost, held := ds[0], ds[1], ds[2], ds[3], ds[4]
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, base), 5)
+		o := insert(ctx, t, s, b.other.ID, "evt-o", base, deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.other.ID, 1, 0, base), 1)
+
+		now := base.Add(time.Minute)
+		res, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{
+			HostID: b.host.ID,
+			Ack:    &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{acked.ID, o.ID}, Now: now},
+			Nack: delivery.NackParams(b.host.ID, []delivery.Nack{{ID: nacked.ID, Error: "400", Retryable: false}},
+				delivery.RetryPolicy{}, now),
+			Extend:        &store.DeliveryExtendParams{HostID: b.host.ID, IDs: []string{extended.ID}, LeaseFor: time.Hour, Now: now},
+			ReleaseUnheld: delivery.ReleaseUnheldParams(b.host.ID, []string{extended.ID, held.ID}, delivery.RetryPolicy{}, now),
+		})
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryReportResult{Acked: 1, Nacked: 1, Extended: 1, Released: 1}, *res,
+			"the ack and the nack come before the release: only the unheld one is left to release")
+		require.Equal(t, store.StatusAcked, get(ctx, t, s, b.host.ID, acked.ID).Status)
+		require.Equal(t, store.StatusDLQ, get(ctx, t, s, b.host.ID, nacked.ID).Status)
+		require.Equal(t, "400", get(ctx, t, s, b.host.ID, nacked.ID).LastError)
+		require.Equal(t, ptr(now.Add(time.Hour)), get(ctx, t, s, b.host.ID, extended.ID).LeaseExpiresAt)
+		got := get(ctx, t, s, b.host.ID, lost.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, ptr(now), got.NextRetryAt, "due at once")
+		require.Equal(t, store.TransitionAnswerLost.Reason, lastEvent(ctx, t, s, lost.ID).Reason)
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, held.ID).Status, "held")
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.other.ID, o.ID).Status, "another host's is not acked")
+
+		// Each part alone does what its own method does.
+		res, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
+			Ack: &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{held.ID}, Now: now}})
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryReportResult{Acked: 1}, *res)
+		res, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
+			Extend: &store.DeliveryExtendParams{HostID: b.host.ID, IDs: []string{extended.ID, held.ID}, LeaseFor: 2 * time.Hour, Now: now}})
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryReportResult{Extended: 1}, *res, "an acked delivery has no lease to extend")
+		res, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID})
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryReportResult{}, *res, "an empty report")
+	})
+
+	// A report is one transaction: a part that fails leaves none applied.
+	t.Run("ReportAllOrNothing", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		e := insert(ctx, t, s, b.host.ID, "evt-2", base, deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, base), 2)
+		now := base.Add(time.Minute)
+		fctx, cancel := context.WithCancel(ctx)
+		nk := delivery.NackParams(b.host.ID, []delivery.Nack{{ID: e.ID, Retryable: true}}, delivery.RetryPolicy{}, now)
+		decide := nk.Fail
+		nk.Fail = func(f store.Failing) (store.Failure, bool) {
+			cancel() // the transaction's statements after this one fail
+			return decide(f)
+		}
+		_, err := s.DeliveryReport(fctx, &store.DeliveryReportParams{HostID: b.host.ID,
+			Ack:  &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: now},
+			Nack: nk,
+		})
+		require.Error(t, err)
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, d.ID).Status, "the ack rolled back")
+		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, e.ID).Status)
+	})
+}
