@@ -174,6 +174,23 @@ type HeartbeatRequest struct {
 	// their leases to end.
 	AnswerLost   bool     `json:"answer_lost,omitempty"`
 	WebhooksHeld []string `json:"webhooks_held,omitempty"`
+	// WebhookResults (optional) say what the host's ledger recorded of the
+	// runs this heartbeat acks or nacks, for the operator's inspect; a
+	// result of a webhook not acked or nacked in the same heartbeat is
+	// ignored.
+	WebhookResults []WebhookResult `json:"webhook_results,omitempty"`
+}
+
+// WebhookResult is the host ledger's record of one handler run.
+type WebhookResult struct {
+	DeliveryID     string `json:"delivery_id"`
+	Attempt        int    `json:"attempt,omitempty"` // the cloud's attempt the run was
+	Result         string `json:"result"`            // success, error or skipped
+	Handler        string `json:"handler,omitempty"`
+	ResponseStatus *int   `json:"response_status,omitempty"` // forward: the target's HTTP status
+	ExitCode       *int   `json:"exit_code,omitempty"`       // exec: the program's exit code
+	DurationMS     int64  `json:"duration_ms"`
+	Error          string `json:"error,omitempty"`
 }
 
 // Nack reports a failed handler run.

@@ -82,6 +82,9 @@ type Report struct {
 	// leased to it; the rest is due again at once.
 	AnswerLost bool
 	Held       []string
+	// Results are what the host's ledger recorded of the runs it acks or
+	// nacks here (the others are dropped); ReportedAt is set by Report.
+	Results []store.DeliveryResult
 }
 
 func (r *Report) empty() bool {
@@ -106,6 +109,7 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 	if len(r.Extends) > 0 {
 		p.Extend = &store.DeliveryExtendParams{HostID: hostID, IDs: r.Extends, LeaseFor: s.cfg.LeaseFor, Now: now}
 	}
+	p.Results = reportedResults(r, now)
 	if r.AnswerLost {
 		// What the lost answer leased, the host does not hold: due again at
 		// once, in this very answer if there is room. (Its acks are applied
@@ -120,6 +124,36 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 		s.log.Info("host lost a heartbeat answer; its deliveries are due again", "host", hostID, "deliveries", res.Released)
 	}
 	return res, nil
+}
+
+// reportedResults keeps the results of the runs the report acks or nacks,
+// one per delivery (the last), valid ones only, stamped now.
+func reportedResults(r *Report, now time.Time) []store.DeliveryResult {
+	if len(r.Results) == 0 {
+		return nil
+	}
+	reported := make(map[string]bool, len(r.Acks)+len(r.Nacks))
+	for _, id := range r.Acks {
+		reported[id] = true
+	}
+	for _, n := range r.Nacks {
+		reported[n.ID] = true
+	}
+	byID := make(map[string]int, len(r.Results))
+	var out []store.DeliveryResult
+	for _, res := range r.Results {
+		if !reported[res.DeliveryID] || !store.ResultValid(res.Result) {
+			continue
+		}
+		res.ReportedAt = now
+		if i, ok := byID[res.DeliveryID]; ok {
+			out[i] = res
+			continue
+		}
+		byID[res.DeliveryID] = len(out)
+		out = append(out, res)
+	}
+	return out
 }
 
 // Beat is what a heartbeat says of the host itself.

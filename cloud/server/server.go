@@ -179,6 +179,10 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/api/hosts/claim", s.claim)
 	r.POST("/api/hosts/token", s.token)
 	r.POST("/api/hosts/heartbeat", s.heartbeat)
+	r.GET("/api/hosts/deliveries", s.hostDeliveries)
+
+	r.GET("/api/deliveries", s.requireAdmin, s.findDeliveries)
+	r.GET("/api/events", s.requireAdmin, s.listEvents)
 
 	admin := r.Group("/api/hosts", s.requireAdmin)
 	admin.POST("", s.createHost)

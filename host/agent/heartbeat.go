@@ -120,6 +120,11 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 		case ledger.OutboxNack:
 			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
 		}
+		if r := ob.Ran; r != nil {
+			req.WebhookResults = append(req.WebhookResults, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
+				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
+				DurationMS: r.DurationMS, Error: r.Error})
+		}
 	}
 	sentAt := h.clock.Now()
 	c := a.flow.credit(sentAt, h.answerLost)

@@ -93,6 +93,15 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 	require.Equal(t, "HTTP 503: busy", ob[1].Error)
 	require.True(t, ob[1].Retryable)
 	require.Equal(t, 3, ob[1].Attempt, "the nack names the attempt it reports")
+	require.Equal(t, &RunResult{Result: ResultError, Attempt: 3, Handler: failed.Handler, ResponseStatus: failed.ResponseStatus,
+		ExitCode: failed.ExitCode, DurationMS: failed.DurationMS, Error: "HTTP 503: busy"}, ob[1].Ran,
+		"each entry carries the ledger's record of its run, reported beside the nack")
+	require.Equal(t, ResultSuccess, ob[0].Ran.Result)
+	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "never-ran", Kind: OutboxNack, CreatedAt: t0}))
+	ob, err = l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Nil(t, ob[2].Ran, "a webhook that never ran has no record to report")
+	require.NoError(t, l.OutboxDelete(ctx, []int64{ob[2].Seq}))
 
 	// A failing outbox write rolls back the ledger row: invalid results are
 	// refused before anything is written, and a record is all or nothing.
