@@ -4,6 +4,7 @@
 //	cloud serve     run the server (migrates first)
 //	cloud migrate   apply database migrations and exit
 //	cloud rekey     re-encrypt every stored secret with the first key
+//	cloud ctl       the operator's command line over the admin API
 //
 // Every setting is an environment variable and a flag of the same meaning;
 // see -h of each command.
@@ -29,6 +30,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/ctl"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
@@ -47,6 +49,7 @@ commands:
   serve     run the relay's cloud server (applies migrations first)
   migrate   apply database migrations and exit
   rekey     re-encrypt every stored source secret with the first key of RELAY_SECRET_KEYS
+  ctl       manage a running cloud: hosts, sources, deliveries, inspect, tail (cloud ctl -h)
   version   print the version
 
 Run "cloud <command> -h" for the flags of a command.
@@ -75,6 +78,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = migrate(ctx, args[1:])
 	case "rekey":
 		err = rekey(ctx, args[1:])
+	case "ctl":
+		return ctl.Run(ctx, args[1:], os.Stdin, os.Stdout, stderr, os.Getenv)
 	case "version", "-v", "--version":
 		fmt.Println(version)
 	case "-h", "--help", "help":

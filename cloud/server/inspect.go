@@ -119,8 +119,8 @@ type eventOfJSON struct {
 }
 
 // listEvents answers GET /api/events: the audit trail of every delivery,
-// oldest first, after the event id `after` (default 0); `limit` (1–500,
-// default 100). `next_after` is where the next call starts.
+// oldest first, after the event id `after` (default 0), or the `last` n;
+// `limit` (1–500, default 100). `next_after` is where the next call starts.
 func (s *Server) listEvents(c *gin.Context) {
 	limit, err := queryLimit(c, 100, 500)
 	if err != nil {
@@ -134,7 +134,16 @@ func (s *Server) listEvents(c *gin.Context) {
 			return
 		}
 	}
-	evs, err := s.store.DeliveryEventListAfter(c.Request.Context(), &store.DeliveryEventListAfterParams{AfterID: after, Limit: limit})
+	p := &store.DeliveryEventListAfterParams{AfterID: after, Limit: limit}
+	if v := c.Query("last"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			s.writeError(c, errInvalid("last: want an integer from 1 to 500"))
+			return
+		}
+		p.Newest, p.Limit = true, n
+	}
+	evs, err := s.store.DeliveryEventListAfter(c.Request.Context(), p)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -41,6 +41,9 @@ type DeliveryFindParams struct {
 type DeliveryEventListAfterParams struct {
 	AfterID int64
 	Limit   int // 0: 100
+	// Newest, when set, returns the newest Limit events (still oldest
+	// first) instead of those after AfterID: where a tail starts.
+	Newest bool
 }
 
 // DeliveryEventOf is an audit event with its delivery's host and source.

@@ -41,7 +41,9 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 	rows, err := s.pool.Query(ctx, `
 		SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
 		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
-		WHERE e.id > $1 ORDER BY e.id LIMIT $2`, p.AfterID, store.LimitOr(p.Limit, defaultFindLimit))
+		WHERE e.id IN (SELECT id FROM delivery_events WHERE $1 OR id > $2
+			ORDER BY CASE WHEN $1 THEN -id ELSE id END LIMIT $3)
+		ORDER BY e.id`, p.Newest, p.AfterID, store.LimitOr(p.Limit, defaultFindLimit))
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}

@@ -38,7 +38,9 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 	}, `
 		SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
 		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
-		WHERE e.id > ? ORDER BY e.id LIMIT ?`, p.AfterID, store.LimitOr(p.Limit, defaultListLimit))
+		WHERE e.id IN (SELECT id FROM delivery_events WHERE ?1 OR id > ?2
+			ORDER BY CASE WHEN ?1 THEN -id ELSE id END LIMIT ?3)
+		ORDER BY e.id`, p.Newest, p.AfterID, store.LimitOr(p.Limit, defaultListLimit))
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}

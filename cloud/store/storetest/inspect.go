@@ -87,6 +87,9 @@ func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Len(t, after, 1)
 		require.Equal(t, all[2].ID, after[0].ID)
+		newest, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{Newest: true, Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, []int64{all[2].ID, all[3].ID}, []int64{newest[0].ID, newest[1].ID}, "the newest, oldest first")
 	})
 
 	t.Run("DeliveryResult", func(t *testing.T) {
