@@ -29,6 +29,10 @@ const (
 	PathWebhooks  = "/api/webhooks" // + /:hostId/:source
 )
 
+// PathHostDeliveries is the cloud's record of the calling host's own
+// deliveries (GET, with the host's token), for reconciliation.
+const PathHostDeliveries = "/api/hosts/deliveries"
+
 // TokenAudience is the "aud" claim of every host token.
 const TokenAudience = "relay-host"
 
@@ -264,4 +268,25 @@ func EventWanted(events []string, eventType, action string) bool {
 		}
 	}
 	return false
+}
+
+// HostDelivery is the cloud's record of one of a host's deliveries, as GET
+// PathHostDeliveries answers it.
+type HostDelivery struct {
+	DeliveryID  string     `json:"delivery_id"`
+	Source      string     `json:"source"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	MaxAttempts int        `json:"max_attempts"`
+	LastError   string     `json:"last_error"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	AckedAt     *time.Time `json:"acked_at"`
+	DLQAt       *time.Time `json:"dlq_at"`
+}
+
+// HostDeliveriesResponse is one page of a host's deliveries, newest first;
+// NextCursor is empty on the last page.
+type HostDeliveriesResponse struct {
+	Webhooks   []HostDelivery `json:"webhooks"`
+	NextCursor string         `json:"next_cursor"`
 }

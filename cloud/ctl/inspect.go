@@ -116,6 +116,9 @@ func advise(d delivery, r *hostResult, now time.Time) nextAction {
 		return nextAction{RetrySafe: false, Action: "wait",
 			Why: d.Status + " in the cloud, but " + ledger + ": the side effect is done and the ack is still to come (the host's next heartbeat sends it). Do not retry by hand; if it stays, run `host reconcile` on host " + d.HostID + "."}
 	}
+	if r == nil {
+		ledger += " (if it is offline, its ledger may hold a run whose ack is not sent: `host reconcile` there tells)"
+	}
 	switch d.Status {
 	case "retrying":
 		return nextAction{RetrySafe: true, Action: "wait",
