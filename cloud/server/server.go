@@ -179,7 +179,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/api/hosts/claim", s.claim)
 	r.POST("/api/hosts/token", s.token)
 	r.POST("/api/hosts/heartbeat", s.heartbeat)
-	r.GET("/api/hosts/deliveries", s.hostDeliveries)
+	r.GET(shared.PathHostDeliveries, s.hostDeliveries)
 
 	r.GET("/api/deliveries", s.requireAdmin, s.findDeliveries)
 	r.GET("/api/events", s.requireAdmin, s.listEvents)
