@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relaykit/relay/cloud/store"
 )
 
 // inspection is a webhook's whole life, as inspect prints it.
@@ -58,7 +60,7 @@ func inspect(ctx context.Context, e *env, args []string, auth func() error) erro
 	now := e.now()
 	out.Edge = edgeVerdict(out.Events)
 	out.Lease = leaseLine(out.Delivery, now)
-	out.NextAction = advise(out.Delivery, out.HostResult, now)
+	out.NextAction = advise(out.Delivery, out.HostResult, lastFailure(out.Events), now)
 	if e.json {
 		return e.printJSON(out)
 	}
@@ -88,10 +90,33 @@ func leaseLine(d delivery, now time.Time) string {
 	return "claimed_until " + stamp(d.LeaseExpires) + " (expired " + since(now, *d.LeaseExpires) + ")"
 }
 
-// advise decides the next action from the cloud's record and the host
-// ledger's result: a handler that succeeded must not run again by hand,
-// whatever the cloud says.
-func advise(d delivery, r *hostResult, now time.Time) nextAction {
+// lastFailure is the audit reason of the delivery's last failed attempt
+// since it was last queued ("" when none).
+func lastFailure(evs []event) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		switch evs[i].To {
+		case "retrying", "dlq":
+			return evs[i].Reason
+		case "queued":
+			return ""
+		}
+	}
+	return ""
+}
+
+// mayHaveRun says whether a failure leaves open whether the handler ran:
+// the lease ended while the host held the webhook, and it reported nothing.
+// (A nack says it failed; the other failures say it never reached the host.)
+func mayHaveRun(failure string) bool {
+	exp := store.TransitionExpire.Reason
+	return failure == exp || strings.HasPrefix(failure, exp+":")
+}
+
+// advise decides the next action from the cloud's record, the host ledger's
+// result and the last failure: a handler that succeeded must not run again
+// by hand, whatever the cloud says, and one that may have run is not called
+// retry-safe.
+func advise(d delivery, r *hostResult, failure string, now time.Time) nextAction {
 	done := r != nil && (r.Result == "success" || r.Result == "skipped")
 	ledger := "the host has reported no run"
 	if r != nil {
@@ -101,39 +126,53 @@ func advise(d delivery, r *hostResult, now time.Time) nextAction {
 		}
 	}
 	retryCmd := "cloud ctl deliveries retry " + d.DeliveryID
-	switch d.Status {
-	case "acked":
+	if d.Status == "acked" {
 		return nextAction{RetrySafe: false, Action: "none", Why: "acked " + sinceP(now, d.AckedAt) + "; " + ledger + ". Nothing to do."}
-	case "dlq":
-		if done {
-			return nextAction{RetrySafe: false, Action: "ack",
-				Why: "dead-lettered, yet " + ledger + ": the side effect is done. Do not retry; run `host reconcile --fix` on host " + d.HostID + " to send the missing ack."}
-		}
-		return nextAction{RetrySafe: true, Action: "retry",
-			Why: fmt.Sprintf("dead-lettered after %d attempts (%s); %s, side effect not committed. Fix the cause, then `%s`.", d.Attempts, orDash(cut(d.LastError, 120)), ledger, retryCmd)}
+	}
+	if done && d.Status == "dlq" {
+		return nextAction{RetrySafe: false, Action: "ack",
+			Why: "dead-lettered, yet " + ledger + ": the side effect is done. Do not retry; run `host reconcile --fix` on host " + d.HostID + " to send the missing ack."}
 	}
 	if done {
 		return nextAction{RetrySafe: false, Action: "wait",
 			Why: d.Status + " in the cloud, but " + ledger + ": the side effect is done and the ack is still to come (the host's next heartbeat sends it). Do not retry by hand; if it stays, run `host reconcile` on host " + d.HostID + "."}
 	}
+	if r == nil && mayHaveRun(failure) && (d.Status == "retrying" || d.Status == "dlq") {
+		unknown := "its lease ended while host " + d.HostID + " held it and the host reported no result: whether the handler ran is unknown. "
+		if d.Status == "dlq" {
+			return nextAction{RetrySafe: false, Action: "investigate",
+				Why: "dead-lettered: " + unknown + "Run `host reconcile` on the host: if its ledger records success, `--fix` sends the ack; if not, `" + retryCmd + "`."}
+		}
+		return nextAction{RetrySafe: false, Action: "wait",
+			Why: "retrying: " + unknown + "The next attempt (" + sinceP(now, d.NextRetryAt) + ") goes to the same host, whose ledger runs it only if it did not succeed; `host reconcile` there tells which."}
+	}
 	if r == nil {
-		ledger += " (if it is offline, its ledger may hold a run whose ack is not sent: `host reconcile` there tells)"
+		ledger += " (the cloud's record: " + orDash(failure) + ")"
+	}
+	if d.Status == "dlq" {
+		return nextAction{RetrySafe: true, Action: "retry",
+			Why: fmt.Sprintf("dead-lettered after %d attempts (%s); %s, side effect not committed. Fix the cause, then `%s`.", d.Attempts, orDash(cut(d.LastError, 120)), ledger, retryCmd)}
 	}
 	switch d.Status {
 	case "retrying":
+		cause := "the handler failed (" + orDash(cut(d.LastError, 120)) + ")"
+		if r == nil && !strings.HasPrefix(failure, store.TransitionNack.Reason) {
+			cause = "it did not reach the host's handler (" + orDash(failure) + ")"
+		}
 		return nextAction{RetrySafe: true, Action: "wait",
-			Why: fmt.Sprintf("the handler failed (%s); %s, side effect not committed. Next attempt %s (attempt %d of %d), or now with `%s`.",
-				orDash(cut(d.LastError, 120)), ledger, sinceP(now, d.NextRetryAt), d.Attempts+1, d.MaxAttempts, retryCmd)}
+			Why: fmt.Sprintf("%s; %s, side effect not committed. Next attempt %s (attempt %d of %d), or now with `%s`.",
+				cause, ledger, sinceP(now, d.NextRetryAt), d.Attempts+1, d.MaxAttempts, retryCmd)}
 	case "delivering", "delivered":
 		if d.LeaseExpires != nil && !d.LeaseExpires.After(now) {
-			return nextAction{RetrySafe: true, Action: "wait",
+			// Delivered: the host got it, and may have run it.
+			return nextAction{RetrySafe: d.Status == "delivering", Action: "wait",
 				Why: "the lease expired " + since(now, *d.LeaseExpires) + " and " + ledger + "; the cloud's sweep counts a failed attempt and hands it out again. If the host is down, see `cloud ctl hosts show " + d.HostID + "`."}
 		}
 		return nextAction{RetrySafe: false, Action: "wait",
 			Why: "handed to host " + d.HostID + ", whose handler may be running now (" + ledger + "). Wait for its ack or the lease's end."}
 	case "queued":
 		return nextAction{RetrySafe: true, Action: "wait",
-			Why: "queued for host " + d.HostID + "'s next heartbeat; nothing ran yet. If it waits long, see `cloud ctl hosts show " + d.HostID + "`."}
+			Why: "queued for host " + d.HostID + "'s next heartbeat; nothing ran since it was queued. If it waits long, see `cloud ctl hosts show " + d.HostID + "`."}
 	}
 	return nextAction{RetrySafe: false, Action: "investigate", Why: "unknown status " + d.Status}
 }

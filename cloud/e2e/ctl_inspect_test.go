@@ -239,6 +239,16 @@ func TestInspectAndReconcile(t *testing.T) {
 	require.Contains(t, out, "dead-letter-but-done  "+w3)
 	require.Contains(t, out, "the side effect is done")
 	c.waitStatus(id2, w3, "dlq") // reconcile alone changes nothing
+	// The cloud alone cannot tell whether that handler ran: inspect says so.
+	ctlJSON(t, u, &in, "inspect", w3)
+	require.Nil(t, in.HostResult)
+	require.Equal(t, "investigate", in.NextAction.Action)
+	require.False(t, in.NextAction.RetrySafe)
+	require.Contains(t, in.NextAction.Why, "whether the handler ran is unknown")
+	code, out = reconcile(t, h2.state, "--fix")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "the ledger and the cloud agree")
+	c.waitStatus(id2, w3, "acked")
 
 	// --fix sends the ack that was cut off, with the ledger's result.
 	code, out = reconcile(t, h1.state, "--fix")
