@@ -32,6 +32,9 @@ type nextAction struct {
 }
 
 func (a nextAction) String() string {
+	if a.Action == "none" {
+		return "none: " + a.Why
+	}
 	safe := "retry-safe"
 	if !a.RetrySafe {
 		safe = "NOT retry-safe"
