@@ -41,6 +41,11 @@ var errSecretUnavailable = &apiError{status: 503, code: shared.CodeUnavailable, 
 func (s *Server) intake(c *gin.Context) {
 	ctx := c.Request.Context()
 	hostID, name := c.Param("hostId"), c.Param("source")
+	if err := checkTargetNames(hostID, name); err != nil {
+		// Made up: answered at once, neither looked up nor cached.
+		s.writeError(c, err)
+		return
+	}
 
 	now := s.now()
 	t, err := s.targets.get(hostID, name, now, func() (*target, error) { return s.resolveTarget(ctx, hostID, name) })

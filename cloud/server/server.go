@@ -105,7 +105,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		logSample:   newSampler(6, 1),
 		metrics:     newMetrics(),
 		wakeups:     newWakeups(),
-		targets:     newTargetCache(targetTTL, 100_000),
+		targets:     newTargetCache(targetTTL, targetCacheFound, targetCacheMissing),
 	}
 }
 
