@@ -110,6 +110,9 @@ type options struct {
 	quarantineMax  int
 	quarantineMB   int
 	trustedProxies string
+	inflightMB     int
+	inflightHostMB int
+	inflightIPMB   int
 
 	envErrs []error // environment values that do not parse
 }
@@ -178,6 +181,9 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.IntVar(&o.rateBurst, "rate-limit-burst", o.envInt("RELAY_RATE_LIMIT_BURST", 0), "intake burst per host, unless the host sets its own (RELAY_RATE_LIMIT_BURST; default: the per-minute limit)")
 	fs.IntVar(&o.quarantineMax, "quarantine-max", o.envInt("RELAY_QUARANTINE_MAX", 10000), "requests kept while their source secret cannot be decrypted (RELAY_QUARANTINE_MAX)")
 	fs.IntVar(&o.quarantineMB, "quarantine-max-mb", o.envInt("RELAY_QUARANTINE_MAX_MB", 1024), "MiB of request bodies the quarantine may hold in all (RELAY_QUARANTINE_MAX_MB)")
+	fs.IntVar(&o.inflightMB, "intake-inflight-mb", o.envInt("RELAY_INTAKE_INFLIGHT_MB", 256), "MiB of request bodies intake holds at once in all (RELAY_INTAKE_INFLIGHT_MB)")
+	fs.IntVar(&o.inflightHostMB, "intake-inflight-host-mb", o.envInt("RELAY_INTAKE_INFLIGHT_HOST_MB", 64), "MiB of request bodies intake holds at once per host (RELAY_INTAKE_INFLIGHT_HOST_MB)")
+	fs.IntVar(&o.inflightIPMB, "intake-inflight-ip-mb", o.envInt("RELAY_INTAKE_INFLIGHT_IP_MB", 32), "MiB of request bodies intake holds at once per client address (RELAY_INTAKE_INFLIGHT_IP_MB)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 }
@@ -295,6 +301,9 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := o.checkBudgets(); err != nil {
+		return err
+	}
 	ring, err := loadRing(&o)
 	if err != nil {
 		return err
@@ -329,6 +338,9 @@ func serve(ctx context.Context, args []string) error {
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
 		QuarantineMaxBytes: int64(o.quarantineMB) << 20,
 		TrustedProxies:     proxies,
+		InflightBytes:      int64(o.inflightMB) << 20,
+		InflightHostBytes:  int64(o.inflightHostMB) << 20,
+		InflightIPBytes:    int64(o.inflightIPMB) << 20,
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
@@ -387,6 +399,24 @@ func serve(ctx context.Context, args []string) error {
 	<-wakeDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// checkBudgets refuses an in-flight budget of no bytes (or of more than
+// the address space).
+func (o *options) checkBudgets() error {
+	for _, b := range []struct {
+		name string
+		mb   int
+	}{
+		{"RELAY_INTAKE_INFLIGHT_MB", o.inflightMB},
+		{"RELAY_INTAKE_INFLIGHT_HOST_MB", o.inflightHostMB},
+		{"RELAY_INTAKE_INFLIGHT_IP_MB", o.inflightIPMB},
+	} {
+		if b.mb < 1 || b.mb > 1<<30 {
+			return usageError{fmt.Errorf("%s=%d: want a whole number of MiB from 1 to %d", b.name, b.mb, 1<<30)}
+		}
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ func TestCloudUsageErrors(t *testing.T) {
 		"bad duration":    {[]string{"RELAY_RETAIN_ACKED=7d"}, []string{"serve"}, `RELAY_RETAIN_ACKED="7d": want a duration`},
 		"bad number":      {[]string{"RELAY_RATE_LIMIT_PER_MIN=lots"}, []string{"serve"}, `RELAY_RATE_LIMIT_PER_MIN="lots"`},
 		"bad proxies":     {[]string{"RELAY_TRUSTED_PROXIES=10.0.0.0/33", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_TRUSTED_PROXIES"},
+		"empty budget":    {[]string{"RELAY_INTAKE_INFLIGHT_IP_MB=0", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_INTAKE_INFLIGHT_IP_MB=0"},
 		"rekey bad keys":  {[]string{"RELAY_SECRET_KEYS=abc", "RELAY_DATABASE_URL=sqlite:" + t.TempDir() + "/c.db"}, []string{"rekey"}, "RELAY_SECRET_KEYS"},
 	}
 	for _, cmd := range []string{"serve", "migrate", "rekey"} {

@@ -22,6 +22,7 @@ const (
 	outcomeOverLimitStored = "over_limit_stored"
 	outcomeQuarantined     = "quarantined"
 	outcomeUnavailable     = "unavailable"
+	outcomeOverBudget      = "over_budget"
 )
 
 // metrics are the server's Prometheus collectors, on the server's own

@@ -38,6 +38,13 @@ type Config struct {
 	// QuarantineMaxBytes bounds the quarantined bodies in all (default 1 GiB).
 	QuarantineMaxBytes int64
 	TrustedProxies     []string // proxies whose X-Forwarded-For names the client (default: none)
+	// Request-body bytes intake holds at once: in all (default 256 MiB),
+	// per host (64 MiB) and per client address (32 MiB); a request that
+	// cannot get its share within BodyBudgetWait (default 2 s) gets 503.
+	InflightBytes     int64
+	InflightHostBytes int64
+	InflightIPBytes   int64
+	BodyBudgetWait    time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -71,6 +78,18 @@ func (c *Config) setDefaults() {
 	if c.QuarantineMaxBytes <= 0 {
 		c.QuarantineMaxBytes = 1 << 30
 	}
+	if c.InflightBytes <= 0 {
+		c.InflightBytes = 256 << 20
+	}
+	if c.InflightHostBytes <= 0 {
+		c.InflightHostBytes = 64 << 20
+	}
+	if c.InflightIPBytes <= 0 {
+		c.InflightIPBytes = 32 << 20
+	}
+	if c.BodyBudgetWait <= 0 {
+		c.BodyBudgetWait = 2 * time.Second
+	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 }
 
@@ -89,6 +108,7 @@ type Server struct {
 	metrics     *metrics
 	wakeups     *wakeups     // heartbeats waiting for work (wait_s)
 	targets     *targetCache // intake's hosts and sources
+	bodies      *bodyBudget  // intake's request bodies in flight
 }
 
 // targetTTL bounds how long intake trusts a cached host and source should
@@ -98,7 +118,7 @@ const targetTTL = 10 * time.Second
 // New returns a server. All dependencies are required.
 func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
 	cfg.setDefaults()
-	return &Server{
+	s := &Server{
 		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg,
 		limits:      newHostLimiters(),
 		auditSample: newSampler(60, 60),
@@ -106,7 +126,10 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		metrics:     newMetrics(),
 		wakeups:     newWakeups(),
 		targets:     newTargetCache(targetTTL, targetCacheFound, targetCacheMissing),
+		bodies:      newBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
 	}
+	s.metrics.reg.MustRegister(s.bodies.gauge())
+	return s
 }
 
 // Handler returns the HTTP handler with every route.
