@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -113,6 +112,7 @@ type options struct {
 	inflightMB     int
 	inflightHostMB int
 	inflightIPMB   int
+	maxConnsPerIP  int
 
 	envErrs []error // environment values that do not parse
 }
@@ -184,6 +184,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.IntVar(&o.inflightMB, "intake-inflight-mb", o.envInt("RELAY_INTAKE_INFLIGHT_MB", 256), "MiB of request bodies intake holds at once in all (RELAY_INTAKE_INFLIGHT_MB)")
 	fs.IntVar(&o.inflightHostMB, "intake-inflight-host-mb", o.envInt("RELAY_INTAKE_INFLIGHT_HOST_MB", 64), "MiB of request bodies intake holds at once per host (RELAY_INTAKE_INFLIGHT_HOST_MB)")
 	fs.IntVar(&o.inflightIPMB, "intake-inflight-ip-mb", o.envInt("RELAY_INTAKE_INFLIGHT_IP_MB", 32), "MiB of request bodies intake holds at once per client address (RELAY_INTAKE_INFLIGHT_IP_MB)")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", o.envInt("RELAY_MAX_CONNS_PER_IP", 512), "connections open at once per client address (the peer's: behind a proxy, the proxy's); 0 is no limit (RELAY_MAX_CONNS_PER_IP)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 }
@@ -345,21 +346,14 @@ func serve(ctx context.Context, args []string) error {
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
 	}
-	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute, // bodies up to 25 MiB on slow links
-		WriteTimeout:      2 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	httpSrv := server.NewHTTPServer(srv.Handler(), server.DefaultTimeouts, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	// Heartbeats waiting for work (wait_s) are answered at once on shutdown.
 	httpSrv.RegisterOnShutdown(srv.StopWaiting)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = srv.LimitConnsPerIP(ln, o.maxConnsPerIP)
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	// Background upkeep runs on every replica: each job is safe to run at once.
