@@ -168,7 +168,7 @@ func (c *targetCache) get(hostID, name string, now time.Time, load func() (*targ
 	e, ok := c.hosts[hostID][name]
 	gen := c.gen
 	c.mu.Unlock()
-	if ok {
+	if ok && now.Before(e.expires) { // requests may insert a little out of order
 		return e.t, e.err
 	}
 	t, err := load()
