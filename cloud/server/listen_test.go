@@ -74,9 +74,13 @@ func TestConnsPerIPLimited(t *testing.T) {
 	c1, c2 := dialFrom(t, "127.0.0.1", addr), dialFrom(t, "127.0.0.1", addr)
 	require.True(t, served(c1))
 	require.True(t, served(c2))
-	c3 := dialFrom(t, "127.0.0.1", addr)
-	require.False(t, served(c3), "a third connection from the address is closed at once")
-	closedByServer(t, c3)
+	// A third from the address is reset as soon as it is accepted (its
+	// dial may already see the reset).
+	if c3, err := net.Dial("tcp", addr); err == nil {
+		defer c3.Close()
+		require.False(t, served(c3), "a third connection from the address is closed at once")
+		closedByServer(t, c3)
+	}
 	require.Contains(t, string(b.admin("GET", "/metrics", nil).body), "\nrelay_connections_refused_total 1\n")
 
 	// Another address has its own count.
