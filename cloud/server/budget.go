@@ -22,10 +22,17 @@ import (
 // A request that cannot get its bytes waits for others to give some back,
 // at most wait, then is refused. A single body larger than a share is
 // taken only while it has that share to itself.
+//
+// Large bodies (over small bytes: a flood's 25 MiB posts, rarely a real
+// webhook) may fill only three quarters of the budget in all and of a
+// host's share: the last quarter is kept for small ones, so that senders
+// at many addresses posting large bodies cannot starve a host's provider
+// of room for its everyday webhooks.
 type bodyBudget struct {
 	clock               clockwork.Clock
 	wait                time.Duration
 	max, maxHost, maxIP int64
+	small               int64 // the largest body that may use the last quarter
 
 	mu    sync.Mutex
 	used  int64
@@ -36,7 +43,7 @@ type bodyBudget struct {
 
 func newBodyBudget(clock clockwork.Clock, wait time.Duration, max, maxHost, maxIP int64) *bodyBudget {
 	return &bodyBudget{clock: clock, wait: wait, max: max, maxHost: maxHost, maxIP: maxIP,
-		hosts: map[string]int64{}, ips: map[string]int64{}}
+		small: smallBody, hosts: map[string]int64{}, ips: map[string]int64{}}
 }
 
 // bodyLease is one request's share of the budget.
@@ -98,15 +105,25 @@ func (l *bodyLease) grow(ctx context.Context, n int64) error {
 	}
 }
 
+// smallBody is the largest body that may use the last quarter of the
+// budget in all and of a host's share: most webhooks are a few KiB.
+const smallBody = 1 << 20
+
 // over reports the share that n more bytes for l do not fit in, if any.
 func (b *bodyBudget) over(l *bodyLease, n int64) error {
 	fits := func(used, max int64) bool { return used+n <= max || used == l.held }
+	room := func(max int64) int64 {
+		if l.held+n > b.small {
+			return max - max/4
+		}
+		return max
+	}
 	switch {
 	case !fits(b.ips[l.ip], b.maxIP):
 		return &overBudgetError{share: "per client address", max: b.maxIP}
-	case !fits(b.hosts[l.host], b.maxHost):
+	case !fits(b.hosts[l.host], room(b.maxHost)):
 		return &overBudgetError{share: "per host", max: b.maxHost}
-	case !fits(b.used, b.max):
+	case !fits(b.used, room(b.max)):
 		return &overBudgetError{share: "in all", max: b.max}
 	}
 	return nil

@@ -218,3 +218,47 @@ func TestAddrKey(t *testing.T) {
 		require.Equal(t, want, addrKey(in), in)
 	}
 }
+
+// Large bodies fill at most three quarters of the budget in all and of a
+// host's share; the last quarter stays for small ones, whatever the number
+// of addresses posting large bodies.
+func TestBodyBudgetKeepsRoomForSmallBodies(t *testing.T) {
+	const mib = 1 << 20
+	b := newBodyBudget(newClock(), time.Second, 8*mib, 8*mib, 4*mib)
+	b.small = mib
+	take := func(host, ip string, n int64) error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		l := b.lease(host, ip)
+		if err := b.over(l, n); err != nil {
+			return err
+		}
+		b.used += n
+		b.hosts[l.host] += n
+		b.ips[l.ip] += n
+		l.held += n
+		return nil
+	}
+	// Large bodies from three addresses: the third would pass three quarters.
+	require.NoError(t, take("h_a", "192.0.2.1", 3*mib))
+	require.NoError(t, take("h_a", "192.0.2.2", 3*mib))
+	err := take("h_a", "192.0.2.3", 2*mib)
+	var over *overBudgetError
+	require.ErrorAs(t, err, &over)
+	require.Equal(t, "per host", over.share)
+	// A small body from the host's provider still fits, twice.
+	require.NoError(t, take("h_a", "198.51.100.7", mib))
+	require.NoError(t, take("h_a", "198.51.100.7", mib))
+	// The whole budget is then held: even a small one waits.
+	require.Error(t, take("h_b", "198.51.100.8", 1))
+
+	// In all, across hosts: large bodies stop at three quarters there too.
+	b = newBodyBudget(newClock(), time.Second, 8*mib, 8*mib, 8*mib)
+	b.small = mib
+	require.NoError(t, take("h_a", "192.0.2.1", 3*mib))
+	require.NoError(t, take("h_b", "192.0.2.2", 3*mib))
+	require.ErrorAs(t, take("h_c", "192.0.2.3", 2*mib), &over)
+	require.Equal(t, "in all", over.share)
+	require.NoError(t, take("h_c", "198.51.100.9", mib))
+	require.NoError(t, take("h_c", "198.51.100.9", mib))
+}
