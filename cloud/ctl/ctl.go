@@ -90,15 +90,15 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "cloud ctl: unknown command %q\n%s", name, usage)
 		return ExitUsage
 	}
-	base := *urlFlag
+	base, from := *urlFlag, "--url"
 	if base == "" {
-		base = getenv(EnvURL)
+		base, from = getenv(EnvURL), "$"+EnvURL
 	}
 	if base == "" {
 		base = "http://127.0.0.1:8080"
 	}
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		fmt.Fprintf(stderr, "cloud ctl: --url %q: want http://… or https://…\n", base)
+		fmt.Fprintf(stderr, "cloud ctl: %s=%q: want http://… or https://…\n", from, base)
 		return ExitUsage
 	}
 	// The token is read only when a command runs, so that -h works without.

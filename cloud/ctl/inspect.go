@@ -235,6 +235,13 @@ func indent(rows [][]string) [][]string {
 	return rows
 }
 
+// tailPage is how many events tail asks for at once; tailLag how far back
+// each poll looks again for events that committed late.
+const (
+	tailPage = 500
+	tailLag  = 200
+)
+
 func tail(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "tail [--host H] [--last N] [--interval 1s] [--json]  (until interrupted)")
 	hostID := f.String("host", "", "only this host's deliveries")
@@ -257,13 +264,27 @@ func tail(ctx context.Context, e *env, args []string, auth func() error) error {
 	if err := e.client.do(ctx, "GET", "/api/events", q, nil, &page); err != nil {
 		return err
 	}
+	// Events at or below floor were there before tail started: not shown
+	// unless asked for with --last.
+	floor := page.NextAfter
 	if *last == 0 {
 		page.Events = nil
+	} else if len(page.Events) > 0 {
+		floor = page.Events[0].ID - 1
 	}
 	ticker := time.NewTicker(*interval)
 	defer ticker.Stop()
+	// Event ids are handed out before their transaction commits, so an event
+	// may show up after one with a higher id: each poll reads again from
+	// tailLag ids back, and prints what it has not printed yet.
+	seen := map[int64]bool{}
+	high := page.NextAfter
 	for {
 		for _, ev := range page.Events {
+			if seen[ev.ID] || ev.ID <= floor {
+				continue
+			}
+			seen[ev.ID], high = true, max(high, ev.ID)
 			if *hostID != "" && ev.HostID != *hostID {
 				continue
 			}
@@ -275,14 +296,24 @@ func tail(ctx context.Context, e *env, args []string, auth func() error) error {
 			}
 			fmt.Fprintf(e.stdout, "%s  %s  %s  %s → %s  attempt %d  %s\n", stamp(&ev.At), ev.HostID, ev.DeliveryID, orDash(ev.From), ev.To, ev.Attempt, ev.Reason)
 		}
+		for id := range seen {
+			if id <= high-tailLag {
+				delete(seen, id)
+			}
+		}
+		if len(page.Events) < tailPage {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ticker.C:
+			}
+		}
 		after := page.NextAfter
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
+		if len(page.Events) < tailPage {
+			after = max(0, high-tailLag)
 		}
 		page.Events = nil
-		err := e.client.do(ctx, "GET", "/api/events", url.Values{"after": {strconv.FormatInt(after, 10)}, "limit": {"500"}}, nil, &page)
+		err := e.client.do(ctx, "GET", "/api/events", url.Values{"after": {strconv.FormatInt(after, 10)}, "limit": {strconv.Itoa(tailPage)}}, nil, &page)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -267,6 +267,9 @@ func TestInspectAndReconcile(t *testing.T) {
 		return strings.Contains(log, w1+"  - → queued") && strings.Contains(log, w2+"  delivering → delivered") &&
 			strings.Contains(log, w2+"  retrying → acked")
 	})
+	for _, line := range strings.Split(strings.TrimSpace(readFile(tail.logPath)), "\n") {
+		require.Equal(t, 1, strings.Count(readFile(tail.logPath), line), "each transition once: %s", line)
+	}
 }
 
 func readFile(path string) string {

@@ -212,6 +212,7 @@ func TestCtlCommands(t *testing.T) {
 				{nil, []string{"hosts", "launch"}, 2, `unknown subcommand "launch"`},
 				{nil, []string{"sources", "put", id, "github", "--secrets-file", "/nonexistent"}, 2, "--secrets-file"},
 				{[]string{"RELAY_URL=http://127.0.0.1:1"}, []string{"hosts", "list"}, 1, "connection refused"},
+				{[]string{"RELAY_URL=relay.example.com"}, []string{"hosts", "list"}, 2, `$RELAY_URL="relay.example.com": want http://… or https://…`},
 			} {
 				r := ctl(t, u, "", e.env, e.args...)
 				require.Equal(t, e.code, r.code, "%v: %s%s", e.args, r.stdout, r.stderr)

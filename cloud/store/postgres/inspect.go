@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,21 +14,8 @@ import (
 const defaultFindLimit = 100
 
 func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) ([]*store.Delivery, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+deliveryColumns+` FROM deliveries
-		WHERE ($1::text = '' OR host_id = $1)
-			AND ($2::text = '' OR status = $2)
-			AND ($3::text = '' OR source = $3)
-			AND ($4::text = '' OR EXISTS (SELECT 1 FROM sources s
-				WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = $4))
-			AND ($5::text = '' OR event_id = $5)
-			AND ($6::text = '' OR correlation_id = $6)
-			AND ($7::timestamptz IS NULL OR received_at >= $7)
-			AND ($8::timestamptz IS NULL OR (received_at, delivery_id) < ($8, $9::text))
-		ORDER BY received_at DESC, delivery_id DESC
-		LIMIT $10`,
-		p.HostID, string(p.Status), p.Source, p.Provider, p.EventID, p.CorrelationID,
-		msPtr(p.ReceivedSince), msPtr(p.BeforeReceivedAt), p.BeforeID, store.LimitOr(p.Limit, defaultFindLimit))
+	q, args := findQuery(p)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery find: %w", err)
 	}
@@ -37,13 +26,63 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 	return list, nil
 }
 
+// findQuery is DeliveryFind's query with only the filters given, so that
+// the planner sees which index serves it (an event id, a correlation id, a
+// host, or none: receipt order), whatever plan it caches.
+func findQuery(p *store.DeliveryFindParams) (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v ...any) {
+		for _, x := range v {
+			args = append(args, x)
+			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1)
+		}
+		where = append(where, cond)
+	}
+	if p.HostID != "" {
+		add("host_id = ?", p.HostID)
+	}
+	if p.Status != "" {
+		add("status = ?", string(p.Status))
+	}
+	if p.Source != "" {
+		add("source = ?", p.Source)
+	}
+	if p.Provider != "" {
+		add(`EXISTS (SELECT 1 FROM sources s
+			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
+	}
+	if p.EventID != "" {
+		add("event_id = ?", p.EventID)
+	}
+	if p.CorrelationID != "" {
+		add("correlation_id = ?", p.CorrelationID)
+	}
+	if p.ReceivedSince != nil {
+		add("received_at >= ?", ms(*p.ReceivedSince))
+	}
+	if p.BeforeReceivedAt != nil {
+		add("(received_at, delivery_id) < (?, ?::text)", ms(*p.BeforeReceivedAt), p.BeforeID)
+	}
+	q := `SELECT ` + deliveryColumns + ` FROM deliveries`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	args = append(args, store.LimitOr(p.Limit, defaultFindLimit))
+	q += ` ORDER BY received_at DESC, delivery_id DESC LIMIT $` + strconv.Itoa(len(args))
+	return q, args
+}
+
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
+	ids := `SELECT id FROM delivery_events WHERE id > $2 ORDER BY id LIMIT $1`
+	args := []any{store.LimitOr(p.Limit, defaultFindLimit), p.AfterID}
+	if p.Newest {
+		ids, args = `SELECT id FROM delivery_events ORDER BY id DESC LIMIT $1`, args[:1]
+	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
 		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
-		WHERE e.id IN (SELECT id FROM delivery_events WHERE $1 OR id > $2
-			ORDER BY CASE WHEN $1 THEN -id ELSE id END LIMIT $3)
-		ORDER BY e.id`, p.Newest, p.AfterID, store.LimitOr(p.Limit, defaultFindLimit))
+		WHERE e.id IN (`+ids+`) ORDER BY e.id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}

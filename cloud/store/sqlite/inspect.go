@@ -4,47 +4,83 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/relaykit/relay/cloud/store"
 )
 
 func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) ([]*store.Delivery, error) {
-	list, err := queryAll(ctx, s.read, scanDeliveryNoBody, `
-		SELECT `+deliveryColumns+` FROM deliveries
-		WHERE (?1 = '' OR host_id = ?1)
-			AND (?2 = '' OR status = ?2)
-			AND (?3 = '' OR source = ?3)
-			AND (?4 = '' OR EXISTS (SELECT 1 FROM sources s
-				WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?4))
-			AND (?5 = '' OR event_id = ?5)
-			AND (?6 = '' OR correlation_id = ?6)
-			AND (?7 IS NULL OR received_at >= ?7)
-			AND (?8 IS NULL OR (received_at, delivery_id) < (?8, ?9))
-		ORDER BY received_at DESC, delivery_id DESC
-		LIMIT ?10`,
-		p.HostID, string(p.Status), p.Source, p.Provider, p.EventID, p.CorrelationID,
-		dbTimePtr(p.ReceivedSince), dbTimePtr(p.BeforeReceivedAt), p.BeforeID, store.LimitOr(p.Limit, defaultListLimit))
+	q, args := findQuery(p)
+	list, err := queryAll(ctx, s.read, scanDeliveryNoBody, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery find: %w", err)
 	}
 	return list, nil
 }
 
+// findQuery is DeliveryFind's query with only the filters given, so that
+// the planner sees which index serves it (an event id, a correlation id, a
+// host, or none: receipt order).
+func findQuery(p *store.DeliveryFindParams) (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
+	if p.HostID != "" {
+		add("host_id = ?", p.HostID)
+	}
+	if p.Status != "" {
+		add("status = ?", string(p.Status))
+	}
+	if p.Source != "" {
+		add("source = ?", p.Source)
+	}
+	if p.Provider != "" {
+		add(`EXISTS (SELECT 1 FROM sources s
+			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
+	}
+	if p.EventID != "" {
+		add("event_id = ?", p.EventID)
+	}
+	if p.CorrelationID != "" {
+		add("correlation_id = ?", p.CorrelationID)
+	}
+	if p.ReceivedSince != nil {
+		add("received_at >= ?", dbTime(*p.ReceivedSince))
+	}
+	if p.BeforeReceivedAt != nil {
+		add("(received_at, delivery_id) < (?, ?)", dbTime(*p.BeforeReceivedAt), p.BeforeID)
+	}
+	q := `SELECT ` + deliveryColumns + ` FROM deliveries`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY received_at DESC, delivery_id DESC LIMIT ?`
+	return q, append(args, store.LimitOr(p.Limit, defaultListLimit))
+}
+
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
+	q, args := eventsQuery(p)
 	events, err := queryAll(ctx, s.read, func(r scanner) (*store.DeliveryEventOf, error) {
 		var e store.DeliveryEventOf
 		err := r.Scan(&e.ID, &e.DeliveryID, timeCol{&e.At}, &e.From, &e.To, &e.Reason, &e.Attempt, &e.HostID, &e.Source)
 		return &e, err
-	}, `
-		SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
-		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
-		WHERE e.id IN (SELECT id FROM delivery_events WHERE ?1 OR id > ?2
-			ORDER BY CASE WHEN ?1 THEN -id ELSE id END LIMIT ?3)
-		ORDER BY e.id`, p.Newest, p.AfterID, store.LimitOr(p.Limit, defaultListLimit))
+	}, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}
 	return events, nil
+}
+
+// eventsQuery reads events by id range: after an id, or the newest.
+func eventsQuery(p *store.DeliveryEventListAfterParams) (string, []any) {
+	ids := `SELECT id FROM delivery_events WHERE id > ? ORDER BY id LIMIT ?`
+	args := []any{p.AfterID, store.LimitOr(p.Limit, defaultListLimit)}
+	if p.Newest {
+		ids, args = `SELECT id FROM delivery_events ORDER BY id DESC LIMIT ?`, args[1:]
+	}
+	return `SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
+		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
+		WHERE e.id IN (` + ids + `) ORDER BY e.id`, args
 }
 
 func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*store.DeliveryResult, error) {

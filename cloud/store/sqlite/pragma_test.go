@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pressly/goose/v3"
@@ -117,4 +118,27 @@ func TestDeletesLeaveNothing(t *testing.T) {
 		err = s.read.QueryRowContext(ctx, `SELECT count(*) FROM `+table+` WHERE delivery_id IN (`+placeholders(len(ids))+`)`, args...).Scan(&n)
 		return n, err
 	})
+}
+
+// The operator's lookups read an index, not every delivery: by event id,
+// by correlation id, a host's newest, everyone's newest, the audit trail
+// after an id.
+func TestFindUsesIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := func(p store.DeliveryFindParams) string {
+		q, args := findQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX deliveries_event_idx (event_id=?)")
+	require.Contains(t, plan(store.DeliveryFindParams{CorrelationID: "c"}), "USING INDEX deliveries_correlation_idx (correlation_id=?)")
+	require.Contains(t, plan(store.DeliveryFindParams{HostID: "h"}), "USING INDEX deliveries_host_received_idx (host_id=?)")
+	require.Equal(t, "SCAN deliveries USING INDEX deliveries_received_idx", plan(store.DeliveryFindParams{}))
+	events := func(p store.DeliveryEventListAfterParams) string {
+		q, args := eventsQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	require.Contains(t, events(store.DeliveryEventListAfterParams{AfterID: 7}), "SEARCH delivery_events USING INTEGER PRIMARY KEY (rowid>?)")
+	// The newest: the rowid order read backwards up to the limit, no sort.
+	require.NotContains(t, events(store.DeliveryEventListAfterParams{Newest: true}), "TEMP B-TREE")
 }
