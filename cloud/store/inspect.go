@@ -94,3 +94,20 @@ func cutRunes(s string, n int) string {
 
 // ResultValid says whether a reported result is one a ledger records.
 func ResultValid(r string) bool { return r == "success" || r == "error" || r == "skipped" }
+
+// LastResults returns results with one per delivery (the last given), each
+// Bounded, in the order of their first appearance: what an engine stores.
+func LastResults(results []DeliveryResult) []DeliveryResult {
+	at := make(map[string]int, len(results))
+	out := make([]DeliveryResult, 0, len(results))
+	for _, r := range results {
+		r = r.Bounded()
+		if i, ok := at[r.DeliveryID]; ok {
+			out[i] = r
+			continue
+		}
+		at[r.DeliveryID] = len(out)
+		out = append(out, r)
+	}
+	return out
+}

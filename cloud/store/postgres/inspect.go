@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -114,23 +115,45 @@ func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*stor
 }
 
 // recordResults keeps the results a host reported of its own deliveries,
-// each replacing the one before.
+// each replacing the one before, in one statement.
 func recordResults(ctx context.Context, tx pgx.Tx, hostID string, results []store.DeliveryResult) error {
-	for _, r := range results {
-		r = r.Bounded()
-		_, err := tx.Exec(ctx, `
-			INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
-				duration_ms, error, reported_at)
-			SELECT delivery_id, $1, $2, $3, $4, $5, $6, $7, $8 FROM deliveries WHERE delivery_id = $9 AND host_id = $10
-			ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
-				handler = excluded.handler, response_status = excluded.response_status,
-				exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
-				reported_at = excluded.reported_at`,
-			r.Attempt, r.Result, r.Handler, r.ResponseStatus, r.ExitCode, r.DurationMS, r.Error,
-			ms(r.ReportedAt), r.DeliveryID, hostID)
-		if err != nil {
-			return fmt.Errorf("record result: %w", err)
-		}
+	if len(results) == 0 {
+		return nil
+	}
+	rs := store.LastResults(results)
+	var (
+		ids, kinds, handlers, errs []string
+		attempts, statuses, exits  []*int32
+		durations                  []int64
+		at                         []time.Time
+	)
+	for _, r := range rs {
+		ids, kinds, handlers, errs = append(ids, r.DeliveryID), append(kinds, r.Result), append(handlers, r.Handler), append(errs, r.Error)
+		attempts, statuses, exits = append(attempts, int32p(&r.Attempt)), append(statuses, int32p(r.ResponseStatus)), append(exits, int32p(r.ExitCode))
+		durations, at = append(durations, r.DurationMS), append(at, ms(r.ReportedAt))
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
+			duration_ms, error, reported_at)
+		SELECT d.delivery_id, r.attempt, r.result, r.handler, r.response_status, r.exit_code, r.duration_ms, r.error, r.at
+		FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::integer[], $6::integer[], $7::bigint[],
+			$8::text[], $9::timestamptz[]) AS r(id, attempt, result, handler, response_status, exit_code, duration_ms, error, at)
+		JOIN deliveries d ON d.delivery_id = r.id AND d.host_id = $10
+		ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
+			handler = excluded.handler, response_status = excluded.response_status,
+			exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
+			reported_at = excluded.reported_at`,
+		ids, attempts, kinds, handlers, statuses, exits, durations, errs, at, hostID)
+	if err != nil {
+		return fmt.Errorf("record results: %w", err)
 	}
 	return nil
+}
+
+func int32p(p *int) *int32 {
+	if p == nil {
+		return nil
+	}
+	v := int32(*p)
+	return &v
 }

@@ -108,17 +108,23 @@ func intPtr(n sql.NullInt64) *int {
 // recordResults keeps the results a host reported of its own deliveries,
 // each replacing the one before.
 func recordResults(ctx context.Context, tx *sql.Tx, hostID string, results []store.DeliveryResult) error {
-	for _, r := range results {
-		r = r.Bounded()
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
-				duration_ms, error, reported_at)
-			SELECT delivery_id, ?, ?, ?, ?, ?, ?, ?, ? FROM deliveries WHERE delivery_id = ? AND host_id = ?
-			ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
-				handler = excluded.handler, response_status = excluded.response_status,
-				exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
-				reported_at = excluded.reported_at`,
-			r.Attempt, r.Result, r.Handler, r.ResponseStatus, r.ExitCode, r.DurationMS, r.Error,
+	if len(results) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `
+		INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
+			duration_ms, error, reported_at)
+		SELECT delivery_id, ?, ?, ?, ?, ?, ?, ?, ? FROM deliveries WHERE delivery_id = ? AND host_id = ?
+		ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
+			handler = excluded.handler, response_status = excluded.response_status,
+			exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
+			reported_at = excluded.reported_at`)
+	if err != nil {
+		return fmt.Errorf("record results: %w", err)
+	}
+	defer stmt.Close()
+	for _, r := range store.LastResults(results) {
+		_, err := stmt.ExecContext(ctx, r.Attempt, r.Result, r.Handler, r.ResponseStatus, r.ExitCode, r.DurationMS, r.Error,
 			dbTime(r.ReportedAt), r.DeliveryID, hostID)
 		if err != nil {
 			return fmt.Errorf("record result: %w", err)

@@ -123,12 +123,13 @@ func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 		_, err = s.DeliveryResultGet(ctx, o.ID)
 		require.ErrorIs(t, err, store.ErrNotFound, "another host's delivery is not its to report")
 
-		// A later run replaces it, in the same transaction as its ack.
+		// A later run replaces it, in the same transaction as its ack; of
+		// two results of one delivery in a report, the last counts.
 		exit := 0
 		res, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
 			Ack: &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: now},
-			Results: []store.DeliveryResult{{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: "exec ./deploy",
-				ExitCode: &exit, ReportedAt: now}}})
+			Results: []store.DeliveryResult{{DeliveryID: d.ID, Attempt: 2, Result: "error", ReportedAt: now},
+				{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: "exec ./deploy", ExitCode: &exit, ReportedAt: now}}})
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Acked)
 		r, err = s.DeliveryResultGet(ctx, d.ID)
