@@ -265,8 +265,10 @@ func (e *env) printJSON(v any) error {
 }
 
 // table prints rows under a header, in aligned columns.
-func (e *env) table(header []string, rows [][]string) {
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+func (e *env) table(header []string, rows [][]string) { tableTo(e.stdout, header, rows) }
+
+func tableTo(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))

@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -54,13 +55,15 @@ func deliveriesList(ctx context.Context, e *env, args []string, auth func() erro
 	return nil
 }
 
-func (e *env) deliveryTable(ds []delivery) {
+func (e *env) deliveryTable(ds []delivery) { e.deliveryTableTo(e.stdout, ds) }
+
+func (e *env) deliveryTableTo(w io.Writer, ds []delivery) {
 	rows := make([][]string, 0, len(ds))
 	for _, d := range ds {
 		rows = append(rows, []string{d.DeliveryID, d.HostID, d.Status, fmt.Sprintf("%d/%d", d.Attempts, d.MaxAttempts),
 			eventName(d), e.ago(&d.ReceivedAt), orDash(cut(d.LastError, 60))})
 	}
-	e.table([]string{"DELIVERY", "HOST", "STATUS", "ATTEMPTS", "EVENT", "RECEIVED", "LAST ERROR"}, rows)
+	tableTo(w, []string{"DELIVERY", "HOST", "STATUS", "ATTEMPTS", "EVENT", "RECEIVED", "LAST ERROR"}, rows)
 }
 
 func eventName(d delivery) string {
@@ -125,9 +128,7 @@ func (e *env) findOne(ctx context.Context, ref string) (delivery, error) {
 	}
 	if len(ds) > 1 {
 		fmt.Fprintf(e.stderr, "%q names %d deliveries:\n", ref, len(ds))
-		e.stdout, e.stderr = e.stderr, e.stdout
-		e.deliveryTable(ds)
-		e.stdout, e.stderr = e.stderr, e.stdout
+		e.deliveryTableTo(e.stderr, ds)
 		return delivery{}, usagef("%q names several deliveries: give one delivery id", ref)
 	}
 	return ds[0], nil

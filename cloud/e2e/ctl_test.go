@@ -203,6 +203,7 @@ func TestCtlCommands(t *testing.T) {
 				{nil, []string{"hosts", "show", "h_nope"}, 3, "no such host"},
 				{nil, []string{"sources", "show", "h_nope", "github"}, 3, "no such source"},
 				{nil, []string{"inspect", "no-such-thing"}, 3, `no delivery, event id or correlation id "no-such-thing"`},
+				{nil, []string{"inspect", "ctl-evt-1"}, 2, `"ctl-evt-1" names 2 deliveries`},
 				{nil, []string{"hosts", "list", "--bogus"}, 2, "flag provided but not defined: -bogus"},
 				{nil, []string{"hosts", "show"}, 2, "usage: cloud ctl hosts show HOST_ID"},
 				{nil, []string{"hosts", "limits", id}, 2, "give --per-min, --burst or both"},
