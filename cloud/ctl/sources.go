@@ -179,20 +179,14 @@ func readSecrets(stdin io.Reader, file string) ([]string, error) {
 	return out, nil
 }
 
-// changeSource reads a source, changes it and puts it back with its other
-// settings (and its stored secrets, which are not sent).
-func (e *env) changeSource(ctx context.Context, auth func() error, hostID, name string, change func(body map[string]any)) error {
+// changeSource changes some of a source's settings (PATCH): the others,
+// its stored secrets among them, stay as they are.
+func (e *env) changeSource(ctx context.Context, auth func() error, hostID, name string, patch map[string]any) error {
 	if err := auth(); err != nil {
 		return err
 	}
 	var s source
-	if err := e.client.do(ctx, "GET", sourcePath(hostID, name), nil, nil, &s); err != nil {
-		return err
-	}
-	body := map[string]any{"provider": s.Provider, "enabled": s.Enabled, "events": s.Events, "options": s.Options,
-		"max_body_bytes": s.MaxBodyBytes, "retry_schedule_s": s.RetrySchedule, "max_attempts": s.MaxAttempts}
-	change(body)
-	if err := e.client.do(ctx, "PUT", sourcePath(hostID, name), nil, body, &s); err != nil {
+	if err := e.client.do(ctx, "PATCH", sourcePath(hostID, name), nil, patch, &s); err != nil {
 		return err
 	}
 	return e.printSource(s)
@@ -216,7 +210,7 @@ func sourceEnabled(ctx context.Context, e *env, args []string, auth func() error
 	if err != nil {
 		return err
 	}
-	return e.changeSource(ctx, auth, pos[0], pos[1], func(b map[string]any) { b["enabled"] = enabled })
+	return e.changeSource(ctx, auth, pos[0], pos[1], map[string]any{"enabled": enabled})
 }
 
 func sourcesEvents(ctx context.Context, e *env, args []string, auth func() error) error {
@@ -225,5 +219,5 @@ func sourcesEvents(ctx context.Context, e *env, args []string, auth func() error
 	if err != nil {
 		return err
 	}
-	return e.changeSource(ctx, auth, pos[0], pos[1], func(b map[string]any) { b["events"] = append([]string{}, pos[2:]...) })
+	return e.changeSource(ctx, auth, pos[0], pos[1], map[string]any{"events": append([]string{}, pos[2:]...)})
 }

@@ -216,6 +216,7 @@ func (s *Server) Handler() http.Handler {
 	admin.GET("/:id/sources", s.listSources)
 	admin.GET("/:id/sources/:source", s.getSource)
 	admin.PUT("/:id/sources/:source", s.putSource)
+	admin.PATCH("/:id/sources/:source", s.patchSource)
 	admin.GET("/:id/rejections", s.listRejections)
 	admin.GET("/:id/webhooks", s.listDeliveries)
 	admin.GET("/:id/webhooks/:deliveryId", s.getDelivery)
