@@ -182,13 +182,13 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer, 
 
 func printDisagreements(w io.Writer, found []disagreement, fixed []string, since time.Time, fix bool) {
 	if len(fixed) > 0 {
-		fmt.Fprintf(w, "sent %d acks the cloud was missing: %s\n", len(fixed), strings.Join(fixed, ", "))
+		fmt.Fprintf(w, "sent %s the cloud was missing: %s\n", plural(len(fixed), "ack"), strings.Join(fixed, ", "))
 	}
 	if len(found) == 0 {
 		fmt.Fprintf(w, "the ledger and the cloud agree on every delivery received since %s\n", since.UTC().Format(time.RFC3339))
 		return
 	}
-	fmt.Fprintf(w, "%d disagreements since %s:\n", len(found), since.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "%s since %s:\n", plural(len(found), "disagreement"), since.UTC().Format(time.RFC3339))
 	fixable := 0
 	for _, d := range found {
 		fmt.Fprintf(w, "\n%s  %s\n", terminalSafe(d.Kind, ""), oneLine(d.DeliveryID, 300))
@@ -200,8 +200,15 @@ func printDisagreements(w io.Writer, found []disagreement, fixed []string, since
 		}
 	}
 	if fixable > 0 && !fix {
-		fmt.Fprintf(w, "\n%d of them are settled by `host reconcile --fix` (it sends the missing acks; nothing else changes)\n", fixable)
+		fmt.Fprintf(w, "\n%d of them %s settled by `host reconcile --fix` (it sends the missing acks; nothing else changes)\n", fixable, map[bool]string{true: "is", false: "are"}[fixable == 1])
 	}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func orDashStr(s string) string {

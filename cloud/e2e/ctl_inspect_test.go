@@ -253,8 +253,8 @@ func TestInspectAndReconcile(t *testing.T) {
 	// --fix sends the ack that was cut off, with the ledger's result.
 	code, out = reconcile(t, h1.state, "--fix")
 	require.Equal(t, 4, code, out)
-	require.Contains(t, out, "sent 1 acks the cloud was missing: "+w2)
-	require.Contains(t, out, "1 disagreements")
+	require.Contains(t, out, "sent 1 ack the cloud was missing: "+w2)
+	require.Contains(t, out, "1 disagreement since")
 	require.NotContains(t, out, "ack-pending")
 	c.waitStatus(id1, w2, "acked")
 	ctlJSON(t, u, &in, "inspect", w2)
