@@ -105,7 +105,11 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, in, 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("cloud at %s: %w", c.base, errors.Unwrap(err))
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is said once, below
+		}
+		return fmt.Errorf("cloud at %s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
