@@ -112,7 +112,13 @@ func reconcile(t *testing.T, state string, args ...string) (int, string) {
 // off by a crash, a replaced ledger and a dead letter that had in fact
 // succeeded, and --fix sends the missing ack; `cloud ctl tail` follows.
 func TestInspectAndReconcile(t *testing.T) {
-	c := startCloud(t, "sqlite:"+filepath.Join(t.TempDir(), "cloud.db"), "RELAY_LEASE=2s")
+	for name, newDB := range engines(t) {
+		t.Run(name, func(t *testing.T) { inspectAndReconcile(t, newDB(t)) })
+	}
+}
+
+func inspectAndReconcile(t *testing.T, dbURL string) {
+	c := startCloud(t, dbURL, "RELAY_LEASE=2s")
 	u := c.url
 	rc := startStatusReceiver(t)
 
