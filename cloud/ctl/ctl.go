@@ -42,7 +42,8 @@ commands:
   quarantine list | release
 
 exit codes: 0 ok, 1 failed (cloud unreachable or failing), 2 bad usage,
-3 not found, 4 wrong or missing admin token, 5 conflict (wrong state).
+3 not found (or deactivated), 4 wrong or missing admin token, 5 conflict
+(wrong state).
 `
 
 // env is what a command runs with.
