@@ -22,6 +22,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/migrations"
+	"github.com/relaykit/relay/shared/dbfile"
 )
 
 // Store implements store.Store on one SQLite database file.
@@ -49,7 +50,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
-	if err := privateFiles(path); err != nil {
+	if err := dbfile.MakePrivate(path); err != nil {
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
@@ -79,35 +80,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
 	return &Store{write: write, read: read, wake: newListeners(), changed: newListeners()}, nil
-}
-
-// privateFiles makes the database file before SQLite does, 0600 whatever
-// the umask and its directory's mode, and takes group and world access from
-// an existing one and its -wal and -shm files. SQLite creates the -wal and
-// -shm files with the database file's mode.
-func privateFiles(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		fi, err := os.Stat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // Migrate applies pending migrations on the writer connection.
