@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"time"
-
-	"github.com/relaykit/relay/scripts/internal/rig"
 )
 
 // report collects every scenario's rows.
@@ -44,9 +42,11 @@ func (rep *report) markdown(b *bench) string {
 	p("| command | `%s` |\n", command())
 	p("| run time | %s |\n\n", time.Since(b.started).Round(time.Second))
 	p("Every run starts its own `cloud serve` on a fresh database (a new Postgres database, a new SQLite file),\n")
-	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000000`) and default logging.\n")
-	p("Requests are signed GitHub `installation` webhooks (a real %d-byte payload), each with its own\n", len(payloadBody()))
-	p("`X-GitHub-Delivery`. Latencies are in milliseconds; peak RSS is the process's VmHWM in MiB;\n")
+	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000`) and default logging.\n")
+	p("%s\n", requestsText(b))
+	p("Figures in this file before 2026-11-25 were measured with counter event ids (`prefix-1`, `prefix-2`, …)\n")
+	p("and one 3,329-byte payload, which flattered SQLite's intake about 2× (its dedupe index grew at one end).\n\n")
+	p("Latencies are in milliseconds; peak RSS is the process's VmHWM in MiB;\n")
 	p("CPU is in cores (1.0 = one core busy for the whole run) from /proc/PID/stat; Postgres CPU counts\n")
 	p("every process of the server (SQLite runs inside the cloud, so its cost is in the cloud's CPU).\n\n")
 
@@ -162,9 +162,33 @@ func (rep *report) markdown(b *bench) string {
 	return w.String()
 }
 
-func payloadBody() []byte {
-	_, b := payload()
-	return b
+// requestsText says what the load generator sends.
+func requestsText(b *bench) string {
+	var w strings.Builder
+	cfg := b.cfg
+	if cfg.payloads == "mix" {
+		fmt.Fprintf(&w, "Requests are real provider webhooks, signed as each provider signs them, in a fixed mix by weight\n")
+		fmt.Fprintf(&w, "(per thousand; mean body %d bytes):", b.mix.meanSize())
+		for i, k := range b.mix.kinds {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&w, "%s %s %s %.1f KB × %d", sep, k.provider, k.name, float64(len(k.body))/1000, k.weight)
+		}
+		fmt.Fprintf(&w, ". The 300 KB push is built from the real one by adding commits.")
+	} else {
+		fmt.Fprintf(&w, "Requests are signed GitHub `installation` webhooks (one real %d-byte payload).", len(b.mix.kinds[0].body))
+	}
+	if cfg.ids == "random" {
+		fmt.Fprintf(&w, "\nEach has its own random event id in its provider's shape (`X-GitHub-Delivery` a UUID, Stripe's `evt_…`).")
+	} else {
+		fmt.Fprintf(&w, "\nEach has its own event id made of a run prefix and a counter (`-ids counter`).")
+	}
+	if cfg.dup > 0 {
+		fmt.Fprintf(&w, " A share of %.0f%% replays a webhook already accepted (a provider's retry), answered 200 and stored once.", cfg.dup*100)
+	}
+	return w.String() + "\n"
 }
 
 func ms(d time.Duration) string {
@@ -313,8 +337,6 @@ func moduleVersion(root, mod string) string {
 	}
 	return ""
 }
-
-func payload() (string, []byte) { return rig.GitHubPayload() }
 
 // cpuSplit shows CPU µs per delivery of each process, "–" where unknown
 // (no database process on SQLite).
