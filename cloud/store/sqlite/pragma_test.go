@@ -36,10 +36,34 @@ func TestPragmas(t *testing.T) {
 	require.Equal(t, "1", pragma(s.read, "foreign_keys"))
 	require.Equal(t, "1", pragma(s.read, "query_only"))
 	require.Equal(t, 1, s.write.Stats().MaxOpenConnections, "one writer")
-	require.Equal(t, "-65536", pragma(s.write, "cache_size"), "64 MiB of pages for the writer")
+	require.Equal(t, "-8192", pragma(s.write, "cache_size"), "8 MiB of pages for the writer")
+	require.Equal(t, "-1024", pragma(s.read, "cache_size"), "1 MiB for each reader")
+	require.Equal(t, "10000", pragma(s.write, "wal_autocheckpoint"))
 
 	_, err = s.read.ExecContext(ctx, "CREATE TABLE x (y INTEGER)")
 	require.Error(t, err, "the read pool cannot write")
+}
+
+// The page caches, most of what the embedded cloud holds, are what the
+// options say, on every connection of both pools.
+func TestPragmasCache(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenWith(ctx, filepath.Join(t.TempDir(), "cloud.db"), Options{CacheMB: 96})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	var v string
+	require.NoError(t, s.write.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&v))
+	require.Equal(t, "-98304", v)
+	// Hold every reader at once, so each is asked.
+	conns := make([]*sql.Conn, s.read.Stats().MaxOpenConnections)
+	for i := range conns {
+		c, err := s.read.Conn(ctx)
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&v))
+		require.Equal(t, "-12288", v, "reader %d: an eighth", i)
+		conns[i] = c
+	}
 }
 
 // A lease reads the partial index of available deliveries, not every
