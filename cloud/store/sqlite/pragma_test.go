@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
@@ -138,7 +140,47 @@ func TestDeletesLeaveNothing(t *testing.T) {
 		for i, id := range ids {
 			args[i] = id
 		}
+		if table == "delivery_bodies" {
+			// Bodies are keyed by the delivery's body_id: those of the
+			// deliveries, and any a deleted delivery left behind.
+			err = s.read.QueryRowContext(ctx, `SELECT
+				(SELECT count(*) FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
+					WHERE d.delivery_id IN (`+placeholders(len(ids))+`))
+				+ (SELECT count(*) FROM delivery_bodies WHERE id NOT IN (SELECT body_id FROM deliveries WHERE body_id IS NOT NULL))`,
+				args...).Scan(&n)
+			return n, err
+		}
 		err = s.read.QueryRowContext(ctx, `SELECT count(*) FROM `+table+` WHERE delivery_id IN (`+placeholders(len(ids))+`)`, args...).Scan(&n)
 		return n, err
 	})
+}
+
+// Bodies are keyed by their own integer (migration 7), not by the delivery:
+// a delivery deleted by its host's cascade takes its body along too, and
+// nothing else's.
+func TestBodiesGoWithTheirDeliveries(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	now := time.Now()
+	for _, h := range []string{"h-gone", "h-kept"} {
+		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: h, Now: now})
+		require.NoError(t, err)
+		for i := range 3 {
+			ev := fmt.Sprintf("%s-%d", h, i)
+			_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: store.DeliveryID("github", ev, now), HostID: h,
+				Source: "github", EventID: ev, RawBody: []byte(ev), ReceivedAt: now, Headers: map[string]string{}})
+			require.NoError(t, err)
+		}
+	}
+	bodies := func() (n int) {
+		require.NoError(t, s.read.QueryRowContext(ctx, `SELECT count(*) FROM delivery_bodies`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 6, bodies())
+	_, err := s.write.ExecContext(ctx, `DELETE FROM hosts WHERE id = 'h-gone'`)
+	require.NoError(t, err)
+	require.Equal(t, 3, bodies())
+	d, err := s.DeliveryGet(ctx, "h-kept", store.DeliveryID("github", "h-kept-1", now))
+	require.NoError(t, err)
+	require.Equal(t, "h-kept-1", string(d.RawBody))
 }
