@@ -161,3 +161,10 @@ func TestParseFlagsLoad(t *testing.T) {
 		require.Error(t, err, "%q", bad)
 	}
 }
+
+func TestUSPer(t *testing.T) {
+	require.InDelta(t, 200, usPer(0.8, 4000), 1e-9)
+	require.Equal(t, -1.0, usPer(-1, 4000), "CPU unknown (no Postgres on SQLite)")
+	require.Equal(t, -1.0, usPer(0.5, 0))
+	require.Equal(t, "200 / –", cpuSplit(usPer(0.8, 4000), usPer(-1, 4000)))
+}

@@ -53,16 +53,19 @@ func (rep *report) markdown(b *bench) string {
 	if len(rep.intake) > 0 {
 		p("## Intake throughput\n\n")
 		p("Closed loop: each of *concurrency* workers sends, waits for the answer, sends again, for %s after a\n", cfg.intakeDuration)
-		p("%s warm-up. *errors* are non-2xx answers + transport errors; latencies are those of the 2xx answers.\n\n", cfg.warmup)
-		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | load generator CPU | cloud peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("%s warm-up. *errors* are non-2xx answers + transport errors; latencies are those of the 2xx answers.\n", cfg.warmup)
+		p("*CPU µs/webhook* is the cloud's and Postgres's CPU per accepted webhook, which depends less on what else\n")
+		p("runs on the machine than the rate does.\n\n")
+		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | CPU µs/webhook | load generator CPU | cloud peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.intake {
 			if r.err != "" {
-				p("| %s | %d | failed: %s ||||||||\n", r.engine, r.conc, oneLine(r.err))
+				p("| %s | %d | failed: %s |||||||||\n", r.engine, r.conc, oneLine(r.err))
 				continue
 			}
-			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
-				ms(r.p50), ms(r.p99), ms(r.p999), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), cores(r.dbCPU), cores(r.selfCPU), mib(r.cloudPeak))
+			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
+				ms(r.p50), ms(r.p99), ms(r.p999), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), cores(r.dbCPU),
+				cpuSplit(usPer(r.cloudCPU, r.res.Rate), usPer(r.dbCPU, r.res.Rate)), cores(r.selfCPU), mib(r.cloudPeak))
 		}
 		p("\n")
 	}
@@ -336,6 +339,15 @@ func moduleVersion(root, mod string) string {
 		}
 	}
 	return ""
+}
+
+// usPer is µs of CPU per item from a share of cores and a rate a second
+// (-1 if either is unknown).
+func usPer(cores, rate float64) float64 {
+	if cores < 0 || rate <= 0 {
+		return -1
+	}
+	return cores / rate * 1e6
 }
 
 // cpuSplit shows CPU µs per delivery of each process, "–" where unknown
