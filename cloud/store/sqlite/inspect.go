@@ -19,8 +19,11 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 }
 
 // findQuery is DeliveryFind's query with only the filters given, so that
-// the planner sees which index serves it (an event id, a correlation id, a
-// host, or none: receipt order).
+// the planner sees which index serves it, whatever plan it caches: the
+// delivery key for an event id (one look-up per source), a host's receipt
+// order, or everyone's. A correlation id has no index of its own (a random
+// key costs intake a random page per insert): it is found by reading
+// newest first.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
 	var where []string
 	var args []any
@@ -39,7 +42,8 @@ func findQuery(p *store.DeliveryFindParams) (string, []any) {
 			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
 	}
 	if p.EventID != "" {
-		add("event_id = ?", p.EventID)
+		// Each of the hosts' sources, looked up by the delivery key.
+		add("(host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s)", p.EventID)
 	}
 	if p.CorrelationID != "" {
 		add("correlation_id = ?", p.CorrelationID)

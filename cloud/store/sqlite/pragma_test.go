@@ -186,9 +186,9 @@ func TestBodiesGoWithTheirDeliveries(t *testing.T) {
 	require.Equal(t, "h-kept-1", string(d.RawBody))
 }
 
-// The operator's lookups read an index, not every delivery: by event id,
-// by correlation id, a host's newest, everyone's newest, the audit trail
-// after an id.
+// The operator's lookups read an index: by event id (the delivery key, per
+// source), a host's newest, everyone's newest (a correlation id too, read
+// newest first), the audit trail after an id.
 func TestFindUsesIndexes(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
@@ -196,8 +196,8 @@ func TestFindUsesIndexes(t *testing.T) {
 		q, args := findQuery(&p)
 		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
 	}
-	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX deliveries_event_idx (event_id=?)")
-	require.Contains(t, plan(store.DeliveryFindParams{CorrelationID: "c"}), "USING INDEX deliveries_correlation_idx (correlation_id=?)")
+	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX sqlite_autoindex_deliveries_2 (host_id=? AND source=? AND event_id=?)")
+	require.Contains(t, plan(store.DeliveryFindParams{CorrelationID: "c"}), "SCAN deliveries USING INDEX deliveries_received_idx")
 	require.Contains(t, plan(store.DeliveryFindParams{HostID: "h"}), "USING INDEX deliveries_host_received_idx (host_id=?)")
 	require.Equal(t, "SCAN deliveries USING INDEX deliveries_received_idx", plan(store.DeliveryFindParams{}))
 	events := func(p store.DeliveryEventListAfterParams) string {
