@@ -87,8 +87,10 @@ type AlertStore interface {
 	// ErrNotFound for an unknown sink.
 	AlertSinkDelete(ctx context.Context, id string) error
 
-	// AlertOutboxDue returns queued notifications due at Now, oldest first,
-	// at most Limit (0: 100), each with its sink.
+	// AlertOutboxDue returns the head of each sink's queue (its oldest
+	// queued notification) when it is due at Now, oldest first, at most
+	// Limit (0: 100), each with its sink: a sink gets its notifications in
+	// order, one after the other.
 	AlertOutboxDue(ctx context.Context, p *AlertOutboxDueParams) ([]*AlertNotification, error)
 	// AlertOutboxSent deletes a notification its sink took, and counts it
 	// on the sink (clearing its failures).

@@ -79,7 +79,9 @@ CREATE TABLE alert_outbox (
     next_at     timestamptz NOT NULL
 );
 
-CREATE INDEX alert_outbox_due_idx ON alert_outbox (next_at, id);
+-- Each sink's queue, in order: only its head is sent, so that a sink that
+-- was down gets its notifications in the order they were queued.
+CREATE INDEX alert_outbox_sink_idx ON alert_outbox (sink_id, id);
 
 -- +goose Down
 DROP TABLE alert_outbox;

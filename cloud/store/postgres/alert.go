@@ -383,7 +383,8 @@ func (s *Store) AlertOutboxDue(ctx context.Context, p *store.AlertOutboxDueParam
 		return &n, nil
 	}, `SELECT o.id, o.alert_id, o.payload, o.created_at, o.attempts, `+sinkColumns+`
 		FROM alert_outbox o JOIN alert_sinks s ON s.id = o.sink_id
-		WHERE o.next_at <= $1 ORDER BY o.id LIMIT $2`, ms(p.Now), store.LimitOr(p.Limit, 100))
+		WHERE o.id = (SELECT min(h.id) FROM alert_outbox h WHERE h.sink_id = o.sink_id) AND o.next_at <= $1
+		ORDER BY o.id LIMIT $2`, ms(p.Now), store.LimitOr(p.Limit, 100))
 	if err != nil {
 		return nil, fmt.Errorf("alert outbox due: %w", err)
 	}

@@ -195,7 +195,10 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		ok, err = s.AlertRemind(ctx, &store.AlertNoticeParams{ID: a.ID, LastSentAt: base, Payload: []byte(`{}`), Now: base.Add(time.Hour)})
 		require.NoError(t, err)
 		require.False(t, ok, "reminded already")
-		require.Len(t, due(base.Add(time.Hour)), 3)
+		ns = due(base.Add(time.Hour))
+		require.Len(t, ns, 2, "each sink's head")
+		require.Equal(t, "s_b", ns[0].Sink.ID, "oldest first")
+		require.Equal(t, 1, ns[0].Attempts, "s_b's first notification before its second")
 
 		ok, err = s.AlertResolve(ctx, &store.AlertNoticeParams{ID: a.ID, Payload: []byte(`{}`), Now: base.Add(2 * time.Hour)})
 		require.NoError(t, err)
