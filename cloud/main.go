@@ -28,6 +28,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
@@ -124,6 +125,8 @@ type options struct {
 	// a host's share of the quarantine, and its rate into it
 	quarantineHostMax, quarantineHostMB, quarantinePerMin int
 	authFailures                                          int
+	// alerts and host presence
+	alertInterval, alertResend, hostLateAfter, hostOfflineAfter time.Duration
 
 	envErrs []error // environment values that do not parse
 }
@@ -190,6 +193,10 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 	fs.IntVar(&o.authFailures, "auth-failures-per-min", o.envInt("RELAY_AUTH_FAILURES_PER_MIN", 10), "failed claims, token requests and admin logins per minute per client IP before it gets 429 (RELAY_AUTH_FAILURES_PER_MIN)")
+	fs.DurationVar(&o.alertInterval, "alert-interval", o.envDuration("RELAY_ALERT_INTERVAL", 15*time.Second), "how often the alert rules are evaluated (RELAY_ALERT_INTERVAL)")
+	fs.DurationVar(&o.alertResend, "alert-resend", o.envDuration("RELAY_ALERT_RESEND", time.Hour), "how often a firing alert is sent again while it lasts (RELAY_ALERT_RESEND)")
+	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
+	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
 }
 
 // registerKeys adds the settings that locate the secret key ring.
@@ -360,6 +367,7 @@ func serve(ctx context.Context, args []string) error {
 		log.Warn("RELAY_PUBLIC_URL is not set: webhook URLs the admin API answers are built from each request's Host header, which the client chooses; set RELAY_PUBLIC_URL in production", "listen", o.listen)
 	}
 
+	presence := alert.PresenceConfig{LateAfter: o.hostLateAfter, OfflineAfter: o.hostOfflineAfter}
 	srv = server.New(st, ring, tokens, clock, log, server.Config{
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
@@ -368,10 +376,22 @@ func serve(ctx context.Context, args []string) error {
 		QuarantineHostMax:  o.quarantineHostMax, QuarantineHostMaxBytes: int64(o.quarantineHostMB) << 20,
 		QuarantinePerMin:   o.quarantinePerMin,
 		AuthFailuresPerMin: o.authFailures,
+		Presence:           presence,
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
 	}
+	// The alert rules run on every replica; the one holding the
+	// evaluator's lease evaluates and notifies.
+	alerts := alert.New(st, ring, alert.Config{
+		Interval: o.alertInterval, Resend: o.alertResend, Presence: presence, PublicURL: o.publicURL,
+		KeysOK: func(ctx context.Context) (bool, error) {
+			cs, err := server.CheckCanary(ctx, st, ring)
+			return cs.OK, err
+		},
+		Intake5xx: srv.Intake5xx,
+	}, clock, log)
+	srv.RegisterMetrics(alerts.Metrics().Collectors()...)
 	httpSrv := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -402,6 +422,8 @@ func serve(ctx context.Context, args []string) error {
 	go func() { defer close(releaseDone); srv.RunQuarantineRelease(sweepCtx, time.Minute) }()
 	wakeDone := make(chan struct{})
 	go func() { defer close(wakeDone); srv.RunWakeups(sweepCtx) }()
+	alertsDone := make(chan struct{})
+	go func() { defer close(alertsDone); alerts.Run(sweepCtx) }()
 	hupDone := make(chan struct{})
 	go func() {
 		defer close(hupDone)
@@ -425,6 +447,7 @@ func serve(ctx context.Context, args []string) error {
 		<-sweepDone
 		<-releaseDone
 		<-wakeDone
+		<-alertsDone
 		<-hupDone
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
@@ -437,6 +460,7 @@ func serve(ctx context.Context, args []string) error {
 	<-sweepDone
 	<-releaseDone
 	<-wakeDone
+	<-alertsDone
 	<-hupDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)

@@ -102,6 +102,10 @@ func settingCases(dir string) map[string]settingCase {
 		"RELAY_RATE_LIMIT_PER_MIN":    {bad: []string{"lots", "-1", "1000001"}, good: "600"},
 		"RELAY_QUARANTINE_MAX_MB":     {bad: []string{"1GB", "-1", "1048577"}, good: "64"},
 		"RELAY_AUTH_FAILURES_PER_MIN": {bad: []string{"ten", "0", "-1"}, good: "30"},
+		"RELAY_ALERT_INTERVAL":        {bad: []string{"soon", "0s"}, good: "30s"},
+		"RELAY_ALERT_RESEND":          {bad: []string{"often", "0s"}, good: "2h"},
+		"RELAY_HOST_LATE_AFTER":       {bad: []string{"late", "0s"}, good: "30s"},
+		"RELAY_HOST_OFFLINE_AFTER":    {bad: []string{"gone", "30s", "1m"}, good: "10m"},
 	}
 }
 

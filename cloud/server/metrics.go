@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -40,6 +41,7 @@ type metrics struct {
 	keysOK      prometheus.Gauge
 	batchSize   prometheus.Histogram
 	commitTime  prometheus.Histogram
+	intake5xx   atomic.Uint64 // intake requests answered 5xx (alert.RuleIntake5xx)
 }
 
 func newMetrics() *metrics {
@@ -76,6 +78,18 @@ func newMetrics() *metrics {
 
 func (m *metrics) count(provider, outcome string) {
 	m.intake.WithLabelValues(provider, outcome).Inc()
+	switch outcome {
+	case outcomeUnavailable, outcomeQuarantineFull, outcomeQuarantineRateLimited:
+		m.intake5xx.Add(1)
+	}
+}
+
+// Intake5xx is how many intake requests this server answered with a 5xx.
+func (s *Server) Intake5xx() uint64 { return s.metrics.intake5xx.Load() }
+
+// RegisterMetrics adds collectors to what GET /metrics serves.
+func (s *Server) RegisterMetrics(cs ...prometheus.Collector) {
+	s.metrics.reg.MustRegister(cs...)
 }
 
 // ObserveInsertBatch records one intake transaction: how many webhooks it

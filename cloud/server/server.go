@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
@@ -53,6 +54,8 @@ type Config struct {
 	// logins a client IP may make a minute (and at once) before it is
 	// answered 429 (default 10).
 	AuthFailuresPerMin int
+	// Presence says when a host is late or offline (GET /api/hosts).
+	Presence alert.PresenceConfig
 }
 
 func (c *Config) setDefaults() {
@@ -174,6 +177,15 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/api/quarantine", s.requireAdmin, s.listQuarantine)
 	r.POST("/api/quarantine/release", s.requireAdmin, s.releaseQuarantine)
 
+	alerts := r.Group("/api/alerts", s.requireAdmin)
+	alerts.GET("", s.listAlerts)
+	alerts.GET("/rules", s.listAlertRules)
+	alerts.PUT("/rules/:rule", s.putAlertRule)
+	alerts.DELETE("/rules/:rule", s.deleteAlertRule)
+	alerts.GET("/sinks", s.listSinks)
+	alerts.POST("/sinks", s.createSink)
+	alerts.DELETE("/sinks/:sink", s.deleteSink)
+
 	r.POST("/api/webhooks/:hostId/:source", s.intake)
 
 	r.POST("/api/hosts/claim", s.claim)
@@ -196,6 +208,8 @@ func (s *Server) Handler() http.Handler {
 	admin.POST("/:id/webhooks/:deliveryId/retry", s.retryDelivery)
 	// Another method than GET's /:id/webhooks/:deliveryId: no clash.
 	admin.DELETE("/:id/webhooks/dlq", s.purgeDLQ)
+	admin.PUT("/:id/alert-rules/:rule", s.putAlertRule)
+	admin.DELETE("/:id/alert-rules/:rule", s.deleteAlertRule)
 	return r
 }
 
