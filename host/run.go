@@ -171,6 +171,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	defer l.Close()
 
 	clock := clockwork.NewRealClock()
+	var api *localapi.Server // set below; its metrics observe handler runs
 	a := agent.New(agent.Options{
 		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version),
 		HostID:       p.creds.HostID,
@@ -185,6 +186,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Clock:        clock,
 		Logger:       log,
 		FaultHook:    faultHook,
+		Observe:      func(source, result string, took time.Duration) { api.ObserveHandler(source, result, took) },
 	})
 
 	// The local API is up before the first heartbeat.
@@ -194,7 +196,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
 		return exitFailure
 	}
-	api := localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
+	api = localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
 	api.AllowListenHost(addr)
 	srv := localAPIServer(api)
 	ctx, cancel := context.WithCancel(ctx)

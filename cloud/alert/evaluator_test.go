@@ -96,7 +96,7 @@ type env struct {
 	host   *store.Host
 }
 
-func newRing(t *testing.T) *secrets.Ring {
+func newRing(t testing.TB) *secrets.Ring {
 	key := make([]byte, 32)
 	key[0] = 7
 	ring, err := secrets.NewRing(key)
@@ -104,7 +104,7 @@ func newRing(t *testing.T) *secrets.Ring {
 	return ring
 }
 
-func openSQLite(t *testing.T) store.Store {
+func openSQLite(t testing.TB) store.Store {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func newEnv(t *testing.T, st store.Store, cfg alert.Config) *env {
 	return e
 }
 
-func claimedHost(t *testing.T, st store.Store, id, name string) *store.Host {
+func claimedHost(t testing.TB, st store.Store, id, name string) *store.Host {
 	ctx := context.Background()
 	_, err := st.HostCreate(ctx, &store.HostCreateParams{ID: id, Name: name, ClaimCodeHash: []byte("code-" + id),
 		ClaimExpiresAt: base.Add(time.Hour), Now: base})

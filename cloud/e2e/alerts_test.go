@@ -134,6 +134,11 @@ func TestHostOfflineAlert(t *testing.T) {
 				return containsPrefix(standard.typed(), want) && containsPrefix(slack.texts(), ":rotating_light: *Firing* `host_offline_with_work`")
 			})
 			require.Equal(t, "offline", presence())
+			metrics := scrape(t, c.url, adminToken)
+			require.Contains(t, metrics, `relay_host_pending_deliveries{host="`+hostID+`"} 3`)
+			require.Contains(t, metrics, `relay_host_oldest_pending_seconds{host="`+hostID+`"}`)
+			require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 1`)
+			require.Contains(t, metrics, "relay_alert_evaluator 1")
 			require.Contains(t, strings.Join(slack.texts(), "\n"), "Host edge-box ("+hostID+"): offline since")
 			require.Contains(t, strings.Join(slack.texts(), "\n"), "with 3 webhooks waiting")
 			var alerts struct {
@@ -173,10 +178,20 @@ func TestHostOfflineAlert(t *testing.T) {
 			})
 			require.Greater(t, v.PresenceHistory[0].LastedS, 0.0)
 
-			metrics := scrape(t, c.url, adminToken)
+			eventually(t, 30*time.Second, "the backlog gauge gone", func() bool {
+				return !strings.Contains(scrape(t, c.url, adminToken), `relay_host_pending_deliveries{host="`+hostID+`"}`)
+			})
+			metrics = scrape(t, c.url, adminToken)
 			require.Contains(t, metrics, `relay_alert_notifications_total{kind="webhook",result="sent"}`)
 			require.Contains(t, metrics, `relay_alert_notifications_total{kind="slack",result="sent"}`)
 			require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 0`)
+
+			// The host's own metrics moved with the webhooks it handled.
+			hm := scrape(t, "http://"+h.listen, "")
+			require.Contains(t, hm, `relay_host_handler_duration_seconds_count{result="success",source="github"} 3`)
+			require.Contains(t, hm, "relay_host_ledger_rows 3")
+			require.Contains(t, hm, "relay_host_outbox_depth ")
+			require.Contains(t, hm, "relay_host_seconds_since_contact ")
 		})
 	}
 }

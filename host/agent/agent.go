@@ -82,6 +82,9 @@ type Options struct {
 	// of processing a webhook whose handler ran, so a test can kill the
 	// process exactly there. Nil in normal use.
 	FaultHook func(point string)
+	// Observe, when set, is told of each handler run: its source, result
+	// (ledger.Result) and duration (the local API's metrics).
+	Observe func(source, result string, took time.Duration)
 }
 
 // Agent heartbeats and processes webhooks. Create it with New, then Run it.
@@ -143,7 +146,7 @@ func New(opts Options) *Agent {
 		flow:  newFlow(opts.Workers, opts.Interval, opts.Logger),
 		wake:  make(chan struct{}, 1),
 	}
-	a.rec = &recorder{ledger: opts.Ledger, clock: opts.Clock, log: opts.Logger, fault: a.fault}
+	a.rec = &recorder{ledger: opts.Ledger, clock: opts.Clock, log: opts.Logger, fault: a.fault, observe: opts.Observe}
 	a.pool = newPool(opts.Workers, &a.wg, a.run, a.settle)
 	a.tokens = &tokenSource{
 		cloud: opts.Cloud,

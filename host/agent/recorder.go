@@ -51,6 +51,8 @@ type recorder struct {
 	clock  clockwork.Clock
 	log    *slog.Logger
 	fault  func(point string)
+	// observe, when set, is told of each handler run (Options.Observe).
+	observe func(source, result string, took time.Duration)
 	// base outlives the agent's context for ledger writes; set by Run
 	// before any webhook is dispatched.
 	base context.Context
@@ -86,6 +88,9 @@ func (r *recorder) record(w *shared.Webhook, o outcome) {
 	}
 	r.recorded()
 	if o.ran {
+		if r.observe != nil {
+			r.observe(w.Source, string(e.Result), time.Duration(e.DurationMS)*time.Millisecond)
+		}
 		r.fault(FaultAfterLedger)
 	}
 	attrs := []slog.Attr{slog.String("result", string(e.Result)), slog.String("handler", e.Handler),
