@@ -410,8 +410,15 @@ func serve(ctx context.Context, args []string) error {
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	// Background upkeep runs on every replica: each job is safe to run at once.
+	expire := sweep.ExpireLeases(st, delivery.DefaultRetryPolicy)
+	expireLeases := expire.Do
+	expire.Do = func(ctx context.Context, now time.Time) (int, error) {
+		n, err := expireLeases(ctx, now)
+		srv.ObserveLeaseExpiries(n)
+		return n, err
+	}
 	sweeper := &sweep.Runner{Clock: clock, Log: log, Jobs: []sweep.Job{
-		sweep.ExpireLeases(st, delivery.DefaultRetryPolicy),
+		expire,
 		sweep.Retention(append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),

@@ -63,6 +63,10 @@ func (c *countingStore) PresenceList(ctx context.Context, p *store.PresenceListP
 	c.count("PresenceList")
 	return c.Store.PresenceList(ctx, p)
 }
+func (c *countingStore) PresenceCounts(ctx context.Context) (map[store.Presence]int, error) {
+	c.count("PresenceCounts")
+	return c.Store.PresenceCounts(ctx)
+}
 func (c *countingStore) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	c.count("BacklogByHost")
 	return c.Store.BacklogByHost(ctx, p)
@@ -118,7 +122,7 @@ func fleet(t testing.TB, st store.Store, n int) {
 }
 
 // reads are the queries an evaluation makes that do not change anything.
-var reads = []string{"AlertRuleList", "PresenceChanges", "PresenceList", "BacklogByHost", "FailingSources", "QuarantineCount", "AlertList", "AlertOutboxDue"}
+var reads = []string{"AlertRuleList", "PresenceChanges", "PresenceList", "PresenceCounts", "BacklogByHost", "FailingSources", "QuarantineCount", "AlertList", "AlertOutboxDue"}
 
 func readsOf(n map[string]int) map[string]int {
 	out := map[string]int{}

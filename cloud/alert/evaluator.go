@@ -27,6 +27,7 @@ type Store interface {
 	PresenceChanges(ctx context.Context, p *store.PresenceChangesParams) ([]*store.PresenceChange, error)
 	PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bool, error)
 	PresenceList(ctx context.Context, p *store.PresenceListParams) ([]*store.PresenceChange, error)
+	PresenceCounts(ctx context.Context) (map[store.Presence]int, error)
 	BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error)
 	FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error)
 	AlertFire(ctx context.Context, p *store.AlertFireParams) (*store.Alert, bool, error)
@@ -209,6 +210,12 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 		}
 	}
 	complete[RuleOffline] = len(offline) < MaxHosts
+	e.metrics.observeOffline(now, offline)
+	counts, err := e.store.PresenceCounts(ctx)
+	if err != nil {
+		return err
+	}
+	e.metrics.observePresence(counts)
 
 	dlqWindow := store.Millis(sets.max(mustRule(RuleDeadLetters)))
 	backlog, err := e.store.BacklogByHost(ctx, &store.BacklogParams{DLQSince: now.Add(-dlqWindow), Limit: MaxHosts})
@@ -249,6 +256,7 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 		return err
 	}
 	complete[RuleRepeatedFailures] = len(failing) < MaxHosts
+	e.metrics.observeFailing(failing)
 	for _, f := range failing {
 		if thr, on := sets.of(rf, f.HostID); on && int64(f.Attempts) >= thr {
 			add(&condition{rule: RuleRepeatedFailures, key: hostKey(f.HostID) + "/" + f.Source, hostID: f.HostID, source: f.Source,

@@ -139,6 +139,8 @@ func TestHostOfflineAlert(t *testing.T) {
 			require.Contains(t, metrics, `relay_host_oldest_pending_seconds{host="`+hostID+`"}`)
 			require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 1`)
 			require.Contains(t, metrics, "relay_alert_evaluator 1")
+			require.Contains(t, metrics, `relay_hosts{presence="offline"} 1`)
+			require.Contains(t, metrics, `relay_host_offline_seconds{host="`+hostID+`"}`)
 			require.Contains(t, strings.Join(slack.texts(), "\n"), "Host edge-box ("+hostID+"): offline since")
 			require.Contains(t, strings.Join(slack.texts(), "\n"), "with 3 webhooks waiting")
 			var alerts struct {
@@ -185,6 +187,10 @@ func TestHostOfflineAlert(t *testing.T) {
 			require.Contains(t, metrics, `relay_alert_notifications_total{kind="webhook",result="sent"}`)
 			require.Contains(t, metrics, `relay_alert_notifications_total{kind="slack",result="sent"}`)
 			require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 0`)
+			require.Contains(t, metrics, `relay_delivery_ack_latency_seconds_count{provider="github"} 3`)
+			require.Contains(t, metrics, `relay_delivery_attempt_count 3`)
+			require.Contains(t, metrics, `relay_hosts{presence="online"} 1`)
+			require.Regexp(t, `relay_host_exchanges_total [1-9]`, metrics)
 
 			// The host's own metrics moved with the webhooks it handled.
 			hm := scrape(t, "http://"+h.listen, "")

@@ -149,7 +149,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		quarantineLog:  newSampler(6, 1),
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
-		MaxWait: cfg.MaxWait, Changed: s.targets.drop}, clock, log)
+		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics}, clock, log)
 	return s
 }
 

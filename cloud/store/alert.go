@@ -39,6 +39,9 @@ type AlertStore interface {
 	// PresenceList returns active hosts recorded in State, longest first, at
 	// most Limit (0: 1000).
 	PresenceList(ctx context.Context, p *PresenceListParams) ([]*PresenceChange, error)
+	// PresenceCounts counts active hosts by recorded presence, in one
+	// query.
+	PresenceCounts(ctx context.Context) (map[Presence]int, error)
 	// PresenceEventList returns a host's presence history, newest first, at
 	// most limit (0: 100).
 	PresenceEventList(ctx context.Context, hostID string, limit int) ([]*PresenceEvent, error)

@@ -70,6 +70,9 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.False(t, set(store.PresenceOnline, store.PresenceOffline, base.Add(2*time.Minute)), "guarded on the recorded state")
 		require.True(t, set(store.PresenceLate, store.PresenceOffline, base.Add(4*time.Minute)))
 
+		counts, err := s.PresenceCounts(ctx)
+		require.NoError(t, err)
+		require.Equal(t, map[store.Presence]int{store.PresenceOffline: 1}, counts)
 		off, err := s.PresenceList(ctx, &store.PresenceListParams{State: store.PresenceOffline})
 		require.NoError(t, err)
 		require.Len(t, off, 1)
