@@ -37,6 +37,7 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
 	"github.com/relaykit/relay/cloud/sweep"
+	"github.com/relaykit/relay/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -320,6 +321,23 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Intake, store and lease spans go to OTEL_EXPORTER_OTLP_ENDPOINT when
+	// it is set.
+	tracer, shutdownTracing, err := telemetry.Setup(ctx, "relay-cloud", os.Getenv)
+	var bad *telemetry.SettingError
+	if errors.As(err, &bad) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("trace export at exit", "err", err)
+		}
+	}()
 	// SIGHUP reloads the secret key ring (see reloadKeys); one that comes
 	// while the server starts is handled once it runs, rather than killing it.
 	hup := make(chan os.Signal, 1)
@@ -377,6 +395,7 @@ func serve(ctx context.Context, args []string) error {
 		QuarantinePerMin:   o.quarantinePerMin,
 		AuthFailuresPerMin: o.authFailures,
 		Presence:           presence,
+		Tracer:             tracer,
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err

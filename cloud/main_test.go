@@ -213,3 +213,16 @@ func TestNewNumberSettingsChecked(t *testing.T) {
 		require.ErrorAs(t, err, &ue)
 	}
 }
+
+// A bad OTEL_EXPORTER_OTLP_ENDPOINT stops serve before it starts, naming
+// the variable.
+func TestBadOTLPEndpoint(t *testing.T) {
+	hermetic(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr bytes.Buffer
+	require.Equal(t, 2, run(ctx, []string{"serve"}, &stderr), stderr.String())
+	require.Contains(t, stderr.String(), "OTEL_EXPORTER_OTLP_ENDPOINT")
+	require.Contains(t, stderr.String(), "want")
+}

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/telemetry"
 )
 
 // Store is the storage the core uses (a store.Store has it). Each method
@@ -39,6 +42,9 @@ type Config struct {
 	Changed func(hostID string)
 	// Observer, when set, is told what the core did, for metrics.
 	Observer Observer
+	// Tracer, when exporting, records a lease span in each leased
+	// delivery's trace.
+	Tracer *telemetry.Tracer
 }
 
 // Observer is told what the core did (the cloud's metrics). Its methods
@@ -203,6 +209,14 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 	}
 	if s.cfg.Observer != nil && len(res.Deliveries) > 0 {
 		s.cfg.Observer.Leased(res.Deliveries)
+	}
+	if s.cfg.Tracer.Enabled() {
+		for _, d := range res.Deliveries {
+			_, span, _ := s.cfg.Tracer.Start(ctx, "lease", d.Headers[shared.HeaderTraceParent],
+				attribute.String("relay.delivery_id", d.ID), attribute.String("relay.host_id", host.ID),
+				attribute.Int("relay.attempt", d.Attempts))
+			span.End()
+		}
 	}
 	return res, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/telemetry"
 )
 
 // Config holds the server's settings; zero values take the defaults.
@@ -56,6 +57,9 @@ type Config struct {
 	AuthFailuresPerMin int
 	// Presence says when a host is late or offline (GET /api/hosts).
 	Presence alert.PresenceConfig
+	// Tracer starts the intake, store and lease spans of each webhook's
+	// trace (nil: none exported).
+	Tracer *telemetry.Tracer
 }
 
 func (c *Config) setDefaults() {
@@ -149,7 +153,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		quarantineLog:  newSampler(6, 1),
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
-		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics}, clock, log)
+		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
 	return s
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/telemetry"
 )
 
 // Version is the agent version reported to the cloud.
@@ -85,6 +86,9 @@ type Options struct {
 	// Observe, when set, is told of each handler run: its source, result
 	// (ledger.Result) and duration (the local API's metrics).
 	Observe func(source, result string, took time.Duration)
+	// Tracer starts each handler run's span in the webhook's trace (nil:
+	// none exported).
+	Tracer *telemetry.Tracer
 }
 
 // Agent heartbeats and processes webhooks. Create it with New, then Run it.

@@ -195,7 +195,11 @@ func logWebhook(log *slog.Logger, level slog.Level, msg string, w *shared.Webhoo
 	if !log.Enabled(context.Background(), level) {
 		return
 	}
-	all := make([]slog.Attr, 0, 3+len(attrs))
-	all = append(all, slog.String("delivery_id", w.DeliveryID), slog.String("source", w.Source), slog.Int("attempt", w.Attempt))
+	all := make([]slog.Attr, 0, 5+len(attrs))
+	all = append(all, slog.String("delivery_id", w.DeliveryID), slog.String("source", w.Source), slog.Int("attempt", w.Attempt),
+		slog.String("correlation_id", w.CorrelationID))
+	if id := shared.TraceIDOf(w.Headers[shared.HeaderTraceParent]); id != "" {
+		all = append(all, slog.String("trace_id", id))
+	}
 	log.LogAttrs(context.Background(), level, msg, append(all, attrs...)...)
 }
