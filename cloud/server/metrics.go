@@ -28,6 +28,7 @@ const (
 	outcomeOverLimitStored = "over_limit_stored"
 	outcomeQuarantined     = "quarantined"
 	outcomeUnavailable     = "unavailable"
+	outcomeOverBudget      = "over_budget"
 )
 
 // Not quarantined, answered 503: no room (in the quarantine or the host's
@@ -52,6 +53,8 @@ type metrics struct {
 	attempts    prometheus.Histogram
 	ackLatency  *prometheus.HistogramVec
 	expiries    prometheus.Counter
+	// connsRefused counts connections closed for the per-address limit.
+	connsRefused prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -79,6 +82,10 @@ func newMetrics() *metrics {
 			Help:    "Time to write and commit one intake transaction.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12),
 		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_connections_refused_total",
+			Help: "Connections closed on accept: their address had RELAY_MAX_CONNS_PER_IP open.",
+		}),
 	}
 	m.exchanges = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "relay_host_exchanges_total",
@@ -104,7 +111,7 @@ func newMetrics() *metrics {
 	})
 	m.keysOK.Set(1)
 	m.reg.MustRegister(m.exchanges, m.leased, m.attempts, m.ackLatency, m.expiries)
-	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK, m.batchSize, m.commitTime,
+	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK, m.batchSize, m.commitTime, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
