@@ -77,9 +77,14 @@ func backoff(attempts int) time.Duration {
 }
 
 // send sends what the outbox has due, each sink's notifications in order,
-// until nothing is due or nothing more went through.
+// until nothing is due or nothing more went through, for at most an
+// interval: sinks that answer slowly delay the next evaluation by no more.
 func (e *Evaluator) send(ctx context.Context) error {
+	start := e.clock.Now()
 	for range 100 {
+		if e.clock.Since(start) > e.cfg.Interval {
+			return nil
+		}
 		now := e.now()
 		due, err := e.store.AlertOutboxDue(ctx, &store.AlertOutboxDueParams{Now: now, Limit: 100})
 		if err != nil || len(due) == 0 {
