@@ -66,6 +66,31 @@ func NewSink(ring *secrets.Ring, kind, rawURL string, now time.Time) (*store.Ale
 	return s, secret, nil
 }
 
+// ResealSink seals a sink's URL and secret again with ring's first key
+// (cloud rekey), and reports whether they changed; an error when no key
+// of ring opens them.
+func ResealSink(ring *secrets.Ring, s *store.AlertSink) (bool, error) {
+	first := ring.SealingKeyID()
+	changed := false
+	for _, f := range []struct {
+		sealed *string
+		ctx    []byte
+	}{{&s.URLSealed, sinkURLContext}, {&s.SecretSealed, sinkSecretContext}} {
+		if *f.sealed == "" || secrets.KeyID(*f.sealed) == first {
+			continue
+		}
+		pt, err := ring.Open(*f.sealed, f.ctx)
+		if err != nil {
+			return false, err
+		}
+		if *f.sealed, err = ring.Seal(pt, f.ctx); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	return changed, nil
+}
+
 // backoff is the wait after a sink's attempts-th failed attempt: 1 s,
 // doubling, at most 5 min. Nothing is ever dropped.
 func backoff(attempts int) time.Duration {

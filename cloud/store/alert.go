@@ -86,6 +86,9 @@ type AlertStore interface {
 	// AlertSinkList returns every sink, oldest first, each with the
 	// notifications it has not taken yet.
 	AlertSinkList(ctx context.Context) ([]*AlertSink, error)
+	// AlertSinkReseal replaces a sink's sealed URL and secret (cloud
+	// rekey). ErrNotFound for an unknown sink.
+	AlertSinkReseal(ctx context.Context, p *AlertSinkResealParams) error
 	// AlertSinkDelete removes a sink and its queued notifications.
 	// ErrNotFound for an unknown sink.
 	AlertSinkDelete(ctx context.Context, id string) error
@@ -235,6 +238,12 @@ type AlertSink struct {
 	LastError    string
 	LastErrorAt  *time.Time
 	Queued       int // notifications not taken yet (AlertSinkList)
+}
+
+type AlertSinkResealParams struct {
+	ID           string
+	URLSealed    string
+	SecretSealed string
 }
 
 type AlertOutboxDueParams struct {

@@ -372,6 +372,18 @@ func (s *Store) AlertSinkList(ctx context.Context) ([]*store.AlertSink, error) {
 	return ks, nil
 }
 
+func (s *Store) AlertSinkReseal(ctx context.Context, p *store.AlertSinkResealParams) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE alert_sinks SET url_sealed = $1, secret_sealed = $2 WHERE id = $3`,
+		p.URLSealed, p.SecretSealed, p.ID)
+	if err != nil {
+		return fmt.Errorf("alert sink reseal: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("alert sink reseal: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
 func (s *Store) AlertSinkDelete(ctx context.Context, id string) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM alert_outbox WHERE sink_id = $1`, id); err != nil {

@@ -346,6 +346,18 @@ func (s *Store) AlertSinkList(ctx context.Context) ([]*store.AlertSink, error) {
 	return ks, nil
 }
 
+func (s *Store) AlertSinkReseal(ctx context.Context, p *store.AlertSinkResealParams) error {
+	res, err := s.write.ExecContext(ctx, `UPDATE alert_sinks SET url_sealed = ?, secret_sealed = ? WHERE id = ?`,
+		p.URLSealed, p.SecretSealed, p.ID)
+	if err != nil {
+		return fmt.Errorf("alert sink reseal: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("alert sink reseal: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
 func (s *Store) AlertSinkDelete(ctx context.Context, id string) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_outbox WHERE sink_id = ?`, id); err != nil {

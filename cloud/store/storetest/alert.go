@@ -153,6 +153,12 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 			require.NoError(t, s.AlertSinkCreate(ctx, &store.AlertSink{ID: id, Kind: "webhook", Target: "http://x", URLSealed: "sealed", CreatedAt: base}))
 		}
 		require.ErrorIs(t, s.AlertSinkCreate(ctx, &store.AlertSink{ID: "s_a", Kind: "slack", Target: "x", URLSealed: "x", CreatedAt: base}), store.ErrConflict)
+		require.NoError(t, s.AlertSinkReseal(ctx, &store.AlertSinkResealParams{ID: "s_b", URLSealed: "resealed", SecretSealed: "secret"}))
+		require.ErrorIs(t, s.AlertSinkReseal(ctx, &store.AlertSinkResealParams{ID: "s_x", URLSealed: "x"}), store.ErrNotFound)
+		resealed, err := s.AlertSinkList(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "resealed", resealed[1].URLSealed)
+		require.Equal(t, "secret", resealed[1].SecretSealed)
 
 		fire := func(now time.Time) (*store.Alert, bool) {
 			a, ok, err := s.AlertFire(ctx, &store.AlertFireParams{Rule: "host_offline", Key: "host:" + b.host.ID, HostID: b.host.ID,
