@@ -125,12 +125,14 @@ type options struct {
 	// a host's share of the quarantine, and its rate into it
 	quarantineHostMax, quarantineHostMB, quarantinePerMin int
 	authFailures                                          int
+	inflightMB                                            int
+	inflightHostMB                                        int
+	inflightIPMB                                          int
+	maxConnsPerIP                                         int
+	sqliteCacheMB                                         int
+
 	// alerts and host presence
 	alertInterval, alertResend, hostLateAfter, hostOfflineAfter time.Duration
-	inflightMB                                                  int
-	inflightHostMB                                              int
-	inflightIPMB                                                int
-	maxConnsPerIP                                               int
 
 	envErrs []error // environment values that do not parse
 }
@@ -205,6 +207,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.alertResend, "alert-resend", o.envDuration("RELAY_ALERT_RESEND", time.Hour), "how often a firing alert is sent again while it lasts (RELAY_ALERT_RESEND)")
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
+	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache of the writer connection; each reader keeps an eighth (RELAY_SQLITE_CACHE_MB)")
 }
 
 // registerKeys adds the settings that locate the secret key ring.
@@ -225,8 +228,9 @@ func (o *options) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, hopts))
 }
 
-// openStore picks the engine from the URL's scheme.
-func openStore(ctx context.Context, url string) (store.Store, error) {
+// openStore picks the engine from the URL's scheme; sqliteCacheMB is the
+// SQLite writer's page cache (0: the default).
+func openStore(ctx context.Context, url string, sqliteCacheMB int) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return postgres.Open(ctx, url)
@@ -235,7 +239,7 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("database directory: %w", err)
 		}
-		return sqlite.Open(ctx, path)
+		return sqlite.OpenWith(ctx, path, sqlite.Options{CacheMB: sqliteCacheMB})
 	}
 	return nil, usageError{fmt.Errorf("RELAY_DATABASE_URL=%q: want postgres://… or sqlite:PATH", redactURL(url))}
 }
@@ -288,8 +292,8 @@ func (o *options) parseFlags(fs *flag.FlagSet, args []string) (*slog.Logger, err
 }
 
 // openMigrated opens the store and applies pending migrations.
-func openMigrated(ctx context.Context, url string) (store.Store, store.MigrateResult, error) {
-	st, err := openStore(ctx, url)
+func openMigrated(ctx context.Context, url string, sqliteCacheMB int) (store.Store, store.MigrateResult, error) {
+	st, err := openStore(ctx, url, sqliteCacheMB)
 	if err != nil {
 		return nil, store.MigrateResult{}, err
 	}
@@ -314,7 +318,7 @@ func migrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, res, err := openMigrated(ctx, o.databaseURL)
+	st, res, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}
@@ -374,7 +378,7 @@ func serve(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 
-	st, mres, err := openMigrated(ctx, o.databaseURL)
+	st, mres, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}

@@ -106,6 +106,7 @@ func settingCases(dir string) map[string]settingCase {
 		"RELAY_ALERT_RESEND":          {bad: []string{"often", "0s"}, good: "2h"},
 		"RELAY_HOST_LATE_AFTER":       {bad: []string{"late", "0s"}, good: "30s"},
 		"RELAY_HOST_OFFLINE_AFTER":    {bad: []string{"gone", "30s", "1m"}, good: "10m"},
+		"RELAY_SQLITE_CACHE_MB":       {bad: []string{"64MB", "0", "-1", "65537"}, good: "32"},
 	}
 }
 
