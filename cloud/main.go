@@ -36,7 +36,7 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
 	"github.com/relaykit/relay/cloud/sweep"
-	"github.com/relaykit/relay/telemetry"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

@@ -27,7 +27,7 @@ import (
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/host/localapi"
 	"github.com/relaykit/relay/shared"
-	"github.com/relaykit/relay/telemetry"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // ledgerFile is the ledger's name in the state directory.

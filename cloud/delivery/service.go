@@ -12,7 +12,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
-	"github.com/relaykit/relay/telemetry"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // Store is the storage the core uses (a store.Store has it). Each method

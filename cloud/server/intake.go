@@ -22,7 +22,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
-	"github.com/relaykit/relay/telemetry"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // errBadSignature is the one answer for every verification failure.

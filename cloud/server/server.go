@@ -23,7 +23,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
-	"github.com/relaykit/relay/telemetry"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // Config holds the server's settings; zero values take the defaults.

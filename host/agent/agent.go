@@ -27,7 +27,7 @@ import (
 
 	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/shared"
-	"github.com/relaykit/relay/telemetry"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // Version is the agent version reported to the cloud.

@@ -11,7 +11,7 @@ import (
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/host/summary"
 	"github.com/relaykit/relay/shared"
-	"github.com/relaykit/relay/telemetry"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // outcome is what a run produced, to be recorded.

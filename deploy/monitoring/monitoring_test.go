@@ -21,7 +21,7 @@ var metricName = regexp.MustCompile(`relay_[a-z0-9_]+`)
 // documented returns the metric names README.md documents, and checks
 // that every metric of the alert evaluator is among them.
 func documented(t *testing.T) map[string]bool {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	names := map[string]bool{}
 	for _, n := range metricName.FindAllString(string(readme), -1) {
