@@ -28,6 +28,15 @@ import (
 	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/host/config"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/buildinfo"
+)
+
+// version and commit are set at build time with -ldflags "-X
+// main.version=… -X main.commit=…" (make release); a build without them
+// is the agent's protocol version.
+var (
+	version = agent.Version
+	commit  = ""
 )
 
 const (
@@ -43,6 +52,7 @@ const usage = `usage:
   host ledger list [--result success|error|skipped] [--source NAME] [--since 1h|TIME]
                    [--limit N] [--cursor C] [--json] [--state DIR]
   host ledger show DELIVERY_ID [--json] [--state DIR]
+  host version
 
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
@@ -73,6 +83,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return runAgent(ctx, args[1:], stdout, stderr, getenv)
 	case "ledger":
 		return runLedger(ctx, args[1:], stdout, stderr, getenv)
+	case "version", "-v", "--version":
+		fmt.Fprintln(stdout, buildinfo.String("host", version, commit))
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
