@@ -4,6 +4,7 @@
 //	cloud serve     run the server (migrates first)
 //	cloud migrate   apply database migrations and exit
 //	cloud rekey     re-encrypt every stored secret with the first key
+//	cloud backup    copy the SQLite database to a file, online
 //	cloud health    is the server of these settings on this machine ready?
 //
 // Every setting is an environment variable and a flag of the same meaning;
@@ -57,6 +58,7 @@ commands:
   serve     run the relay's cloud server (applies migrations first)
   migrate   apply database migrations and exit
   rekey     re-encrypt every stored source secret with the first key of RELAY_SECRET_KEYS
+  backup    copy the SQLite database to a new file while the cloud runs
   health    ask the cloud serve of the same settings on this machine if it is ready (exit 0) or not (1)
   version   print the version and the commit it was built from
 
@@ -88,6 +90,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = rekey(ctx, args[1:])
 	case "health":
 		err = health(ctx, args[1:])
+	case "backup":
+		err = backup(ctx, args[1:])
 	case "version", "-v", "--version":
 		fmt.Println(buildinfo.String("cloud", version, commit))
 	case "-h", "--help", "help":
