@@ -3,11 +3,16 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +25,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/relaykit/relay/cloud/tlsconf/tlstest"
 )
 
 const (
@@ -447,4 +454,119 @@ func TestSystemdUnits(t *testing.T) {
 		score, _ := strconv.ParseFloat(m[1], 64)
 		require.Less(t, score, 2.0, "%s: exposure %s", filepath.Base(p), m[1])
 	}
+}
+
+// guideEnv is the one-box guide's /etc/relay/cloud.env (docs/deploy.md),
+// under the unit's own Environment= lines, as systemd would give them to
+// cloud serve.
+func guideEnv(t *testing.T) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range unit(t, "systemd/relay-cloud.service")["Environment"] {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "deploy.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?s)cat > /etc/relay/cloud\.env <<ENV\n(.*?)\n\s*ENV\n`).FindSubmatch(doc)
+	require.NotNil(t, m, "the guide writes /etc/relay/cloud.env")
+	for _, l := range strings.Split(string(m[1]), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), "=")
+		require.True(t, ok, l)
+		if v == "$(head -c 32 /dev/urandom | base64)" {
+			v = "guide-admin-token-of-at-least-32-characters"
+		}
+		env[k] = v
+	}
+	return env
+}
+
+// TestOneBoxGuide runs cloud serve with the settings the one-box guide
+// gives it, as far as that goes without the internet: its ports moved to
+// free ones, /var/lib/relay-cloud to a temporary directory, and ACME's
+// certificate found in the cache (where the CA's would be) rather than
+// fetched. The relay then answers the guide's checks: /readyz over HTTPS
+// for the domain, and a 308 from HTTP to https://relay.example.com/readyz.
+func TestOneBoxGuide(t *testing.T) {
+	env := guideEnv(t)
+	require.Equal(t, ":443", env["RELAY_LISTEN"])
+	require.Equal(t, ":80", env["RELAY_HTTP_REDIRECT_LISTEN"])
+	domain := env["RELAY_ACME_DOMAINS"]
+	require.Equal(t, "https://"+domain, env["RELAY_PUBLIC_URL"])
+
+	state := t.TempDir()
+	for k, v := range env {
+		env[k] = strings.ReplaceAll(v, "/var/lib/relay-cloud", state)
+	}
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		return l.Addr().String()
+	}
+	httpsAddr, httpAddr := free(), free()
+	env["RELAY_LISTEN"], env["RELAY_HTTP_REDIRECT_LISTEN"] = httpsAddr, httpAddr
+	env["RELAY_ACME_DIRECTORY_URL"] = "https://127.0.0.1:1/directory" // never called
+	leaf := (*tlstest.CA)(nil).Issue(t, domain)
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "acme"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(state, "acme", domain), append(bytes.Clone(leaf.KeyPEM), leaf.CertPEM...), 0o600))
+	var list []string
+	for k, v := range env {
+		list = append(list, k+"="+v)
+	}
+
+	cmd := exec.Command(bin("cloud"), "serve")
+	cmd.Env = append(os.Environ(), list...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf.Cert)
+	client := &http.Client{
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots},
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if strings.HasSuffix(addr, ":443") {
+					addr = httpsAddr
+				} else {
+					addr = httpAddr
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			},
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get("https://" + domain + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, 200, resp.StatusCode)
+			require.JSONEq(t, `{"status":"ok"}`, string(b))
+			break
+		}
+		select {
+		case <-done:
+			t.Fatalf("cloud exited:\n%s", log.String())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "no HTTPS answer: %v\n%s", err, log.String())
+		time.Sleep(100 * time.Millisecond) // polling a real process's start-up
+	}
+	resp, err := client.Get("http://" + domain + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusPermanentRedirect, resp.StatusCode)
+	require.Equal(t, "https://"+domain+"/readyz", resp.Header.Get("Location"))
+
+	out, err := runBin(t, list, "cloud", "health")
+	require.NoError(t, err, "the health check speaks HTTPS to the ACME domain's certificate: %s", out)
+	fi, err := os.Stat(filepath.Join(state, "cloud.db"))
+	require.NoError(t, err, "the database is in the unit's state directory")
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 }
