@@ -180,7 +180,7 @@ func dockerfile(t *testing.T) []string {
 // TestDockerfileBuildsAsRelease: the Dockerfile builds its binaries the
 // way make release does — with scripts/release.sh, which builds static
 // (CGO_ENABLED=0) — and nothing else builds Go in it; each image runs as a
-// non-root user and the cloud's has a health check. This holds whether or
+// non-root user and has a health check. This holds whether or
 // not docker can build here (TestDockerBuild).
 func TestDockerfileBuildsAsRelease(t *testing.T) {
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
@@ -231,6 +231,7 @@ func TestDockerfileBuildsAsRelease(t *testing.T) {
 		require.Contains(t, strings.Join(s["ENTRYPOINT"], ""), "/usr/local/bin/"+target)
 	}
 	require.Equal(t, []string{`--interval=10s --timeout=5s --start-period=30s --retries=3 CMD ["/usr/local/bin/cloud", "health"]`}, stages["cloud"]["HEALTHCHECK"])
+	require.Equal(t, []string{`--interval=30s --timeout=5s --start-period=30s --retries=3 CMD ["/usr/local/bin/host", "health"]`}, stages["host"]["HEALTHCHECK"])
 
 	// The flat build the Dockerfile asks for gives both binaries.
 	out := t.TempDir()
