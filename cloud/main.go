@@ -421,6 +421,9 @@ func serve(ctx context.Context, args []string) error {
 	handler := srv.Handler()
 	if tlsSetup != nil {
 		handler = tlsconf.HSTS(handler)
+		if strings.HasPrefix(o.publicURL, "http://") {
+			log.Warn("RELAY_PUBLIC_URL is http:// while the cloud serves HTTPS: the webhook URLs the admin API answers point at plain HTTP", "public_url", o.publicURL)
+		}
 	}
 	httpSrv := &http.Server{
 		Handler:           handler,

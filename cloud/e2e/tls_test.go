@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,8 @@ var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Reques
 // TestTLSEndToEnd: cloud serve with a certificate and key from files (a CA
 // made by the test): a host claims over HTTPS, trusting the CA through
 // SSL_CERT_FILE, heartbeats and gets a webhook sent over HTTPS; answers
-// carry HSTS; the plain-HTTP listener redirects to HTTPS. The certificate
+// carry HSTS; the plain-HTTP listener redirects to HTTPS and reads at most
+// 16 KiB of headers. The certificate
 // is then replaced on disk: new connections get the new one with the cloud
 // still running, and the host, restarted, handshakes with it and gets the
 // next webhook.
@@ -84,6 +86,13 @@ func TestTLSEndToEnd(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusPermanentRedirect, resp.StatusCode)
 	require.Equal(t, "https://127.0.0.1:"+port+"/api/hosts?limit=1", resp.Header.Get("Location"))
+	// The redirect listener's bound on what a request may make it read.
+	req, _ := http.NewRequest("GET", "http://"+redirectAddr+"/", nil)
+	req.Header.Set("X-Filler", strings.Repeat("a", 32<<10))
+	resp, err = noRedirects.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode, "headers past 16 KiB are refused")
 
 	hostID, code := c.newHost("tls", secret)
 	rc := startReceiver(t)
