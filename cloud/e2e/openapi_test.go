@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -69,14 +68,20 @@ func decode(t *testing.T, b []byte, v any) {
 }
 
 // TestOpenAPIResponses: every operation of the OpenAPI document, called on
-// the real cloud binary, answers what the document says — successes and
+// the real cloud binary (on SQLite and on Postgres), answers what the document says — successes and
 // errors, bodies validated against its schemas — and every documented
 // operation is called here at least once with a 2xx answer, so a new route
 // gets a call (and its answer a check) in this test too.
 func TestOpenAPIResponses(t *testing.T) {
+	for name, db := range engines(t) {
+		t.Run(name, func(t *testing.T) { openAPIResponses(t, db(t)) })
+	}
+}
+
+func openAPIResponses(t *testing.T, dbURL string) {
 	doc, err := openapitest.Load()
 	require.NoError(t, err)
-	c := startCloud(t, "sqlite:"+filepath.Join(t.TempDir(), "cloud.db"))
+	c := startCloud(t, dbURL)
 	a := &apiCaller{t: t, doc: doc, url: c.url, ok: map[string]bool{}}
 
 	for _, p := range []string{"/healthz", "/readyz", "/api/openapi.json"} {
