@@ -4,6 +4,8 @@
 //	cloud serve     run the server (migrates first)
 //	cloud migrate   apply database migrations and exit
 //	cloud rekey     re-encrypt every stored secret with the first key
+//	cloud backup    copy the SQLite database to a file, online
+//	cloud health    is the server of these settings on this machine ready?
 //
 // Every setting is an environment variable and a flag of the same meaning;
 // see -h of each command.
@@ -17,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,6 +29,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
@@ -36,11 +40,20 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
 	"github.com/relaykit/relay/cloud/sweep"
+	"github.com/relaykit/relay/cloud/tlsconf"
+	"github.com/relaykit/relay/shared/buildinfo"
 	"github.com/relaykit/relay/shared/telemetry"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X
+// main.version=… -X main.commit=…" (make release).
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// commitOf is the commit the binary was built from.
+func commitOf() string { return buildinfo.Commit(commit) }
 
 const usage = `usage: cloud <command> [flags]
 
@@ -48,7 +61,9 @@ commands:
   serve     run the relay's cloud server (applies migrations first)
   migrate   apply database migrations and exit
   rekey     re-encrypt every stored source secret with the first key of RELAY_SECRET_KEYS
-  version   print the version
+  backup    copy the SQLite database to a new file while the cloud runs
+  health    ask the cloud serve of the same settings on this machine if it is ready (exit 0) or not (1)
+  version   print the version and the commit it was built from
 
 Run "cloud <command> -h" for the flags of a command.
 `
@@ -76,8 +91,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = migrate(ctx, args[1:])
 	case "rekey":
 		err = rekey(ctx, args[1:])
+	case "health":
+		err = health(ctx, args[1:])
+	case "backup":
+		err = backup(ctx, args[1:])
 	case "version", "-v", "--version":
-		fmt.Println(version)
+		fmt.Println(buildinfo.String("cloud", version, commit))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
@@ -133,6 +152,10 @@ type options struct {
 
 	// alerts and host presence
 	alertInterval, alertResend, hostLateAfter, hostOfflineAfter time.Duration
+	// TLS: certificate files, or ACME; and the plain-HTTP listener
+	tlsCert, tlsKey                                  string
+	acmeDomains, acmeCache, acmeEmail, acmeDirectory string
+	httpRedirectListen                               string
 
 	envErrs []error // environment values that do not parse
 }
@@ -208,6 +231,18 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
 	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache of the writer connection; each reader keeps an eighth (RELAY_SQLITE_CACHE_MB)")
+	o.registerTLS(fs)
+}
+
+// registerTLS adds the settings of HTTPS.
+func (o *options) registerTLS(fs *flag.FlagSet) {
+	fs.StringVar(&o.tlsCert, "tls-cert", env("RELAY_TLS_CERT", ""), "PEM certificate (chain) to serve HTTPS with, read again when the file changes and on SIGHUP (RELAY_TLS_CERT; with RELAY_TLS_KEY)")
+	fs.StringVar(&o.tlsKey, "tls-key", env("RELAY_TLS_KEY", ""), "PEM private key of RELAY_TLS_CERT (RELAY_TLS_KEY)")
+	fs.StringVar(&o.acmeDomains, "acme-domains", env("RELAY_ACME_DOMAINS", ""), "comma-separated domains to get certificates for with ACME (Let's Encrypt) and serve HTTPS (RELAY_ACME_DOMAINS; instead of RELAY_TLS_CERT)")
+	fs.StringVar(&o.acmeCache, "acme-cache", env("RELAY_ACME_CACHE", ""), "directory of the ACME account key and certificates (RELAY_ACME_CACHE; default: acme in the data dir)")
+	fs.StringVar(&o.acmeEmail, "acme-email", env("RELAY_ACME_EMAIL", ""), "contact address for the ACME account, told of expiring certificates (RELAY_ACME_EMAIL; default: none)")
+	fs.StringVar(&o.acmeDirectory, "acme-directory-url", env("RELAY_ACME_DIRECTORY_URL", autocert.DefaultACMEDirectory), "the ACME directory, such as Let's Encrypt's staging one (RELAY_ACME_DIRECTORY_URL)")
+	fs.StringVar(&o.httpRedirectListen, "http-redirect-listen", env("RELAY_HTTP_REDIRECT_LISTEN", ""), "plain-HTTP listen address that redirects to HTTPS and answers ACME HTTP-01 challenges, such as :80 (RELAY_HTTP_REDIRECT_LISTEN; default: none; needs TLS)")
 }
 
 // registerKeys adds the settings that locate the secret key ring.
@@ -364,6 +399,9 @@ func serve(ctx context.Context, args []string) error {
 	if err := o.checkBudgets(); err != nil {
 		return err
 	}
+	if err := o.checkTLS(); err != nil {
+		return err
+	}
 	ring, err := loadRing(&o)
 	if err != nil {
 		return err
@@ -428,12 +466,44 @@ func serve(ctx context.Context, args []string) error {
 		Intake5xx: srv.Intake5xx,
 	}, clock, log)
 	srv.RegisterMetrics(alerts.Metrics().Collectors()...)
-	httpSrv := server.NewHTTPServer(srv.Handler(), server.DefaultTimeouts, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
-	// Heartbeats waiting for work (wait_s) are answered at once on shutdown.
-	httpSrv.RegisterOnShutdown(srv.StopWaiting)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	_, httpsPort, _ := net.SplitHostPort(ln.Addr().String())
+	tlsSetup, err := o.tlsSetup(httpsPort, log)
+	if err != nil {
+		return err
+	}
+	handler := srv.Handler()
+	if tlsSetup != nil {
+		handler = tlsconf.HSTS(handler)
+		if strings.HasPrefix(o.publicURL, "http://") {
+			log.Warn("RELAY_PUBLIC_URL is http:// while the cloud serves HTTPS: the webhook URLs the admin API answers point at plain HTTP", "public_url", o.publicURL)
+		}
+	}
+	httpSrv := server.NewHTTPServer(handler, server.DefaultTimeouts, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+	// Heartbeats waiting for work (wait_s) are answered at once on shutdown.
+	httpSrv.RegisterOnShutdown(srv.StopWaiting)
+	// The plain-HTTP listener only redirects (and answers ACME challenges):
+	// its requests are small and short.
+	var redirectSrv *http.Server
+	var redirectLn net.Listener
+	if o.httpRedirectListen != "" {
+		redirectLn, err = net.Listen("tcp", o.httpRedirectListen)
+		if err != nil {
+			return fmt.Errorf("listen (RELAY_HTTP_REDIRECT_LISTEN): %w", err)
+		}
+		redirectSrv = &http.Server{
+			Handler:           tlsSetup.HTTP,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      10 * time.Second,
+			IdleTimeout:       30 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
 	}
 	ln = srv.LimitConnsPerIP(ln, o.maxConnsPerIP)
 
@@ -469,13 +539,27 @@ func serve(ctx context.Context, args []string) error {
 				return
 			case <-hup:
 				reloadKeys(sweepCtx, &o, srv, log)
+				if tlsSetup != nil {
+					if err := tlsSetup.Reload(); err != nil {
+						log.Error("TLS certificate not reloaded: the previous one is kept", "err", err)
+					}
+				}
 			}
 		}
 	}()
 
-	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
-	log.Info("cloud listening", "addr", ln.Addr().String(), "database", redactURL(o.databaseURL), "version", version)
+	errc := make(chan error, 2)
+	if tlsSetup != nil {
+		httpSrv.TLSConfig = tlsSetup.TLS
+		go func() { errc <- httpSrv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- httpSrv.Serve(ln) }()
+	}
+	if redirectSrv != nil {
+		go func() { errc <- redirectSrv.Serve(redirectLn) }()
+		log.Info("redirecting plain HTTP to HTTPS", "addr", redirectLn.Addr().String())
+	}
+	log.Info("cloud listening", "addr", ln.Addr().String(), "tls", tlsMode(o), "database", redactURL(o.databaseURL), "version", version, "commit", commitOf())
 
 	select {
 	case err := <-errc:
@@ -492,6 +576,9 @@ func serve(ctx context.Context, args []string) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = httpSrv.Shutdown(shutCtx)
+	if redirectSrv != nil {
+		_ = redirectSrv.Shutdown(shutCtx)
+	}
 	stopSweep()
 	<-sweepDone
 	<-releaseDone

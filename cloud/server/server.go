@@ -20,6 +20,7 @@ import (
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/openapi"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
@@ -199,6 +200,7 @@ func (s *Server) Handler() http.Handler {
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(200, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
+	r.GET(openapi.Path, func(c *gin.Context) { c.Data(200, "application/json", openapi.Document) })
 	r.GET("/metrics", s.requireAdmin, s.metrics.handler())
 	r.GET("/api/quarantine", s.requireAdmin, s.listQuarantine)
 	r.POST("/api/quarantine/release", s.requireAdmin, s.releaseQuarantine)
