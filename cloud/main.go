@@ -26,12 +26,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
+	"github.com/relaykit/relay/cloud/steady"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
@@ -333,7 +332,8 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	clock := clockwork.NewRealClock()
+	// The system clock, its steps absorbed gradually (see package steady).
+	clock := steady.New(log)
 	tokens, err := auth.NewTokens(jwtKey, auth.DefaultTokenTTL, clock)
 	if err != nil {
 		return usageError{err}
