@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -141,4 +142,31 @@ func TestLeaseLengthFromTheCloud(t *testing.T) {
 	require.Equal(t, 5*time.Second, f.busy())
 
 	require.Equal(t, []string{"a"}, f.credit(t0.Add(-time.Hour), false).extends, "the clock went back")
+}
+
+// TestExtendsWithinTheCloudsLease: a host with a 10 s heartbeat interval,
+// told leases last 4 s, heartbeats every second while a handler runs and
+// extends its lease each time (at a 10 s interval the lease would lapse).
+func TestExtendsWithinTheCloudsLease(t *testing.T) {
+	t.Parallel()
+	h := newBlocked()
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = h.run
+		b.opts = func(o *Options) { o.Interval = 10 * time.Second }
+		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, LeaseS: 4}
+			if n == 1 {
+				resp.Webhooks = []shared.Webhook{webhook("d1", "push")}
+			}
+			return http.StatusOK, resp
+		}
+	})
+	b.next(t)
+	<-h.started
+	for range 3 {
+		b.advance(t, time.Second)
+		hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookExtends) > 0 })
+		require.Equal(t, []string{"d1"}, hb.req.WebhookExtends)
+	}
+	close(h.release)
 }
