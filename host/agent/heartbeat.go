@@ -159,15 +159,14 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 	resp, err := h.send(ctx, req)
 	now := h.clock.Now()
 	a.contacted(now, err)
-	if err == nil {
-		a.cloudTime.observe(now, resp.Now)
-		a.flow.setLease(time.Duration(resp.LeaseS) * time.Second)
-	}
 	if err != nil {
 		// Whatever the cloud leased to this heartbeat did not arrive.
 		h.answerLost = true
 		return heartbeatResult{}, err
 	}
+	// The cloud's clock and lease, whatever this host's clock says.
+	a.cloudTime.observe(now, resp.Now)
+	a.flow.setLease(time.Duration(resp.LeaseS) * time.Second)
 	if req.AnswerLost {
 		h.answerLost = false
 	}
