@@ -31,7 +31,7 @@ func rekey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, _, err := openMigrated(ctx, o.databaseURL)
+	st, _, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}

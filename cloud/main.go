@@ -126,6 +126,7 @@ type options struct {
 	inflightHostMB                                        int
 	inflightIPMB                                          int
 	maxConnsPerIP                                         int
+	sqliteCacheMB                                         int
 
 	envErrs []error // environment values that do not parse
 }
@@ -196,6 +197,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 	fs.IntVar(&o.authFailures, "auth-failures-per-min", o.envInt("RELAY_AUTH_FAILURES_PER_MIN", 10), "failed claims, token requests and admin logins per minute per client IP before it gets 429 (RELAY_AUTH_FAILURES_PER_MIN)")
+	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache of the writer connection; each reader keeps an eighth (RELAY_SQLITE_CACHE_MB)")
 }
 
 // registerKeys adds the settings that locate the secret key ring.
@@ -216,8 +218,9 @@ func (o *options) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, hopts))
 }
 
-// openStore picks the engine from the URL's scheme.
-func openStore(ctx context.Context, url string) (store.Store, error) {
+// openStore picks the engine from the URL's scheme; sqliteCacheMB is the
+// SQLite writer's page cache (0: the default).
+func openStore(ctx context.Context, url string, sqliteCacheMB int) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return postgres.Open(ctx, url)
@@ -226,7 +229,7 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("database directory: %w", err)
 		}
-		return sqlite.Open(ctx, path)
+		return sqlite.OpenWith(ctx, path, sqlite.Options{CacheMB: sqliteCacheMB})
 	}
 	return nil, usageError{fmt.Errorf("RELAY_DATABASE_URL=%q: want postgres://… or sqlite:PATH", redactURL(url))}
 }
@@ -279,8 +282,8 @@ func (o *options) parseFlags(fs *flag.FlagSet, args []string) (*slog.Logger, err
 }
 
 // openMigrated opens the store and applies pending migrations.
-func openMigrated(ctx context.Context, url string) (store.Store, store.MigrateResult, error) {
-	st, err := openStore(ctx, url)
+func openMigrated(ctx context.Context, url string, sqliteCacheMB int) (store.Store, store.MigrateResult, error) {
+	st, err := openStore(ctx, url, sqliteCacheMB)
 	if err != nil {
 		return nil, store.MigrateResult{}, err
 	}
@@ -305,7 +308,7 @@ func migrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, res, err := openMigrated(ctx, o.databaseURL)
+	st, res, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}
@@ -349,7 +352,7 @@ func serve(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 
-	st, mres, err := openMigrated(ctx, o.databaseURL)
+	st, mres, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}

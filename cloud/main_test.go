@@ -102,6 +102,7 @@ func settingCases(dir string) map[string]settingCase {
 		"RELAY_RATE_LIMIT_PER_MIN":    {bad: []string{"lots", "-1", "1000001"}, good: "600"},
 		"RELAY_QUARANTINE_MAX_MB":     {bad: []string{"1GB", "-1", "1048577"}, good: "64"},
 		"RELAY_AUTH_FAILURES_PER_MIN": {bad: []string{"ten", "0", "-1"}, good: "30"},
+		"RELAY_SQLITE_CACHE_MB":       {bad: []string{"64MB", "0", "-1", "65537"}, good: "32"},
 	}
 }
 
