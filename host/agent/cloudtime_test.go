@@ -170,3 +170,25 @@ func TestExtendsWithinTheCloudsLease(t *testing.T) {
 	}
 	close(h.release)
 }
+
+// steppedClock is a fake clock whose readings can be stepped back, as a
+// clock without Go's monotonic reading could be.
+type steppedClock struct {
+	*clockwork.FakeClock
+	back time.Duration
+}
+
+func (c *steppedClock) Now() time.Time { return c.FakeClock.Now().Add(-c.back) }
+
+// TestCadenceWaitsNoLongerThanItEverDoes: a heartbeat planned 5 s ahead,
+// then the clock goes back an hour: the cadence waits at most its longest
+// wait (the backoff cap here), not the hour.
+func TestCadenceWaitsNoLongerThanItEverDoes(t *testing.T) {
+	t.Parallel()
+	c := &steppedClock{FakeClock: clockwork.NewFakeClock()}
+	h := &heartbeats{clock: c, interval: 10 * time.Second, maxBackoff: 30 * time.Second, floor: time.Second}
+	next := c.Now().Add(5 * time.Second)
+	require.Equal(t, 5*time.Second, h.until(next))
+	c.back = time.Hour
+	require.Equal(t, 30*time.Second, h.until(next))
+}
