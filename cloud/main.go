@@ -28,7 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/relaykit/relay/cloud/alert"
@@ -36,6 +35,7 @@ import (
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
+	"github.com/relaykit/relay/cloud/steady"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
@@ -410,7 +410,8 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	clock := clockwork.NewRealClock()
+	// The system clock, its steps absorbed gradually (see package steady).
+	clock := steady.New(log)
 	tokens, err := auth.NewTokens(jwtKey, auth.DefaultTokenTTL, clock)
 	if err != nil {
 		return usageError{err}

@@ -92,6 +92,13 @@ func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Mil
 // Policy is the retry schedule of deliveries without their own.
 func (s *Service) Policy() RetryPolicy { return s.cfg.Policy }
 
+// Now is the cloud's time as the core records it: what a host is told is
+// the time, whatever its own clock says.
+func (s *Service) Now() time.Time { return s.now() }
+
+// LeaseFor is how long a lease granted or extended lasts.
+func (s *Service) LeaseFor() time.Duration { return s.cfg.LeaseFor }
+
 // Report is what a host says of the deliveries it was handed.
 type Report struct {
 	Acks    []string // handled
