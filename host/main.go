@@ -30,6 +30,15 @@ import (
 	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/host/config"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/buildinfo"
+)
+
+// version and commit are set at build time with -ldflags "-X
+// main.version=… -X main.commit=…" (make release); a build without them
+// is the agent's protocol version.
+var (
+	version = agent.Version
+	commit  = ""
 )
 
 const (
@@ -46,6 +55,8 @@ const usage = `usage:
                    [--limit N] [--cursor C] [--json] [--state DIR]
   host ledger show DELIVERY_ID [--json] [--state DIR]
   host reconcile [--since 24h|TIME] [--fix] [--json] [--state DIR] [--cloud URL]
+  host health [--listen ADDR]
+  host version
 
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
@@ -57,6 +68,7 @@ do, and exits 4 when there is one; --fix sends the acks the cloud is missing.
 claim refuses a plain http:// cloud other than a loopback address unless
 --insecure-http is given.
 SIGHUP makes a running host reload its sources from the configuration file.
+health exits 0 when the running host's local API says it is well, else 1.
 `
 
 func main() {
@@ -81,6 +93,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return runLedger(ctx, args[1:], stdout, stderr, getenv)
 	case "reconcile":
 		return runReconcile(ctx, args[1:], stdout, stderr, getenv)
+	case "health":
+		return runHealth(ctx, args[1:], stdout, stderr, getenv)
+	case "version", "-v", "--version":
+		fmt.Fprintln(stdout, buildinfo.String("host", version, commit))
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -27,6 +27,7 @@ import (
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/host/localapi"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // ledgerFile is the ledger's name in the state directory.
@@ -135,6 +136,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "host run: %v\n", err)
 		return exitUsage
 	}
+	clock, err := testClock(getenv, clockwork.NewRealClock())
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitUsage
+	}
 
 	p, err := prepare(*configPath, *stateFlag, getenv)
 	if err != nil {
@@ -162,6 +168,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		log.Warn("test fault hook armed: this process kills itself at a chosen point (RELAY_HOST_TEST_CRASH); never use this outside tests",
 			"point", getenv(envTestCrash))
 	}
+	if v := getenv(envTestClock); v != "" {
+		log.Warn("test clock armed: this host's clock is skewed on purpose (RELAY_HOST_TEST_CLOCK_OFFSET); never use this outside tests",
+			"offset", v, "host_now", clock.Now().UTC().Format(time.RFC3339))
+	}
 
 	l, err := ledger.Open(ctx, filepath.Join(p.stateDir, ledgerFile))
 	if err != nil {
@@ -169,8 +179,26 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return exitFailure
 	}
 	defer l.Close()
+	// Handler spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set.
+	tracer, shutdownTracing, err := telemetry.Setup(ctx, "relay-host", getenv)
+	var bad *telemetry.SettingError
+	if errors.As(err, &bad) {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitFailure
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("trace export at exit", "err", err)
+		}
+	}()
 
-	clock := clockwork.NewRealClock()
+	var api *localapi.Server // set below; its metrics observe handler runs
 	a := agent.New(agent.Options{
 		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version),
 		HostID:       p.creds.HostID,
@@ -185,6 +213,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Clock:        clock,
 		Logger:       log,
 		FaultHook:    faultHook,
+		Observe:      func(source, result string, took time.Duration) { api.ObserveHandler(source, result, took) },
+		Tracer:       tracer,
 	})
 
 	// The local API is up before the first heartbeat.
@@ -194,7 +224,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
 		return exitFailure
 	}
-	api := localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
+	api = localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
 	api.AllowListenHost(addr)
 	srv := localAPIServer(api)
 	ctx, cancel := context.WithCancel(ctx)
@@ -214,7 +244,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 
 	var background sync.WaitGroup
 	bgCtx, stopBackground := context.WithCancel(ctx)
-	retention := &ledger.Retention{Ledger: l, MaxAge: p.cfg.LedgerRetention, Clock: clock, Logger: log}
+	retention := &ledger.Retention{Ledger: l, MaxAge: p.cfg.LedgerRetention, Clock: clock, CloudNow: a.CloudNow, Logger: log}
 	background.Go(func() { retention.Run(bgCtx) })
 	background.Go(func() { reloadOnHangup(bgCtx, hup, *configPath, p.cfg, a, log) })
 

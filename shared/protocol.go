@@ -151,6 +151,10 @@ type TokenRequest struct {
 type TokenResponse struct {
 	Token          string    `json:"token"`
 	TokenExpiresAt time.Time `json:"token_expires_at"`
+	// Now is the cloud's time when it answered: a host measures the token's
+	// lifetime as TokenExpiresAt-Now, both on the cloud's clock, whatever
+	// its own clock says (zero from a cloud that predates it).
+	Now time.Time `json:"now"`
 }
 
 // HeartbeatRequest is sent by a host, authenticated by its token. Acks, nacks
@@ -227,6 +231,14 @@ type HeartbeatResponse struct {
 	HeartbeatIntervalS int       `json:"heartbeat_interval_s"`
 	More               bool      `json:"more"`
 	Webhooks           []Webhook `json:"webhooks"`
+	// Now is the cloud's time when it answered. The cloud's times (leases,
+	// retries, audit) are the truth; a host whose own clock is off learns
+	// the difference from it (zero from a cloud that predates it).
+	Now time.Time `json:"now"`
+	// LeaseS is how long, in seconds, the leases this answer granted or
+	// extended last from Now: a host extends what it runs well within it,
+	// timing that on its own monotonic clock (0: not said).
+	LeaseS int `json:"lease_s,omitempty"`
 }
 
 // Webhook is one leased delivery. RawBody is the truth (base64 of the exact

@@ -174,6 +174,8 @@ type Store interface {
 	EdgeStore
 	// What operators read across hosts (inspect.go).
 	InspectStore
+	// Host presence and alerts (alert.go).
+	AlertStore
 }
 
 // HostStatus is a host's lifecycle state.

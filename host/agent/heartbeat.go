@@ -50,7 +50,8 @@ type heartbeats struct {
 	// answerLost: the last heartbeat failed, so what its answer leased may
 	// not have arrived; the next one says so.
 	answerLost bool
-	subSent    []byte // the subscription the cloud last accepted
+	subSent    []byte        // the subscription the cloud last accepted
+	floor      time.Duration // the cloud's floor, as it last said
 	// cleanup is closed once the last heartbeat's outbox cleanup is done
 	// (nil: none ran).
 	cleanup chan struct{}
@@ -168,6 +169,9 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 		h.answerLost = true
 		return heartbeatResult{}, err
 	}
+	// The cloud's clock and lease, whatever this host's clock says.
+	a.cloudTime.observe(now, resp.Now)
+	a.flow.setLease(time.Duration(resp.LeaseS) * time.Second)
 	if req.AnswerLost {
 		h.answerLost = false
 	}

@@ -624,6 +624,15 @@ func (l *Ledger) OutboxCount(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// DeliveryCount returns the number of rows in the ledger.
+func (l *Ledger) DeliveryCount(ctx context.Context) (int, error) {
+	var n int
+	if err := l.read.QueryRowContext(ctx, `SELECT count(*) FROM ledger`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count ledger: %w", err)
+	}
+	return n, nil
+}
+
 // ListParams filters DeliveryList. Zero values mean "no filter".
 type ListParams struct {
 	Result Result

@@ -70,6 +70,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseBatch(ctx, t, setup)
 	exerciseChanged(ctx, t, setup)
 	exerciseInspect(ctx, t, setup)
+	exerciseAlerts(ctx, t, setup)
 }
 
 type setupFunc func(t *testing.T) (store.Store, *testBundle)
