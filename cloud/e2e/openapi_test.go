@@ -122,6 +122,10 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Equal(t, 200, st)
 	st, _ = a.call("GET", "/api/hosts/"+hostID+"/sources", adminToken, nil)
 	require.Equal(t, 200, st)
+	st, _ = a.call("PATCH", src, adminToken, map[string]any{"enabled": true})
+	require.Equal(t, 200, st)
+	st, _ = a.call("PATCH", src, adminToken, map[string]any{})
+	require.Equal(t, 400, st)
 
 	st, _ = a.call("POST", "/api/hosts/claim", "", map[string]string{"claim_code": "AAAA-BBBB-CCCC-DDDD"})
 	require.Equal(t, 401, st)
@@ -164,7 +168,10 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	}
 	hb := heartbeat(shared.HeartbeatRequest{AgentVersion: "openapi-test", MaxWebhooks: shared.Ptr(10)})
 	require.Len(t, hb.Webhooks, 1)
-	heartbeat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: queued.DeliveryID, Error: "no", Retryable: false}}})
+	status := 422
+	heartbeat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: queued.DeliveryID, Error: "no", Retryable: false}},
+		WebhookResults: []shared.WebhookResult{{DeliveryID: queued.DeliveryID, Attempt: 1, Result: "error", Handler: "forward http://127.0.0.1:3000/hook",
+			ResponseStatus: &status, DurationMS: 4, Error: "HTTP 422"}}})
 	st, _ = a.call("POST", "/api/hosts/heartbeat", "not-a-token", shared.HeartbeatRequest{})
 	require.Equal(t, 401, st)
 
@@ -172,8 +179,21 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	one := deliveries + "/" + url.PathEscape(queued.DeliveryID)
 	st, _ = a.call("GET", deliveries+"?status=dlq", adminToken, nil)
 	require.Equal(t, 200, st)
-	st, _ = a.call("GET", one, adminToken, nil)
+	st, b = a.call("GET", one, adminToken, nil)
 	require.Equal(t, 200, st)
+	require.Contains(t, string(b), `"host_result":{"attempt":1,"result":"error"`)
+	st, _ = a.call("GET", "/api/deliveries?event_id=openapi-1", adminToken, nil)
+	require.Equal(t, 200, st)
+	st, _ = a.call("GET", "/api/deliveries?status=lost", adminToken, nil)
+	require.Equal(t, 400, st)
+	st, _ = a.call("GET", "/api/events?last=5", adminToken, nil)
+	require.Equal(t, 200, st)
+	st, _ = a.call("GET", "/api/events?after=-1", adminToken, nil)
+	require.Equal(t, 400, st)
+	st, _ = a.call("GET", "/api/hosts/deliveries?since=2026-01-01T00:00:00Z", tok.Token, nil)
+	require.Equal(t, 200, st)
+	st, _ = a.call("GET", "/api/hosts/deliveries", "not-a-token", nil)
+	require.Equal(t, 401, st)
 	st, _ = a.call("POST", one+"/retry", adminToken, nil)
 	require.Equal(t, 200, st)
 	st, _ = a.call("POST", one+"/retry", adminToken, nil)
