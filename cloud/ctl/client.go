@@ -143,6 +143,7 @@ type host struct {
 	Name            string         `json:"name"`
 	Status          string         `json:"status"`
 	Claimed         bool           `json:"claimed"`
+	Presence        string         `json:"presence,omitempty"` // online, late or offline, as the cloud judges it
 	AgentVersion    string         `json:"agent_version"`
 	LastHeartbeatAt *time.Time     `json:"last_heartbeat_at"`
 	RateLimitPerMin int            `json:"rate_limit_per_min"`

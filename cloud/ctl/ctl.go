@@ -40,6 +40,8 @@ commands:
   tail                follow new deliveries and their transitions
   rejections HOST     refused intake requests
   quarantine list | release
+  alerts list | rules | set-rule RULE [--host H] [--threshold N] [--off|--on] | reset-rule RULE [--host H]
+        | sinks | add-sink webhook|slack --url-file FILE|- | remove-sink ID
 
 exit codes: 0 ok, 1 failed (cloud unreachable or failing), 2 bad usage,
 3 not found (or deactivated), 4 wrong or missing admin token, 5 conflict
@@ -186,6 +188,8 @@ func init() {
 		"tail":       tail,
 		"rejections": rejections,
 		"quarantine": group("quarantine", map[string]command{"list": quarantineList, "release": quarantineRelease}),
+		"alerts": group("alerts", map[string]command{"list": alertsList, "rules": alertsRules, "set-rule": alertsSetRule,
+			"reset-rule": alertsResetRule, "sinks": alertsSinks, "add-sink": alertsAddSink, "remove-sink": alertsRemoveSink}),
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -34,21 +33,16 @@ func hostsList(ctx context.Context, e *env, args []string, auth func() error) er
 	return nil
 }
 
-// presenceAfter is how long without a heartbeat makes a host look offline.
-const presenceAfter = 2 * time.Minute
-
-// presence says whether a host is in touch: online when it heartbeat
-// lately, offline when not, unclaimed before its first claim.
+// presence is the cloud's judgement of a host (online, late, offline);
+// "unclaimed" before its first claim, "-" once deactivated.
 func (e *env) presence(h host) string {
 	switch {
 	case h.Status != "active":
 		return "-"
 	case !h.Claimed:
 		return "unclaimed"
-	case h.LastHeartbeatAt == nil || e.now().Sub(*h.LastHeartbeatAt) > presenceAfter:
-		return "offline"
 	}
-	return "online"
+	return orDash(h.Presence)
 }
 
 // backlog counts what waits for the host: queued, leased and retrying.

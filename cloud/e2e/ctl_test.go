@@ -185,6 +185,30 @@ func TestCtlCommands(t *testing.T) {
 			require.Contains(t, ctlOK(t, u, "quarantine", "list"), "0 requests quarantined")
 			require.Contains(t, ctlOK(t, u, "quarantine", "release"), "admitted 0, rejected 0, held 0")
 
+			// alerts: rules, a host's setting, a sink whose URL comes from stdin
+			out = ctlOK(t, u, "alerts", "rules")
+			require.Regexp(t, `RULE\s+DEFAULT\s+PER HOST\s+SETTINGS`, out)
+			require.Regexp(t, `oldest_pending\s+900 seconds\s+true`, out)
+			require.Contains(t, ctlOK(t, u, "alerts", "set-rule", "oldest_pending", "--host", id, "--threshold", "300"), "rule oldest_pending set")
+			require.Contains(t, ctlOK(t, u, "alerts", "rules"), id+": on at 300")
+			require.Contains(t, ctlOK(t, u, "alerts", "reset-rule", "oldest_pending", "--host", id), "rule oldest_pending reset")
+			require.NotContains(t, ctlOK(t, u, "alerts", "rules"), id+": on at 300")
+			r = ctl(t, u, "https://ops.example.com/relay-alerts\n", nil, "alerts", "add-sink", "webhook", "--url-file", "-", "--json")
+			require.Equal(t, 0, r.code, r.stderr)
+			var sink struct {
+				ID     string `json:"id"`
+				Secret string `json:"secret"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &sink), r.stdout)
+			require.NotEmpty(t, sink.Secret, "shown once")
+			out = ctlOK(t, u, "alerts", "sinks")
+			require.Regexp(t, sink.ID+`\s+webhook`, out)
+			require.NotContains(t, out, sink.Secret)
+			require.Contains(t, ctlOK(t, u, "alerts", "remove-sink", sink.ID), "removed")
+			require.Regexp(t, `^\d+ firing`, ctlOK(t, u, "alerts", "list"))
+			r = ctl(t, u, "", nil, "alerts", "remove-sink", sink.ID)
+			require.Equal(t, 3, r.code, r.stderr)
+
 			// claim code, deactivate
 			require.Contains(t, ctlOK(t, u, "hosts", "claim-code", id), "claim code")
 			ctlJSON(t, u, &h, "hosts", "deactivate", id)
@@ -231,6 +255,8 @@ func TestCtlCommands(t *testing.T) {
 				{"hosts", "create", "-h"}, {"hosts", "rename", "-h"}, {"hosts", "limits", "-h"}, {"hosts", "deactivate", "-h"},
 				{"hosts", "claim-code", "-h"}, {"sources", "list", "-h"}, {"sources", "show", "-h"}, {"sources", "put", "-h"},
 				{"sources", "enable", "-h"}, {"sources", "disable", "-h"}, {"sources", "events", "-h"},
+				{"alerts", "list", "-h"}, {"alerts", "rules", "-h"}, {"alerts", "set-rule", "-h"}, {"alerts", "reset-rule", "-h"},
+				{"alerts", "sinks", "-h"}, {"alerts", "add-sink", "-h"}, {"alerts", "remove-sink", "-h"},
 				{"deliveries", "list", "-h"}, {"deliveries", "retry", "-h"}, {"deliveries", "purge-dlq", "-h"},
 				{"inspect", "-h"}, {"tail", "-h"}, {"rejections", "-h"}, {"quarantine", "list", "-h"}, {"quarantine", "release", "-h"}} {
 				r := ctl(t, u, "", []string{"RELAY_ADMIN_TOKEN="}, args...)
