@@ -47,13 +47,10 @@ func (s *Server) listAlerts(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	var before int64
-	if cur := c.Query("cursor"); cur != "" {
-		before, err = strconv.ParseInt(cur, 10, 64)
-		if err != nil || before <= 0 {
-			s.writeError(c, errInvalid("cursor: not a value this API returned"))
-			return
-		}
+	before, err := queryIDCursor(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
 	}
 	firing, err := s.store.AlertList(ctx, &store.AlertListParams{Firing: true, Limit: maxFiringShown})
 	if err != nil {

@@ -80,13 +80,9 @@ func (s *Server) listDeliveries(c *gin.Context) {
 		}
 		p.Status = st
 	}
-	if v := c.Query("cursor"); v != "" {
-		at, id, err := decodeCursor(v)
-		if err != nil {
-			s.writeError(c, errInvalid("cursor is not one this API issued"))
-			return
-		}
-		p.BeforeReceivedAt, p.BeforeID = &at, id
+	if p.BeforeReceivedAt, p.BeforeID, err = queryDeliveryCursor(c); err != nil {
+		s.writeError(c, err)
+		return
 	}
 	if _, err := s.store.HostGet(c.Request.Context(), hostID); err != nil {
 		s.writeError(c, hostErr(err))
@@ -97,17 +93,7 @@ func (s *Server) listDeliveries(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	next := ""
-	if len(ds) > limit {
-		ds = ds[:limit]
-		last := ds[len(ds)-1]
-		next = encodeCursor(last.ReceivedAt, last.ID)
-	}
-	out := make([]deliveryJSON, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, deliveryView(d, false))
-	}
-	c.JSON(200, gin.H{"webhooks": out, "next_cursor": next})
+	writeDeliveryPage(c, ds, limit)
 }
 
 func (s *Server) getDelivery(c *gin.Context) {
@@ -138,6 +124,37 @@ func (s *Server) getDelivery(c *gin.Context) {
 }
 
 // Cursors are opaque to clients: base64url of "<received unix ms>:<delivery id>".
+// writeDeliveryPage answers a page of deliveries, newest first, from ds
+// read with one more than limit: that one says whether there is a next
+// page, and next_cursor is where it starts.
+func writeDeliveryPage(c *gin.Context, ds []*store.Delivery, limit int) {
+	next := ""
+	if len(ds) > limit {
+		ds = ds[:limit]
+		last := ds[len(ds)-1]
+		next = encodeCursor(last.ReceivedAt, last.ID)
+	}
+	out := make([]deliveryJSON, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, deliveryView(d, false))
+	}
+	c.JSON(200, gin.H{"webhooks": out, "next_cursor": next})
+}
+
+// queryDeliveryCursor parses the `cursor` query parameter of a page of
+// deliveries: nil when absent, else where the page before ended.
+func queryDeliveryCursor(c *gin.Context) (*time.Time, string, error) {
+	v := c.Query("cursor")
+	if v == "" {
+		return nil, "", nil
+	}
+	at, id, err := decodeCursor(v)
+	if err != nil {
+		return nil, "", errInvalid("cursor is not one this API issued")
+	}
+	return &at, id, nil
+}
+
 func encodeCursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMilli(), 10) + ":" + id))
 }

@@ -77,12 +77,8 @@ func findParams(c *gin.Context) (*store.DeliveryFindParams, int, error) {
 		}
 		p.ReceivedSince = &at
 	}
-	if v := c.Query("cursor"); v != "" {
-		at, id, err := decodeCursor(v)
-		if err != nil {
-			return nil, 0, errInvalid("cursor is not one this API issued")
-		}
-		p.BeforeReceivedAt, p.BeforeID = &at, id
+	if p.BeforeReceivedAt, p.BeforeID, err = queryDeliveryCursor(c); err != nil {
+		return nil, 0, err
 	}
 	return p, limit, nil
 }
@@ -93,17 +89,7 @@ func (s *Server) writeFound(c *gin.Context, p *store.DeliveryFindParams, limit i
 		s.writeError(c, err)
 		return
 	}
-	next := ""
-	if len(ds) > limit {
-		ds = ds[:limit]
-		last := ds[len(ds)-1]
-		next = encodeCursor(last.ReceivedAt, last.ID)
-	}
-	out := make([]deliveryJSON, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, deliveryView(d, false))
-	}
-	c.JSON(200, gin.H{"webhooks": out, "next_cursor": next})
+	writeDeliveryPage(c, ds, limit)
 }
 
 type eventOfJSON struct {

@@ -35,13 +35,10 @@ func (s *Server) listRejections(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	var before int64
-	if cur := c.Query("cursor"); cur != "" {
-		before, err = strconv.ParseInt(cur, 10, 64)
-		if err != nil || before <= 0 {
-			s.writeError(c, errInvalid("cursor: not a value this API returned"))
-			return
-		}
+	before, err := queryIDCursor(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
 	}
 	if _, err := s.store.HostGet(ctx, hostID); err != nil {
 		s.writeError(c, hostErr(err))
@@ -66,6 +63,21 @@ func (s *Server) listRejections(c *gin.Context) {
 		})
 	}
 	c.JSON(200, out)
+}
+
+// queryIDCursor parses the `cursor` query parameter of a page ordered by
+// id, newest first: 0 when absent, else the positive id the page before
+// returned as next_cursor.
+func queryIDCursor(c *gin.Context) (int64, error) {
+	cur := c.Query("cursor")
+	if cur == "" {
+		return 0, nil
+	}
+	before, err := strconv.ParseInt(cur, 10, 64)
+	if err != nil || before <= 0 {
+		return 0, errInvalid("cursor: not a value this API returned")
+	}
+	return before, nil
 }
 
 // queryLimit parses the `limit` query parameter: def when absent, else an
