@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -38,12 +39,73 @@ type DeliveryFindParams struct {
 	BeforeID         string
 }
 
+// FindQuery is DeliveryFind's query with only the filters given, so that
+// the planner sees which index serves it, whatever plan it caches: the
+// delivery key for an event id (one look-up per source), a host's receipt
+// order, or everyone's. A correlation id has no index of its own (a random
+// key costs intake a random page per insert): it is found by reading
+// newest first.
+//
+// The query has a ? for each of its arguments, in order. An engine gives
+// its select list, its keyset condition on (received_at, delivery_id)
+// with two ?, and how it writes a time as a column value.
+func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time) any) (string, []any) {
+	var where []string
+	var args []any
+	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
+	if p.HostID != "" {
+		add("host_id = ?", p.HostID)
+	}
+	if p.Status != "" {
+		add("status = ?", string(p.Status))
+	}
+	if p.Source != "" {
+		add("source = ?", p.Source)
+	}
+	if p.Provider != "" {
+		add(`EXISTS (SELECT 1 FROM sources s
+			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
+	}
+	if p.EventID != "" {
+		// Each of the hosts' sources, looked up by the delivery key.
+		add("(host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s)", p.EventID)
+	}
+	if p.CorrelationID != "" {
+		add("correlation_id = ?", p.CorrelationID)
+	}
+	if p.ReceivedSince != nil {
+		add("received_at >= ?", at(*p.ReceivedSince))
+	}
+	if p.BeforeReceivedAt != nil {
+		add(before, at(*p.BeforeReceivedAt), p.BeforeID)
+	}
+	q := `SELECT ` + columns + ` FROM deliveries`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY received_at DESC, delivery_id DESC LIMIT ?`
+	return q, append(args, LimitOr(p.Limit, 100))
+}
+
 type DeliveryEventListAfterParams struct {
 	AfterID int64
 	Limit   int // 0: 100
 	// Newest, when set, returns the newest Limit events (still oldest
 	// first) instead of those after AfterID: where a tail starts.
 	Newest bool
+}
+
+// EventsQuery is DeliveryEventListAfter's query, by id range: after an
+// id, or the newest. It has a ? for each of its arguments, in order.
+func EventsQuery(p *DeliveryEventListAfterParams) (string, []any) {
+	ids := `SELECT id FROM delivery_events WHERE id > ? ORDER BY id LIMIT ?`
+	args := []any{p.AfterID, LimitOr(p.Limit, 100)}
+	if p.Newest {
+		ids, args = `SELECT id FROM delivery_events ORDER BY id DESC LIMIT ?`, args[1:]
+	}
+	return `SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
+		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
+		WHERE e.id IN (` + ids + `) ORDER BY e.id`, args
 }
 
 // DeliveryEventOf is an audit event with its delivery's host and source.

@@ -12,8 +12,6 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-const defaultFindLimit = 100
-
 func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) ([]*store.Delivery, error) {
 	q, args := findQuery(p)
 	rows, err := s.pool.Query(ctx, q, args...)
@@ -27,67 +25,32 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 	return list, nil
 }
 
-// findQuery is DeliveryFind's query with only the filters given, so that
-// the planner sees which index serves it, whatever plan it caches: the
-// delivery key for an event id (one look-up per source), a host's receipt
-// order, or everyone's. A correlation id has no index of its own (a random
-// key costs intake a random page per insert): it is found by reading
-// newest first.
+// findQuery is DeliveryFind's query in Postgres.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
-	var where []string
-	var args []any
-	add := func(cond string, v ...any) {
-		for _, x := range v {
-			args = append(args, x)
-			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1)
+	q, args := store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?::text)", func(t time.Time) any { return ms(t) })
+	return numbered(q), args
+}
+
+// numbered writes a query's ? placeholders as $1, $2... in order.
+func numbered(q string) string {
+	var b strings.Builder
+	n := 0
+	for {
+		i := strings.IndexByte(q, '?')
+		if i < 0 {
+			b.WriteString(q)
+			return b.String()
 		}
-		where = append(where, cond)
+		n++
+		b.WriteString(q[:i])
+		b.WriteString("$" + strconv.Itoa(n))
+		q = q[i+1:]
 	}
-	if p.HostID != "" {
-		add("host_id = ?", p.HostID)
-	}
-	if p.Status != "" {
-		add("status = ?", string(p.Status))
-	}
-	if p.Source != "" {
-		add("source = ?", p.Source)
-	}
-	if p.Provider != "" {
-		add(`EXISTS (SELECT 1 FROM sources s
-			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
-	}
-	if p.EventID != "" {
-		// Each of the hosts' sources, looked up by the delivery key.
-		add("(host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s)", p.EventID)
-	}
-	if p.CorrelationID != "" {
-		add("correlation_id = ?", p.CorrelationID)
-	}
-	if p.ReceivedSince != nil {
-		add("received_at >= ?", ms(*p.ReceivedSince))
-	}
-	if p.BeforeReceivedAt != nil {
-		add("(received_at, delivery_id) < (?, ?::text)", ms(*p.BeforeReceivedAt), p.BeforeID)
-	}
-	q := `SELECT ` + deliveryColumns + ` FROM deliveries`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	args = append(args, store.LimitOr(p.Limit, defaultFindLimit))
-	q += ` ORDER BY received_at DESC, delivery_id DESC LIMIT $` + strconv.Itoa(len(args))
-	return q, args
 }
 
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
-	ids := `SELECT id FROM delivery_events WHERE id > $2 ORDER BY id LIMIT $1`
-	args := []any{store.LimitOr(p.Limit, defaultFindLimit), p.AfterID}
-	if p.Newest {
-		ids, args = `SELECT id FROM delivery_events ORDER BY id DESC LIMIT $1`, args[:1]
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
-		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
-		WHERE e.id IN (`+ids+`) ORDER BY e.id`, args...)
+	q, args := store.EventsQuery(p)
+	rows, err := s.pool.Query(ctx, numbered(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -18,52 +18,13 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 	return list, nil
 }
 
-// findQuery is DeliveryFind's query with only the filters given, so that
-// the planner sees which index serves it, whatever plan it caches: the
-// delivery key for an event id (one look-up per source), a host's receipt
-// order, or everyone's. A correlation id has no index of its own (a random
-// key costs intake a random page per insert): it is found by reading
-// newest first.
+// findQuery is DeliveryFind's query in SQLite.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
-	var where []string
-	var args []any
-	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
-	if p.HostID != "" {
-		add("host_id = ?", p.HostID)
-	}
-	if p.Status != "" {
-		add("status = ?", string(p.Status))
-	}
-	if p.Source != "" {
-		add("source = ?", p.Source)
-	}
-	if p.Provider != "" {
-		add(`EXISTS (SELECT 1 FROM sources s
-			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
-	}
-	if p.EventID != "" {
-		// Each of the hosts' sources, looked up by the delivery key.
-		add("(host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s)", p.EventID)
-	}
-	if p.CorrelationID != "" {
-		add("correlation_id = ?", p.CorrelationID)
-	}
-	if p.ReceivedSince != nil {
-		add("received_at >= ?", dbTime(*p.ReceivedSince))
-	}
-	if p.BeforeReceivedAt != nil {
-		add("(received_at, delivery_id) < (?, ?)", dbTime(*p.BeforeReceivedAt), p.BeforeID)
-	}
-	q := `SELECT ` + deliveryColumns + ` FROM deliveries`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY received_at DESC, delivery_id DESC LIMIT ?`
-	return q, append(args, store.LimitOr(p.Limit, defaultListLimit))
+	return store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?)", func(t time.Time) any { return dbTime(t) })
 }
 
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
-	q, args := eventsQuery(p)
+	q, args := store.EventsQuery(p)
 	events, err := queryAll(ctx, s.read, func(r scanner) (*store.DeliveryEventOf, error) {
 		var e store.DeliveryEventOf
 		err := r.Scan(&e.ID, &e.DeliveryID, timeCol{&e.At}, &e.From, &e.To, &e.Reason, &e.Attempt, &e.HostID, &e.Source)
@@ -73,18 +34,6 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}
 	return events, nil
-}
-
-// eventsQuery reads events by id range: after an id, or the newest.
-func eventsQuery(p *store.DeliveryEventListAfterParams) (string, []any) {
-	ids := `SELECT id FROM delivery_events WHERE id > ? ORDER BY id LIMIT ?`
-	args := []any{p.AfterID, store.LimitOr(p.Limit, defaultListLimit)}
-	if p.Newest {
-		ids, args = `SELECT id FROM delivery_events ORDER BY id DESC LIMIT ?`, args[1:]
-	}
-	return `SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
-		FROM delivery_events e JOIN deliveries d ON d.delivery_id = e.delivery_id
-		WHERE e.id IN (` + ids + `) ORDER BY e.id`, args
 }
 
 func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*store.DeliveryResult, error) {

@@ -201,7 +201,7 @@ func TestFindUsesIndexes(t *testing.T) {
 	require.Contains(t, plan(store.DeliveryFindParams{HostID: "h"}), "USING INDEX deliveries_host_received_idx (host_id=?)")
 	require.Equal(t, "SCAN deliveries USING INDEX deliveries_received_idx", plan(store.DeliveryFindParams{}))
 	events := func(p store.DeliveryEventListAfterParams) string {
-		q, args := eventsQuery(&p)
+		q, args := store.EventsQuery(&p)
 		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
 	}
 	require.Contains(t, events(store.DeliveryEventListAfterParams{AfterID: 7}), "SEARCH delivery_events USING INTEGER PRIMARY KEY (rowid>?)")
