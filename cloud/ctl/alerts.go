@@ -6,20 +6,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
-)
 
-type alertView struct {
-	ID         int64      `json:"id"`
-	Rule       string     `json:"rule"`
-	HostID     string     `json:"host_id,omitempty"`
-	Source     string     `json:"source,omitempty"`
-	Summary    string     `json:"summary"`
-	State      string     `json:"state"`
-	StartedAt  time.Time  `json:"started_at"`
-	LastSentAt time.Time  `json:"last_sent_at"`
-	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
-}
+	"github.com/relaykit/relay/shared"
+)
 
 func alertsList(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "alerts list [--limit N] [--cursor C] [--json]  (firing alerts, then the history, newest first)")
@@ -36,9 +25,9 @@ func alertsList(ctx context.Context, e *env, args []string, auth func() error) e
 		q.Set("cursor", *cursor)
 	}
 	var out struct {
-		Firing     []alertView `json:"firing"`
-		History    []alertView `json:"history"`
-		NextCursor string      `json:"next_cursor,omitempty"`
+		Firing     []shared.Alert `json:"firing"`
+		History    []shared.Alert `json:"history"`
+		NextCursor string         `json:"next_cursor,omitempty"`
 	}
 	if err := e.client.do(ctx, "GET", "/api/alerts", q, nil, &out); err != nil {
 		return err
@@ -56,7 +45,7 @@ func alertsList(ctx context.Context, e *env, args []string, auth func() error) e
 	return nil
 }
 
-func (e *env) alertTable(as []alertView) {
+func (e *env) alertTable(as []shared.Alert) {
 	rows := make([][]string, 0, len(as))
 	for _, a := range as {
 		rows = append(rows, []string{a.Rule, a.State, orDash(a.HostID), orDash(a.Source), e.ago(&a.StartedAt), e.ago(a.ResolvedAt), cut(a.Summary, 80)})
@@ -177,19 +166,6 @@ func alertsResetRule(ctx context.Context, e *env, args []string, auth func() err
 	return nil
 }
 
-type sinkView struct {
-	ID           string     `json:"id"`
-	Kind         string     `json:"kind"`
-	Target       string     `json:"target"`
-	CreatedAt    time.Time  `json:"created_at"`
-	Sent         int64      `json:"sent"`
-	Queued       int        `json:"queued"`
-	Failures     int64      `json:"failures"`
-	FailingSince *time.Time `json:"failing_since,omitempty"`
-	LastError    string     `json:"last_error,omitempty"`
-	Secret       string     `json:"secret,omitempty"`
-}
-
 func alertsSinks(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "alerts sinks [--json]")
 	if _, err := f.parse(args, 0, 0); err != nil {
@@ -199,7 +175,7 @@ func alertsSinks(ctx context.Context, e *env, args []string, auth func() error) 
 		return err
 	}
 	var out struct {
-		Sinks []sinkView `json:"sinks"`
+		Sinks []shared.AlertSink `json:"sinks"`
 	}
 	if err := e.client.do(ctx, "GET", "/api/alerts/sinks", nil, nil, &out); err != nil {
 		return err
@@ -236,7 +212,7 @@ func alertsAddSink(ctx context.Context, e *env, args []string, auth func() error
 	if err := auth(); err != nil {
 		return err
 	}
-	var out sinkView
+	var out shared.AlertSink
 	if err := e.client.do(ctx, "POST", "/api/alerts/sinks", nil, map[string]string{"kind": pos[0], "url": urls[0]}, &out); err != nil {
 		return err
 	}

@@ -153,19 +153,6 @@ type host struct {
 	WebhookURL      string         `json:"webhook_url"`
 }
 
-type source struct {
-	Name               string            `json:"name"`
-	Provider           string            `json:"provider"`
-	Enabled            bool              `json:"enabled"`
-	Events             []string          `json:"events"`
-	SecretFingerprints []string          `json:"secret_fingerprints"`
-	Options            map[string]string `json:"options"`
-	MaxBodyBytes       int64             `json:"max_body_bytes"`
-	RetrySchedule      []float64         `json:"retry_schedule_s"`
-	MaxAttempts        int               `json:"max_attempts"`
-	WebhookURL         string            `json:"webhook_url"`
-}
-
 type delivery struct {
 	DeliveryID    string     `json:"delivery_id"`
 	HostID        string     `json:"host_id"`
@@ -196,17 +183,6 @@ type event struct {
 	To         string    `json:"to"`
 	Reason     string    `json:"reason"`
 	Attempt    int       `json:"attempt"`
-}
-
-type hostResult struct {
-	Attempt        int       `json:"attempt"`
-	Result         string    `json:"result"`
-	Handler        string    `json:"handler"`
-	ResponseStatus *int      `json:"response_status"`
-	ExitCode       *int      `json:"exit_code"`
-	DurationMS     int64     `json:"duration_ms"`
-	Error          string    `json:"error"`
-	ReportedAt     time.Time `json:"reported_at"`
 }
 
 type deliveryPage struct {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared"
 )
 
 var now = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
@@ -14,12 +16,12 @@ func at(d time.Duration) *time.Time { t := now.Add(d); return &t }
 // TestAdvise: the next action follows the host ledger's result before the
 // cloud's status: a handler recorded as done is never retry-safe.
 func TestAdvise(t *testing.T) {
-	success := &hostResult{Result: "success", Attempt: 1, ReportedAt: now}
-	failed := &hostResult{Result: "error", Attempt: 1, Error: "HTTP 500", ReportedAt: now}
+	success := &shared.HostResult{Result: "success", Attempt: 1, ReportedAt: now}
+	failed := &shared.HostResult{Result: "error", Attempt: 1, Error: "HTTP 500", ReportedAt: now}
 	nacked, expired := "nacked by host", "lease expired: attempts exhausted, dead-lettered"
 	for name, c := range map[string]struct {
 		d         delivery
-		r         *hostResult
+		r         *shared.HostResult
 		failure   string
 		action    string
 		retrySafe bool

@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 // inspection is a webhook's whole life, as inspect prints it.
 type inspection struct {
-	Delivery   delivery    `json:"delivery"`
-	Events     []event     `json:"events"`
-	HostResult *hostResult `json:"host_result"`
-	Edge       string      `json:"edge"`
-	Lease      string      `json:"lease,omitempty"`
-	NextAction nextAction  `json:"next_action"`
+	Delivery   delivery           `json:"delivery"`
+	Events     []event            `json:"events"`
+	HostResult *shared.HostResult `json:"host_result"`
+	Edge       string             `json:"edge"`
+	Lease      string             `json:"lease,omitempty"`
+	NextAction nextAction         `json:"next_action"`
 }
 
 // nextAction is what an on-call can do about a delivery, and why.
@@ -119,7 +120,7 @@ func mayHaveRun(failure string) bool {
 // result and the last failure: a handler that succeeded must not run again
 // by hand, whatever the cloud says, and one that may have run is not called
 // retry-safe.
-func advise(d delivery, r *hostResult, failure string, now time.Time) nextAction {
+func advise(d delivery, r *shared.HostResult, failure string, now time.Time) nextAction {
 	done := r != nil && (r.Result == "success" || r.Result == "skipped")
 	ledger := "the host has reported no run"
 	if r != nil {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/relaykit/relay/shared"
 )
 
 func sourcePath(hostID, name string) string {
@@ -25,7 +27,7 @@ func sourcesList(ctx context.Context, e *env, args []string, auth func() error) 
 		return err
 	}
 	var out struct {
-		Sources []source `json:"sources"`
+		Sources []shared.Source `json:"sources"`
 	}
 	if err := e.client.do(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0])+"/sources", nil, nil, &out); err != nil {
 		return err
@@ -57,14 +59,14 @@ func sourcesShow(ctx context.Context, e *env, args []string, auth func() error) 
 	if err := auth(); err != nil {
 		return err
 	}
-	var s source
+	var s shared.Source
 	if err := e.client.do(ctx, "GET", sourcePath(pos[0], pos[1]), nil, nil, &s); err != nil {
 		return err
 	}
 	return e.printSource(s)
 }
 
-func (e *env) printSource(s source) error {
+func (e *env) printSource(s shared.Source) error {
 	if e.json {
 		return e.printJSON(s)
 	}
@@ -145,7 +147,7 @@ func sourcesPut(ctx context.Context, e *env, args []string, auth func() error) e
 	if err := auth(); err != nil {
 		return err
 	}
-	var s source
+	var s shared.Source
 	if err := e.client.do(ctx, "PUT", sourcePath(pos[0], pos[1]), nil, body, &s); err != nil {
 		return err
 	}
@@ -185,7 +187,7 @@ func (e *env) changeSource(ctx context.Context, auth func() error, hostID, name 
 	if err := auth(); err != nil {
 		return err
 	}
-	var s source
+	var s shared.Source
 	if err := e.client.do(ctx, "PATCH", sourcePath(hostID, name), nil, patch, &s); err != nil {
 		return err
 	}

@@ -3,30 +3,16 @@ package server
 import (
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
-// alertJSON is an alert as the admin API shows it.
-type alertJSON struct {
-	ID         int64      `json:"id"`
-	Rule       string     `json:"rule"`
-	Key        string     `json:"key"`
-	HostID     string     `json:"host_id,omitempty"`
-	Source     string     `json:"source,omitempty"`
-	Summary    string     `json:"summary"`
-	State      string     `json:"state"` // firing or resolved
-	StartedAt  time.Time  `json:"started_at"`
-	LastSentAt time.Time  `json:"last_sent_at"`
-	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
-}
-
-func toAlertJSON(a *store.Alert) alertJSON {
-	v := alertJSON{ID: a.ID, Rule: a.Rule, Key: a.Key, HostID: a.HostID, Source: a.Source, Summary: a.Summary,
+func toAlertJSON(a *store.Alert) shared.Alert {
+	v := shared.Alert{ID: a.ID, Rule: a.Rule, Key: a.Key, HostID: a.HostID, Source: a.Source, Summary: a.Summary,
 		State: "firing", StartedAt: a.StartedAt, LastSentAt: a.LastSentAt, ResolvedAt: a.ResolvedAt}
 	if a.ResolvedAt != nil {
 		v.State = "resolved"
@@ -63,10 +49,10 @@ func (s *Server) listAlerts(c *gin.Context) {
 		return
 	}
 	out := struct {
-		Firing     []alertJSON `json:"firing"`
-		History    []alertJSON `json:"history"`
-		NextCursor string      `json:"next_cursor,omitempty"`
-	}{Firing: make([]alertJSON, 0, len(firing)), History: make([]alertJSON, 0, len(history))}
+		Firing     []shared.Alert `json:"firing"`
+		History    []shared.Alert `json:"history"`
+		NextCursor string         `json:"next_cursor,omitempty"`
+	}{Firing: make([]shared.Alert, 0, len(firing)), History: make([]shared.Alert, 0, len(history))}
 	for _, a := range firing {
 		out.Firing = append(out.Firing, toAlertJSON(a))
 	}
@@ -224,24 +210,8 @@ func (s *Server) deleteAlertRule(c *gin.Context) {
 	c.Status(204)
 }
 
-// sinkJSON is a sink as the admin API shows it: never its URL (a Slack
-// URL is a credential) or its secret, which is answered once, on creation.
-type sinkJSON struct {
-	ID           string     `json:"id"`
-	Kind         string     `json:"kind"`
-	Target       string     `json:"target"`
-	CreatedAt    time.Time  `json:"created_at"`
-	Sent         int64      `json:"sent"`
-	Queued       int        `json:"queued"`
-	Failures     int64      `json:"failures"`
-	FailingSince *time.Time `json:"failing_since,omitempty"`
-	LastError    string     `json:"last_error,omitempty"`
-	LastErrorAt  *time.Time `json:"last_error_at,omitempty"`
-	Secret       string     `json:"secret,omitempty"`
-}
-
-func toSinkJSON(k *store.AlertSink) sinkJSON {
-	return sinkJSON{ID: k.ID, Kind: k.Kind, Target: k.Target, CreatedAt: k.CreatedAt, Sent: k.Sent, Queued: k.Queued,
+func toSinkJSON(k *store.AlertSink) shared.AlertSink {
+	return shared.AlertSink{ID: k.ID, Kind: k.Kind, Target: k.Target, CreatedAt: k.CreatedAt, Sent: k.Sent, Queued: k.Queued,
 		Failures: k.Failures, FailingSince: k.FailingSince, LastError: k.LastError, LastErrorAt: k.LastErrorAt}
 }
 
@@ -290,7 +260,7 @@ func (s *Server) listSinks(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	out := make([]sinkJSON, 0, len(ks))
+	out := make([]shared.AlertSink, 0, len(ks))
 	for _, k := range ks {
 		out = append(out, toSinkJSON(k))
 	}

@@ -58,7 +58,7 @@ func TestAlertsAPI(t *testing.T) {
 	hostID, _ := b.newHost("one")
 
 	// Sinks: a webhook sink's secret is shown once; a URL is never shown.
-	var sink sinkJSON
+	var sink shared.AlertSink
 	a := b.admin("POST", "/api/alerts/sinks", map[string]string{"kind": "webhook", "url": "https://hooks.example.com/relay?token=abc"})
 	require.Equal(t, 201, a.status, string(a.body))
 	a.json(t, &sink)
@@ -71,7 +71,7 @@ func TestAlertsAPI(t *testing.T) {
 	require.NotContains(t, string(a.body), "whsec_")
 	require.NotContains(t, string(a.body), "secret")
 	require.NotContains(t, string(a.body), "token=abc")
-	var sinks struct{ Sinks []sinkJSON }
+	var sinks struct{ Sinks []shared.AlertSink }
 	a.json(t, &sinks)
 	require.Len(t, sinks.Sinks, 2)
 	b.refused("POST", "/api/alerts/sinks", map[string]string{"kind": "pager", "url": "https://x"}, 400, shared.CodeInvalid)
@@ -118,7 +118,7 @@ func TestAlertsAPI(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var resp struct {
-		Firing, History []alertJSON
+		Firing, History []shared.Alert
 		NextCursor      string `json:"next_cursor"`
 	}
 	b.admin("GET", "/api/alerts?limit=2", nil).json(t, &resp)

@@ -8,28 +8,16 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
-// resultJSON is what a host's ledger recorded of a delivery's last handler
-// run, as the host reported it.
-type resultJSON struct {
-	Attempt        int       `json:"attempt"`
-	Result         string    `json:"result"`
-	Handler        string    `json:"handler"`
-	ResponseStatus *int      `json:"response_status"`
-	ExitCode       *int      `json:"exit_code"`
-	DurationMS     int64     `json:"duration_ms"`
-	Error          string    `json:"error"`
-	ReportedAt     time.Time `json:"reported_at"`
-}
-
-func resultView(r *store.DeliveryResult) *resultJSON {
-	return &resultJSON{Attempt: r.Attempt, Result: r.Result, Handler: r.Handler, ResponseStatus: r.ResponseStatus,
+func resultView(r *store.DeliveryResult) *shared.HostResult {
+	return &shared.HostResult{Attempt: r.Attempt, Result: r.Result, Handler: r.Handler, ResponseStatus: r.ResponseStatus,
 		ExitCode: r.ExitCode, DurationMS: r.DurationMS, Error: r.Error, ReportedAt: r.ReportedAt}
 }
 
 // hostResult is the result the host reported for a delivery, or nil.
-func (s *Server) hostResult(c *gin.Context, deliveryID string) (*resultJSON, error) {
+func (s *Server) hostResult(c *gin.Context, deliveryID string) (*shared.HostResult, error) {
 	r, err := s.store.DeliveryResultGet(c.Request.Context(), deliveryID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil

@@ -72,7 +72,7 @@ func TestHeartbeatRecordsResults(t *testing.T) {
 			Status string `json:"status"`
 			HostID string `json:"host_id"`
 		} `json:"delivery"`
-		HostResult *resultJSON `json:"host_result"`
+		HostResult *shared.HostResult `json:"host_result"`
 	}
 	b.admin("GET", "/api/hosts/"+hostID+"/webhooks/"+id, nil).json(t, &got)
 	require.Equal(t, "acked", got.Delivery.Status)

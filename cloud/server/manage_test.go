@@ -250,7 +250,7 @@ func TestManagementSourceRetrySchedule(t *testing.T) {
 	hostID, _ := b.newHost("h")
 	path := "/api/hosts/" + hostID + "/sources/github"
 
-	var src sourceJSON
+	var src shared.Source
 	b.admin("GET", path, nil).json(t, &src)
 	require.Equal(t, []float64{0, 30, 120, 600, 3600}, src.RetrySchedule, "the default, shown")
 	require.Equal(t, 5, src.MaxAttempts)

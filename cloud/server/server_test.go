@@ -665,7 +665,7 @@ func TestAdminAPI(t *testing.T) {
 	a = b.admin("GET", "/api/hosts/"+hostID+"/sources/github", nil)
 	require.Equal(t, 200, a.status)
 	require.NotContains(t, string(a.body), testSecret)
-	var src sourceJSON
+	var src shared.Source
 	a.json(t, &src)
 	require.Equal(t, []string{secrets.Fingerprint([]byte(testSecret))}, src.SecretFingerprints)
 	require.Equal(t, int64(25<<20), src.MaxBodyBytes)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared"
 )
 
 // TestPatchSource: PATCH changes enabled and events alone; the stored
@@ -19,7 +21,7 @@ func TestPatchSource(t *testing.T) {
 
 	a := b.admin("PATCH", "/api/hosts/"+hostID+"/sources/github", map[string]any{"enabled": false})
 	require.Equal(t, 200, a.status, string(a.body))
-	var got sourceJSON
+	var got shared.Source
 	a.json(t, &got)
 	require.False(t, got.Enabled)
 	a = b.admin("PATCH", "/api/hosts/"+hostID+"/sources/github", map[string]any{"events": []string{"push", "pull_request.opened"}})

@@ -13,6 +13,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
+	"github.com/relaykit/relay/shared"
 )
 
 var (
@@ -74,22 +75,7 @@ func retrySchedule(req *sourceRequest) ([]time.Duration, int, error) {
 	return delays, req.MaxAttempts, nil
 }
 
-type sourceJSON struct {
-	Name               string            `json:"name"`
-	Provider           string            `json:"provider"`
-	Enabled            bool              `json:"enabled"`
-	Events             []string          `json:"events"`
-	SecretFingerprints []string          `json:"secret_fingerprints"`
-	Options            map[string]string `json:"options"`
-	MaxBodyBytes       int64             `json:"max_body_bytes"`
-	RetrySchedule      []float64         `json:"retry_schedule_s"`
-	MaxAttempts        int               `json:"max_attempts"`
-	WebhookURL         string            `json:"webhook_url"`
-	CreatedAt          time.Time         `json:"created_at"`
-	UpdatedAt          time.Time         `json:"updated_at"`
-}
-
-func (s *Server) sourceView(c *gin.Context, src *store.Source) sourceJSON {
+func (s *Server) sourceView(c *gin.Context, src *store.Source) shared.Source {
 	fps := make([]string, 0, len(src.Secrets))
 	for _, sec := range src.Secrets {
 		fps = append(fps, sec.Fingerprint)
@@ -106,7 +92,7 @@ func (s *Server) sourceView(c *gin.Context, src *store.Source) sourceJSON {
 	if p, ok := verify.Lookup(src.Provider); ok {
 		limit = bodyLimit(src, p)
 	}
-	return sourceJSON{
+	return shared.Source{
 		Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events,
 		SecretFingerprints: fps, Options: opts, MaxBodyBytes: limit,
 		RetrySchedule: scheduleSeconds(delivery.PolicyFor(src.RetryDelays, s.deliveries.Policy()).Delays),
@@ -253,7 +239,7 @@ func (s *Server) listSources(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	out := make([]sourceJSON, 0, len(srcs))
+	out := make([]shared.Source, 0, len(srcs))
 	for _, src := range srcs {
 		out = append(out, s.sourceView(c, src))
 	}

@@ -1,0 +1,66 @@
+package shared
+
+import "time"
+
+// The admin API's answers that both the cloud and `cloud ctl` read: the
+// cloud writes them, ctl decodes them and prints them (--json as they are).
+
+// Source is a host's source as the admin API shows it: never its secrets,
+// only their fingerprints.
+type Source struct {
+	Name               string            `json:"name"`
+	Provider           string            `json:"provider"`
+	Enabled            bool              `json:"enabled"`
+	Events             []string          `json:"events"`
+	SecretFingerprints []string          `json:"secret_fingerprints"`
+	Options            map[string]string `json:"options"`
+	MaxBodyBytes       int64             `json:"max_body_bytes"`
+	RetrySchedule      []float64         `json:"retry_schedule_s"`
+	MaxAttempts        int               `json:"max_attempts"`
+	WebhookURL         string            `json:"webhook_url"`
+	CreatedAt          time.Time         `json:"created_at"`
+	UpdatedAt          time.Time         `json:"updated_at"`
+}
+
+// HostResult is what a host's ledger recorded of a delivery's last handler
+// run, as the host reported it.
+type HostResult struct {
+	Attempt        int       `json:"attempt"`
+	Result         string    `json:"result"`
+	Handler        string    `json:"handler"`
+	ResponseStatus *int      `json:"response_status"`
+	ExitCode       *int      `json:"exit_code"`
+	DurationMS     int64     `json:"duration_ms"`
+	Error          string    `json:"error"`
+	ReportedAt     time.Time `json:"reported_at"`
+}
+
+// Alert is an alert as the admin API shows it.
+type Alert struct {
+	ID         int64      `json:"id"`
+	Rule       string     `json:"rule"`
+	Key        string     `json:"key"`
+	HostID     string     `json:"host_id,omitempty"`
+	Source     string     `json:"source,omitempty"`
+	Summary    string     `json:"summary"`
+	State      string     `json:"state"` // firing or resolved
+	StartedAt  time.Time  `json:"started_at"`
+	LastSentAt time.Time  `json:"last_sent_at"`
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+}
+
+// AlertSink is a sink as the admin API shows it: never its URL (a Slack
+// URL is a credential) or its secret, which is answered once, on creation.
+type AlertSink struct {
+	ID           string     `json:"id"`
+	Kind         string     `json:"kind"`
+	Target       string     `json:"target"`
+	CreatedAt    time.Time  `json:"created_at"`
+	Sent         int64      `json:"sent"`
+	Queued       int        `json:"queued"`
+	Failures     int64      `json:"failures"`
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	LastErrorAt  *time.Time `json:"last_error_at,omitempty"`
+	Secret       string     `json:"secret,omitempty"`
+}
