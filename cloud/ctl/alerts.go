@@ -14,16 +14,10 @@ func alertsList(ctx context.Context, e *env, args []string, auth func() error) e
 	f := newFlags(e, "alerts list [--limit N] [--cursor C] [--json]  (firing alerts, then the history, newest first)")
 	limit := f.Int("limit", 50, "history entries, 1 to 500")
 	cursor := f.String("cursor", "", "the next page of history")
-	if _, err := f.parse(args, 0, 0); err != nil {
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
 		return err
 	}
-	if err := auth(); err != nil {
-		return err
-	}
-	q := url.Values{"limit": {strconv.Itoa(*limit)}}
-	if *cursor != "" {
-		q.Set("cursor", *cursor)
-	}
+	q := pageQuery(*limit, *cursor)
 	var out struct {
 		Firing     []shared.Alert `json:"firing"`
 		History    []shared.Alert `json:"history"`
@@ -55,10 +49,7 @@ func (e *env) alertTable(as []shared.Alert) {
 
 func alertsRules(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "alerts rules [--json]  (every rule, its default and its settings)")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
 		return err
 	}
 	var out struct {
@@ -152,11 +143,8 @@ func alertsSetRule(ctx context.Context, e *env, args []string, auth func() error
 func alertsResetRule(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "alerts reset-rule RULE [--host H]  (the defaults apply again)")
 	hostID := f.String("host", "", "this host's setting (default: the setting of every host)")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	if err := e.client.do(ctx, "DELETE", rulePath(pos[0], *hostID), nil, nil, nil); err != nil {
@@ -168,10 +156,7 @@ func alertsResetRule(ctx context.Context, e *env, args []string, auth func() err
 
 func alertsSinks(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "alerts sinks [--json]")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
 		return err
 	}
 	var out struct {
@@ -229,11 +214,8 @@ func alertsAddSink(ctx context.Context, e *env, args []string, auth func() error
 
 func alertsRemoveSink(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "alerts remove-sink SINK_ID")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	if err := e.client.do(ctx, "DELETE", "/api/alerts/sinks/"+url.PathEscape(pos[0]), nil, nil, nil); err != nil {

@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -231,6 +233,26 @@ func newFlags(e *env, use string) *flags {
 	f := &flags{FlagSet: fs, e: e, use: use}
 	f.json = fs.Bool("json", false, "print JSON")
 	return f
+}
+
+// parseAuthed parses like parse, then reads the token with auth: a
+// command's -h and usage errors need none.
+func (f *flags) parseAuthed(args []string, min, max int, auth func() error) ([]string, error) {
+	pos, err := f.parse(args, min, max)
+	if err != nil {
+		return nil, err
+	}
+	return pos, auth()
+}
+
+// pageQuery is the query of a page of a list: limit, and cursor when
+// given (from the page before's next_cursor).
+func pageQuery(limit int, cursor string) url.Values {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return q
 }
 
 // parse parses flags anywhere among the arguments and checks their count:

@@ -140,11 +140,8 @@ func deliveryPath(d delivery) string {
 
 func deliveriesRetry(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "deliveries retry DELIVERY_ID [--json]  (a dead-lettered or retrying delivery, attempts reset)")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	d, err := e.findOne(ctx, pos[0])
@@ -166,11 +163,8 @@ func deliveriesRetry(ctx context.Context, e *env, args []string, auth func() err
 
 func deliveriesPurge(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "deliveries purge-dlq HOST_ID [--json]  (deletes the host's dead letters)")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	var out struct {
@@ -190,17 +184,11 @@ func rejections(ctx context.Context, e *env, args []string, auth func() error) e
 	f := newFlags(e, "rejections HOST_ID [--limit N] [--cursor C] [--json]")
 	limit := f.Int("limit", 100, "at most this many (1 to 500)")
 	cursor := f.String("cursor", "", "the next page")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
 		return err
 	}
-	if err := auth(); err != nil {
-		return err
-	}
-	q := url.Values{"limit": {strconv.Itoa(*limit)}}
-	if *cursor != "" {
-		q.Set("cursor", *cursor)
-	}
+	q := pageQuery(*limit, *cursor)
 	var out struct {
 		Rejections []struct {
 			At       time.Time `json:"at"`
@@ -231,10 +219,7 @@ func rejections(ctx context.Context, e *env, args []string, auth func() error) e
 func quarantineList(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "quarantine list [--limit N] [--json]")
 	limit := f.Int("limit", 100, "at most this many, oldest first")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
 		return err
 	}
 	var out struct {
@@ -265,10 +250,7 @@ func quarantineList(ctx context.Context, e *env, args []string, auth func() erro
 
 func quarantineRelease(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "quarantine release [--json]  (a release pass now)")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
 		return err
 	}
 	var out struct {

@@ -10,10 +10,7 @@ import (
 
 func hostsList(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "hosts list [--json]")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
 		return err
 	}
 	var out struct {
@@ -52,11 +49,8 @@ func backlog(h host) string {
 
 func hostsShow(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "hosts show HOST_ID [--json]")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	var h host
@@ -82,11 +76,8 @@ func (e *env) printHost(h host) error {
 
 func hostsCreate(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "hosts create NAME [--json]")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	var out shared.CreateHostResponse
@@ -149,11 +140,8 @@ func (e *env) patchHost(ctx context.Context, auth func() error, id string, patch
 
 func hostsDeactivate(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "hosts deactivate HOST_ID [--json]")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	var h host
@@ -165,11 +153,8 @@ func hostsDeactivate(ctx context.Context, e *env, args []string, auth func() err
 
 func hostsClaimCode(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "hosts claim-code HOST_ID [--json]")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	var out shared.CreateHostResponse

@@ -45,11 +45,8 @@ func (a nextAction) String() string {
 
 func inspect(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "inspect ID [--json]  (ID: a delivery id, a provider event id or a correlation id)")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	d, err := e.findOne(ctx, pos[0])

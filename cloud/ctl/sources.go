@@ -19,11 +19,8 @@ func sourcePath(hostID, name string) string {
 
 func sourcesList(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "sources list HOST_ID [--json]")
-	pos, err := f.parse(args, 1, 1)
+	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	var out struct {
@@ -52,11 +49,8 @@ func events(es []string) string {
 
 func sourcesShow(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "sources show HOST_ID SOURCE [--json]")
-	pos, err := f.parse(args, 2, 2)
+	pos, err := f.parseAuthed(args, 2, 2, auth)
 	if err != nil {
-		return err
-	}
-	if err := auth(); err != nil {
 		return err
 	}
 	var s shared.Source
