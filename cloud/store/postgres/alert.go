@@ -7,11 +7,43 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/relaykit/relay/cloud/store"
 )
 
 var _ store.AlertStore = (*Store)(nil)
+
+// cols reads timestamptz columns as times in UTC.
+var cols = store.Cols{
+	Time:     func(t *time.Time) any { return utcTime{t} },
+	NullTime: func(t **time.Time) any { return utcNullTime{t} },
+}
+
+// utcTime scans a NOT NULL timestamptz column into a time in UTC.
+type utcTime struct{ t *time.Time }
+
+func (c utcTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	if !v.Valid {
+		return errors.New("time column: NULL")
+	}
+	*c.t = v.Time.UTC()
+	return nil
+}
+
+// utcNullTime scans a nullable timestamptz column into a *time.Time in
+// UTC, nil for NULL.
+type utcNullTime struct{ t **time.Time }
+
+func (c utcNullTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	if !v.Valid {
+		*c.t = nil
+		return nil
+	}
+	t := v.Time.UTC()
+	*c.t = &t
+	return nil
+}
 
 func (s *Store) LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (bool, error) {
 	var holder string
@@ -32,7 +64,7 @@ func (s *Store) LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (
 // collect runs a query and scans every row with scan.
 func collect[T any](ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, scan func(pgx.Row) (T, error), query string, args ...any) ([]T, error) {
+}, scan func(store.Scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -47,21 +79,8 @@ func collect[T any](ctx context.Context, q interface {
 const presenceOf = `CASE WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= $1 THEN 'online'
 	WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= $2 THEN 'late' ELSE 'offline' END`
 
-func scanPresence(row pgx.Row) (*store.PresenceChange, error) {
-	var c store.PresenceChange
-	var state *string
-	if err := row.Scan(&c.HostID, &c.LastContact, &c.ClaimedAt, &state, &c.Since); err != nil {
-		return nil, err
-	}
-	if state != nil {
-		c.State = store.Presence(*state)
-	}
-	c.LastContact, c.ClaimedAt, c.Since = utcPtr(c.LastContact), utcPtr(c.ClaimedAt), utcPtr(c.Since)
-	return &c, nil
-}
-
 func (s *Store) PresenceChanges(ctx context.Context, p *store.PresenceChangesParams) ([]*store.PresenceChange, error) {
-	cs, err := collect(ctx, s.pool, scanPresence, `
+	cs, err := collect(ctx, s.pool, cols.ScanPresence, `
 		SELECT h.id, h.last_heartbeat_at, h.claimed_at, p.state, p.since
 		FROM hosts h LEFT JOIN host_presence p ON p.host_id = h.id
 		WHERE h.status = 'active' AND h.credential_hash IS NOT NULL
@@ -115,7 +134,7 @@ func (s *Store) PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bo
 }
 
 func (s *Store) PresenceList(ctx context.Context, p *store.PresenceListParams) ([]*store.PresenceChange, error) {
-	cs, err := collect(ctx, s.pool, scanPresence, `
+	cs, err := collect(ctx, s.pool, cols.ScanPresence, `
 		SELECT h.id, h.last_heartbeat_at, h.claimed_at, p.state, p.since
 		FROM host_presence p JOIN hosts h ON h.id = p.host_id
 		WHERE p.state = $1 AND h.status = 'active'
@@ -149,16 +168,7 @@ func (s *Store) PresenceCounts(ctx context.Context) (map[store.Presence]int, err
 }
 
 func (s *Store) PresenceEventList(ctx context.Context, hostID string, limit int) ([]*store.PresenceEvent, error) {
-	es, err := collect(ctx, s.pool, func(row pgx.Row) (*store.PresenceEvent, error) {
-		var e store.PresenceEvent
-		var lasted int64
-		if err := row.Scan(&e.ID, &e.HostID, &e.At, &e.From, &e.To, &lasted); err != nil {
-			return nil, err
-		}
-		e.At = e.At.UTC()
-		e.Lasted = store.Millis(lasted)
-		return &e, nil
-	}, `SELECT id, host_id, at, from_state, to_state, lasted_ms FROM host_presence_events
+	es, err := collect(ctx, s.pool, cols.ScanPresenceEvent, `SELECT id, host_id, at, from_state, to_state, lasted_ms FROM host_presence_events
 		WHERE host_id = $1 ORDER BY id DESC LIMIT $2`, hostID, store.LimitOr(limit, 100))
 	if err != nil {
 		return nil, fmt.Errorf("presence event list: %w", err)
@@ -169,14 +179,7 @@ func (s *Store) PresenceEventList(ctx context.Context, hostID string, limit int)
 // --- what the rules look at ---
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
-	bs, err := collect(ctx, s.pool, func(row pgx.Row) (*store.HostBacklog, error) {
-		var b store.HostBacklog
-		if err := row.Scan(&b.HostID, &b.Pending, &b.OldestPending, &b.DLQ, &b.NewDLQ); err != nil {
-			return nil, err
-		}
-		b.OldestPending = utcPtr(b.OldestPending)
-		return &b, nil
-	}, `
+	bs, err := collect(ctx, s.pool, cols.ScanHostBacklog, `
 		SELECT host_id,
 			count(*) FILTER (WHERE status <> 'dlq'),
 			min(received_at) FILTER (WHERE status <> 'dlq'),
@@ -194,10 +197,7 @@ func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*s
 }
 
 func (s *Store) FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error) {
-	fs, err := collect(ctx, s.pool, func(row pgx.Row) (*store.SourceFailures, error) {
-		var f store.SourceFailures
-		return &f, row.Scan(&f.HostID, &f.Source, &f.Attempts, &f.Retrying)
-	}, `
+	fs, err := collect(ctx, s.pool, store.ScanSourceFailures, `
 		SELECT host_id, source, max(attempts), count(*) FROM deliveries WHERE status = 'retrying'
 		GROUP BY host_id, source HAVING max(attempts) >= $1
 		ORDER BY max(attempts) DESC, host_id, source LIMIT $2`, max(p.MinAttempts, 1), store.LimitOr(p.Limit, 1000))
@@ -211,16 +211,6 @@ func (s *Store) FailingSources(ctx context.Context, p *store.FailingSourcesParam
 
 const alertColumns = `id, rule, alert_key, host_id, source, summary, started_at, last_sent_at, resolved_at`
 
-func scanAlert(row pgx.Row) (*store.Alert, error) {
-	var a store.Alert
-	err := row.Scan(&a.ID, &a.Rule, &a.Key, &a.HostID, &a.Source, &a.Summary, &a.StartedAt, &a.LastSentAt, &a.ResolvedAt)
-	if err != nil {
-		return nil, err
-	}
-	a.StartedAt, a.LastSentAt, a.ResolvedAt = a.StartedAt.UTC(), a.LastSentAt.UTC(), utcPtr(a.ResolvedAt)
-	return &a, nil
-}
-
 // queueNotice queues payload for every sink.
 func queueNotice(ctx context.Context, tx pgx.Tx, alertID int64, payload []byte, now time.Time) error {
 	_, err := tx.Exec(ctx, `INSERT INTO alert_outbox (sink_id, alert_id, payload, created_at, next_at)
@@ -232,7 +222,7 @@ func (s *Store) AlertFire(ctx context.Context, p *store.AlertFireParams) (*store
 	var fired *store.Alert
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		fired = nil // a retried transaction starts over
-		a, err := scanAlert(tx.QueryRow(ctx, `
+		a, err := cols.ScanAlert(tx.QueryRow(ctx, `
 			INSERT INTO alerts (rule, alert_key, host_id, source, summary, started_at, last_sent_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $6)
 			ON CONFLICT (rule, alert_key) WHERE resolved_at IS NULL DO NOTHING
@@ -294,7 +284,7 @@ func (s *Store) AlertList(ctx context.Context, p *store.AlertListParams) ([]*sto
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	as, err := collect(ctx, s.pool, scanAlert, `SELECT `+alertColumns+` FROM alerts
+	as, err := collect(ctx, s.pool, cols.ScanAlert, `SELECT `+alertColumns+` FROM alerts
 		WHERE (NOT $1 OR resolved_at IS NULL) AND id < $2 ORDER BY id DESC LIMIT $3`,
 		p.Firing, before, store.LimitOr(p.Limit, 100))
 	if err != nil {
@@ -323,10 +313,7 @@ func (s *Store) AlertRuleDelete(ctx context.Context, hostID, rule string) error 
 }
 
 func (s *Store) AlertRuleList(ctx context.Context) ([]*store.AlertRuleSetting, error) {
-	rs, err := collect(ctx, s.pool, func(row pgx.Row) (*store.AlertRuleSetting, error) {
-		var r store.AlertRuleSetting
-		return &r, row.Scan(&r.HostID, &r.Rule, &r.Disabled, &r.Threshold)
-	}, `SELECT host_id, rule, disabled, threshold FROM alert_rules ORDER BY host_id, rule LIMIT 10000`)
+	rs, err := collect(ctx, s.pool, store.ScanAlertRuleSetting, `SELECT host_id, rule, disabled, threshold FROM alert_rules ORDER BY host_id, rule LIMIT 10000`)
 	if err != nil {
 		return nil, fmt.Errorf("alert rule list: %w", err)
 	}
@@ -338,15 +325,6 @@ func (s *Store) AlertRuleList(ctx context.Context) ([]*store.AlertRuleSetting, e
 const sinkColumns = `s.id, s.kind, s.target, s.url_sealed, s.secret_sealed, s.created_at, s.sent, s.failures,
 	s.failing_since, s.last_error, s.last_error_at`
 
-func sinkDest(k *store.AlertSink) []any {
-	return []any{&k.ID, &k.Kind, &k.Target, &k.URLSealed, &k.SecretSealed, &k.CreatedAt, &k.Sent,
-		&k.Failures, &k.FailingSince, &k.LastError, &k.LastErrorAt}
-}
-
-func sinkUTC(k *store.AlertSink) {
-	k.CreatedAt, k.FailingSince, k.LastErrorAt = k.CreatedAt.UTC(), utcPtr(k.FailingSince), utcPtr(k.LastErrorAt)
-}
-
 func (s *Store) AlertSinkCreate(ctx context.Context, k *store.AlertSink) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO alert_sinks (id, kind, target, url_sealed, secret_sealed, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, k.ID, k.Kind, k.Target, k.URLSealed, k.SecretSealed, ms(k.CreatedAt))
@@ -357,14 +335,7 @@ func (s *Store) AlertSinkCreate(ctx context.Context, k *store.AlertSink) error {
 }
 
 func (s *Store) AlertSinkList(ctx context.Context) ([]*store.AlertSink, error) {
-	ks, err := collect(ctx, s.pool, func(row pgx.Row) (*store.AlertSink, error) {
-		var k store.AlertSink
-		if err := row.Scan(append(sinkDest(&k), &k.Queued)...); err != nil {
-			return nil, err
-		}
-		sinkUTC(&k)
-		return &k, nil
-	}, `SELECT `+sinkColumns+`, (SELECT count(*) FROM alert_outbox o WHERE o.sink_id = s.id)
+	ks, err := collect(ctx, s.pool, cols.ScanAlertSink, `SELECT `+sinkColumns+`, (SELECT count(*) FROM alert_outbox o WHERE o.sink_id = s.id)
 		FROM alert_sinks s ORDER BY s.created_at, s.id`)
 	if err != nil {
 		return nil, fmt.Errorf("alert sink list: %w", err)
@@ -405,17 +376,7 @@ func (s *Store) AlertSinkDelete(ctx context.Context, id string) error {
 }
 
 func (s *Store) AlertOutboxDue(ctx context.Context, p *store.AlertOutboxDueParams) ([]*store.AlertNotification, error) {
-	ns, err := collect(ctx, s.pool, func(row pgx.Row) (*store.AlertNotification, error) {
-		n := store.AlertNotification{Sink: &store.AlertSink{}}
-		var payload string
-		dest := append([]any{&n.ID, &n.AlertID, &payload, &n.CreatedAt, &n.Attempts}, sinkDest(n.Sink)...)
-		if err := row.Scan(dest...); err != nil {
-			return nil, err
-		}
-		n.Payload, n.CreatedAt = []byte(payload), n.CreatedAt.UTC()
-		sinkUTC(n.Sink)
-		return &n, nil
-	}, `SELECT o.id, o.alert_id, o.payload, o.created_at, o.attempts, `+sinkColumns+`
+	ns, err := collect(ctx, s.pool, cols.ScanAlertNotification, `SELECT o.id, o.alert_id, o.payload, o.created_at, o.attempts, `+sinkColumns+`
 		FROM alert_outbox o JOIN alert_sinks s ON s.id = o.sink_id
 		WHERE o.id = (SELECT min(h.id) FROM alert_outbox h WHERE h.sink_id = o.sink_id) AND o.next_at <= $1
 		ORDER BY o.id LIMIT $2`, ms(p.Now), store.LimitOr(p.Limit, 100))

@@ -5,11 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/relaykit/relay/cloud/store"
 )
 
 var _ store.AlertStore = (*Store)(nil)
+
+// cols reads times as SQLite stores them, in milliseconds.
+var cols = store.Cols{
+	Time:     func(t *time.Time) any { return timeCol{t} },
+	NullTime: func(t **time.Time) any { return nullTimeCol{t} },
+}
 
 func (s *Store) LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (bool, error) {
 	var holder string
@@ -34,18 +41,8 @@ func (s *Store) LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (
 const presenceOf = `CASE WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= ? THEN 'online'
 	WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= ? THEN 'late' ELSE 'offline' END`
 
-func scanPresence(row scanner) (*store.PresenceChange, error) {
-	var c store.PresenceChange
-	var state sql.NullString
-	if err := row.Scan(&c.HostID, nullTimeCol{&c.LastContact}, nullTimeCol{&c.ClaimedAt}, &state, nullTimeCol{&c.Since}); err != nil {
-		return nil, err
-	}
-	c.State = store.Presence(state.String)
-	return &c, nil
-}
-
 func (s *Store) PresenceChanges(ctx context.Context, p *store.PresenceChangesParams) ([]*store.PresenceChange, error) {
-	cs, err := queryAll(ctx, s.read, scanPresence, `
+	cs, err := queryAll(ctx, s.read, cols.ScanPresence, `
 		SELECT h.id, h.last_heartbeat_at, h.claimed_at, p.state, p.since
 		FROM hosts h LEFT JOIN host_presence p ON p.host_id = h.id
 		WHERE h.status = 'active' AND h.credential_hash IS NOT NULL
@@ -99,7 +96,7 @@ func (s *Store) PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bo
 }
 
 func (s *Store) PresenceList(ctx context.Context, p *store.PresenceListParams) ([]*store.PresenceChange, error) {
-	cs, err := queryAll(ctx, s.read, scanPresence, `
+	cs, err := queryAll(ctx, s.read, cols.ScanPresence, `
 		SELECT h.id, h.last_heartbeat_at, h.claimed_at, p.state, p.since
 		FROM host_presence p JOIN hosts h ON h.id = p.host_id
 		WHERE p.state = ? AND h.status = 'active'
@@ -133,15 +130,7 @@ func (s *Store) PresenceCounts(ctx context.Context) (map[store.Presence]int, err
 }
 
 func (s *Store) PresenceEventList(ctx context.Context, hostID string, limit int) ([]*store.PresenceEvent, error) {
-	es, err := queryAll(ctx, s.read, func(row scanner) (*store.PresenceEvent, error) {
-		var e store.PresenceEvent
-		var lasted int64
-		if err := row.Scan(&e.ID, &e.HostID, timeCol{&e.At}, &e.From, &e.To, &lasted); err != nil {
-			return nil, err
-		}
-		e.Lasted = store.Millis(lasted)
-		return &e, nil
-	}, `SELECT id, host_id, at, from_state, to_state, lasted_ms FROM host_presence_events
+	es, err := queryAll(ctx, s.read, cols.ScanPresenceEvent, `SELECT id, host_id, at, from_state, to_state, lasted_ms FROM host_presence_events
 		WHERE host_id = ? ORDER BY id DESC LIMIT ?`, hostID, store.LimitOr(limit, 100))
 	if err != nil {
 		return nil, fmt.Errorf("presence event list: %w", err)
@@ -152,13 +141,7 @@ func (s *Store) PresenceEventList(ctx context.Context, hostID string, limit int)
 // --- what the rules look at ---
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
-	bs, err := queryAll(ctx, s.read, func(row scanner) (*store.HostBacklog, error) {
-		var b store.HostBacklog
-		if err := row.Scan(&b.HostID, &b.Pending, nullTimeCol{&b.OldestPending}, &b.DLQ, &b.NewDLQ); err != nil {
-			return nil, err
-		}
-		return &b, nil
-	}, `
+	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, `
 		SELECT host_id, pending, oldest, dlq, new_dlq FROM (
 			SELECT host_id,
 				SUM(CASE WHEN status <> 'dlq' THEN 1 ELSE 0 END) AS pending,
@@ -176,10 +159,7 @@ func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*s
 }
 
 func (s *Store) FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error) {
-	fs, err := queryAll(ctx, s.read, func(row scanner) (*store.SourceFailures, error) {
-		var f store.SourceFailures
-		return &f, row.Scan(&f.HostID, &f.Source, &f.Attempts, &f.Retrying)
-	}, `
+	fs, err := queryAll(ctx, s.read, store.ScanSourceFailures, `
 		SELECT host_id, source, MAX(attempts), COUNT(*) FROM deliveries WHERE status = 'retrying'
 		GROUP BY host_id, source HAVING MAX(attempts) >= ?
 		ORDER BY MAX(attempts) DESC, host_id, source LIMIT ?`, max(p.MinAttempts, 1), store.LimitOr(p.Limit, 1000))
@@ -193,16 +173,6 @@ func (s *Store) FailingSources(ctx context.Context, p *store.FailingSourcesParam
 
 const alertColumns = `id, rule, alert_key, host_id, source, summary, started_at, last_sent_at, resolved_at`
 
-func scanAlert(row scanner) (*store.Alert, error) {
-	var a store.Alert
-	err := row.Scan(&a.ID, &a.Rule, &a.Key, &a.HostID, &a.Source, &a.Summary, timeCol{&a.StartedAt},
-		timeCol{&a.LastSentAt}, nullTimeCol{&a.ResolvedAt})
-	if err != nil {
-		return nil, err
-	}
-	return &a, nil
-}
-
 // queueNotice queues payload for every sink.
 func queueNotice(ctx context.Context, tx *sql.Tx, alertID int64, payload []byte, now int64) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO alert_outbox (sink_id, alert_id, payload, created_at, next_at)
@@ -214,7 +184,7 @@ func (s *Store) AlertFire(ctx context.Context, p *store.AlertFireParams) (*store
 	var fired *store.Alert
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := dbTime(p.Now)
-		a, err := scanAlert(tx.QueryRowContext(ctx, `
+		a, err := cols.ScanAlert(tx.QueryRowContext(ctx, `
 			INSERT INTO alerts (rule, alert_key, host_id, source, summary, started_at, last_sent_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (rule, alert_key) WHERE resolved_at IS NULL DO NOTHING
@@ -276,7 +246,7 @@ func (s *Store) AlertList(ctx context.Context, p *store.AlertListParams) ([]*sto
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	as, err := queryAll(ctx, s.read, scanAlert, `SELECT `+alertColumns+` FROM alerts
+	as, err := queryAll(ctx, s.read, cols.ScanAlert, `SELECT `+alertColumns+` FROM alerts
 		WHERE (? = 0 OR resolved_at IS NULL) AND id < ? ORDER BY id DESC LIMIT ?`,
 		p.Firing, before, store.LimitOr(p.Limit, 100))
 	if err != nil {
@@ -305,10 +275,7 @@ func (s *Store) AlertRuleDelete(ctx context.Context, hostID, rule string) error 
 }
 
 func (s *Store) AlertRuleList(ctx context.Context) ([]*store.AlertRuleSetting, error) {
-	rs, err := queryAll(ctx, s.read, func(row scanner) (*store.AlertRuleSetting, error) {
-		var r store.AlertRuleSetting
-		return &r, row.Scan(&r.HostID, &r.Rule, &r.Disabled, &r.Threshold)
-	}, `SELECT host_id, rule, disabled, threshold FROM alert_rules ORDER BY host_id, rule LIMIT 10000`)
+	rs, err := queryAll(ctx, s.read, store.ScanAlertRuleSetting, `SELECT host_id, rule, disabled, threshold FROM alert_rules ORDER BY host_id, rule LIMIT 10000`)
 	if err != nil {
 		return nil, fmt.Errorf("alert rule list: %w", err)
 	}
@@ -320,11 +287,6 @@ func (s *Store) AlertRuleList(ctx context.Context) ([]*store.AlertRuleSetting, e
 const sinkColumns = `s.id, s.kind, s.target, s.url_sealed, s.secret_sealed, s.created_at, s.sent, s.failures,
 	s.failing_since, s.last_error, s.last_error_at`
 
-func sinkDest(k *store.AlertSink) []any {
-	return []any{&k.ID, &k.Kind, &k.Target, &k.URLSealed, &k.SecretSealed, timeCol{&k.CreatedAt}, &k.Sent,
-		&k.Failures, nullTimeCol{&k.FailingSince}, &k.LastError, nullTimeCol{&k.LastErrorAt}}
-}
-
 func (s *Store) AlertSinkCreate(ctx context.Context, k *store.AlertSink) error {
 	_, err := s.write.ExecContext(ctx, `INSERT INTO alert_sinks (id, kind, target, url_sealed, secret_sealed, created_at)
 		VALUES (?, ?, ?, ?, ?, ?)`, k.ID, k.Kind, k.Target, k.URLSealed, k.SecretSealed, dbTime(k.CreatedAt))
@@ -335,10 +297,7 @@ func (s *Store) AlertSinkCreate(ctx context.Context, k *store.AlertSink) error {
 }
 
 func (s *Store) AlertSinkList(ctx context.Context) ([]*store.AlertSink, error) {
-	ks, err := queryAll(ctx, s.read, func(row scanner) (*store.AlertSink, error) {
-		var k store.AlertSink
-		return &k, row.Scan(append(sinkDest(&k), &k.Queued)...)
-	}, `SELECT `+sinkColumns+`, (SELECT COUNT(*) FROM alert_outbox o WHERE o.sink_id = s.id)
+	ks, err := queryAll(ctx, s.read, cols.ScanAlertSink, `SELECT `+sinkColumns+`, (SELECT COUNT(*) FROM alert_outbox o WHERE o.sink_id = s.id)
 		FROM alert_sinks s ORDER BY s.created_at, s.id`)
 	if err != nil {
 		return nil, fmt.Errorf("alert sink list: %w", err)
@@ -379,16 +338,7 @@ func (s *Store) AlertSinkDelete(ctx context.Context, id string) error {
 }
 
 func (s *Store) AlertOutboxDue(ctx context.Context, p *store.AlertOutboxDueParams) ([]*store.AlertNotification, error) {
-	ns, err := queryAll(ctx, s.read, func(row scanner) (*store.AlertNotification, error) {
-		n := store.AlertNotification{Sink: &store.AlertSink{}}
-		var payload string
-		dest := append([]any{&n.ID, &n.AlertID, &payload, timeCol{&n.CreatedAt}, &n.Attempts}, sinkDest(n.Sink)...)
-		if err := row.Scan(dest...); err != nil {
-			return nil, err
-		}
-		n.Payload = []byte(payload)
-		return &n, nil
-	}, `SELECT o.id, o.alert_id, o.payload, o.created_at, o.attempts, `+sinkColumns+`
+	ns, err := queryAll(ctx, s.read, cols.ScanAlertNotification, `SELECT o.id, o.alert_id, o.payload, o.created_at, o.attempts, `+sinkColumns+`
 		FROM alert_outbox o JOIN alert_sinks s ON s.id = o.sink_id
 		WHERE o.id = (SELECT min(h.id) FROM alert_outbox h WHERE h.sink_id = o.sink_id) AND o.next_at <= ?
 		ORDER BY o.id LIMIT ?`, dbTime(p.Now), store.LimitOr(p.Limit, 100))

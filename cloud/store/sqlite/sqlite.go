@@ -228,7 +228,7 @@ func (c nullTimeCol) Scan(v any) error {
 	return nil
 }
 
-type scanner interface{ Scan(dest ...any) error }
+type scanner = store.Scanner
 
 // placeholders returns "?, ?, …" for n values.
 func placeholders(n int) string {

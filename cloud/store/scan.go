@@ -1,0 +1,111 @@
+package store
+
+import "time"
+
+// Scanner is one row of a query, in either engine.
+type Scanner interface{ Scan(dest ...any) error }
+
+// Cols is how an engine reads the columns engines store differently
+// (times: SQLite milliseconds, Postgres timestamptz), as Scan
+// destinations. With it, the rows of the alerting tables are read by one
+// function for both engines; the SQL that selects them stays in each.
+// Every time read is in UTC.
+type Cols struct {
+	Time     func(*time.Time) any  // a NOT NULL time column
+	NullTime func(**time.Time) any // a nullable one; NULL is nil
+}
+
+// ScanPresence reads host id, last heartbeat, claim, recorded presence
+// state (nullable) and since.
+func (c Cols) ScanPresence(row Scanner) (*PresenceChange, error) {
+	var p PresenceChange
+	var state *string
+	if err := row.Scan(&p.HostID, c.NullTime(&p.LastContact), c.NullTime(&p.ClaimedAt), &state, c.NullTime(&p.Since)); err != nil {
+		return nil, err
+	}
+	if state != nil {
+		p.State = Presence(*state)
+	}
+	return &p, nil
+}
+
+// ScanPresenceEvent reads id, host id, at, from, to and lasted_ms.
+func (c Cols) ScanPresenceEvent(row Scanner) (*PresenceEvent, error) {
+	var e PresenceEvent
+	var lasted int64
+	if err := row.Scan(&e.ID, &e.HostID, c.Time(&e.At), &e.From, &e.To, &lasted); err != nil {
+		return nil, err
+	}
+	e.Lasted = Millis(lasted)
+	return &e, nil
+}
+
+// ScanHostBacklog reads host id, pending, oldest pending (nullable), dlq
+// and new dlq.
+func (c Cols) ScanHostBacklog(row Scanner) (*HostBacklog, error) {
+	var b HostBacklog
+	if err := row.Scan(&b.HostID, &b.Pending, c.NullTime(&b.OldestPending), &b.DLQ, &b.NewDLQ); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// ScanSourceFailures reads host id, source, most attempts and retrying.
+func ScanSourceFailures(row Scanner) (*SourceFailures, error) {
+	var f SourceFailures
+	if err := row.Scan(&f.HostID, &f.Source, &f.Attempts, &f.Retrying); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// ScanAlert reads an alert's columns: id, rule, alert_key, host_id,
+// source, summary, started_at, last_sent_at, resolved_at.
+func (c Cols) ScanAlert(row Scanner) (*Alert, error) {
+	var a Alert
+	err := row.Scan(&a.ID, &a.Rule, &a.Key, &a.HostID, &a.Source, &a.Summary, c.Time(&a.StartedAt),
+		c.Time(&a.LastSentAt), c.NullTime(&a.ResolvedAt))
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// ScanAlertRuleSetting reads host id, rule, disabled and threshold.
+func ScanAlertRuleSetting(row Scanner) (*AlertRuleSetting, error) {
+	var r AlertRuleSetting
+	if err := row.Scan(&r.HostID, &r.Rule, &r.Disabled, &r.Threshold); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// sinkDest is where a sink's columns are read: id, kind, target,
+// url_sealed, secret_sealed, created_at, sent, failures, failing_since,
+// last_error, last_error_at.
+func (c Cols) sinkDest(k *AlertSink) []any {
+	return []any{&k.ID, &k.Kind, &k.Target, &k.URLSealed, &k.SecretSealed, c.Time(&k.CreatedAt), &k.Sent,
+		&k.Failures, c.NullTime(&k.FailingSince), &k.LastError, c.NullTime(&k.LastErrorAt)}
+}
+
+// ScanAlertSink reads a sink's columns, then how many notifications it
+// has queued.
+func (c Cols) ScanAlertSink(row Scanner) (*AlertSink, error) {
+	var k AlertSink
+	if err := row.Scan(append(c.sinkDest(&k), &k.Queued)...); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// ScanAlertNotification reads a notification's id, alert id, payload,
+// created_at and attempts, then its sink's columns.
+func (c Cols) ScanAlertNotification(row Scanner) (*AlertNotification, error) {
+	n := AlertNotification{Sink: &AlertSink{}}
+	var payload string
+	if err := row.Scan(append([]any{&n.ID, &n.AlertID, &payload, c.Time(&n.CreatedAt), &n.Attempts}, c.sinkDest(n.Sink)...)...); err != nil {
+		return nil, err
+	}
+	n.Payload = []byte(payload)
+	return &n, nil
+}
