@@ -28,12 +28,7 @@ const maxFiringShown = 500
 // `limit` (1..500, default 50) after `cursor`.
 func (s *Server) listAlerts(c *gin.Context) {
 	ctx := c.Request.Context()
-	limit, err := queryLimit(c, 50, 500)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	before, err := queryIDCursor(c)
+	limit, before, err := queryIDPage(c, 50, 500)
 	if err != nil {
 		s.writeError(c, err)
 		return

@@ -30,12 +30,7 @@ type rejectionsResponse struct {
 func (s *Server) listRejections(c *gin.Context) {
 	ctx := c.Request.Context()
 	hostID := c.Param("id")
-	limit, err := queryLimit(c, 100, 500)
-	if err != nil {
-		s.writeError(c, err)
-		return
-	}
-	before, err := queryIDCursor(c)
+	limit, before, err := queryIDPage(c, 100, 500)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -65,19 +60,23 @@ func (s *Server) listRejections(c *gin.Context) {
 	c.JSON(200, out)
 }
 
-// queryIDCursor parses the `cursor` query parameter of a page ordered by
-// id, newest first: 0 when absent, else the positive id the page before
-// returned as next_cursor.
-func queryIDCursor(c *gin.Context) (int64, error) {
+// queryIDPage parses the `limit` (as queryLimit) and `cursor` query
+// parameters of a page ordered by id, newest first: the cursor is 0 when
+// absent, else the positive id the page before returned as next_cursor.
+func queryIDPage(c *gin.Context, def, max int) (limit int, before int64, err error) {
+	limit, err = queryLimit(c, def, max)
+	if err != nil {
+		return 0, 0, err
+	}
 	cur := c.Query("cursor")
 	if cur == "" {
-		return 0, nil
+		return limit, 0, nil
 	}
-	before, err := strconv.ParseInt(cur, 10, 64)
+	before, err = strconv.ParseInt(cur, 10, 64)
 	if err != nil || before <= 0 {
-		return 0, errInvalid("cursor: not a value this API returned")
+		return 0, 0, errInvalid("cursor: not a value this API returned")
 	}
-	return before, nil
+	return limit, before, nil
 }
 
 // queryLimit parses the `limit` query parameter: def when absent, else an
