@@ -29,6 +29,28 @@ func (c Cols) ScanPresence(row Scanner) (*PresenceChange, error) {
 	return &p, nil
 }
 
+// PresenceCount is how many active hosts a presence state has.
+type PresenceCount struct {
+	State Presence
+	N     int
+}
+
+// ScanPresenceCount reads a state and its count.
+func ScanPresenceCount(row Scanner) (PresenceCount, error) {
+	var c PresenceCount
+	err := row.Scan(&c.State, &c.N)
+	return c, err
+}
+
+// PresenceCountMap is counts by state, as PresenceCounts returns them.
+func PresenceCountMap(counts []PresenceCount) map[Presence]int {
+	out := make(map[Presence]int, len(counts))
+	for _, c := range counts {
+		out[c.State] = c.N
+	}
+	return out
+}
+
 // ScanPresenceEvent reads id, host id, at, from, to and lasted_ms.
 func (c Cols) ScanPresenceEvent(row Scanner) (*PresenceEvent, error) {
 	var e PresenceEvent

@@ -146,25 +146,12 @@ func (s *Store) PresenceList(ctx context.Context, p *store.PresenceListParams) (
 }
 
 func (s *Store) PresenceCounts(ctx context.Context) (map[store.Presence]int, error) {
-	out := map[store.Presence]int{}
-	rows, err := s.pool.Query(ctx, `SELECT p.state, count(*) FROM host_presence p JOIN hosts h ON h.id = p.host_id
+	cs, err := collect(ctx, s.pool, store.ScanPresenceCount, `SELECT p.state, count(*) FROM host_presence p JOIN hosts h ON h.id = p.host_id
 		WHERE h.status = 'active' GROUP BY p.state`)
 	if err != nil {
 		return nil, fmt.Errorf("presence counts: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var state string
-		var n int
-		if err := rows.Scan(&state, &n); err != nil {
-			return nil, fmt.Errorf("presence counts: %w", err)
-		}
-		out[store.Presence(state)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("presence counts: %w", err)
-	}
-	return out, nil
+	return store.PresenceCountMap(cs), nil
 }
 
 func (s *Store) PresenceEventList(ctx context.Context, hostID string, limit int) ([]*store.PresenceEvent, error) {
