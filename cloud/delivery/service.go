@@ -22,6 +22,7 @@ type Store interface {
 	DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error)
 	DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error)
 	DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error)
+	DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error)
 	DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error)
 	DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error
 }

@@ -119,6 +119,7 @@ type Server struct {
 	metrics     *metrics
 	deliveries  *delivery.Service
 	targets     *targetCache // intake's hosts and sources
+	sockets     *sockets     // hosts' open sockets
 	// quarantineRate admits requests into the quarantine per host and
 	// minute, quarantineLog its log lines.
 	quarantineRate, quarantineLog *sampler
@@ -141,6 +142,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		accessLogs:  newLogBudget(accessLogPerMin),
 		metrics:     newMetrics(),
 		targets:     newTargetCache(targetTTL, 100_000),
+		sockets:     newSockets(),
 		// The quarantine's own bounds.
 		quarantineRate: newSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
 		quarantineLog:  newSampler(6, 1),
@@ -179,6 +181,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/api/hosts/claim", s.claim)
 	r.POST("/api/hosts/token", s.token)
 	r.POST("/api/hosts/heartbeat", s.heartbeat)
+	r.GET(shared.PathSocket, s.socket)
 
 	admin := r.Group("/api/hosts", s.requireAdmin)
 	admin.POST("", s.createHost)

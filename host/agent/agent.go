@@ -76,8 +76,12 @@ type Options struct {
 	Workers      int                  // concurrent handlers (default 4)
 	Grace        time.Duration        // how long in-flight handlers may finish on stop (default 10 s)
 	MaxBackoff   time.Duration        // cap of the retry delay after a failed heartbeat (default 30 s)
-	Clock        clockwork.Clock
-	Logger       *slog.Logger
+	// Transport carries webhooks: TransportHeartbeat (default),
+	// TransportWebSocket, or TransportAuto (the socket, heartbeats while
+	// it cannot connect). The socket needs a Cloud that is a SocketCloud.
+	Transport string
+	Clock     clockwork.Clock
+	Logger    *slog.Logger
 	// FaultHook, for end-to-end tests only, is called at each Fault* point
 	// of processing a webhook whose handler ran, so a test can kill the
 	// process exactly there. Nil in normal use.
@@ -150,7 +154,7 @@ func New(opts Options) *Agent {
 		req:   shared.TokenRequest{HostID: opts.HostID, HostCredential: opts.Credential},
 		clock: opts.Clock,
 	}
-	a.transport = newHeartbeats(a, opts)
+	a.transport = newTransport(a, opts)
 	a.setConfig(opts.Sources, opts.Subscription)
 	return a
 }
