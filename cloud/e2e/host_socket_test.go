@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,4 +183,63 @@ func TestHostSocketDeactivated(t *testing.T) {
 	require.NotEqual(t, 0, h.waitExit(10*time.Second))
 	require.Contains(t, tail(h.logPath, 20), "host credential refused by the cloud")
 	require.Contains(t, tail(s.cloud.logPath, 400), "host deactivated or re-claimed")
+}
+
+// TestHostSocketKilledAfterLedgerBeforeAck: the host dies with its outcome
+// committed and the ack not sent; the cloud sees the socket close and hands
+// the webhook out again at once, and after the restart it is acked from the
+// outbox without the handler running again.
+func TestHostSocketKilledAfterLedgerBeforeAck(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket-crash")
+	runs := newRunLog(t)
+	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
+`)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "websocket", "webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
+	}}, "RELAY_HOST_TEST_CRASH=after-ledger")
+	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "sc-crash", hostPayload(t, "github/push.json"))
+	require.Equal(t, -1, h.waitExit(30*time.Second))
+	eventually(t, 10*time.Second, "released when the cloud saw the socket close", func() bool {
+		return s.cloud.delivery(s.hostID, id).Delivery.Status == "retrying"
+	})
+	require.Contains(t, s.cloud.delivery(s.hostID, id).reasons(), "delivered→retrying: the socket carrying it closed")
+
+	h.restartWith()
+	eventually(t, 30*time.Second, "acked after the restart", func() bool {
+		return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked"
+	})
+	require.Equal(t, []string{id + " 1"}, runs.lines(), "the handler ran once")
+}
+
+// TestHostSocketStopsGracefully: on SIGTERM the host finishes the running
+// handler and reports it, and hands back the one not started, over the
+// socket before closing it: nothing is taken for lost.
+func TestHostSocketStopsGracefully(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket-sigterm")
+	runs := newRunLog(t)
+	started := filepath.Join(t.TempDir(), "started")
+	handler := script(t, `echo "$RELAY_DELIVERY_ID" >> "$1"
+touch "$2"
+sleep 1
+`)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "websocket", "webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs), started}},
+	}})
+	first := sendGitHub(t, s.cloud.url, s.hostID, "push", "st-1", hostPayload(t, "github/push.json"))
+	second := sendGitHub(t, s.cloud.url, s.hostID, "push", "st-2", hostPayload(t, "github/push.json"))
+	eventually(t, 30*time.Second, "first handler running, second waiting", func() bool {
+		_, err := os.Stat(started)
+		return err == nil && h.health().Queued == 1
+	})
+	require.NoError(t, h.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, h.waitExit(30*time.Second), tail(h.logPath, 30))
+	d := s.cloud.delivery(s.hostID, first)
+	require.Equal(t, "acked", d.Delivery.Status, d.reasons())
+	d = s.cloud.delivery(s.hostID, second)
+	require.Equal(t, "retrying", d.Delivery.Status, d.reasons())
+	require.Equal(t, "host stopping: not started", d.Delivery.LastError, d.reasons())
+	require.Equal(t, []string{first}, runs.lines())
+	require.NotContains(t, tail(h.logPath, 50), "by heartbeat")
 }

@@ -81,8 +81,12 @@ type socketTransport struct {
 	clock      clockwork.Clock
 	log        *slog.Logger
 
-	// Only Run's goroutine uses the fields below.
+	// Only Run's goroutine, then Flush, use the fields below.
 	subSent []byte // the subscription the cloud last accepted over a socket
+	// parked is the socket Run left open when ctx ended: the stopping
+	// host's last outcomes go over it (Flush) before it closes, so the
+	// cloud does not take the closing for a loss.
+	parked *socketConn
 }
 
 // Run keeps a socket until ctx is done or the cloud refuses the host's
@@ -136,8 +140,53 @@ func (t *socketTransport) Run(ctx context.Context) error {
 	return nil
 }
 
-// Flush reports the outbox with a last heartbeat.
-func (t *socketTransport) Flush(ctx context.Context) (int, error) { return t.hb.Flush(ctx) }
+// Flush reports the outbox over the socket Run left open, then closes it;
+// without one (or should it fail), with a last heartbeat.
+func (t *socketTransport) Flush(ctx context.Context) (int, error) {
+	sc := t.parked
+	t.parked = nil
+	if sc == nil {
+		return t.hb.Flush(ctx)
+	}
+	defer sc.conn.CloseNow()
+	defer sc.stopReading()
+	n, err := sc.flush(ctx)
+	if err != nil {
+		t.log.Warn("last report over the socket failed; sending it by heartbeat", "err", err)
+		m, err := t.hb.Flush(ctx)
+		return n + m, err
+	}
+	_ = sc.conn.Close(websocket.StatusNormalClosure, "host stopped")
+	return n, nil
+}
+
+// flush sends reports until the outbox is empty, each confirmed and
+// deleted before the next, and returns how many outcomes went.
+func (sc *socketConn) flush(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		if sc.pending == nil {
+			sc.awaitCleanup()
+			if err := sc.report(ctx); err != nil {
+				return n, err
+			}
+			if sc.pending == nil {
+				return n, nil // nothing left to report
+			}
+			n += len(sc.pending.seqs)
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case err := <-sc.readErr:
+			return n, sc.closed(err)
+		case f := <-sc.frames:
+			if err := sc.apply(f); err != nil {
+				return n, err
+			}
+		}
+	}
+}
 
 // socketConn is one connection's state.
 type socketConn struct {
@@ -149,7 +198,14 @@ type socketConn struct {
 	reportID        int64
 	pending         *pendingReport // the report awaiting its confirm
 	cleanup         chan struct{}  // closed once the last confirmed report left the outbox
+	// The reader's frames and its error; stopReading ends it.
+	frames      chan *shared.Frame
+	readErr     chan error
+	stopReading context.CancelFunc
 }
+
+// errParked: ctx ended and the socket stays open for Flush.
+var errParked = errors.New("socket parked for the last report")
 
 type pendingReport struct {
 	id      int64
@@ -167,9 +223,13 @@ func (t *socketTransport) session(ctx context.Context) (connected bool, err erro
 	if err != nil {
 		return false, err
 	}
-	defer conn.CloseNow()
 	conn.SetReadLimit(maxSocketFrame)
 	sc := &socketConn{t: t, conn: conn}
+	defer func() {
+		if t.parked != sc {
+			conn.CloseNow()
+		}
+	}()
 	if err := sc.hello(ctx); err != nil {
 		t.a.contacted(t.clock.Now(), err)
 		return false, err
@@ -178,6 +238,11 @@ func (t *socketTransport) session(ctx context.Context) (connected bool, err erro
 	t.log.Info("socket connected")
 	err = sc.serve(ctx)
 	sc.awaitCleanup()
+	if errors.Is(err, errParked) {
+		t.parked = sc
+		return true, nil
+	}
+	sc.stopReading()
 	if err != nil {
 		t.a.contacted(t.clock.Now(), err)
 	}
@@ -283,7 +348,7 @@ func (sc *socketConn) serve(ctx context.Context) error {
 	frames := make(chan *shared.Frame, 16)
 	readErr := make(chan error, 1)
 	readCtx, stopReading := context.WithCancel(context.Background())
-	defer stopReading()
+	sc.frames, sc.readErr, sc.stopReading = frames, readErr, stopReading
 	go func() {
 		for {
 			f, err := readFrame(readCtx, sc.conn)
@@ -318,8 +383,8 @@ func (sc *socketConn) serve(ctx context.Context) error {
 		var err error
 		select {
 		case <-ctx.Done():
-			_ = sc.conn.Close(websocket.StatusNormalClosure, "host stopping")
-			return nil
+			// Left open: the last outcomes go over it (Flush).
+			return errParked
 		case err = <-readErr:
 			return sc.closed(err)
 		case err = <-pingErr:
@@ -383,6 +448,12 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 		full := sc.received == sc.limit
 		a.flow.adjust(full, a.pool.ranDry(), full)
 		a.pool.markDry()
+		if a.Stopping() {
+			// Granted before the host stopped: the cloud hands them out
+			// again once the socket closes.
+			t.log.Info("webhooks pushed while stopping; they return to the cloud when the socket closes", "count", len(f.Webhooks))
+			return nil
+		}
 		t.log.Debug("webhooks pushed", "count", len(f.Webhooks))
 		a.dispatch(f.Webhooks)
 	case shared.FrameConfirm:
