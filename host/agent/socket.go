@@ -128,8 +128,12 @@ func (t *socketTransport) Run(ctx context.Context) error {
 		// What a socket pushed and the host does not hold is due again at
 		// once: the first heartbeat says what the host holds.
 		t.hb.answerLost = true
-		hctx, cancel := clockwork.WithTimeout(ctx, t.clock, delay)
+		// Not a context deadline: the heartbeat's own deadlines derive
+		// from ctx and must not end with the fallback.
+		hctx, cancel := context.WithCancel(ctx)
+		retry := t.clock.AfterFunc(delay, cancel)
 		err = t.hb.Run(hctx)
+		retry.Stop()
 		cancel()
 		t.hb.awaitCleanup()
 		if errors.Is(err, ErrRevoked) {
