@@ -17,7 +17,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -124,6 +123,10 @@ type options struct {
 	// a host's share of the quarantine, and its rate into it
 	quarantineHostMax, quarantineHostMB, quarantinePerMin int
 	authFailures                                          int
+	inflightMB                                            int
+	inflightHostMB                                        int
+	inflightIPMB                                          int
+	maxConnsPerIP                                         int
 
 	envErrs []error // environment values that do not parse
 }
@@ -187,6 +190,10 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.IntVar(&o.quarantineHostMax, "quarantine-host-max", o.envInt("RELAY_QUARANTINE_HOST_MAX", 0), "each host's share of the quarantine's requests (RELAY_QUARANTINE_HOST_MAX; default: a tenth of RELAY_QUARANTINE_MAX)")
 	fs.IntVar(&o.quarantineHostMB, "quarantine-host-max-mb", o.envInt("RELAY_QUARANTINE_HOST_MAX_MB", 0), "each host's share of the quarantine's MiB (RELAY_QUARANTINE_HOST_MAX_MB; default: a tenth of RELAY_QUARANTINE_MAX_MB)")
 	fs.IntVar(&o.quarantinePerMin, "quarantine-per-min", o.envInt("RELAY_QUARANTINE_PER_MIN", 60), "requests a host may have quarantined a minute; more are answered 503 and only counted (RELAY_QUARANTINE_PER_MIN)")
+	fs.IntVar(&o.inflightMB, "intake-inflight-mb", o.envInt("RELAY_INTAKE_INFLIGHT_MB", 256), "MiB of request bodies intake holds at once in all (RELAY_INTAKE_INFLIGHT_MB)")
+	fs.IntVar(&o.inflightHostMB, "intake-inflight-host-mb", o.envInt("RELAY_INTAKE_INFLIGHT_HOST_MB", 64), "MiB of request bodies intake holds at once per host (RELAY_INTAKE_INFLIGHT_HOST_MB)")
+	fs.IntVar(&o.inflightIPMB, "intake-inflight-ip-mb", o.envInt("RELAY_INTAKE_INFLIGHT_IP_MB", 32), "MiB of request bodies intake holds at once per client address (RELAY_INTAKE_INFLIGHT_IP_MB)")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", o.envInt("RELAY_MAX_CONNS_PER_IP", 512), "connections open at once per client address (the peer's: behind a proxy, the proxy's); 0 is no limit (RELAY_MAX_CONNS_PER_IP)")
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 	fs.IntVar(&o.authFailures, "auth-failures-per-min", o.envInt("RELAY_AUTH_FAILURES_PER_MIN", 10), "failed claims, token requests and admin logins per minute per client IP before it gets 429 (RELAY_AUTH_FAILURES_PER_MIN)")
@@ -325,6 +332,9 @@ func serve(ctx context.Context, args []string) error {
 	if err := o.checkQuarantineShares(); err != nil {
 		return err
 	}
+	if err := o.checkBudgets(); err != nil {
+		return err
+	}
 	ring, err := loadRing(&o)
 	if err != nil {
 		return err
@@ -368,25 +378,21 @@ func serve(ctx context.Context, args []string) error {
 		QuarantineHostMax:  o.quarantineHostMax, QuarantineHostMaxBytes: int64(o.quarantineHostMB) << 20,
 		QuarantinePerMin:   o.quarantinePerMin,
 		AuthFailuresPerMin: o.authFailures,
+		InflightBytes:      int64(o.inflightMB) << 20,
+		InflightHostBytes:  int64(o.inflightHostMB) << 20,
+		InflightIPBytes:    int64(o.inflightIPMB) << 20,
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
 	}
-	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       2 * time.Minute, // bodies up to 25 MiB on slow links
-		WriteTimeout:      2 * time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	httpSrv := server.NewHTTPServer(srv.Handler(), server.DefaultTimeouts, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 	// Heartbeats waiting for work (wait_s) are answered at once on shutdown.
 	httpSrv.RegisterOnShutdown(srv.StopWaiting)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = srv.LimitConnsPerIP(ln, o.maxConnsPerIP)
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	// Background upkeep runs on every replica: each job is safe to run at once.
@@ -445,6 +451,24 @@ func serve(ctx context.Context, args []string) error {
 	<-hupDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// checkBudgets refuses an in-flight budget of no bytes (or of more than
+// the address space).
+func (o *options) checkBudgets() error {
+	for _, b := range []struct {
+		name string
+		mb   int
+	}{
+		{"RELAY_INTAKE_INFLIGHT_MB", o.inflightMB},
+		{"RELAY_INTAKE_INFLIGHT_HOST_MB", o.inflightHostMB},
+		{"RELAY_INTAKE_INFLIGHT_IP_MB", o.inflightIPMB},
+	} {
+		if b.mb < 1 || b.mb > 1<<30 {
+			return usageError{fmt.Errorf("%s=%d: want a whole number of MiB from 1 to %d", b.name, b.mb, 1<<30)}
+		}
 	}
 	return nil
 }

@@ -166,6 +166,26 @@ func NewHostID() string {
 	return "h_" + strings.ToLower(crockford.EncodeToString(randomBytes(15)))
 }
 
+// hostIDLen is NewHostID's length: "h_" and 15 bytes in base32.
+const hostIDLen = 2 + 24
+
+// ValidHostID reports whether id has NewHostID's form, so that a made-up
+// id can be refused before anything looks it up.
+func ValidHostID(id string) bool {
+	if len(id) != hostIDLen || id[:2] != "h_" {
+		return false
+	}
+	for i := 2; i < len(id); i++ {
+		if strings.IndexByte(hostIDAlphabet, id[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// hostIDAlphabet is crockford's, lower-cased as NewHostID writes it.
+const hostIDAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

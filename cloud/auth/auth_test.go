@@ -114,6 +114,20 @@ func TestCodesAndHashes(t *testing.T) {
 	require.NotEqual(t, c, NewClaimCode())
 	require.True(t, strings.HasPrefix(NewCredential(), "hc_"))
 	require.True(t, strings.HasPrefix(NewHostID(), "h_"))
+	for range 100 {
+		require.True(t, ValidHostID(NewHostID()))
+	}
+	require.True(t, ValidHostID("h_0123456789abcdefghjkmnpq"))
+	for _, id := range []string{"", "h_", "h_nosuchhost",
+		"h_0123456789abcdefghjkmnp",   // short
+		"h_0123456789abcdefghjkmnpqr", // long
+		"H_0123456789abcdefghjkmnpq", "x_0123456789abcdefghjkmnpq",
+		"h_0123456789ABCDEFGHJKMNPQ", // NewHostID writes lower case
+		"h_0123456789abcdefghjkmnpu", "h_0123456789abcdefghjkmnpi", "h_0123456789abcdefghjkmnp/",
+		"h_0123456789abcdefghjkmnp\x00", "h_0123456789abcdefghjkmné",
+	} {
+		require.False(t, ValidHostID(id), id)
+	}
 	require.True(t, HashEqual(Hash("a"), Hash("a")))
 	require.False(t, HashEqual(Hash("a"), Hash("b")))
 	require.False(t, HashEqual(nil, Hash("b")))

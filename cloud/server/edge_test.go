@@ -115,14 +115,27 @@ func TestRateLimitRetryingProvider(t *testing.T) {
 	b.clock.Advance(time.Second)
 	require.Equal(t, 202, send("3").status)
 
-	// The host's own limit wins over the server's default.
+	// The host's own limit wins over the server's default, at once: the
+	// empty bucket is not left to refill at the new rate.
+	require.Equal(t, 429, send("4").status)
 	a = b.admin("PATCH", "/api/hosts/"+hostID, map[string]int{"rate_limit_per_min": 6000, "rate_limit_burst": 100})
 	require.Equal(t, 200, a.status, string(a.body))
-	send("resize")               // the limiter takes the new settings on the host's next request
-	b.clock.Advance(time.Second) // and refills at 100/s up to the new burst
-	for i := range 50 {
-		require.Equal(t, 202, send("burst-"+string(rune('a'+i%26))+string(rune('a'+i/26))).status)
+	for i := range 100 {
+		a := send("burst-" + strconv.Itoa(i))
+		require.Equal(t, 202, a.status, "request %d after the PATCH: %s", i, a.body)
 	}
+	a = send("burst-100")
+	require.Equal(t, 429, a.status, "the new burst is 100")
+	require.Equal(t, "1", a.header.Get("Retry-After"), "a token every 10 ms at 6000/min")
+
+	// Lowered, it applies at once too.
+	b.clock.Advance(time.Second)
+	a = b.admin("PATCH", "/api/hosts/"+hostID, map[string]int{"rate_limit_per_min": 1, "rate_limit_burst": 1})
+	require.Equal(t, 200, a.status, string(a.body))
+	require.Equal(t, 202, send("low-1").status)
+	a = send("low-2")
+	require.Equal(t, 429, a.status)
+	require.Equal(t, "60", a.header.Get("Retry-After"))
 }
 
 func TestRateLimitNonRetryingProviderStoresVerified(t *testing.T) {

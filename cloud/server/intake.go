@@ -30,7 +30,8 @@ var errRateLimited = &apiError{code: shared.CodeRateLimited, message: "over this
 
 // intake takes POST /api/webhooks/:hostId/:source, in DESIGN.md's order:
 // host exists and is active, source configured and enabled, body within the
-// limit, per-host rate limit, signature, handshakes, event filter, dedupe
+// limit, per-host rate limit, the body's share of the bytes in flight
+// (bodyBudget), signature, handshakes, event filter, dedupe
 // and durable insert — and only then 2xx.
 //
 // Unknown hosts answer 404 and bad signatures 401 (as the contract says):
@@ -39,6 +40,11 @@ var errRateLimited = &apiError{code: shared.CodeRateLimited, message: "over this
 func (s *Server) intake(c *gin.Context) {
 	ctx := c.Request.Context()
 	hostID, name := c.Param("hostId"), c.Param("source")
+	if err := checkTargetNames(hostID, name); err != nil {
+		// Made up: answered at once, neither looked up nor cached.
+		s.writeError(c, err)
+		return
+	}
 
 	now := s.now()
 	t, err := s.targets.get(hostID, name, now, func() (*target, error) { return s.resolveTarget(ctx, hostID, name) })
@@ -67,9 +73,15 @@ func (s *Server) intake(c *gin.Context) {
 		return
 	}
 
-	body, err := readLimited(c, limit)
+	lease := s.bodies.lease(hostID, c.ClientIP())
+	defer lease.release()
+	body, err := readLimited(c, limit, lease)
 	if errors.Is(err, errBodyTooLarge) {
 		s.tooLarge(c, src, provider, limit)
+		return
+	}
+	if obe := (*overBudgetError)(nil); errors.As(err, &obe) {
+		s.overBudget(c, src, provider, obe)
 		return
 	}
 	if err != nil {
@@ -211,6 +223,22 @@ func (s *Server) rateLimited(c *gin.Context, src *store.Source, provider verify.
 	s.writeError(c, errRateLimited)
 }
 
+var errOverBudget = &apiError{code: shared.CodeUnavailable, message: "too many request bodies in flight, retry later"}
+
+// overBudgetRetryAfter is the Retry-After of a request refused for the
+// body budget: a flood's requests end within seconds.
+const overBudgetRetryAfter = 5 * time.Second
+
+// overBudget answers 503 with Retry-After for a body that did not get its
+// share of the in-flight budget in time, and audits it. The connection is
+// closed rather than its unread body drained.
+func (s *Server) overBudget(c *gin.Context, src *store.Source, provider verify.Provider, err *overBudgetError) {
+	c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(overBudgetRetryAfter)))
+	c.Header("Connection", "close")
+	s.reject(c, src, provider, 503, err.Error(), outcomeOverBudget)
+	s.writeError(c, errOverBudget)
+}
+
 // tooLarge answers 413 for a body over the source's limit, and audits it.
 func (s *Server) tooLarge(c *gin.Context, src *store.Source, provider verify.Provider, limit int64) {
 	msg := fmt.Sprintf("body over this source's limit of %d bytes", limit)
@@ -253,18 +281,57 @@ func (s *Server) reject(c *gin.Context, src *store.Source, provider verify.Provi
 
 var errBodyTooLarge = errors.New("body over the limit")
 
-// readLimited reads the raw body, never past the limit: a streamed body is
-// cut at limit+1 (a declared length over the limit is refused before).
-func readLimited(c *gin.Context, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return nil, errBodyTooLarge
+// bodyChunk is the least a body of unknown length reserves at a time.
+const bodyChunk = 32 << 10
+
+// readLimited reads the raw body, never past the limit, each byte reserved
+// in lease before it is read: a declared length (within the limit, checked
+// before) at once and into a buffer of that size; a streamed body as its
+// buffer grows, cut at limit+1.
+func readLimited(c *gin.Context, limit int64, lease *bodyLease) ([]byte, error) {
+	ctx := c.Request.Context()
+	if n := c.Request.ContentLength; n >= 0 {
+		if err := lease.grow(ctx, n); err != nil {
+			return nil, budgetErr(err)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(c.Request.Body, body); err != nil {
+			return nil, errInvalid("could not read body: " + err.Error())
+		}
+		return body, nil
 	}
-	if err != nil {
-		return nil, errInvalid("could not read body: " + err.Error())
+	r := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	var body []byte
+	for {
+		if len(body) == cap(body) {
+			grown := min(max(2*int64(cap(body)), bodyChunk), limit+1)
+			if err := lease.grow(ctx, grown-int64(cap(body))); err != nil {
+				return nil, budgetErr(err)
+			}
+			body = append(make([]byte, 0, grown), body...)
+		}
+		n, err := r.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF):
+			return body, nil
+		case errors.As(err, &mbe):
+			return nil, errBodyTooLarge
+		case err != nil:
+			return nil, errInvalid("could not read body: " + err.Error())
+		}
 	}
-	return body, nil
+}
+
+// budgetErr passes an overBudgetError on; a request that ended while it
+// waited for its bytes has nothing left to read.
+func budgetErr(err error) error {
+	var obe *overBudgetError
+	if errors.As(err, &obe) {
+		return err
+	}
+	return errInvalid("could not read body: " + err.Error())
 }
 
 func (s *Server) openSecrets(src *store.Source) ([][]byte, error) {

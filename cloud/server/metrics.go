@@ -22,6 +22,7 @@ const (
 	outcomeOverLimitStored = "over_limit_stored"
 	outcomeQuarantined     = "quarantined"
 	outcomeUnavailable     = "unavailable"
+	outcomeOverBudget      = "over_budget"
 )
 
 // Not quarantined, answered 503: no room (in the quarantine or the host's
@@ -40,6 +41,8 @@ type metrics struct {
 	keysOK      prometheus.Gauge
 	batchSize   prometheus.Histogram
 	commitTime  prometheus.Histogram
+	// connsRefused counts connections closed for the per-address limit.
+	connsRefused prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -67,9 +70,13 @@ func newMetrics() *metrics {
 			Help:    "Time to write and commit one intake transaction.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12),
 		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_connections_refused_total",
+			Help: "Connections closed on accept: their address had RELAY_MAX_CONNS_PER_IP open.",
+		}),
 	}
 	m.keysOK.Set(1)
-	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK, m.batchSize, m.commitTime,
+	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK, m.batchSize, m.commitTime, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // hostLimiters holds one token bucket per host, sized from the host's own
-// settings (or the server's defaults) and resized when those change. Time
+// settings (or the server's defaults) and rebuilt when those change. Time
 // comes from the caller, so tests drive it with a fake clock.
 type hostLimiters struct {
 	mu sync.Mutex
@@ -20,23 +20,20 @@ func newHostLimiters() *hostLimiters { return &hostLimiters{m: make(map[string]*
 
 // allow takes one token from the host's bucket refilled at perMin per minute
 // and holding burst. When none is left it reports how long until one is.
+// A bucket whose size or rate differs from the host's settings (changed by
+// PATCH /api/hosts/:id) is replaced by a full one of the new size: a raised
+// limit applies at once rather than as the old bucket refills.
 func (l *hostLimiters) allow(hostID string, perMin, burst int, now time.Time) (bool, time.Duration) {
 	limit := rate.Limit(float64(perMin) / 60)
 	l.mu.Lock()
 	lim, ok := l.m[hostID]
-	if !ok {
+	if !ok || lim.Limit() != limit || lim.Burst() != burst {
 		lim = rate.NewLimiter(limit, burst)
 		// A new bucket starts full at now, not at the zero time.
 		lim.SetLimitAt(now, limit)
 		l.m[hostID] = lim
 	}
 	l.mu.Unlock()
-	if lim.Limit() != limit {
-		lim.SetLimitAt(now, limit)
-	}
-	if lim.Burst() != burst {
-		lim.SetBurstAt(now, burst)
-	}
 	r := lim.ReserveN(now, 1)
 	if !r.OK() {
 		return false, time.Minute

@@ -53,6 +53,13 @@ type Config struct {
 	// logins a client IP may make a minute (and at once) before it is
 	// answered 429 (default 10).
 	AuthFailuresPerMin int
+	// Request-body bytes intake holds at once: in all (default 256 MiB),
+	// per host (64 MiB) and per client address (32 MiB); a request that
+	// cannot get its share within BodyBudgetWait (default 2 s) gets 503.
+	InflightBytes     int64
+	InflightHostBytes int64
+	InflightIPBytes   int64
+	BodyBudgetWait    time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -98,6 +105,18 @@ func (c *Config) setDefaults() {
 	if c.AuthFailuresPerMin <= 0 {
 		c.AuthFailuresPerMin = 10
 	}
+	if c.InflightBytes <= 0 {
+		c.InflightBytes = 256 << 20
+	}
+	if c.InflightHostBytes <= 0 {
+		c.InflightHostBytes = 64 << 20
+	}
+	if c.InflightIPBytes <= 0 {
+		c.InflightIPBytes = 32 << 20
+	}
+	if c.BodyBudgetWait <= 0 {
+		c.BodyBudgetWait = 2 * time.Second
+	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 }
 
@@ -123,6 +142,7 @@ type Server struct {
 	// quarantineRate admits requests into the quarantine per host and
 	// minute, quarantineLog its log lines.
 	quarantineRate, quarantineLog *sampler
+	bodies                        *bodyBudget // intake's request bodies in flight
 }
 
 // targetTTL bounds how long intake trusts a cached host and source should
@@ -141,14 +161,16 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		authLog:     newLogBudget(authLogPerMin),
 		accessLogs:  newLogBudget(accessLogPerMin),
 		metrics:     newMetrics(),
-		targets:     newTargetCache(targetTTL, 100_000),
+		targets:     newTargetCache(targetTTL, targetCacheFound, targetCacheMissing),
 		sockets:     newSockets(),
+		bodies:      newBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
 		// The quarantine's own bounds.
 		quarantineRate: newSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
 		quarantineLog:  newSampler(6, 1),
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
 		MaxWait: cfg.MaxWait, Changed: s.targets.drop}, clock, log)
+	s.metrics.reg.MustRegister(s.bodies.gauge())
 	return s
 }
 

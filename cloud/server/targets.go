@@ -1,6 +1,7 @@
 package server
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
@@ -58,6 +60,18 @@ func (s *Server) resolveTarget(ctx context.Context, hostID, name string) (*targe
 	return t, nil
 }
 
+// checkTargetNames answers 404 for a host id or source name that could not
+// exist: not of NewHostID's form, or not a name putSource takes.
+func checkTargetNames(hostID, name string) error {
+	if !auth.ValidHostID(hostID) {
+		return errNotFound("no such host")
+	}
+	if len(name) > 64 || !sourceNameRE.MatchString(name) {
+		return errNotFound("no such source on this host")
+	}
+	return nil
+}
+
 // parseSubscription reads a host's reported subscription; nil when it sent
 // none (or one that does not parse), which filters nothing.
 func parseSubscription(raw json.RawMessage) *shared.Subscription {
@@ -90,58 +104,165 @@ func (t *target) subscribed(ev verify.Event) bool {
 // (DeliveryListenParams.Changed), and all entries when the store's
 // listener starts again (changes may have gone untold meanwhile). Entries
 // also expire after ttl, a bound on staleness should a notification be
-// lost.
+// lost; every use of the cache first removes the entries that expired.
+//
+// Anyone can make up a webhook URL, so the cache is bounded: only
+// well-formed keys reach it (intake checks them first), and targets and
+// answers are kept apart, each bounded in entries and in bytes, oldest
+// out first. A flood of made-up ids cycles through the answers and never
+// pushes a real host's target out.
 type targetCache struct {
-	mu    sync.Mutex
-	gen   uint64 // moves on with every drop: a load that began before one is not kept
-	ttl   time.Duration
-	max   int // entries kept at most; past it the cache starts over
-	count int
-	hosts map[string]map[string]cachedTarget // host id → source name → entry
+	mu      sync.Mutex
+	gen     uint64 // moves on with every drop: a load that began before one is not kept
+	ttl     time.Duration
+	hosts   map[string]map[string]*cachedTarget // host id → source name → entry
+	found   cacheList                           // targets
+	missing cacheList                           // 404 and 410 answers
 }
 
 type cachedTarget struct {
-	t       *target
-	err     error // a 404 or 410 answer
-	expires time.Time
+	hostID, name string
+	t            *target
+	err          error // a 404 or 410 answer
+	expires      time.Time
+	size         int64
+	in           *cacheList
+	elem         *list.Element
 }
 
-func newTargetCache(ttl time.Duration, max int) *targetCache {
-	return &targetCache{ttl: ttl, max: max, hosts: map[string]map[string]cachedTarget{}}
+// cacheList holds entries oldest first (so also in the order they expire),
+// within its bounds.
+type cacheList struct {
+	l          list.List
+	maxEntries int
+	maxBytes   int64
+	bytes      int64
+}
+
+// cacheBounds bound one of the cache's two lists.
+type cacheBounds struct {
+	entries int
+	bytes   int64
+}
+
+// Bounds of the target cache: real hosts' sources are few and worth
+// keeping; answers for unknown ones only spare the store repeated queries
+// from a misconfigured sender.
+var (
+	targetCacheFound   = cacheBounds{entries: 100_000, bytes: 64 << 20}
+	targetCacheMissing = cacheBounds{entries: 10_000, bytes: 4 << 20}
+)
+
+func newTargetCache(ttl time.Duration, found, missing cacheBounds) *targetCache {
+	c := &targetCache{ttl: ttl, hosts: map[string]map[string]*cachedTarget{}}
+	c.found.maxEntries, c.found.maxBytes = found.entries, found.bytes
+	c.missing.maxEntries, c.missing.maxBytes = missing.entries, missing.bytes
+	return c
 }
 
 // get returns the cached answer for (hostID, name), else loads it with load
 // and keeps it: a target whose secrets opened, or a 404/410 answer.
 func (c *targetCache) get(hostID, name string, now time.Time, load func() (*target, error)) (*target, error) {
 	c.mu.Lock()
+	c.expire(now)
 	e, ok := c.hosts[hostID][name]
 	gen := c.gen
 	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
+	if ok && now.Before(e.expires) { // requests may insert a little out of order
 		return e.t, e.err
 	}
 	t, err := load()
 	if !cacheable(t, err) {
 		return t, err
 	}
+	e = &cachedTarget{hostID: hostID, name: name, t: t, err: err, expires: now.Add(c.ttl)}
+	e.size = e.estimate()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {
 		return t, err // changed while it loaded: the next request loads again
 	}
-	if c.count >= c.max {
-		c.hosts, c.count = map[string]map[string]cachedTarget{}, 0
+	in := &c.found
+	if err != nil {
+		in = &c.missing
+	}
+	if e.size > in.maxBytes {
+		return t, err
+	}
+	if old := c.hosts[hostID][name]; old != nil {
+		c.remove(old)
 	}
 	srcs := c.hosts[hostID]
 	if srcs == nil {
-		srcs = map[string]cachedTarget{}
+		srcs = map[string]*cachedTarget{}
 		c.hosts[hostID] = srcs
 	}
-	if _, had := srcs[name]; !had {
-		c.count++
+	srcs[name] = e
+	e.in, e.elem = in, in.l.PushBack(e)
+	in.bytes += e.size
+	for in.l.Len() > in.maxEntries || in.bytes > in.maxBytes {
+		c.remove(in.l.Front().Value.(*cachedTarget))
 	}
-	srcs[name] = cachedTarget{t: t, err: err, expires: now.Add(c.ttl)}
 	return t, err
+}
+
+// expire removes the entries that expired by now, oldest first.
+func (c *targetCache) expire(now time.Time) {
+	for _, in := range []*cacheList{&c.found, &c.missing} {
+		for f := in.l.Front(); f != nil; f = in.l.Front() {
+			e := f.Value.(*cachedTarget)
+			if now.Before(e.expires) {
+				break
+			}
+			c.remove(e)
+		}
+	}
+}
+
+func (c *targetCache) remove(e *cachedTarget) {
+	e.in.l.Remove(e.elem)
+	e.in.bytes -= e.size
+	srcs := c.hosts[e.hostID]
+	delete(srcs, e.name)
+	if len(srcs) == 0 {
+		delete(c.hosts, e.hostID)
+	}
+}
+
+// entryOverhead approximates what an entry costs beyond its variable
+// parts: its structs, list element and map slots.
+const entryOverhead = 400
+
+// estimate approximates the bytes an entry holds.
+func (e *cachedTarget) estimate() int64 {
+	n := entryOverhead + len(e.hostID) + len(e.name)
+	if e.err != nil {
+		return int64(n + len(e.err.Error()))
+	}
+	h, src := e.t.host, e.t.src
+	n += len(h.ID) + len(h.Name) + len(h.AgentVersion) + len(h.CredentialHash) + len(h.ClaimCodeHash)
+	n += 3 * len(h.Subscription) // the raw text and its parsed form
+	n += len(src.HostID) + len(src.Name) + len(src.Provider) + 8*len(src.RetryDelays)
+	for _, ev := range src.Events {
+		n += 16 + len(ev)
+	}
+	for _, sec := range src.Secrets {
+		n += 32 + len(sec.Ciphertext) + len(sec.Fingerprint)
+	}
+	for k, v := range src.Options {
+		n += 32 + len(k) + len(v)
+	}
+	for _, k := range e.t.keys {
+		n += 24 + len(k)
+	}
+	return int64(n)
+}
+
+// len reports the entries kept and the bytes they hold (estimated).
+func (c *targetCache) len() (entries int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.found.l.Len() + c.missing.l.Len(), c.found.bytes + c.missing.bytes
 }
 
 // cacheable: a target whose secrets opened, or the answer that the host or
@@ -160,8 +281,9 @@ func (c *targetCache) drop(hostID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.count -= len(c.hosts[hostID])
-	delete(c.hosts, hostID)
+	for _, e := range c.hosts[hostID] {
+		c.remove(e)
+	}
 }
 
 // reset forgets every entry.
@@ -169,5 +291,8 @@ func (c *targetCache) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.hosts, c.count = map[string]map[string]cachedTarget{}, 0
+	c.hosts = map[string]map[string]*cachedTarget{}
+	c.found.l.Init()
+	c.missing.l.Init()
+	c.found.bytes, c.missing.bytes = 0, 0
 }

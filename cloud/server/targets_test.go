@@ -3,11 +3,14 @@ package server
 import (
 	"bytes"
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
@@ -52,8 +55,11 @@ func TestTargetCacheSeesChangesAtOnce(t *testing.T) {
 }
 
 func TestTargetCacheRemembersUnknownHostsUntilCreated(t *testing.T) {
-	b := setup(t)
-	require.Equal(t, 404, b.sendGitHub("h_nosuchhost", "d-1", prBody).status)
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	unknown := auth.NewHostID()
+	require.Equal(t, 404, b.sendGitHub(unknown, "d-1", prBody).status)
+	entries, _ := b.srv.targets.len()
+	require.Equal(t, 1, entries, "a well-formed unknown id's answer is cached")
 	g := b.claimAgent("h")
 	// The 404 for a missing source was cached; adding the source ends it.
 	require.Equal(t, 404, b.do("POST", "/api/webhooks/"+g.id+"/billing", bytes.NewReader(prBody), nil).status)
@@ -101,4 +107,111 @@ func TestTargetCacheAcrossReplicas(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return b.do("POST", "/api/webhooks/"+g.id+"/github", bytes.NewReader(prBody), hd).status == 410
 	}, 10*time.Second, 5*time.Millisecond, "b still takes webhooks for a deactivated host")
+}
+
+// Made-up ids cost the cloud nothing it keeps: a malformed host id or
+// source name is answered 404 before any look-up and never cached, and the
+// answers for well-formed unknown ones are bounded in entries and bytes,
+// apart from real hosts' targets, which a flood does not push out.
+func TestTargetCacheBoundedAgainstMadeUpIDs(t *testing.T) {
+	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
+	const maxMissing = 50
+	b.srv.targets = newTargetCache(targetTTL, targetCacheFound, cacheBounds{entries: maxMissing, bytes: 1 << 20})
+	hostID, _ := b.newHost("h")
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+	entries, _ := b.srv.targets.len()
+	require.Equal(t, 1, entries)
+
+	big := strings.Repeat("a", 256<<10)
+	for _, path := range []string{
+		"/api/webhooks/" + big + "/github",
+		"/api/webhooks/h_" + big + "/github",
+		"/api/webhooks/h_nosuchhost/github",
+		"/api/webhooks/" + strings.ToUpper(hostID) + "/github",
+		"/api/webhooks/" + hostID + "/" + big,
+		"/api/webhooks/" + hostID + "/" + strings.Repeat("a", 65),
+		"/api/webhooks/" + hostID + "/GitHub",
+		"/api/webhooks/" + hostID + "/_github",
+	} {
+		a := b.do("POST", path, bytes.NewReader(prBody), nil)
+		require.Equal(t, 404, a.status, path[:min(len(path), 80)])
+		require.Equal(t, shared.CodeNotFound, a.errCode(t))
+		entries, bytes := b.srv.targets.len()
+		require.Equal(t, 1, entries, "malformed names are never cached")
+		require.Less(t, bytes, int64(64<<10))
+	}
+
+	for i := range 20 * maxMissing {
+		id := auth.NewHostID()
+		if i%2 == 1 {
+			id = hostID // a real host, a well-formed unknown source
+		}
+		a := b.do("POST", "/api/webhooks/"+id+"/src-"+strconv.Itoa(i), bytes.NewReader(prBody), nil)
+		require.Equal(t, 404, a.status)
+		entries, _ := b.srv.targets.len()
+		require.LessOrEqual(t, entries, 1+maxMissing)
+	}
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-2", prBody).status)
+	b.srv.targets.mu.Lock()
+	kept := b.srv.targets.hosts[hostID]["github"]
+	b.srv.targets.mu.Unlock()
+	require.NotNil(t, kept, "the real target outlived the flood")
+	require.NoError(t, kept.err)
+}
+
+// The answers are bounded by bytes as well as entries.
+func TestTargetCacheBoundedBytes(t *testing.T) {
+	now := newClock().Now()
+	const maxBytes = 20 * (entryOverhead + 100)
+	c := newTargetCache(targetTTL, targetCacheFound, cacheBounds{entries: 1000, bytes: maxBytes})
+	notFound := func() (*target, error) { return nil, errNotFound("no such source on this host") }
+	for i := range 500 {
+		_, err := c.get(auth.NewHostID(), strings.Repeat("s", 60)+strconv.Itoa(i), now, notFound)
+		require.Error(t, err)
+		entries, bytes := c.len()
+		require.LessOrEqual(t, bytes, int64(maxBytes))
+		require.LessOrEqual(t, entries, 20)
+	}
+	entries, _ := c.len()
+	require.Greater(t, entries, 10, "the bound is used, not cleared")
+}
+
+// Expired entries go even when no one asks for them again: any use of
+// the cache removes them.
+func TestTargetCacheEvictsExpired(t *testing.T) {
+	clock := newClock()
+	c := newTargetCache(targetTTL, targetCacheFound, targetCacheMissing)
+	loads := 0
+	notFound := func() (*target, error) { loads++; return nil, errNotFound("no such host") }
+	for range 100 {
+		_, _ = c.get(auth.NewHostID(), "github", clock.Now(), notFound)
+	}
+	entries, bytes := c.len()
+	require.Equal(t, 100, entries)
+	require.Positive(t, bytes)
+
+	known := auth.NewHostID()
+	_, _ = c.get(known, "github", clock.Now(), notFound)
+	clock.Advance(targetTTL / 2)
+	_, _ = c.get(known, "github", clock.Now(), notFound)
+	require.Equal(t, 101, loads, "cached until it expires")
+
+	clock.Advance(targetTTL / 2)
+	_, _ = c.get(auth.NewHostID(), "github", clock.Now(), notFound)
+	entries, _ = c.len()
+	require.Equal(t, 1, entries, "every entry older than the ttl went; the new one stays")
+
+	clock.Advance(targetTTL)
+	_, _ = c.get(known, "github", clock.Now(), notFound)
+	require.Equal(t, 103, loads)
+	entries, bytes = c.len()
+	require.Equal(t, 1, entries)
+
+	c.drop(known)
+	entries, bytes = c.len()
+	require.Zero(t, entries)
+	require.Zero(t, bytes)
+	c.mu.Lock()
+	require.Empty(t, c.hosts)
+	c.mu.Unlock()
 }

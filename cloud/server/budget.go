@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// bodyBudget bounds the request-body bytes intake holds at once: in all,
+// per host and per client address. A request reserves its body's bytes
+// before it reads them and gives them back when it ends (the stored copy
+// is then the store's concern). The per-host share keeps one host's flood
+// from taking the whole budget from the others; the per-address share
+// keeps a flood at a real host's source from starving that host's
+// provider, which sends from other addresses.
+//
+// A request that cannot get its bytes waits for others to give some back,
+// at most wait, then is refused. A single body larger than a share is
+// taken only while it has that share to itself.
+//
+// Large bodies (over small bytes: a flood's 25 MiB posts, rarely a real
+// webhook) may fill only three quarters of the budget in all and of a
+// host's share: the last quarter is kept for small ones, so that senders
+// at many addresses posting large bodies cannot starve a host's provider
+// of room for its everyday webhooks.
+type bodyBudget struct {
+	clock               clockwork.Clock
+	wait                time.Duration
+	max, maxHost, maxIP int64
+	small               int64 // the largest body that may use the last quarter
+
+	mu    sync.Mutex
+	used  int64
+	hosts map[string]int64 // host id → bytes held; no entry when none
+	ips   map[string]int64 // client address (addrKey) → bytes held
+	freed chan struct{}    // closed when bytes are given back; nil while no one waits
+}
+
+func newBodyBudget(clock clockwork.Clock, wait time.Duration, max, maxHost, maxIP int64) *bodyBudget {
+	return &bodyBudget{clock: clock, wait: wait, max: max, maxHost: maxHost, maxIP: maxIP,
+		small: smallBody, hosts: map[string]int64{}, ips: map[string]int64{}}
+}
+
+// bodyLease is one request's share of the budget.
+type bodyLease struct {
+	b        *bodyBudget
+	host, ip string
+	held     int64
+}
+
+// lease starts a request's (empty) share for the host and client address.
+func (b *bodyBudget) lease(hostID, ip string) *bodyLease {
+	return &bodyLease{b: b, host: hostID, ip: addrKey(ip)}
+}
+
+// overBudgetError says which share a request could not get its bytes from.
+type overBudgetError struct {
+	share string // "in all", "per host" or "per client address"
+	max   int64
+}
+
+func (e *overBudgetError) Error() string {
+	return fmt.Sprintf("request bodies in flight over the budget of %d bytes %s", e.max, e.share)
+}
+
+// grow reserves n more bytes, waiting at most the budget's wait for them.
+func (l *bodyLease) grow(ctx context.Context, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	b := l.b
+	var timer clockwork.Timer
+	for {
+		b.mu.Lock()
+		over := b.over(l, n)
+		if over == nil {
+			b.used += n
+			b.hosts[l.host] += n
+			b.ips[l.ip] += n
+			l.held += n
+			b.mu.Unlock()
+			return nil
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		if timer == nil {
+			timer = b.clock.NewTimer(b.wait)
+			defer timer.Stop()
+		}
+		select {
+		case <-freed:
+		case <-timer.Chan():
+			return over
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// smallBody is the largest body that may use the last quarter of the
+// budget in all and of a host's share: most webhooks are a few KiB.
+const smallBody = 1 << 20
+
+// over reports the share that n more bytes for l do not fit in, if any.
+func (b *bodyBudget) over(l *bodyLease, n int64) error {
+	fits := func(used, max int64) bool { return used+n <= max || used == l.held }
+	room := func(max int64) int64 {
+		if l.held+n > b.small {
+			return max - max/4
+		}
+		return max
+	}
+	switch {
+	case !fits(b.ips[l.ip], b.maxIP):
+		return &overBudgetError{share: "per client address", max: b.maxIP}
+	case !fits(b.hosts[l.host], room(b.maxHost)):
+		return &overBudgetError{share: "per host", max: b.maxHost}
+	case !fits(b.used, room(b.max)):
+		return &overBudgetError{share: "in all", max: b.max}
+	}
+	return nil
+}
+
+// release gives back everything the lease holds; it may be called again.
+func (l *bodyLease) release() {
+	if l.held == 0 {
+		return
+	}
+	b := l.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= l.held
+	if b.hosts[l.host] -= l.held; b.hosts[l.host] == 0 {
+		delete(b.hosts, l.host)
+	}
+	if b.ips[l.ip] -= l.held; b.ips[l.ip] == 0 {
+		delete(b.ips, l.ip)
+	}
+	l.held = 0
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
+}
+
+// inUse reports the bytes held in all, and how many hosts and addresses
+// hold some.
+func (b *bodyBudget) inUse() (bytes int64, hosts, ips int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, len(b.hosts), len(b.ips)
+}
+
+// gauge reports the bytes held, as relay_intake_body_bytes_in_flight.
+func (b *bodyBudget) gauge() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_intake_body_bytes_in_flight",
+		Help: "Request-body bytes intake holds at once (reserved before they are read).",
+	}, func() float64 {
+		n, _, _ := b.inUse()
+		return float64(n)
+	})
+}
+
+// addrKey is what a per-address bound counts by: an IPv4 address, or an
+// IPv6 address's /64 (one subscriber's usual allocation). Anything that
+// does not parse counts as itself.
+func addrKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
