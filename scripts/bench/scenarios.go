@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/relaykit/relay/scripts/internal/rig"
 	"github.com/relaykit/relay/shared"
@@ -31,7 +36,9 @@ const secret = "bench-webhook-secret"
 // cloudEnv lifts the per-host intake rate limit, which would otherwise
 // measure the limiter (GitHub webhooks over it are stored anyway, but
 // flagged and counted apart).
-var cloudEnv = []string{"RELAY_RATE_LIMIT_PER_MIN=1000000000"}
+// The bench's hosts all connect from 127.0.0.1: no limit of connections
+// per address.
+var cloudEnv = []string{"RELAY_RATE_LIMIT_PER_MIN=1000000", "RELAY_MAX_CONNS_PER_IP=0"}
 
 // run is one scenario's cloud on a fresh database, with a host created.
 type run struct {
@@ -87,14 +94,14 @@ func (r *run) sender(conns int) *sender {
 }
 
 // startHost claims the run's host and runs it forwarding to a new receiver.
-func (r *run) startHost(parallel bool, workers int) error {
+func (r *run) startHost(parallel bool, workers int, transport string) error {
 	rc, err := rig.StartReceiver(rig.ReceiverOptions{})
 	if err != nil {
 		return err
 	}
 	r.recv = rc
 	h, err := rig.StartHost(r.b.ctx, rig.HostConfig{Bin: r.b.bins.Host, CloudURL: r.cloud.URL, ClaimCode: r.code,
-		StateDir: filepath.Join(r.dir, "host"), Config: rig.ForwardConfig(rc.URL, parallel, workers)})
+		StateDir: filepath.Join(r.dir, "host"), Config: withTransport(rig.ForwardConfig(rc.URL, parallel, workers), transport)})
 	if err != nil {
 		return err
 	}
@@ -103,6 +110,12 @@ func (r *run) startHost(parallel bool, workers int) error {
 }
 
 // peak is a process's peak RSS so far (0 when it does not run).
+// withTransport sets a host configuration's transport.
+func withTransport(cfg map[string]any, transport string) map[string]any {
+	cfg["transport"] = transport
+	return cfg
+}
+
 func peak(p *rig.Proc) int64 {
 	if p == nil || !p.Running() {
 		return 0
@@ -328,6 +341,7 @@ func (b *bench) latency(engine string, rate int) latencyRow {
 
 type drainRow struct {
 	engine              string
+	transport           string
 	queued              int
 	insertRate          float64
 	insertErrors        int
@@ -350,9 +364,9 @@ func cpuPer(from rig.ProcSample, fromErr error, pid, n int) float64 {
 	return float64(to.CPUTicks()-from.CPUTicks()) / rig.ClockTicks * 1e6 / float64(n)
 }
 
-func (b *bench) drain(engine string) drainRow {
-	row := drainRow{engine: engine}
-	r, err := b.newRun(engine, "drain")
+func (b *bench) drain(engine, transport string) drainRow {
+	row := drainRow{engine: engine, transport: transport}
+	r, err := b.newRun(engine, "drain_"+transport)
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
@@ -389,7 +403,7 @@ func (b *bench) drain(engine string) drainRow {
 	db := b.startDBCPU(engine)
 	start := time.Now()
 	h, err := rig.StartHost(b.ctx, rig.HostConfig{Bin: b.bins.Host, CloudURL: r.cloud.URL, StateDir: state,
-		Config: rig.ForwardConfig(rc.URL, true, b.cfg.drainWorkers)})
+		Config: withTransport(rig.ForwardConfig(rc.URL, true, b.cfg.drainWorkers), transport)})
 	if err != nil {
 		row.err = r.fail(err)
 		return row
@@ -425,8 +439,8 @@ func (b *bench) drain(engine string) drainRow {
 	row.dbUS = db.usPer(row.queued) // nil on SQLite: -1
 	row.duplicates = rc.Duplicates()
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
-	logf("drain %s: %d in %s (last forward at %s): %.0f/s, %d duplicates; CPU µs per delivery: cloud %.0f, database %.0f, host %.0f, receiver %.0f",
-		engine, row.queued, row.toAck.Round(time.Millisecond), row.toForward.Round(time.Millisecond), row.rate, row.duplicates,
+	logf("drain %s %s: %d in %s (last forward at %s): %.0f/s, %d duplicates; CPU µs per delivery: cloud %.0f, database %.0f, host %.0f, receiver %.0f",
+		engine, transport, row.queued, row.toAck.Round(time.Millisecond), row.toForward.Round(time.Millisecond), row.rate, row.duplicates,
 		row.cloudUS, row.dbUS, row.hostUS, row.recvUS)
 	return row
 }
@@ -436,6 +450,7 @@ func (b *bench) drain(engine string) drainRow {
 type e2eRow struct {
 	engine              string
 	mode                string
+	transport           string
 	rate                float64
 	sent, arrived       int
 	errors              int
@@ -444,9 +459,9 @@ type e2eRow struct {
 	err                 string
 }
 
-func (b *bench) e2e(engine, mode string) e2eRow {
-	row := e2eRow{engine: engine, mode: mode, rate: b.cfg.e2eRate}
-	r, err := b.newRun(engine, "e2e_"+mode)
+func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
+	row := e2eRow{engine: engine, mode: mode, transport: transport, rate: rate}
+	r, err := b.newRun(engine, fmt.Sprintf("e2e_%s_%s_%g", mode, transport, rate))
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
@@ -456,7 +471,7 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 	if mode == "parallel" {
 		parallel, workers = true, b.cfg.e2eWorkers
 	}
-	if err := r.startHost(parallel, workers); err != nil {
+	if err := r.startHost(parallel, workers, transport); err != nil {
 		row.err = r.fail(err)
 		return row
 	}
@@ -466,7 +481,7 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 	// floor (1 s) later, which is not what this measures.
 	warm := 0
 	if b.cfg.warmup > 0 {
-		warm = s.openLoop(b.ctx, b.cfg.e2eRate, b.cfg.warmup, 64, nil).OK
+		warm = s.openLoop(b.ctx, rate, b.cfg.warmup, 64, nil).OK
 		err = rig.WaitFor(b.ctx, 60*time.Second, 20*time.Millisecond, "the warm-up webhooks at the receiver", func() (bool, error) {
 			return r.recv.Unique() >= warm, nil
 		})
@@ -475,10 +490,10 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 			return row
 		}
 	}
-	total := int(b.cfg.e2eRate * b.cfg.e2eDuration.Seconds())
+	total := int(rate * b.cfg.e2eDuration.Seconds())
 	var mu sync.Mutex
 	sentAt := make(map[int64]time.Time, total)
-	res := s.openLoop(b.ctx, b.cfg.e2eRate, b.cfg.e2eDuration, 64, func(i int64, at time.Time) {
+	res := s.openLoop(b.ctx, rate, b.cfg.e2eDuration, 64, func(i int64, at time.Time) {
 		mu.Lock()
 		sentAt[i] = at
 		mu.Unlock()
@@ -500,7 +515,7 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 	p := newPercentiles(lat)
 	row.p50, row.p99, row.max = p.at(0.50), p.at(0.99), p.max()
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
-	logf("e2e %s %s: %d sent, %d arrived, p50 %s p99 %s max %s", engine, mode, row.sent, row.arrived, ms(row.p50), ms(row.p99), ms(row.max))
+	logf("e2e %s %s %s %g/s: %d sent, %d arrived, p50 %s p99 %s max %s", engine, mode, transport, rate, row.sent, row.arrived, ms(row.p50), ms(row.p99), ms(row.max))
 	return row
 }
 
@@ -508,6 +523,7 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 
 type idleRow struct {
 	engine     string
+	transport  string
 	hosts      int
 	setup      time.Duration
 	sent       int // heartbeats sent in the window
@@ -516,12 +532,13 @@ type idleRow struct {
 	window     time.Duration
 	cloudCPU   float64
 	cloudPeak  int64
+	perHost    int64 // the cloud's resident set grown per host, bytes
 	err        string
 }
 
-func (b *bench) idle(engine string) idleRow {
-	row := idleRow{engine: engine, hosts: b.cfg.idleHosts}
-	r, err := b.newRun(engine, "idle")
+func (b *bench) idle(engine, transport string) idleRow {
+	row := idleRow{engine: engine, transport: transport, hosts: b.cfg.idleHosts}
+	r, err := b.newRun(engine, "idle_"+transport)
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
@@ -573,6 +590,10 @@ func (b *bench) idle(engine string) idleRow {
 	}
 	row.setup = time.Since(setup)
 	logf("idle %s: %d hosts created and claimed in %s", engine, len(tokens), row.setup.Round(time.Millisecond))
+	before, _ := rig.ReadProc(r.cloud.PID())
+	if transport == "websocket" {
+		return b.idleSockets(ctx, cancel, r, row, tokens, before.VmRSS)
+	}
 
 	// Each host heartbeats once per interval, the hosts spread evenly over
 	// it; with wait_s the cloud holds each heartbeat, as it does a real
@@ -618,9 +639,89 @@ func (b *bench) idle(engine string) idleRow {
 	row.window = time.Since(start)
 	row.sent, row.heartbeats, row.errors = int(sent.Load()), int(beats.Load()), int(errs.Load())
 	row.cloudPeak = r.cloudPeak()
+	if after, err := rig.ReadProc(r.cloud.PID()); err == nil && before.VmRSS > 0 {
+		row.perHost = (after.VmRSS - before.VmRSS) / int64(len(tokens))
+	}
 	cancel()
 	hb.Wait()
 	admin.Client.CloseIdleConnections()
 	logf("idle %s: %d heartbeats answered in %s, %d errors, cloud CPU %.1f%% of a core", engine, row.heartbeats, row.window.Round(time.Second), row.errors, row.cloudCPU*100)
+	return row
+}
+
+// idleSockets keeps a socket open for each host (hello with credit, then
+// reading, which answers the cloud's pings) and measures the cloud's CPU
+// over the idle window and its memory per socket.
+func (b *bench) idleSockets(ctx context.Context, cancel context.CancelFunc, r *run, row idleRow, tokens []string, before int64) idleRow {
+	u := "ws" + strings.TrimPrefix(r.cloud.URL, "http") + shared.PathSocket
+	hello, _ := json.Marshal(shared.Frame{Type: shared.FrameHello, AgentVersion: "bench", Credit: 32, RawBodyOnly: true})
+	var (
+		open, errs atomic.Int64
+		next       atomic.Int64
+		wg, conns  sync.WaitGroup
+	)
+	start := time.Now()
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tokens) || ctx.Err() != nil {
+					return
+				}
+				h := http.Header{"Authorization": {"Bearer " + tokens[i]}}
+				dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+				c, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: h})
+				if err == nil {
+					err = c.Write(dctx, websocket.MessageText, hello)
+				}
+				if err == nil {
+					_, _, err = c.Read(dctx) // welcome
+				}
+				dcancel()
+				if err != nil {
+					errs.Add(1)
+					if c != nil {
+						c.CloseNow()
+					}
+					continue
+				}
+				open.Add(1)
+				conns.Add(1)
+				go func() {
+					defer conns.Done()
+					defer c.CloseNow()
+					for {
+						if _, _, err := c.Read(ctx); err != nil {
+							if ctx.Err() == nil {
+								errs.Add(1)
+							}
+							return
+						}
+					}
+				}()
+			}
+		}()
+	}
+	wg.Wait()
+	logf("idle %s websocket: %d sockets open in %s (%d errors)", r.engine, open.Load(), time.Since(start).Round(time.Millisecond), errs.Load())
+	cpu := startCPU(r.cloud.Proc)
+	t0 := time.Now()
+	select {
+	case <-b.ctx.Done():
+	case <-time.After(b.cfg.idleDuration):
+	}
+	row.cloudCPU = cpu.share()
+	row.window = time.Since(t0)
+	row.sent, row.heartbeats, row.errors = len(tokens), int(open.Load()), int(errs.Load())
+	row.cloudPeak = r.cloudPeak()
+	if after, err := rig.ReadProc(r.cloud.PID()); err == nil && before > 0 && open.Load() > 0 {
+		row.perHost = (after.VmRSS - before) / open.Load()
+	}
+	cancel()
+	conns.Wait()
+	logf("idle %s websocket: %d sockets held for %s, %d errors, cloud CPU %.1f%% of a core, %s per socket",
+		r.engine, row.heartbeats, row.window.Round(time.Second), row.errors, row.cloudCPU*100, mib(row.perHost))
 	return row
 }
