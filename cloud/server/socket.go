@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/gin-gonic/gin"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
@@ -169,14 +170,16 @@ func (ss *socketSession) serve(ctx context.Context) {
 		ss.finish(err)
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); ss.readLoop(ctx) }()
-	go func() { defer wg.Done(); ss.keepAlive(ctx) }()
-	go func() { defer wg.Done(); ss.pushLoop(ctx) }()
+	// An idle socket holds two goroutines, this one (pushing) and its
+	// reader; pings and the token's expiry are timers.
+	read := make(chan struct{})
+	go func() { defer close(read); ss.readLoop(ctx) }()
+	stopTimers := ss.keepAlive(ctx)
+	ss.pushLoop(ctx)
 	<-ctx.Done()
+	stopTimers()
 	ss.finish(context.Cause(ctx))
-	wg.Wait()
+	<-read
 	s.log.Debug("socket closed", "host", host.ID, "cause", context.Cause(ctx))
 }
 
@@ -411,46 +414,61 @@ func (ss *socketSession) token(tok string) error {
 
 // keepAlive pings the host every SocketPingEvery, recording the contact
 // (delivery.Service.Record), and closes the socket when the host does not
-// answer, when its last token expires, and when the cloud stops.
-func (ss *socketSession) keepAlive(ctx context.Context) {
+// answer and when its last token expires; it returns what stops it. The
+// cloud stopping ends the push loop (delivery.ErrStopping).
+func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 	s := ss.s
-	tick := s.clock.NewTicker(shared.SocketPingEvery)
-	defer tick.Stop()
-	for {
+	var mu sync.Mutex // the timers, set below and reset by their own funcs
+	var ping, expiry clockwork.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	ping = s.clock.AfterFunc(shared.SocketPingEvery, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), socketPingTimeout)
+		err := ss.conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				ss.cancel(fmt.Errorf("ping: %w", err))
+			}
+			return
+		}
+		if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil && ctx.Err() == nil {
+			s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ping.Reset(shared.SocketPingEvery)
+	})
+	var expire func()
+	expire = func() {
 		ss.mu.Lock()
-		expires := ss.expires
+		left := ss.expires.Sub(s.clock.Now())
 		ss.mu.Unlock()
-		left := expires.Sub(s.clock.Now())
 		if left <= 0 {
 			ss.close(shared.CloseTokenExpired, "token expired")
 			return
 		}
-		expiry := s.clock.NewTimer(left)
-		select {
-		case <-ctx.Done():
-			expiry.Stop()
-			return
-		case <-s.deliveries.Stopping():
-			expiry.Stop()
-			ss.close(websocket.StatusGoingAway, "cloud stopping")
-			return
-		case <-expiry.Chan():
-			// Looked at again above: a token frame may have moved it.
-		case <-tick.Chan():
-			expiry.Stop()
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), socketPingTimeout)
-			err := ss.conn.Ping(pctx)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					ss.cancel(fmt.Errorf("ping: %w", err))
-				}
-				return
-			}
-			if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil {
-				s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
-			}
+		// A token frame moved it.
+		mu.Lock()
+		defer mu.Unlock()
+		if expiry == nil {
+			expiry = s.clock.AfterFunc(left, expire)
+		} else {
+			expiry.Reset(left)
 		}
+	}
+	ss.mu.Lock()
+	left := ss.expires.Sub(s.clock.Now())
+	ss.mu.Unlock()
+	expiry = s.clock.AfterFunc(max(left, 0), expire)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ping.Stop()
+		expiry.Stop()
 	}
 }
 

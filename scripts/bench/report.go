@@ -44,7 +44,7 @@ func (rep *report) markdown(b *bench) string {
 	p("| command | `%s` |\n", command())
 	p("| run time | %s |\n\n", time.Since(b.started).Round(time.Second))
 	p("Every run starts its own `cloud serve` on a fresh database (a new Postgres database, a new SQLite file),\n")
-	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000`, its most; `RELAY_MAX_CONNS_PER_IP=0`: every client is 127.0.0.1) and default logging.\n")
+	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000`, its most; `RELAY_MAX_CONNS_PER_IP=0` and `RELAY_AUTH_FAILURES_PER_MIN=100000`: every client is 127.0.0.1) and default logging.\n")
 	p("Requests are signed GitHub `installation` webhooks (a real %d-byte payload), each with its own\n", len(payloadBody()))
 	p("`X-GitHub-Delivery`. Latencies are in milliseconds; peak RSS is the process's VmHWM in MiB;\n")
 	p("CPU is in cores (1.0 = one core busy for the whole run) from /proc/PID/stat; Postgres CPU counts\n")
