@@ -61,6 +61,9 @@ const (
 	// meanwhile.
 	socketRetryFirst = 2 * time.Second
 	socketRetryMax   = 5 * time.Minute
+	// reportDelay is how long an outcome may wait for others to go in the
+	// same report while webhooks still run.
+	reportDelay = 100 * time.Millisecond
 	// maxSocketFrame bounds a frame the host reads: a batch of webhooks
 	// (the cloud's batch bytes, base64-encoded, with headers).
 	maxSocketFrame = 64 << 20
@@ -298,7 +301,7 @@ func readFrame(ctx context.Context, conn *websocket.Conn) (*shared.Frame, error)
 		return nil, errors.New("socket: binary frame")
 	}
 	var f shared.Frame
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := cloudapi.DecodeFrame(data, &f); err != nil {
 		return nil, fmt.Errorf("socket: malformed frame: %w", err)
 	}
 	return &f, nil
@@ -375,6 +378,14 @@ func (sc *socketConn) serve(ctx context.Context) error {
 	defer extendTick.Stop()
 	refresh := t.clock.NewTimer(max(t.tokens.renewAt().Sub(t.clock.Now()), time.Second))
 	defer refresh.Stop()
+	// While webhooks run, outcomes wait up to reportDelay to go out
+	// together: a report per outcome costs the ledger a delete each.
+	var reportDue clockwork.Timer
+	defer func() {
+		if reportDue != nil {
+			reportDue.Stop()
+		}
+	}()
 
 	if err := sc.report(ctx); err != nil {
 		return err
@@ -383,6 +394,10 @@ func (sc *socketConn) serve(ctx context.Context) error {
 		var cleaned <-chan struct{}
 		if sc.cleanup != nil {
 			cleaned = sc.cleanup
+		}
+		var due <-chan time.Time
+		if reportDue != nil {
+			due = reportDue.Chan()
 		}
 		var err error
 		select {
@@ -400,6 +415,15 @@ func (sc *socketConn) serve(ctx context.Context) error {
 		case f := <-frames:
 			err = sc.apply(f)
 		case <-a.wake:
+			switch {
+			case a.flow.count() == 0:
+				// The last outcome: report it now.
+				err = sc.report(ctx)
+			case reportDue == nil:
+				reportDue = t.clock.NewTimer(reportDelay)
+			}
+		case <-due:
+			reportDue = nil
 			err = sc.report(ctx)
 		case <-cleaned:
 			sc.cleanup = nil
@@ -490,15 +514,15 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 }
 
 // grant sends more credit when the window has room the cloud was not told
-// of and the credit it holds runs low (or nothing is in flight).
+// of: a quarter of the window at least, or any once nothing is in flight.
+// Granting each freed slot at once would have a draining cloud push (and
+// lease, and mark delivered) one webhook a frame.
 func (sc *socketConn) grant() error {
 	a := sc.t.a
-	c := a.flow.credit(sc.t.clock.Now(), false)
+	c := a.flow.room()
 	limit := sc.received + int64(sc.room(c))
-	if limit <= sc.limit {
-		return nil
-	}
-	if left := sc.limit - sc.received; left >= int64(max(c.free, 1))/2 && !c.idle {
+	gain := limit - sc.limit
+	if gain <= 0 || (gain < int64(max(1, a.flow.windowSize()/4)) && !c.idle) {
 		return nil
 	}
 	if err := sc.write(&shared.Frame{Type: shared.FrameCredit, Received: sc.received, Credit: int(limit - sc.received)}); err != nil {
@@ -579,4 +603,20 @@ func (ts *tokenSource) renewAt() time.Time {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.renew
+}
+
+// room is credit without the extends: the room in the window and whether
+// nothing is in flight, in constant time (a socket asks after every
+// outcome).
+func (f *flow) room() credit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return credit{free: f.window - len(f.inFlight), idle: len(f.inFlight) == 0}
+}
+
+// windowSize is the lease window.
+func (f *flow) windowSize() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.window
 }

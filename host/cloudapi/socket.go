@@ -2,6 +2,7 @@ package cloudapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 // DialSocket opens the socket on which the cloud pushes deliveries
@@ -38,3 +40,22 @@ func (c *Client) DialSocket(ctx context.Context, token string) (*websocket.Conn,
 	}
 	return conn, nil
 }
+
+// DecodeFrame decodes a frame of the socket into f. A webhooks frame —
+// megabytes a second while a host drains — is walked as a heartbeat's
+// answer is (decodeHeartbeat), with the same values and errors as
+// json.Unmarshal's; other frames are small and go through json.Unmarshal.
+func DecodeFrame(data []byte, f *shared.Frame) error {
+	var typ [1][]byte
+	if jsonwalk.Fields(data, frameType, typ[:]) && string(typ[0]) == `"`+shared.FrameWebhooks+`"` {
+		var hb shared.HeartbeatResponse
+		if walkHeartbeat(data, &hb) && hb.Status == "" && hb.HeartbeatIntervalS == 0 && !hb.More {
+			*f = shared.Frame{Type: shared.FrameWebhooks, Webhooks: hb.Webhooks}
+			return nil
+		}
+	}
+	*f = shared.Frame{}
+	return json.Unmarshal(data, f)
+}
+
+var frameType = []string{"type"}
