@@ -179,7 +179,7 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 // requests are outstanding; a schedule that needs more shows as latency.
 // sent, if not nil, is called with each request's index and actual send
 // time.
-func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent func(i int64, at time.Time)) loadResult {
+func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent, answered func(i int64, at time.Time)) loadResult {
 	var (
 		res  loadResult
 		mu   sync.Mutex
@@ -210,6 +210,9 @@ func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, ma
 				}
 				switch s.send(ctx, first+k) {
 				case okAnswer:
+					if answered != nil {
+						answered(first+k, time.Now())
+					}
 					ok++
 					lat = append(lat, time.Since(due))
 				case badStatus:

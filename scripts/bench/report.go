@@ -127,16 +127,19 @@ func (rep *report) markdown(b *bench) string {
 		p("the time from each POST to its arrival at the local receiver, matched by `X-GitHub-Delivery`. *sequential*\n")
 		p("is a source's default (one webhook at a time, in order; 4 workers); *parallel* is `parallel: true` with\n")
 		p("%d workers. *transport*: `heartbeat` is the long poll (an idle host's heartbeat held until work comes),\n", cfg.e2eWorkers)
-		p("`websocket` the socket (each webhook pushed as it is committed).\n\n")
-		p("| engine | host | transport | rate/s | sent | arrived | p50 | p99 | max | errors | cloud peak RSS | host peak RSS |\n")
-		p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("`websocket` the socket (each webhook pushed as it is committed). Where the time goes: *p50 intake* is\n")
+		p("the POST until the intake's answer (signature verified, stored and committed), *p50 after* that\n")
+		p("answer until the handler (negative: the push or the long poll's answer, which also follow the commit,\n")
+		p("beat the intake's own answer).\n\n")
+		p("| engine | host | transport | rate/s | sent | arrived | p50 | p99 | max | p50 intake | p50 after | errors | cloud peak RSS | host peak RSS |\n")
+		p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.e2e {
 			if r.err != "" && r.arrived == 0 {
 				p("| %s | %s | %s | %g | failed: %s ||||||||\n", r.engine, r.mode, r.transport, r.rate, oneLine(r.err))
 				continue
 			}
-			p("| %s | %s | %s | %g | %d | %d | %s | %s | %s | %d | %s | %s |\n", r.engine, r.mode, r.transport, r.rate, r.sent, r.arrived,
-				ms(r.p50), ms(r.p99), ms(r.max), r.errors, mib(r.cloudPeak), mib(r.hostPeak))
+			p("| %s | %s | %s | %g | %d | %d | %s | %s | %s | %s | %s | %d | %s | %s |\n", r.engine, r.mode, r.transport, r.rate, r.sent, r.arrived,
+				ms(r.p50), ms(r.p99), ms(r.max), ms(r.intakeP50), signedMS(r.afterP50), r.errors, mib(r.cloudPeak), mib(r.hostPeak))
 		}
 		p("\n")
 	}
@@ -341,4 +344,12 @@ func kib(n int64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+}
+
+// signedMS is ms for a duration that may be negative.
+func signedMS(d time.Duration) string {
+	if d < 0 {
+		return "−" + ms(-d)
+	}
+	return ms(d)
 }
