@@ -165,6 +165,9 @@ func TestHostSocketCutMidBatch(t *testing.T) {
 	}
 	// Cut, then connected again.
 	require.GreaterOrEqual(t, strings.Count(tail(h.logPath, 1000), "socket connected"), 2)
+	// Idle on its socket, the host (heartbeat interval 1 s) stays healthy:
+	// it pings at its interval, and each pong is a contact.
+	require.Never(t, func() bool { return h.health().Status != "ok" }, 4*time.Second, 100*time.Millisecond)
 }
 
 // TestHostSocketDeactivated: deactivating a host closes its socket at once

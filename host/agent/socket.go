@@ -372,7 +372,9 @@ func (sc *socketConn) serve(ctx context.Context) error {
 	}()
 	pingErr := make(chan error, 1)
 	pinging := false
-	pingTick := t.clock.NewTicker(shared.SocketPingEvery)
+	// The host pings at its heartbeat interval (at most SocketPingEvery):
+	// each pong is a contact, as a heartbeat is, for its health report.
+	pingTick := t.clock.NewTicker(min(shared.SocketPingEvery, t.hb.interval))
 	defer pingTick.Stop()
 	extendTick := t.clock.NewTicker(a.flow.renewEvery)
 	defer extendTick.Stop()
