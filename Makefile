@@ -1,5 +1,5 @@
 # The relay's two set-up commands are `make run` and `make test`.
-.PHONY: run test bench chaos build vet fmt clean
+.PHONY: run test bench chaos build release vet fmt clean
 
 run:  ## the demo: cloud on embedded SQLite, a claimed host, a receiver
 	scripts/run.sh
@@ -16,6 +16,9 @@ chaos: ## the fault suite, every scenario at full length
 build: ## bin/cloud, bin/host, bin/demo-receiver, bin/send-sample (a plain `go build ./cloud` would collide with the cloud/ directory)
 	go build -o bin/ ./cloud ./host ./scripts/demo-receiver ./scripts/send-sample
 
+release: ## static cloud and host binaries for linux and darwin on amd64 and arm64 with SHA256SUMS, in dist/VERSION/ (VERSION, COMMIT, RELEASE_PLATFORMS override)
+	scripts/release.sh
+
 vet:
 	go vet ./...
 
@@ -23,4 +26,4 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin .run
+	rm -rf bin .run dist

@@ -31,7 +31,7 @@ func rekey(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, _, err := openMigrated(ctx, o.databaseURL)
+	st, _, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func rekey(ctx context.Context, args []string) error {
 		return fmt.Errorf("rekey: %w", err)
 	}
 	log.Info("secrets re-encrypted", "key_id", ring.SealingKeyID(), "sources", res.Sources,
-		"sources_rewritten", res.Rewritten, "secrets_rewritten", res.Secrets)
+		"sources_rewritten", res.Rewritten, "secrets_rewritten", res.Secrets, "sinks_rewritten", res.Sinks)
 	fmt.Fprintf(os.Stdout, "re-encrypted %d secrets in %d of %d sources with key %s\n",
 		res.Secrets, res.Rewritten, res.Sources, ring.SealingKeyID())
 	if len(res.Failed) > 0 {

@@ -4,6 +4,8 @@
 //	cloud serve     run the server (migrates first)
 //	cloud migrate   apply database migrations and exit
 //	cloud rekey     re-encrypt every stored secret with the first key
+//	cloud backup    copy the SQLite database to a file, online
+//	cloud health    is the server of these settings on this machine ready?
 //
 // Every setting is an environment variable and a flag of the same meaning;
 // see -h of each command.
@@ -17,6 +19,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,7 +29,9 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"golang.org/x/crypto/acme/autocert"
 
+	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
@@ -35,10 +40,20 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
 	"github.com/relaykit/relay/cloud/sweep"
+	"github.com/relaykit/relay/cloud/tlsconf"
+	"github.com/relaykit/relay/shared/buildinfo"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X
+// main.version=… -X main.commit=…" (make release).
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// commitOf is the commit the binary was built from.
+func commitOf() string { return buildinfo.Commit(commit) }
 
 const usage = `usage: cloud <command> [flags]
 
@@ -46,7 +61,9 @@ commands:
   serve     run the relay's cloud server (applies migrations first)
   migrate   apply database migrations and exit
   rekey     re-encrypt every stored source secret with the first key of RELAY_SECRET_KEYS
-  version   print the version
+  backup    copy the SQLite database to a new file while the cloud runs
+  health    ask the cloud serve of the same settings on this machine if it is ready (exit 0) or not (1)
+  version   print the version and the commit it was built from
 
 Run "cloud <command> -h" for the flags of a command.
 `
@@ -74,8 +91,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = migrate(ctx, args[1:])
 	case "rekey":
 		err = rekey(ctx, args[1:])
+	case "health":
+		err = health(ctx, args[1:])
+	case "backup":
+		err = backup(ctx, args[1:])
 	case "version", "-v", "--version":
-		fmt.Println(version)
+		fmt.Println(buildinfo.String("cloud", version, commit))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
@@ -127,6 +148,14 @@ type options struct {
 	inflightHostMB                                        int
 	inflightIPMB                                          int
 	maxConnsPerIP                                         int
+	sqliteCacheMB                                         int
+
+	// alerts and host presence
+	alertInterval, alertResend, hostLateAfter, hostOfflineAfter time.Duration
+	// TLS: certificate files, or ACME; and the plain-HTTP listener
+	tlsCert, tlsKey                                  string
+	acmeDomains, acmeCache, acmeEmail, acmeDirectory string
+	httpRedirectListen                               string
 
 	envErrs []error // environment values that do not parse
 }
@@ -197,6 +226,23 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.StringVar(&o.trustedProxies, "trusted-proxies", env("RELAY_TRUSTED_PROXIES", ""), "comma-separated IPs or CIDRs of proxies whose X-Forwarded-For names the client (RELAY_TRUSTED_PROXIES; default: none)")
 	fs.DurationVar(&o.heartbeatFloor, "heartbeat-floor", o.envDuration("RELAY_HEARTBEAT_FLOOR", time.Second), "shortest heartbeat interval hosts may use (RELAY_HEARTBEAT_FLOOR)")
 	fs.IntVar(&o.authFailures, "auth-failures-per-min", o.envInt("RELAY_AUTH_FAILURES_PER_MIN", 10), "failed claims, token requests and admin logins per minute per client IP before it gets 429 (RELAY_AUTH_FAILURES_PER_MIN)")
+	fs.DurationVar(&o.alertInterval, "alert-interval", o.envDuration("RELAY_ALERT_INTERVAL", 15*time.Second), "how often the alert rules are evaluated (RELAY_ALERT_INTERVAL)")
+	fs.DurationVar(&o.alertResend, "alert-resend", o.envDuration("RELAY_ALERT_RESEND", time.Hour), "how often a firing alert is sent again while it lasts (RELAY_ALERT_RESEND)")
+	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
+	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
+	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache of the writer connection; each reader keeps an eighth (RELAY_SQLITE_CACHE_MB)")
+	o.registerTLS(fs)
+}
+
+// registerTLS adds the settings of HTTPS.
+func (o *options) registerTLS(fs *flag.FlagSet) {
+	fs.StringVar(&o.tlsCert, "tls-cert", env("RELAY_TLS_CERT", ""), "PEM certificate (chain) to serve HTTPS with, read again when the file changes and on SIGHUP (RELAY_TLS_CERT; with RELAY_TLS_KEY)")
+	fs.StringVar(&o.tlsKey, "tls-key", env("RELAY_TLS_KEY", ""), "PEM private key of RELAY_TLS_CERT (RELAY_TLS_KEY)")
+	fs.StringVar(&o.acmeDomains, "acme-domains", env("RELAY_ACME_DOMAINS", ""), "comma-separated domains to get certificates for with ACME (Let's Encrypt) and serve HTTPS (RELAY_ACME_DOMAINS; instead of RELAY_TLS_CERT)")
+	fs.StringVar(&o.acmeCache, "acme-cache", env("RELAY_ACME_CACHE", ""), "directory of the ACME account key and certificates (RELAY_ACME_CACHE; default: acme in the data dir)")
+	fs.StringVar(&o.acmeEmail, "acme-email", env("RELAY_ACME_EMAIL", ""), "contact address for the ACME account, told of expiring certificates (RELAY_ACME_EMAIL; default: none)")
+	fs.StringVar(&o.acmeDirectory, "acme-directory-url", env("RELAY_ACME_DIRECTORY_URL", autocert.DefaultACMEDirectory), "the ACME directory, such as Let's Encrypt's staging one (RELAY_ACME_DIRECTORY_URL)")
+	fs.StringVar(&o.httpRedirectListen, "http-redirect-listen", env("RELAY_HTTP_REDIRECT_LISTEN", ""), "plain-HTTP listen address that redirects to HTTPS and answers ACME HTTP-01 challenges, such as :80 (RELAY_HTTP_REDIRECT_LISTEN; default: none; needs TLS)")
 }
 
 // registerKeys adds the settings that locate the secret key ring.
@@ -217,8 +263,9 @@ func (o *options) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, hopts))
 }
 
-// openStore picks the engine from the URL's scheme.
-func openStore(ctx context.Context, url string) (store.Store, error) {
+// openStore picks the engine from the URL's scheme; sqliteCacheMB is the
+// SQLite writer's page cache (0: the default).
+func openStore(ctx context.Context, url string, sqliteCacheMB int) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		return postgres.Open(ctx, url)
@@ -227,7 +274,7 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("database directory: %w", err)
 		}
-		return sqlite.Open(ctx, path)
+		return sqlite.OpenWith(ctx, path, sqlite.Options{CacheMB: sqliteCacheMB})
 	}
 	return nil, usageError{fmt.Errorf("RELAY_DATABASE_URL=%q: want postgres://… or sqlite:PATH", redactURL(url))}
 }
@@ -280,8 +327,8 @@ func (o *options) parseFlags(fs *flag.FlagSet, args []string) (*slog.Logger, err
 }
 
 // openMigrated opens the store and applies pending migrations.
-func openMigrated(ctx context.Context, url string) (store.Store, store.MigrateResult, error) {
-	st, err := openStore(ctx, url)
+func openMigrated(ctx context.Context, url string, sqliteCacheMB int) (store.Store, store.MigrateResult, error) {
+	st, err := openStore(ctx, url, sqliteCacheMB)
 	if err != nil {
 		return nil, store.MigrateResult{}, err
 	}
@@ -306,7 +353,7 @@ func migrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, res, err := openMigrated(ctx, o.databaseURL)
+	st, res, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}
@@ -320,6 +367,23 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Intake, store and lease spans go to OTEL_EXPORTER_OTLP_ENDPOINT when
+	// it is set.
+	tracer, shutdownTracing, err := telemetry.Setup(ctx, "relay-cloud", os.Getenv)
+	var bad *telemetry.SettingError
+	if errors.As(err, &bad) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("trace export at exit", "err", err)
+		}
+	}()
 	// SIGHUP reloads the secret key ring (see reloadKeys); one that comes
 	// while the server starts is handled once it runs, rather than killing it.
 	hup := make(chan os.Signal, 1)
@@ -333,6 +397,9 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := o.checkBudgets(); err != nil {
+		return err
+	}
+	if err := o.checkTLS(); err != nil {
 		return err
 	}
 	ring, err := loadRing(&o)
@@ -349,7 +416,7 @@ func serve(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 
-	st, mres, err := openMigrated(ctx, o.databaseURL)
+	st, mres, err := openMigrated(ctx, o.databaseURL, o.sqliteCacheMB)
 	if err != nil {
 		return err
 	}
@@ -370,6 +437,7 @@ func serve(ctx context.Context, args []string) error {
 		log.Warn("RELAY_PUBLIC_URL is not set: webhook URLs the admin API answers are built from each request's Host header, which the client chooses; set RELAY_PUBLIC_URL in production", "listen", o.listen)
 	}
 
+	presence := alert.PresenceConfig{LateAfter: o.hostLateAfter, OfflineAfter: o.hostOfflineAfter}
 	srv = server.New(st, ring, tokens, clock, log, server.Config{
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
@@ -378,6 +446,8 @@ func serve(ctx context.Context, args []string) error {
 		QuarantineHostMax:  o.quarantineHostMax, QuarantineHostMaxBytes: int64(o.quarantineHostMB) << 20,
 		QuarantinePerMin:   o.quarantinePerMin,
 		AuthFailuresPerMin: o.authFailures,
+		Presence:           presence,
+		Tracer:             tracer,
 		InflightBytes:      int64(o.inflightMB) << 20,
 		InflightHostBytes:  int64(o.inflightHostMB) << 20,
 		InflightIPBytes:    int64(o.inflightIPMB) << 20,
@@ -385,19 +455,69 @@ func serve(ctx context.Context, args []string) error {
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
 	}
-	httpSrv := server.NewHTTPServer(srv.Handler(), server.DefaultTimeouts, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
-	// Heartbeats waiting for work (wait_s) are answered at once on shutdown.
-	httpSrv.RegisterOnShutdown(srv.StopWaiting)
+	// The alert rules run on every replica; the one holding the
+	// evaluator's lease evaluates and notifies.
+	alerts := alert.New(st, ring, alert.Config{
+		Interval: o.alertInterval, Resend: o.alertResend, Presence: presence, PublicURL: o.publicURL,
+		KeysOK: func(ctx context.Context) (bool, error) {
+			cs, err := server.CheckCanary(ctx, st, ring)
+			return cs.OK, err
+		},
+		Intake5xx: srv.Intake5xx,
+	}, clock, log)
+	srv.RegisterMetrics(alerts.Metrics().Collectors()...)
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	_, httpsPort, _ := net.SplitHostPort(ln.Addr().String())
+	tlsSetup, err := o.tlsSetup(httpsPort, log)
+	if err != nil {
+		return err
+	}
+	handler := srv.Handler()
+	if tlsSetup != nil {
+		handler = tlsconf.HSTS(handler)
+		if strings.HasPrefix(o.publicURL, "http://") {
+			log.Warn("RELAY_PUBLIC_URL is http:// while the cloud serves HTTPS: the webhook URLs the admin API answers point at plain HTTP", "public_url", o.publicURL)
+		}
+	}
+	httpSrv := server.NewHTTPServer(handler, server.DefaultTimeouts, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+	// Heartbeats waiting for work (wait_s) are answered at once on shutdown.
+	httpSrv.RegisterOnShutdown(srv.StopWaiting)
+	// The plain-HTTP listener only redirects (and answers ACME challenges):
+	// its requests are small and short.
+	var redirectSrv *http.Server
+	var redirectLn net.Listener
+	if o.httpRedirectListen != "" {
+		redirectLn, err = net.Listen("tcp", o.httpRedirectListen)
+		if err != nil {
+			return fmt.Errorf("listen (RELAY_HTTP_REDIRECT_LISTEN): %w", err)
+		}
+		redirectSrv = &http.Server{
+			Handler:           tlsSetup.HTTP,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      10 * time.Second,
+			IdleTimeout:       30 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
 	}
 	ln = srv.LimitConnsPerIP(ln, o.maxConnsPerIP)
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	// Background upkeep runs on every replica: each job is safe to run at once.
+	expire := sweep.ExpireLeases(st, delivery.DefaultRetryPolicy)
+	expireLeases := expire.Do
+	expire.Do = func(ctx context.Context, now time.Time) (int, error) {
+		n, err := expireLeases(ctx, now)
+		srv.ObserveLeaseExpiries(n)
+		return n, err
+	}
 	sweeper := &sweep.Runner{Clock: clock, Log: log, Jobs: []sweep.Job{
-		sweep.ExpireLeases(st, delivery.DefaultRetryPolicy),
+		expire,
 		sweep.Retention(append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),
@@ -408,6 +528,8 @@ func serve(ctx context.Context, args []string) error {
 	go func() { defer close(releaseDone); srv.RunQuarantineRelease(sweepCtx, time.Minute) }()
 	wakeDone := make(chan struct{})
 	go func() { defer close(wakeDone); srv.RunWakeups(sweepCtx) }()
+	alertsDone := make(chan struct{})
+	go func() { defer close(alertsDone); alerts.Run(sweepCtx) }()
 	hupDone := make(chan struct{})
 	go func() {
 		defer close(hupDone)
@@ -417,13 +539,27 @@ func serve(ctx context.Context, args []string) error {
 				return
 			case <-hup:
 				reloadKeys(sweepCtx, &o, srv, log)
+				if tlsSetup != nil {
+					if err := tlsSetup.Reload(); err != nil {
+						log.Error("TLS certificate not reloaded: the previous one is kept", "err", err)
+					}
+				}
 			}
 		}
 	}()
 
-	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
-	log.Info("cloud listening", "addr", ln.Addr().String(), "database", redactURL(o.databaseURL), "version", version)
+	errc := make(chan error, 2)
+	if tlsSetup != nil {
+		httpSrv.TLSConfig = tlsSetup.TLS
+		go func() { errc <- httpSrv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- httpSrv.Serve(ln) }()
+	}
+	if redirectSrv != nil {
+		go func() { errc <- redirectSrv.Serve(redirectLn) }()
+		log.Info("redirecting plain HTTP to HTTPS", "addr", redirectLn.Addr().String())
+	}
+	log.Info("cloud listening", "addr", ln.Addr().String(), "tls", tlsMode(o), "database", redactURL(o.databaseURL), "version", version, "commit", commitOf())
 
 	select {
 	case err := <-errc:
@@ -431,6 +567,7 @@ func serve(ctx context.Context, args []string) error {
 		<-sweepDone
 		<-releaseDone
 		<-wakeDone
+		<-alertsDone
 		<-hupDone
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
@@ -444,10 +581,14 @@ func serve(ctx context.Context, args []string) error {
 	if werr := srv.WaitSockets(shutCtx); err == nil {
 		err = werr
 	}
+	if redirectSrv != nil {
+		_ = redirectSrv.Shutdown(shutCtx)
+	}
 	stopSweep()
 	<-sweepDone
 	<-releaseDone
 	<-wakeDone
+	<-alertsDone
 	<-hupDone
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)

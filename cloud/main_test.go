@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/tlsconf/tlstest"
 )
 
 var envName = regexp.MustCompile(`\((RELAY_[A-Z0-9_]+)`)
@@ -72,7 +74,7 @@ type settingCase struct {
 // settingCases are the settings that are not plain numbers or durations,
 // and the numbers with ranges of their own; a number or duration setting
 // without a case gets "many"/"-1" or "7d"/"-1s".
-func settingCases(dir string) map[string]settingCase {
+func settingCases(t *testing.T, dir string) map[string]settingCase {
 	file := filepath.Join(dir, "a-file")
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
 		panic(err)
@@ -85,7 +87,16 @@ func settingCases(dir string) map[string]settingCase {
 	if err := os.WriteFile(goodKeys, []byte(key32(2)+"\n"+key32(1)+"\n"), 0o600); err != nil {
 		panic(err)
 	}
+	leaf := tlstest.NewCA(t).Issue(t, "relay.example.com")
+	certFile, keyFile := leaf.Write(t, dir)
 	return map[string]settingCase{
+		"RELAY_TLS_CERT":              {bad: []string{filepath.Join(dir, "missing.pem"), file, keyFile, dir}, good: certFile},
+		"RELAY_TLS_KEY":               {bad: []string{filepath.Join(dir, "missing.pem"), file, certFile}, good: keyFile},
+		"RELAY_ACME_DOMAINS":          {bad: []string{"localhost", "10.0.0.1", "*.example.com", "relay.example.com,bad_name.com", " , "}, good: "relay.example.com, www.relay.example.com"},
+		"RELAY_ACME_CACHE":            {bad: []string{file}, good: filepath.Join(dir, "acme")},
+		"RELAY_ACME_EMAIL":            {bad: []string{"ops", "ops@", "a@b@c", "ops@example.com, dev@example.com"}, good: "ops@example.com"},
+		"RELAY_ACME_DIRECTORY_URL":    {bad: []string{"http://acme.example.com/directory", "acme", ""}, good: "https://acme-staging-v02.api.letsencrypt.org/directory"},
+		"RELAY_HTTP_REDIRECT_LISTEN":  {bad: []string{"80", "bogus"}, good: ":0"},
 		"RELAY_LISTEN":                {bad: []string{"bogus", ":http", "127.0.0.1:70000", ""}, good: "localhost:0"},
 		"RELAY_DATABASE_URL":          {bad: []string{"mysql://u:pw@x/db", "sqlite:", "sqlite::memory:", "sqlite:a.db?mode=ro", "relay.db"}, good: "sqlite:" + filepath.Join(dir, "other.db")},
 		"RELAY_DATA_DIR":              {bad: []string{file}, good: filepath.Join(dir, "new-dir")},
@@ -102,6 +113,11 @@ func settingCases(dir string) map[string]settingCase {
 		"RELAY_RATE_LIMIT_PER_MIN":    {bad: []string{"lots", "-1", "1000001"}, good: "600"},
 		"RELAY_QUARANTINE_MAX_MB":     {bad: []string{"1GB", "-1", "1048577"}, good: "64"},
 		"RELAY_AUTH_FAILURES_PER_MIN": {bad: []string{"ten", "0", "-1"}, good: "30"},
+		"RELAY_ALERT_INTERVAL":        {bad: []string{"soon", "0s"}, good: "30s"},
+		"RELAY_ALERT_RESEND":          {bad: []string{"often", "0s"}, good: "2h"},
+		"RELAY_HOST_LATE_AFTER":       {bad: []string{"late", "0s"}, good: "30s"},
+		"RELAY_HOST_OFFLINE_AFTER":    {bad: []string{"gone", "30s", "1m"}, good: "10m"},
+		"RELAY_SQLITE_CACHE_MB":       {bad: []string{"64MB", "0", "-1", "65537"}, good: "32"},
 	}
 }
 
@@ -130,7 +146,7 @@ func TestEverySettingChecked(t *testing.T) {
 			env := settingEnv(t, f)
 			t.Run(cmd+"/"+env, func(t *testing.T) {
 				dir := hermetic(t)
-				c, ok := settingCases(dir)[env]
+				c, ok := settingCases(t, dir)[env]
 				if !ok {
 					c = derivedCase(t, f)
 				}
@@ -208,4 +224,17 @@ func TestNewNumberSettingsChecked(t *testing.T) {
 		var ue usageError
 		require.ErrorAs(t, err, &ue)
 	}
+}
+
+// A bad OTEL_EXPORTER_OTLP_ENDPOINT stops serve before it starts, naming
+// the variable.
+func TestBadOTLPEndpoint(t *testing.T) {
+	hermetic(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr bytes.Buffer
+	require.Equal(t, 2, run(ctx, []string{"serve"}, &stderr), stderr.String())
+	require.Contains(t, stderr.String(), "OTEL_EXPORTER_OTLP_ENDPOINT")
+	require.Contains(t, stderr.String(), "want")
 }

@@ -130,7 +130,17 @@ var settingChecks = []settingCheck{
 		}
 		return ""
 	}},
+	{flag: "alert-interval", env: "RELAY_ALERT_INTERVAL", want: func(o *options) string { return positive(o.alertInterval > 0) }},
+	{flag: "alert-resend", env: "RELAY_ALERT_RESEND", want: func(o *options) string { return positive(o.alertResend > 0) }},
+	{flag: "host-late-after", env: "RELAY_HOST_LATE_AFTER", want: func(o *options) string { return positive(o.hostLateAfter > 0) }},
+	{flag: "host-offline-after", env: "RELAY_HOST_OFFLINE_AFTER", want: func(o *options) string {
+		if o.hostOfflineAfter <= o.hostLateAfter {
+			return "a duration above RELAY_HOST_LATE_AFTER, such as 3m"
+		}
+		return ""
+	}},
 	{flag: "auth-failures-per-min", env: "RELAY_AUTH_FAILURES_PER_MIN", want: func(o *options) string { return inRange(o.authFailures, 1, 1_000_000) }},
+	{flag: "sqlite-cache-mb", env: "RELAY_SQLITE_CACHE_MB", want: func(o *options) string { return inRange(o.sqliteCacheMB, 1, 65536) }},
 }
 
 func positive(ok bool) string {

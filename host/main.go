@@ -28,6 +28,15 @@ import (
 	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/host/config"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/buildinfo"
+)
+
+// version and commit are set at build time with -ldflags "-X
+// main.version=… -X main.commit=…" (make release); a build without them
+// is the agent's protocol version.
+var (
+	version = agent.Version
+	commit  = ""
 )
 
 const (
@@ -43,6 +52,8 @@ const usage = `usage:
   host ledger list [--result success|error|skipped] [--source NAME] [--since 1h|TIME]
                    [--limit N] [--cursor C] [--json] [--state DIR]
   host ledger show DELIVERY_ID [--json] [--state DIR]
+  host health [--listen ADDR]
+  host version
 
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
@@ -51,6 +62,7 @@ run --check validates the configuration, and the credentials with the cloud
 claim refuses a plain http:// cloud other than a loopback address unless
 --insecure-http is given.
 SIGHUP makes a running host reload its sources from the configuration file.
+health exits 0 when the running host's local API says it is well, else 1.
 `
 
 func main() {
@@ -73,6 +85,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return runAgent(ctx, args[1:], stdout, stderr, getenv)
 	case "ledger":
 		return runLedger(ctx, args[1:], stdout, stderr, getenv)
+	case "health":
+		return runHealth(ctx, args[1:], stdout, stderr, getenv)
+	case "version", "-v", "--version":
+		fmt.Fprintln(stdout, buildinfo.String("host", version, commit))
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -27,6 +27,7 @@ import (
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/host/localapi"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // ledgerFile is the ledger's name in the state directory.
@@ -169,8 +170,27 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return exitFailure
 	}
 	defer l.Close()
+	// Handler spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set.
+	tracer, shutdownTracing, err := telemetry.Setup(ctx, "relay-host", getenv)
+	var bad *telemetry.SettingError
+	if errors.As(err, &bad) {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitFailure
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("trace export at exit", "err", err)
+		}
+	}()
 
 	clock := clockwork.NewRealClock()
+	var api *localapi.Server // set below; its metrics observe handler runs
 	a := agent.New(agent.Options{
 		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version),
 		HostID:       p.creds.HostID,
@@ -186,6 +206,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Clock:        clock,
 		Logger:       log,
 		FaultHook:    faultHook,
+		Observe:      func(source, result string, took time.Duration) { api.ObserveHandler(source, result, took) },
+		Tracer:       tracer,
 	})
 
 	// The local API is up before the first heartbeat.
@@ -195,7 +217,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
 		return exitFailure
 	}
-	api := localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
+	api = localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
 	api.AllowListenHost(addr)
 	srv := localAPIServer(api)
 	ctx, cancel := context.WithCancel(ctx)

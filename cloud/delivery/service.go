@@ -8,8 +8,11 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // Store is the storage the core uses (a store.Store has it). Each method
@@ -38,6 +41,22 @@ type Config struct {
 	// Changed, when set, is called with a host's id after a heartbeat
 	// recorded its subscription: what caches of the host must drop.
 	Changed func(hostID string)
+	// Observer, when set, is told what the core did, for metrics.
+	Observer Observer
+	// Tracer, when exporting, records a lease span in each leased
+	// delivery's trace.
+	Tracer *telemetry.Tracer
+}
+
+// Observer is told what the core did (the cloud's metrics). Its methods
+// must not block.
+type Observer interface {
+	// Exchanged: a host's heartbeat (or any transport's exchange) was served.
+	Exchanged(hostID string)
+	// Leased: deliveries were leased to a host, each with its attempt.
+	Leased(ds []*store.Delivery)
+	// Acked: the host acked these deliveries at now (late repeats included).
+	Acked(ids []string, now time.Time)
 }
 
 func (c *Config) setDefaults() {
@@ -117,6 +136,9 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 	if err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
+	if s.cfg.Observer != nil && res.Acked > 0 {
+		s.cfg.Observer.Acked(r.Acks, now)
+	}
 	if res.Released > 0 {
 		s.log.Info("host lost a heartbeat answer; its deliveries are due again", "host", hostID, "deliveries", res.Released)
 	}
@@ -185,6 +207,17 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
+	}
+	if s.cfg.Observer != nil && len(res.Deliveries) > 0 {
+		s.cfg.Observer.Leased(res.Deliveries)
+	}
+	if s.cfg.Tracer.Enabled() {
+		for _, d := range res.Deliveries {
+			_, span, _ := s.cfg.Tracer.Start(ctx, "lease", d.Headers[shared.HeaderTraceParent],
+				attribute.String("relay.delivery_id", d.ID), attribute.String("relay.host_id", host.ID),
+				attribute.Int("relay.attempt", d.Attempts))
+			span.End()
+		}
 	}
 	return res, nil
 }
@@ -285,6 +318,9 @@ type Heartbeat struct {
 // The caller hands the batch out and then says how that ended (Handed).
 // Errors are the store's, wrapped: the heartbeat may be retried.
 func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat) (*store.DeliveryLeaseResult, error) {
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Exchanged(host.ID)
+	}
 	if _, err := s.Report(ctx, host.ID, &hb.Report); err != nil {
 		return nil, err
 	}

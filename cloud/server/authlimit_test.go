@@ -45,7 +45,7 @@ func authSetup(t *testing.T) *authBundle {
 	tokens, err := auth.NewTokens(jwtKey, 0, clock)
 	require.NoError(t, err)
 	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s := New(st, ring, tokens, clock, log, Config{AdminToken: testAdmin})
 	return &authBundle{t: t, handler: s.Handler(), clock: clock, log: &buf}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
@@ -338,6 +339,7 @@ func TestRekeyAndCanary(t *testing.T) {
 	require.Equal(t, CanaryStatus{OK: true, Created: true, KeyID: ringOf(t, 1).SealingKeyID()}, cs)
 	hostID, _ := k1.newHost("h")
 	k1.addSource(hostID, "billing", map[string]any{"provider": "generic", "secrets": []string{"s1", "s2"}})
+	require.Equal(t, 201, k1.admin("POST", "/api/alerts/sinks", map[string]string{"kind": "webhook", "url": "https://ops.example.com/a"}).status)
 
 	// Keys "2,1": everything still opens, but with the old key.
 	r21 := ringOf(t, 2, 1)
@@ -347,7 +349,12 @@ func TestRekeyAndCanary(t *testing.T) {
 	require.True(t, cs.Outdated)
 	res, err := Rekey(ctx, st, r21, clock.Now())
 	require.NoError(t, err)
-	require.Equal(t, RekeyResult{Sources: 2, Rewritten: 2, Secrets: 3}, res)
+	require.Equal(t, RekeyResult{Sources: 2, Rewritten: 2, Secrets: 3, Sinks: 1}, res)
+	sinks, err := st.AlertSinkList(ctx)
+	require.NoError(t, err)
+	changed, err := alert.ResealSink(ringOf(t, 2), sinks[0])
+	require.NoError(t, err, "the sink opens with the new key alone")
+	require.False(t, changed)
 	res, err = Rekey(ctx, st, r21, clock.Now())
 	require.NoError(t, err)
 	require.Equal(t, RekeyResult{Sources: 2}, res, "a second run has nothing to do")
@@ -369,7 +376,8 @@ func TestRekeyAndCanary(t *testing.T) {
 	require.Equal(t, ringOf(t, 2).SealingKeyID(), cs.KeyID)
 	res, err = Rekey(ctx, st, r9, clock.Now())
 	require.NoError(t, err)
-	require.Len(t, res.Failed, 2)
+	require.Len(t, res.Failed, 3)
+	require.Contains(t, res.Failed[2], "sink snk_")
 	cs, err = CheckCanary(ctx, st, ringOf(t, 2))
 	require.NoError(t, err)
 	require.True(t, cs.OK, "a failed rekey leaves the canary as it was")

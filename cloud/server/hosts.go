@@ -29,6 +29,21 @@ type hostJSON struct {
 	DeactivatedAt   *time.Time           `json:"deactivated_at,omitempty"`
 	Counts          map[store.Status]int `json:"counts"`
 	WebhookURL      string               `json:"webhook_url"`
+	// Presence is online, late or offline for an active, claimed host
+	// (from its last contact), else left out.
+	Presence store.Presence `json:"presence,omitempty"`
+	// PresenceHistory is the host's recorded presence changes, newest
+	// first (GET /api/hosts/:id only).
+	PresenceHistory []presenceEventJSON `json:"presence_history,omitempty"`
+}
+
+// presenceEventJSON is one presence change: went to To at At, after From
+// lasted LastedS seconds.
+type presenceEventJSON struct {
+	At      time.Time      `json:"at"`
+	From    store.Presence `json:"from,omitempty"`
+	To      store.Presence `json:"to"`
+	LastedS float64        `json:"lasted_s"`
 }
 
 func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status]int) hostJSON {
@@ -45,6 +60,9 @@ func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status
 	}
 	if h.ClaimCodeHash != nil {
 		v.ClaimExpiresAt = h.ClaimExpiresAt
+	}
+	if h.Status == store.HostActive && h.CredentialHash != nil {
+		v.Presence = s.cfg.Presence.Of(h.LastHeartbeatAt, h.ClaimedAt, s.now())
 	}
 	return v
 }
@@ -89,6 +107,13 @@ func (s *Server) createHost(c *gin.Context) {
 }
 
 func (s *Server) listHosts(c *gin.Context) {
+	presence := store.Presence(c.Query("presence"))
+	switch presence {
+	case "", store.PresenceOnline, store.PresenceLate, store.PresenceOffline:
+	default:
+		s.writeError(c, errInvalid("presence must be online, late or offline"))
+		return
+	}
 	hosts, err := s.store.HostListWithCounts(c.Request.Context())
 	if err != nil {
 		s.writeError(c, err)
@@ -96,7 +121,11 @@ func (s *Server) listHosts(c *gin.Context) {
 	}
 	out := make([]hostJSON, 0, len(hosts))
 	for _, h := range hosts {
-		out = append(out, s.hostView(c, h.Host, h.Counts))
+		v := s.hostView(c, h.Host, h.Counts)
+		if presence != "" && v.Presence != presence {
+			continue
+		}
+		out = append(out, v)
 	}
 	c.JSON(200, gin.H{"hosts": out})
 }
@@ -140,14 +169,24 @@ func (s *Server) newClaimCode(c *gin.Context) {
 	c.JSON(200, shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt})
 }
 
-// writeHost answers one host with its delivery counts.
+// writeHost answers one host with its delivery counts and presence
+// history.
 func (s *Server) writeHost(c *gin.Context, h *store.Host) {
 	counts, err := s.store.DeliveryCountByStatus(c.Request.Context(), h.ID)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(200, s.hostView(c, h, counts))
+	events, err := s.store.PresenceEventList(c.Request.Context(), h.ID, 50)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	v := s.hostView(c, h, counts)
+	for _, e := range events {
+		v.PresenceHistory = append(v.PresenceHistory, presenceEventJSON{At: e.At, From: e.From, To: e.To, LastedS: e.Lasted.Seconds()})
+	}
+	c.JSON(200, v)
 }
 
 func hostErr(err error) error {

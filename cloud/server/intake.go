@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // errBadSignature is the one answer for every verification failure.
@@ -165,22 +167,34 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 			resp: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
 	}
 
-	res, err := s.store.DeliveryInsert(ctx, &store.DeliveryInsertParams{
-		ID:            store.DeliveryID(src.Name, ev.ID, received),
+	// The webhook's trace starts here, or continues the provider's; its
+	// traceparent is stored among the delivery's headers and goes on to
+	// the handler.
+	id := store.DeliveryID(src.Name, ev.ID, received)
+	ctx, span, traceparent := s.cfg.Tracer.Start(ctx, "intake", req.Header.Get(shared.HeaderTraceParent),
+		attribute.String("relay.delivery_id", id), attribute.String("relay.host_id", host.ID), attribute.String("relay.source", src.Name))
+	headers := providerHeaders(req.Header, verify.SecretHeaders(provider, src.Options))
+	headers[shared.HeaderTraceParent] = traceparent
+	correlationID := newCorrelationID()
+	sctx, storeSpan := s.cfg.Tracer.StartChild(ctx, "store")
+	res, err := s.store.DeliveryInsert(sctx, &store.DeliveryInsertParams{
+		ID:            id,
 		HostID:        host.ID,
 		Source:        src.Name,
 		EventID:       ev.ID,
 		EventType:     truncate(ev.Type, 200),
 		EventAction:   truncate(ev.Action, 200),
-		Headers:       providerHeaders(req.Header, verify.SecretHeaders(provider, src.Options)),
+		Headers:       headers,
 		RawBody:       req.Body,
 		RetryDelays:   src.RetryDelays, // nil: the store's default schedule
 		MaxAttempts:   src.MaxAttempts,
-		CorrelationID: newCorrelationID(),
+		CorrelationID: correlationID,
 		ReceiveNote:   note,
 		ReceivedAt:    received,
 	})
+	telemetry.End(storeSpan, err)
 	if err != nil {
+		telemetry.End(span, err)
 		return nil, err
 	}
 	out := &admitted{outcome: outcomeQueued, status: provider.SuccessStatus(),
@@ -192,7 +206,9 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 		out.outcome = outcomeRevived
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "webhook stored", slog.String("delivery_id", res.Delivery.ID),
-		slog.String("outcome", string(res.Outcome)))
+		slog.String("outcome", string(res.Outcome)), slog.String("correlation_id", res.Delivery.CorrelationID),
+		slog.String("trace_id", shared.TraceIDOf(res.Delivery.Headers[shared.HeaderTraceParent])))
+	span.End()
 	return s.answer(provider, req, out), nil
 }
 

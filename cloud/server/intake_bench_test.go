@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -37,26 +38,32 @@ import (
 
 // BenchmarkIntake drives signed GitHub webhooks through the real handler over
 // loopback HTTP into a real store: the server-side cost of one durable
-// webhook. The load generator shares the process, so a CPU profile shows
-// both; `make bench` measures the binaries from outside.
+// webhook. Each X-GitHub-Delivery is random (a UUID, as GitHub sends) or, in
+// the counter runs, a counter (bench-1, bench-2, …), whose dedupe index
+// grows at one end and flatters an engine. The load generator shares the
+// process, so a CPU profile shows both; `make bench` measures the binaries
+// from outside.
 //
-//	go test -run '^$' -bench Intake -benchtime 20000x -cpu 2 ./cloud/server/
+//	go test -run '^$' -bench 'Intake/sqlite/random' -benchtime 20000x -cpu 2 ./cloud/server/
 func BenchmarkIntake(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "cloud.db"))
-		require.NoError(b, err)
-		require.NoError(b, st.Migrate(context.Background()))
-		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}))
-	})
-	b.Run("postgres", func(b *testing.B) {
-		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
-		require.NoError(b, err)
-		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2})) // as the cloud runs it
-	})
+	for _, ids := range []string{"random", "counter"} {
+		b.Run("sqlite/"+ids, func(b *testing.B) {
+			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "cloud.db"))
+			require.NoError(b, err)
+			require.NoError(b, st.Migrate(context.Background()))
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), ids == "random")
+		})
+		b.Run("postgres/"+ids, func(b *testing.B) {
+			st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
+			require.NoError(b, err)
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), ids == "random") // as the cloud runs it
+		})
+	}
 }
 
 // benchIntake takes st migrated, as cloud serve wraps it: with group commit.
-func benchIntake(b *testing.B, st store.Store) {
+// random: each delivery id a random UUID, else a counter.
+func benchIntake(b *testing.B, st store.Store, random bool) {
 	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
 	require.NoError(b, err)
 	clock := clockwork.NewRealClock()
@@ -99,7 +106,11 @@ func benchIntake(b *testing.B, st store.Store) {
 			req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-GitHub-Event", "installation")
-			req.Header.Set("X-GitHub-Delivery", "bench-"+strconv.FormatInt(seq.Add(1), 10))
+			delivery := "bench-" + strconv.FormatInt(seq.Add(1), 10)
+			if random {
+				delivery = uuid()
+			}
+			req.Header.Set("X-GitHub-Delivery", delivery)
 			req.Header.Set("X-Hub-Signature-256", sig)
 			resp, err := client.Do(req)
 			if err != nil {
@@ -116,6 +127,15 @@ func benchIntake(b *testing.B, st store.Store) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "webhooks/s")
+}
+
+// uuid is a random UUID (version 4), the shape of GitHub's X-GitHub-Delivery.
+func uuid() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // BenchmarkHeartbeatDrain is the cloud's side of draining a backlog to one

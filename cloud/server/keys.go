@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -100,7 +101,8 @@ type RekeyResult struct {
 	Sources   int      // sources looked at
 	Rewritten int      // sources whose secrets were re-encrypted
 	Secrets   int      // secrets re-encrypted
-	Failed    []string // "host/source: why" for sources left as they were
+	Sinks     int      // alert sinks whose URL and secret were re-encrypted
+	Failed    []string // "host/source: why" for sources left as they were ("sink id: why" for sinks)
 }
 
 // Rekey re-encrypts every stored secret (and the canary) with the ring's
@@ -134,6 +136,22 @@ func Rekey(ctx context.Context, st store.Store, ring *secrets.Ring, now time.Tim
 				res.Secrets += n
 			}
 			break
+		}
+	}
+	sinks, err := st.AlertSinkList(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, k := range sinks {
+		changed, err := alert.ResealSink(ring, k)
+		switch {
+		case err != nil:
+			res.Failed = append(res.Failed, "sink "+k.ID+": "+err.Error())
+		case changed:
+			if err := st.AlertSinkReseal(ctx, &store.AlertSinkResealParams{ID: k.ID, URLSealed: k.URLSealed, SecretSealed: k.SecretSealed}); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return res, err
+			}
+			res.Sinks++
 		}
 	}
 	sealed, err := ring.Seal([]byte(canaryPlaintext), canaryContext)

@@ -1,12 +1,18 @@
 package server
 
 import (
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/verify"
 )
 
 // Intake outcomes, the values of relay_intake_requests_total's outcome label.
@@ -41,6 +47,12 @@ type metrics struct {
 	keysOK      prometheus.Gauge
 	batchSize   prometheus.Histogram
 	commitTime  prometheus.Histogram
+	intake5xx   atomic.Uint64 // intake requests answered 5xx (alert.RuleIntake5xx)
+	exchanges   prometheus.Counter
+	leased      prometheus.Counter
+	attempts    prometheus.Histogram
+	ackLatency  *prometheus.HistogramVec
+	expiries    prometheus.Counter
 	// connsRefused counts connections closed for the per-address limit.
 	connsRefused prometheus.Counter
 }
@@ -75,7 +87,30 @@ func newMetrics() *metrics {
 			Help: "Connections closed on accept: their address had RELAY_MAX_CONNS_PER_IP open.",
 		}),
 	}
+	m.exchanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "relay_host_exchanges_total",
+		Help: "Heartbeats (and other transports' exchanges) served to hosts.",
+	})
+	m.leased = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "relay_deliveries_pushed_total",
+		Help: "Deliveries handed out to hosts (each attempt).",
+	})
+	m.attempts = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "relay_delivery_attempt",
+		Help:    "The attempt number of each delivery handed out: attempts per delivery.",
+		Buckets: []float64{1, 2, 3, 4, 5, 7, 10, 20, 50},
+	})
+	m.ackLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "relay_delivery_ack_latency_seconds",
+		Help:    "From receipt to the host's ack, by provider (a source named after no provider counts as custom).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 14),
+	}, []string{"provider"})
+	m.expiries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "relay_lease_expiries_total",
+		Help: "Leases that ended without an ack (failed attempts).",
+	})
 	m.keysOK.Set(1)
+	m.reg.MustRegister(m.exchanges, m.leased, m.attempts, m.ackLatency, m.expiries)
 	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK, m.batchSize, m.commitTime, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -83,6 +118,54 @@ func newMetrics() *metrics {
 
 func (m *metrics) count(provider, outcome string) {
 	m.intake.WithLabelValues(provider, outcome).Inc()
+	switch outcome {
+	case outcomeUnavailable, outcomeQuarantineFull, outcomeQuarantineRateLimited:
+		m.intake5xx.Add(1)
+	}
+}
+
+// Exchanged counts a host exchange (delivery.Observer).
+func (m *metrics) Exchanged(string) { m.exchanges.Inc() }
+
+// Leased counts deliveries handed out and their attempts (delivery.Observer).
+func (m *metrics) Leased(ds []*store.Delivery) {
+	m.leased.Add(float64(len(ds)))
+	for _, d := range ds {
+		m.attempts.Observe(float64(d.Attempts))
+	}
+}
+
+// Acked observes each acked delivery's time from receipt, which its id
+// carries ({source}:{event id}:{received ms}); the provider is the
+// source's name when that names one (bounded: the providers, and custom).
+func (m *metrics) Acked(ids []string, now time.Time) {
+	for _, id := range ids {
+		source, rest, ok := strings.Cut(id, ":")
+		i := strings.LastIndexByte(rest, ':')
+		if !ok || i < 0 {
+			continue
+		}
+		ms, err := strconv.ParseInt(rest[i+1:], 10, 64)
+		if err != nil {
+			continue
+		}
+		provider := "custom"
+		if p, ok := verify.Lookup(source); ok {
+			provider = p.Name()
+		}
+		m.ackLatency.WithLabelValues(provider).Observe(max(0, now.Sub(time.UnixMilli(ms)).Seconds()))
+	}
+}
+
+// ObserveLeaseExpiries counts leases that ended without an ack.
+func (s *Server) ObserveLeaseExpiries(n int) { s.metrics.expiries.Add(float64(n)) }
+
+// Intake5xx is how many intake requests this server answered with a 5xx.
+func (s *Server) Intake5xx() uint64 { return s.metrics.intake5xx.Load() }
+
+// RegisterMetrics adds collectors to what GET /metrics serves.
+func (s *Server) RegisterMetrics(cs ...prometheus.Collector) {
+	s.metrics.reg.MustRegister(cs...)
 }
 
 // ObserveInsertBatch records one intake transaction: how many webhooks it

@@ -17,11 +17,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/openapi"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // Config holds the server's settings; zero values take the defaults.
@@ -53,6 +56,11 @@ type Config struct {
 	// logins a client IP may make a minute (and at once) before it is
 	// answered 429 (default 10).
 	AuthFailuresPerMin int
+	// Presence says when a host is late or offline (GET /api/hosts).
+	Presence alert.PresenceConfig
+	// Tracer starts the intake, store and lease spans of each webhook's
+	// trace (nil: none exported).
+	Tracer *telemetry.Tracer
 	// Request-body bytes intake holds at once: in all (default 256 MiB),
 	// per host (64 MiB) and per client address (32 MiB); a request that
 	// cannot get its share within BodyBudgetWait (default 2 s) gets 503.
@@ -169,7 +177,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		quarantineLog:  newSampler(6, 1),
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
-		MaxWait: cfg.MaxWait, Changed: s.targets.drop}, clock, log)
+		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
 	s.metrics.reg.MustRegister(s.bodies.gauge())
 	return s
 }
@@ -194,9 +202,19 @@ func (s *Server) Handler() http.Handler {
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(200, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
+	r.GET(openapi.Path, func(c *gin.Context) { c.Data(200, "application/json", openapi.Document) })
 	r.GET("/metrics", s.requireAdmin, s.metrics.handler())
 	r.GET("/api/quarantine", s.requireAdmin, s.listQuarantine)
 	r.POST("/api/quarantine/release", s.requireAdmin, s.releaseQuarantine)
+
+	alerts := r.Group("/api/alerts", s.requireAdmin)
+	alerts.GET("", s.listAlerts)
+	alerts.GET("/rules", s.listAlertRules)
+	alerts.PUT("/rules/:rule", s.putAlertRule)
+	alerts.DELETE("/rules/:rule", s.deleteAlertRule)
+	alerts.GET("/sinks", s.listSinks)
+	alerts.POST("/sinks", s.createSink)
+	alerts.DELETE("/sinks/:sink", s.deleteSink)
 
 	r.POST("/api/webhooks/:hostId/:source", s.intake)
 
@@ -221,6 +239,8 @@ func (s *Server) Handler() http.Handler {
 	admin.POST("/:id/webhooks/:deliveryId/retry", s.retryDelivery)
 	// Another method than GET's /:id/webhooks/:deliveryId: no clash.
 	admin.DELETE("/:id/webhooks/dlq", s.purgeDLQ)
+	admin.PUT("/:id/alert-rules/:rule", s.putAlertRule)
+	admin.DELETE("/:id/alert-rules/:rule", s.deleteAlertRule)
 	return r
 }
 

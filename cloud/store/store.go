@@ -171,6 +171,8 @@ type Store interface {
 
 	// The intake edge's own records (edge.go).
 	EdgeStore
+	// Host presence and alerts (alert.go).
+	AlertStore
 }
 
 // HostStatus is a host's lifecycle state.

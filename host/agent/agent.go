@@ -27,6 +27,7 @@ import (
 
 	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // Version is the agent version reported to the cloud.
@@ -86,6 +87,12 @@ type Options struct {
 	// of processing a webhook whose handler ran, so a test can kill the
 	// process exactly there. Nil in normal use.
 	FaultHook func(point string)
+	// Observe, when set, is told of each handler run: its source, result
+	// (ledger.Result) and duration (the local API's metrics).
+	Observe func(source, result string, took time.Duration)
+	// Tracer starts each handler run's span in the webhook's trace (nil:
+	// none exported).
+	Tracer *telemetry.Tracer
 }
 
 // Agent heartbeats and processes webhooks. Create it with New, then Run it.
@@ -147,7 +154,7 @@ func New(opts Options) *Agent {
 		flow:  newFlow(opts.Workers, opts.Interval, opts.Logger),
 		wake:  make(chan struct{}, 1),
 	}
-	a.rec = &recorder{ledger: opts.Ledger, clock: opts.Clock, log: opts.Logger, fault: a.fault}
+	a.rec = &recorder{ledger: opts.Ledger, clock: opts.Clock, log: opts.Logger, fault: a.fault, observe: opts.Observe}
 	a.pool = newPool(opts.Workers, &a.wg, a.run, a.settle)
 	a.tokens = &tokenSource{
 		cloud: opts.Cloud,

@@ -1,12 +1,17 @@
 package agent
 
 import (
+	"errors"
 	"log/slog"
+	"maps"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/host/summary"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/telemetry"
 )
 
 // outcome is what a run produced, to be recorded.
@@ -47,7 +52,23 @@ func (a *Agent) run(w *shared.Webhook) outcome {
 	default:
 		e.Handler = route.Handler.Name()
 		logWebhook(a.log, slog.LevelDebug, "running handler", w, slog.String("handler", e.Handler))
-		out := route.Handler.Handle(a.handlerCtx, handler.Job{Webhook: *w, Summary: sum})
+		// The handler's span continues the webhook's trace; the handler
+		// is told of it (forward's traceparent header, exec's TRACEPARENT).
+		ctx, span, tp := a.opts.Tracer.Start(a.handlerCtx, "handler", w.Headers[shared.HeaderTraceParent],
+			attribute.String("relay.delivery_id", w.DeliveryID), attribute.String("relay.source", w.Source),
+			attribute.String("relay.handler", e.Handler))
+		job := handler.Job{Webhook: *w, Summary: sum}
+		job.Webhook.Headers = maps.Clone(w.Headers)
+		if job.Webhook.Headers == nil {
+			job.Webhook.Headers = map[string]string{}
+		}
+		job.Webhook.Headers[shared.HeaderTraceParent] = tp
+		out := route.Handler.Handle(ctx, job)
+		var failed error
+		if !out.OK {
+			failed = errors.New(out.Error)
+		}
+		telemetry.End(span, failed)
 		o.ran = true
 		a.fault(FaultAfterHandler)
 		e.Result = ledger.ResultSuccess

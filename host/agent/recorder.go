@@ -51,6 +51,8 @@ type recorder struct {
 	clock  clockwork.Clock
 	log    *slog.Logger
 	fault  func(point string)
+	// observe, when set, is told of each handler run (Options.Observe).
+	observe func(source, result string, took time.Duration)
 	// base outlives the agent's context for ledger writes; set by Run
 	// before any webhook is dispatched.
 	base context.Context
@@ -86,6 +88,9 @@ func (r *recorder) record(w *shared.Webhook, o outcome) {
 	}
 	r.recorded()
 	if o.ran {
+		if r.observe != nil {
+			r.observe(w.Source, string(e.Result), time.Duration(e.DurationMS)*time.Millisecond)
+		}
 		r.fault(FaultAfterLedger)
 	}
 	attrs := []slog.Attr{slog.String("result", string(e.Result)), slog.String("handler", e.Handler),
@@ -190,7 +195,11 @@ func logWebhook(log *slog.Logger, level slog.Level, msg string, w *shared.Webhoo
 	if !log.Enabled(context.Background(), level) {
 		return
 	}
-	all := make([]slog.Attr, 0, 3+len(attrs))
-	all = append(all, slog.String("delivery_id", w.DeliveryID), slog.String("source", w.Source), slog.Int("attempt", w.Attempt))
+	all := make([]slog.Attr, 0, 5+len(attrs))
+	all = append(all, slog.String("delivery_id", w.DeliveryID), slog.String("source", w.Source), slog.Int("attempt", w.Attempt),
+		slog.String("correlation_id", w.CorrelationID))
+	if id := shared.TraceIDOf(w.Headers[shared.HeaderTraceParent]); id != "" {
+		all = append(all, slog.String("trace_id", id))
+	}
 	log.LogAttrs(context.Background(), level, msg, append(all, attrs...)...)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/host/summary"
+	"github.com/relaykit/relay/shared"
 )
 
 // ExecOptions configures an Exec handler.
@@ -43,7 +44,8 @@ func (e *Exec) Name() string { return "exec " + filepath.Base(e.opts.Argv[0]) }
 
 // Env is what a job adds to the program's environment: RELAY_DELIVERY_ID,
 // RELAY_SOURCE, RELAY_EVENT_TYPE, RELAY_EVENT_ACTION, RELAY_ATTEMPT,
-// RELAY_CORRELATION_ID, IDEMPOTENCY_KEY, RELAY_SUMMARY and the summary's
+// RELAY_CORRELATION_ID, IDEMPOTENCY_KEY, RELAY_SUMMARY, TRACEPARENT (the
+// W3C trace context, when the webhook carries one) and the summary's
 // fields (RELAY_GITHUB_REPO, RELAY_SLACK_THREAD_TS, …). No value holds a
 // NUL or more than 4 KiB, and the summary's fields stop where the job's
 // variables would pass 64 KiB, so the program always starts.
@@ -59,6 +61,9 @@ func Env(job Job) []string {
 		"RELAY_CORRELATION_ID=" + envValue(w.CorrelationID),
 		"IDEMPOTENCY_KEY=" + id,
 		"RELAY_SUMMARY=" + envValue(job.Summary.Text),
+	}
+	if tp := w.Headers[shared.HeaderTraceParent]; shared.TraceIDOf(tp) != "" {
+		env = append(env, "TRACEPARENT="+tp)
 	}
 	size := 0
 	for _, kv := range env {
@@ -83,7 +88,7 @@ func inherited() []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case "RELAY_DELIVERY_ID", "RELAY_SOURCE", "RELAY_EVENT_TYPE", "RELAY_EVENT_ACTION", "RELAY_ATTEMPT",
-			"RELAY_CORRELATION_ID", "IDEMPOTENCY_KEY", "RELAY_SUMMARY":
+			"RELAY_CORRELATION_ID", "IDEMPOTENCY_KEY", "RELAY_SUMMARY", "TRACEPARENT":
 			continue
 		}
 		drop := false

@@ -22,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/relaykit/relay/shared/dbfile"
 )
 
 // ErrNotFound is returned when a delivery is not in the ledger.
@@ -138,7 +140,7 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open ledger %q: path must not contain '?' or '#'", path)
 	}
-	if err := privateFiles(path); err != nil {
+	if err := dbfile.MakePrivate(path); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
 	write, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
@@ -176,35 +178,6 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 	l.writerDone = make(chan struct{})
 	go l.writer()
 	return l, nil
-}
-
-// privateFiles makes the database file before SQLite does, 0600 whatever
-// the umask and its directory's mode, and takes group and world access from
-// an existing one and its -wal and -shm files. SQLite creates the -wal and
-// -shm files with the database file's mode.
-func privateFiles(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
-		fi, err := os.Stat(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // OpenReadOnly opens an existing ledger for reading only, as the ledger
@@ -620,6 +593,15 @@ func (l *Ledger) OutboxCount(ctx context.Context) (int, error) {
 	var n int
 	if err := l.read.QueryRowContext(ctx, `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count outbox: %w", err)
+	}
+	return n, nil
+}
+
+// DeliveryCount returns the number of rows in the ledger.
+func (l *Ledger) DeliveryCount(ctx context.Context) (int, error) {
+	var n int
+	if err := l.read.QueryRowContext(ctx, `SELECT count(*) FROM ledger`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count ledger: %w", err)
 	}
 	return n, nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared/dbfile"
 )
 
 // TestFilesPrivate: in a state directory that already existed 0755, under
@@ -20,20 +22,12 @@ func TestFilesPrivate(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.Chmod(dir, 0o755))
 
-	requirePrivate := func(path string) {
-		t.Helper()
-		for _, p := range []string{path, path + "-wal", path + "-shm"} {
-			fi, err := os.Stat(p)
-			require.NoError(t, err)
-			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
-		}
-	}
 	path := filepath.Join(dir, "ledger.db")
 	l, err := Open(ctx, path)
 	require.NoError(t, err)
 	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("github:a:1", ResultSuccess, t0)})
 	require.NoError(t, err)
-	requirePrivate(path)
+	require.NoError(t, dbfile.CheckPrivate(path))
 	require.NoError(t, l.Close())
 
 	old := filepath.Join(dir, "old.db")
@@ -42,6 +36,6 @@ func TestFilesPrivate(t *testing.T) {
 	}
 	l, err = Open(ctx, old)
 	require.NoError(t, err)
-	requirePrivate(old)
+	require.NoError(t, dbfile.CheckPrivate(old))
 	require.NoError(t, l.Close())
 }

@@ -29,6 +29,7 @@ type Ledger interface {
 	// DeliveryList returns ledger.ErrInvalidCursor for a cursor it did not make.
 	DeliveryList(ctx context.Context, p ledger.ListParams) ([]ledger.Entry, string, error)
 	OutboxCount(ctx context.Context) (int, error)
+	DeliveryCount(ctx context.Context) (int, error)
 }
 
 // Agent reports the heartbeat loop's state.
@@ -61,6 +62,7 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	listenIP net.IP // also answered as a Host, see AllowListenHost
+	metrics  *metrics
 }
 
 // New returns the local API over l and a. interval is the agent's heartbeat
@@ -68,6 +70,8 @@ type Server struct {
 // of them.
 func New(l Ledger, a Agent, interval time.Duration, clock clockwork.Clock, log *slog.Logger) *Server {
 	s := &Server{ledger: l, agent: a, interval: interval, started: clock.Now(), clock: clock, log: log, mux: http.NewServeMux()}
+	s.metrics = newMetrics(s)
+	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.mux.HandleFunc("GET /webhooks/ledger", s.handleList)
 	s.mux.HandleFunc("GET /webhooks/ledger/{deliveryID...}", s.handleGet)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)

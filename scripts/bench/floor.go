@@ -50,7 +50,7 @@ func (b *bench) forwardFloor() floorRow {
 	}
 	logf("forward floor: %d requests, %d at a time", row.requests, row.workers)
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(b.ctx, self, floorClientArg, rc.URL, strconv.Itoa(row.requests), strconv.Itoa(row.workers))
+	cmd := exec.CommandContext(b.ctx, self, floorClientArg, rc.URL, strconv.Itoa(row.requests), strconv.Itoa(row.workers), b.cfg.payloads)
 	cmd.Stderr = &stderr
 	self0, selfErr := rig.ReadProc(os.Getpid())
 	start := time.Now()
@@ -72,11 +72,11 @@ func (b *bench) forwardFloor() floorRow {
 }
 
 // floorClient sends n requests to url, workers at a time, each as a host
-// forwards a delivery: the GitHub payload with GitHub's headers, the relay's
-// own, and a key of its own.
+// forwards a delivery: a payload of the mix with its provider's headers, the
+// relay's own, and a key of its own.
 func floorClient(args []string) error {
-	if len(args) != 3 {
-		return errors.New("usage: " + floorClientArg + " URL N WORKERS")
+	if len(args) != 4 {
+		return errors.New("usage: " + floorClientArg + " URL N WORKERS PAYLOADS")
 	}
 	url := args[0]
 	n, err := strconv.Atoi(args[1])
@@ -87,8 +87,10 @@ func floorClient(args []string) error {
 	if err != nil {
 		return err
 	}
-	event, body := payload()
-	signature := rig.GitHubSignature(secret, body) // stored with the webhook: a host does not sign
+	mix, err := newMix(args[3])
+	if err != nil {
+		return err
+	}
 	client := &http.Client{Transport: newTransport(workers), Timeout: time.Minute}
 	var next atomic.Int64
 	errs := make(chan error, workers)
@@ -100,7 +102,7 @@ func floorClient(args []string) error {
 				if i > int64(n) {
 					return
 				}
-				if err := floorSend(client, url, event, signature, body, i); err != nil {
+				if err := floorSend(client, url, mix, i); err != nil {
 					errs <- err
 					return
 				}
@@ -112,15 +114,17 @@ func floorClient(args []string) error {
 	return <-errs
 }
 
-func floorSend(client *http.Client, url, event, signature string, body []byte, i int64) error {
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(body))
+func floorSend(client *http.Client, url string, mix *payloadMix, i int64) error {
+	k := mix.kindOf(i)
+	w := k.build("floor-"+strconv.FormatInt(i, 10), time.Now()) // the stored headers: a host does not sign
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(w.body))
 	if err != nil {
 		return err
 	}
-	id := "github:floor-" + strconv.FormatInt(i, 10) + ":1"
-	req.Header = rig.GitHubHeaders(event, "floor-"+strconv.FormatInt(i, 10), signature)
+	id := k.provider + ":floor-" + strconv.FormatInt(i, 10) + ":1"
+	req.Header = w.header
 	req.Header.Set(shared.HeaderDeliveryID, id)
-	req.Header.Set(shared.HeaderSource, "github")
+	req.Header.Set(shared.HeaderSource, k.provider)
 	req.Header.Set(shared.HeaderAttempt, "1")
 	req.Header.Set(shared.HeaderIdempotencyKey, id)
 	resp, err := client.Do(req)

@@ -3,14 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,32 +15,35 @@ import (
 	"github.com/relaykit/relay/scripts/internal/rig"
 )
 
-// sender posts signed GitHub webhooks to one host's source. The body is the
-// same real payload every time, so it is signed once; each request carries
-// its own X-GitHub-Delivery (the cloud's dedupe key), made from a random
-// prefix and a counter.
+// sender posts signed webhooks to one host's sources, as providers send
+// them: each request is a payload of the mix (GitHub's and Stripe's, a
+// few hundred bytes to 300 KB) with its own event id (the cloud's dedupe
+// key) in the provider's shape, and a share of them (-dup) replays one
+// already accepted, as a provider retries.
 type sender struct {
-	client *http.Client
-	url    string
-	body   []byte
-	header http.Header // GitHub's headers with the signature, without the delivery id
-	prefix string
-	next   atomic.Int64
+	client  *http.Client
+	urls    map[string]string // by provider
+	mix     *payloadMix
+	ids     *ids
+	dup     float64
+	replays *replays
+	next    atomic.Int64
+	dups    atomic.Int64 // replays answered 2xx
 }
 
-func newSender(cloudURL, hostID, secret string, conns int) *sender {
-	event, body := rig.GitHubPayload()
-	h := rig.GitHubHeaders(event, "", rig.GitHubSignature(secret, body))
-	h.Del("X-Github-Delivery")
-	var p [8]byte
-	_, _ = rand.Read(p[:])
-	return &sender{
-		client: &http.Client{Timeout: 60 * time.Second, Transport: newTransport(conns)},
-		url:    rig.WebhookURL(cloudURL, hostID, "github"),
-		body:   body,
-		header: h,
-		prefix: hex.EncodeToString(p[:]) + "-",
+func newSender(cloudURL, hostID string, conns int, mix *payloadMix, ids *ids, dup float64) *sender {
+	s := &sender{
+		client:  &http.Client{Timeout: 60 * time.Second, Transport: newTransport(conns)},
+		urls:    map[string]string{},
+		mix:     mix,
+		ids:     ids,
+		dup:     dup,
+		replays: newReplays(4096),
 	}
+	for _, p := range mix.providers() {
+		s.urls[p] = rig.WebhookURL(cloudURL, hostID, p)
+	}
+	return s
 }
 
 // newTransport keeps up to conns idle connections to the cloud, so a worker
@@ -58,21 +58,16 @@ func newTransport(conns int) *http.Transport {
 	}
 }
 
-// deliveryID returns the id of request i.
-func (s *sender) deliveryID(i int64) string {
-	return s.prefix + strconv.FormatInt(i, 10)
-}
-
-// indexOf reverses deliveryID (-1 if id is not one of this sender's).
-func (s *sender) indexOf(id string) int64 {
-	if len(id) <= len(s.prefix) || id[:len(s.prefix)] != s.prefix {
-		return -1
+// webhook makes request i: a new webhook of the mix, or with the -dup
+// share a replay of one already accepted (replayed true).
+func (s *sender) webhook(i int64) (w webhook, replayed bool) {
+	if s.dup > 0 && chance(i) < s.dup {
+		if w, ok := s.replays.pick(uint64(i)); ok {
+			return w, true
+		}
 	}
-	n, err := strconv.ParseInt(id[len(s.prefix):], 10, 64)
-	if err != nil {
-		return -1
-	}
-	return n
+	k := s.mix.kindOf(i)
+	return k.build(s.ids.next(k.provider, i), time.Now()), false
 }
 
 // outcome of one request.
@@ -86,26 +81,32 @@ const (
 
 // send posts webhook i and reports how it went.
 func (s *sender) send(ctx context.Context, i int64) outcome {
-	req, err := http.NewRequestWithContext(ctx, "POST", s.url, bytes.NewReader(s.body))
+	w, replayed := s.webhook(i)
+	return s.post(ctx, w, replayed)
+}
+
+// post sends w and reports how it went.
+func (s *sender) post(ctx context.Context, w webhook, replayed bool) outcome {
+	req, err := http.NewRequestWithContext(ctx, "POST", s.urls[w.provider], bytes.NewReader(w.body))
 	if err != nil {
 		return transport
 	}
-	h := make(http.Header, len(s.header)+1)
-	for k, v := range s.header {
-		h[k] = v
-	}
-	h["X-Github-Delivery"] = []string{s.deliveryID(i)}
-	req.Header = h
+	req.Header = w.header.Clone()
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return transport
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode/100 == 2 {
-		return okAnswer
+	if resp.StatusCode/100 != 2 {
+		return badStatus
 	}
-	return badStatus
+	if replayed {
+		s.dups.Add(1)
+	} else if s.dup > 0 {
+		s.replays.add(w)
+	}
+	return okAnswer
 }
 
 // close drops the sender's idle connections.
@@ -114,6 +115,7 @@ func (s *sender) close() { s.client.CloseIdleConnections() }
 // loadResult is what a load run measured.
 type loadResult struct {
 	OK, BadStatus, Transport int
+	Dups                     int // of OK: replays of accepted webhooks (-dup)
 	Elapsed                  time.Duration
 	Lat                      []time.Duration // of the 2xx answers
 	Rate                     float64         // 2xx answers per second of Elapsed
@@ -135,6 +137,7 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 		wg      sync.WaitGroup
 		started atomic.Int64
 	)
+	dups0 := s.dups.Load()
 	start := time.Now()
 	deadline := start.Add(d)
 	for w := 0; w < conc; w++ {
@@ -167,6 +170,7 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 		}()
 	}
 	wg.Wait()
+	res.Dups = int(s.dups.Load() - dups0)
 	res.Elapsed = time.Since(start)
 	res.Rate = float64(res.OK) / res.Elapsed.Seconds()
 	return res
@@ -177,9 +181,10 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 // that scheduled time, so a slow answer that delays later sends shows in
 // their latencies too (no coordinated omission). At most maxInFlight
 // requests are outstanding; a schedule that needs more shows as latency.
-// sent, if not nil, is called with each request's index and actual send
-// time.
-func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent, answered func(i int64, at time.Time)) loadResult {
+// sent, if not nil, is called with each new webhook's event id and actual
+// send time (not with replays); answered, if not nil, with its event id and
+// when its 2xx answer came.
+func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent, answered func(id string, at time.Time)) loadResult {
 	var (
 		res  loadResult
 		mu   sync.Mutex
@@ -188,7 +193,8 @@ func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, ma
 	)
 	total := int64(rate * d.Seconds())
 	interval := float64(time.Second) / rate
-	first := s.next.Add(total) - total + 1 // reserve the ids
+	first := s.next.Add(total) - total + 1 // reserve the indexes
+	dups0 := s.dups.Load()
 	start := time.Now().Add(10 * time.Millisecond)
 	for w := 0; w < maxInFlight; w++ {
 		wg.Add(1)
@@ -205,13 +211,14 @@ func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, ma
 				if wait := time.Until(due); wait > 0 {
 					time.Sleep(wait)
 				}
-				if sent != nil {
-					sent(first+k, time.Now())
+				w, replayed := s.webhook(first + k)
+				if sent != nil && !replayed {
+					sent(w.id, time.Now())
 				}
-				switch s.send(ctx, first+k) {
+				switch s.post(ctx, w, replayed) {
 				case okAnswer:
-					if answered != nil {
-						answered(first+k, time.Now())
+					if answered != nil && !replayed {
+						answered(w.id, time.Now())
 					}
 					ok++
 					lat = append(lat, time.Since(due))
@@ -227,6 +234,7 @@ func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, ma
 		}()
 	}
 	wg.Wait()
+	res.Dups = int(s.dups.Load() - dups0)
 	res.Elapsed = time.Since(start)
 	res.Rate = float64(res.OK) / res.Elapsed.Seconds()
 	return res

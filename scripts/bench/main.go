@@ -35,6 +35,9 @@ type config struct {
 	out       string
 	keep      bool
 	quick     bool
+	ids       string
+	payloads  string
+	dup       float64
 
 	warmup         time.Duration
 	intakeConc     []int
@@ -81,6 +84,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only (the default with -quick)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
 	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s (explicit flags still win)")
+	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
+	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
+	fs.Float64Var(&c.dup, "dup", 0, "share of requests (0–0.5) that replay a webhook already accepted, as a provider retries one")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake, latency and end-to-end run")
 	fs.StringVar(&conc, "intake-conc", "16,64,256", "intake: concurrent closed-loop senders, one run each")
 	fs.DurationVar(&c.intakeDuration, "intake-duration", 10*time.Second, "intake: length of each run")
@@ -171,6 +177,15 @@ func parseFlags(args []string) (*config, error) {
 	if c.latencyRates, err = intList("latency-rates", rates); err != nil {
 		return nil, err
 	}
+	if c.dup < 0 || c.dup > 0.5 || c.dup != c.dup {
+		return nil, fmt.Errorf("-dup: must be 0–0.5")
+	}
+	if _, err := newIDs(c.ids); err != nil {
+		return nil, err
+	}
+	if _, err := newMix(c.payloads); err != nil {
+		return nil, err
+	}
 	if c.drainWorkers < 2 || c.drainWorkers > 256 {
 		return nil, fmt.Errorf("-drain-workers: must be 2–256 (the host's limit)")
 	}
@@ -222,6 +237,12 @@ func mainErr() error {
 	// work directory.
 	_ = os.Chmod(work, 0o755)
 	b := &bench{ctx: ctx, cfg: cfg, root: root, work: work, started: time.Now()}
+	if b.mix, err = newMix(cfg.payloads); err != nil {
+		return err
+	}
+	if b.ids, err = newIDs(cfg.ids); err != nil {
+		return err
+	}
 	defer func() {
 		if cfg.keep || b.failed {
 			logf("work directory kept: %s", work)

@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"time"
-
-	"github.com/relaykit/relay/scripts/internal/rig"
 )
 
 // report collects every scenario's rows.
@@ -44,25 +42,32 @@ func (rep *report) markdown(b *bench) string {
 	p("| command | `%s` |\n", command())
 	p("| run time | %s |\n\n", time.Since(b.started).Round(time.Second))
 	p("Every run starts its own `cloud serve` on a fresh database (a new Postgres database, a new SQLite file),\n")
-	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000`, its most; `RELAY_MAX_CONNS_PER_IP=0` and `RELAY_AUTH_FAILURES_PER_MIN=100000`: every client is 127.0.0.1) and default logging.\n")
-	p("Requests are signed GitHub `installation` webhooks (a real %d-byte payload), each with its own\n", len(payloadBody()))
-	p("`X-GitHub-Delivery`. Latencies are in milliseconds; peak RSS is the process's VmHWM in MiB;\n")
+	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000`), no limit of connections per\n")
+	p("address and a lenient authentication limiter (`RELAY_MAX_CONNS_PER_IP=0`, `RELAY_AUTH_FAILURES_PER_MIN=100000`:\n")
+	p("every bench client is 127.0.0.1) and default logging.\n")
+	p("%s\n", requestsText(b))
+	p("Figures in this file before 2026-11-25 were measured with counter event ids (`prefix-1`, `prefix-2`, …)\n")
+	p("and one 3,329-byte payload, which flattered SQLite's intake about 2× (its dedupe index grew at one end).\n\n")
+	p("Latencies are in milliseconds; peak RSS is the process's VmHWM in MiB;\n")
 	p("CPU is in cores (1.0 = one core busy for the whole run) from /proc/PID/stat; Postgres CPU counts\n")
 	p("every process of the server (SQLite runs inside the cloud, so its cost is in the cloud's CPU).\n\n")
 
 	if len(rep.intake) > 0 {
 		p("## Intake throughput\n\n")
 		p("Closed loop: each of *concurrency* workers sends, waits for the answer, sends again, for %s after a\n", cfg.intakeDuration)
-		p("%s warm-up. *errors* are non-2xx answers + transport errors; latencies are those of the 2xx answers.\n\n", cfg.warmup)
-		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | load generator CPU | cloud peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("%s warm-up. *errors* are non-2xx answers + transport errors; latencies are those of the 2xx answers.\n", cfg.warmup)
+		p("*CPU µs/webhook* is the cloud's and Postgres's CPU per accepted webhook, which depends less on what else\n")
+		p("runs on the machine than the rate does.\n\n")
+		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | CPU µs/webhook | load generator CPU | cloud peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.intake {
 			if r.err != "" {
-				p("| %s | %d | failed: %s ||||||||\n", r.engine, r.conc, oneLine(r.err))
+				p("| %s | %d | failed: %s |||||||||\n", r.engine, r.conc, oneLine(r.err))
 				continue
 			}
-			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
-				ms(r.p50), ms(r.p99), ms(r.p999), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), cores(r.dbCPU), cores(r.selfCPU), mib(r.cloudPeak))
+			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
+				ms(r.p50), ms(r.p99), ms(r.p999), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), cores(r.dbCPU),
+				cpuSplit(usPer(r.cloudCPU, r.res.Rate), usPer(r.dbCPU, r.res.Rate)), cores(r.selfCPU), mib(r.cloudPeak))
 		}
 		p("\n")
 	}
@@ -171,9 +176,33 @@ func (rep *report) markdown(b *bench) string {
 	return w.String()
 }
 
-func payloadBody() []byte {
-	_, b := payload()
-	return b
+// requestsText says what the load generator sends.
+func requestsText(b *bench) string {
+	var w strings.Builder
+	cfg := b.cfg
+	if cfg.payloads == "mix" {
+		fmt.Fprintf(&w, "Requests are real provider webhooks, signed as each provider signs them, in a fixed mix by weight\n")
+		fmt.Fprintf(&w, "(per thousand; mean body %d bytes):", b.mix.meanSize())
+		for i, k := range b.mix.kinds {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&w, "%s %s %s %.1f KB × %d", sep, k.provider, k.name, float64(len(k.body))/1000, k.weight)
+		}
+		fmt.Fprintf(&w, ". The 300 KB push is built from the real one by adding commits.")
+	} else {
+		fmt.Fprintf(&w, "Requests are signed GitHub `installation` webhooks (one real %d-byte payload).", len(b.mix.kinds[0].body))
+	}
+	if cfg.ids == "random" {
+		fmt.Fprintf(&w, "\nEach has its own random event id in its provider's shape (`X-GitHub-Delivery` a UUID, Stripe's `evt_…`).")
+	} else {
+		fmt.Fprintf(&w, "\nEach has its own event id made of a run prefix and a counter (`-ids counter`).")
+	}
+	if cfg.dup > 0 {
+		fmt.Fprintf(&w, " A share of %.0f%% replays a webhook already accepted (a provider's retry), answered 200 and stored once.", cfg.dup*100)
+	}
+	return w.String() + "\n"
 }
 
 func ms(d time.Duration) string {
@@ -323,7 +352,14 @@ func moduleVersion(root, mod string) string {
 	return ""
 }
 
-func payload() (string, []byte) { return rig.GitHubPayload() }
+// usPer is µs of CPU per item from a share of cores and a rate a second
+// (-1 if either is unknown).
+func usPer(cores, rate float64) float64 {
+	if cores < 0 || rate <= 0 {
+		return -1
+	}
+	return cores / rate * 1e6
+}
 
 // cpuSplit shows CPU µs per delivery of each process, "–" where unknown
 // (no database process on SQLite).

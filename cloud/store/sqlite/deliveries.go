@@ -27,7 +27,7 @@ const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, eve
 
 // bodyColumn reads a delivery's body beside deliveryColumns: bodies live in
 // a table of their own, so that state changes do not rewrite them.
-const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = deliveries.delivery_id)`
+const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
 
 // readBodies fills in the bodies of ds, whose ids are ids (in any order).
 func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, ids []any) error {
@@ -36,8 +36,9 @@ func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, ids []any
 		byID[d.ID] = d
 		d.RawBody = []byte{}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT delivery_id, raw_body FROM delivery_bodies
-		WHERE delivery_id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := tx.QueryContext(ctx, `SELECT d.delivery_id, b.raw_body
+		FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
+		WHERE d.delivery_id IN (`+placeholders(len(ids))+`)`, ids...)
 	if err != nil {
 		return err
 	}
@@ -132,14 +133,16 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		defer lookup.Close()
 		insert, err := tx.PrepareContext(ctx, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				body_size, body_id, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (delivery_id) DO NOTHING`)
 		if err != nil {
 			return err
 		}
 		defer insert.Close()
-		insertBody, err := tx.PrepareContext(ctx, `INSERT INTO delivery_bodies (delivery_id, raw_body) VALUES (?, ?)`)
+		// Bodies are keyed in arrival order (see migration 7): appended,
+		// not written into an index at the random place of an event id.
+		insertBody, err := tx.PrepareContext(ctx, `INSERT INTO delivery_bodies (raw_body) VALUES (?)`)
 		if err != nil {
 			return err
 		}
@@ -158,13 +161,21 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
+			res, err := insertBody.ExecContext(ctx, store.OrEmpty(r.Body))
+			if err != nil {
+				return err
+			}
+			bodyID, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
 			// The event is new here; its delivery id may not be: another
 			// host's delivery of the same event under the same source name,
 			// received in the same millisecond. It moves on a millisecond.
 			for round := 0; ; round++ {
 				res, err := insert.ExecContext(ctx,
 					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
-					len(r.Body), string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
+					len(r.Body), bodyID, string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
 					dbTime(now), r.CorrelationID, dbTime(now))
 				if err != nil {
 					return err
@@ -181,9 +192,6 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				}
 				store.MoveOn(rows, []int{i})
 				now = ms(r.ReceivedAt)
-			}
-			if _, err := insertBody.ExecContext(ctx, r.ID, store.OrEmpty(r.Body)); err != nil {
-				return err
 			}
 			d := r.Inserted(now) // what was written need not be read back
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}

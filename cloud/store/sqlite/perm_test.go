@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared/dbfile"
 )
 
 // TestFilesPrivate: in a directory that already existed 0755, under umask
@@ -22,19 +23,11 @@ func TestFilesPrivate(t *testing.T) {
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.Chmod(dir, 0o755))
 
-	requirePrivate := func(path string) {
-		t.Helper()
-		for _, p := range []string{path, path + "-wal", path + "-shm"} {
-			fi, err := os.Stat(p)
-			require.NoError(t, err)
-			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
-		}
-	}
 	path := filepath.Join(dir, "cloud.db")
 	s, err := sqlite.Open(ctx, path)
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
-	requirePrivate(path)
+	require.NoError(t, dbfile.CheckPrivate(path))
 	require.NoError(t, s.Close())
 
 	old := filepath.Join(dir, "old.db")
@@ -44,6 +37,6 @@ func TestFilesPrivate(t *testing.T) {
 	s, err = sqlite.Open(ctx, old)
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
-	requirePrivate(old)
+	require.NoError(t, dbfile.CheckPrivate(old))
 	require.NoError(t, s.Close())
 }

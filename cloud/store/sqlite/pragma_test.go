@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
@@ -36,10 +38,34 @@ func TestPragmas(t *testing.T) {
 	require.Equal(t, "1", pragma(s.read, "foreign_keys"))
 	require.Equal(t, "1", pragma(s.read, "query_only"))
 	require.Equal(t, 1, s.write.Stats().MaxOpenConnections, "one writer")
-	require.Equal(t, "-65536", pragma(s.write, "cache_size"), "64 MiB of pages for the writer")
+	require.Equal(t, "-8192", pragma(s.write, "cache_size"), "8 MiB of pages for the writer")
+	require.Equal(t, "-1024", pragma(s.read, "cache_size"), "1 MiB for each reader")
+	require.Equal(t, "10000", pragma(s.write, "wal_autocheckpoint"))
 
 	_, err = s.read.ExecContext(ctx, "CREATE TABLE x (y INTEGER)")
 	require.Error(t, err, "the read pool cannot write")
+}
+
+// The page caches, most of what the embedded cloud holds, are what the
+// options say, on every connection of both pools.
+func TestPragmasCache(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenWith(ctx, filepath.Join(t.TempDir(), "cloud.db"), Options{CacheMB: 96})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	var v string
+	require.NoError(t, s.write.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&v))
+	require.Equal(t, "-98304", v)
+	// Hold every reader at once, so each is asked.
+	conns := make([]*sql.Conn, s.read.Stats().MaxOpenConnections)
+	for i := range conns {
+		c, err := s.read.Conn(ctx)
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&v))
+		require.Equal(t, "-12288", v, "reader %d: an eighth", i)
+		conns[i] = c
+	}
 }
 
 // A lease reads the partial index of available deliveries, not every
@@ -114,7 +140,47 @@ func TestDeletesLeaveNothing(t *testing.T) {
 		for i, id := range ids {
 			args[i] = id
 		}
+		if table == "delivery_bodies" {
+			// Bodies are keyed by the delivery's body_id: those of the
+			// deliveries, and any a deleted delivery left behind.
+			err = s.read.QueryRowContext(ctx, `SELECT
+				(SELECT count(*) FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
+					WHERE d.delivery_id IN (`+placeholders(len(ids))+`))
+				+ (SELECT count(*) FROM delivery_bodies WHERE id NOT IN (SELECT body_id FROM deliveries WHERE body_id IS NOT NULL))`,
+				args...).Scan(&n)
+			return n, err
+		}
 		err = s.read.QueryRowContext(ctx, `SELECT count(*) FROM `+table+` WHERE delivery_id IN (`+placeholders(len(ids))+`)`, args...).Scan(&n)
 		return n, err
 	})
+}
+
+// Bodies are keyed by their own integer (migration 7), not by the delivery:
+// a delivery deleted by its host's cascade takes its body along too, and
+// nothing else's.
+func TestBodiesGoWithTheirDeliveries(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	now := time.Now()
+	for _, h := range []string{"h-gone", "h-kept"} {
+		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: h, Now: now})
+		require.NoError(t, err)
+		for i := range 3 {
+			ev := fmt.Sprintf("%s-%d", h, i)
+			_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: store.DeliveryID("github", ev, now), HostID: h,
+				Source: "github", EventID: ev, RawBody: []byte(ev), ReceivedAt: now, Headers: map[string]string{}})
+			require.NoError(t, err)
+		}
+	}
+	bodies := func() (n int) {
+		require.NoError(t, s.read.QueryRowContext(ctx, `SELECT count(*) FROM delivery_bodies`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 6, bodies())
+	_, err := s.write.ExecContext(ctx, `DELETE FROM hosts WHERE id = 'h-gone'`)
+	require.NoError(t, err)
+	require.Equal(t, 3, bodies())
+	d, err := s.DeliveryGet(ctx, "h-kept", store.DeliveryID("github", "h-kept-1", now))
+	require.NoError(t, err)
+	require.Equal(t, "h-kept-1", string(d.RawBody))
 }

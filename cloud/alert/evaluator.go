@@ -1,0 +1,443 @@
+package alert
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// Store is what the evaluator reads and writes (a store.Store has it);
+// errors are the database's.
+type Store interface {
+	HostGet(ctx context.Context, id string) (*store.Host, error)
+	QuarantineCount(ctx context.Context) (int, error)
+	LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (bool, error)
+	PresenceChanges(ctx context.Context, p *store.PresenceChangesParams) ([]*store.PresenceChange, error)
+	PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bool, error)
+	PresenceList(ctx context.Context, p *store.PresenceListParams) ([]*store.PresenceChange, error)
+	PresenceCounts(ctx context.Context) (map[store.Presence]int, error)
+	BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error)
+	FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error)
+	AlertFire(ctx context.Context, p *store.AlertFireParams) (*store.Alert, bool, error)
+	AlertRemind(ctx context.Context, p *store.AlertNoticeParams) (bool, error)
+	AlertResolve(ctx context.Context, p *store.AlertNoticeParams) (bool, error)
+	AlertList(ctx context.Context, p *store.AlertListParams) ([]*store.Alert, error)
+	AlertRuleList(ctx context.Context) ([]*store.AlertRuleSetting, error)
+	AlertOutboxDue(ctx context.Context, p *store.AlertOutboxDueParams) ([]*store.AlertNotification, error)
+	AlertOutboxSent(ctx context.Context, p *store.AlertOutboxSentParams) error
+	AlertOutboxFailed(ctx context.Context, p *store.AlertOutboxFailedParams) error
+}
+
+// MaxHosts bounds what one evaluation reads of hosts: the presence changes
+// applied, the offline hosts and the hosts with a backlog it looks at (the
+// oldest backlogs first), and so the per-host metric series.
+const MaxHosts = 1000
+
+// maxFiring bounds the firing alerts one evaluation compares.
+const maxFiring = 10000
+
+// leaseName is the evaluator's lease among replicas.
+const leaseName = "alert-evaluator"
+
+// Config sets the evaluator. Zero values take the defaults.
+type Config struct {
+	Interval  time.Duration // between evaluations (default 15 s)
+	Resend    time.Duration // a firing alert is sent again this often (default 1 h)
+	Presence  PresenceConfig
+	PublicURL string // base of the links in notifications
+	Holder    string // this replica's name in the evaluator's lease (default random)
+	// KeysOK, when set, says whether a configured key opens the stored
+	// secrets' canary (RuleSecretKeys).
+	KeysOK func(ctx context.Context) (bool, error)
+	// Intake5xx, when set, is how many intake requests this replica has
+	// answered with a 5xx so far (RuleIntake5xx).
+	Intake5xx func() uint64
+	// Client sends notifications (default: 10 s timeout).
+	Client *http.Client
+}
+
+func (c *Config) setDefaults() {
+	if c.Interval <= 0 {
+		c.Interval = 15 * time.Second
+	}
+	if c.Resend <= 0 {
+		c.Resend = time.Hour
+	}
+	c.Presence.setDefaults()
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.Holder == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		c.Holder = hex.EncodeToString(b)
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: 10 * time.Second}
+	}
+}
+
+// Evaluator evaluates the rules and sends notifications, on the replica
+// that holds its lease.
+type Evaluator struct {
+	store   Store
+	ring    *secrets.Ring
+	cfg     Config
+	clock   clockwork.Clock
+	log     *slog.Logger
+	metrics *Metrics
+
+	mu         sync.Mutex
+	nextEval   time.Time
+	leaseUntil time.Time
+	last5xx    uint64
+}
+
+// New returns an evaluator; ring opens the sinks' URLs and secrets.
+func New(st Store, ring *secrets.Ring, cfg Config, clock clockwork.Clock, log *slog.Logger) *Evaluator {
+	cfg.setDefaults()
+	e := &Evaluator{store: st, ring: ring, cfg: cfg, clock: clock, log: log, metrics: newMetrics()}
+	if cfg.Intake5xx != nil {
+		e.last5xx = cfg.Intake5xx()
+	}
+	return e
+}
+
+// Presence is the evaluator's presence rule.
+func (e *Evaluator) Presence() PresenceConfig { return e.cfg.Presence }
+
+// Metrics are the evaluator's Prometheus collectors.
+func (e *Evaluator) Metrics() *Metrics { return e.metrics }
+
+func (e *Evaluator) now() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }
+
+// Run ticks every second until ctx ends: an evaluation each interval,
+// sending in between (see Tick).
+func (e *Evaluator) Run(ctx context.Context) {
+	t := e.clock.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		e.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+	}
+}
+
+// Tick runs what is due: when an interval has passed, it takes (or renews)
+// the evaluator's lease and, holding it, evaluates the rules; while it
+// holds the lease, it sends what the outbox has due.
+func (e *Evaluator) Tick(ctx context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	if !now.Before(e.nextEval) {
+		e.nextEval = now.Add(e.cfg.Interval)
+		until := now.Add(2 * e.cfg.Interval)
+		held, err := e.store.LeaseAcquire(ctx, &store.LeaseAcquireParams{Name: leaseName, Holder: e.cfg.Holder, Until: until, Now: now})
+		switch {
+		case err != nil:
+			e.log.Warn("alert evaluator: lease", "err", err)
+			e.metrics.evalErrors.Inc()
+		case held:
+			e.leaseUntil = until
+			if err := e.evaluate(ctx, now); err != nil {
+				e.log.Warn("alert evaluation", "err", err)
+				e.metrics.evalErrors.Inc()
+			}
+		default:
+			e.leaseUntil = time.Time{}
+			e.metrics.reset()
+		}
+	}
+	if now.Before(e.leaseUntil) {
+		e.metrics.evaluator.Set(1)
+		if err := e.send(ctx); err != nil {
+			e.log.Warn("alert notifications", "err", err)
+		}
+	} else {
+		e.metrics.evaluator.Set(0)
+	}
+}
+
+// condition is one rule's condition holding on one key.
+type condition struct {
+	rule, key, hostID, source string
+	what                      string // what holds, for people
+	link                      string
+}
+
+func hostKey(id string) string { return "host:" + id }
+
+// evaluate reads what the rules look at — one bounded query each — and
+// applies the transitions: presence changes, alerts fired, re-sent and
+// resolved.
+func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
+	list, err := e.store.AlertRuleList(ctx)
+	if err != nil {
+		return err
+	}
+	sets := newSettings(list)
+	if err := e.presence(ctx, now); err != nil {
+		return err
+	}
+	conds := map[string]*condition{}
+	complete := map[string]bool{}
+	add := func(c *condition) { conds[c.rule+"|"+c.key] = c }
+
+	offline, err := e.store.PresenceList(ctx, &store.PresenceListParams{State: store.PresenceOffline, Limit: MaxHosts})
+	if err != nil {
+		return err
+	}
+	offlineSince := make(map[string]time.Time, len(offline))
+	for _, o := range offline {
+		offlineSince[o.HostID] = *o.Since
+		if thr, on := sets.of(mustRule(RuleOffline), o.HostID); on && now.Sub(*o.Since) >= store.Millis(thr) {
+			add(&condition{rule: RuleOffline, key: hostKey(o.HostID), hostID: o.HostID,
+				what: "offline since " + o.Since.Format(time.RFC3339) + " (" + ago(now, *o.Since) + ")", link: e.hostLink(o.HostID)})
+		}
+	}
+	complete[RuleOffline] = len(offline) < MaxHosts
+	e.metrics.observeOffline(now, offline)
+	counts, err := e.store.PresenceCounts(ctx)
+	if err != nil {
+		return err
+	}
+	e.metrics.observePresence(counts)
+
+	dlqWindow := store.Millis(sets.max(mustRule(RuleDeadLetters)))
+	backlog, err := e.store.BacklogByHost(ctx, &store.BacklogParams{DLQSince: now.Add(-dlqWindow), Limit: MaxHosts})
+	if err != nil {
+		return err
+	}
+	backlogComplete := len(backlog) < MaxHosts
+	complete[RuleOfflineWithWork] = backlogComplete && complete[RuleOffline]
+	complete[RuleOldestPending], complete[RuleDeadLetters] = backlogComplete, backlogComplete
+	for _, b := range backlog {
+		if since, ok := offlineSince[b.HostID]; ok && b.Pending > 0 {
+			if thr, on := sets.of(mustRule(RuleOfflineWithWork), b.HostID); on && now.Sub(since) >= store.Millis(thr) {
+				add(&condition{rule: RuleOfflineWithWork, key: hostKey(b.HostID), hostID: b.HostID,
+					what: fmt.Sprintf("offline since %s (%s) with %d webhooks waiting", since.Format(time.RFC3339), ago(now, since), b.Pending),
+					link: e.hostLink(b.HostID) + "/webhooks"})
+			}
+		}
+		if b.OldestPending != nil {
+			if thr, on := sets.of(mustRule(RuleOldestPending), b.HostID); on && now.Sub(*b.OldestPending) >= store.Millis(thr) {
+				add(&condition{rule: RuleOldestPending, key: hostKey(b.HostID), hostID: b.HostID,
+					what: fmt.Sprintf("oldest of %d waiting webhooks received %s ago", b.Pending, ago(now, *b.OldestPending)),
+					link: e.hostLink(b.HostID) + "/webhooks"})
+			}
+		}
+		if b.NewDLQ > 0 {
+			if _, on := sets.of(mustRule(RuleDeadLetters), b.HostID); on {
+				add(&condition{rule: RuleDeadLetters, key: hostKey(b.HostID), hostID: b.HostID,
+					what: fmt.Sprintf("%d webhooks dead-lettered in the last %s (%d in all)", b.NewDLQ, dlqWindow, b.DLQ),
+					link: e.hostLink(b.HostID) + "/webhooks?status=dlq"})
+			}
+		}
+	}
+	e.metrics.observeBacklog(now, backlog)
+
+	rf := mustRule(RuleRepeatedFailures)
+	failing, err := e.store.FailingSources(ctx, &store.FailingSourcesParams{MinAttempts: int(sets.min(rf)), Limit: MaxHosts})
+	if err != nil {
+		return err
+	}
+	complete[RuleRepeatedFailures] = len(failing) < MaxHosts
+	e.metrics.observeFailing(failing)
+	for _, f := range failing {
+		if thr, on := sets.of(rf, f.HostID); on && int64(f.Attempts) >= thr {
+			add(&condition{rule: RuleRepeatedFailures, key: hostKey(f.HostID) + "/" + f.Source, hostID: f.HostID, source: f.Source,
+				what: fmt.Sprintf("source %s: a webhook failed %d attempts in a row (%d retrying)", f.Source, f.Attempts, f.Retrying),
+				link: e.hostLink(f.HostID) + "/webhooks?status=retrying&source=" + f.Source})
+		}
+	}
+
+	if _, on := sets.of(mustRule(RuleQuarantine), ""); on {
+		n, err := e.store.QuarantineCount(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			add(&condition{rule: RuleQuarantine, key: "cloud", what: fmt.Sprintf("%d intake requests quarantined", n), link: e.cfg.PublicURL + "/api/quarantine"})
+		}
+	}
+	complete[RuleQuarantine] = true
+	if _, on := sets.of(mustRule(RuleSecretKeys), ""); on && e.cfg.KeysOK != nil {
+		ok, err := e.cfg.KeysOK(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			add(&condition{rule: RuleSecretKeys, key: "cloud", what: "no configured secret key opens the stored secrets (RELAY_SECRET_KEYS)"})
+		}
+	}
+	complete[RuleSecretKeys] = true
+	if e.cfg.Intake5xx != nil {
+		cur := e.cfg.Intake5xx()
+		n := cur - e.last5xx
+		e.last5xx = cur
+		if thr, on := sets.of(mustRule(RuleIntake5xx), ""); on && n > 0 && int64(n) >= thr {
+			add(&condition{rule: RuleIntake5xx, key: "cloud", what: fmt.Sprintf("intake answered %d requests with 5xx in the last %s", n, e.cfg.Interval)})
+		}
+	}
+	complete[RuleIntake5xx] = true
+	return e.transitions(ctx, now, conds, complete)
+}
+
+// presence records the hosts whose presence changed (at most MaxHosts an
+// evaluation; the rest on the next).
+func (e *Evaluator) presence(ctx context.Context, now time.Time) error {
+	changes, err := e.store.PresenceChanges(ctx, &store.PresenceChangesParams{
+		LateBefore: now.Add(-e.cfg.Presence.LateAfter), OfflineBefore: now.Add(-e.cfg.Presence.OfflineAfter), Limit: MaxHosts})
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		to := e.cfg.Presence.Of(c.LastContact, c.ClaimedAt, now)
+		if to == c.State {
+			continue
+		}
+		changed, err := e.store.PresenceSet(ctx, &store.PresenceSetParams{HostID: c.HostID, From: c.State, To: to, Now: now})
+		if err != nil {
+			return err
+		}
+		if changed && c.State != "" {
+			attrs := []any{"host", c.HostID, "from", c.State, "to", to}
+			if c.Since != nil {
+				attrs = append(attrs, "lasted", now.Sub(*c.Since).Round(time.Second))
+			}
+			e.log.Info("host presence changed", attrs...)
+		}
+	}
+	return nil
+}
+
+// transitions fires what holds and is not firing, re-sends what fires
+// past the resend cadence, and resolves what no longer holds — except for
+// rules whose bounded query did not see everything.
+func (e *Evaluator) transitions(ctx context.Context, now time.Time, conds map[string]*condition, complete map[string]bool) error {
+	firing, err := e.store.AlertList(ctx, &store.AlertListParams{Firing: true, Limit: maxFiring})
+	if err != nil {
+		return err
+	}
+	byRule := map[string]int{}
+	for _, a := range firing {
+		k := a.Rule + "|" + a.Key
+		c, holds := conds[k]
+		switch {
+		case holds:
+			delete(conds, k)
+			byRule[a.Rule]++
+			if now.Sub(a.LastSentAt) < e.cfg.Resend {
+				continue
+			}
+			p, err := e.payload("alert.reminder", a, c.link, now)
+			if err != nil {
+				return err
+			}
+			if _, err := e.store.AlertRemind(ctx, &store.AlertNoticeParams{ID: a.ID, LastSentAt: a.LastSentAt, Payload: p, Now: now}); err != nil {
+				return err
+			}
+		case complete[a.Rule]:
+			resolved := *a
+			resolved.ResolvedAt = &now
+			p, err := e.payload("alert.resolved", &resolved, e.linkOf(a), now)
+			if err != nil {
+				return err
+			}
+			ok, err := e.store.AlertResolve(ctx, &store.AlertNoticeParams{ID: a.ID, Payload: p, Now: now})
+			if err != nil {
+				return err
+			}
+			if ok {
+				e.log.Info("alert resolved", "rule", a.Rule, "key", a.Key, "lasted", now.Sub(a.StartedAt).Round(time.Second))
+			}
+		default:
+			byRule[a.Rule]++
+		}
+	}
+	for _, c := range conds {
+		summary := "Cloud: " + c.what
+		if c.hostID != "" {
+			name := c.hostID
+			if h, err := e.store.HostGet(ctx, c.hostID); err == nil {
+				name = fmt.Sprintf("%s (%s)", h.Name, h.ID)
+			}
+			summary = "Host " + name + ": " + c.what
+		}
+		link := c.link
+		a, fired, err := e.store.AlertFire(ctx, &store.AlertFireParams{Rule: c.rule, Key: c.key, HostID: c.hostID, Source: c.source,
+			Summary: summary, Now: now, Payload: func(a *store.Alert) ([]byte, error) { return e.payload("alert.firing", a, link, now) }})
+		if err != nil {
+			return err
+		}
+		byRule[c.rule]++
+		if fired {
+			e.log.Warn("alert firing", "rule", a.Rule, "key", a.Key, "summary", a.Summary)
+		}
+	}
+	e.metrics.observeFiring(byRule)
+	return nil
+}
+
+func (e *Evaluator) hostLink(id string) string { return e.cfg.PublicURL + "/api/hosts/" + id }
+
+func (e *Evaluator) linkOf(a *store.Alert) string {
+	if a.HostID != "" {
+		return e.hostLink(a.HostID)
+	}
+	return ""
+}
+
+func mustRule(name string) Rule {
+	r, ok := RuleNamed(name)
+	if !ok {
+		panic("alert: no rule " + name)
+	}
+	return r
+}
+
+func ago(now, t time.Time) string {
+	return now.Sub(t).Round(time.Second).String()
+}
+
+// Notification is what a sink receives: a Standard Webhooks payload
+// ({"type", "timestamp", "data"}).
+type Notification struct {
+	Type      string    `json:"type"` // alert.firing, alert.reminder, alert.resolved
+	Timestamp time.Time `json:"timestamp"`
+	Data      AlertData `json:"data"`
+}
+
+// AlertData is the alert a notification is about.
+type AlertData struct {
+	ID         int64      `json:"id"`
+	Rule       string     `json:"rule"`
+	Key        string     `json:"key"`
+	HostID     string     `json:"host_id,omitempty"`
+	Source     string     `json:"source,omitempty"`
+	Summary    string     `json:"summary"`
+	StartedAt  time.Time  `json:"started_at"`
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+	Link       string     `json:"link,omitempty"`
+}
+
+func (e *Evaluator) payload(typ string, a *store.Alert, link string, now time.Time) ([]byte, error) {
+	return json.Marshal(Notification{Type: typ, Timestamp: now, Data: AlertData{
+		ID: a.ID, Rule: a.Rule, Key: a.Key, HostID: a.HostID, Source: a.Source, Summary: a.Summary,
+		StartedAt: a.StartedAt, ResolvedAt: a.ResolvedAt, Link: link,
+	}})
+}

@@ -1,0 +1,115 @@
+package alert
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// Metrics are what the evaluator exports. The per-host series are bounded
+// by MaxHosts (the hosts with the oldest backlogs); only the replica that
+// evaluates exports the gauges (relay_alert_evaluator is 1 on it).
+type Metrics struct {
+	evaluator     prometheus.Gauge
+	evalErrors    prometheus.Counter
+	firing        *prometheus.GaugeVec
+	notifications *prometheus.CounterVec
+	sinkFailures  *prometheus.GaugeVec
+	pending       *prometheus.GaugeVec
+	oldest        *prometheus.GaugeVec
+	deadLetters   *prometheus.GaugeVec
+	recentDLQ     *prometheus.GaugeVec
+	offline       *prometheus.GaugeVec
+	failing       *prometheus.GaugeVec
+	hosts         *prometheus.GaugeVec
+}
+
+func newMetrics() *Metrics {
+	return &Metrics{
+		evaluator: prometheus.NewGauge(prometheus.GaugeOpts{Name: "relay_alert_evaluator",
+			Help: "1 on the replica that holds the alert evaluator's lease."}),
+		evalErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "relay_alert_evaluation_errors_total",
+			Help: "Alert evaluations that failed (the database did not answer)."}),
+		firing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_alerts_firing",
+			Help: "Alerts firing, by rule."}, []string{"rule"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "relay_alert_notifications_total",
+			Help: "Notification attempts by sink kind and result (sent, failed)."}, []string{"kind", "result"}),
+		sinkFailures: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_alert_sink_failures",
+			Help: "Failed attempts of each sink since its last success."}, []string{"sink"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_pending_deliveries",
+			Help: "Deliveries waiting for a host (queued, delivering, delivered, retrying), at most 1000 hosts."}, []string{"host"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_oldest_pending_seconds",
+			Help: "Age of the oldest delivery waiting for a host, at most 1000 hosts."}, []string{"host"}),
+		deadLetters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_dead_letters",
+			Help: "Dead-lettered deliveries of a host, at most 1000 hosts."}, []string{"host"}),
+		recentDLQ: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_recent_dead_letters",
+			Help: "Deliveries of a host dead-lettered within the dead_letters rule's window, at most 1000 hosts."}, []string{"host"}),
+		offline: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_offline_seconds",
+			Help: "How long an offline host has been offline, at most 1000 hosts (those offline longest)."}, []string{"host"}),
+		failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_source_failed_attempts",
+			Help: "The most failed attempts in a row of a retrying delivery of a host's source, at most 1000 series."}, []string{"host", "source"}),
+		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_hosts",
+			Help: "Active, claimed hosts by recorded presence."}, []string{"presence"}),
+	}
+}
+
+// Collectors are the metrics to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.evaluator, m.evalErrors, m.firing, m.notifications, m.sinkFailures, m.pending, m.oldest,
+		m.deadLetters, m.recentDLQ, m.offline, m.failing, m.hosts}
+}
+
+func (m *Metrics) observeBacklog(now time.Time, backlog []*store.HostBacklog) {
+	m.pending.Reset()
+	m.oldest.Reset()
+	m.deadLetters.Reset()
+	m.recentDLQ.Reset()
+	for _, b := range backlog {
+		m.pending.WithLabelValues(b.HostID).Set(float64(b.Pending))
+		m.deadLetters.WithLabelValues(b.HostID).Set(float64(b.DLQ))
+		m.recentDLQ.WithLabelValues(b.HostID).Set(float64(b.NewDLQ))
+		if b.OldestPending != nil {
+			m.oldest.WithLabelValues(b.HostID).Set(now.Sub(*b.OldestPending).Seconds())
+		}
+	}
+}
+
+func (m *Metrics) observeOffline(now time.Time, offline []*store.PresenceChange) {
+	m.offline.Reset()
+	for _, o := range offline {
+		m.offline.WithLabelValues(o.HostID).Set(now.Sub(*o.Since).Seconds())
+	}
+}
+
+func (m *Metrics) observePresence(counts map[store.Presence]int) {
+	for _, p := range []store.Presence{store.PresenceOnline, store.PresenceLate, store.PresenceOffline} {
+		m.hosts.WithLabelValues(string(p)).Set(float64(counts[p]))
+	}
+}
+
+func (m *Metrics) observeFailing(failing []*store.SourceFailures) {
+	m.failing.Reset()
+	for _, f := range failing {
+		m.failing.WithLabelValues(f.HostID, f.Source).Set(float64(f.Attempts))
+	}
+}
+
+func (m *Metrics) observeFiring(byRule map[string]int) {
+	for _, r := range Rules {
+		m.firing.WithLabelValues(r.Name).Set(float64(byRule[r.Name]))
+	}
+}
+
+// reset clears the gauges of a replica that no longer evaluates.
+func (m *Metrics) reset() {
+	m.pending.Reset()
+	m.oldest.Reset()
+	m.deadLetters.Reset()
+	m.recentDLQ.Reset()
+	m.offline.Reset()
+	m.failing.Reset()
+	m.hosts.Reset()
+	m.firing.Reset()
+}

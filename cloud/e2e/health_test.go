@@ -1,0 +1,37 @@
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestHostHealthCommand: `host health`, the host image's health check,
+// exits 0 while the running host heartbeats, and 1 once the cloud has been
+// gone three intervals (its local API says degraded) or when no host
+// answers.
+func TestHostHealthCommand(t *testing.T) {
+	s := newHostSetup(t, "health")
+	rc := startReceiver(t)
+	h := claimAndStartHost(t, s.cloud.url, s.code, rc.url)
+	health := func(listen string) (int, string) {
+		out, err := exec.Command(filepath.Join(binDir, "host"), "health", "--listen", listen).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	eventually(t, 30*time.Second, "host health says ok", func() bool { code, _ := health(h.listen); return code == 0 })
+	s.cloud.kill()
+	eventually(t, 30*time.Second, "host health fails with the cloud gone", func() bool {
+		code, out := health(h.listen)
+		return code == 1 && len(out) > 0
+	})
+	if code, out := health(freeAddr(t)); code != 1 {
+		t.Fatalf("no host listening: exit %d, %s", code, out)
+	}
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `make release`: static binaries of cloud and host for every platform of
+# RELEASE_PLATFORMS, stamped with VERSION and COMMIT, and their SHA-256
+# checksums, in dist/VERSION/. The Dockerfile builds its binaries with this
+# script too (--flat), so an image holds the same build as a release.
+#
+#   scripts/release.sh                       every platform, into dist/$VERSION/
+#   scripts/release.sh --out DIR --flat      this GOOS/GOARCH only, as DIR/cloud and DIR/host
+#
+# VERSION defaults to `git describe`, COMMIT to the checked-out commit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+COMMIT=${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+PLATFORMS=${RELEASE_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
+out="" flat=0
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--out) out=$2; shift 2 ;;
+	--flat) flat=1; shift ;;
+	*) echo "release.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+case "$VERSION$COMMIT" in
+*[!A-Za-z0-9._+-]*) echo "release.sh: VERSION and COMMIT take letters, digits and . _ + - only" >&2; exit 2 ;;
+esac
+
+# build GOOS GOARCH BINARY OUTPUT: the one way a release binary is built.
+# CGO_ENABLED=0: static (SQLite is modernc's, in Go); -trimpath: no build
+# paths in the binary; the version and commit are what `version` prints.
+build() {
+	CGO_ENABLED=0 GOOS=$1 GOARCH=$2 go build -trimpath \
+		-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" -o "$4" "./$3"
+}
+
+if [ "$flat" = 1 ]; then
+	out=${out:-dist}
+	mkdir -p "$out"
+	for bin in cloud host; do
+		build "$(go env GOOS)" "$(go env GOARCH)" "$bin" "$out/$bin"
+	done
+	exit 0
+fi
+
+out=${out:-dist/$VERSION}
+rm -rf "$out"
+mkdir -p "$out"
+for p in $PLATFORMS; do
+	os=${p%/*} arch=${p#*/}
+	for bin in cloud host; do
+		echo "==> $bin $os/$arch"
+		build "$os" "$arch" "$bin" "$out/${bin}_${VERSION}_${os}_${arch}"
+	done
+done
+(cd "$out" && sha256sum -- cloud_* host_* > SHA256SUMS)
+echo "==> $out: $(ls "$out" | wc -l) files; verify with: (cd $out && sha256sum -c SHA256SUMS)"
