@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,6 +99,10 @@ func (s *Server) socket(c *gin.Context) {
 	host, err := s.authHost(c)
 	if err != nil {
 		s.writeError(c, err)
+		return
+	}
+	if !isUpgrade(c.Request) {
+		s.writeError(c, errInvalid("not a WebSocket upgrade: GET with Connection: Upgrade and Upgrade: websocket"))
 		return
 	}
 	tok, _ := bearer(c.Request)
@@ -515,4 +521,17 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// isUpgrade reports whether r asks to switch to the WebSocket protocol.
+func isUpgrade(r *http.Request) bool {
+	has := func(header, token string) bool {
+		for _, v := range strings.Split(r.Header.Get(header), ",") {
+			if strings.EqualFold(strings.TrimSpace(v), token) {
+				return true
+			}
+		}
+		return false
+	}
+	return has("Connection", "upgrade") && has("Upgrade", "websocket")
 }

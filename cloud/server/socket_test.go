@@ -171,12 +171,15 @@ func TestSocketRefusedBeforeUpgrade(t *testing.T) {
 		require.Error(t, err, name)
 		require.Equal(t, 401, resp.StatusCode, name)
 	}
+	a := b.do("GET", shared.PathSocket, nil, map[string]string{"Authorization": "Bearer " + token})
+	require.Equal(t, 400, a.status, "not an upgrade")
+	require.Equal(t, shared.CodeInvalid, a.errCode(t))
 	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+hostID+"/deactivate", nil).status)
 	_, resp, err := b.dialSocket(token)
 	require.Error(t, err)
 	require.Equal(t, 401, resp.StatusCode, "a deactivated host's token is refused")
-	// Not an upgrade: refused by the socket's handler, not served.
-	a := b.do("GET", shared.PathSocket, nil, map[string]string{"Authorization": "Bearer " + token})
+	// Authenticated before anything else.
+	a = b.do("GET", shared.PathSocket, nil, map[string]string{"Authorization": "Bearer " + token})
 	require.Equal(t, 401, a.status)
 }
 
