@@ -1,5 +1,5 @@
 // Package server is the cloud's HTTP API: webhook intake from providers, the
-// host protocol (claim, token, heartbeat) and the admin API.
+// host protocol (claim, token, heartbeat, socket) and the admin API.
 package server
 
 import (

@@ -1,6 +1,6 @@
-// Package agent is the host's long-running loop: it heartbeats the cloud,
-// reporting the acks and nacks waiting in the ledger's outbox and leasing new
-// webhooks, and runs each webhook's handler on a bounded pool of workers,
+// Package agent is the host's long-running loop: it keeps a socket to the
+// cloud or heartbeats it (its transport), reporting the acks and nacks
+// waiting in the ledger's outbox and taking new webhooks, and runs each webhook's handler on a bounded pool of workers,
 // recording the outcome in the ledger before it is ever acked.
 //
 // Effectively once: a delivery whose ledger row says success or skipped is
