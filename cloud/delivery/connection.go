@@ -74,6 +74,11 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 				return nil, fmt.Errorf("lease: %w", err)
 			}
 			if len(res.Deliveries) > 0 {
+				// Each push is an exchange with the host, as a heartbeat is.
+				if s.cfg.Observer != nil {
+					s.cfg.Observer.Exchanged(host.ID)
+				}
+				s.observeLeased(ctx, host.ID, res.Deliveries)
 				return res, nil
 			}
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)

@@ -48,21 +48,36 @@ func (b *bundle) nextAsync(ctx context.Context, svc *delivery.Service, room int)
 	return nc
 }
 
+// observed counts what the core tells its observer.
+type observed struct {
+	exchanges, leased atomic.Int64
+}
+
+func (o *observed) Exchanged(string)            { o.exchanges.Add(1) }
+func (o *observed) Leased(ds []*store.Delivery) { o.leased.Add(int64(len(ds))) }
+func (o *observed) Acked([]string, time.Time)   {}
+
 // counted is the bundle's service over a store that counts leases.
 func (b *bundle) counted() (*delivery.Service, *countingStore) {
+	svc, cs, _ := b.countedObserved()
+	return svc, cs
+}
+
+func (b *bundle) countedObserved() (*delivery.Service, *countingStore, *observed) {
 	cs := &countingStore{Store: b.store}
-	svc := delivery.New(cs, delivery.Config{LeaseFor: time.Minute}, b.clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	obs := &observed{}
+	svc := delivery.New(cs, delivery.Config{LeaseFor: time.Minute, Observer: obs}, b.clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Listen(ctx, nil, nil) }()
 	b.t.Cleanup(func() { cancel(); <-done })
 	<-svc.Ready()
-	return svc, cs
+	return svc, cs, obs
 }
 
 func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 	engines(t, func(t *testing.T, b *bundle) {
-		svc, cs := b.counted()
+		svc, cs, obs := b.countedObserved()
 		nc := b.nextAsync(b.ctx, svc, 2)
 		b.clock.Advance(time.Hour)
 		require.Equal(t, int64(1), cs.leases.Load(), "an idle connection makes no query while it waits")
@@ -76,6 +91,8 @@ func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 		}
 		require.Subset(t, []string{first, second}, ids, "oldest first, at most the room")
 		require.LessOrEqual(t, len(ids), 2)
+		require.Equal(t, int64(len(ids)), obs.leased.Load(), "the metrics see a push as a heartbeat's lease")
+		require.Equal(t, int64(1), obs.exchanges.Load())
 
 		// No room: nothing is leased until the host grants some.
 		nc = b.nextAsync(b.ctx, svc, 0)
