@@ -1,5 +1,5 @@
 # The relay's two set-up commands are `make run` and `make test`.
-.PHONY: run test bench chaos build release vet fmt clean
+.PHONY: run test bench chaos soak build release vet fmt clean
 
 run:  ## the demo: cloud on embedded SQLite, a claimed host, a receiver
 	scripts/run.sh
@@ -12,6 +12,9 @@ bench: ## throughput and latency on Postgres and SQLite; writes BENCHMARKS.md (m
 
 chaos: ## the fault suite, every scenario at full length
 	go run ./scripts/chaos $(CHAOS_FLAGS)
+
+soak: ## an hour of steady traffic with nothing allowed to grow; writes SOAK.md and soak.svg (make soak SOAK_FLAGS=-short: 4 minutes, printed only)
+	go run ./scripts/soak $(SOAK_FLAGS)
 
 build: ## bin/cloud, bin/host, bin/demo-receiver, bin/send-sample (a plain `go build ./cloud` would collide with the cloud/ directory)
 	go build -o bin/ ./cloud ./host ./scripts/demo-receiver ./scripts/send-sample

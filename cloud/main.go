@@ -4,6 +4,7 @@
 //	cloud serve     run the server (migrates first)
 //	cloud migrate   apply database migrations and exit
 //	cloud rekey     re-encrypt every stored secret with the first key
+//	cloud ctl       the operator's command line over the admin API
 //	cloud backup    copy the SQLite database to a file, online
 //	cloud health    is the server of these settings on this machine ready?
 //
@@ -28,14 +29,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"golang.org/x/crypto/acme/autocert"
 
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/ctl"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
+	"github.com/relaykit/relay/cloud/steady"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
@@ -63,6 +65,7 @@ commands:
   rekey     re-encrypt every stored source secret with the first key of RELAY_SECRET_KEYS
   backup    copy the SQLite database to a new file while the cloud runs
   health    ask the cloud serve of the same settings on this machine if it is ready (exit 0) or not (1)
+  ctl       manage a running cloud: hosts, sources, deliveries, inspect, tail (cloud ctl -h)
   version   print the version and the commit it was built from
 
 Run "cloud <command> -h" for the flags of a command.
@@ -91,6 +94,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = migrate(ctx, args[1:])
 	case "rekey":
 		err = rekey(ctx, args[1:])
+	case "ctl":
+		return ctl.Run(ctx, args[1:], os.Stdin, os.Stdout, stderr, os.Getenv)
 	case "health":
 		err = health(ctx, args[1:])
 	case "backup":
@@ -410,7 +415,8 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	clock := clockwork.NewRealClock()
+	// The system clock, its steps absorbed gradually (see package steady).
+	clock := steady.New(log)
 	tokens, err := auth.NewTokens(jwtKey, auth.DefaultTokenTTL, clock)
 	if err != nil {
 		return usageError{err}

@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,7 +131,7 @@ func TestCloudHealth(t *testing.T) {
 
 	cmd := exec.Command(bin("cloud"), "serve")
 	cmd.Env = append(os.Environ(), env...)
-	var log bytes.Buffer
+	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
@@ -518,7 +519,7 @@ func TestOneBoxGuide(t *testing.T) {
 
 	cmd := exec.Command(bin("cloud"), "serve")
 	cmd.Env = append(os.Environ(), list...)
-	var log bytes.Buffer
+	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
@@ -570,4 +571,23 @@ func TestOneBoxGuide(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(state, "cloud.db"))
 	require.NoError(t, err, "the database is in the unit's state directory")
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+// syncBuffer is a process's output, written by the process's copier while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

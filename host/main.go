@@ -1,11 +1,13 @@
 // Command host is the relay's agent for one machine: `host claim` registers
 // the machine with the cloud, `host run` heartbeats the cloud, runs each
 // leased webhook's handler once per its local ledger and serves the local
-// API, and `host ledger` shows what the ledger recorded.
+// API, `host ledger` shows what the ledger recorded, and `host reconcile`
+// compares the ledger with the cloud's record of the same deliveries.
 //
 // Exit codes: 0 ok or a clean stop on SIGTERM/SIGINT, 1 runtime failure,
 // 2 usage or configuration error, 3 the cloud refuses the host's credential
-// (deactivated or revoked: restarting will not help).
+// (deactivated or revoked: restarting will not help), 4 (reconcile) the
+// ledger and the cloud disagree.
 package main
 
 import (
@@ -52,6 +54,7 @@ const usage = `usage:
   host ledger list [--result success|error|skipped] [--source NAME] [--since 1h|TIME]
                    [--limit N] [--cursor C] [--json] [--state DIR]
   host ledger show DELIVERY_ID [--json] [--state DIR]
+  host reconcile [--since 24h|TIME] [--fix] [--json] [--state DIR] [--cloud URL]
   host health [--listen ADDR]
   host version
 
@@ -59,6 +62,9 @@ The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
 run --check validates the configuration, and the credentials with the cloud
 (--check --offline: the files alone), and exits.
+reconcile compares the ledger with the cloud's record of the deliveries
+received since, prints each disagreement with what it means and what to
+do, and exits 4 when there is one; --fix sends the acks the cloud is missing.
 claim refuses a plain http:// cloud other than a loopback address unless
 --insecure-http is given.
 SIGHUP makes a running host reload its sources from the configuration file.
@@ -85,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return runAgent(ctx, args[1:], stdout, stderr, getenv)
 	case "ledger":
 		return runLedger(ctx, args[1:], stdout, stderr, getenv)
+	case "reconcile":
+		return runReconcile(ctx, args[1:], stdout, stderr, getenv)
 	case "health":
 		return runHealth(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "-v", "--version":

@@ -136,6 +136,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "host run: %v\n", err)
 		return exitUsage
 	}
+	clock, err := testClock(getenv, clockwork.NewRealClock())
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitUsage
+	}
 
 	p, err := prepare(*configPath, *stateFlag, getenv)
 	if err != nil {
@@ -163,6 +168,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		log.Warn("test fault hook armed: this process kills itself at a chosen point (RELAY_HOST_TEST_CRASH); never use this outside tests",
 			"point", getenv(envTestCrash))
 	}
+	if v := getenv(envTestClock); v != "" {
+		log.Warn("test clock armed: this host's clock is skewed on purpose (RELAY_HOST_TEST_CLOCK_OFFSET); never use this outside tests",
+			"offset", v, "host_now", clock.Now().UTC().Format(time.RFC3339))
+	}
 
 	l, err := ledger.Open(ctx, filepath.Join(p.stateDir, ledgerFile))
 	if err != nil {
@@ -189,7 +198,6 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 	}()
 
-	clock := clockwork.NewRealClock()
 	var api *localapi.Server // set below; its metrics observe handler runs
 	a := agent.New(agent.Options{
 		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version),
@@ -237,7 +245,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 
 	var background sync.WaitGroup
 	bgCtx, stopBackground := context.WithCancel(ctx)
-	retention := &ledger.Retention{Ledger: l, MaxAge: p.cfg.LedgerRetention, Clock: clock, Logger: log}
+	retention := &ledger.Retention{Ledger: l, MaxAge: p.cfg.LedgerRetention, Clock: clock, CloudNow: a.CloudNow, Logger: log}
 	background.Go(func() { retention.Run(bgCtx) })
 	background.Go(func() { reloadOnHangup(bgCtx, hup, *configPath, p.cfg, a, log) })
 

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/agent"
 )
@@ -41,4 +46,67 @@ func testFaultHook(getenv func(string) string) (func(string), error) {
 		}
 		select {} // the signal is on its way; nothing more runs here
 	}, nil
+}
+
+// envTestClock skews the host's clock, for end-to-end tests ONLY:
+// RELAY_HOST_TEST_CLOCK_OFFSET=+1h runs the host with its clock an hour
+// ahead of the machine's (-10m: ten minutes behind); "+10m,-1h@30s" starts
+// ten minutes ahead and steps back an hour 30 s after start. Everything the
+// host reads from its clock moves — timestamps, and the durations measured
+// between readings taken on either side of a step, which a real step of
+// the system clock leaves alone (Go measures them on the monotonic clock):
+// the test is the harsher case. Timers still run on real durations. It is
+// unset in normal use, and `host run` logs a warning whenever it is set.
+const envTestClock = "RELAY_HOST_TEST_CLOCK_OFFSET"
+
+// skewedClock is the machine's clock, offset, and stepped once.
+type skewedClock struct {
+	clockwork.Clock
+	start  time.Time
+	offset time.Duration
+	step   time.Duration // added to offset once after has passed
+	after  time.Duration
+}
+
+func (c *skewedClock) Now() time.Time {
+	now := c.Clock.Now()
+	off := c.offset
+	if c.step != 0 && now.Sub(c.start) >= c.after {
+		off += c.step
+	}
+	return now.Add(off)
+}
+
+func (c *skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// testClock returns the clock RELAY_HOST_TEST_CLOCK_OFFSET asks for over
+// real, or real itself when it is unset.
+func testClock(getenv func(string) string, real clockwork.Clock) (clockwork.Clock, error) {
+	v := getenv(envTestClock)
+	if v == "" {
+		return real, nil
+	}
+	bad := func(err error) error {
+		return fmt.Errorf("%s=%q: want OFFSET or OFFSET,STEP@AFTER (durations, e.g. +1h or +10m,-1h@30s): %v", envTestClock, v, err)
+	}
+	c := &skewedClock{Clock: real, start: real.Now()}
+	off, stepSpec, stepped := strings.Cut(v, ",")
+	var err error
+	if c.offset, err = time.ParseDuration(off); err != nil {
+		return nil, bad(err)
+	}
+	if stepped {
+		step, after, ok := strings.Cut(stepSpec, "@")
+		if !ok {
+			return nil, bad(errors.New("the step has no @AFTER"))
+		}
+		if c.step, err = time.ParseDuration(step); err != nil {
+			return nil, bad(err)
+		}
+		if c.after, err = time.ParseDuration(after); err != nil || c.after < 0 {
+			return nil, bad(fmt.Errorf("after: %v", after))
+		}
+	}
+	return c, nil
 }

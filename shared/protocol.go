@@ -29,6 +29,10 @@ const (
 	PathWebhooks  = "/api/webhooks" // + /:hostId/:source
 )
 
+// PathHostDeliveries is the cloud's record of the calling host's own
+// deliveries (GET, with the host's token), for reconciliation.
+const PathHostDeliveries = "/api/hosts/deliveries"
+
 // TokenAudience is the "aud" claim of every host token.
 const TokenAudience = "relay-host"
 
@@ -147,6 +151,10 @@ type TokenRequest struct {
 type TokenResponse struct {
 	Token          string    `json:"token"`
 	TokenExpiresAt time.Time `json:"token_expires_at"`
+	// Now is the cloud's time when it answered: a host measures the token's
+	// lifetime as TokenExpiresAt-Now, both on the cloud's clock, whatever
+	// its own clock says (zero from a cloud that predates it).
+	Now time.Time `json:"now"`
 }
 
 // HeartbeatRequest is sent by a host, authenticated by its token. Acks, nacks
@@ -174,6 +182,23 @@ type HeartbeatRequest struct {
 	// their leases to end.
 	AnswerLost   bool     `json:"answer_lost,omitempty"`
 	WebhooksHeld []string `json:"webhooks_held,omitempty"`
+	// WebhookResults (optional) say what the host's ledger recorded of the
+	// runs this heartbeat acks or nacks, for the operator's inspect; a
+	// result of a webhook not acked or nacked in the same heartbeat is
+	// ignored.
+	WebhookResults []WebhookResult `json:"webhook_results,omitempty"`
+}
+
+// WebhookResult is the host ledger's record of one handler run.
+type WebhookResult struct {
+	DeliveryID     string `json:"delivery_id"`
+	Attempt        int    `json:"attempt,omitempty"` // the cloud's attempt the run was
+	Result         string `json:"result"`            // success, error or skipped
+	Handler        string `json:"handler,omitempty"`
+	ResponseStatus *int   `json:"response_status,omitempty"` // forward: the target's HTTP status
+	ExitCode       *int   `json:"exit_code,omitempty"`       // exec: the program's exit code
+	DurationMS     int64  `json:"duration_ms"`
+	Error          string `json:"error,omitempty"`
 }
 
 // Nack reports a failed handler run.
@@ -206,6 +231,14 @@ type HeartbeatResponse struct {
 	HeartbeatIntervalS int       `json:"heartbeat_interval_s"`
 	More               bool      `json:"more"`
 	Webhooks           []Webhook `json:"webhooks"`
+	// Now is the cloud's time when it answered. The cloud's times (leases,
+	// retries, audit) are the truth; a host whose own clock is off learns
+	// the difference from it (zero from a cloud that predates it).
+	Now time.Time `json:"now"`
+	// LeaseS is how long, in seconds, the leases this answer granted or
+	// extended last from Now: a host extends what it runs well within it,
+	// timing that on its own monotonic clock (0: not said).
+	LeaseS int `json:"lease_s,omitempty"`
 }
 
 // Webhook is one leased delivery. RawBody is the truth (base64 of the exact
@@ -247,4 +280,25 @@ func EventWanted(events []string, eventType, action string) bool {
 		}
 	}
 	return false
+}
+
+// HostDelivery is the cloud's record of one of a host's deliveries, as GET
+// PathHostDeliveries answers it.
+type HostDelivery struct {
+	DeliveryID  string     `json:"delivery_id"`
+	Source      string     `json:"source"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	MaxAttempts int        `json:"max_attempts"`
+	LastError   string     `json:"last_error"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	AckedAt     *time.Time `json:"acked_at"`
+	DLQAt       *time.Time `json:"dlq_at"`
+}
+
+// HostDeliveriesResponse is one page of a host's deliveries, newest first;
+// NextCursor is empty on the last page.
+type HostDeliveriesResponse struct {
+	Webhooks   []HostDelivery `json:"webhooks"`
+	NextCursor string         `json:"next_cursor"`
 }

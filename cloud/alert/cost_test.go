@@ -99,6 +99,10 @@ func (c *countingStore) AlertOutboxDue(ctx context.Context, p *store.AlertOutbox
 	c.count("AlertOutboxDue")
 	return c.Store.AlertOutboxDue(ctx, p)
 }
+func (c *countingStore) Intake5xxSum(ctx context.Context, p *store.Intake5xxSumParams) (int64, error) {
+	c.count("Intake5xxSum")
+	return c.Store.Intake5xxSum(ctx, p)
+}
 
 // fleet creates n claimed hosts, every other one with a webhook waiting
 // since base, and heartbeats them all at base.
@@ -122,7 +126,7 @@ func fleet(t testing.TB, st store.Store, n int) {
 }
 
 // reads are the queries an evaluation makes that do not change anything.
-var reads = []string{"AlertRuleList", "PresenceChanges", "PresenceList", "PresenceCounts", "BacklogByHost", "FailingSources", "QuarantineCount", "AlertList", "AlertOutboxDue"}
+var reads = []string{"AlertRuleList", "PresenceChanges", "PresenceList", "PresenceCounts", "BacklogByHost", "FailingSources", "QuarantineCount", "Intake5xxSum", "AlertList", "AlertOutboxDue"}
 
 func readsOf(n map[string]int) map[string]int {
 	out := map[string]int{}

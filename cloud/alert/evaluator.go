@@ -38,6 +38,8 @@ type Store interface {
 	AlertOutboxDue(ctx context.Context, p *store.AlertOutboxDueParams) ([]*store.AlertNotification, error)
 	AlertOutboxSent(ctx context.Context, p *store.AlertOutboxSentParams) error
 	AlertOutboxFailed(ctx context.Context, p *store.AlertOutboxFailedParams) error
+	Intake5xxAdd(ctx context.Context, p *store.Intake5xxAddParams) error
+	Intake5xxSum(ctx context.Context, p *store.Intake5xxSumParams) (int64, error)
 }
 
 // MaxHosts bounds what one evaluation reads of hosts: the presence changes
@@ -51,6 +53,9 @@ const maxFiring = 10000
 // leaseName is the evaluator's lease among replicas.
 const leaseName = "alert-evaluator"
 
+// intake5xxKeep is how long the replicas' intake 5xx counts are kept.
+const intake5xxKeep = time.Hour
+
 // Config sets the evaluator. Zero values take the defaults.
 type Config struct {
 	Interval  time.Duration // between evaluations (default 15 s)
@@ -62,7 +67,9 @@ type Config struct {
 	// secrets' canary (RuleSecretKeys).
 	KeysOK func(ctx context.Context) (bool, error)
 	// Intake5xx, when set, is how many intake requests this replica has
-	// answered with a 5xx so far (RuleIntake5xx).
+	// answered with a 5xx so far: each interval, every replica adds what
+	// it counted since to its count in the store, which RuleIntake5xx
+	// sums over every replica.
 	Intake5xx func() uint64
 	// Client sends notifications (default: 10 s timeout).
 	Client *http.Client
@@ -100,7 +107,8 @@ type Evaluator struct {
 	mu         sync.Mutex
 	nextEval   time.Time
 	leaseUntil time.Time
-	last5xx    uint64
+	last5xx    uint64 // Intake5xx when last read
+	unwritten  uint64 // 5xx read from Intake5xx and not yet added to the store
 }
 
 // New returns an evaluator; ring opens the sinks' URLs and secrets.
@@ -122,7 +130,8 @@ func (e *Evaluator) Metrics() *Metrics { return e.metrics }
 func (e *Evaluator) now() time.Time { return e.clock.Now().UTC().Truncate(time.Millisecond) }
 
 // Run ticks every second until ctx ends: an evaluation each interval,
-// sending in between (see Tick).
+// sending in between (see Tick). When ctx ends, it writes what this
+// replica's intake answered with 5xx since the last write.
 func (e *Evaluator) Run(ctx context.Context) {
 	t := e.clock.NewTicker(time.Second)
 	defer t.Stop()
@@ -130,10 +139,44 @@ func (e *Evaluator) Run(ctx context.Context) {
 		e.Tick(ctx)
 		select {
 		case <-ctx.Done():
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.write5xx(wctx, e.now())
 			return
 		case <-t.Chan():
 		}
 	}
+}
+
+// write5xx adds to this replica's count in the store the 5xx its intake
+// answered since the last write. What it cannot write (the store is down,
+// which is what makes the intake answer 5xx) is kept and written with the
+// next, and this replica's evaluations count it meanwhile.
+func (e *Evaluator) write5xx(ctx context.Context, now time.Time) {
+	if e.cfg.Intake5xx == nil {
+		return
+	}
+	cur := e.cfg.Intake5xx()
+	e.unwritten += cur - e.last5xx
+	e.last5xx = cur
+	if e.unwritten == 0 {
+		return
+	}
+	err := e.store.Intake5xxAdd(ctx, &store.Intake5xxAddParams{Replica: e.cfg.Holder, N: int64(e.unwritten), Now: now,
+		PruneBefore: now.Add(-intake5xxKeep)})
+	if err != nil {
+		e.log.Warn("alert: intake 5xx count", "unwritten", e.unwritten, "err", err)
+		return
+	}
+	e.unwritten = 0
+}
+
+// window5xx is how far back RuleIntake5xx counts: the minutes of every
+// replica's counts from the one a minute (or an interval, if longer) ago.
+func (e *Evaluator) window5xx(now time.Time) time.Time {
+	return store.MinuteOf(now.Add(-max(e.cfg.Interval, time.Minute)))
 }
 
 // Tick runs what is due: when an interval has passed, it takes (or renews)
@@ -145,6 +188,7 @@ func (e *Evaluator) Tick(ctx context.Context) {
 	now := e.now()
 	if !now.Before(e.nextEval) {
 		e.nextEval = now.Add(e.cfg.Interval)
+		e.write5xx(ctx, now)
 		until := now.Add(2 * e.cfg.Interval)
 		held, err := e.store.LeaseAcquire(ctx, &store.LeaseAcquireParams{Name: leaseName, Holder: e.cfg.Holder, Until: until, Now: now})
 		switch {
@@ -285,12 +329,16 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 		}
 	}
 	complete[RuleSecretKeys] = true
-	if e.cfg.Intake5xx != nil {
-		cur := e.cfg.Intake5xx()
-		n := cur - e.last5xx
-		e.last5xx = cur
-		if thr, on := sets.of(mustRule(RuleIntake5xx), ""); on && n > 0 && int64(n) >= thr {
-			add(&condition{rule: RuleIntake5xx, key: "cloud", what: fmt.Sprintf("intake answered %d requests with 5xx in the last %s", n, e.cfg.Interval)})
+	if thr, on := sets.of(mustRule(RuleIntake5xx), ""); on {
+		since := e.window5xx(now)
+		n, err := e.store.Intake5xxSum(ctx, &store.Intake5xxSumParams{Since: since})
+		if err != nil {
+			return err
+		}
+		n += int64(e.unwritten) // this replica's, when the store would not take them
+		if n > 0 && n >= thr {
+			add(&condition{rule: RuleIntake5xx, key: "cloud",
+				what: fmt.Sprintf("intake answered %d requests with 5xx since %s, over every replica", n, since.Format(time.RFC3339))})
 		}
 	}
 	complete[RuleIntake5xx] = true

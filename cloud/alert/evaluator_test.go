@@ -3,6 +3,7 @@ package alert_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -343,8 +345,127 @@ func TestRules(t *testing.T) {
 		require.NoError(t, st.QuarantineDelete(ctx, qs[0].ID))
 		e.beat(t, 20*time.Second)
 		e.at(20 * time.Second)
+		require.Len(t, e.sink.types(t), 5, "each resolved but intake_5xx, counted for a minute: %v", e.sink.types(t))
+		e.beat(t, 2*time.Minute)
+		e.at(2 * time.Minute)
 		require.Len(t, e.sink.types(t), 6, "each resolved: %v", e.sink.types(t))
+		require.Equal(t, "alert.resolved intake_5xx", e.sink.types(t)[5])
 	})
+}
+
+// What a replica's intake answered with 5xx since its last write is
+// written when it stops.
+func TestIntake5xxWrittenOnStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := openSQLite(t)
+	clock := clockwork.NewFakeClockAt(base)
+	var fivexx atomic.Uint64
+	e := alert.New(st, newRing(t), evalConfig(alert.Config{Intake5xx: fivexx.Load}), clock, slog.New(slog.DiscardHandler))
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	require.NoError(t, clock.BlockUntilContext(ctx, 1)) // the first tick done, waiting for the next
+	fivexx.Add(4)
+	cancel()
+	<-done
+	n, err := st.Intake5xxSum(context.Background(), &store.Intake5xxSumParams{Since: base.Add(-time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n)
+}
+
+// failingCounts is a store that cannot write intake 5xx counts while
+// fail is set.
+type failingCounts struct {
+	store.Store
+	mu   sync.Mutex
+	fail bool
+}
+
+func (f *failingCounts) set(fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = fail
+}
+
+func (f *failingCounts) Intake5xxAdd(ctx context.Context, p *store.Intake5xxAddParams) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return errors.New("disk I/O error")
+	}
+	return f.Store.Intake5xxAdd(ctx, p)
+}
+
+// The intake 5xx rule counts a minute of every replica's 5xx from the
+// store, up to the threshold; a replica that cannot write its count still
+// sees it when it evaluates, and writes it once the store takes it.
+func TestIntake5xx(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	fivexx := uint64(0)
+	answer := func(n uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		fivexx += n
+	}
+	st := &failingCounts{Store: openSQLite(t)}
+	e := newEnv(t, st.Store, alert.Config{})
+	e.eval = alert.New(st, e.ring, evalConfig(alert.Config{Holder: "a", Intake5xx: func() uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return fivexx
+	}}), e.clock, slog.New(slog.DiscardHandler))
+	stored := func() int64 {
+		n, err := e.st.Intake5xxSum(ctx, &store.Intake5xxSumParams{Since: base.Add(-time.Hour)})
+		require.NoError(t, err)
+		return n
+	}
+	e.beat(t, 0)
+	e.at(0)
+	answer(2)
+	e.at(10 * time.Second)
+	require.Equal(t, []string{"alert.firing intake_5xx"}, e.sink.types(t))
+	require.Contains(t, e.sink.notifications(t)[0].Data.Summary, "intake answered 2 requests with 5xx since 2026-03-01T11:59:00Z")
+	require.Equal(t, int64(2), stored())
+	for d := 20 * time.Second; d < 2*time.Minute; d += 10 * time.Second {
+		e.at(d)
+	}
+	require.Equal(t, []string{"alert.firing intake_5xx"}, e.sink.types(t), "counted until the window passed its minute")
+	e.at(2 * time.Minute)
+	require.Equal(t, []string{"alert.firing intake_5xx", "alert.resolved intake_5xx"}, e.sink.types(t))
+
+	// A threshold of 5: 3, then 2 more within the window.
+	require.NoError(t, e.st.AlertRuleSet(ctx, &store.AlertRuleSetting{Rule: alert.RuleIntake5xx, Threshold: 5}))
+	answer(3)
+	e.at(2*time.Minute + 10*time.Second)
+	require.Len(t, e.sink.types(t), 2, "3 of 5")
+	answer(2)
+	e.at(2*time.Minute + 20*time.Second)
+	require.Equal(t, "alert.firing intake_5xx", e.sink.types(t)[2])
+	e.at(4 * time.Minute)
+	require.Equal(t, "alert.resolved intake_5xx", e.sink.types(t)[3])
+	require.Equal(t, int64(7), stored())
+
+	// The store cannot take the count: this replica counts it itself,
+	// every evaluation until it is written, and writes it once.
+	st.set(true)
+	answer(5)
+	e.at(4*time.Minute + 10*time.Second)
+	require.Equal(t, "alert.firing intake_5xx", e.sink.types(t)[4])
+	for d := 4*time.Minute + 20*time.Second; d <= 7*time.Minute; d += 10 * time.Second {
+		e.at(d)
+	}
+	require.Len(t, e.sink.types(t), 5, "still firing while the count is unwritten")
+	require.Equal(t, int64(7), stored())
+	st.set(false)
+	e.at(7*time.Minute + 10*time.Second)
+	require.Equal(t, int64(12), stored(), "written once")
+	for d := 7*time.Minute + 20*time.Second; d <= 9*time.Minute; d += 10 * time.Second {
+		e.at(d)
+	}
+	require.Equal(t, int64(12), stored(), "written once")
+	require.Equal(t, "alert.resolved intake_5xx", e.sink.types(t)[5])
+	require.Len(t, e.sink.types(t), 6)
 }
 
 // A sink that refuses for a while gets every notification afterwards, in

@@ -3,6 +3,7 @@ package alert_test
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,4 +64,46 @@ func TestReplicasNotifyOnce(t *testing.T) {
 		b.Tick(ctx)
 	}
 	require.Equal(t, []string{"alert.firing host_offline_with_work", "alert.resolved host_offline_with_work"}, e.sink.types(t))
+}
+
+// Two replicas on one Postgres: the 5xx of the one that does not evaluate
+// reach the evaluator through the store, fire the alert once, and it
+// resolves once they are past its window.
+func TestReplicasIntake5xx(t *testing.T) {
+	pgtest.ServerURL(t)
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	open := func() store.Store {
+		st, err := postgres.Open(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	stA := open()
+	require.NoError(t, stA.Migrate(ctx))
+	none := func() uint64 { return 0 }
+	e := newEnv(t, stA, alert.Config{Holder: "a", Intake5xx: none})
+	var fivexx atomic.Uint64
+	clockB := clockwork.NewFakeClockAt(base)
+	b := alert.New(open(), e.ring, evalConfig(alert.Config{Holder: "b", Intake5xx: fivexx.Load}), clockB, slog.New(slog.DiscardHandler))
+	// B ticks first (and writes its count), then A evaluates.
+	tick := func(d time.Duration) {
+		clockB.Advance(base.Add(d).Sub(clockB.Now()))
+		b.Tick(ctx)
+		e.at(d)
+	}
+	e.beat(t, 0)
+	e.at(0) // A takes the lease
+	tick(0)
+	fivexx.Add(3)
+	tick(10 * time.Second)
+	require.Equal(t, []string{"alert.firing intake_5xx"}, e.sink.types(t))
+	require.Contains(t, e.sink.notifications(t)[0].Data.Summary, "intake answered 3 requests with 5xx")
+	require.Equal(t, 1.0, gauge(t, e.eval.Metrics(), "relay_alert_evaluator"))
+	require.Equal(t, 0.0, gauge(t, b.Metrics(), "relay_alert_evaluator"), "B does not evaluate")
+	for d := 20 * time.Second; d <= 3*time.Minute; d += 10 * time.Second {
+		e.beat(t, d)
+		tick(d)
+	}
+	require.Equal(t, []string{"alert.firing intake_5xx", "alert.resolved intake_5xx"}, e.sink.types(t))
 }

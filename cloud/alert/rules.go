@@ -85,7 +85,7 @@ var Rules = []Rule{
 	{RuleRepeatedFailures, "a webhook of a host's source failed at least the threshold's attempts in a row", UnitCount, 3, true},
 	{RuleQuarantine, "intake requests wait in the quarantine for a key that opens their secret", UnitNone, 0, false},
 	{RuleSecretKeys, "no configured secret key opens the stored secrets' canary", UnitNone, 0, false},
-	{RuleIntake5xx, "intake answered at least the threshold of 5xx within an evaluation interval", UnitCount, 1, false},
+	{RuleIntake5xx, "intake answered at least the threshold of 5xx within the last minute (or interval, if longer), over every replica", UnitCount, 1, false},
 }
 
 // RuleNamed returns the rule of that name.

@@ -93,6 +93,13 @@ func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Mil
 // Policy is the retry schedule of deliveries without their own.
 func (s *Service) Policy() RetryPolicy { return s.cfg.Policy }
 
+// Now is the cloud's time as the core records it: what a host is told is
+// the time, whatever its own clock says.
+func (s *Service) Now() time.Time { return s.now() }
+
+// LeaseFor is how long a lease granted or extended lasts.
+func (s *Service) LeaseFor() time.Duration { return s.cfg.LeaseFor }
+
 // Report is what a host says of the deliveries it was handed.
 type Report struct {
 	Acks    []string // handled
@@ -102,6 +109,9 @@ type Report struct {
 	// leased to it; the rest is due again at once.
 	AnswerLost bool
 	Held       []string
+	// Results are what the host's ledger recorded of the runs it acks or
+	// nacks here (the others are dropped); ReportedAt is set by Report.
+	Results []store.DeliveryResult
 }
 
 func (r *Report) empty() bool {
@@ -126,6 +136,7 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 	if len(r.Extends) > 0 {
 		p.Extend = &store.DeliveryExtendParams{HostID: hostID, IDs: r.Extends, LeaseFor: s.cfg.LeaseFor, Now: now}
 	}
+	p.Results = reportedResults(r, now)
 	if r.AnswerLost {
 		// What the lost answer leased, the host does not hold: due again at
 		// once, in this very answer if there is room. (Its acks are applied
@@ -143,6 +154,36 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 		s.log.Info("host lost a heartbeat answer; its deliveries are due again", "host", hostID, "deliveries", res.Released)
 	}
 	return res, nil
+}
+
+// reportedResults keeps the results of the runs the report acks or nacks,
+// one per delivery (the last), valid ones only, stamped now.
+func reportedResults(r *Report, now time.Time) []store.DeliveryResult {
+	if len(r.Results) == 0 {
+		return nil
+	}
+	reported := make(map[string]bool, len(r.Acks)+len(r.Nacks))
+	for _, id := range r.Acks {
+		reported[id] = true
+	}
+	for _, n := range r.Nacks {
+		reported[n.ID] = true
+	}
+	byID := make(map[string]int, len(r.Results))
+	var out []store.DeliveryResult
+	for _, res := range r.Results {
+		if !reported[res.DeliveryID] || !store.ResultValid(res.Result) {
+			continue
+		}
+		res.ReportedAt = now
+		if i, ok := byID[res.DeliveryID]; ok {
+			out[i] = res
+			continue
+		}
+		byID[res.DeliveryID] = len(out)
+		out = append(out, res)
+	}
+	return out
 }
 
 // Beat is what a heartbeat says of the host itself.

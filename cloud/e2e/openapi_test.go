@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
@@ -83,7 +84,8 @@ func TestOpenAPIResponses(t *testing.T) {
 func openAPIResponses(t *testing.T, dbURL string) {
 	doc, err := openapitest.Load()
 	require.NoError(t, err)
-	c := startCloud(t, dbURL)
+	// Alerts evaluated each second: the dead letters below fire one.
+	c := startCloud(t, dbURL, "RELAY_ALERT_INTERVAL=1s")
 	a := &apiCaller{t: t, doc: doc, url: c.url, ok: map[string]bool{}}
 
 	for _, p := range []string{"/healthz", "/readyz", "/api/openapi.json"} {
@@ -124,6 +126,81 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Equal(t, 200, st)
 	st, _ = a.call("GET", "/api/hosts/"+hostID+"/sources", adminToken, nil)
 	require.Equal(t, 200, st)
+	st, _ = a.call("PATCH", src, adminToken, map[string]any{"enabled": true})
+	require.Equal(t, 200, st)
+	st, _ = a.call("PATCH", src, adminToken, map[string]any{})
+	require.Equal(t, 400, st)
+
+	// Alert rules: every host's setting and one host's, refused ones, and
+	// the settings dropped again.
+	rules, hostRules := "/api/alerts/rules/", "/api/hosts/"+hostID+"/alert-rules/"
+	st, _ = a.call("PUT", rules+"oldest_pending", adminToken, map[string]any{"threshold": 600})
+	require.Equal(t, 200, st)
+	st, b = a.call("PUT", hostRules+"oldest_pending", adminToken, map[string]any{"threshold": 300})
+	require.Equal(t, 200, st)
+	require.JSONEq(t, `{"host_id":"`+hostID+`","disabled":false,"threshold":300}`, string(b))
+	st, b = a.call("PUT", rules+"intake_5xx", adminToken, map[string]any{"disabled": true})
+	require.Equal(t, 200, st)
+	require.JSONEq(t, `{"disabled":true}`, string(b))
+	st, b = a.call("GET", "/api/alerts/rules", adminToken, nil)
+	require.Equal(t, 200, st)
+	var ruleList struct {
+		Rules []struct {
+			Name     string           `json:"name"`
+			Settings []map[string]any `json:"settings"`
+		} `json:"rules"`
+	}
+	decode(t, b, &ruleList)
+	settings := map[string]int{}
+	for _, r := range ruleList.Rules {
+		settings[r.Name] = len(r.Settings)
+	}
+	require.Equal(t, 2, settings["oldest_pending"], "every host's setting and the host's")
+	require.Equal(t, 1, settings["intake_5xx"])
+	st, _ = a.call("PUT", hostRules+"secret_keys", adminToken, map[string]any{"disabled": true})
+	require.Equal(t, 400, st, "a cloud-wide rule is not set per host")
+	st, _ = a.call("PUT", rules+"quarantine_not_empty", adminToken, map[string]any{"threshold": 5})
+	require.Equal(t, 400, st, "a rule without a threshold")
+	st, _ = a.call("PUT", rules+"oldest_pending", adminToken, map[string]any{"threshold": -1})
+	require.Equal(t, 400, st)
+	st, _ = a.call("PUT", rules+"no_such_rule", adminToken, map[string]any{})
+	require.Equal(t, 404, st)
+	st, _ = a.call("PUT", "/api/hosts/h_unknown/alert-rules/oldest_pending", adminToken, map[string]any{})
+	require.Equal(t, 404, st)
+	for _, p := range []string{hostRules + "oldest_pending", rules + "oldest_pending", rules + "intake_5xx"} {
+		st, _ = a.call("DELETE", p, adminToken, nil)
+		require.Equal(t, 204, st, p)
+	}
+	st, _ = a.call("DELETE", rules+"no_such_rule", adminToken, nil)
+	require.Equal(t, 404, st)
+	st, _ = a.call("DELETE", "/api/hosts/h_unknown/alert-rules/oldest_pending", adminToken, nil)
+	require.Equal(t, 404, st)
+
+	// Alert sinks: a Standard Webhooks receiver, and a Slack URL nothing
+	// answers at (its failures show in the list).
+	receiver := startSinkEndpoint(t)
+	var webhookSink, slackSink struct {
+		ID     string `json:"id"`
+		Secret string `json:"secret"`
+	}
+	st, b = a.call("POST", "/api/alerts/sinks", adminToken, map[string]string{"kind": "webhook", "url": receiver.url})
+	require.Equal(t, 201, st)
+	decode(t, b, &webhookSink)
+	receiver.mu.Lock()
+	receiver.secret = webhookSink.Secret
+	receiver.mu.Unlock()
+	st, b = a.call("POST", "/api/alerts/sinks", adminToken, map[string]string{"kind": "slack", "url": "http://" + freeAddr(t) + "/services/T0/B0/slack-token"})
+	require.Equal(t, 201, st)
+	decode(t, b, &slackSink)
+	require.NotContains(t, string(b), "slack-token")
+	st, _ = a.call("POST", "/api/alerts/sinks", adminToken, map[string]string{"kind": "email", "url": receiver.url})
+	require.Equal(t, 400, st)
+	st, _ = a.call("POST", "/api/alerts/sinks", adminToken, map[string]string{"kind": "webhook", "url": "ftp://example.com/alerts"})
+	require.Equal(t, 400, st)
+	st, b = a.call("GET", "/api/alerts/sinks", adminToken, nil)
+	require.Equal(t, 200, st)
+	require.NotContains(t, string(b), "slack-token")
+	require.NotContains(t, string(b), webhookSink.Secret)
 
 	st, _ = a.call("POST", "/api/hosts/claim", "", map[string]string{"claim_code": "AAAA-BBBB-CCCC-DDDD"})
 	require.Equal(t, 401, st)
@@ -135,6 +212,46 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Equal(t, 200, st)
 	var tok shared.TokenResponse
 	decode(t, b, &tok)
+
+	// A body over its route's limit: 413.
+	for _, r := range []struct {
+		method, path, bearer string
+		limit                int
+	}{
+		{"POST", "/api/hosts", adminToken, 64 << 10},
+		{"PATCH", "/api/hosts/" + hostID, adminToken, 64 << 10},
+		{"PUT", src, adminToken, 256 << 10},
+		{"POST", "/api/hosts/claim", "", 64 << 10},
+		{"POST", "/api/hosts/token", "", 64 << 10},
+		{"POST", "/api/hosts/heartbeat", tok.Token, 4 << 20},
+		{"PUT", rules + "oldest_pending", adminToken, 64 << 10},
+		{"POST", "/api/alerts/sinks", adminToken, 64 << 10},
+	} {
+		st, _ := a.call(r.method, r.path, r.bearer, []byte(`{"pad": "`+strings.Repeat("x", r.limit)+`"}`))
+		require.Equal(t, 413, st, "%s %s", r.method, r.path)
+	}
+
+	// Presence: the claimed host is online; ?presence= filters.
+	hostsOf := func(query string) []string {
+		st, b := a.call("GET", "/api/hosts"+query, adminToken, nil)
+		require.Equal(t, 200, st)
+		var v struct {
+			Hosts []struct {
+				ID       string `json:"id"`
+				Presence string `json:"presence"`
+			} `json:"hosts"`
+		}
+		decode(t, b, &v)
+		var ids []string
+		for _, h := range v.Hosts {
+			ids = append(ids, h.ID+" "+h.Presence)
+		}
+		return ids
+	}
+	require.Equal(t, []string{hostID + " online"}, hostsOf("?presence=online"))
+	require.Empty(t, hostsOf("?presence=offline"))
+	st, _ = a.call("GET", "/api/hosts?presence=asleep", adminToken, nil)
+	require.Equal(t, 400, st)
 
 	// Intake: stored, a duplicate, a bad signature, an unknown host.
 	push := signGitHub(secret, "push", "openapi-1", []byte(`{"ref":"refs/heads/main"}`))
@@ -166,7 +283,39 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	}
 	hb := heartbeat(shared.HeartbeatRequest{AgentVersion: "openapi-test", MaxWebhooks: shared.Ptr(10)})
 	require.Len(t, hb.Webhooks, 1)
-	heartbeat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: queued.DeliveryID, Error: "no", Retryable: false}}})
+	status := 422
+	heartbeat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: queued.DeliveryID, Error: "no", Retryable: false}},
+		WebhookResults: []shared.WebhookResult{{DeliveryID: queued.DeliveryID, Attempt: 1, Result: "error", Handler: "forward http://127.0.0.1:3000/hook",
+			ResponseStatus: &status, DurationMS: 4, Error: "HTTP 422"}}})
+	// The dead letter fires an alert; each change is waited for, so that
+	// the history ends up with two alerts, fired and resolved.
+	type alertJSON struct {
+		ID     int64  `json:"id"`
+		Rule   string `json:"rule"`
+		HostID string `json:"host_id"`
+		State  string `json:"state"`
+	}
+	type alertPage struct {
+		Firing     []alertJSON `json:"firing"`
+		History    []alertJSON `json:"history"`
+		NextCursor string      `json:"next_cursor"`
+	}
+	alerts := func(query string) alertPage {
+		st, b := a.call("GET", "/api/alerts"+query, adminToken, nil)
+		require.Equal(t, 200, st, string(b))
+		var p alertPage
+		decode(t, b, &p)
+		return p
+	}
+	deadLetters := func() bool {
+		for _, x := range alerts("").Firing {
+			if x.Rule == "dead_letters" && x.HostID == hostID {
+				return true
+			}
+		}
+		return false
+	}
+	eventually(t, 30*time.Second, "the dead_letters alert firing", deadLetters)
 	st, _ = a.call("POST", "/api/hosts/heartbeat", "not-a-token", shared.HeartbeatRequest{})
 	require.Equal(t, 401, st)
 
@@ -188,18 +337,91 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	one := deliveries + "/" + url.PathEscape(queued.DeliveryID)
 	st, _ = a.call("GET", deliveries+"?status=dlq", adminToken, nil)
 	require.Equal(t, 200, st)
-	st, _ = a.call("GET", one, adminToken, nil)
+	st, b = a.call("GET", one, adminToken, nil)
 	require.Equal(t, 200, st)
+	require.Contains(t, string(b), `"host_result":{"attempt":1,"result":"error"`)
+	st, _ = a.call("GET", "/api/deliveries?event_id=openapi-1", adminToken, nil)
+	require.Equal(t, 200, st)
+	st, _ = a.call("GET", "/api/deliveries?status=lost", adminToken, nil)
+	require.Equal(t, 400, st)
+	st, _ = a.call("GET", "/api/events?last=5", adminToken, nil)
+	require.Equal(t, 200, st)
+	st, _ = a.call("GET", "/api/events?after=-1", adminToken, nil)
+	require.Equal(t, 400, st)
+	st, _ = a.call("GET", "/api/hosts/deliveries?since=2026-01-01T00:00:00Z", tok.Token, nil)
+	require.Equal(t, 200, st)
+	st, _ = a.call("GET", "/api/hosts/deliveries", "not-a-token", nil)
+	require.Equal(t, 401, st)
 	st, _ = a.call("POST", one+"/retry", adminToken, nil)
 	require.Equal(t, 200, st)
 	st, _ = a.call("POST", one+"/retry", adminToken, nil)
 	require.Equal(t, 409, st, "queued again: not retryable")
+	eventually(t, 30*time.Second, "the dead_letters alert resolved", func() bool { return !deadLetters() })
 	hb = heartbeat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(10)})
 	require.Len(t, hb.Webhooks, 1)
 	heartbeat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: queued.DeliveryID, Error: "no", Retryable: false}}})
+	eventually(t, 30*time.Second, "a second dead_letters alert firing", deadLetters)
 	st, b = a.call("DELETE", deliveries+"/dlq", adminToken, nil)
 	require.Equal(t, 200, st)
 	require.JSONEq(t, `{"purged":1}`, string(b))
+	eventually(t, 30*time.Second, "the second alert resolved", func() bool { return !deadLetters() })
+	page := alerts("?limit=1")
+	require.Len(t, page.History, 1)
+	require.NotEmpty(t, page.NextCursor)
+	older := alerts("?limit=1&cursor=" + url.QueryEscape(page.NextCursor))
+	require.Len(t, older.History, 1)
+	require.Empty(t, older.NextCursor)
+	require.Less(t, older.History[0].ID, page.History[0].ID)
+	require.Equal(t, []string{"resolved", "resolved"}, []string{page.History[0].State, older.History[0].State})
+	st, _ = a.call("GET", "/api/alerts?cursor=next", adminToken, nil)
+	require.Equal(t, 400, st)
+	st, _ = a.call("GET", "/api/alerts?limit=501", adminToken, nil)
+	require.Equal(t, 400, st)
+
+	// The evaluator recorded the host's presence.
+	st, b = a.call("GET", "/api/hosts/"+hostID, adminToken, nil)
+	require.Equal(t, 200, st)
+	var withHistory struct {
+		PresenceHistory []struct {
+			To string `json:"to"`
+		} `json:"presence_history"`
+	}
+	decode(t, b, &withHistory)
+	require.NotEmpty(t, withHistory.PresenceHistory)
+	require.Equal(t, "online", withHistory.PresenceHistory[0].To)
+
+	// The notifications reached the receiver, signatures verified; the
+	// Slack sink shows its failures.
+	eventually(t, 30*time.Second, "the notifications sent and failed", func() bool {
+		st, b := a.call("GET", "/api/alerts/sinks", adminToken, nil)
+		require.Equal(t, 200, st)
+		var v struct {
+			Sinks []struct {
+				ID        string `json:"id"`
+				Sent      int    `json:"sent"`
+				Failures  int    `json:"failures"`
+				LastError string `json:"last_error"`
+			} `json:"sinks"`
+		}
+		decode(t, b, &v)
+		done := 0
+		for _, k := range v.Sinks {
+			if (k.ID == webhookSink.ID && k.Sent > 0) || (k.ID == slackSink.ID && k.Failures > 0 && k.LastError != "") {
+				done++
+			}
+		}
+		return done == 2
+	})
+	require.True(t, containsPrefix(receiver.typed(), "alert.firing dead_letters "+hostID), "%v", receiver.typed())
+	receiver.mu.Lock()
+	require.Empty(t, receiver.bad, "every notification verified")
+	receiver.mu.Unlock()
+	for _, id := range []string{webhookSink.ID, slackSink.ID} {
+		st, _ = a.call("DELETE", "/api/alerts/sinks/"+id, adminToken, nil)
+		require.Equal(t, 204, st)
+	}
+	st, _ = a.call("DELETE", "/api/alerts/sinks/"+slackSink.ID, adminToken, nil)
+	require.Equal(t, 404, st)
 	st, _ = a.call("GET", deliveries+"/github:none:1", adminToken, nil)
 	require.Equal(t, 404, st)
 

@@ -16,6 +16,7 @@ import (
 // in the one-delivery answer.
 type deliveryJSON struct {
 	DeliveryID    string            `json:"delivery_id"`
+	HostID        string            `json:"host_id"`
 	Source        string            `json:"source"`
 	EventID       string            `json:"event_id"`
 	EventType     string            `json:"event_type"`
@@ -46,7 +47,7 @@ type eventJSON struct {
 
 func deliveryView(d *store.Delivery, withBody bool) deliveryJSON {
 	v := deliveryJSON{
-		DeliveryID: d.ID, Source: d.Source, EventID: d.EventID, EventType: d.EventType, EventAction: d.EventAction,
+		DeliveryID: d.ID, HostID: d.HostID, Source: d.Source, EventID: d.EventID, EventType: d.EventType, EventAction: d.EventAction,
 		Status: d.Status, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextRetryAt: d.NextRetryAt,
 		LeaseExpires: d.LeaseExpiresAt, LastError: d.LastError, ReceivedAt: d.ReceivedAt,
 		DeliveredAt: d.DeliveredAt, AckedAt: d.AckedAt, DLQAt: d.DLQAt, CorrelationID: d.CorrelationID,
@@ -128,7 +129,12 @@ func (s *Server) getDelivery(c *gin.Context) {
 	for _, e := range evs {
 		events = append(events, eventJSON{At: e.At, From: e.From, To: e.To, Reason: e.Reason, Attempt: e.Attempt})
 	}
-	c.JSON(200, gin.H{"delivery": deliveryView(d, true), "events": events})
+	result, err := s.hostResult(c, d.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(200, gin.H{"delivery": deliveryView(d, true), "events": events, "host_result": result})
 }
 
 // Cursors are opaque to clients: base64url of "<received unix ms>:<delivery id>".

@@ -48,7 +48,8 @@ func (s *Server) heartbeat(c *gin.Context) {
 
 	// more: available work was left over, cut by the batch's count or byte
 	// bound; the host comes back at once.
-	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), More: res.More, Webhooks: make([]shared.Webhook, 0, len(res.Deliveries))}
+	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), More: res.More, Webhooks: make([]shared.Webhook, 0, len(res.Deliveries)),
+		Now: s.deliveries.Now(), LeaseS: int(s.deliveries.LeaseFor() / time.Second)}
 	ids := make([]string, 0, len(res.Deliveries))
 	for _, d := range res.Deliveries {
 		ids = append(ids, d.ID)
@@ -76,6 +77,10 @@ func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 		for i, n := range req.WebhookNacks {
 			hb.Nacks[i] = delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt}
 		}
+	}
+	for _, r := range req.WebhookResults {
+		hb.Results = append(hb.Results, store.DeliveryResult{DeliveryID: r.DeliveryID, Attempt: r.Attempt, Result: r.Result,
+			Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode, DurationMS: r.DurationMS, Error: r.Error})
 	}
 	if req.Config != nil {
 		sub, err := json.Marshal(req.Config)
@@ -116,6 +121,14 @@ func validateHeartbeat(req *shared.HeartbeatRequest) error {
 		if id == "" {
 			return errInvalid(fmt.Sprintf("webhooks_held[%d] is empty", i))
 		}
+	}
+	for i, r := range req.WebhookResults {
+		if r.DeliveryID == "" || !store.ResultValid(r.Result) {
+			return errInvalid(fmt.Sprintf("webhook_results[%d]: want a delivery_id and a result of success, error or skipped", i))
+		}
+	}
+	if len(req.WebhookResults) > len(req.WebhookAcks)+len(req.WebhookNacks) {
+		return errInvalid("more webhook_results than acks and nacks")
 	}
 	if len(req.WebhooksHeld) > 0 && !req.AnswerLost {
 		return errInvalid("webhooks_held is only sent with answer_lost")

@@ -282,7 +282,7 @@ func (s *Server) token(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(200, shared.TokenResponse{Token: tok, TokenExpiresAt: exp})
+	c.JSON(200, shared.TokenResponse{Token: tok, TokenExpiresAt: exp, Now: s.now()})
 }
 
 // authHost checks a heartbeat's bearer token: signature and claims, then that

@@ -227,13 +227,19 @@ func benchDrain(b *testing.B, st store.Store) {
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	var acks []string
+	var results []shared.WebhookResult
+	status := 200
 	for got := 0; got < b.N; {
 		var resp shared.HeartbeatResponse
-		// As the host asks: the raw body only, no parsed copy.
-		post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, MaxWebhooks: shared.Ptr(500), RawBodyOnly: true}, &resp)
-		acks = acks[:0]
+		// As the host asks: the raw body only, no parsed copy; each ack with
+		// its ledger's result.
+		post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, WebhookResults: results,
+			MaxWebhooks: shared.Ptr(500), RawBodyOnly: true}, &resp)
+		acks, results = acks[:0], results[:0]
 		for _, w := range resp.Webhooks {
 			acks = append(acks, w.DeliveryID)
+			results = append(results, shared.WebhookResult{DeliveryID: w.DeliveryID, Attempt: w.Attempt, Result: "success",
+				Handler: "forward http://127.0.0.1:3000/hook", ResponseStatus: &status, DurationMS: 3})
 		}
 		got += len(resp.Webhooks)
 		if len(resp.Webhooks) == 0 {
@@ -241,7 +247,7 @@ func benchDrain(b *testing.B, st store.Store) {
 		}
 	}
 	var resp shared.HeartbeatResponse
-	post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, MaxWebhooks: shared.Ptr(0)}, &resp)
+	post(shared.PathHeartbeat, claim.Token, shared.HeartbeatRequest{WebhookAcks: acks, WebhookResults: results, MaxWebhooks: shared.Ptr(0)}, &resp)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "deliveries/s")
 }

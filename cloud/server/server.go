@@ -222,6 +222,10 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/api/hosts/token", s.token)
 	r.POST("/api/hosts/heartbeat", s.heartbeat)
 	r.GET(shared.PathSocket, s.socket)
+	r.GET(shared.PathHostDeliveries, s.hostDeliveries)
+
+	r.GET("/api/deliveries", s.requireAdmin, s.findDeliveries)
+	r.GET("/api/events", s.requireAdmin, s.listEvents)
 
 	admin := r.Group("/api/hosts", s.requireAdmin)
 	admin.POST("", s.createHost)
@@ -233,6 +237,7 @@ func (s *Server) Handler() http.Handler {
 	admin.GET("/:id/sources", s.listSources)
 	admin.GET("/:id/sources/:source", s.getSource)
 	admin.PUT("/:id/sources/:source", s.putSource)
+	admin.PATCH("/:id/sources/:source", s.patchSource)
 	admin.GET("/:id/rejections", s.listRejections)
 	admin.GET("/:id/webhooks", s.listDeliveries)
 	admin.GET("/:id/webhooks/:deliveryId", s.getDelivery)

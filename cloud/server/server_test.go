@@ -764,3 +764,29 @@ func TestErrorMapping(t *testing.T) {
 		require.NotContains(t, w.Body.String(), "refused")
 	}
 }
+
+// TestAnswersSayTheCloudsTime: the token and heartbeat answers carry the
+// cloud's now, and the heartbeat's the lease length, so a host whose clock
+// is off reads a token's lifetime and times its extends on the cloud's
+// terms.
+func TestAnswersSayTheCloudsTime(t *testing.T) {
+	b := setup(t)
+	var h shared.CreateHostResponse
+	b.admin("POST", "/api/hosts", map[string]string{"name": "x"}).json(t, &h)
+	var c shared.ClaimResponse
+	b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: h.ClaimCode}), nil).json(t, &c)
+
+	b.clock.Advance(time.Minute)
+	var hb shared.HeartbeatResponse
+	b.heartbeat(c.Token, shared.HeartbeatRequest{}).json(t, &hb)
+	require.Equal(t, b.clock.Now(), hb.Now)
+	require.Equal(t, 60, hb.LeaseS, "the bundle's cloud leases for a minute")
+
+	b.clock.Advance(time.Minute)
+	var tr shared.TokenResponse
+	a := b.do("POST", "/api/hosts/token", jsonBody(shared.TokenRequest{HostID: h.ID, HostCredential: c.HostCredential}), nil)
+	require.Equal(t, 200, a.status, string(a.body))
+	a.json(t, &tr)
+	require.Equal(t, b.clock.Now(), tr.Now)
+	require.Equal(t, 15*time.Minute, tr.TokenExpiresAt.Sub(tr.Now))
+}

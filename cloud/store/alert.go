@@ -104,6 +104,14 @@ type AlertStore interface {
 	// AlertOutboxFailed counts a failed attempt of a notification, due
 	// again at NextAt, and records the error on its sink.
 	AlertOutboxFailed(ctx context.Context, p *AlertOutboxFailedParams) error
+
+	// Intake5xxAdd adds N to Replica's count of intake 5xx answers in the
+	// minute of Now, and first deletes every replica's minutes before
+	// PruneBefore. Nothing is added if it fails.
+	Intake5xxAdd(ctx context.Context, p *Intake5xxAddParams) error
+	// Intake5xxSum sums, in one query, every replica's counts of intake
+	// 5xx answers in the minutes that start at or after Since.
+	Intake5xxSum(ctx context.Context, p *Intake5xxSumParams) (int64, error)
 }
 
 type LeaseAcquireParams struct {
@@ -274,6 +282,20 @@ type AlertOutboxFailedParams struct {
 	NextAt time.Time
 	Now    time.Time
 }
+
+type Intake5xxAddParams struct {
+	Replica     string
+	N           int64
+	Now         time.Time // counted in its minute
+	PruneBefore time.Time
+}
+
+type Intake5xxSumParams struct {
+	Since time.Time // the minutes starting at or after it
+}
+
+// MinuteOf is the start of t's minute: a bucket of Intake5xxAdd.
+func MinuteOf(t time.Time) time.Time { return t.UTC().Truncate(time.Minute) }
 
 // Millis is n milliseconds.
 func Millis(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

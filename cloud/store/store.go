@@ -141,8 +141,9 @@ type Store interface {
 	DeliveryExpireLeases(ctx context.Context, p *DeliveryExpireLeasesParams) (int, error)
 	// DeliveryReport applies a host's report in one transaction, in this
 	// order: Ack, Nack, Extend, then ReleaseUnheld (each skipped when nil,
-	// each as its own method would; their HostIDs must be the report's).
-	// Nothing is applied when it fails.
+	// each as its own method would; their HostIDs must be the report's),
+	// and records Results of the host's own deliveries (replacing the one
+	// recorded before). Nothing is applied when it fails.
 	DeliveryReport(ctx context.Context, p *DeliveryReportParams) (*DeliveryReportResult, error)
 	// DeliveryRetry puts one of the host's dead-lettered or retrying
 	// deliveries back in the queue with its attempts reset
@@ -171,6 +172,8 @@ type Store interface {
 
 	// The intake edge's own records (edge.go).
 	EdgeStore
+	// What operators read across hosts (inspect.go).
+	InspectStore
 	// Host presence and alerts (alert.go).
 	AlertStore
 }
@@ -451,6 +454,9 @@ type DeliveryReportParams struct {
 	Nack          *DeliveryNackParams
 	Extend        *DeliveryExtendParams
 	ReleaseUnheld *DeliveryReleaseUnheldParams
+	// Results are what the host's ledger recorded of the runs it acks or
+	// nacks; those of other hosts' deliveries are dropped.
+	Results []DeliveryResult
 }
 
 // DeliveryReportResult says how many deliveries each part changed.

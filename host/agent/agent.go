@@ -115,6 +115,8 @@ type Agent struct {
 	wg        sync.WaitGroup // webhooks started and not yet recorded
 	// tokens hands out the host's token, for any transport.
 	tokens *tokenSource
+	// cloudTime follows the cloud's clock, as the cloud's answers say it.
+	cloudTime *cloudTime
 
 	// handlerCtx is given to handlers; set by Run before any webhook is
 	// dispatched.
@@ -148,11 +150,12 @@ func New(opts Options) *Agent {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{
-		opts:  opts,
-		log:   opts.Logger,
-		clock: opts.Clock,
-		flow:  newFlow(opts.Workers, opts.Interval, opts.Logger),
-		wake:  make(chan struct{}, 1),
+		opts:      opts,
+		log:       opts.Logger,
+		clock:     opts.Clock,
+		flow:      newFlow(opts.Workers, opts.Interval, opts.Logger),
+		wake:      make(chan struct{}, 1),
+		cloudTime: &cloudTime{log: opts.Logger},
 	}
 	a.rec = &recorder{ledger: opts.Ledger, clock: opts.Clock, log: opts.Logger, fault: a.fault, observe: opts.Observe}
 	a.pool = newPool(opts.Workers, &a.wg, a.run, a.settle)
@@ -160,6 +163,7 @@ func New(opts Options) *Agent {
 		cloud: opts.Cloud,
 		req:   shared.TokenRequest{HostID: opts.HostID, HostCredential: opts.Credential},
 		clock: opts.Clock,
+		times: a.cloudTime,
 	}
 	a.transport = newTransport(a, opts)
 	a.setConfig(opts.Sources, opts.Subscription)
@@ -205,6 +209,15 @@ func (a *Agent) LastHeartbeat() time.Time {
 	defer a.mu.Unlock()
 	return a.lastHeartbeat
 }
+
+// ClockSkew returns how far this host's clock is ahead of the cloud's
+// (negative: behind), as the cloud's last answer said, and false until one
+// said.
+func (a *Agent) ClockSkew() (time.Duration, bool) { return a.cloudTime.skew() }
+
+// CloudNow returns the cloud's time now, as the cloud's last answer said
+// it, and false until one said.
+func (a *Agent) CloudNow() (time.Time, bool) { return a.cloudTime.at(a.clock.Now()) }
 
 // LastHeartbeatError is why the last heartbeat failed ("" if it succeeded).
 func (a *Agent) LastHeartbeatError() string {

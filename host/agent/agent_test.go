@@ -34,6 +34,12 @@ func TestHandledOnceAndAckedOnNextHeartbeat(t *testing.T) {
 	hb = b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
 	require.Empty(t, hb.req.WebhookNacks)
+	// With the ack, what the ledger recorded of the run.
+	require.Len(t, hb.req.WebhookResults, 1)
+	res := hb.req.WebhookResults[0]
+	require.Equal(t, shared.WebhookResult{DeliveryID: w.DeliveryID, Attempt: 1, Result: "success", Handler: "fake",
+		ResponseStatus: res.ResponseStatus, DurationMS: res.DurationMS}, res)
+	require.Equal(t, 200, *res.ResponseStatus)
 	b.eventually(t, "outbox emptied", func() bool { return b.outbox(t) == 0 })
 	require.EqualValues(t, 1, b.handler.calls.Load())
 
@@ -69,6 +75,7 @@ func TestAlreadySucceededIsAckedWithoutRunning(t *testing.T) {
 	// Queued again, and sent at once: nothing else runs.
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
+	require.Equal(t, "success", hb.req.WebhookResults[0].Result, "the ack again carries the earlier run's result")
 	require.EqualValues(t, 0, b.handler.calls.Load(), "handler must not run again")
 }
 

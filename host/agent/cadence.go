@@ -66,10 +66,11 @@ func (h *heartbeats) Run(ctx context.Context) error {
 		bo.Reset()
 		if res.floor > 0 {
 			floor = res.floor
+			h.floor = floor
 		}
 		interval := h.interval
 		if h.a.flow.count() > 0 {
-			interval = min(interval, busyInterval)
+			interval = min(interval, h.a.flow.busy())
 		}
 		earliest := start.Add(floor)
 		next := start.Add(max(interval, floor))
@@ -127,7 +128,7 @@ func (h *heartbeats) sleep(ctx context.Context, next, earliest time.Time, wakeab
 		wake = h.a.wake
 	}
 	for {
-		d := next.Sub(h.clock.Now())
+		d := h.until(next)
 		if d <= 0 {
 			return
 		}
@@ -158,6 +159,15 @@ func (h *heartbeats) sleep(ctx context.Context, next, earliest time.Time, wakeab
 	}
 }
 
+// until returns how long until t, a time on the agent's clock computed
+// from an earlier reading of it, and never longer than the cadence ever
+// waits: a clock that went back meanwhile does not stall the heartbeat
+// for as long as it went back. (Go's monotonic clock never goes back; a
+// clock with none might.)
+func (h *heartbeats) until(t time.Time) time.Duration {
+	return min(t.Sub(h.clock.Now()), max(h.interval, h.maxBackoff, h.floor))
+}
+
 // awaitRoom waits until half the lease window is free (or until deadline,
 // or ctx is done): outcomes signal the loop as they are recorded.
 func (h *heartbeats) awaitRoom(ctx context.Context, deadline time.Time) {
@@ -169,7 +179,7 @@ func (h *heartbeats) awaitRoom(ctx context.Context, deadline time.Time) {
 	}()
 	for !h.a.flow.roomForMore() {
 		if t == nil {
-			d := deadline.Sub(h.clock.Now())
+			d := h.until(deadline)
 			if d <= 0 {
 				return
 			}

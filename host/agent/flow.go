@@ -33,12 +33,15 @@ const (
 
 // flow holds the webhooks in flight and the lease window.
 type flow struct {
-	workers int
-	// renewEvery is how long after its last renewal a lease is extended.
-	renewEvery time.Duration
-	log        *slog.Logger
+	workers  int
+	interval time.Duration // the host's heartbeat interval
+	log      *slog.Logger
 
 	mu sync.Mutex
+	// renewEvery is how long after its last renewal a lease is extended.
+	renewEvery time.Duration
+	// busyEvery bounds the heartbeat interval while webhooks are in flight.
+	busyEvery time.Duration
 	// inFlight holds the webhooks leased and not yet recorded, with when
 	// the cloud last granted or extended their lease.
 	inFlight map[string]time.Time
@@ -48,7 +51,9 @@ type flow struct {
 func newFlow(workers int, interval time.Duration, log *slog.Logger) *flow {
 	return &flow{
 		workers:    workers,
+		interval:   interval,
 		renewEvery: min(extendAfter, interval),
+		busyEvery:  busyInterval,
 		log:        log,
 		inFlight:   make(map[string]time.Time),
 		window:     workers * queuePerWorker,
@@ -107,7 +112,10 @@ func (f *flow) credit(now time.Time, held bool) credit {
 	defer f.mu.Unlock()
 	var c credit
 	for id, renewed := range f.inFlight {
-		if now.Sub(renewed) >= f.renewEvery {
+		// A clock that went back since says nothing of the lease's age:
+		// extend it. (Go's monotonic clock never goes back; a clock with
+		// none might.)
+		if now.Sub(renewed) >= f.renewEvery || now.Before(renewed) {
 			c.extends = append(c.extends, id)
 		}
 	}
@@ -129,6 +137,29 @@ func (f *flow) extended(ids []string, at time.Time) {
 			f.inFlight[id] = at
 		}
 	}
+}
+
+// setLease takes the lease length the cloud says it grants (0: not said):
+// leases are extended a quarter of it after their last renewal at the
+// latest, and a busy host heartbeats at least that often, so an extend
+// arrives with three quarters of the lease to spare, whatever either clock
+// says (it is all timed on this host's monotonic clock).
+func (f *flow) setLease(lease time.Duration) {
+	if lease <= 0 {
+		return
+	}
+	quarter := max(lease/4, time.Second)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renewEvery = min(extendAfter, f.interval, quarter)
+	f.busyEvery = min(busyInterval, quarter)
+}
+
+// busy bounds the heartbeat interval while webhooks are in flight.
+func (f *flow) busy() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.busyEvery
 }
 
 // adjust sizes the window after a lease: it grows while the cloud has more

@@ -50,7 +50,8 @@ type heartbeats struct {
 	// answerLost: the last heartbeat failed, so what its answer leased may
 	// not have arrived; the next one says so.
 	answerLost bool
-	subSent    []byte // the subscription the cloud last accepted
+	subSent    []byte        // the subscription the cloud last accepted
+	floor      time.Duration // the cloud's floor, as it last said
 	// cleanup is closed once the last heartbeat's outbox cleanup is done
 	// (nil: none ran).
 	cleanup chan struct{}
@@ -120,6 +121,11 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 		case ledger.OutboxNack:
 			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
 		}
+		if r := ob.Ran; r != nil {
+			req.WebhookResults = append(req.WebhookResults, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
+				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
+				DurationMS: r.DurationMS, Error: r.Error})
+		}
 	}
 	sentAt := h.clock.Now()
 	c := a.flow.credit(sentAt, h.answerLost)
@@ -163,6 +169,9 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 		h.answerLost = true
 		return heartbeatResult{}, err
 	}
+	// The cloud's clock and lease, whatever this host's clock says.
+	a.cloudTime.observe(now, resp.Now)
+	a.flow.setLease(time.Duration(resp.LeaseS) * time.Second)
 	if req.AnswerLost {
 		h.answerLost = false
 	}

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -86,16 +88,43 @@ func (c *Client) Heartbeat(ctx context.Context, token string, req shared.Heartbe
 	return resp, nil
 }
 
-func (c *Client) post(ctx context.Context, path, token string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("encode request: %w", err)
+// HostDeliveries reads one page of the cloud's record of this host's
+// deliveries received since (newest first), after cursor ("" for the first
+// page), authenticated by token.
+func (c *Client) HostDeliveries(ctx context.Context, token string, since time.Time, cursor string) (shared.HostDeliveriesResponse, error) {
+	q := url.Values{"since": {since.UTC().Format(time.RFC3339Nano)}, "limit": {"500"}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+path, bytes.NewReader(body))
+	var resp shared.HostDeliveriesResponse
+	if err := c.send(ctx, http.MethodGet, shared.PathHostDeliveries+"?"+q.Encode(), token, nil, &resp); err != nil {
+		return shared.HostDeliveriesResponse{}, fmt.Errorf("host deliveries: %w", err)
+	}
+	return resp, nil
+}
+
+func (c *Client) post(ctx context.Context, path, token string, in, out any) error {
+	return c.send(ctx, http.MethodPost, path, token, in, out)
+}
+
+// send sends a request (with in as its JSON body unless nil) and decodes
+// the answer into out.
+func (c *Client) send(ctx context.Context, method, path, token string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.baseURL+path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json")
 	// Asking explicitly turns off the transport's transparent decoding; the
 	// answer is decoded below.

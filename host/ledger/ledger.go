@@ -100,6 +100,22 @@ type OutboxEntry struct {
 	Retryable  bool
 	Attempt    int // the cloud's attempt a nack reports (0: unknown)
 	CreatedAt  time.Time
+	// Ran is the ledger's record of the delivery's last handler run, read
+	// with the entry by OutboxList; nil when the ledger has none (a nack of
+	// a webhook never started).
+	Ran *RunResult
+}
+
+// RunResult is what the ledger recorded of a handler run, as the host
+// reports it to the cloud.
+type RunResult struct {
+	Result         Result
+	Attempt        int // the cloud's attempt of the run
+	Handler        string
+	ResponseStatus *int
+	ExitCode       *int
+	DurationMS     int64
+	Error          string
 }
 
 // Ledger is the SQLite-backed ledger. It writes through a single connection
@@ -551,8 +567,9 @@ func (l *Ledger) OutboxEnqueue(ctx context.Context, ob OutboxEntry) error {
 
 // OutboxList returns up to limit pending outbox entries, oldest first.
 func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, error) {
-	rows, err := l.read.QueryContext(ctx, `SELECT seq, delivery_id, kind, error, retryable, attempt, created_at
-		FROM outbox ORDER BY seq LIMIT ?`, limit)
+	rows, err := l.read.QueryContext(ctx, `SELECT o.seq, o.delivery_id, o.kind, o.error, o.retryable, o.attempt, o.created_at,
+			l.result, l.cloud_attempt, l.handler, l.response_status, l.exit_code, l.duration_ms, l.error
+		FROM outbox o LEFT JOIN ledger l ON l.delivery_id = o.delivery_id ORDER BY o.seq LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
 	}
@@ -563,8 +580,18 @@ func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, erro
 			ob        OutboxEntry
 			createdAt int64
 		)
-		if err := rows.Scan(&ob.Seq, &ob.DeliveryID, &ob.Kind, &ob.Error, &ob.Retryable, &ob.Attempt, &createdAt); err != nil {
+		var (
+			result, handler, runErr  sql.NullString
+			attempt, duration        sql.NullInt64
+			responseStatus, exitCode *int
+		)
+		if err := rows.Scan(&ob.Seq, &ob.DeliveryID, &ob.Kind, &ob.Error, &ob.Retryable, &ob.Attempt, &createdAt,
+			&result, &attempt, &handler, &responseStatus, &exitCode, &duration, &runErr); err != nil {
 			return nil, fmt.Errorf("list outbox: %w", err)
+		}
+		if result.Valid {
+			ob.Ran = &RunResult{Result: Result(result.String), Attempt: int(attempt.Int64), Handler: handler.String,
+				ResponseStatus: responseStatus, ExitCode: exitCode, DurationMS: duration.Int64, Error: runErr.String}
 		}
 		ob.CreatedAt = time.UnixMilli(createdAt).UTC()
 		out = append(out, ob)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,6 +94,15 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 	require.Equal(t, "HTTP 503: busy", ob[1].Error)
 	require.True(t, ob[1].Retryable)
 	require.Equal(t, 3, ob[1].Attempt, "the nack names the attempt it reports")
+	require.Equal(t, &RunResult{Result: ResultError, Attempt: 3, Handler: failed.Handler, ResponseStatus: failed.ResponseStatus,
+		ExitCode: failed.ExitCode, DurationMS: failed.DurationMS, Error: "HTTP 503: busy"}, ob[1].Ran,
+		"each entry carries the ledger's record of its run, reported beside the nack")
+	require.Equal(t, ResultSuccess, ob[0].Ran.Result)
+	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "never-ran", Kind: OutboxNack, CreatedAt: t0}))
+	ob, err = l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Nil(t, ob[2].Ran, "a webhook that never ran has no record to report")
+	require.NoError(t, l.OutboxDelete(ctx, []int64{ob[2].Seq}))
 
 	// A failing outbox write rolls back the ledger row: invalid results are
 	// refused before anything is written, and a record is all or nothing.
@@ -403,4 +413,60 @@ func TestParseSince(t *testing.T) {
 		_, err = ParseSince(bad, t0)
 		require.ErrorContains(t, err, "invalid since", bad)
 	}
+}
+
+// TestRetentionOnCloudTime: rows are stamped with this host's clock; a host
+// clock that jumped a week ahead does not make today's rows old, because
+// their age is measured against the cloud's time too; until the cloud's
+// time is known nothing is pruned.
+func TestRetentionOnCloudTime(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, _ := setup(t)
+	// Recorded today, before the host's clock jumped a week ahead.
+	for i, at := range []time.Time{t0.Add(-2 * 24 * time.Hour), t0.Add(-time.Hour), t0} {
+		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(fmt.Sprintf("d%d", i), ResultSuccess, at)})
+		require.NoError(t, err)
+	}
+	count := func() int {
+		page, _, err := l.DeliveryList(context.Background(), ListParams{Limit: 10})
+		require.NoError(t, err)
+		return len(page)
+	}
+	clock := clockwork.NewFakeClockAt(t0.Add(7 * 24 * time.Hour)) // the host's clock, a week ahead
+	var mu sync.Mutex
+	var cloud time.Time // zero: not known yet
+	r := &Retention{Ledger: l, MaxAge: 24 * time.Hour, Interval: time.Hour, Batch: 10, Clock: clock,
+		CloudNow: func() (time.Time, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			return cloud, !cloud.IsZero()
+		},
+		Logger: slog.New(slog.DiscardHandler)}
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+
+	// The cloud's time unknown: nothing pruned, asked again in a minute.
+	require.NoError(t, clock.BlockUntilContext(ctx, 1))
+	require.Equal(t, 3, count())
+	mu.Lock()
+	cloud = t0.Add(time.Minute)
+	mu.Unlock()
+	clock.Advance(time.Minute)
+	// On the cloud's time only d0 (two days old) is past a day.
+	require.Eventually(t, func() bool { return count() == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, clock.BlockUntilContext(ctx, 1))
+	_, err := l.DeliveryGet(ctx, "d1")
+	require.NoError(t, err, "an hour-old row is kept although this host's clock says it is a week old")
+
+	// A host clock behind the cloud's is its own measure: rows it stamped
+	// are pruned on it, not earlier.
+	mu.Lock()
+	cloud = t0.Add(30 * 24 * time.Hour)
+	mu.Unlock()
+	clock.Advance(time.Hour) // the host's clock: t0+7d+1h+1m
+	require.Eventually(t, func() bool { return count() == 0 }, 5*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
 }

@@ -34,14 +34,26 @@ func (l *Ledger) DeliveryPrune(ctx context.Context, before time.Time, limit int)
 // Retention deletes ledger rows older than MaxAge, at start and then every
 // Interval, until its context ends. A delivery pruned from the ledger is no
 // longer recognised as done: keep MaxAge well beyond the cloud's retention.
+//
+// Rows are stamped with this host's clock, which may be off or jump. With
+// CloudNow set, a row's age is measured against the earlier of this host's
+// clock and the cloud's, so a host clock set ahead (or jumping ahead) never
+// makes today's rows look old; until CloudNow knows the cloud's time, no
+// row is pruned, and it asks again after a minute.
 type Retention struct {
 	Ledger   *Ledger
 	MaxAge   time.Duration
 	Interval time.Duration // default 1 h
 	Batch    int           // rows per transaction (default 1000)
 	Clock    clockwork.Clock
+	// CloudNow returns the cloud's time now, and false while it is not
+	// known (nil: this host's clock alone).
+	CloudNow func() (time.Time, bool)
 	Logger   *slog.Logger
 }
+
+// retentionWait is how soon retention asks again for the cloud's time.
+const retentionWait = time.Minute
 
 // Run prunes until ctx is done. A failed prune is logged and tried again at
 // the next interval.
@@ -53,20 +65,44 @@ func (r *Retention) Run(ctx context.Context) {
 	if batch <= 0 {
 		batch = 1000
 	}
-	t := r.Clock.NewTicker(interval)
-	defer t.Stop()
 	for {
-		r.prune(ctx, batch)
+		next := interval
+		if !r.prune(ctx, batch) {
+			next = min(interval, retentionWait)
+		}
+		t := r.Clock.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.Chan():
 		}
 	}
 }
 
-func (r *Retention) prune(ctx context.Context, batch int) {
-	before := r.Clock.Now().Add(-r.MaxAge)
+// cutoff returns the time before which rows are pruned, and false while
+// the cloud's time is not known.
+func (r *Retention) cutoff() (time.Time, bool) {
+	now := r.Clock.Now()
+	if r.CloudNow != nil {
+		cloud, ok := r.CloudNow()
+		if !ok {
+			return time.Time{}, false
+		}
+		if cloud.Before(now) {
+			now = cloud
+		}
+	}
+	return now.Add(-r.MaxAge), true
+}
+
+// prune makes one pass; it returns false when it could not tell the time.
+func (r *Retention) prune(ctx context.Context, batch int) bool {
+	before, ok := r.cutoff()
+	if !ok {
+		r.Logger.Debug("ledger retention waits for the cloud's time")
+		return false
+	}
 	total := 0
 	for ctx.Err() == nil {
 		n, err := r.Ledger.DeliveryPrune(ctx, before, batch)
@@ -75,7 +111,7 @@ func (r *Retention) prune(ctx context.Context, batch int) {
 			if ctx.Err() == nil {
 				r.Logger.Error("ledger retention failed", "err", err, "pruned", total)
 			}
-			return
+			return true
 		}
 		if n < batch {
 			break
@@ -84,4 +120,5 @@ func (r *Retention) prune(ctx context.Context, batch int) {
 	if total > 0 {
 		r.Logger.Info("ledger retention: old entries pruned", "pruned", total, "before", before.UTC().Format(time.RFC3339))
 	}
+	return true
 }

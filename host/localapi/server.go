@@ -44,6 +44,9 @@ type Agent interface {
 	// Unrecordable says the ledger could not record an outcome lately (a
 	// full disk): the agent takes no new work until it can.
 	Unrecordable() bool
+	// ClockSkew is how far this host's clock is ahead of the cloud's
+	// (negative: behind), and false until the cloud said its time.
+	ClockSkew() (time.Duration, bool)
 }
 
 // List limits.
@@ -214,6 +217,18 @@ type healthResponse struct {
 	// LedgerUnwritable: outcomes could not be recorded (a full disk); the
 	// host takes no new work until they can.
 	LedgerUnwritable bool `json:"ledger_unwritable,omitempty"`
+	// Clock says whose clock the times are on: every time this API shows
+	// (here and in the ledger) is this host's; the cloud's, which its
+	// leases, retries and audit use, differs from it by the skew.
+	Clock clockResponse `json:"clock"`
+}
+
+type clockResponse struct {
+	HostNow time.Time `json:"host_now"`
+	// CloudNow is the cloud's time now, as its last answer said it (absent
+	// until one did); SkewS is HostNow less CloudNow, in seconds.
+	CloudNow *time.Time `json:"cloud_now,omitempty"`
+	SkewS    *int64     `json:"skew_s,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -234,7 +249,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		last = s.started
 	}
 	h.LedgerUnwritable = s.agent.Unrecordable()
-	if s.clock.Now().Sub(last) > 3*s.interval || h.LedgerUnwritable {
+	now := s.clock.Now()
+	h.Clock.HostNow = now.UTC().Truncate(time.Second)
+	if skew, ok := s.agent.ClockSkew(); ok {
+		cloud := now.Add(-skew).UTC().Truncate(time.Second)
+		secs := int64(skew / time.Second)
+		h.Clock.CloudNow, h.Clock.SkewS = &cloud, &secs
+	}
+	if now.Sub(last) > 3*s.interval || h.LedgerUnwritable {
 		h.Status = "degraded"
 	}
 	writeJSON(w, http.StatusOK, h)

@@ -24,6 +24,7 @@ type fakeAgent struct {
 	last         time.Time
 	lastErr      string
 	unrecordable bool
+	skew         *time.Duration
 }
 
 func (a fakeAgent) LastHeartbeat() time.Time       { return a.last }
@@ -31,6 +32,12 @@ func (a fakeAgent) LastHeartbeatError() string     { return a.lastErr }
 func (a fakeAgent) Backlog() (queued, running int) { return 3, 2 }
 func (a fakeAgent) Stopping() bool                 { return false }
 func (a fakeAgent) Unrecordable() bool             { return a.unrecordable }
+func (a fakeAgent) ClockSkew() (time.Duration, bool) {
+	if a.skew == nil {
+		return 0, false
+	}
+	return *a.skew, true
+}
 
 var now = time.Date(2026, 2, 16, 12, 0, 0, 0, time.UTC)
 
@@ -203,4 +210,22 @@ func TestHealth(t *testing.T) {
 	require.Equal(t, http.StatusOK, get(t, srv4, "/healthz", &h))
 	require.Equal(t, "degraded", h["status"])
 	require.Equal(t, true, h["ledger_unwritable"])
+}
+
+// TestHealthSaysWhoseClock: the health report gives this host's time and,
+// once the cloud said its own, the cloud's and the skew between them.
+func TestHealthSaysWhoseClock(t *testing.T) {
+	t.Parallel()
+	srv, _ := setup(t, fakeAgent{})
+	var h struct {
+		Clock map[string]any `json:"clock"`
+	}
+	require.Equal(t, http.StatusOK, get(t, srv, "/healthz", &h))
+	require.Equal(t, map[string]any{"host_now": "2026-02-16T12:00:00Z"}, h.Clock, "the cloud's time not known yet")
+
+	ahead := time.Hour + 30*time.Second // this host's clock is ahead of the cloud's
+	srv2, _ := setup(t, fakeAgent{skew: &ahead})
+	h.Clock = nil
+	require.Equal(t, http.StatusOK, get(t, srv2, "/healthz", &h))
+	require.Equal(t, map[string]any{"host_now": "2026-02-16T12:00:00Z", "cloud_now": "2026-02-16T10:59:30Z", "skew_s": float64(3630)}, h.Clock)
 }

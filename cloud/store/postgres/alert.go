@@ -460,3 +460,30 @@ func (s *Store) AlertOutboxFailed(ctx context.Context, p *store.AlertOutboxFaile
 	}
 	return nil
 }
+
+// --- intake 5xx ---
+
+func (s *Store) Intake5xxAdd(ctx context.Context, p *store.Intake5xxAddParams) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM intake_5xx WHERE bucket < $1`, ms(p.PruneBefore)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO intake_5xx (bucket, replica, count) VALUES ($1, $2, $3)
+			ON CONFLICT (bucket, replica) DO UPDATE SET count = intake_5xx.count + excluded.count`,
+			store.MinuteOf(p.Now), p.Replica, p.N)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("intake 5xx add: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) Intake5xxSum(ctx context.Context, p *store.Intake5xxSumParams) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(SUM(count), 0)::bigint FROM intake_5xx WHERE bucket >= $1`,
+		ms(p.Since)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("intake 5xx sum: %w", err)
+	}
+	return n, nil
+}

@@ -756,9 +756,9 @@ func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParam
 	switch {
 	// A report of acks alone, or extends alone, is one statement: no
 	// transaction of its own needed (two round trips fewer).
-	case p.Nack == nil && p.Extend == nil && p.ReleaseUnheld == nil && p.Ack != nil:
+	case p.Nack == nil && p.Extend == nil && p.ReleaseUnheld == nil && p.Ack != nil && len(p.Results) == 0:
 		res.Acked, err = ack(ctx, s.pool, p.Ack)
-	case p.Ack == nil && p.Nack == nil && p.ReleaseUnheld == nil && p.Extend != nil:
+	case p.Ack == nil && p.Nack == nil && p.ReleaseUnheld == nil && p.Extend != nil && len(p.Results) == 0:
 		res.Extended, err = extend(ctx, s.pool, p.Extend)
 	default:
 		err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
@@ -779,9 +779,11 @@ func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParam
 				}
 			}
 			if p.ReleaseUnheld != nil {
-				res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld)
+				if res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld); err != nil {
+					return err
+				}
 			}
-			return err
+			return recordResults(ctx, tx, p.HostID, p.Results)
 		})
 	}
 	if err != nil {

@@ -637,9 +637,11 @@ func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParam
 			}
 		}
 		if p.ReleaseUnheld != nil {
-			res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld, woken)
+			if res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld, woken); err != nil {
+				return err
+			}
 		}
-		return err
+		return recordResults(ctx, tx, p.HostID, p.Results)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery report: %w", interpretError(err))

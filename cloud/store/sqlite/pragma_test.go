@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,27 @@ func TestBodiesGoWithTheirDeliveries(t *testing.T) {
 	d, err := s.DeliveryGet(ctx, "h-kept", store.DeliveryID("github", "h-kept-1", now))
 	require.NoError(t, err)
 	require.Equal(t, "h-kept-1", string(d.RawBody))
+}
+
+// The operator's lookups read an index: by event id (the delivery key, per
+// source), a host's newest, everyone's newest (a correlation id too, read
+// newest first), the audit trail after an id.
+func TestFindUsesIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := func(p store.DeliveryFindParams) string {
+		q, args := findQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX sqlite_autoindex_deliveries_2 (host_id=? AND source=? AND event_id=?)")
+	require.Contains(t, plan(store.DeliveryFindParams{CorrelationID: "c"}), "SCAN deliveries USING INDEX deliveries_received_idx")
+	require.Contains(t, plan(store.DeliveryFindParams{HostID: "h"}), "USING INDEX deliveries_host_received_idx (host_id=?)")
+	require.Equal(t, "SCAN deliveries USING INDEX deliveries_received_idx", plan(store.DeliveryFindParams{}))
+	events := func(p store.DeliveryEventListAfterParams) string {
+		q, args := eventsQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	require.Contains(t, events(store.DeliveryEventListAfterParams{AfterID: 7}), "SEARCH delivery_events USING INTEGER PRIMARY KEY (rowid>?)")
+	// The newest: the rowid order read backwards up to the limit, no sort.
+	require.NotContains(t, events(store.DeliveryEventListAfterParams{Newest: true}), "TEMP B-TREE")
 }

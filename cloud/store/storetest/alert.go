@@ -256,6 +256,34 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Len(t, rs, 1)
 	})
+
+	t.Run("Intake5xx", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		sum := func(since time.Time) int64 {
+			n, err := s.Intake5xxSum(ctx, &store.Intake5xxSumParams{Since: since})
+			require.NoError(t, err)
+			return n
+		}
+		add := func(replica string, n int64, at time.Time) {
+			require.NoError(t, s.Intake5xxAdd(ctx, &store.Intake5xxAddParams{Replica: replica, N: n, Now: at, PruneBefore: at.Add(-time.Hour)}))
+		}
+		require.Zero(t, sum(base.Add(-time.Hour)), "none")
+		add("a", 2, base.Add(5*time.Second))
+		add("a", 3, base.Add(50*time.Second)) // the same minute: added up
+		add("b", 4, base.Add(30*time.Second))
+		add("b", 1, base.Add(70*time.Second)) // the next minute
+		require.Equal(t, int64(10), sum(base))
+		require.Equal(t, int64(10), sum(base.Add(-time.Minute)))
+		require.Equal(t, int64(1), sum(base.Add(time.Minute)), "the minutes starting at or after Since")
+		require.Zero(t, sum(base.Add(2*time.Minute)))
+
+		// A write an hour later prunes every replica's older minutes.
+		add("c", 1, base.Add(time.Hour+30*time.Second))
+		require.Equal(t, int64(2), sum(base.Add(-time.Hour)), "base's minute pruned, the next kept")
+		add("c", 1, base.Add(2*time.Hour+time.Minute))
+		require.Equal(t, int64(1), sum(base.Add(-time.Hour)), "pruned before the hour up to the write")
+	})
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }

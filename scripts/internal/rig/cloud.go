@@ -1,11 +1,14 @@
 package rig
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -104,4 +107,33 @@ func (c *Cloud) Restart(ctx context.Context) error {
 // Close stops the cloud: SIGTERM, then SIGKILL after 10 s.
 func (c *Cloud) Close() error {
 	return c.Stop(10 * time.Second)
+}
+
+// Metric reads one unlabelled series (go_goroutines, process_open_fds, …)
+// from the cloud's /metrics.
+func (c *Cloud) Metric(ctx context.Context, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", c.Admin.URL+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Admin.Token)
+	resp, err := c.Admin.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("rig: GET /metrics: status %d", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("rig: /metrics has no %s", name)
 }

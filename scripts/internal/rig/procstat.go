@@ -234,3 +234,12 @@ func TreeCPUTicks(pid int) (uint64, error) {
 	}
 	return total, nil
 }
+
+// OpenFDs counts the process's open file descriptors (/proc/PID/fd).
+func OpenFDs(pid int) (int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
+	}
+	return len(ents), nil
+}

@@ -1,0 +1,180 @@
+package ctl
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+
+	"github.com/relaykit/relay/shared"
+)
+
+func hostsList(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "hosts list [--json]")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var out struct {
+		Hosts []host `json:"hosts"`
+	}
+	if err := e.client.do(ctx, "GET", "/api/hosts", nil, nil, &out); err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(out)
+	}
+	rows := make([][]string, 0, len(out.Hosts))
+	for _, h := range out.Hosts {
+		rows = append(rows, []string{h.ID, h.Name, h.Status, e.presence(h), e.ago(h.LastHeartbeatAt), backlog(h), strconv.Itoa(h.Counts["dlq"])})
+	}
+	e.table([]string{"ID", "NAME", "STATUS", "PRESENCE", "LAST CONTACT", "BACKLOG", "DLQ"}, rows)
+	return nil
+}
+
+// presence is the cloud's judgement of a host (online, late, offline);
+// "unclaimed" before its first claim, "-" once deactivated.
+func (e *env) presence(h host) string {
+	switch {
+	case h.Status != "active":
+		return "-"
+	case !h.Claimed:
+		return "unclaimed"
+	}
+	return orDash(h.Presence)
+}
+
+// backlog counts what waits for the host: queued, leased and retrying.
+func backlog(h host) string {
+	return strconv.Itoa(h.Counts["queued"] + h.Counts["delivering"] + h.Counts["delivered"] + h.Counts["retrying"])
+}
+
+func hostsShow(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "hosts show HOST_ID [--json]")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var h host
+	if err := e.client.do(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0]), nil, nil, &h); err != nil {
+		return err
+	}
+	return e.printHost(h)
+}
+
+func (e *env) printHost(h host) error {
+	if e.json {
+		return e.printJSON(h)
+	}
+	e.table([]string{"FIELD", "VALUE"}, [][]string{
+		{"id", h.ID}, {"name", h.Name}, {"status", h.Status}, {"presence", e.presence(h)},
+		{"last contact", e.ago(h.LastHeartbeatAt)}, {"agent", orDash(h.AgentVersion)},
+		{"rate limit", strconv.Itoa(h.RateLimitPerMin) + "/min, burst " + strconv.Itoa(h.RateLimitBurst)},
+		{"backlog", backlog(h)}, {"acked", strconv.Itoa(h.Counts["acked"])}, {"dlq", strconv.Itoa(h.Counts["dlq"])},
+		{"webhook url", h.WebhookURL},
+	})
+	return nil
+}
+
+func hostsCreate(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "hosts create NAME [--json]")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var out shared.CreateHostResponse
+	if err := e.client.do(ctx, "POST", "/api/hosts", nil, shared.CreateHostRequest{Name: pos[0]}, &out); err != nil {
+		return err
+	}
+	return e.printClaim(out)
+}
+
+func (e *env) printClaim(out shared.CreateHostResponse) error {
+	if e.json {
+		return e.printJSON(out)
+	}
+	e.table([]string{"FIELD", "VALUE"}, [][]string{
+		{"id", out.ID}, {"name", out.Name}, {"claim code", out.ClaimCode}, {"claim expires", stamp(&out.ClaimExpiresAt)},
+	})
+	return nil
+}
+
+func hostsRename(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "hosts rename HOST_ID NAME [--json]")
+	pos, err := f.parse(args, 2, 2)
+	if err != nil {
+		return err
+	}
+	return e.patchHost(ctx, auth, pos[0], map[string]any{"name": pos[1]})
+}
+
+func hostsLimits(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "hosts limits HOST_ID [--per-min N] [--burst N] [--json]  (0: the cloud's default)")
+	perMin := f.Int("per-min", -1, "webhooks a minute the host's intake takes (0: the cloud's default)")
+	burst := f.Int("burst", -1, "burst of the rate limit (0: the cloud's default)")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	patch := map[string]any{}
+	if *perMin >= 0 {
+		patch["rate_limit_per_min"] = *perMin
+	}
+	if *burst >= 0 {
+		patch["rate_limit_burst"] = *burst
+	}
+	if len(patch) == 0 {
+		return usagef("hosts limits: give --per-min, --burst or both")
+	}
+	return e.patchHost(ctx, auth, pos[0], patch)
+}
+
+func (e *env) patchHost(ctx context.Context, auth func() error, id string, patch map[string]any) error {
+	if err := auth(); err != nil {
+		return err
+	}
+	var h host
+	if err := e.client.do(ctx, "PATCH", "/api/hosts/"+url.PathEscape(id), nil, patch, &h); err != nil {
+		return err
+	}
+	return e.printHost(h)
+}
+
+func hostsDeactivate(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "hosts deactivate HOST_ID [--json]")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var h host
+	if err := e.client.do(ctx, "POST", "/api/hosts/"+url.PathEscape(pos[0])+"/deactivate", nil, nil, &h); err != nil {
+		return err
+	}
+	return e.printHost(h)
+}
+
+func hostsClaimCode(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "hosts claim-code HOST_ID [--json]")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var out shared.CreateHostResponse
+	if err := e.client.do(ctx, "POST", "/api/hosts/"+url.PathEscape(pos[0])+"/claim-code", nil, nil, &out); err != nil {
+		return err
+	}
+	return e.printClaim(out)
+}

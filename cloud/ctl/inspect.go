@@ -1,0 +1,325 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// inspection is a webhook's whole life, as inspect prints it.
+type inspection struct {
+	Delivery   delivery    `json:"delivery"`
+	Events     []event     `json:"events"`
+	HostResult *hostResult `json:"host_result"`
+	Edge       string      `json:"edge"`
+	Lease      string      `json:"lease,omitempty"`
+	NextAction nextAction  `json:"next_action"`
+}
+
+// nextAction is what an on-call can do about a delivery, and why.
+type nextAction struct {
+	// RetrySafe says whether running the handler again is safe: false when
+	// the host's ledger records the side effect as done.
+	RetrySafe bool   `json:"retry_safe"`
+	Action    string `json:"action"` // none, wait, retry, ack, investigate
+	Why       string `json:"why"`
+}
+
+func (a nextAction) String() string {
+	if a.Action == "none" {
+		return "none: " + a.Why
+	}
+	safe := "retry-safe"
+	if !a.RetrySafe {
+		safe = "NOT retry-safe"
+	}
+	return fmt.Sprintf("%s (%s): %s", a.Action, safe, a.Why)
+}
+
+func inspect(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "inspect ID [--json]  (ID: a delivery id, a provider event id or a correlation id)")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	d, err := e.findOne(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	var out inspection
+	if err := e.client.do(ctx, "GET", deliveryPath(d), nil, nil, &out); err != nil {
+		return err
+	}
+	out.Delivery.HostID = d.HostID
+	now := e.now()
+	out.Edge = edgeVerdict(out.Events)
+	out.Lease = leaseLine(out.Delivery, now)
+	out.NextAction = advise(out.Delivery, out.HostResult, lastFailure(out.Events), now)
+	if e.json {
+		return e.printJSON(out)
+	}
+	e.printInspection(out)
+	return nil
+}
+
+// edgeVerdict is what the public edge made of the request: a stored
+// delivery passed its signature check; the first event says how it came in.
+func edgeVerdict(evs []event) string {
+	for _, ev := range evs {
+		if ev.From == "" {
+			return "signature verified, stored: " + ev.Reason + " at " + stamp(&ev.At)
+		}
+	}
+	return "signature verified, stored"
+}
+
+// leaseLine says whether the delivery is under a lease and until when.
+func leaseLine(d delivery, now time.Time) string {
+	if d.LeaseExpires == nil {
+		return ""
+	}
+	if d.LeaseExpires.After(now) {
+		return "claimed_until " + stamp(d.LeaseExpires) + " (expires " + since(now, *d.LeaseExpires) + ")"
+	}
+	return "claimed_until " + stamp(d.LeaseExpires) + " (expired " + since(now, *d.LeaseExpires) + ")"
+}
+
+// lastFailure is the audit reason of the delivery's last failed attempt
+// since it was last queued ("" when none).
+func lastFailure(evs []event) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		switch evs[i].To {
+		case "retrying", "dlq":
+			return evs[i].Reason
+		case "queued":
+			return ""
+		}
+	}
+	return ""
+}
+
+// mayHaveRun says whether a failure leaves open whether the handler ran:
+// the lease ended while the host held the webhook, and it reported nothing.
+// (A nack says it failed; the other failures say it never reached the host.)
+func mayHaveRun(failure string) bool {
+	exp := store.TransitionExpire.Reason
+	return failure == exp || strings.HasPrefix(failure, exp+":")
+}
+
+// advise decides the next action from the cloud's record, the host ledger's
+// result and the last failure: a handler that succeeded must not run again
+// by hand, whatever the cloud says, and one that may have run is not called
+// retry-safe.
+func advise(d delivery, r *hostResult, failure string, now time.Time) nextAction {
+	done := r != nil && (r.Result == "success" || r.Result == "skipped")
+	ledger := "the host has reported no run"
+	if r != nil {
+		ledger = fmt.Sprintf("the host's ledger records %s at attempt %d (%s)", r.Result, r.Attempt, stamp(&r.ReportedAt))
+		if r.Error != "" {
+			ledger += ": " + cut(r.Error, 120)
+		}
+	}
+	retryCmd := "cloud ctl deliveries retry " + d.DeliveryID
+	if d.Status == "acked" {
+		return nextAction{RetrySafe: false, Action: "none", Why: "acked " + sinceP(now, d.AckedAt) + "; " + ledger + ". Nothing to do."}
+	}
+	if done && d.Status == "dlq" {
+		return nextAction{RetrySafe: false, Action: "ack",
+			Why: "dead-lettered, yet " + ledger + ": the side effect is done. Do not retry; run `host reconcile --fix` on host " + d.HostID + " to send the missing ack."}
+	}
+	if done {
+		return nextAction{RetrySafe: false, Action: "wait",
+			Why: d.Status + " in the cloud, but " + ledger + ": the side effect is done and the ack is still to come (the host's next heartbeat sends it). Do not retry by hand; if it stays, run `host reconcile` on host " + d.HostID + "."}
+	}
+	if r == nil && mayHaveRun(failure) && (d.Status == "retrying" || d.Status == "dlq") {
+		unknown := "its lease ended while host " + d.HostID + " held it and the host reported no result: whether the handler ran is unknown. "
+		if d.Status == "dlq" {
+			return nextAction{RetrySafe: false, Action: "investigate",
+				Why: "dead-lettered: " + unknown + "Run `host reconcile` on the host: if its ledger records success, `--fix` sends the ack; if not, `" + retryCmd + "`."}
+		}
+		return nextAction{RetrySafe: false, Action: "wait",
+			Why: "retrying: " + unknown + "The next attempt (" + sinceP(now, d.NextRetryAt) + ") goes to the same host, whose ledger runs it only if it did not succeed; `host reconcile` there tells which."}
+	}
+	if r == nil {
+		ledger += " (the cloud's record: " + orDash(failure) + ")"
+	}
+	if d.Status == "dlq" {
+		return nextAction{RetrySafe: true, Action: "retry",
+			Why: fmt.Sprintf("dead-lettered after %d attempts (%s); %s, side effect not committed. Fix the cause, then `%s`.", d.Attempts, orDash(cut(d.LastError, 120)), ledger, retryCmd)}
+	}
+	switch d.Status {
+	case "retrying":
+		cause := "the handler failed (" + orDash(cut(d.LastError, 120)) + ")"
+		if r == nil && !strings.HasPrefix(failure, store.TransitionNack.Reason) {
+			cause = "it did not reach the host's handler (" + orDash(failure) + ")"
+		}
+		return nextAction{RetrySafe: true, Action: "wait",
+			Why: fmt.Sprintf("%s; %s, side effect not committed. Next attempt %s (attempt %d of %d), or now with `%s`.",
+				cause, ledger, sinceP(now, d.NextRetryAt), d.Attempts+1, d.MaxAttempts, retryCmd)}
+	case "delivering", "delivered":
+		if d.LeaseExpires != nil && !d.LeaseExpires.After(now) {
+			// Delivered: the host got it, and may have run it.
+			return nextAction{RetrySafe: d.Status == "delivering", Action: "wait",
+				Why: "the lease expired " + since(now, *d.LeaseExpires) + " and " + ledger + "; the cloud's sweep counts a failed attempt and hands it out again. If the host is down, see `cloud ctl hosts show " + d.HostID + "`."}
+		}
+		return nextAction{RetrySafe: false, Action: "wait",
+			Why: "handed to host " + d.HostID + ", whose handler may be running now (" + ledger + "). Wait for its ack or the lease's end."}
+	case "queued":
+		return nextAction{RetrySafe: true, Action: "wait",
+			Why: "queued for host " + d.HostID + "'s next heartbeat; nothing ran since it was queued. If it waits long, see `cloud ctl hosts show " + d.HostID + "`."}
+	}
+	return nextAction{RetrySafe: false, Action: "investigate", Why: "unknown status " + d.Status}
+}
+
+func sinceP(now time.Time, t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return since(now, *t)
+}
+
+func (e *env) printInspection(in inspection) {
+	d := in.Delivery
+	w := e.stdout
+	fmt.Fprintf(w, "delivery     %s\n", d.DeliveryID)
+	fmt.Fprintf(w, "host         %s   source %s   event %s (%s)\n", d.HostID, d.Source, eventName(d), d.EventID)
+	fmt.Fprintf(w, "correlation  %s\n", orDash(d.CorrelationID))
+	fmt.Fprintf(w, "edge         %s\n", in.Edge)
+	fmt.Fprintf(w, "status       %s, attempt %d of %d\n", d.Status, d.Attempts, d.MaxAttempts)
+	if in.Lease != "" {
+		fmt.Fprintf(w, "lease        %s\n", in.Lease)
+	}
+	if d.NextRetryAt != nil {
+		fmt.Fprintf(w, "next retry   %s (%s)\n", stamp(d.NextRetryAt), since(e.now(), *d.NextRetryAt))
+	}
+	if d.LastError != "" {
+		fmt.Fprintf(w, "last error   %s\n", d.LastError)
+	}
+	if r := in.HostResult; r != nil {
+		detail := []string{"handler " + orDash(r.Handler), strconv.FormatInt(r.DurationMS, 10) + " ms"}
+		if r.ResponseStatus != nil {
+			detail = append(detail, "HTTP "+strconv.Itoa(*r.ResponseStatus))
+		}
+		if r.ExitCode != nil {
+			detail = append(detail, "exit "+strconv.Itoa(*r.ExitCode))
+		}
+		if r.Error != "" {
+			detail = append(detail, "error: "+r.Error)
+		}
+		fmt.Fprintf(w, "host ledger  %s at attempt %d, reported %s (%s)\n", r.Result, r.Attempt, stamp(&r.ReportedAt), strings.Join(detail, ", "))
+	} else {
+		fmt.Fprintf(w, "host ledger  no result reported\n")
+	}
+	fmt.Fprintln(w, "\ntrail")
+	rows := make([][]string, 0, len(in.Events))
+	for _, ev := range in.Events {
+		rows = append(rows, []string{stamp(&ev.At), strconv.Itoa(ev.Attempt), orDash(ev.From) + " → " + ev.To, ev.Reason})
+	}
+	e.table([]string{"  AT", "ATTEMPT", "TRANSITION", "REASON"}, indent(rows))
+	fmt.Fprintf(w, "\nnext_action  %s\n", in.NextAction)
+}
+
+func indent(rows [][]string) [][]string {
+	for _, r := range rows {
+		r[0] = "  " + r[0]
+	}
+	return rows
+}
+
+// tailPage is how many events tail asks for at once; tailLag how far back
+// each poll looks again for events that committed late.
+const (
+	tailPage = 500
+	tailLag  = 200
+)
+
+func tail(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "tail [--host H] [--last N] [--interval 1s] [--json]  (until interrupted)")
+	hostID := f.String("host", "", "only this host's deliveries")
+	last := f.Int("last", 10, "start with the last N transitions (0: only new ones)")
+	interval := f.Duration("interval", time.Second, "how often to ask the cloud")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if *interval < 100*time.Millisecond || *last < 0 || *last > 500 {
+		return usagef("tail: --interval at least 100ms, --last from 0 to 500")
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var page struct {
+		Events    []event `json:"events"`
+		NextAfter int64   `json:"next_after"`
+	}
+	q := url.Values{"last": {strconv.Itoa(max(*last, 1))}}
+	if err := e.client.do(ctx, "GET", "/api/events", q, nil, &page); err != nil {
+		return err
+	}
+	// Events at or below floor were there before tail started: not shown
+	// unless asked for with --last.
+	floor := page.NextAfter
+	if *last == 0 {
+		page.Events = nil
+	} else if len(page.Events) > 0 {
+		floor = page.Events[0].ID - 1
+	}
+	ticker := time.NewTicker(*interval)
+	defer ticker.Stop()
+	// Event ids are handed out before their transaction commits, so an event
+	// may show up after one with a higher id: each poll reads again from
+	// tailLag ids back, and prints what it has not printed yet.
+	seen := map[int64]bool{}
+	high := page.NextAfter
+	for {
+		for _, ev := range page.Events {
+			if seen[ev.ID] || ev.ID <= floor {
+				continue
+			}
+			seen[ev.ID], high = true, max(high, ev.ID)
+			if *hostID != "" && ev.HostID != *hostID {
+				continue
+			}
+			if e.json { // one object a line
+				if err := json.NewEncoder(e.stdout).Encode(ev); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintf(e.stdout, "%s  %s  %s  %s → %s  attempt %d  %s\n", stamp(&ev.At), ev.HostID, ev.DeliveryID, orDash(ev.From), ev.To, ev.Attempt, ev.Reason)
+		}
+		for id := range seen {
+			if id <= high-tailLag {
+				delete(seen, id)
+			}
+		}
+		if len(page.Events) < tailPage {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ticker.C:
+			}
+		}
+		after := page.NextAfter
+		if len(page.Events) < tailPage {
+			after = max(0, high-tailLag)
+		}
+		page.Events = nil
+		err := e.client.do(ctx, "GET", "/api/events", url.Values{"after": {strconv.FormatInt(after, 10)}, "limit": {strconv.Itoa(tailPage)}}, nil, &page)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "cloud ctl tail: %v (trying again)\n", err)
+			page.NextAfter = after
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package ctl
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func sourcePath(hostID, name string) string {
+	return "/api/hosts/" + url.PathEscape(hostID) + "/sources/" + url.PathEscape(name)
+}
+
+func sourcesList(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "sources list HOST_ID [--json]")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var out struct {
+		Sources []source `json:"sources"`
+	}
+	if err := e.client.do(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0])+"/sources", nil, nil, &out); err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(out)
+	}
+	rows := make([][]string, 0, len(out.Sources))
+	for _, s := range out.Sources {
+		rows = append(rows, []string{s.Name, s.Provider, strconv.FormatBool(s.Enabled), events(s.Events), strconv.Itoa(len(s.SecretFingerprints)), s.WebhookURL})
+	}
+	e.table([]string{"NAME", "PROVIDER", "ENABLED", "EVENTS", "SECRETS", "WEBHOOK URL"}, rows)
+	return nil
+}
+
+func events(es []string) string {
+	if len(es) == 0 {
+		return "*"
+	}
+	return strings.Join(es, ",")
+}
+
+func sourcesShow(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "sources show HOST_ID SOURCE [--json]")
+	pos, err := f.parse(args, 2, 2)
+	if err != nil {
+		return err
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var s source
+	if err := e.client.do(ctx, "GET", sourcePath(pos[0], pos[1]), nil, nil, &s); err != nil {
+		return err
+	}
+	return e.printSource(s)
+}
+
+func (e *env) printSource(s source) error {
+	if e.json {
+		return e.printJSON(s)
+	}
+	sched := make([]string, len(s.RetrySchedule))
+	for i, v := range s.RetrySchedule {
+		sched[i] = strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	opts := make([]string, 0, len(s.Options))
+	for k, v := range s.Options {
+		opts = append(opts, k+"="+v)
+	}
+	e.table([]string{"FIELD", "VALUE"}, [][]string{
+		{"name", s.Name}, {"provider", s.Provider}, {"enabled", strconv.FormatBool(s.Enabled)}, {"events", events(s.Events)},
+		{"secrets", orDash(strings.Join(s.SecretFingerprints, ", "))}, {"options", orDash(strings.Join(opts, ", "))},
+		{"max body bytes", strconv.FormatInt(s.MaxBodyBytes, 10)}, {"retry schedule (s)", strings.Join(sched, ", ")},
+		{"max attempts", strconv.Itoa(s.MaxAttempts)}, {"webhook url", s.WebhookURL},
+	})
+	return nil
+}
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func sourcesPut(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "sources put HOST_ID SOURCE [flags]  (replaces the source; omitted secrets keep the stored ones)")
+	provider := f.String("provider", "", "the provider (default: the source's name)")
+	evs := f.String("events", "", "comma-separated events to take (default: every event)")
+	secretsFile := f.String("secrets-file", "", `a file of secrets, one a line ("-": standard input); never a flag's value`)
+	schedule := f.String("retry-schedule", "", "comma-separated seconds before each attempt, the first 0 (default: the cloud's)")
+	maxAttempts := f.Int("max-attempts", 0, "dead-letter after this many failed attempts (0: one per schedule entry)")
+	maxBody := f.Int64("max-body-bytes", 0, "largest body taken (0: the provider's default)")
+	disabled := f.Bool("disabled", false, "create or keep the source disabled")
+	var options listFlag
+	f.Var(&options, "option", "a provider option KEY=VALUE (repeatable)")
+	pos, err := f.parse(args, 2, 2)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"enabled": !*disabled, "max_attempts": *maxAttempts, "max_body_bytes": *maxBody}
+	if *provider != "" {
+		body["provider"] = *provider
+	}
+	if *evs != "" {
+		body["events"] = strings.Split(*evs, ",")
+	}
+	if *schedule != "" {
+		var sched []float64
+		for _, v := range strings.Split(*schedule, ",") {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return usagef("--retry-schedule: %q is not a number of seconds", v)
+			}
+			sched = append(sched, n)
+		}
+		body["retry_schedule_s"] = sched
+	}
+	if len(options) > 0 {
+		opts := map[string]string{}
+		for _, o := range options {
+			k, v, ok := strings.Cut(o, "=")
+			if !ok || k == "" {
+				return usagef("--option %q: want KEY=VALUE", o)
+			}
+			opts[k] = v
+		}
+		body["options"] = opts
+	}
+	if *secretsFile != "" {
+		secrets, err := readSecrets(e.stdin, *secretsFile)
+		if err != nil {
+			return err
+		}
+		body["secrets"] = secrets
+	}
+	if err := auth(); err != nil {
+		return err
+	}
+	var s source
+	if err := e.client.do(ctx, "PUT", sourcePath(pos[0], pos[1]), nil, body, &s); err != nil {
+		return err
+	}
+	return e.printSource(s)
+}
+
+// readSecrets reads one secret a line from a file or stdin ("-").
+func readSecrets(stdin io.Reader, file string) ([]string, error) {
+	r := stdin
+	if file != "-" {
+		fh, err := os.Open(file)
+		if err != nil {
+			return nil, usagef("--secrets-file: %v", err)
+		}
+		defer fh.Close()
+		r = fh
+	}
+	var out []string
+	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	for sc.Scan() {
+		if s := strings.TrimSpace(sc.Text()); s != "" {
+			out = append(out, s)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading secrets: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--secrets-file %s holds no secret", file)
+	}
+	return out, nil
+}
+
+// changeSource changes some of a source's settings (PATCH): the others,
+// its stored secrets among them, stay as they are.
+func (e *env) changeSource(ctx context.Context, auth func() error, hostID, name string, patch map[string]any) error {
+	if err := auth(); err != nil {
+		return err
+	}
+	var s source
+	if err := e.client.do(ctx, "PATCH", sourcePath(hostID, name), nil, patch, &s); err != nil {
+		return err
+	}
+	return e.printSource(s)
+}
+
+func sourcesEnable(ctx context.Context, e *env, args []string, auth func() error) error {
+	return sourceEnabled(ctx, e, args, auth, true)
+}
+
+func sourcesDisable(ctx context.Context, e *env, args []string, auth func() error) error {
+	return sourceEnabled(ctx, e, args, auth, false)
+}
+
+func sourceEnabled(ctx context.Context, e *env, args []string, auth func() error, enabled bool) error {
+	verb := "disable"
+	if enabled {
+		verb = "enable"
+	}
+	f := newFlags(e, "sources "+verb+" HOST_ID SOURCE [--json]")
+	pos, err := f.parse(args, 2, 2)
+	if err != nil {
+		return err
+	}
+	return e.changeSource(ctx, auth, pos[0], pos[1], map[string]any{"enabled": enabled})
+}
+
+func sourcesEvents(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "sources events HOST_ID SOURCE [EVENT...] [--json]  (no event: every event)")
+	pos, err := f.parse(args, 2, -1)
+	if err != nil {
+		return err
+	}
+	return e.changeSource(ctx, auth, pos[0], pos[1], map[string]any{"events": append([]string{}, pos[2:]...)})
+}

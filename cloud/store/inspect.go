@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"time"
+	"unicode/utf8"
+)
+
+// InspectStore is what operators read across hosts: deliveries found by
+// status, provider, event id or correlation id; the audit trail of every
+// delivery as it grows; and the results hosts reported from their ledgers.
+type InspectStore interface {
+	// DeliveryFind returns deliveries of every host (or of HostID when set)
+	// matching the params' filters, newest received first, without bodies,
+	// after the keyset cursor if one is given.
+	DeliveryFind(ctx context.Context, p *DeliveryFindParams) ([]*Delivery, error)
+	// DeliveryEventListAfter returns audit events of every delivery with an
+	// id above AfterID, oldest first, at most Limit (0: 100), each with its
+	// delivery's host and source.
+	DeliveryEventListAfter(ctx context.Context, p *DeliveryEventListAfterParams) ([]*DeliveryEventOf, error)
+	// DeliveryResultGet returns the result a host last reported for one of
+	// its deliveries, or ErrNotFound when it reported none.
+	DeliveryResultGet(ctx context.Context, deliveryID string) (*DeliveryResult, error)
+}
+
+// DeliveryFindParams filters DeliveryFind; zero values mean "any".
+type DeliveryFindParams struct {
+	HostID        string
+	Status        Status
+	Source        string
+	Provider      string // the provider of the delivery's source
+	EventID       string
+	CorrelationID string
+	ReceivedSince *time.Time // received at or after
+	Limit         int        // 0: 100
+	// Keyset cursor: deliveries strictly older than (BeforeReceivedAt, BeforeID).
+	BeforeReceivedAt *time.Time
+	BeforeID         string
+}
+
+type DeliveryEventListAfterParams struct {
+	AfterID int64
+	Limit   int // 0: 100
+	// Newest, when set, returns the newest Limit events (still oldest
+	// first) instead of those after AfterID: where a tail starts.
+	Newest bool
+}
+
+// DeliveryEventOf is an audit event with its delivery's host and source.
+type DeliveryEventOf struct {
+	DeliveryEvent
+	HostID string
+	Source string
+}
+
+// DeliveryResult is what a host's ledger recorded of a delivery's handler
+// run, as the host reported it with the ack or nack of that run.
+type DeliveryResult struct {
+	DeliveryID     string
+	Attempt        int    // the cloud's attempt the run was (0: unknown)
+	Result         string // success, error or skipped
+	Handler        string
+	ResponseStatus *int // the forward target's HTTP status
+	ExitCode       *int // the exec program's exit code
+	DurationMS     int64
+	Error          string
+	ReportedAt     time.Time
+}
+
+// Bounds of a reported result: a host sends them, and they are kept.
+const (
+	maxResultHandler = 200
+	maxResultError   = 2000
+)
+
+// Bounded returns r with its strings cut to the bounds kept, on a rune
+// boundary.
+func (r DeliveryResult) Bounded() DeliveryResult {
+	r.Handler = cutRunes(r.Handler, maxResultHandler)
+	r.Error = cutRunes(r.Error, maxResultError)
+	return r
+}
+
+func cutRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ResultValid says whether a reported result is one a ledger records.
+func ResultValid(r string) bool { return r == "success" || r == "error" || r == "skipped" }
+
+// LastResults returns results with one per delivery (the last given), each
+// Bounded, in the order of their first appearance: what an engine stores.
+func LastResults(results []DeliveryResult) []DeliveryResult {
+	at := make(map[string]int, len(results))
+	out := make([]DeliveryResult, 0, len(results))
+	for _, r := range results {
+		r = r.Bounded()
+		if i, ok := at[r.DeliveryID]; ok {
+			out[i] = r
+			continue
+		}
+		at[r.DeliveryID] = len(out)
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package storetest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// --- the operator's cross-host reads and the results hosts report ---
+
+func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("DeliveryFind", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		for _, src := range []struct{ host, name, provider string }{
+			{b.host.ID, "github", "github"}, {b.host.ID, "pay", "stripe"}, {b.other.ID, "github", "github"},
+		} {
+			_, err := s.SourceUpsert(ctx, &store.SourceUpsertParams{HostID: src.host, Name: src.name, Provider: src.provider, Enabled: true, Now: base})
+			require.NoError(t, err)
+		}
+		a1 := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		a2 := insert(ctx, t, s, b.host.ID, "evt-2", base.Add(time.Second), deliveryOpts{source: "pay"})
+		o1 := insert(ctx, t, s, b.other.ID, "evt-1", base.Add(2*time.Second), deliveryOpts{})
+		o2 := insert(ctx, t, s, b.other.ID, "evt-3", base.Add(3*time.Second), deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.other.ID, 1, 0, base.Add(4*time.Second)), 1) // o1 is delivered
+
+		find := func(p store.DeliveryFindParams) []string {
+			t.Helper()
+			ds, err := s.DeliveryFind(ctx, &p)
+			require.NoError(t, err)
+			return ids(ds)
+		}
+		require.Equal(t, []string{o2.ID, o1.ID, a2.ID, a1.ID}, find(store.DeliveryFindParams{}), "every host, newest first")
+		require.Equal(t, []string{a2.ID, a1.ID}, find(store.DeliveryFindParams{HostID: b.host.ID}))
+		require.Equal(t, []string{o1.ID, a1.ID}, find(store.DeliveryFindParams{EventID: "evt-1"}), "one event id on two hosts")
+		require.Equal(t, []string{o2.ID}, find(store.DeliveryFindParams{CorrelationID: o2.CorrelationID}))
+		require.Equal(t, []string{a2.ID}, find(store.DeliveryFindParams{Provider: "stripe"}))
+		require.Equal(t, []string{o2.ID, o1.ID, a1.ID}, find(store.DeliveryFindParams{Provider: "github"}))
+		require.Equal(t, []string{o2.ID, a2.ID, a1.ID}, find(store.DeliveryFindParams{Status: store.StatusQueued}))
+		require.Equal(t, []string{o1.ID}, find(store.DeliveryFindParams{Status: store.StatusDelivered}))
+		require.Equal(t, []string{a2.ID}, find(store.DeliveryFindParams{Source: "pay"}))
+		require.Equal(t, []string{o2.ID, o1.ID}, find(store.DeliveryFindParams{ReceivedSince: ptr(base.Add(2 * time.Second))}))
+		require.Empty(t, find(store.DeliveryFindParams{EventID: "evt-none"}))
+
+		// Pages follow the keyset cursor.
+		var got []string
+		p := store.DeliveryFindParams{Limit: 3}
+		for {
+			page, err := s.DeliveryFind(ctx, &p)
+			require.NoError(t, err)
+			got = append(got, ids(page)...)
+			if len(page) < p.Limit {
+				break
+			}
+			last := page[len(page)-1]
+			p.BeforeReceivedAt, p.BeforeID = &last.ReceivedAt, last.ID
+		}
+		require.Equal(t, []string{o2.ID, o1.ID, a2.ID, a1.ID}, got)
+	})
+
+	t.Run("DeliveryEventListAfter", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		a := insert(ctx, t, s, b.host.ID, "evt-a", base, deliveryOpts{})
+		o := insert(ctx, t, s, b.other.ID, "evt-o", base, deliveryOpts{source: "gitlab"})
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+
+		all, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{})
+		require.NoError(t, err)
+		var seen []string
+		for _, e := range all {
+			seen = append(seen, e.DeliveryID+" "+e.HostID+" "+e.Source+" "+string(e.From)+">"+string(e.To))
+		}
+		require.Equal(t, []string{
+			a.ID + " " + b.host.ID + " github >queued",
+			o.ID + " " + b.other.ID + " gitlab >queued",
+			a.ID + " " + b.host.ID + " github queued>delivering",
+			a.ID + " " + b.host.ID + " github delivering>delivered",
+		}, seen, "oldest first, each with its host and source")
+
+		after, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{AfterID: all[1].ID, Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, after, 1)
+		require.Equal(t, all[2].ID, after[0].ID)
+		newest, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{Newest: true, Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, []int64{all[2].ID, all[3].ID}, []int64{newest[0].ID, newest[1].ID}, "the newest, oldest first")
+	})
+
+	t.Run("DeliveryResult", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		d := insert(ctx, t, s, b.host.ID, "evt-r", base, deliveryOpts{})
+		o := insert(ctx, t, s, b.other.ID, "evt-o", base, deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+
+		_, err := s.DeliveryResultGet(ctx, d.ID)
+		require.ErrorIs(t, err, store.ErrNotFound, "no result reported yet")
+
+		now := base.Add(time.Minute)
+		status := 502
+		_, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID, Results: []store.DeliveryResult{
+			{DeliveryID: d.ID, Attempt: 1, Result: "error", Handler: "forward http://localhost:3000/hook",
+				ResponseStatus: &status, DurationMS: 12, Error: strings.Repeat("é", 5000), ReportedAt: now},
+			{DeliveryID: o.ID, Attempt: 1, Result: "success", ReportedAt: now},
+			{DeliveryID: "github:nope:1", Attempt: 1, Result: "success", ReportedAt: now},
+		}})
+		require.NoError(t, err)
+		r, err := s.DeliveryResultGet(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, "error", r.Result)
+		require.Equal(t, &status, r.ResponseStatus)
+		require.Nil(t, r.ExitCode)
+		require.Equal(t, int64(12), r.DurationMS)
+		require.Equal(t, now, r.ReportedAt)
+		require.LessOrEqual(t, len(r.Error), 2000, "bounded")
+		require.True(t, strings.HasPrefix(r.Error, "éé"))
+		_, err = s.DeliveryResultGet(ctx, o.ID)
+		require.ErrorIs(t, err, store.ErrNotFound, "another host's delivery is not its to report")
+
+		// A later run replaces it, in the same transaction as its ack; of
+		// two results of one delivery in a report, the last counts.
+		exit := 0
+		res, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
+			Ack: &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: now},
+			Results: []store.DeliveryResult{{DeliveryID: d.ID, Attempt: 2, Result: "error", ReportedAt: now},
+				{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: "exec ./deploy", ExitCode: &exit, ReportedAt: now}}})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Acked)
+		r, err = s.DeliveryResultGet(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryResult{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: "exec ./deploy",
+			ExitCode: &exit, ReportedAt: now}, *r)
+
+		// Deleting the delivery deletes its result.
+		n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked, PruneParams: store.PruneParams{Before: now.Add(time.Hour)}})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		_, err = s.DeliveryResultGet(ctx, d.ID)
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+}
