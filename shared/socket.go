@@ -10,11 +10,11 @@ import "time"
 //	host   ── GET /api/hosts/socket (Upgrade, Authorization: Bearer JWT) ─▶ cloud
 //	cloud  ◀──────────────────────────────────────────── 101 Switching Protocols
 //	host   ── hello {agent_version, config?, held, received: 0, credit} ──▶ cloud
-//	cloud  ── welcome {heartbeat_interval_s, max_credit} ─────────────────▶ host
+//	cloud  ── welcome {heartbeat_interval_s, max_credit, now, lease_s} ───▶ host
 //	cloud  ── webhooks {webhooks} ─────────────────────────────────────────▶ host  (within credit)
 //	host   ── credit {received, credit} ──────────────────────────────────▶ cloud (more room)
 //	host   ── report {id, acks, nacks, extends, config?} ─────────────────▶ cloud
-//	cloud  ── confirm {id} ─────────────────────────────────────────────────▶ host  (applied, durable)
+//	cloud  ── confirm {id, now} ────────────────────────────────────────────▶ host  (applied, durable)
 //	host   ── token {token} ──────────────────────────────────────────────▶ cloud (before expiry)
 //
 // The upgrade is authenticated exactly as a heartbeat: a refused one is
@@ -115,6 +115,10 @@ type Frame struct {
 	// welcome
 	HeartbeatIntervalS int `json:"heartbeat_interval_s,omitempty"`
 	MaxCredit          int `json:"max_credit,omitempty"`
+	// welcome, confirm: the cloud's time and the lease it grants, as in
+	// HeartbeatResponse (Now, LeaseS).
+	Now    time.Time `json:"now,omitzero"`
+	LeaseS int       `json:"lease_s,omitempty"`
 
 	// webhooks
 	Webhooks []Webhook `json:"webhooks,omitempty"`

@@ -257,7 +257,8 @@ func (ss *socketSession) hello(ctx context.Context) error {
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, &delivery.Report{AnswerLost: true, Held: f.Held}); err != nil {
 		return unavailable(err)
 	}
-	return ss.write(ctx, &shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: ss.s.intervalS(), MaxCredit: shared.MaxSocketCredit})
+	return ss.write(ctx, &shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: ss.s.intervalS(), MaxCredit: shared.MaxSocketCredit,
+		Now: ss.s.deliveries.Now(), LeaseS: int(ss.s.deliveries.LeaseFor() / time.Second)})
 }
 
 func protocolError(format string, args ...any) error {
@@ -400,7 +401,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 		default:
 		}
 	}
-	return ss.write(ctx, &shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	return ss.write(ctx, &shared.Frame{Type: shared.FrameConfirm, ID: f.ID, Now: ss.s.deliveries.Now()})
 }
 
 // token accepts a fresh token of the same host and generation: the socket

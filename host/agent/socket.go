@@ -334,6 +334,9 @@ func (sc *socketConn) hello(ctx context.Context) error {
 	if w.Type != shared.FrameWelcome {
 		return fmt.Errorf("socket: expected welcome, got %q", w.Type)
 	}
+	// The cloud's time and lease, as a heartbeat's answer gives them.
+	a.cloudTime.observe(sc.t.clock.Now(), w.Now)
+	a.flow.setLease(time.Duration(w.LeaseS) * time.Second)
 	sc.t.subSent = sub
 	return nil
 }
@@ -376,7 +379,7 @@ func (sc *socketConn) serve(ctx context.Context) error {
 	// each pong is a contact, as a heartbeat is, for its health report.
 	pingTick := t.clock.NewTicker(min(shared.SocketPingEvery, t.hb.interval))
 	defer pingTick.Stop()
-	extendTick := t.clock.NewTicker(a.flow.renewEvery)
+	extendTick := t.clock.NewTicker(a.flow.renewPeriod())
 	defer extendTick.Stop()
 	refresh := t.clock.NewTimer(max(t.tokens.renewAt().Sub(t.clock.Now()), time.Second))
 	defer refresh.Stop()
@@ -487,6 +490,7 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 		t.log.Debug("webhooks pushed", "count", len(f.Webhooks))
 		a.dispatch(f.Webhooks)
 	case shared.FrameConfirm:
+		a.cloudTime.observe(t.clock.Now(), f.Now)
 		p := sc.pending
 		if p == nil || f.ID != p.id {
 			return fmt.Errorf("socket: confirm of report %d, none such awaited", f.ID)
@@ -621,4 +625,11 @@ func (f *flow) windowSize() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.window
+}
+
+// renewPeriod is how long after its last renewal a lease is extended.
+func (f *flow) renewPeriod() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.renewEvery
 }
