@@ -13,7 +13,7 @@ import "time"
 //	cloud  ── welcome {heartbeat_interval_s, max_credit, now, lease_s} ───▶ host
 //	cloud  ── webhooks {webhooks} ─────────────────────────────────────────▶ host  (within credit)
 //	host   ── credit {received, credit} ──────────────────────────────────▶ cloud (more room)
-//	host   ── report {id, acks, nacks, extends, config?} ─────────────────▶ cloud
+//	host   ── report {id, acks, nacks, extends, results?, config?} ───────▶ cloud
 //	cloud  ── confirm {id, now} ────────────────────────────────────────────▶ host  (applied, durable)
 //	host   ── token {token} ──────────────────────────────────────────────▶ cloud (before expiry)
 //
@@ -21,7 +21,7 @@ import "time"
 // answered as the heartbeat would be (401, 410, …) before any upgrade.
 //
 // Hello: what the host holds (Held: every webhook in flight, leased over any
-// transport) and what it is: the cloud fails the attempt of the host's other
+// transport, and those whose outcome waits to be reported) and what it is: the cloud fails the attempt of the host's other
 // leased deliveries, due again at once — they were lost with whatever
 // carried them (a heartbeat's answer, a socket that died) — then sends
 // Welcome and starts pushing.
@@ -111,6 +111,9 @@ type Frame struct {
 	Acks    []string `json:"acks,omitempty"`
 	Nacks   []Nack   `json:"nacks,omitempty"`
 	Extends []string `json:"extends,omitempty"`
+	// report: what the host's ledger recorded of the runs it acks or nacks
+	// (HeartbeatRequest.WebhookResults).
+	Results []WebhookResult `json:"results,omitempty"`
 
 	// welcome
 	HeartbeatIntervalS int `json:"heartbeat_interval_s,omitempty"`

@@ -312,8 +312,23 @@ func readFrame(ctx context.Context, conn *websocket.Conn) (*shared.Frame, error)
 func (sc *socketConn) hello(ctx context.Context) error {
 	a := sc.t.a
 	c := a.flow.credit(sc.t.clock.Now(), true)
+	held := c.held
+	// What ran and waits in the outbox is held too: its outcome goes in the
+	// first report, and the cloud must not take it for lost meanwhile.
+	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, ob := range outbox {
+		if len(held) >= shared.MaxReportItems {
+			break
+		}
+		held = append(held, ob.DeliveryID)
+	}
 	sub := a.subscription()
-	f := &shared.Frame{Type: shared.FrameHello, AgentVersion: Version, RawBodyOnly: true, Held: c.held}
+	f := &shared.Frame{Type: shared.FrameHello, AgentVersion: Version, RawBodyOnly: true, Held: held}
 	if sub != nil {
 		f.Config = &shared.Subscription{}
 		if err := json.Unmarshal(sub, f.Config); err != nil {
@@ -569,6 +584,11 @@ func (sc *socketConn) report(ctx context.Context) error {
 			f.Acks = append(f.Acks, ob.DeliveryID)
 		case ledger.OutboxNack:
 			f.Nacks = append(f.Nacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
+		}
+		if r := ob.Ran; r != nil {
+			f.Results = append(f.Results, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
+				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
+				DurationMS: r.DurationMS, Error: r.Error})
 		}
 	}
 	if sendSub {
