@@ -582,6 +582,11 @@ func serve(ctx context.Context, args []string) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = httpSrv.Shutdown(shutCtx)
+	// Sockets were told to close (StopWaiting) and release what they
+	// pushed; the server's Shutdown does not wait for them.
+	if werr := srv.WaitSockets(shutCtx); err == nil {
+		err = werr
+	}
 	if redirectSrv != nil {
 		_ = redirectSrv.Shutdown(shutCtx)
 	}

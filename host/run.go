@@ -210,6 +210,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Workers:      p.cfg.Workers,
 		Grace:        p.cfg.ShutdownGrace,
 		MaxBackoff:   p.cfg.MaxBackoff,
+		Transport:    p.cfg.Transport,
 		Clock:        clock,
 		Logger:       log,
 		FaultHook:    faultHook,
@@ -303,7 +304,8 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, runn
 			if sources, err = buildSources(cfg); err == nil {
 				if cfg.CloudURL != running.CloudURL || cfg.Workers != running.Workers ||
 					cfg.HeartbeatInterval != running.HeartbeatInterval || cfg.MaxBackoff != running.MaxBackoff ||
-					cfg.ShutdownGrace != running.ShutdownGrace || cfg.LedgerRetention != running.LedgerRetention {
+					cfg.ShutdownGrace != running.ShutdownGrace || cfg.LedgerRetention != running.LedgerRetention ||
+					cfg.Transport != running.Transport {
 					log.Warn("reload: only webhooks are reloaded; the other settings take effect at the next start")
 				}
 				a.Reload(sources, cfg.Subscription())

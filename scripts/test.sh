@@ -64,7 +64,7 @@ done
 echo "==> go test (end-to-end: real cloud and host processes)"
 go test -count=1 -timeout 10m ./cloud/e2e/...
 
-echo "==> fault suite, short (scripts/chaos -short: cloud SIGKILLs, host SIGKILLs, network faults; make chaos runs all six in full)"
+echo "==> fault suite, short (scripts/chaos -short: cloud SIGKILLs, host SIGKILLs, network faults, hosts on heartbeats then on sockets; make chaos runs every scenario in full)"
 go run ./scripts/chaos -short
 
 echo "==> all tests passed in $(( $(date +%s) - start ))s"

@@ -36,6 +36,8 @@ func TestAdvise(t *testing.T) {
 		"dlq, handler error":      {delivery{Status: "dlq", Attempts: 5, LastError: "HTTP 500"}, failed, nacked, "retry", true, "dead-lettered after 5 attempts (HTTP 500)"},
 		"dlq, done on host":       {delivery{Status: "dlq", HostID: "h_1"}, success, expired, "ack", false, "run `host reconcile --fix` on host h_1"},
 		"dlq, lease expired":      {delivery{Status: "dlq", HostID: "h_1"}, nil, expired, "investigate", false, "Run `host reconcile` on the host"},
+		"retrying, socket closed": {delivery{Status: "retrying", HostID: "h_1", NextRetryAt: at(time.Minute)}, nil, "the socket carrying it closed", "wait", false, "the socket carrying it closed while host h_1 held it"},
+		"dlq, socket closed":      {delivery{Status: "dlq", HostID: "h_1"}, nil, "the socket carrying it closed: attempts exhausted, dead-lettered", "investigate", false, "whether the handler ran is unknown"},
 		"lease expired":           {delivery{Status: "delivered", LeaseExpires: at(-41 * time.Second)}, nil, "", "wait", false, "the lease expired 41s ago"},
 		"lease expired, unsent":   {delivery{Status: "delivering", LeaseExpires: at(-41 * time.Second)}, nil, "", "wait", true, "the lease expired 41s ago"},
 		"leased":                  {delivery{Status: "delivering", LeaseExpires: at(time.Minute)}, nil, "", "wait", false, "may be running now"},

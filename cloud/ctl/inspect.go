@@ -106,11 +106,16 @@ func lastFailure(evs []event) string {
 }
 
 // mayHaveRun says whether a failure leaves open whether the handler ran:
-// the lease ended while the host held the webhook, and it reported nothing.
-// (A nack says it failed; the other failures say it never reached the host.)
+// the lease ended, or the socket that carried it closed, while the host
+// held the webhook, and it reported nothing. (A nack says it failed; the
+// other failures say it never reached the host.)
 func mayHaveRun(failure string) bool {
-	exp := store.TransitionExpire.Reason
-	return failure == exp || strings.HasPrefix(failure, exp+":")
+	for _, tr := range []store.Transition{store.TransitionExpire, store.TransitionConnectionLost} {
+		if failure == tr.Reason || strings.HasPrefix(failure, tr.Reason+":") {
+			return true
+		}
+	}
+	return false
 }
 
 // advise decides the next action from the cloud's record, the host ledger's
@@ -139,7 +144,11 @@ func advise(d delivery, r *shared.HostResult, failure string, now time.Time) nex
 			Why: d.Status + " in the cloud, but " + ledger + ": the side effect is done and the ack is still to come (the host's next heartbeat sends it). Do not retry by hand; if it stays, run `host reconcile` on host " + d.HostID + "."}
 	}
 	if r == nil && mayHaveRun(failure) && (d.Status == "retrying" || d.Status == "dlq") {
-		unknown := "its lease ended while host " + d.HostID + " held it and the host reported no result: whether the handler ran is unknown. "
+		ended := "its lease ended"
+		if strings.HasPrefix(failure, store.TransitionConnectionLost.Reason) {
+			ended = "the socket carrying it closed"
+		}
+		unknown := ended + " while host " + d.HostID + " held it and the host reported no result: whether the handler ran is unknown. "
 		if d.Status == "dlq" {
 			return nextAction{RetrySafe: false, Action: "investigate",
 				Why: "dead-lettered: " + unknown + "Run `host reconcile` on the host: if its ledger records success, `--fix` sends the ack; if not, `" + retryCmd + "`."}

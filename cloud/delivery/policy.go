@@ -153,6 +153,14 @@ func ReleaseUnheldParams(hostID string, held []string, fallback RetryPolicy, now
 	return &store.DeliveryReleaseUnheldParams{HostID: hostID, Held: held, Now: now, Fail: atOnce(store.TransitionAnswerLost, fallback, now)}
 }
 
+// ConnectionLostParams fails the attempt of the host's leased deliveries
+// among ids, pushed on a socket that closed before the host reported them
+// (TransitionConnectionLost): due again at once. The engines apply it as
+// they apply nacks, under the same lock and guard.
+func ConnectionLostParams(hostID string, ids []string, fallback RetryPolicy, now time.Time) *store.DeliveryNackParams {
+	return &store.DeliveryNackParams{HostID: hostID, IDs: ids, Now: now, Fail: atOnce(store.TransitionConnectionLost, fallback, now)}
+}
+
 // ExpireLeasesParams fails the attempt of up to limit deliveries whose lease
 // ended before now: a delivery whose answer was never written (still
 // delivering) is due again at once (TransitionExpireUnwritten), one handed

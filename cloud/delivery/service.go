@@ -25,6 +25,7 @@ type Store interface {
 	DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error)
 	DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error)
 	DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error)
+	DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error)
 	DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error)
 	DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error
 }
@@ -248,18 +249,24 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	if s.cfg.Observer != nil && len(res.Deliveries) > 0 {
-		s.cfg.Observer.Leased(res.Deliveries)
+	s.observeLeased(ctx, host.ID, res.Deliveries)
+	return res, nil
+}
+
+// observeLeased tells the observer and the tracer of a leased batch, for
+// any transport.
+func (s *Service) observeLeased(ctx context.Context, hostID string, ds []*store.Delivery) {
+	if s.cfg.Observer != nil && len(ds) > 0 {
+		s.cfg.Observer.Leased(ds)
 	}
 	if s.cfg.Tracer.Enabled() {
-		for _, d := range res.Deliveries {
+		for _, d := range ds {
 			_, span, _ := s.cfg.Tracer.Start(ctx, "lease", d.Headers[shared.HeaderTraceParent],
-				attribute.String("relay.delivery_id", d.ID), attribute.String("relay.host_id", host.ID),
+				attribute.String("relay.delivery_id", d.ID), attribute.String("relay.host_id", hostID),
 				attribute.Int("relay.attempt", d.Attempts))
 			span.End()
 		}
 	}
-	return res, nil
 }
 
 // await holds a lease that found nothing until the host has work, up to

@@ -26,7 +26,8 @@ func newWakeups() *wakeups {
 }
 
 // Subscribe returns a channel that receives when the host may have work
-// (deliveries became available to it at once), and its cancel. A receive
+// (deliveries became available to it at once) or the host changed, and its
+// cancel. A receive
 // is a hint: look with Lease. The channel holds one wake-up; more while it
 // is full are merged.
 func (s *Service) Subscribe(hostID string) (<-chan struct{}, func()) {
@@ -104,7 +105,15 @@ func (s *Service) Listen(ctx context.Context, listening func(), changed func(hos
 				s.wakeups.once.Do(func() { close(s.wakeups.ready) })
 			},
 			Available: s.wakeups.wake,
-			Changed:   changed,
+			// A host that changed (deactivated, re-claimed) wakes its
+			// subscribers too: a pushing connection looks at the host
+			// again and closes if it is gone.
+			Changed: func(hostID string) {
+				if changed != nil {
+					changed(hostID)
+				}
+				s.wakeups.wake(hostID)
+			},
 		})
 		if ctx.Err() != nil {
 			return

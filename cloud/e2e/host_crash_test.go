@@ -28,7 +28,9 @@ import (
 //
 // After a crash the lease (2 s here) must expire and the cloud waits the
 // source's retry delay (2 s in these tests) before handing the webhook out
-// again.
+// again. The hosts here heartbeat: on a socket the cloud sees the crash
+// close it and hands the webhook out again at once
+// (TestHostSocketKilledAfterLedgerBeforeAck).
 
 // TestHostKilledBeforeLedgerWrite covers (a) and (b), each on its own host
 // of one cloud, side by side so that their waits for the redelivery overlap.
@@ -58,7 +60,7 @@ func TestHostKilledBeforeLedgerWrite(t *testing.T) {
 if [ "$RELAY_ATTEMPT" = 1 ]; then echo $$ > "$2"; exec sleep 60; fi
 echo finished
 `)
-	hA := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+	hA := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "heartbeat", "webhooks": map[string]any{
 		"github": map[string]any{"enabled": true, "parallel": true, "routes": []any{
 			map[string]any{"events": []string{"push"}, "forward": app.url},
 			map[string]any{"events": []string{"issues"}, "exec": []string{hangOnce, string(runsA), pidFile}},
@@ -68,7 +70,7 @@ echo finished
 	runsB := newRunLog(t)
 	record := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
 `)
-	hB := sB.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+	hB := sB.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "heartbeat", "webhooks": map[string]any{
 		"github": map[string]any{"enabled": true, "exec": []string{record, string(runsB)}},
 	}}, "RELAY_HOST_TEST_CRASH=after-handler")
 
@@ -144,7 +146,7 @@ func TestHostKilledAfterLedgerBeforeAck(t *testing.T) {
 	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
 echo handled
 `)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "heartbeat", "webhooks": map[string]any{
 		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
 	}}, "RELAY_HOST_TEST_CRASH=after-ledger")
 	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "c-crash", hostPayload(t, "github/push.json"))

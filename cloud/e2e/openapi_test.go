@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/openapi/openapitest"
@@ -316,6 +318,20 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	eventually(t, 30*time.Second, "the dead_letters alert firing", deadLetters)
 	st, _ = a.call("POST", "/api/hosts/heartbeat", "not-a-token", shared.HeartbeatRequest{})
 	require.Equal(t, 401, st)
+
+	// The socket: refused as documented, and upgraded (101, no body).
+	st, _ = a.call("GET", shared.PathSocket, tok.Token, nil)
+	require.Equal(t, 400, st, "not an upgrade")
+	st, _ = a.call("GET", shared.PathSocket, "not-a-token", nil)
+	require.Equal(t, 401, st)
+	ws, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(a.url, "http")+shared.PathSocket,
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok.Token}}})
+	require.NoError(t, err)
+	op, ok := doc.Match("GET", shared.PathSocket)
+	require.True(t, ok)
+	require.NoError(t, doc.ValidateResponse(op, resp.StatusCode, resp.Header.Get("Content-Type"), nil))
+	a.ok[op.String()] = true
+	ws.Close(websocket.StatusNormalClosure, "")
 
 	deliveries := "/api/hosts/" + hostID + "/webhooks"
 	one := deliveries + "/" + url.PathEscape(queued.DeliveryID)

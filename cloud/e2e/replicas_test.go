@@ -21,12 +21,19 @@ import (
 // TestReplicas runs three `cloud serve` processes on one Postgres, as
 // several replicas behind a load balancer would. Two hosts heartbeat
 // through a round-robin balancer, so consecutive heartbeats (and the acks
-// they carry) land on different replicas, while 5,000 signed webhooks are
-// sent to the replicas in turn. Every replica runs the background jobs.
-// Every webhook reaches a handler exactly once (counted by Idempotency-Key)
+// they carry) land on different replicas — or keep a socket to one replica
+// while the webhooks come to the others (LISTEN/NOTIFY wakes it) — while
+// 5,000 signed webhooks are sent to the replicas in turn. Every replica
+// runs the background jobs. Every webhook reaches a handler exactly once (counted by Idempotency-Key)
 // and is handed out once (one attempt each), and in the end every delivery
 // is acked: nothing stuck, nothing dead-lettered.
 func TestReplicas(t *testing.T) {
+	for _, transport := range []string{"heartbeat", "websocket"} {
+		t.Run(transport, func(t *testing.T) { testReplicas(t, transport) })
+	}
+}
+
+func testReplicas(t *testing.T, transport string) {
 	dbURL := pgtest.NewDatabase(t)
 	sharedEnv := []string{
 		"RELAY_JWT_KEY=" + "replicas-share-this-jwt-key-of-32+-bytes",
@@ -55,7 +62,7 @@ func TestReplicas(t *testing.T) {
 		require.Equal(t, 200, replicas[2-i].admin("PATCH", "/api/hosts/"+id,
 			map[string]any{"rate_limit_per_min": 1_000_000, "rate_limit_burst": 1_000_000}, nil))
 		lb := startBalancer(t, urls, i)
-		startReplicaHost(t, lb.url, code, rc.url)
+		startReplicaHost(t, lb.url, code, rc.url, transport)
 		hosts = append(hosts, hostRun{id: id, lb: lb})
 	}
 
@@ -149,13 +156,14 @@ func hostCounts(t *testing.T, c *cloud) map[string]map[string]int {
 	return out
 }
 
-// startReplicaHost claims a host through url and runs it with 32
-// workers and a forward handler for the github source.
-func startReplicaHost(t *testing.T, url, code, forward string) {
+// startReplicaHost claims a host through url and runs it on transport with
+// 32 workers and a forward handler for the github source.
+func startReplicaHost(t *testing.T, url, code, forward, transport string) {
 	t.Helper()
 	startHost(t, url, code, map[string]any{
-		"workers":  32,
-		"webhooks": map[string]any{"github": map[string]any{"enabled": true, "forward": forward}},
+		"transport": transport,
+		"workers":   32,
+		"webhooks":  map[string]any{"github": map[string]any{"enabled": true, "forward": forward}},
 	})
 }
 

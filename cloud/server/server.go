@@ -1,5 +1,5 @@
 // Package server is the cloud's HTTP API: webhook intake from providers, the
-// host protocol (claim, token, heartbeat) and the admin API.
+// host protocol (claim, token, heartbeat, socket) and the admin API.
 package server
 
 import (
@@ -146,6 +146,7 @@ type Server struct {
 	metrics     *metrics
 	deliveries  *delivery.Service
 	targets     *targetCache // intake's hosts and sources
+	sockets     *sockets     // hosts' open sockets
 	// quarantineRate admits requests into the quarantine per host and
 	// minute, quarantineLog its log lines.
 	quarantineRate, quarantineLog *sampler
@@ -169,6 +170,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		accessLogs:  newLogBudget(accessLogPerMin),
 		metrics:     newMetrics(),
 		targets:     newTargetCache(targetTTL, targetCacheFound, targetCacheMissing),
+		sockets:     newSockets(),
 		bodies:      newBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
 		// The quarantine's own bounds.
 		quarantineRate: newSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
@@ -219,6 +221,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/api/hosts/claim", s.claim)
 	r.POST("/api/hosts/token", s.token)
 	r.POST("/api/hosts/heartbeat", s.heartbeat)
+	r.GET(shared.PathSocket, s.socket)
 	r.GET(shared.PathHostDeliveries, s.hostDeliveries)
 
 	r.GET("/api/deliveries", s.requireAdmin, s.findDeliveries)

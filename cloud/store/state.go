@@ -83,6 +83,9 @@ var (
 	// The host says it lost a heartbeat's answer and does not hold the
 	// delivery: the same, for what was leased to it either way.
 	TransitionAnswerLost = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "the host lost the answer carrying it", AtOnce: true}
+	// The socket that carried the delivery closed before the host reported
+	// it: the same, for what was pushed on that socket.
+	TransitionConnectionLost = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "the socket carrying it closed", AtOnce: true}
 	// An ack counts for a delivery that was handed out: under a valid lease,
 	// under an expired one (retrying, or dead-lettered by the expiry), and
 	// even when it has meanwhile been handed out again: the handler

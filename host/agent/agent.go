@@ -1,6 +1,6 @@
-// Package agent is the host's long-running loop: it heartbeats the cloud,
-// reporting the acks and nacks waiting in the ledger's outbox and leasing new
-// webhooks, and runs each webhook's handler on a bounded pool of workers,
+// Package agent is the host's long-running loop: it keeps a socket to the
+// cloud or heartbeats it (its transport), reporting the acks and nacks
+// waiting in the ledger's outbox and taking new webhooks, and runs each webhook's handler on a bounded pool of workers,
 // recording the outcome in the ledger before it is ever acked.
 //
 // Effectively once: a delivery whose ledger row says success or skipped is
@@ -77,8 +77,12 @@ type Options struct {
 	Workers      int                  // concurrent handlers (default 4)
 	Grace        time.Duration        // how long in-flight handlers may finish on stop (default 10 s)
 	MaxBackoff   time.Duration        // cap of the retry delay after a failed heartbeat (default 30 s)
-	Clock        clockwork.Clock
-	Logger       *slog.Logger
+	// Transport carries webhooks: TransportHeartbeat (default),
+	// TransportWebSocket, or TransportAuto (the socket, heartbeats while
+	// it cannot connect). The socket needs a Cloud that is a SocketCloud.
+	Transport string
+	Clock     clockwork.Clock
+	Logger    *slog.Logger
 	// FaultHook, for end-to-end tests only, is called at each Fault* point
 	// of processing a webhook whose handler ran, so a test can kill the
 	// process exactly there. Nil in normal use.
@@ -161,7 +165,7 @@ func New(opts Options) *Agent {
 		clock: opts.Clock,
 		times: a.cloudTime,
 	}
-	a.transport = newHeartbeats(a, opts)
+	a.transport = newTransport(a, opts)
 	a.setConfig(opts.Sources, opts.Subscription)
 	return a
 }

@@ -45,6 +45,29 @@ func TestDecodeHeartbeatAsTheCloudEncodes(t *testing.T) {
 	require.Equal(t, want, got)
 }
 
+func TestDecodeFrameAsTheCloudEncodes(t *testing.T) {
+	var hb shared.HeartbeatResponse
+	require.NoError(t, json.Unmarshal(answer(t, 3, []byte("{}\n\x00\xff")), &hb))
+	for _, f := range []shared.Frame{
+		{Type: shared.FrameWebhooks, Webhooks: hb.Webhooks},
+		{Type: shared.FrameConfirm, ID: 7},
+		{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: 500},
+	} {
+		data, err := json.Marshal(f)
+		require.NoError(t, err)
+		var got, want shared.Frame
+		require.NoError(t, DecodeFrame(data, &got))
+		require.NoError(t, json.Unmarshal(data, &want))
+		require.Equal(t, want, got, f.Type)
+	}
+	for _, data := range []string{`{"type":"webhooks","webhooks":[{"attempt":"x"}]}`, `{"type":"webhooks","webhooks":{}}`, `{"type":1}`, `[`} {
+		err := DecodeFrame([]byte(data), new(shared.Frame))
+		want := json.Unmarshal([]byte(data), new(shared.Frame))
+		require.Error(t, want, data)
+		require.EqualError(t, err, want.Error(), data)
+	}
+}
+
 func TestDecodeHeartbeatErrorsAsEncodingJSON(t *testing.T) {
 	for _, data := range []string{`{"webhooks":[{"attempt":"x"}]}`, `{"webhooks":{}}`, `{"more":1}`, `[`, `{"webhooks":[{"received_at":"yesterday"}]}`} {
 		var got shared.HeartbeatResponse

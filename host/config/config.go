@@ -26,6 +26,7 @@ const (
 	DefaultHeartbeatInterval = 30 * time.Second
 	DefaultWorkers           = 4
 	DefaultMaxBackoff        = 30 * time.Second
+	DefaultTransport         = "auto"
 	DefaultShutdownGrace     = 10 * time.Second
 	DefaultLedgerRetention   = 30 * 24 * time.Hour
 	DefaultConnectTimeout    = 5 * time.Second
@@ -46,9 +47,12 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	Workers           int
 	MaxBackoff        time.Duration // cap of the delay between attempts to reach the cloud
-	ShutdownGrace     time.Duration // how long running handlers may finish on SIGTERM
-	LedgerRetention   time.Duration
-	Webhooks          map[string]Source
+	// Transport is how webhooks come: "auto" (the socket, heartbeats while
+	// it cannot connect), "websocket" or "heartbeat".
+	Transport       string
+	ShutdownGrace   time.Duration // how long running handlers may finish on SIGTERM
+	LedgerRetention time.Duration
+	Webhooks        map[string]Source
 }
 
 // Source is one webhook source: which events the host wants and where each
@@ -130,6 +134,7 @@ type fileConfig struct {
 	HeartbeatIntervalS  *int                  `json:"heartbeat_interval_s"`
 	Workers             *int                  `json:"workers"`
 	MaxBackoffS         *float64              `json:"max_backoff_s"`
+	Transport           *string               `json:"transport"`
 	ShutdownGraceS      *float64              `json:"shutdown_grace_s"`
 	LedgerRetentionDays *int                  `json:"ledger_retention_days"`
 	Webhooks            map[string]fileSource `json:"webhooks"`
@@ -203,6 +208,7 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		Workers:           DefaultWorkers,
 		MaxBackoff:        DefaultMaxBackoff,
+		Transport:         DefaultTransport,
 		ShutdownGrace:     DefaultShutdownGrace,
 		LedgerRetention:   DefaultLedgerRetention,
 		Webhooks:          make(map[string]Source, len(f.Webhooks)),
@@ -231,6 +237,14 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 			return nil, fmt.Errorf("max_backoff_s: %w", err)
 		}
 		c.MaxBackoff = max(d, time.Second)
+	}
+	if f.Transport != nil {
+		switch *f.Transport {
+		case "auto", "websocket", "heartbeat":
+			c.Transport = *f.Transport
+		default:
+			return nil, fmt.Errorf("transport: must be auto, websocket or heartbeat, got %q", *f.Transport)
+		}
 	}
 	if f.ShutdownGraceS != nil {
 		d, err := seconds(*f.ShutdownGraceS, 24*3600)

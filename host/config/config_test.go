@@ -23,6 +23,7 @@ func TestParseDesignExample(t *testing.T) {
 	require.Equal(t, 30*time.Second, c.HeartbeatInterval)
 	require.Equal(t, DefaultWorkers, c.Workers)
 	require.Equal(t, DefaultMaxBackoff, c.MaxBackoff)
+	require.Equal(t, "auto", c.Transport, "the socket, heartbeats while it cannot connect")
 	require.Equal(t, DefaultShutdownGrace, c.ShutdownGrace)
 	require.Equal(t, 30*24*time.Hour, c.LedgerRetention)
 	gh := c.Webhooks["github"]
@@ -110,7 +111,7 @@ func TestParseErrors(t *testing.T) {
 	t.Parallel()
 	src := func(body string) string { return `{"webhooks": {"github": ` + body + `}}` }
 	for _, tc := range []struct{ name, json, want string }{
-		{"unknown top-level key", `{"cloud": "https://x"}`, `unknown top-level key "cloud" (known keys: cloud_url, heartbeat_interval_s, ledger_retention_days, max_backoff_s, shutdown_grace_s, webhooks, workers)`},
+		{"unknown top-level key", `{"cloud": "https://x"}`, `unknown top-level key "cloud" (known keys: cloud_url, heartbeat_interval_s, ledger_retention_days, max_backoff_s, shutdown_grace_s, transport, webhooks, workers)`},
 		{"unknown source key", src(`{"enabled": true, "forward": "http://x", "fwd": 1}`), `webhooks.github: unknown key "fwd"`},
 		{"unknown route key", src(`{"enabled": true, "routes": [{"events": ["push"], "exec": ["a"], "parallel": true}]}`), `webhooks.github.routes[0]: unknown key "parallel"`},
 		{"wrong type", src(`{"enabled": "yes"}`), `webhooks.github.enabled: want true or false, got "yes"`},
@@ -148,6 +149,8 @@ func TestParseErrors(t *testing.T) {
 		{"route option of other kind", src(`{"enabled": true, "routes": [{"events": ["push"], "exec": ["a"], "retry_4xx": false}]}`), `webhooks.github.routes[0].retry_4xx: applies to forward handlers, not exec`},
 		{"source option applies to nothing", src(`{"enabled": true, "retry_nonzero_exit": false, "forward": "http://x"}`), `webhooks.github.retry_nonzero_exit: applies to exec handlers, and this source has none`},
 		{"connect timeout on exec", src(`{"enabled": true, "exec": ["a"], "connect_timeout_s": 1}`), `webhooks.github.connect_timeout_s: applies to forward handlers`},
+		{"unknown transport", `{"transport": "grpc"}`, `transport: must be auto, websocket or heartbeat, got "grpc"`},
+		{"transport not a string", `{"transport": 1}`, `transport`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.json), ".")

@@ -63,6 +63,7 @@ var fileSchema = func() *schema {
 		"heartbeat_interval_s":  {kind: kindInt},
 		"workers":               {kind: kindInt},
 		"max_backoff_s":         {kind: kindNumber},
+		"transport":             {kind: kindString},
 		"shutdown_grace_s":      {kind: kindNumber},
 		"ledger_retention_days": {kind: kindInt},
 		"webhooks":              {kind: kindMapOf, elem: source},

@@ -182,8 +182,9 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 // their latencies too (no coordinated omission). At most maxInFlight
 // requests are outstanding; a schedule that needs more shows as latency.
 // sent, if not nil, is called with each new webhook's event id and actual
-// send time (not with replays).
-func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent func(id string, at time.Time)) loadResult {
+// send time (not with replays); answered, if not nil, with its event id and
+// when its 2xx answer came.
+func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent, answered func(id string, at time.Time)) loadResult {
 	var (
 		res  loadResult
 		mu   sync.Mutex
@@ -216,6 +217,9 @@ func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, ma
 				}
 				switch s.post(ctx, w, replayed) {
 				case okAnswer:
+					if answered != nil && !replayed {
+						answered(w.id, time.Now())
+					}
 					ok++
 					lat = append(lat, time.Since(due))
 				case badStatus:

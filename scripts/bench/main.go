@@ -48,7 +48,8 @@ type config struct {
 	drainN         int
 	drainConc      int
 	drainWorkers   int
-	e2eRate        float64
+	e2eRates       []float64
+	transports     []string // the host transports of the drain, end-to-end and idle runs
 	e2eModes       []string
 	e2eWorkers     int
 	e2eDuration    time.Duration
@@ -76,7 +77,7 @@ func main() {
 
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
-	var engines, scenarios, conc, rates, modes string
+	var engines, scenarios, conc, rates, modes, e2eRates, transports string
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	fs.StringVar(&engines, "engines", "postgres,sqlite", "storage engines to measure, comma-separated: postgres, sqlite")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
@@ -95,7 +96,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.drainN, "drain", 100000, "drain: deliveries queued before the host starts")
 	fs.IntVar(&c.drainConc, "drain-conc", 64, "drain: concurrent senders while queuing")
 	fs.IntVar(&c.drainWorkers, "drain-workers", 128, "drain: the host's workers (source parallel: true)")
-	fs.Float64Var(&c.e2eRate, "e2e-rate", 100, "end to end: webhooks/s")
+	fs.StringVar(&e2eRates, "e2e-rate", "100,1000", "end to end: webhooks/s, one run each")
+	fs.StringVar(&transports, "transports", "heartbeat,websocket", "drain, end to end and idle: the host transports, one run each: heartbeat (long poll), websocket")
 	fs.StringVar(&modes, "e2e-modes", "sequential,parallel", "end to end: how the host runs the source, one run each: sequential (the default, one at a time in order), parallel (parallel: true)")
 	fs.IntVar(&c.e2eWorkers, "e2e-workers", 16, "end to end: the host's workers in parallel mode")
 	fs.DurationVar(&c.e2eDuration, "e2e-duration", 20*time.Second, "end to end: length of the run")
@@ -148,6 +150,19 @@ func parseFlags(args []string) (*config, error) {
 		if !slices.Contains(allScenarios, s) {
 			return nil, fmt.Errorf("-scenarios: unknown scenario %q (%s)", s, strings.Join(allScenarios, ", "))
 		}
+	}
+	c.transports = splitList(transports)
+	for _, tr := range c.transports {
+		if tr != "heartbeat" && tr != "websocket" {
+			return nil, fmt.Errorf("-transports: unknown transport %q (heartbeat, websocket)", tr)
+		}
+	}
+	for _, r := range splitList(e2eRates) {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("-e2e-rate: %q is not a positive number", r)
+		}
+		c.e2eRates = append(c.e2eRates, v)
 	}
 	c.e2eModes = splitList(modes)
 	for _, m := range c.e2eModes {
@@ -269,13 +284,21 @@ func mainErr() error {
 					rep.latency = append(rep.latency, b.latency(engine, rate))
 				}
 			case "drain":
-				rep.drain = append(rep.drain, b.drain(engine))
+				for _, tr := range cfg.transports {
+					rep.drain = append(rep.drain, b.drain(engine, tr))
+				}
 			case "e2e":
-				for _, mode := range cfg.e2eModes {
-					rep.e2e = append(rep.e2e, b.e2e(engine, mode))
+				for _, rate := range cfg.e2eRates {
+					for _, mode := range cfg.e2eModes {
+						for _, tr := range cfg.transports {
+							rep.e2e = append(rep.e2e, b.e2e(engine, mode, tr, rate))
+						}
+					}
 				}
 			case "idle":
-				rep.idle = append(rep.idle, b.idle(engine))
+				for _, tr := range cfg.transports {
+					rep.idle = append(rep.idle, b.idle(engine, tr))
+				}
 			}
 		}
 	}

@@ -42,7 +42,9 @@ func (rep *report) markdown(b *bench) string {
 	p("| command | `%s` |\n", command())
 	p("| run time | %s |\n\n", time.Since(b.started).Round(time.Second))
 	p("Every run starts its own `cloud serve` on a fresh database (a new Postgres database, a new SQLite file),\n")
-	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000`) and default logging.\n")
+	p("with the per-host intake rate limit lifted (`RELAY_RATE_LIMIT_PER_MIN=1000000`), no limit of connections per\n")
+	p("address and a lenient authentication limiter (`RELAY_MAX_CONNS_PER_IP=0`, `RELAY_AUTH_FAILURES_PER_MIN=100000`:\n")
+	p("every bench client is 127.0.0.1) and default logging.\n")
 	p("%s\n", requestsText(b))
 	p("Figures in this file before 2026-11-25 were measured with counter event ids (`prefix-1`, `prefix-2`, …)\n")
 	p("and one 3,329-byte payload, which flattered SQLite's intake about 2× (its dedupe index grew at one end).\n\n")
@@ -94,14 +96,15 @@ func (rep *report) markdown(b *bench) string {
 		p("*last forwarded* is when the receiver got the last one. *CPU µs/delivery* is each process's CPU over\n")
 		p("that time per delivery (cloud / database / host / receiver, the receiver being the load generator):\n")
 		p("their sum bounds the rate on *n* cores at *n* / sum.\n\n")
-		p("| engine | queued | queue rate/s | last forwarded | last acked | deliveries/s | duplicates | CPU µs/delivery | cloud peak RSS | host peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("*transport* is the host's: `heartbeat` (batches leased by heartbeats) or `websocket` (pushed within credit).\n\n")
+		p("| engine | transport | queued | queue rate/s | last forwarded | last acked | deliveries/s | duplicates | CPU µs/delivery | cloud peak RSS | host peak RSS |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.drain {
 			if r.err != "" {
-				p("| %s | %d | failed: %s ||||||||\n", r.engine, r.queued, oneLine(r.err))
+				p("| %s | %s | %d | failed: %s ||||||||\n", r.engine, r.transport, r.queued, oneLine(r.err))
 				continue
 			}
-			p("| %s | %d | %.0f | %s | %s | %.0f | %d | %s | %s | %s |\n", r.engine, r.queued, r.insertRate,
+			p("| %s | %s | %d | %.0f | %s | %s | %.0f | %d | %s | %s | %s |\n", r.engine, r.transport, r.queued, r.insertRate,
 				secs(r.toForward), secs(r.toAck), r.rate, r.duplicates, cpuSplit(r.cloudUS, r.dbUS, r.hostUS, r.recvUS),
 				mib(r.cloudPeak), mib(r.hostPeak))
 		}
@@ -128,16 +131,20 @@ func (rep *report) markdown(b *bench) string {
 		p("heartbeats, connections and caches are behind it):\n")
 		p("the time from each POST to its arrival at the local receiver, matched by `X-GitHub-Delivery`. *sequential*\n")
 		p("is a source's default (one webhook at a time, in order; 4 workers); *parallel* is `parallel: true` with\n")
-		p("%d workers.\n\n", cfg.e2eWorkers)
-		p("| engine | host | rate/s | sent | arrived | p50 | p99 | max | errors | cloud peak RSS | host peak RSS |\n")
-		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("%d workers. *transport*: `heartbeat` is the long poll (an idle host's heartbeat held until work comes),\n", cfg.e2eWorkers)
+		p("`websocket` the socket (each webhook pushed as it is committed). Where the time goes: *p50 intake* is\n")
+		p("the POST until the intake's answer (signature verified, stored and committed), *p50 after* that\n")
+		p("answer until the handler (negative: the push or the long poll's answer, which also follow the commit,\n")
+		p("beat the intake's own answer).\n\n")
+		p("| engine | host | transport | rate/s | sent | arrived | p50 | p99 | max | p50 intake | p50 after | errors | cloud peak RSS | host peak RSS |\n")
+		p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.e2e {
 			if r.err != "" && r.arrived == 0 {
-				p("| %s | %s | %g | failed: %s ||||||||\n", r.engine, r.mode, r.rate, oneLine(r.err))
+				p("| %s | %s | %s | %g | failed: %s ||||||||\n", r.engine, r.mode, r.transport, r.rate, oneLine(r.err))
 				continue
 			}
-			p("| %s | %s | %g | %d | %d | %s | %s | %s | %d | %s | %s |\n", r.engine, r.mode, r.rate, r.sent, r.arrived,
-				ms(r.p50), ms(r.p99), ms(r.max), r.errors, mib(r.cloudPeak), mib(r.hostPeak))
+			p("| %s | %s | %s | %g | %d | %d | %s | %s | %s | %s | %s | %d | %s | %s |\n", r.engine, r.mode, r.transport, r.rate, r.sent, r.arrived,
+				ms(r.p50), ms(r.p99), ms(r.max), ms(r.intakeP50), signedMS(r.afterP50), r.errors, mib(r.cloudPeak), mib(r.hostPeak))
 		}
 		p("\n")
 	}
@@ -149,16 +156,20 @@ func (rep *report) markdown(b *bench) string {
 		} else {
 			p("%s (spread evenly), without `wait_s`;\n", cfg.idleInterval)
 		}
-		p("the cloud's CPU is measured over the first %s of heartbeats.\n\n", cfg.idleDuration)
-		p("| engine | hosts | create + claim | heartbeats sent | answered | errors | cloud CPU | cloud peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("the cloud's CPU is measured over the first %s of heartbeats. With `websocket`, each host instead\n", cfg.idleDuration)
+		p("keeps a socket open (hello with credit 32, then reading, which answers the cloud's pings) and the cloud's\n")
+		p("CPU is measured over %s once all are open (*sent* is the sockets tried, *answered* those open).\n", cfg.idleDuration)
+		p("*RSS per host* is the cloud's resident set grown from before the first heartbeat or socket to the end,\n")
+		p("per host.\n\n")
+		p("| engine | transport | hosts | create + claim | heartbeats sent | answered | errors | cloud CPU | cloud peak RSS | RSS per host |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.idle {
 			if r.err != "" {
-				p("| %s | %d | failed: %s ||||||\n", r.engine, r.hosts, oneLine(r.err))
+				p("| %s | %s | %d | failed: %s |||||||\n", r.engine, r.transport, r.hosts, oneLine(r.err))
 				continue
 			}
-			p("| %s | %d | %s | %d | %d | %d | %s | %s |\n", r.engine, r.hosts, secs(r.setup), r.sent, r.heartbeats, r.errors,
-				cores(r.cloudCPU), mib(r.cloudPeak))
+			p("| %s | %s | %d | %s | %d | %d | %d | %s | %s | %s |\n", r.engine, r.transport, r.hosts, secs(r.setup), r.sent, r.heartbeats, r.errors,
+				cores(r.cloudCPU), mib(r.cloudPeak), kib(r.perHost))
 		}
 		p("\n")
 	}
@@ -361,4 +372,20 @@ func cpuSplit(us ...float64) string {
 		}
 	}
 	return strings.Join(parts, " / ")
+}
+
+// kib is a size in KiB, for what a host costs.
+func kib(n int64) string {
+	if n <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+}
+
+// signedMS is ms for a duration that may be negative.
+func signedMS(d time.Duration) string {
+	if d < 0 {
+		return "−" + ms(-d)
+	}
+	return ms(d)
 }

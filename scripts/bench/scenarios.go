@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/relaykit/relay/scripts/internal/rig"
 	"github.com/relaykit/relay/shared"
@@ -35,8 +39,11 @@ const secret = "bench-webhook-secret"
 // cloudEnv lifts the per-host intake rate limit, which would otherwise
 // measure the limiter (GitHub webhooks over it are stored anyway, but
 // flagged and counted apart), to the most the cloud accepts: 1,000,000 a
-// minute (16,667/s) is above any rate measured here.
-var cloudEnv = []string{"RELAY_RATE_LIMIT_PER_MIN=1000000"}
+// minute (16,667/s) is above any rate measured here. The bench's hosts all
+// connect, claim and log in from 127.0.0.1: no limit of connections per
+// address, and the authentication limiter (whose burst counts attempts in
+// progress) out of the way of 16 claims at once.
+var cloudEnv = []string{"RELAY_RATE_LIMIT_PER_MIN=1000000", "RELAY_MAX_CONNS_PER_IP=0", "RELAY_AUTH_FAILURES_PER_MIN=100000"}
 
 // run is one scenario's cloud on a fresh database, with a host created.
 type run struct {
@@ -106,14 +113,14 @@ func (b *bench) hostConfig(url string, parallel bool, workers int) map[string]an
 }
 
 // startHost claims the run's host and runs it forwarding to a new receiver.
-func (r *run) startHost(parallel bool, workers int) error {
+func (r *run) startHost(parallel bool, workers int, transport string) error {
 	rc, err := rig.StartReceiver(rig.ReceiverOptions{})
 	if err != nil {
 		return err
 	}
 	r.recv = rc
 	h, err := rig.StartHost(r.b.ctx, rig.HostConfig{Bin: r.b.bins.Host, CloudURL: r.cloud.URL, ClaimCode: r.code,
-		StateDir: filepath.Join(r.dir, "host"), Config: r.b.hostConfig(rc.URL, parallel, workers)})
+		StateDir: filepath.Join(r.dir, "host"), Config: withTransport(r.b.hostConfig(rc.URL, parallel, workers), transport)})
 	if err != nil {
 		return err
 	}
@@ -122,6 +129,12 @@ func (r *run) startHost(parallel bool, workers int) error {
 }
 
 // peak is a process's peak RSS so far (0 when it does not run).
+// withTransport sets a host configuration's transport.
+func withTransport(cfg map[string]any, transport string) map[string]any {
+	cfg["transport"] = transport
+	return cfg
+}
+
 func peak(p *rig.Proc) int64 {
 	if p == nil || !p.Running() {
 		return 0
@@ -328,10 +341,10 @@ func (b *bench) latency(engine string, rate int) latencyRow {
 	defer r.close()
 	s := r.sender(b.cfg.latencyMaxIn)
 	if b.cfg.warmup > 0 {
-		s.openLoop(b.ctx, float64(rate), b.cfg.warmup, b.cfg.latencyMaxIn, nil)
+		s.openLoop(b.ctx, float64(rate), b.cfg.warmup, b.cfg.latencyMaxIn, nil, nil)
 	}
 	cpu, db := startCPU(r.cloud.Proc), b.startDBCPU(engine)
-	row.res = s.openLoop(b.ctx, float64(rate), b.cfg.latencyDur, b.cfg.latencyMaxIn, nil)
+	row.res = s.openLoop(b.ctx, float64(rate), b.cfg.latencyDur, b.cfg.latencyMaxIn, nil, nil)
 	row.cloudCPU, row.dbCPU = cpu.share(), db.share()
 	p := newPercentiles(row.res.Lat)
 	row.p50, row.p99, row.p999, row.max = p.at(0.50), p.at(0.99), p.at(0.999), p.max()
@@ -347,6 +360,7 @@ func (b *bench) latency(engine string, rate int) latencyRow {
 
 type drainRow struct {
 	engine              string
+	transport           string
 	queued              int
 	insertRate          float64
 	insertErrors        int
@@ -369,9 +383,9 @@ func cpuPer(from rig.ProcSample, fromErr error, pid, n int) float64 {
 	return float64(to.CPUTicks()-from.CPUTicks()) / rig.ClockTicks * 1e6 / float64(n)
 }
 
-func (b *bench) drain(engine string) drainRow {
-	row := drainRow{engine: engine}
-	r, err := b.newRun(engine, "drain")
+func (b *bench) drain(engine, transport string) drainRow {
+	row := drainRow{engine: engine, transport: transport}
+	r, err := b.newRun(engine, "drain_"+transport)
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
@@ -409,7 +423,7 @@ func (b *bench) drain(engine string) drainRow {
 	db := b.startDBCPU(engine)
 	start := time.Now()
 	h, err := rig.StartHost(b.ctx, rig.HostConfig{Bin: b.bins.Host, CloudURL: r.cloud.URL, StateDir: state,
-		Config: b.hostConfig(rc.URL, true, b.cfg.drainWorkers)})
+		Config: withTransport(b.hostConfig(rc.URL, true, b.cfg.drainWorkers), transport)})
 	if err != nil {
 		row.err = r.fail(err)
 		return row
@@ -445,8 +459,8 @@ func (b *bench) drain(engine string) drainRow {
 	row.dbUS = db.usPer(row.queued) // nil on SQLite: -1
 	row.duplicates = rc.Duplicates()
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
-	logf("drain %s: %d in %s (last forward at %s): %.0f/s, %d duplicates; CPU µs per delivery: cloud %.0f, database %.0f, host %.0f, receiver %.0f",
-		engine, row.queued, row.toAck.Round(time.Millisecond), row.toForward.Round(time.Millisecond), row.rate, row.duplicates,
+	logf("drain %s %s: %d in %s (last forward at %s): %.0f/s, %d duplicates; CPU µs per delivery: cloud %.0f, database %.0f, host %.0f, receiver %.0f",
+		engine, transport, row.queued, row.toAck.Round(time.Millisecond), row.toForward.Round(time.Millisecond), row.rate, row.duplicates,
 		row.cloudUS, row.dbUS, row.hostUS, row.recvUS)
 	return row
 }
@@ -456,6 +470,8 @@ func (b *bench) drain(engine string) drainRow {
 type e2eRow struct {
 	engine              string
 	mode                string
+	transport           string
+	intakeP50, afterP50 time.Duration // POST to the intake's answer; that answer to the handler
 	rate                float64
 	sent, arrived       int
 	errors              int
@@ -464,9 +480,9 @@ type e2eRow struct {
 	err                 string
 }
 
-func (b *bench) e2e(engine, mode string) e2eRow {
-	row := e2eRow{engine: engine, mode: mode, rate: b.cfg.e2eRate}
-	r, err := b.newRun(engine, "e2e_"+mode)
+func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
+	row := e2eRow{engine: engine, mode: mode, transport: transport, rate: rate}
+	r, err := b.newRun(engine, fmt.Sprintf("e2e_%s_%s_%g", mode, transport, rate))
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
@@ -476,7 +492,7 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 	if mode == "parallel" {
 		parallel, workers = true, b.cfg.e2eWorkers
 	}
-	if err := r.startHost(parallel, workers); err != nil {
+	if err := r.startHost(parallel, workers, transport); err != nil {
 		row.err = r.fail(err)
 		return row
 	}
@@ -486,7 +502,7 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 	// floor (1 s) later, which is not what this measures.
 	warm := 0
 	if b.cfg.warmup > 0 {
-		res := s.openLoop(b.ctx, b.cfg.e2eRate, b.cfg.warmup, 64, nil)
+		res := s.openLoop(b.ctx, rate, b.cfg.warmup, 64, nil, nil)
 		warm = res.OK - res.Dups
 		err = rig.WaitFor(b.ctx, 60*time.Second, 20*time.Millisecond, "the warm-up webhooks at the receiver", func() (bool, error) {
 			return r.recv.Unique() >= warm, nil
@@ -496,12 +512,17 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 			return row
 		}
 	}
-	total := int(b.cfg.e2eRate * b.cfg.e2eDuration.Seconds())
+	total := int(rate * b.cfg.e2eDuration.Seconds())
 	var mu sync.Mutex
 	sentAt := make(map[string]time.Time, total)
-	res := s.openLoop(b.ctx, b.cfg.e2eRate, b.cfg.e2eDuration, 64, func(id string, at time.Time) {
+	answeredAt := make(map[string]time.Time, total)
+	res := s.openLoop(b.ctx, rate, b.cfg.e2eDuration, 64, func(id string, at time.Time) {
 		mu.Lock()
 		sentAt[id] = at
+		mu.Unlock()
+	}, func(id string, at time.Time) {
+		mu.Lock()
+		answeredAt[id] = at
 		mu.Unlock()
 	})
 	row.sent, row.errors = res.OK-res.Dups, res.BadStatus+res.Transport
@@ -511,17 +532,27 @@ func (b *bench) e2e(engine, mode string) e2eRow {
 	if err != nil {
 		r.fail(fmt.Errorf("%w (%d of %d arrived)", err, r.recv.Unique()-warm, row.sent))
 	}
-	var lat []time.Duration
+	// Where the time goes: the POST until the intake's answer (verified,
+	// committed) and from that answer to the handler — which the push or
+	// the long poll's answer may beat, since both follow the commit.
+	var lat, intake, after []time.Duration
 	for key, hit := range r.recv.Snapshot() {
-		if at, ok := sentAt[eventIDOf(key)]; ok {
+		i := eventIDOf(key)
+		if at, ok := sentAt[i]; ok {
 			lat = append(lat, hit.First.Sub(at))
+			if ans, ok := answeredAt[i]; ok {
+				intake = append(intake, ans.Sub(at))
+				after = append(after, hit.First.Sub(ans))
+			}
 		}
 	}
 	row.arrived = len(lat)
 	p := newPercentiles(lat)
 	row.p50, row.p99, row.max = p.at(0.50), p.at(0.99), p.max()
+	row.intakeP50, row.afterP50 = newPercentiles(intake).at(0.50), newPercentiles(after).at(0.50)
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
-	logf("e2e %s %s: %d sent, %d arrived, p50 %s p99 %s max %s", engine, mode, row.sent, row.arrived, ms(row.p50), ms(row.p99), ms(row.max))
+	logf("e2e %s %s %s %g/s: %d sent, %d arrived, p50 %s p99 %s max %s (p50 POST → answer %s, answer → handler %s)", engine, mode, transport, rate, row.sent, row.arrived,
+		ms(row.p50), ms(row.p99), ms(row.max), ms(row.intakeP50), signedMS(row.afterP50))
 	return row
 }
 
@@ -538,6 +569,7 @@ func eventIDOf(deliveryID string) string {
 
 type idleRow struct {
 	engine     string
+	transport  string
 	hosts      int
 	setup      time.Duration
 	sent       int // heartbeats sent in the window
@@ -546,12 +578,13 @@ type idleRow struct {
 	window     time.Duration
 	cloudCPU   float64
 	cloudPeak  int64
+	perHost    int64 // the cloud's resident set grown per host, bytes
 	err        string
 }
 
-func (b *bench) idle(engine string) idleRow {
-	row := idleRow{engine: engine, hosts: b.cfg.idleHosts}
-	r, err := b.newRun(engine, "idle")
+func (b *bench) idle(engine, transport string) idleRow {
+	row := idleRow{engine: engine, transport: transport, hosts: b.cfg.idleHosts}
+	r, err := b.newRun(engine, "idle_"+transport)
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
@@ -603,6 +636,10 @@ func (b *bench) idle(engine string) idleRow {
 	}
 	row.setup = time.Since(setup)
 	logf("idle %s: %d hosts created and claimed in %s", engine, len(tokens), row.setup.Round(time.Millisecond))
+	before, _ := rig.ReadProc(r.cloud.PID())
+	if transport == "websocket" {
+		return b.idleSockets(ctx, cancel, r, row, tokens, before.VmRSS)
+	}
 
 	// Each host heartbeats once per interval, the hosts spread evenly over
 	// it; with wait_s the cloud holds each heartbeat, as it does a real
@@ -648,9 +685,89 @@ func (b *bench) idle(engine string) idleRow {
 	row.window = time.Since(start)
 	row.sent, row.heartbeats, row.errors = int(sent.Load()), int(beats.Load()), int(errs.Load())
 	row.cloudPeak = r.cloudPeak()
+	if after, err := rig.ReadProc(r.cloud.PID()); err == nil && before.VmRSS > 0 {
+		row.perHost = (after.VmRSS - before.VmRSS) / int64(len(tokens))
+	}
 	cancel()
 	hb.Wait()
 	admin.Client.CloseIdleConnections()
 	logf("idle %s: %d heartbeats answered in %s, %d errors, cloud CPU %.1f%% of a core", engine, row.heartbeats, row.window.Round(time.Second), row.errors, row.cloudCPU*100)
+	return row
+}
+
+// idleSockets keeps a socket open for each host (hello with credit, then
+// reading, which answers the cloud's pings) and measures the cloud's CPU
+// over the idle window and its memory per socket.
+func (b *bench) idleSockets(ctx context.Context, cancel context.CancelFunc, r *run, row idleRow, tokens []string, before int64) idleRow {
+	u := "ws" + strings.TrimPrefix(r.cloud.URL, "http") + shared.PathSocket
+	hello, _ := json.Marshal(shared.Frame{Type: shared.FrameHello, AgentVersion: "bench", Credit: 32, RawBodyOnly: true})
+	var (
+		open, errs atomic.Int64
+		next       atomic.Int64
+		wg, conns  sync.WaitGroup
+	)
+	start := time.Now()
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(tokens) || ctx.Err() != nil {
+					return
+				}
+				h := http.Header{"Authorization": {"Bearer " + tokens[i]}}
+				dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+				c, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: h})
+				if err == nil {
+					err = c.Write(dctx, websocket.MessageText, hello)
+				}
+				if err == nil {
+					_, _, err = c.Read(dctx) // welcome
+				}
+				dcancel()
+				if err != nil {
+					errs.Add(1)
+					if c != nil {
+						c.CloseNow()
+					}
+					continue
+				}
+				open.Add(1)
+				conns.Add(1)
+				go func() {
+					defer conns.Done()
+					defer c.CloseNow()
+					for {
+						if _, _, err := c.Read(ctx); err != nil {
+							if ctx.Err() == nil {
+								errs.Add(1)
+							}
+							return
+						}
+					}
+				}()
+			}
+		}()
+	}
+	wg.Wait()
+	logf("idle %s websocket: %d sockets open in %s (%d errors)", r.engine, open.Load(), time.Since(start).Round(time.Millisecond), errs.Load())
+	cpu := startCPU(r.cloud.Proc)
+	t0 := time.Now()
+	select {
+	case <-b.ctx.Done():
+	case <-time.After(b.cfg.idleDuration):
+	}
+	row.cloudCPU = cpu.share()
+	row.window = time.Since(t0)
+	row.sent, row.heartbeats, row.errors = len(tokens), int(open.Load()), int(errs.Load())
+	row.cloudPeak = r.cloudPeak()
+	if after, err := rig.ReadProc(r.cloud.PID()); err == nil && before > 0 && open.Load() > 0 {
+		row.perHost = (after.VmRSS - before) / open.Load()
+	}
+	cancel()
+	conns.Wait()
+	logf("idle %s websocket: %d sockets held for %s, %d errors, cloud CPU %.1f%% of a core, %s per socket",
+		r.engine, row.heartbeats, row.window.Round(time.Second), row.errors, row.cloudCPU*100, mib(row.perHost))
 	return row
 }

@@ -39,6 +39,9 @@ type env struct {
 	bin                  string // cloud and host binaries
 	pg                   *pgServer
 	abuse                abuseConfig // scenario 7's attackers
+	// transport is the hosts' transport in the scenario running
+	// (heartbeat, websocket).
+	transport string
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -111,7 +114,7 @@ func pick[T any](e *env, full, short T) T {
 
 // runScenario runs s in its own directory and undoes what it started.
 func (e *env) runScenario(ctx context.Context, s scenario) (r result) {
-	e.scenDir = filepath.Join(e.work, fmt.Sprintf("s%d-%s", s.num, s.name))
+	e.scenDir = filepath.Join(e.work, fmt.Sprintf("s%d-%s-%s", s.num, s.name, e.transport))
 	_ = os.MkdirAll(e.scenDir, 0o755)
 	e.cleanups = nil
 	defer func() {
@@ -400,10 +403,12 @@ func (e *env) createHost(ctx context.Context, base string, idx int) (*relayHost,
 }
 
 // hostConfig is the configuration of a chaos host: a forward to its own
-// receiver, heartbeats every second, short backoff.
-func hostConfig(cloudURL, forward string) map[string]any {
+// receiver, on transport, heartbeats (when it heartbeats) every second,
+// short backoff.
+func hostConfig(cloudURL, forward, transport string) map[string]any {
 	return map[string]any{
 		"cloud_url":            cloudURL,
+		"transport":            transport,
 		"heartbeat_interval_s": 1,
 		"workers":              8,
 		"max_backoff_s":        2,
@@ -422,7 +427,7 @@ func (e *env) startHost(ctx context.Context, h *relayHost, cloudURL, stateDir st
 	if err != nil {
 		return fmt.Errorf("host claim: %v: %s", err, out)
 	}
-	b, _ := json.Marshal(hostConfig(cloudURL, h.rc.url))
+	b, _ := json.Marshal(hostConfig(cloudURL, h.rc.url, e.transport))
 	cfgPath := filepath.Join(stateDir, "config.json")
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		return err

@@ -43,13 +43,20 @@
 //     attackers' rates, the legitimate latency, the peak RSS and the growth
 //     of the database and the log.
 //
+// Scenarios 1, 3, 4 and 5 run once per host transport in -transports
+// (default: heartbeat, then websocket), named e.g. "3-host-sigkill/websocket".
+// On websocket the hosts keep sockets, which the cloud SIGKILL, the resets,
+// the stalls and the partition cut, and which the cloud sees close when a
+// host is SIGKILLed; the hosts only reconnect (no heartbeat fallback).
+//
 // Usage:
 //
-//	go run ./scripts/chaos [-short] [-run REGEX] [-v] [-keep] [-seed N]
+//	go run ./scripts/chaos [-short] [-run REGEX] [-transports LIST] [-v] [-keep] [-seed N]
 //	    [-abuse-scale F] [-abuse-for D] [-abuse-kinds REGEX] [-abuse-rss-mib N] [-abuse-abort-mib N]
 //
-// -short runs scenarios 1, 3 and 4 in short versions (about 90 s in all);
-// with -run it shortens the scenarios picked. The last line is
+// -short runs scenarios 1, 3 and 4 in short versions (about 90 s in all
+// per transport); with -run it shortens the scenarios picked (-run matches
+// the name with its transport: -run 'host-sigkill/websocket'). The last line is
 // "N passed, N failed"; the exit status is 1 when any failed.
 package main
 
@@ -70,6 +77,7 @@ type scenario struct {
 	num   int
 	name  string
 	short bool // part of the -short suite
+	hosts bool // runs hosts: once per transport
 	run   func(ctx context.Context, e *env) result
 }
 
@@ -89,13 +97,26 @@ func (r *result) figuref(format string, args ...any) {
 }
 
 var scenarios = []scenario{
-	{1, "cloud-sigkill", true, runCloudKill},
-	{2, "postgres-restart", false, runPostgresKill},
-	{3, "host-sigkill", true, runHostKill},
-	{4, "network-faults", true, runNetworkFaults},
-	{5, "ledger-disk-full", false, runDiskFull},
-	{6, "four-claimers", false, runClaimers},
-	{7, "abusive-clients", false, runAbusive},
+	{1, "cloud-sigkill", true, true, runCloudKill},
+	{2, "postgres-restart", false, false, runPostgresKill},
+	{3, "host-sigkill", true, true, runHostKill},
+	{4, "network-faults", true, true, runNetworkFaults},
+	{5, "ledger-disk-full", false, true, runDiskFull},
+	{6, "four-claimers", false, false, runClaimers},
+	{7, "abusive-clients", false, false, runAbusive},
+}
+
+// run is a scenario on one host transport.
+type run struct {
+	scenario
+	transport string
+}
+
+func (r run) label() string {
+	if !r.hosts {
+		return fmt.Sprintf("%d-%s", r.num, r.name)
+	}
+	return fmt.Sprintf("%d-%s/%s", r.num, r.name, r.transport)
 }
 
 func main() {
@@ -109,7 +130,18 @@ func main() {
 	abuseRSS := flag.Int64("abuse-rss-mib", 256, "scenario 7: the bound on the cloud's peak RSS, MiB")
 	abuseKinds := flag.String("abuse-kinds", "", "scenario 7: run only the kinds of attack whose name matches this regular expression")
 	abuseAbort := flag.Int64("abuse-abort-mib", 2048, "scenario 7: the cloud RSS at which the attack stops early, MiB (protects the machine)")
+	transports := flag.String("transports", "heartbeat,websocket", "the host transports scenarios with hosts run on, in turn (heartbeat, websocket, auto)")
 	flag.Parse()
+	var hostTransports []string
+	for _, tr := range strings.Split(*transports, ",") {
+		switch tr = strings.TrimSpace(tr); tr {
+		case "heartbeat", "websocket", "auto":
+			hostTransports = append(hostTransports, tr)
+		default:
+			fmt.Fprintf(os.Stderr, "chaos: -transports: unknown transport %q (heartbeat, websocket, auto)\n", tr)
+			os.Exit(2)
+		}
+	}
 	if *abuseScale <= 0 || *abuseFor <= 0 || *abuseRSS <= 0 || *abuseAbort <= 0 {
 		fmt.Fprintln(os.Stderr, "chaos: -abuse-scale, -abuse-for, -abuse-rss-mib and -abuse-abort-mib must be positive")
 		os.Exit(2)
@@ -131,15 +163,22 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	var picked []scenario
+	var picked []run
 	for _, s := range scenarios {
 		if *short && !s.short && re == nil {
 			continue
 		}
-		if re != nil && !re.MatchString(fmt.Sprintf("%d-%s", s.num, s.name)) {
-			continue
+		trs := hostTransports
+		if !s.hosts {
+			trs = []string{"heartbeat"}
 		}
-		picked = append(picked, s)
+		for _, tr := range trs {
+			r := run{s, tr}
+			if re != nil && !re.MatchString(r.label()) {
+				continue
+			}
+			picked = append(picked, r)
+		}
 	}
 	if len(picked) == 0 {
 		fmt.Fprintln(os.Stderr, "chaos: no scenario matches")
@@ -165,21 +204,22 @@ func main() {
 		if ctx.Err() != nil {
 			break
 		}
-		label := fmt.Sprintf("%d-%s", s.num, s.name)
+		label := s.label()
 		e.logf("=== %s", label)
 		t0 := time.Now()
-		r := e.runScenario(ctx, s)
+		e.transport = s.transport
+		r := e.runScenario(ctx, s.scenario)
 		took := time.Since(t0).Round(100 * time.Millisecond)
 		figs := strings.Join(r.figures, "; ")
 		switch {
 		case r.skipped != "":
-			fmt.Printf("SKIP %-18s %8s  skipped: %s\n", label, took, r.skipped)
+			fmt.Printf("SKIP %-28s %8s  skipped: %s\n", label, took, r.skipped)
 			skipped = append(skipped, label)
 		case len(r.failures) == 0:
-			fmt.Printf("PASS %-18s %8s  %s\n", label, took, figs)
+			fmt.Printf("PASS %-28s %8s  %s\n", label, took, figs)
 			passed++
 		default:
-			fmt.Printf("FAIL %-18s %8s  %s\n", label, took, figs)
+			fmt.Printf("FAIL %-28s %8s  %s\n", label, took, figs)
 			for _, f := range r.failures {
 				fmt.Printf("     %s\n", f)
 			}

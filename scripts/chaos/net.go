@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +105,7 @@ func (b *balancer) counts() string {
 
 // link is a toxiproxy proxy, in-process, between a host and the cloud.
 type link struct {
+	srv   *toxiproxy.ApiServer
 	proxy *toxiproxy.Proxy
 	names []string
 }
@@ -116,8 +116,9 @@ func (e *env) startLink(name, upstream string) (*link, error) {
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
-	e.onCleanup(p.Stop)
-	return &link{proxy: p}, nil
+	l := &link{srv: srv, proxy: p}
+	e.onCleanup(func() { l.proxy.Stop() })
+	return l, nil
 }
 
 func (l *link) url() string { return "http://" + l.proxy.Listen }
@@ -137,14 +138,23 @@ func (l *link) add(kind string, toxicity float64, attrs string) error {
 }
 
 // clear removes every toxic and closes every connection (they may have
-// lost bytes TCP would have retransmitted on a real link).
+// lost bytes TCP would have retransmitted on a real link): a new proxy on
+// the same address. Removing the toxics one by one could hang for good
+// (toxiproxy's RemoveToxic waits on links of connections Stop closed, which
+// a socket's steady traffic left mid-flush).
 func (l *link) clear() error {
 	l.proxy.Stop()
-	for _, name := range l.names {
-		if err := l.proxy.Toxics.RemoveToxic(context.Background(), name); err != nil {
-			return err
+	p := toxiproxy.NewProxy(l.srv, l.proxy.Name, l.proxy.Listen, l.proxy.Upstream)
+	var err error
+	for range 100 { // the port may linger a moment after the stop
+		if err = p.Start(); err == nil {
+			break
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	l.names = nil
-	return l.proxy.Start()
+	if err != nil {
+		return err
+	}
+	l.proxy, l.names = p, nil
+	return nil
 }

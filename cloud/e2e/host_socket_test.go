@@ -1,0 +1,248 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestHostSocketDelivers: a host on the socket, with an hour between
+// heartbeats, gets each webhook pushed as it arrives, and the cloud's audit
+// trail is the heartbeat's: leased, written, acked.
+func TestHostSocketDelivers(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket")
+	rc := startReceiver(t)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{
+		"transport":            "websocket",
+		"heartbeat_interval_s": 3600,
+		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
+	})
+	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	payloads := githubPayloads(t)
+	var ids []string
+	for i := range 3 {
+		p := payloads[i]
+		ids = append(ids, sendGitHub(t, s.cloud.url, s.hostID, p.event, "ws-"+p.event, p.body))
+		eventually(t, 20*time.Second, "pushed over the socket", func() bool { return rc.count() == i+1 })
+	}
+	for _, id := range ids {
+		eventually(t, 20*time.Second, "acked over the socket", func() bool { return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked" })
+		d := s.cloud.delivery(s.hostID, id)
+		require.Equal(t, 1, d.Delivery.Attempts, d.reasons())
+		require.Equal(t, "→queued: received | queued→delivering: leased to heartbeat | delivering→delivered: response written | delivered→acked: acked by host", d.reasons())
+	}
+	log := tail(h.logPath, 400)
+	require.NotContains(t, log, "heartbeat failed")
+	require.NotContains(t, log, "socket unavailable")
+}
+
+// upgradeProxy is a reverse proxy in front of the cloud that refuses
+// WebSocket upgrades (as a proxy that strips Upgrade does) until allowed.
+type upgradeProxy struct {
+	allow    atomic.Bool
+	refused  atomic.Int64
+	upgraded atomic.Int64
+	url      string
+}
+
+func startUpgradeProxy(t *testing.T, target string) *upgradeProxy {
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	p := &upgradeProxy{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			if !p.allow.Load() {
+				p.refused.Add(1)
+				http.Error(w, "upgrades not allowed here", http.StatusBadRequest)
+				return
+			}
+			p.upgraded.Add(1)
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	addr := freeAddr(t)
+	p.url = "http://" + addr
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return p
+}
+
+// TestHostSocketFallback: behind a proxy that refuses upgrades, a host on
+// transport auto heartbeats (long-polls) and every webhook still arrives;
+// once upgrades pass, it moves to the socket by itself.
+func TestHostSocketFallback(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket-fallback")
+	px := startUpgradeProxy(t, s.cloud.url)
+	rc := startReceiver(t)
+	h := s.startConfiguredHost(t, px.url, map[string]any{
+		"transport":            "auto",
+		"heartbeat_interval_s": 3600,
+		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
+	})
+	eventually(t, 20*time.Second, "socket refused", func() bool { return px.refused.Load() > 0 })
+	eventually(t, 20*time.Second, "heartbeats instead", func() bool {
+		return strings.Contains(tail(h.logPath, 200), "socket unavailable; heartbeats meanwhile")
+	})
+	payloads := githubPayloads(t)
+	sendGitHub(t, s.cloud.url, s.hostID, payloads[0].event, "fb-0", payloads[0].body)
+	eventually(t, 20*time.Second, "delivered by heartbeat", func() bool { return rc.count() == 1 })
+
+	px.allow.Store(true)
+	// The socket is tried again after 2 s, then 4 s (±50 %): well within
+	// this.
+	eventually(t, 30*time.Second, "socket connected once upgrades pass", func() bool {
+		return strings.Contains(tail(h.logPath, 400), "socket connected")
+	})
+	require.Positive(t, px.upgraded.Load())
+	sendGitHub(t, s.cloud.url, s.hostID, payloads[1].event, "fb-1", payloads[1].body)
+	eventually(t, 20*time.Second, "delivered over the socket", func() bool { return rc.count() == 2 })
+	for key, rs := range rc.snapshot() {
+		require.Len(t, rs, 1, "handled once: %s", key)
+	}
+}
+
+// TestHostSocketCutMidBatch: the network cuts the socket while a batch is
+// pushed and handlers run; the host connects again, and every webhook is
+// handled exactly once and acked.
+func TestHostSocketCutMidBatch(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket-cut")
+	px := startProxy(t, strings.TrimPrefix(s.cloud.url, "http://"))
+	rc := startReceiver(t)
+	var seen atomic.Int64
+	var cutOnce sync.Once
+	cut := make(chan struct{})
+	rc.before = func(*http.Request) {
+		// Slow handlers: the batch is in flight when the cut comes.
+		if seen.Add(1) == 5 {
+			cutOnce.Do(func() { close(cut) })
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h := s.startConfiguredHost(t, px.url(), map[string]any{
+		"transport": "websocket",
+		"workers":   2,
+		"webhooks":  map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url, "parallel": true}},
+	})
+	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	body := hostPayload(t, "github/push.json")
+	const n = 40
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = sendGitHub(t, s.cloud.url, s.hostID, "push", fmt.Sprintf("cut-%02d", i), body)
+	}
+	select {
+	case <-cut:
+	case <-time.After(20 * time.Second):
+		t.Fatal("handlers never started")
+	}
+	px.block() // every open connection dies
+	px.unblock()
+	for _, id := range ids {
+		eventually(t, 60*time.Second, "acked after the cut", func() bool { return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked" })
+	}
+	snap := rc.snapshot()
+	require.Len(t, snap, n)
+	for key, rs := range snap {
+		require.Len(t, rs, 1, "handled once: %s", key)
+	}
+	// Cut, then connected again.
+	require.GreaterOrEqual(t, strings.Count(tail(h.logPath, 1000), "socket connected"), 2)
+	// Idle on its socket, the host (heartbeat interval 1 s) stays healthy:
+	// it pings at its interval, and each pong is a contact.
+	require.Never(t, func() bool { return h.health().Status != "ok" }, 4*time.Second, 100*time.Millisecond)
+}
+
+// TestHostSocketDeactivated: deactivating a host closes its socket at once
+// and the host stops, refused.
+func TestHostSocketDeactivated(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket-deactivated")
+	rc := startReceiver(t)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{
+		"transport":            "websocket",
+		"heartbeat_interval_s": 3600,
+		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
+	})
+	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	require.Equal(t, 200, s.cloud.admin("POST", "/api/hosts/"+s.hostID+"/deactivate", nil, nil))
+	require.NotEqual(t, 0, h.waitExit(10*time.Second))
+	require.Contains(t, tail(h.logPath, 20), "host credential refused by the cloud")
+	require.Contains(t, tail(s.cloud.logPath, 400), "host deactivated or re-claimed")
+}
+
+// TestHostSocketKilledAfterLedgerBeforeAck: the host dies with its outcome
+// committed and the ack not sent; the cloud sees the socket close and hands
+// the webhook out again at once, and after the restart it is acked from the
+// outbox without the handler running again.
+func TestHostSocketKilledAfterLedgerBeforeAck(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket-crash")
+	runs := newRunLog(t)
+	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
+`)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "websocket", "webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
+	}}, "RELAY_HOST_TEST_CRASH=after-ledger")
+	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "sc-crash", hostPayload(t, "github/push.json"))
+	require.Equal(t, -1, h.waitExit(30*time.Second))
+	eventually(t, 10*time.Second, "released when the cloud saw the socket close", func() bool {
+		return s.cloud.delivery(s.hostID, id).Delivery.Status == "retrying"
+	})
+	require.Contains(t, s.cloud.delivery(s.hostID, id).reasons(), "delivered→retrying: the socket carrying it closed")
+
+	h.restartWith()
+	eventually(t, 30*time.Second, "acked after the restart", func() bool {
+		return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked"
+	})
+	require.Equal(t, []string{id + " 1"}, runs.lines(), "the handler ran once")
+}
+
+// TestHostSocketStopsGracefully: on SIGTERM the host finishes the running
+// handler and reports it, and hands back the one not started, over the
+// socket before closing it: nothing is taken for lost.
+func TestHostSocketStopsGracefully(t *testing.T) {
+	t.Parallel()
+	s := newHostSetup(t, "socket-sigterm")
+	runs := newRunLog(t)
+	started := filepath.Join(t.TempDir(), "started")
+	handler := script(t, `echo "$RELAY_DELIVERY_ID" >> "$1"
+touch "$2"
+sleep 1
+`)
+	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "websocket", "webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs), started}},
+	}})
+	first := sendGitHub(t, s.cloud.url, s.hostID, "push", "st-1", hostPayload(t, "github/push.json"))
+	second := sendGitHub(t, s.cloud.url, s.hostID, "push", "st-2", hostPayload(t, "github/push.json"))
+	eventually(t, 30*time.Second, "first handler running, second waiting", func() bool {
+		_, err := os.Stat(started)
+		return err == nil && h.health().Queued == 1
+	})
+	require.NoError(t, h.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, h.waitExit(30*time.Second), tail(h.logPath, 30))
+	d := s.cloud.delivery(s.hostID, first)
+	require.Equal(t, "acked", d.Delivery.Status, d.reasons())
+	d = s.cloud.delivery(s.hostID, second)
+	require.Equal(t, "retrying", d.Delivery.Status, d.reasons())
+	require.Equal(t, "host stopping: not started", d.Delivery.LastError, d.reasons())
+	require.Equal(t, []string{first}, runs.lines())
+	require.NotContains(t, tail(h.logPath, 50), "by heartbeat")
+}

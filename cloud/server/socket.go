@@ -1,0 +1,548 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/gin-gonic/gin"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+)
+
+// Timeouts of a socket.
+const (
+	socketHelloTimeout = 10 * time.Second // from the upgrade to the hello
+	socketWriteTimeout = 30 * time.Second // one frame written, or the host is too slow
+	socketPingTimeout  = 15 * time.Second // a ping's pong
+	// socketTakeover bounds the wait for a host's old socket to close when a
+	// new one replaces it.
+	socketTakeover = 10 * time.Second
+)
+
+// sockets holds the open socket of each host on this replica: one per
+// host, a new one closes the old.
+type sockets struct {
+	mu     sync.Mutex
+	byHost map[string]*socketSession
+	wg     sync.WaitGroup // every socket's handler
+}
+
+func newSockets() *sockets { return &sockets{byHost: map[string]*socketSession{}} }
+
+// take makes ss its host's socket, closing the one it replaces and waiting
+// (up to socketTakeover) until that one released what it pushed.
+func (r *sockets) take(ss *socketSession) {
+	r.mu.Lock()
+	old := r.byHost[ss.host.ID]
+	r.byHost[ss.host.ID] = ss
+	r.mu.Unlock()
+	if old == nil {
+		return
+	}
+	old.close(shared.CloseReplaced, "replaced by a newer socket of this host")
+	t := time.NewTimer(socketTakeover)
+	defer t.Stop()
+	select {
+	case <-old.done:
+	case <-t.C:
+	}
+}
+
+// leave forgets ss, unless a newer socket replaced it.
+func (r *sockets) leave(ss *socketSession) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byHost[ss.host.ID] == ss {
+		delete(r.byHost, ss.host.ID)
+	}
+}
+
+// count is how many sockets are open.
+func (r *sockets) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byHost)
+}
+
+// WaitSockets waits until every socket's handler returned (after
+// StopWaiting closed them), or ctx ends: hijacked connections are not
+// waited for by the HTTP server's Shutdown.
+func (s *Server) WaitSockets(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.sockets.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// socket upgrades a host's request to a socket on which the cloud pushes
+// its deliveries (shared/socket.go): authenticated as a heartbeat is, then
+// the delivery core's Next, Report, Record, Handed and Lost, decoded from
+// and encoded to frames.
+func (s *Server) socket(c *gin.Context) {
+	host, err := s.authHost(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	if !isUpgrade(c.Request) {
+		s.writeError(c, errInvalid("not a WebSocket upgrade: GET with Connection: Upgrade and Upgrade: websocket"))
+		return
+	}
+	tok, _ := bearer(c.Request)
+	claims, err := s.tokens.Verify(tok) // verified by authHost: its expiry
+	if err != nil || claims.ExpiresAt == nil {
+		s.writeError(c, errUnauthorized("invalid or expired token"))
+		return
+	}
+	conn, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{
+		// Bodies are base64 in JSON; a host on a slow link can ask for
+		// compression, and the cloud agrees without keeping a window per
+		// connection.
+		CompressionMode: websocket.CompressionNoContextTakeover,
+	})
+	if err != nil {
+		// Accept answered the client (a request that is no upgrade).
+		s.log.Debug("socket upgrade refused", "host", host.ID, "err", err)
+		return
+	}
+	conn.SetReadLimit(shared.MaxSocketFrame)
+	s.sockets.wg.Add(1)
+	defer s.sockets.wg.Done()
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request.Context()))
+	defer cancel(nil)
+	ss := &socketSession{
+		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}),
+		expires: claims.ExpiresAt.Time, poke: make(chan struct{}, 1), unreported: map[string]bool{},
+	}
+	defer close(ss.done)
+	ss.serve(ctx)
+}
+
+// socketSession is one host's socket.
+type socketSession struct {
+	s      *Server
+	conn   *websocket.Conn
+	host   *store.Host
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed once what it pushed is released
+	poke   chan struct{} // more credit, or a report applied
+
+	rawBodyOnly bool
+
+	mu         sync.Mutex
+	limit      int64 // push while pushed < limit (received + credit)
+	pushed     int64
+	unreported map[string]bool // pushed, neither acked nor nacked
+	expires    time.Time       // the last accepted token's expiry
+	closeOnce  sync.Once
+}
+
+// closeError is why a session ends, as a close frame.
+type closeError struct {
+	code   websocket.StatusCode
+	reason string
+}
+
+func (e *closeError) Error() string { return fmt.Sprintf("socket closed %d: %s", e.code, e.reason) }
+
+// close ends the session with code and reason.
+func (ss *socketSession) close(code websocket.StatusCode, reason string) {
+	ss.cancel(&closeError{code: code, reason: reason})
+}
+
+func (ss *socketSession) serve(ctx context.Context) {
+	s, host := ss.s, ss.host
+	s.sockets.take(ss)
+	defer s.sockets.leave(ss)
+	defer ss.release()
+	if err := ss.hello(ctx); err != nil {
+		ss.finish(err)
+		return
+	}
+	// An idle socket holds two goroutines, this one (pushing) and its
+	// reader; pings and the token's expiry are timers.
+	read := make(chan struct{})
+	go func() { defer close(read); ss.readLoop(ctx) }()
+	stopTimers := ss.keepAlive(ctx)
+	ss.pushLoop(ctx)
+	<-ctx.Done()
+	stopTimers()
+	ss.finish(context.Cause(ctx))
+	<-read
+	s.log.Debug("socket closed", "host", host.ID, "cause", context.Cause(ctx))
+}
+
+// finish closes the connection as err says.
+func (ss *socketSession) finish(err error) {
+	ss.closeOnce.Do(func() {
+		var ce *closeError
+		switch {
+		case errors.As(err, &ce):
+			if ce.code == websocket.StatusInternalError {
+				ss.s.log.Warn("socket closed", "host", ss.host.ID, "reason", ce.reason)
+			}
+			// Close waits for the host's close frame, a few seconds at
+			// most.
+			_ = ss.conn.Close(ce.code, ce.reason)
+		default:
+			_ = ss.conn.CloseNow()
+		}
+	})
+}
+
+// release fails the attempt of what was pushed and not reported: due again
+// at once (delivery.Lost).
+func (ss *socketSession) release() {
+	ss.mu.Lock()
+	ids := make([]string, 0, len(ss.unreported))
+	for id := range ss.unreported {
+		ids = append(ids, id)
+	}
+	ss.unreported = map[string]bool{}
+	ss.mu.Unlock()
+	if _, err := ss.s.deliveries.Lost(context.Background(), ss.host.ID, ids); err != nil {
+		ss.s.log.Warn("release deliveries of a closed socket; their leases will end", "host", ss.host.ID, "deliveries", len(ids), "err", err)
+	}
+}
+
+// hello reads the host's hello, records the host and releases what it lost,
+// then welcomes it.
+func (ss *socketSession) hello(ctx context.Context) error {
+	// Reads and writes do not end with ctx: coder/websocket drops a
+	// connection whose read or write is canceled, and the close frame
+	// saying why would be lost.
+	hctx, cancel := context.WithTimeout(context.Background(), socketHelloTimeout)
+	defer cancel()
+	f, err := ss.read(hctx)
+	if err != nil {
+		return err
+	}
+	if f.Type != shared.FrameHello {
+		return protocolError("the first frame must be hello, got %q", f.Type)
+	}
+	if len(f.Held) > shared.MaxReportItems {
+		return protocolError("hello holds %d webhooks, at most %d", len(f.Held), shared.MaxReportItems)
+	}
+	if err := ss.grant(f.Received, f.Credit); err != nil {
+		return err
+	}
+	ss.rawBodyOnly = f.RawBodyOnly
+	beat := delivery.Beat{AgentVersion: truncate(f.AgentVersion, 100)}
+	if f.Config != nil {
+		if beat.Subscription, err = json.Marshal(f.Config); err != nil {
+			return protocolError("config: %v", err)
+		}
+	}
+	if err := ss.s.deliveries.Record(ctx, ss.host, beat); err != nil {
+		return unavailable(err)
+	}
+	// What is leased to the host and not held went with whatever carried it.
+	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, &delivery.Report{AnswerLost: true, Held: f.Held}); err != nil {
+		return unavailable(err)
+	}
+	return ss.write(ctx, &shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: ss.s.intervalS(), MaxCredit: shared.MaxSocketCredit,
+		Now: ss.s.deliveries.Now(), LeaseS: int(ss.s.deliveries.LeaseFor() / time.Second)})
+}
+
+func protocolError(format string, args ...any) error {
+	return &closeError{code: shared.CloseProtocol, reason: truncate(fmt.Sprintf(format, args...), 120)}
+}
+
+func unavailable(err error) error {
+	return &closeError{code: websocket.StatusInternalError, reason: "storage unavailable: " + truncate(err.Error(), 80)}
+}
+
+// grant applies a credit: push while pushed < received+credit. Credit never
+// takes back room already granted.
+func (ss *socketSession) grant(received int64, credit int) error {
+	if credit < 0 || received < 0 {
+		return protocolError("credit and received must not be negative")
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if received > ss.pushed {
+		return protocolError("received %d webhooks, %d were pushed", received, ss.pushed)
+	}
+	if l := received + int64(min(credit, shared.MaxSocketCredit)); l > ss.limit {
+		ss.limit = l
+	}
+	select {
+	case ss.poke <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// room is how many more webhooks the host granted.
+func (ss *socketSession) room() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return int(min(max(ss.limit-ss.pushed, 0), shared.MaxSocketCredit))
+}
+
+func (ss *socketSession) read(ctx context.Context) (*shared.Frame, error) {
+	typ, data, err := ss.conn.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageText {
+		return nil, protocolError("frames are JSON text messages")
+	}
+	var f shared.Frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, protocolError("malformed frame: %s", describeJSONError(err))
+	}
+	return &f, nil
+}
+
+func (ss *socketSession) write(ctx context.Context, f *shared.Frame) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode %s frame: %w", f.Type, err)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), socketWriteTimeout)
+	defer cancel()
+	return ss.conn.Write(wctx, websocket.MessageText, data)
+}
+
+// readLoop applies the host's frames until the socket ends (closing the
+// connection ends its read).
+func (ss *socketSession) readLoop(ctx context.Context) {
+	for {
+		f, err := ss.read(context.WithoutCancel(ctx))
+		if err == nil {
+			err = ss.apply(ctx, f)
+		}
+		if err != nil {
+			ss.cancel(err)
+			return
+		}
+	}
+}
+
+func (ss *socketSession) apply(ctx context.Context, f *shared.Frame) error {
+	switch f.Type {
+	case shared.FrameCredit:
+		return ss.grant(f.Received, f.Credit)
+	case shared.FrameReport:
+		return ss.report(ctx, f)
+	case shared.FrameToken:
+		return ss.token(f.Token)
+	default:
+		return protocolError("unexpected %q frame", f.Type)
+	}
+}
+
+// report applies acks, nacks and extends durably, then confirms them.
+func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
+	if n := len(f.Acks) + len(f.Nacks) + len(f.Extends); n > shared.MaxReportItems {
+		return protocolError("report of %d items, at most %d", n, shared.MaxReportItems)
+	}
+	r := &delivery.Report{Acks: f.Acks, Extends: f.Extends}
+	for _, id := range append(append([]string{}, f.Acks...), f.Extends...) {
+		if id == "" {
+			return protocolError("report lists an empty id")
+		}
+	}
+	for _, n := range f.Nacks {
+		if n.DeliveryID == "" {
+			return protocolError("report lists an empty id")
+		}
+		r.Nacks = append(r.Nacks, delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt})
+	}
+	if len(f.Results) > len(f.Acks)+len(f.Nacks) {
+		return protocolError("more results than acks and nacks")
+	}
+	for _, res := range f.Results {
+		if res.DeliveryID == "" || !store.ResultValid(res.Result) {
+			return protocolError("a result wants a delivery_id and a result of success, error or skipped")
+		}
+		r.Results = append(r.Results, store.DeliveryResult{DeliveryID: res.DeliveryID, Attempt: res.Attempt, Result: res.Result,
+			Handler: res.Handler, ResponseStatus: res.ResponseStatus, ExitCode: res.ExitCode, DurationMS: res.DurationMS, Error: res.Error})
+	}
+	if f.Config != nil || f.AgentVersion != "" {
+		beat := delivery.Beat{AgentVersion: truncate(f.AgentVersion, 100)}
+		if beat.AgentVersion == "" {
+			beat.AgentVersion = ss.host.AgentVersion
+		}
+		if f.Config != nil {
+			sub, err := json.Marshal(f.Config)
+			if err != nil {
+				return protocolError("config: %v", err)
+			}
+			beat.Subscription = sub
+		}
+		if err := ss.s.deliveries.Record(ctx, ss.host, beat); err != nil {
+			return unavailable(err)
+		}
+	}
+	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {
+		return unavailable(err)
+	}
+	ss.mu.Lock()
+	for _, id := range f.Acks {
+		delete(ss.unreported, id)
+	}
+	for _, n := range f.Nacks {
+		delete(ss.unreported, n.DeliveryID)
+	}
+	ss.mu.Unlock()
+	if len(f.Nacks) > 0 {
+		// A retry may now come due before the one the pusher waits for.
+		select {
+		case ss.poke <- struct{}{}:
+		default:
+		}
+	}
+	return ss.write(ctx, &shared.Frame{Type: shared.FrameConfirm, ID: f.ID, Now: ss.s.deliveries.Now()})
+}
+
+// token accepts a fresh token of the same host and generation: the socket
+// lives on until it expires.
+func (ss *socketSession) token(tok string) error {
+	claims, err := ss.s.tokens.Verify(tok)
+	if err != nil || claims.Subject != ss.host.ID || claims.Generation != ss.host.Generation || claims.ExpiresAt == nil {
+		return &closeError{code: shared.CloseUnauthorized, reason: "token refused"}
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if claims.ExpiresAt.Time.After(ss.expires) {
+		ss.expires = claims.ExpiresAt.Time
+	}
+	return nil
+}
+
+// keepAlive pings the host every SocketPingEvery, recording the contact
+// (delivery.Service.Record), and closes the socket when the host does not
+// answer and when its last token expires; it returns what stops it. The
+// cloud stopping ends the push loop (delivery.ErrStopping).
+func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
+	s := ss.s
+	var mu sync.Mutex // the timers, set below and reset by their own funcs
+	var ping, expiry clockwork.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	ping = s.clock.AfterFunc(shared.SocketPingEvery, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), socketPingTimeout)
+		err := ss.conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				ss.cancel(fmt.Errorf("ping: %w", err))
+			}
+			return
+		}
+		if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil && ctx.Err() == nil {
+			s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ping.Reset(shared.SocketPingEvery)
+	})
+	var expire func()
+	expire = func() {
+		ss.mu.Lock()
+		left := ss.expires.Sub(s.clock.Now())
+		ss.mu.Unlock()
+		if left <= 0 {
+			ss.close(shared.CloseTokenExpired, "token expired")
+			return
+		}
+		// A token frame moved it.
+		mu.Lock()
+		defer mu.Unlock()
+		if expiry == nil {
+			expiry = s.clock.AfterFunc(left, expire)
+		} else {
+			expiry.Reset(left)
+		}
+	}
+	ss.mu.Lock()
+	left := ss.expires.Sub(s.clock.Now())
+	ss.mu.Unlock()
+	expiry = s.clock.AfterFunc(max(left, 0), expire)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ping.Stop()
+		expiry.Stop()
+	}
+}
+
+// pushLoop pushes the host's deliveries as they come, within its credit.
+func (ss *socketSession) pushLoop(ctx context.Context) {
+	s := ss.s
+	for {
+		res, err := s.deliveries.Next(ctx, ss.host, ss.room, ss.poke)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, delivery.ErrHostGone):
+			ss.close(shared.CloseRevoked, "host deactivated or re-claimed")
+			return
+		case errors.Is(err, delivery.ErrStopping):
+			ss.close(websocket.StatusGoingAway, "cloud stopping")
+			return
+		case err != nil:
+			ss.cancel(unavailable(err))
+			return
+		}
+		f := &shared.Frame{Type: shared.FrameWebhooks, Webhooks: make([]shared.Webhook, 0, len(res.Deliveries))}
+		ids := make([]string, 0, len(res.Deliveries))
+		for _, d := range res.Deliveries {
+			ids = append(ids, d.ID)
+			f.Webhooks = append(f.Webhooks, toWire(d, !ss.rawBodyOnly))
+		}
+		ss.mu.Lock()
+		ss.pushed += int64(len(ids))
+		for _, id := range ids {
+			ss.unreported[id] = true
+		}
+		ss.mu.Unlock()
+		err = ss.write(ctx, f)
+		// Written, they are delivered; not, due again at once.
+		s.deliveries.Handed(ctx, ss.host.ID, ids, err)
+		if err != nil {
+			ss.mu.Lock()
+			for _, id := range ids {
+				delete(ss.unreported, id)
+			}
+			ss.mu.Unlock()
+			ss.cancel(fmt.Errorf("write webhooks: %w", err))
+			return
+		}
+	}
+}
+
+// isUpgrade reports whether r asks to switch to the WebSocket protocol.
+func isUpgrade(r *http.Request) bool {
+	has := func(header, token string) bool {
+		for _, v := range strings.Split(r.Header.Get(header), ",") {
+			if strings.EqualFold(strings.TrimSpace(v), token) {
+				return true
+			}
+		}
+		return false
+	}
+	return has("Connection", "upgrade") && has("Upgrade", "websocket")
+}

@@ -1,0 +1,332 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared"
+)
+
+// socketSetup is setup with the store's listener running (pushes are woken
+// by it) and the sockets closed and waited for at the end.
+func socketSetup(t *testing.T) (*bundle, *Server) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
+	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
+	require.NoError(t, err)
+	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	require.NoError(t, err)
+	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{AdminToken: testAdmin, LeaseFor: time.Minute})
+	h := s.Handler()
+	srv := httptest.NewServer(h)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.RunWakeups(wctx) }()
+	<-s.deliveries.Ready()
+	t.Cleanup(func() {
+		s.StopWaiting()
+		require.NoError(t, s.WaitSockets(ctx))
+		srv.Close()
+		stop()
+		<-done
+		st.Close()
+	})
+	return &bundle{t: t, srv: srv, handler: h, store: st, clock: clock}, s
+}
+
+// hostSocket is a test host's end of a socket.
+type hostSocket struct {
+	t    *testing.T
+	conn *websocket.Conn
+}
+
+func (b *bundle) dialSocket(token string) (*hostSocket, *http.Response, error) {
+	u := "ws" + strings.TrimPrefix(b.srv.URL, "http") + shared.PathSocket
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	conn, resp, err := websocket.Dial(context.Background(), u, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		return nil, resp, err
+	}
+	conn.SetReadLimit(64 << 20)
+	hs := &hostSocket{t: b.t, conn: conn}
+	b.t.Cleanup(func() { conn.CloseNow() })
+	return hs, resp, nil
+}
+
+// connect dials and says hello with credit, and reads the welcome.
+func (b *bundle) connect(token string, credit int, held ...string) *hostSocket {
+	b.t.Helper()
+	hs, _, err := b.dialSocket(token)
+	require.NoError(b.t, err)
+	hs.send(shared.Frame{Type: shared.FrameHello, AgentVersion: "test", Credit: credit, Held: held, RawBodyOnly: true})
+	require.Equal(b.t, shared.FrameWelcome, hs.read().Type)
+	return hs
+}
+
+func (hs *hostSocket) send(f shared.Frame) {
+	hs.t.Helper()
+	data, err := json.Marshal(f)
+	require.NoError(hs.t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(hs.t, hs.conn.Write(ctx, websocket.MessageText, data))
+}
+
+func (hs *hostSocket) readErr() (*shared.Frame, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, data, err := hs.conn.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var f shared.Frame
+	require.NoError(hs.t, json.Unmarshal(data, &f))
+	return &f, nil
+}
+
+func (hs *hostSocket) read() *shared.Frame {
+	hs.t.Helper()
+	f, err := hs.readErr()
+	require.NoError(hs.t, err)
+	return f
+}
+
+// pushed reads frames until n webhooks came, and returns their ids.
+func (hs *hostSocket) pushed(n int) []string {
+	hs.t.Helper()
+	var ids []string
+	for len(ids) < n {
+		f := hs.read()
+		require.Equal(hs.t, shared.FrameWebhooks, f.Type)
+		for _, w := range f.Webhooks {
+			require.Nil(hs.t, w.Body, "raw body only")
+			ids = append(ids, w.DeliveryID)
+		}
+	}
+	require.Len(hs.t, ids, n, "never more than granted")
+	return ids
+}
+
+// closedWith reads until the cloud closes the socket, and returns the code.
+func (hs *hostSocket) closedWith() websocket.StatusCode {
+	hs.t.Helper()
+	for {
+		_, err := hs.readErr()
+		if err != nil {
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+func (b *bundle) status(hostID, id string) store.Status {
+	b.t.Helper()
+	d, err := b.store.DeliveryGet(context.Background(), hostID, id)
+	require.NoError(b.t, err)
+	return d.Status
+}
+
+func (b *bundle) send3(hostID string) []string {
+	b.t.Helper()
+	var ids []string
+	for _, ev := range []string{"a", "b", "c"} {
+		a := b.sendGitHub(hostID, ev, prBody)
+		require.Equal(b.t, 200, a.status)
+		var r shared.IntakeResponse
+		a.json(b.t, &r)
+		ids = append(ids, r.DeliveryID)
+		b.clock.Advance(time.Millisecond)
+	}
+	return ids
+}
+
+func TestSocketRefusedBeforeUpgrade(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	for name, tok := range map[string]string{"no token": "", "bad token": "nope"} {
+		_, resp, err := b.dialSocket(tok)
+		require.Error(t, err, name)
+		require.Equal(t, 401, resp.StatusCode, name)
+	}
+	a := b.do("GET", shared.PathSocket, nil, map[string]string{"Authorization": "Bearer " + token})
+	require.Equal(t, 400, a.status, "not an upgrade")
+	require.Equal(t, shared.CodeInvalid, a.errCode(t))
+	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+hostID+"/deactivate", nil).status)
+	_, resp, err := b.dialSocket(token)
+	require.Error(t, err)
+	require.Equal(t, 401, resp.StatusCode, "a deactivated host's token is refused")
+	// Authenticated before anything else.
+	a = b.do("GET", shared.PathSocket, nil, map[string]string{"Authorization": "Bearer " + token})
+	require.Equal(t, 401, a.status)
+}
+
+func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 2)
+	ids := b.send3(hostID)
+	got := hs.pushed(2)
+	require.Equal(t, ids[:2], got, "oldest first")
+	for _, id := range got {
+		require.Eventually(t, func() bool { return b.status(hostID, id) == store.StatusDelivered }, 5*time.Second, time.Millisecond,
+			"written: delivered, as a heartbeat's answer")
+	}
+	require.Never(t, func() bool { return b.status(hostID, ids[2]) != store.StatusQueued }, 200*time.Millisecond, 10*time.Millisecond,
+		"no credit left: the third waits")
+
+	hs.send(shared.Frame{Type: shared.FrameCredit, Received: 2, Credit: 1})
+	require.Equal(t, ids[2:], hs.pushed(1))
+
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 7, Acks: ids[:2], Nacks: []shared.Nack{{DeliveryID: ids[2], Error: "boom", Retryable: true, Attempt: 1}}})
+	f := hs.read()
+	require.Equal(t, shared.FrameConfirm, f.Type)
+	require.Equal(t, int64(7), f.ID)
+	require.Equal(t, store.StatusAcked, b.status(hostID, ids[0]), "applied before confirmed")
+	require.Equal(t, store.StatusAcked, b.status(hostID, ids[1]))
+	require.Equal(t, store.StatusRetrying, b.status(hostID, ids[2]))
+	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+}
+
+func TestSocketCapsCredit(t *testing.T) {
+	ss := &socketSession{poke: make(chan struct{}, 1)}
+	require.NoError(t, ss.grant(0, 1_000_000))
+	require.Equal(t, shared.MaxSocketCredit, ss.room(), "capped at max_webhooks' cap")
+	ss.pushed = 100
+	require.NoError(t, ss.grant(100, 1))
+	require.Equal(t, shared.MaxSocketCredit-100, ss.room(), "a lower credit takes back nothing granted")
+	require.Error(t, ss.grant(101, 1), "more received than pushed")
+	require.Error(t, ss.grant(0, -1))
+}
+
+func TestSocketCloseReleasesWhatWasNotReported(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 10)
+	ids := b.send3(hostID)
+	got := hs.pushed(3)
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Acks: got[:1]})
+	require.Equal(t, shared.FrameConfirm, hs.read().Type)
+	hs.conn.CloseNow() // the socket dies
+	for _, id := range ids[1:] {
+		require.Eventually(t, func() bool { return b.status(hostID, id) == store.StatusRetrying }, 5*time.Second, time.Millisecond)
+		evs, err := b.store.DeliveryEventList(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, "the socket carrying it closed", evs[len(evs)-1].Reason)
+	}
+	require.Equal(t, store.StatusAcked, b.status(hostID, ids[0]))
+
+	// The next socket gets them at once.
+	hs = b.connect(token, 10)
+	require.ElementsMatch(t, ids[1:], hs.pushed(2))
+}
+
+func TestSocketHelloReleasesWhatTheHostDoesNotHold(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	ids := b.send3(hostID)
+	var hb shared.HeartbeatResponse
+	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 3, "leased by a heartbeat whose answer is then lost")
+	hs := b.connect(token, 10, ids[0])
+	require.ElementsMatch(t, ids[1:], hs.pushed(2), "what the host does not hold is due again at once")
+	require.Equal(t, store.StatusDelivered, b.status(hostID, ids[0]))
+}
+
+func TestSocketOnePerHost(t *testing.T) {
+	b, _ := socketSetup(t)
+	_, token := b.newHost("h")
+	first := b.connect(token, 1)
+	second := b.connect(token, 1)
+	require.Equal(t, websocket.StatusCode(shared.CloseReplaced), first.closedWith())
+	require.NoError(t, second.conn.Close(websocket.StatusNormalClosure, ""))
+}
+
+func TestSocketClosedForADeactivatedHost(t *testing.T) {
+	b, _ := socketSetup(t)
+	for _, credit := range []int{0, 5} { // waiting for credit, or for work
+		hostID, token := b.newHost("h")
+		hs := b.connect(token, credit)
+		require.Equal(t, 200, b.admin("POST", "/api/hosts/"+hostID+"/deactivate", nil).status)
+		require.Equal(t, websocket.StatusCode(shared.CloseRevoked), hs.closedWith(), "credit %d", credit)
+	}
+}
+
+func TestSocketRefusesBadFrames(t *testing.T) {
+	b, _ := socketSetup(t)
+	_, token := b.newHost("h")
+	for name, tc := range map[string]struct {
+		frames []shared.Frame
+		raw    []byte
+		code   websocket.StatusCode
+	}{
+		"report before hello":       {frames: []shared.Frame{{Type: shared.FrameReport, ID: 1}}, code: shared.CloseProtocol},
+		"more received than pushed": {frames: []shared.Frame{{Type: shared.FrameHello}, {Type: shared.FrameCredit, Received: 5}}, code: shared.CloseProtocol},
+		"unknown frame":             {frames: []shared.Frame{{Type: shared.FrameHello}, {Type: "shout"}}, code: shared.CloseProtocol},
+		"too many in a report":      {frames: []shared.Frame{{Type: shared.FrameHello}, {Type: shared.FrameReport, Acks: make([]string, shared.MaxReportItems+1)}}, code: shared.CloseProtocol},
+		"another host's token":      {frames: []shared.Frame{{Type: shared.FrameHello}, {Type: shared.FrameToken, Token: "nope"}}, code: shared.CloseUnauthorized},
+		"malformed":                 {raw: []byte(`{"type":`), code: shared.CloseProtocol},
+		"over the frame limit":      {raw: append(append([]byte(`{"type":"hello","agent_version":"`), bytes.Repeat([]byte("x"), shared.MaxSocketFrame)...), '"', '}'), code: websocket.StatusMessageTooBig},
+	} {
+		t.Run(name, func(t *testing.T) {
+			hs, _, err := b.dialSocket(token)
+			require.NoError(t, err)
+			for _, f := range tc.frames {
+				hs.send(f)
+			}
+			if tc.raw != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = hs.conn.Write(ctx, websocket.MessageText, tc.raw)
+			}
+			require.Equal(t, tc.code, hs.closedWith())
+		})
+	}
+}
+
+func TestSocketClosedWhenItsTokenExpiresUnlessRefreshed(t *testing.T) {
+	b, s := socketSetup(t)
+	_, token := b.newHost("h")
+	hs := b.connect(token, 0)
+	// A fresh token, issued later, moves the socket's end.
+	b.clock.Advance(10 * time.Minute)
+	var claims *auth.Claims
+	claims, err := s.tokens.Verify(token)
+	require.NoError(t, err)
+	fresh, _, err := s.tokens.Issue(claims.Subject, claims.Generation)
+	require.NoError(t, err)
+	hs.send(shared.Frame{Type: shared.FrameToken, Token: fresh})
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1}) // frames apply in order: once confirmed, the token is in
+	require.Equal(t, shared.FrameConfirm, hs.read().Type)
+	// Pings are answered while the test host reads.
+	done := make(chan websocket.StatusCode, 1)
+	go func() { done <- hs.closedWith() }()
+	require.Never(t, func() bool {
+		b.clock.Advance(time.Minute) // past the first token's 15 min
+		return len(done) > 0
+	}, 300*time.Millisecond, 50*time.Millisecond)
+	b.clock.Advance(15 * time.Minute)
+	require.Equal(t, websocket.StatusCode(shared.CloseTokenExpired), <-done)
+}

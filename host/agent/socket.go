@@ -1,0 +1,655 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/host/cloudapi"
+	"github.com/relaykit/relay/host/ledger"
+	"github.com/relaykit/relay/shared"
+)
+
+// Transports, the values of Options.Transport.
+const (
+	TransportAuto      = "auto"      // the socket, heartbeats while it cannot connect
+	TransportWebSocket = "websocket" // the socket only
+	TransportHeartbeat = "heartbeat" // heartbeats only (the default)
+)
+
+// SocketCloud is a Cloud that can open the socket (a *cloudapi.Client).
+// DialSocket's errors carry the cloud's HTTP status as cloudapi.StatusOf
+// reads it when the cloud refused the upgrade.
+type SocketCloud interface {
+	DialSocket(ctx context.Context, token string) (*websocket.Conn, error)
+}
+
+// newTransport is the transport opts ask for: heartbeats unless the cloud
+// can open a socket and the socket is asked for.
+func newTransport(a *Agent, opts Options) Transport {
+	hb := newHeartbeats(a, opts)
+	sc, ok := opts.Cloud.(SocketCloud)
+	if !ok || (opts.Transport != TransportAuto && opts.Transport != TransportWebSocket) {
+		return hb
+	}
+	return &socketTransport{
+		a: a, cloud: sc, hb: hb, tokens: a.tokens, fallback: opts.Transport == TransportAuto,
+		maxBackoff: opts.MaxBackoff, clock: opts.Clock, log: opts.Logger,
+	}
+}
+
+// Timing of the socket transport.
+const (
+	socketDialTimeout  = 10 * time.Second // upgrade and welcome
+	socketWriteTimeout = 30 * time.Second
+	socketPingTimeout  = 15 * time.Second
+	// socketStable is how long a socket must have lived for its loss to
+	// count as a blip (connect again at once) rather than a failure (back
+	// off, on heartbeats when falling back).
+	socketStable = 10 * time.Second
+	// socketRetryFirst and socketRetryMax bound the wait before the socket
+	// is tried again after it failed; a host falling back heartbeats
+	// meanwhile.
+	socketRetryFirst = 2 * time.Second
+	socketRetryMax   = 5 * time.Minute
+	// reportDelay is how long an outcome may wait for others to go in the
+	// same report while webhooks still run.
+	reportDelay = 100 * time.Millisecond
+	// maxSocketFrame bounds a frame the host reads: a batch of webhooks
+	// (the cloud's batch bytes, base64-encoded, with headers).
+	maxSocketFrame = 64 << 20
+)
+
+// socketTransport keeps a socket to the cloud, which pushes webhooks within
+// the credit the host grants (shared/socket.go). When falling back, it
+// heartbeats while the socket cannot connect and tries it again with
+// backoff; without, it retries the socket alone. The last exchange of a
+// stopping host (Flush) is a heartbeat.
+type socketTransport struct {
+	a          *Agent
+	cloud      SocketCloud
+	hb         *heartbeats
+	tokens     *tokenSource
+	fallback   bool
+	maxBackoff time.Duration
+	clock      clockwork.Clock
+	log        *slog.Logger
+
+	// Only Run's goroutine, then Flush, use the fields below.
+	subSent []byte // the subscription the cloud last accepted over a socket
+	// parked is the socket Run left open when ctx ended: the stopping
+	// host's last outcomes go over it (Flush) before it closes, so the
+	// cloud does not take the closing for a loss.
+	parked *socketConn
+}
+
+// Run keeps a socket until ctx is done or the cloud refuses the host's
+// credential.
+func (t *socketTransport) Run(ctx context.Context) error {
+	first, most := socketRetryFirst, socketRetryMax
+	if !t.fallback {
+		first, most = firstRetry, t.maxBackoff
+	}
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(first),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0.5),
+		backoff.WithMaxInterval(most),
+		backoff.WithMaxElapsedTime(0),
+	)
+	for ctx.Err() == nil {
+		start := t.clock.Now()
+		connected, err := t.session(ctx)
+		if errors.Is(err, ErrRevoked) {
+			t.hb.awaitCleanup()
+			return err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if connected && t.clock.Since(start) >= socketStable {
+			bo.Reset()
+			t.log.Info("socket lost; connecting again", "err", err)
+			continue
+		}
+		delay := min(bo.NextBackOff(), most)
+		if !t.fallback {
+			t.log.Warn("socket failed", "err", err, "retry_in", delay)
+			t.hb.sleep(ctx, t.clock.Now().Add(delay), t.clock.Now().Add(delay), false)
+			continue
+		}
+		t.log.Warn("socket unavailable; heartbeats meanwhile", "err", err, "socket_retry_in", delay)
+		// What a socket pushed and the host does not hold is due again at
+		// once: the first heartbeat says what the host holds.
+		t.hb.answerLost = true
+		// Not a context deadline: the heartbeat's own deadlines derive
+		// from ctx and must not end with the fallback.
+		hctx, cancel := context.WithCancel(ctx)
+		retry := t.clock.AfterFunc(delay, cancel)
+		err = t.hb.Run(hctx)
+		retry.Stop()
+		cancel()
+		t.hb.awaitCleanup()
+		if errors.Is(err, ErrRevoked) {
+			return err
+		}
+	}
+	t.hb.awaitCleanup()
+	return nil
+}
+
+// Flush reports the outbox over the socket Run left open, then closes it;
+// without one (or should it fail), with a last heartbeat.
+func (t *socketTransport) Flush(ctx context.Context) (int, error) {
+	sc := t.parked
+	t.parked = nil
+	if sc == nil {
+		return t.hb.Flush(ctx)
+	}
+	defer sc.conn.CloseNow()
+	defer sc.stopReading()
+	n, err := sc.flush(ctx)
+	if err != nil {
+		t.log.Warn("last report over the socket failed; sending it by heartbeat", "err", err)
+		m, err := t.hb.Flush(ctx)
+		return n + m, err
+	}
+	_ = sc.conn.Close(websocket.StatusNormalClosure, "host stopped")
+	return n, nil
+}
+
+// flush sends reports until the outbox is empty, each confirmed and
+// deleted before the next, and returns how many outcomes went.
+func (sc *socketConn) flush(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		if sc.pending == nil {
+			sc.awaitCleanup()
+			if err := sc.report(ctx); err != nil {
+				return n, err
+			}
+			if sc.pending == nil {
+				return n, nil // nothing left to report
+			}
+			n += len(sc.pending.seqs)
+		}
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case err := <-sc.readErr:
+			return n, sc.closed(err)
+		case f := <-sc.frames:
+			if err := sc.apply(f); err != nil {
+				return n, err
+			}
+		}
+	}
+}
+
+// socketConn is one connection's state.
+type socketConn struct {
+	t    *socketTransport
+	conn *websocket.Conn
+	// received is how many webhooks came on this connection, limit the
+	// push limit last granted (received + credit).
+	received, limit int64
+	reportID        int64
+	pending         *pendingReport // the report awaiting its confirm
+	cleanup         chan struct{}  // closed once the last confirmed report left the outbox
+	// The reader's frames and its error; stopReading ends it.
+	frames      chan *shared.Frame
+	readErr     chan error
+	stopReading context.CancelFunc
+}
+
+// errParked: ctx ended and the socket stays open for Flush.
+var errParked = errors.New("socket parked for the last report")
+
+type pendingReport struct {
+	id      int64
+	seqs    []int64
+	extends []string
+	sentAt  time.Time
+	sub     []byte // the subscription it carried, if any
+}
+
+// session connects and serves one socket until it ends; connected says
+// whether the cloud welcomed it.
+func (t *socketTransport) session(ctx context.Context) (connected bool, err error) {
+	conn, err := t.dial(ctx)
+	t.a.contacted(t.clock.Now(), err)
+	if err != nil {
+		return false, err
+	}
+	conn.SetReadLimit(maxSocketFrame)
+	sc := &socketConn{t: t, conn: conn}
+	defer func() {
+		if t.parked != sc {
+			conn.CloseNow()
+		}
+	}()
+	if err := sc.hello(ctx); err != nil {
+		t.a.contacted(t.clock.Now(), err)
+		return false, err
+	}
+	t.a.contacted(t.clock.Now(), nil)
+	t.log.Info("socket connected")
+	err = sc.serve(ctx)
+	sc.awaitCleanup()
+	if errors.Is(err, errParked) {
+		t.parked = sc
+		return true, nil
+	}
+	sc.stopReading()
+	if err != nil {
+		t.a.contacted(t.clock.Now(), err)
+	}
+	return true, err
+}
+
+// dial opens the socket, fetching a fresh token once if the cloud answers
+// 401.
+func (t *socketTransport) dial(ctx context.Context) (*websocket.Conn, error) {
+	token, err := t.tokens.Token(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, socketDialTimeout)
+	defer cancel()
+	conn, err := t.cloud.DialSocket(dctx, token)
+	if cloudapi.StatusOf(err) == http.StatusUnauthorized {
+		t.tokens.Invalidate()
+		if token, err = t.tokens.Token(ctx); err != nil {
+			return nil, err
+		}
+		conn, err = t.cloud.DialSocket(dctx, token)
+	}
+	if cloudapi.StatusOf(err) == http.StatusGone {
+		return nil, fmt.Errorf("%w: %v", ErrRevoked, err)
+	}
+	return conn, err
+}
+
+func (sc *socketConn) write(f *shared.Frame) error {
+	data, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("encode %s frame: %w", f.Type, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), socketWriteTimeout)
+	defer cancel()
+	if err := sc.conn.Write(ctx, websocket.MessageText, data); err != nil {
+		return fmt.Errorf("write %s frame: %w", f.Type, err)
+	}
+	return nil
+}
+
+func readFrame(ctx context.Context, conn *websocket.Conn) (*shared.Frame, error) {
+	typ, data, err := conn.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != websocket.MessageText {
+		return nil, errors.New("socket: binary frame")
+	}
+	var f shared.Frame
+	if err := cloudapi.DecodeFrame(data, &f); err != nil {
+		return nil, fmt.Errorf("socket: malformed frame: %w", err)
+	}
+	return &f, nil
+}
+
+// hello says what the host holds and how much it takes, with the
+// subscription, and waits for the welcome.
+func (sc *socketConn) hello(ctx context.Context) error {
+	a := sc.t.a
+	c := a.flow.credit(sc.t.clock.Now(), true)
+	held := c.held
+	// What ran and waits in the outbox is held too: its outcome goes in the
+	// first report, and the cloud must not take it for lost meanwhile.
+	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, ob := range outbox {
+		if len(held) >= shared.MaxReportItems {
+			break
+		}
+		held = append(held, ob.DeliveryID)
+	}
+	sub := a.subscription()
+	f := &shared.Frame{Type: shared.FrameHello, AgentVersion: Version, RawBodyOnly: true, Held: held}
+	if sub != nil {
+		f.Config = &shared.Subscription{}
+		if err := json.Unmarshal(sub, f.Config); err != nil {
+			return fmt.Errorf("subscription: %w", err)
+		}
+	}
+	f.Credit = sc.room(c)
+	if err := sc.write(f); err != nil {
+		return err
+	}
+	sc.limit = int64(f.Credit)
+	wctx, cancel := context.WithTimeout(ctx, socketDialTimeout)
+	defer cancel()
+	w, err := readFrame(wctx, sc.conn)
+	if err != nil {
+		return fmt.Errorf("socket welcome: %w", err)
+	}
+	if w.Type != shared.FrameWelcome {
+		return fmt.Errorf("socket: expected welcome, got %q", w.Type)
+	}
+	// The cloud's time and lease, as a heartbeat's answer gives them.
+	a.cloudTime.observe(sc.t.clock.Now(), w.Now)
+	a.flow.setLease(time.Duration(w.LeaseS) * time.Second)
+	sc.t.subSent = sub
+	return nil
+}
+
+// room is the credit to grant: the room in the lease window, none while the
+// ledger cannot record or the host stops.
+func (sc *socketConn) room(c credit) int {
+	a := sc.t.a
+	if a.rec.paused() || a.Stopping() {
+		return 0
+	}
+	return min(max(c.free, 0), shared.MaxSocketCredit)
+}
+
+// serve runs the connection until it fails or ctx is done (then it closes
+// the socket and returns nil).
+func (sc *socketConn) serve(ctx context.Context) error {
+	t, a := sc.t, sc.t.a
+	frames := make(chan *shared.Frame, 16)
+	readErr := make(chan error, 1)
+	readCtx, stopReading := context.WithCancel(context.Background())
+	sc.frames, sc.readErr, sc.stopReading = frames, readErr, stopReading
+	go func() {
+		for {
+			f, err := readFrame(readCtx, sc.conn)
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case frames <- f:
+			case <-readCtx.Done():
+				return
+			}
+		}
+	}()
+	pingErr := make(chan error, 1)
+	pinging := false
+	// The host pings at its heartbeat interval (at most SocketPingEvery):
+	// each pong is a contact, as a heartbeat is, for its health report.
+	pingTick := t.clock.NewTicker(min(shared.SocketPingEvery, t.hb.interval))
+	defer pingTick.Stop()
+	extendTick := t.clock.NewTicker(a.flow.renewPeriod())
+	defer extendTick.Stop()
+	refresh := t.clock.NewTimer(max(t.tokens.renewAt().Sub(t.clock.Now()), time.Second))
+	defer refresh.Stop()
+	// While webhooks run, outcomes wait up to reportDelay to go out
+	// together: a report per outcome costs the ledger a delete each.
+	var reportDue clockwork.Timer
+	defer func() {
+		if reportDue != nil {
+			reportDue.Stop()
+		}
+	}()
+
+	if err := sc.report(ctx); err != nil {
+		return err
+	}
+	for {
+		var cleaned <-chan struct{}
+		if sc.cleanup != nil {
+			cleaned = sc.cleanup
+		}
+		var due <-chan time.Time
+		if reportDue != nil {
+			due = reportDue.Chan()
+		}
+		var err error
+		select {
+		case <-ctx.Done():
+			// Left open: the last outcomes go over it (Flush).
+			return errParked
+		case err = <-readErr:
+			return sc.closed(err)
+		case err = <-pingErr:
+			pinging = false
+			if err != nil {
+				return fmt.Errorf("socket ping: %w", err)
+			}
+			a.contacted(t.clock.Now(), nil)
+		case f := <-frames:
+			err = sc.apply(f)
+		case <-a.wake:
+			switch {
+			case a.flow.count() == 0:
+				// The last outcome: report it now.
+				err = sc.report(ctx)
+			case reportDue == nil:
+				reportDue = t.clock.NewTimer(reportDelay)
+			}
+		case <-due:
+			reportDue = nil
+			err = sc.report(ctx)
+		case <-cleaned:
+			sc.cleanup = nil
+			err = sc.report(ctx)
+		case <-extendTick.Chan():
+			err = sc.report(ctx)
+		case <-refresh.Chan():
+			err = sc.refreshToken(ctx)
+			refresh.Reset(max(t.tokens.renewAt().Sub(t.clock.Now()), time.Second))
+		case <-pingTick.Chan():
+			if !pinging {
+				pinging = true
+				go func() {
+					pctx, cancel := context.WithTimeout(context.Background(), socketPingTimeout)
+					defer cancel()
+					pingErr <- sc.conn.Ping(pctx)
+				}()
+			}
+		}
+		if err == nil {
+			err = sc.grant()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// closed says why the cloud ended the socket; a token it refused is
+// fetched afresh on the next connection.
+func (sc *socketConn) closed(err error) error {
+	switch websocket.CloseStatus(err) {
+	case shared.CloseUnauthorized, shared.CloseTokenExpired, shared.CloseRevoked:
+		sc.t.tokens.Invalidate()
+	}
+	return fmt.Errorf("socket closed: %w", err)
+}
+
+// apply takes a frame of the cloud.
+func (sc *socketConn) apply(f *shared.Frame) error {
+	t, a := sc.t, sc.t.a
+	switch f.Type {
+	case shared.FrameWebhooks:
+		sc.received += int64(len(f.Webhooks))
+		if sc.received > sc.limit {
+			return fmt.Errorf("socket: the cloud pushed %d webhooks, %d were granted", sc.received, sc.limit)
+		}
+		// The cloud used all the credit: lease further ahead while the
+		// workers run dry.
+		full := sc.received == sc.limit
+		a.flow.adjust(full, a.pool.ranDry(), full)
+		a.pool.markDry()
+		if a.Stopping() {
+			// Granted before the host stopped: the cloud hands them out
+			// again once the socket closes.
+			t.log.Info("webhooks pushed while stopping; they return to the cloud when the socket closes", "count", len(f.Webhooks))
+			return nil
+		}
+		t.log.Debug("webhooks pushed", "count", len(f.Webhooks))
+		a.dispatch(f.Webhooks)
+	case shared.FrameConfirm:
+		a.cloudTime.observe(t.clock.Now(), f.Now)
+		p := sc.pending
+		if p == nil || f.ID != p.id {
+			return fmt.Errorf("socket: confirm of report %d, none such awaited", f.ID)
+		}
+		sc.pending = nil
+		a.flow.extended(p.extends, p.sentAt)
+		if p.sub != nil {
+			t.subSent = p.sub
+			t.log.Info("subscription sent to the cloud")
+		}
+		if len(p.seqs) > 0 {
+			done := make(chan struct{})
+			sc.cleanup = done
+			go func() {
+				defer close(done)
+				if err := a.rec.reported(p.seqs); err != nil {
+					// Reported again with the next report: a repeated ack
+					// is harmless.
+					t.log.Error("outbox cleanup failed", "err", err)
+				}
+			}()
+		}
+	default:
+		t.log.Debug("socket frame ignored", "type", f.Type)
+	}
+	return nil
+}
+
+// grant sends more credit when the window has room the cloud was not told
+// of: a quarter of the window at least, or any once nothing is in flight.
+// Granting each freed slot at once would have a draining cloud push (and
+// lease, and mark delivered) one webhook a frame.
+func (sc *socketConn) grant() error {
+	a := sc.t.a
+	c := a.flow.room()
+	limit := sc.received + int64(sc.room(c))
+	gain := limit - sc.limit
+	if gain <= 0 || (gain < int64(max(1, a.flow.windowSize()/4)) && !c.idle) {
+		return nil
+	}
+	if err := sc.write(&shared.Frame{Type: shared.FrameCredit, Received: sc.received, Credit: int(limit - sc.received)}); err != nil {
+		return err
+	}
+	sc.limit = limit
+	return nil
+}
+
+// report sends the outbox's acks and nacks, the extends due and a changed
+// subscription, unless a report awaits its confirm.
+func (sc *socketConn) report(ctx context.Context) error {
+	t, a := sc.t, sc.t.a
+	if sc.pending != nil || sc.cleanup != nil {
+		return nil // the confirm, or the cleanup, reports again
+	}
+	now := t.clock.Now()
+	c := a.flow.credit(now, false)
+	extends := c.extends[:min(len(c.extends), shared.MaxReportItems/2)]
+	sub := a.subscription()
+	sendSub := sub != nil && !slices.Equal(sub, t.subSent)
+	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems/2)
+	if err != nil {
+		return err
+	}
+	if len(outbox) == 0 && len(extends) == 0 && !sendSub {
+		return nil
+	}
+	sc.reportID++
+	f := &shared.Frame{Type: shared.FrameReport, ID: sc.reportID, Extends: extends}
+	p := &pendingReport{id: sc.reportID, extends: extends, sentAt: now}
+	for _, ob := range outbox {
+		p.seqs = append(p.seqs, ob.Seq)
+		switch ob.Kind {
+		case ledger.OutboxAck:
+			f.Acks = append(f.Acks, ob.DeliveryID)
+		case ledger.OutboxNack:
+			f.Nacks = append(f.Nacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
+		}
+		if r := ob.Ran; r != nil {
+			f.Results = append(f.Results, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
+				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
+				DurationMS: r.DurationMS, Error: r.Error})
+		}
+	}
+	if sendSub {
+		f.Config = &shared.Subscription{}
+		if err := json.Unmarshal(sub, f.Config); err != nil {
+			return fmt.Errorf("subscription: %w", err)
+		}
+		p.sub = sub
+	}
+	if err := sc.write(f); err != nil {
+		return err
+	}
+	sc.pending = p
+	t.log.Debug("report sent", "acks", len(f.Acks), "nacks", len(f.Nacks), "extends", len(f.Extends))
+	return nil
+}
+
+// refreshToken sends the token the host would use now, fresh once 80 % of
+// the last one's life passed.
+func (sc *socketConn) refreshToken(ctx context.Context) error {
+	token, err := sc.t.tokens.Token(ctx)
+	if err != nil {
+		return err
+	}
+	return sc.write(&shared.Frame{Type: shared.FrameToken, Token: token})
+}
+
+// awaitCleanup waits for the last confirmed report's outbox cleanup.
+func (sc *socketConn) awaitCleanup() {
+	if sc.cleanup != nil {
+		<-sc.cleanup
+		sc.cleanup = nil
+	}
+}
+
+// renewAt is when the current token is renewed (zero: none yet).
+func (ts *tokenSource) renewAt() time.Time {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.renew
+}
+
+// room is credit without the extends: the room in the window and whether
+// nothing is in flight, in constant time (a socket asks after every
+// outcome).
+func (f *flow) room() credit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return credit{free: f.window - len(f.inFlight), idle: len(f.inFlight) == 0}
+}
+
+// windowSize is the lease window.
+func (f *flow) windowSize() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.window
+}
+
+// renewPeriod is how long after its last renewal a lease is extended.
+func (f *flow) renewPeriod() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.renewEvery
+}

@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/host/cloudapi"
+	"github.com/relaykit/relay/shared"
+)
+
+// fakeSocket plays the cloud's end of the socket (a process edge): the
+// test reads what the host sends and writes what the cloud would.
+type fakeSocket struct {
+	t      *testing.T
+	cloud  *fakeCloud
+	refuse atomic.Bool // answer upgrades 400, as a proxy that strips Upgrade
+	conns  chan *cloudEnd
+}
+
+// cloudEnd is one accepted socket.
+type cloudEnd struct {
+	t      *testing.T
+	conn   *websocket.Conn
+	frames chan *shared.Frame // what the host sent
+	closed chan error
+	credit *shared.Frame // the last credit next passed over
+}
+
+func (fs *fakeSocket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != shared.PathSocket {
+		fs.cloud.ServeHTTP(w, r)
+		return
+	}
+	if fs.refuse.Load() {
+		http.Error(w, "no upgrades here", http.StatusBadRequest)
+		return
+	}
+	fs.cloud.mu.Lock()
+	valid := r.Header.Get("Authorization") == "Bearer "+fs.cloud.validToken
+	fs.cloud.mu.Unlock()
+	if !valid {
+		writeJSON(w, r, http.StatusUnauthorized, shared.ErrorResponse{Error: shared.ErrorDetail{Code: shared.CodeUnauthorized, Message: "bad token"}})
+		return
+	}
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	ce := &cloudEnd{t: fs.t, conn: conn, frames: make(chan *shared.Frame, 100), closed: make(chan error, 1)}
+	fs.conns <- ce
+	for {
+		_, data, err := conn.Read(context.Background())
+		if err != nil {
+			ce.closed <- err
+			return
+		}
+		var f shared.Frame
+		if err := json.Unmarshal(data, &f); err != nil {
+			fs.t.Errorf("host sent a malformed frame: %v", err)
+		}
+		ce.frames <- &f
+	}
+}
+
+func (ce *cloudEnd) send(f shared.Frame) {
+	ce.t.Helper()
+	data, err := json.Marshal(f)
+	require.NoError(ce.t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(ce.t, ce.conn.Write(ctx, websocket.MessageText, data))
+}
+
+// next returns the host's next frame of one of types, confirming the
+// reports it passes over and keeping the last credit.
+func (ce *cloudEnd) next(types ...string) *shared.Frame {
+	ce.t.Helper()
+	for {
+		select {
+		case f := <-ce.frames:
+			for _, typ := range types {
+				if f.Type == typ {
+					return f
+				}
+			}
+			switch f.Type {
+			case shared.FrameReport:
+				ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+			case shared.FrameCredit:
+				ce.credit = f
+			}
+		case err := <-ce.closed:
+			ce.t.Fatalf("socket closed while waiting for %v: %v", types, err)
+		case <-time.After(10 * time.Second):
+			ce.t.Fatalf("no %v frame", types)
+		}
+	}
+}
+
+// socketSetup runs the agent on transport, against the fake cloud and its
+// socket.
+func socketSetup(t *testing.T, transport string, prepare func(*testBundle, *fakeSocket)) (*testBundle, *fakeSocket) {
+	var fs *fakeSocket
+	b := setup(t, func(b *testBundle) {
+		fs = &fakeSocket{t: t, cloud: b.cloud, conns: make(chan *cloudEnd, 10)}
+		srv := httptest.NewServer(fs)
+		t.Cleanup(srv.Close)
+		b.opts = func(o *Options) {
+			o.Cloud = cloudapi.New(srv.URL, srv.Client(), "test")
+			o.Transport = transport
+		}
+		if prepare != nil {
+			prepare(b, fs)
+		}
+	})
+	return b, fs
+}
+
+// reconnect moves the clock on in small steps until the host opens a
+// socket again (within 10 s of its clock), taking the heartbeats it sends
+// meanwhile.
+func (fs *fakeSocket) reconnect(b *testBundle) {
+	fs.t.Helper()
+	for i := 0; len(fs.conns) == 0; i++ {
+		require.Less(fs.t, i, 100, "the socket was never tried again")
+		b.clock.Advance(100 * time.Millisecond)
+		select {
+		case <-b.cloud.requests:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (fs *fakeSocket) accepted() *cloudEnd {
+	fs.t.Helper()
+	select {
+	case ce := <-fs.conns:
+		return ce
+	case <-time.After(10 * time.Second):
+		fs.t.Fatal("the host never opened the socket")
+		return nil
+	}
+}
+
+func TestSocketTransportCreditReportsAndConfirms(t *testing.T) {
+	b, fs := socketSetup(t, TransportWebSocket, nil)
+	ce := fs.accepted()
+	hello := ce.next(shared.FrameHello)
+	require.Equal(t, 2*queuePerWorker, hello.Credit, "the lease window's room")
+	require.Empty(t, hello.Held)
+	require.True(t, hello.RawBodyOnly)
+	require.NotNil(t, hello.Config, "the subscription")
+	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{webhook("d1", "push"), webhook("d2", "push")}})
+	acked := map[string]bool{}
+	for len(acked) < 2 {
+		f := ce.next(shared.FrameReport)
+		for _, id := range f.Acks {
+			acked[id] = true
+		}
+		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	}
+	require.Equal(t, map[string]bool{"d1": true, "d2": true}, acked)
+	b.eventually(t, "outbox emptied once confirmed", func() bool { return b.outbox(t) == 0 })
+	// Idle again: the room the two took is granted back.
+	c := ce.credit
+	if c == nil || c.Received != 2 {
+		c = ce.next(shared.FrameCredit)
+	}
+	require.Equal(t, int64(2), c.Received)
+	require.Equal(t, 2*queuePerWorker, c.Credit)
+
+	// A cloud that pushes more than granted breaks the protocol: the host
+	// drops the socket and connects again, saying what it holds.
+	over := make([]shared.Webhook, 0, 2*queuePerWorker+1)
+	block := newBlocked()
+	b.handler.fn = block.run
+	for i := range 2*queuePerWorker + 1 {
+		over = append(over, webhook("x"+string(rune('a'+i)), "push"))
+	}
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: over})
+	select {
+	case <-ce.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host kept a socket that broke its credit")
+	}
+	fs.reconnect(b)
+	ce = fs.accepted()
+	require.Empty(t, ce.next(shared.FrameHello).Held, "none of the excess was taken")
+	close(block.release)
+}
+
+func TestSocketTransportSendsAFreshTokenBeforeExpiry(t *testing.T) {
+	_, fs := socketSetup(t, TransportWebSocket, nil)
+	ce := fs.accepted()
+	ce.next(shared.FrameHello)
+	ce.send(shared.Frame{Type: shared.FrameWelcome})
+	// 15 min tokens are renewed at 12 min.
+	fc := fs.cloud
+	for i := 0; ; i++ {
+		require.Less(t, i, 40, "no token frame")
+		fc.clock.Advance(30 * time.Second)
+		select {
+		case f := <-ce.frames:
+			if f.Type == shared.FrameReport {
+				ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+				continue
+			}
+			if f.Type != shared.FrameToken {
+				continue
+			}
+			require.Equal(t, "tok-2", f.Token)
+			require.GreaterOrEqual(t, i, 23, "not before 80 %% of the token's life")
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func TestSocketTransportAutoFallsBackToHeartbeatsAndReturns(t *testing.T) {
+	b, fs := socketSetup(t, TransportAuto, func(_ *testBundle, fs *fakeSocket) { fs.refuse.Store(true) })
+	hb := b.next(t)
+	require.True(t, hb.req.AnswerLost, "the first heartbeat after a socket says what the host holds")
+	fs.refuse.Store(false)
+	// The socket is tried again 2 s (±50 %) later.
+	fs.reconnect(b)
+	ce := fs.accepted()
+	require.Equal(t, shared.FrameHello, ce.next(shared.FrameHello).Type)
+}
