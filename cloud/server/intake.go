@@ -205,9 +205,12 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	case store.InsertRevived:
 		out.outcome = outcomeRevived
 	}
-	s.log.LogAttrs(ctx, slog.LevelDebug, "webhook stored", slog.String("delivery_id", res.Delivery.ID),
-		slog.String("outcome", string(res.Outcome)), slog.String("correlation_id", res.Delivery.CorrelationID),
-		slog.String("trace_id", shared.TraceIDOf(res.Delivery.Headers[shared.HeaderTraceParent])))
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		// Built only when it is logged: the trace id is parsed per webhook.
+		s.log.LogAttrs(ctx, slog.LevelDebug, "webhook stored", slog.String("delivery_id", res.Delivery.ID),
+			slog.String("outcome", string(res.Outcome)), slog.String("correlation_id", res.Delivery.CorrelationID),
+			slog.String("trace_id", shared.TraceIDOf(res.Delivery.Headers[shared.HeaderTraceParent])))
+	}
 	span.End()
 	return s.answer(provider, req, out), nil
 }
