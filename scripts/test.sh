@@ -21,6 +21,16 @@ if [ -n "$missing" ]; then
 	apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
+# The console and the host page are tested in a real headless Chromium.
+if [ -z "${RELAY_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+	command -v apt-get >/dev/null 2>&1 || { echo "make test: install Chromium (the console and the host page are tested in it) or set RELAY_CHROMIUM" >&2; exit 1; }
+	echo "==> installing chromium (the console and the host page are tested in it)"
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+export RELAY_REQUIRE_BROWSER=1
+RELAY_SCREENSHOT_DIR=${RELAY_SCREENSHOT_DIR:-$PWD/.screenshots}
+export RELAY_SCREENSHOT_DIR
+
 pgdir=$(mktemp -d /tmp/relay-pgtest.XXXXXX)
 cleanup() { scripts/pgtest.sh stop "$pgdir" >/dev/null 2>&1 || true; }
 trap cleanup EXIT INT TERM
@@ -67,4 +77,5 @@ go test -count=1 -timeout 10m ./cloud/e2e/...
 echo "==> fault suite, short (scripts/chaos -short: cloud SIGKILLs, host SIGKILLs, network faults, hosts on heartbeats then on sockets; make chaos runs every scenario in full)"
 go run ./scripts/chaos -short
 
+echo "==> screenshots of the console and the host page: $RELAY_SCREENSHOT_DIR"
 echo "==> all tests passed in $(( $(date +%s) - start ))s"
