@@ -68,6 +68,14 @@ func prepare(configPath, stateFlag string, getenv func(string) string) (*prepare
 	if err := config.CheckURL(cloudURL); err != nil {
 		return nil, fmt.Errorf("cloud URL (config cloud_url, else credentials.json): %w", err)
 	}
+	// A plain http:// cloud on another machine would carry the host's
+	// credential, its tokens and every webhook in clear. `host claim` refuses
+	// one unless told --insecure-http; a config's cloud_url must not slip
+	// past that by naming a different one.
+	if u, _ := url.Parse(cloudURL); u.Scheme == "http" && !loopbackHost(u.Hostname()) && cloudURL != creds.CloudURL {
+		return nil, fmt.Errorf("config cloud_url %s: plain http to another machine sends the host's credential and every webhook in clear; "+
+			"use https, or claim with that URL and --insecure-http to accept that", u.Redacted())
+	}
 	return &prepared{cfg: cfg, sources: sources, stateDir: dir, creds: creds, cloudURL: cloudURL}, nil
 }
 
