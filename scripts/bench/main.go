@@ -316,12 +316,30 @@ func mainErr() error {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(root, path)
 		}
-		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(md+keptSections(path)), 0o644); err != nil {
 			return err
 		}
 		logf("wrote %s (%s in all)", path, time.Since(b.started).Round(time.Second))
 	}
 	return nil
+}
+
+// keptMarker starts the part of the report that other benchmarks write
+// (the alert evaluator's cost, page render times, …): make bench keeps it.
+const keptMarker = "<!-- Measured by other benchmarks, each with its command: make bench keeps what follows. -->"
+
+// keptSections is the part of the existing report from keptMarker on, or
+// "" when there is none.
+func keptSections(path string) string {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	i := strings.Index(string(old), keptMarker)
+	if i < 0 {
+		return ""
+	}
+	return "\n" + string(old[i:])
 }
 
 func logf(format string, args ...any) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,4 +39,27 @@ func TestParseFlagsQuick(t *testing.T) {
 
 	_, err = parseFlags([]string{"-quick", "extra"})
 	require.ErrorContains(t, err, "unexpected arguments")
+}
+
+// TestKeptSections: regenerating the report keeps what other benchmarks
+// wrote below the marker, and nothing when there is no marker or file.
+func TestKeptSections(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "BENCHMARKS.md")
+	if got := keptSections(path); got != "" {
+		t.Fatalf("no file: got %q", got)
+	}
+	if err := os.WriteFile(path, []byte("# old figures\n\nno marker\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := keptSections(path); got != "" {
+		t.Fatalf("no marker: got %q", got)
+	}
+	kept := keptMarker + "\n\n## Alert evaluation\n\n35 ms\n"
+	if err := os.WriteFile(path, []byte("# old figures\n\n"+kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := keptSections(path); got != "\n"+kept {
+		t.Fatalf("got %q, want %q", got, "\n"+kept)
+	}
 }
