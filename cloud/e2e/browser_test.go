@@ -119,7 +119,7 @@ var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // path.
 func screenshot(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
-	png := get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(90))
+	png := get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
 	file := unsafeFileChars.ReplaceAllString(t.Name()+"-"+name, "_") + ".png"
 	path := filepath.Join(screenshotDir(t), file)
 	require.NoError(t, os.WriteFile(path, png, 0o644))
