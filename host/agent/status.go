@@ -112,7 +112,9 @@ func (l *link) use(transport string) {
 	if l.inUse == transport {
 		return
 	}
-	if transport == TransportHeartbeat && l.configured == TransportAuto {
+	// Heartbeats after a socket was open are a fall back; starting on
+	// them, while the socket never opened, is not.
+	if transport == TransportHeartbeat && l.configured == TransportAuto && l.connects > 0 {
 		l.fallbacks++
 	}
 	l.inUse, l.since = transport, l.now()
@@ -146,13 +148,8 @@ func (l *link) token(resp shared.TokenResponse, got time.Time) {
 func (l *link) status() LinkStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	// The first fallback is the start itself when the socket never opened.
-	fallbacks := l.fallbacks
-	if l.connects == 0 && fallbacks > 0 {
-		fallbacks--
-	}
 	return LinkStatus{Configured: l.configured, InUse: l.inUse, Since: l.since,
-		SocketConnects: l.connects, Reconnects: max(l.connects-1, 0), Fallbacks: fallbacks, TokenExpires: l.tokenExpires}
+		SocketConnects: l.connects, Reconnects: max(l.connects-1, 0), Fallbacks: l.fallbacks, TokenExpires: l.tokenExpires}
 }
 
 // watchCloud returns c, telling l of the tokens issued, the heartbeats sent
