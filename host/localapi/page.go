@@ -44,16 +44,13 @@ const (
 )
 
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"when":    fmtTime,
-	"ago":     ago,
-	"dur":     fmtDuration,
-	"ms":      func(ms int64) string { return fmtDuration(time.Duration(ms) * time.Millisecond) },
-	"label":   resultLabel,
-	"preview": preview,
-	"link":    safeLink,
-	"detail":  func(id string) string { return "/delivery?id=" + url.QueryEscape(id) },
-	"skew":    fmtSkew,
-	"sorted":  sortedFields,
+	"when":   fmtTime,
+	"ago":    ago,
+	"dur":    fmtDuration,
+	"ms":     func(ms int64) string { return fmtDuration(time.Duration(ms) * time.Millisecond) },
+	"label":  resultLabel,
+	"skew":   fmtSkew,
+	"sorted": sortedFields,
 }).ParseFS(templateFS, "templates/*.html"))
 
 // pageView is what every page's template gets.
@@ -71,22 +68,56 @@ type overviewView struct {
 	pageView
 	Agent      agent.Status
 	Outbox     int
-	Rows       int
-	Recent     []ledger.Entry
+	Recent     []row
 	MoreRecent bool
-	Errors     []ledger.Entry
+	Errors     []row
 	MoreErrors bool
 }
 
 type listView struct {
 	pageView
-	Entries []ledger.Entry
+	Entries []row
 	Result  string
 	Source  string
 	Limit   int
 	Newest  string // the first page with the same filters ("" on it)
 	Older   string // the next page ("" on the last)
 	Filters []filterLink
+}
+
+// row is a ledger row as the lists show it, formatted once here: each
+// template action costs a reflective call, and a list shows up to 500 rows.
+type row struct {
+	ledger.Entry
+	When, Event, Label, Took, Detail string
+	// Link is the summary's link (an https pull request address), Thread
+	// the Slack thread it belongs to; Preview the end of the output.
+	Link, Thread, Preview string
+	Runs                  int // runs on this host, when more than one
+}
+
+func rows(es []ledger.Entry) []row {
+	out := make([]row, len(es))
+	for i, e := range es {
+		r := row{Entry: e, When: fmtTime(e.ProcessedAt), Event: event(e.EventType, e.EventAction),
+			Label: resultLabel(e.Result), Took: fmtDuration(time.Duration(e.DurationMS) * time.Millisecond),
+			Detail: "/delivery?id=" + url.QueryEscape(e.DeliveryID), Preview: preview(e.Output)}
+		if e.Summary != "" {
+			r.Link, r.Thread = safeLink(e.Fields["github.url"]), e.Fields["slack.thread_ts"]
+		}
+		if e.Attempts > 1 {
+			r.Runs = e.Attempts
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func event(typ, action string) string {
+	if action == "" {
+		return typ
+	}
+	return typ + "." + action
 }
 
 type filterLink struct {
@@ -97,6 +128,7 @@ type filterLink struct {
 type detailView struct {
 	pageView
 	E       ledger.Entry
+	Row     row
 	Running *agent.RunningWebhook // the delivery runs again now
 }
 
@@ -122,10 +154,20 @@ func (s *Server) routePages() {
 func (s *Server) SetCloudURL(u string) { s.cloudURL = u }
 
 func (s *Server) view(r *http.Request, title, nav string) pageView {
-	v := pageView{Title: title, Nav: nav, Self: r.URL.RequestURI(), Now: s.clock.Now(), CloudURL: s.cloudURL}
-	h, _ := s.health(r.Context())
-	v.Status = h.Status
+	v, _ := s.viewHealth(r, title, nav)
 	return v
+}
+
+// viewHealth is view with what /healthz says (the outbox read from the
+// ledger once).
+func (s *Server) viewHealth(r *http.Request, title, nav string) (pageView, healthResponse) {
+	v := pageView{Title: title, Nav: nav, Self: r.URL.RequestURI(), Now: s.clock.Now(), CloudURL: s.cloudURL}
+	h, err := s.health(r.Context())
+	if err != nil {
+		s.log.Error("host page: ledger unreadable", "err", err)
+	}
+	v.Status = h.Status
+	return v, h
 }
 
 func (s *Server) pageOverview(w http.ResponseWriter, r *http.Request) {
@@ -134,28 +176,21 @@ func (s *Server) pageOverview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	v := overviewView{pageView: s.view(r, "Host", "overview"), Agent: s.agent.Status()}
+	pv, h := s.viewHealth(r, "Host", "overview")
+	v := overviewView{pageView: pv, Agent: s.agent.Status(), Outbox: h.Outbox}
 	v.HostID = v.Agent.HostID
-	var err error
-	if v.Recent, _, err = s.ledger.DeliveryList(ctx, ledger.ListParams{Limit: overviewRecent}); err != nil {
+	recent, next, err := s.ledger.DeliveryList(ctx, ledger.ListParams{Limit: overviewRecent})
+	if err != nil {
 		s.pageInternal(w, r, err)
 		return
 	}
-	v.MoreRecent = len(v.Recent) == overviewRecent
-	var next string
-	if v.Errors, next, err = s.ledger.DeliveryList(ctx, ledger.ListParams{Result: ledger.ResultError, Limit: overviewErrors}); err != nil {
+	v.Recent, v.MoreRecent = rows(recent), next != ""
+	failed, next, err := s.ledger.DeliveryList(ctx, ledger.ListParams{Result: ledger.ResultError, Limit: overviewErrors})
+	if err != nil {
 		s.pageInternal(w, r, err)
 		return
 	}
-	v.MoreErrors = next != ""
-	if v.Outbox, err = s.ledger.OutboxCount(ctx); err != nil {
-		s.pageInternal(w, r, err)
-		return
-	}
-	if v.Rows, err = s.ledger.DeliveryCount(ctx); err != nil {
-		s.pageInternal(w, r, err)
-		return
-	}
+	v.Errors, v.MoreErrors = rows(failed), next != ""
 	s.render(w, r, http.StatusOK, "overview.html", v)
 }
 
@@ -188,7 +223,7 @@ func (s *Server) pageList(w http.ResponseWriter, r *http.Request) {
 		s.pageInternal(w, r, err)
 		return
 	}
-	v.Entries = entries
+	v.Entries = rows(entries)
 	q := r.URL.Query()
 	q.Del("cursor")
 	if p.Cursor != "" {
@@ -242,7 +277,7 @@ func (s *Server) pageDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.agent.Status()
-	v := detailView{pageView: s.view(r, "Delivery", ""), E: e}
+	v := detailView{pageView: s.view(r, "Delivery", ""), E: e, Row: rows([]ledger.Entry{e})[0]}
 	v.HostID = st.HostID
 	for i := range st.Running {
 		if st.Running[i].DeliveryID == id {

@@ -98,7 +98,7 @@ func TestPageOverview(t *testing.T) {
 		"3.0 s ahead of the cloud", "3 (2 reconnects) · fallbacks to heartbeats: 1",
 		// running and waiting
 		"1 of 4 workers busy · 1 waiting for a worker · 3 in flight of a lease window of 32 (credit 29)",
-		"3 outcomes not yet reported", "3 rows in the ledger",
+		"3 outcomes not yet reported",
 		"<code>github:slow:1</code>", "1 min 30 s",
 		// recent deliveries, every result, summary linked
 		`<span class="result success">handled</span>`, `<span class="result error">failed</span>`,
