@@ -8,6 +8,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/shared"
 )
@@ -90,4 +91,59 @@ func TestStatusFollowsTheTransport(t *testing.T) {
 	st = b.agent.Status().Link
 	require.Equal(t, 1, st.Fallbacks)
 	require.Equal(t, 1, st.SocketConnects)
+}
+
+// TestLinkTransitions: what the calls to the cloud say of the transport in
+// use, for each configuration.
+func TestLinkTransitions(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
+	now := at
+	l := &link{configured: TransportWebSocket, now: func() time.Time { return now }}
+	require.Equal(t, LinkStatus{Configured: TransportWebSocket}, l.status())
+
+	now = at.Add(time.Second)
+	l.socketFailed() // never connected: still nothing in use
+	require.Equal(t, "", l.status().InUse)
+	require.True(t, l.status().Since.IsZero())
+	l.socketOpened()
+	require.Equal(t, LinkStatus{Configured: TransportWebSocket, InUse: TransportWebSocket, Since: now, SocketConnects: 1}, l.status())
+
+	now = at.Add(time.Minute)
+	l.socketFailed() // lost, and the next dial failed
+	require.Equal(t, "", l.status().InUse)
+	require.Equal(t, now, l.status().Since)
+	l.socketOpened()
+	st := l.status()
+	require.Equal(t, 2, st.SocketConnects)
+	require.Equal(t, 1, st.Reconnects)
+	require.Zero(t, st.Fallbacks, "a socket-only host never falls back")
+
+	// On auto: heartbeats after a socket are a fall back, a failed dial
+	// while on heartbeats changes nothing.
+	a := &link{configured: TransportAuto, now: func() time.Time { return now }}
+	a.use(TransportHeartbeat)
+	a.socketFailed()
+	require.Equal(t, TransportHeartbeat, a.status().InUse)
+	require.Zero(t, a.status().Fallbacks)
+	a.socketOpened()
+	a.use(TransportHeartbeat)
+	a.use(TransportHeartbeat)
+	require.Equal(t, 1, a.status().Fallbacks)
+
+	// The token's expiry, on this host's clock, from the cloud's lifetime.
+	a.token(shared.TokenResponse{TokenExpiresAt: at.Add(time.Hour), Now: at.Add(45 * time.Minute)}, now)
+	require.Equal(t, now.Add(15*time.Minute), a.status().TokenExpires)
+}
+
+// TestWatchCloudKeepsTheSocket: the watched cloud opens sockets when the
+// cloud it wraps can, and only then.
+func TestWatchCloudKeepsTheSocket(t *testing.T) {
+	t.Parallel()
+	l := &link{now: time.Now}
+	_, ok := watchCloud(cloudapi.New("http://127.0.0.1:1", nil, "test"), l).(SocketCloud)
+	require.True(t, ok)
+	_, ok = watchCloud(struct{ Cloud }{}, l).(SocketCloud)
+	require.False(t, ok)
+	require.Nil(t, watchCloud(nil, l))
 }
