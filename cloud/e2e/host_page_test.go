@@ -18,9 +18,10 @@ import (
 // TestHostPageInBrowser opens the running host's page in headless Chromium:
 // a webhook forwarded to the app shows as handled with its summary, one
 // whose exec handler fails shows in Errors with its output as text (the
-// <script> it prints runs nowhere), the connection names the transport,
-// and the page's own stylesheet and script load under its CSP. Each view
-// is screenshotted.
+// <script> it prints runs nowhere), a running handler shows with its
+// source's lane, the connection names the transport (the socket, and on a
+// second host the heartbeat), and the page's own stylesheet and script load
+// under its CSP. Each view is screenshotted.
 func TestHostPageInBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	s := newHostSetup(t, "page-host")
@@ -121,6 +122,19 @@ exit 1
 	eventually(t, 30*time.Second, "the slow handler recorded", func() bool { return h.ledgerResult(runningID) == "success" })
 	do(t, ctx, "open the overview", chromedp.Navigate(base+"/"))
 	require.Contains(t, get(t, ctx, "now", chromedp.Text(chromedp.ID("now"))), "No handler is running.")
+
+	// A host on heartbeats says so.
+	hbID, hbCode := s.cloud.newHost("page-host-heartbeats", secret)
+	hb := startHost(t, s.cloud.url, hbCode, map[string]any{"transport": "heartbeat", "webhooks": map[string]any{
+		"github": map[string]any{"enabled": true, "forward": rc.url}}})
+	eventually(t, 30*time.Second, "the page names the heartbeat", func() bool {
+		do(t, ctx, "open the heartbeat host's overview", chromedp.Navigate("http://"+hb.listen+"/"))
+		return get(t, ctx, "transport", chromedp.Text(chromedp.ID("transport"))) == "heartbeat"
+	})
+	conn = get(t, ctx, "connection", chromedp.Text(chromedp.ID("connection")))
+	require.Contains(t, conn, "(configured: heartbeat)")
+	require.Contains(t, conn, hbID)
+	screenshot(t, ctx, "heartbeat")
 
 	// A page addressed by another name is refused (DNS rebinding).
 	req, err := http.NewRequest("GET", base+"/", nil)
