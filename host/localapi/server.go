@@ -1,7 +1,8 @@
 // Package localapi serves the host's read-only local HTTP API: the ledger of
-// processed webhooks, a health check and the host page (HTML) over both. It listens on a loopback address by
-// default, carries no authentication, and answers only requests addressed to
-// a loopback name or address (no DNS rebinding).
+// processed webhooks, a health check, and the host page (HTML) over both. It
+// listens on a loopback address by default, carries no authentication, and
+// answers only requests addressed to a loopback name or address (no DNS
+// rebinding).
 package localapi
 
 import (
