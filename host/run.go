@@ -235,6 +235,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	api = localapi.New(l, a, p.cfg.HeartbeatInterval, clock, log)
 	api.AllowListenHost(addr)
+	api.SetCloudURL(p.cloudURL)
 	srv := localAPIServer(api)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

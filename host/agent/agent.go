@@ -117,6 +117,8 @@ type Agent struct {
 	tokens *tokenSource
 	// cloudTime follows the cloud's clock, as the cloud's answers say it.
 	cloudTime *cloudTime
+	// link follows the transport in use, for Status.
+	link *link
 
 	// handlerCtx is given to handlers; set by Run before any webhook is
 	// dispatched.
@@ -149,7 +151,10 @@ func New(opts Options) *Agent {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	lk := &link{configured: opts.Transport, now: opts.Clock.Now}
+	opts.Cloud = watchCloud(opts.Cloud, lk)
 	a := &Agent{
+		link:      lk,
 		opts:      opts,
 		log:       opts.Logger,
 		clock:     opts.Clock,
@@ -159,6 +164,7 @@ func New(opts Options) *Agent {
 	}
 	a.rec = &recorder{ledger: opts.Ledger, clock: opts.Clock, log: opts.Logger, fault: a.fault, observe: opts.Observe}
 	a.pool = newPool(opts.Workers, &a.wg, a.run, a.settle)
+	a.pool.now = opts.Clock.Now
 	a.tokens = &tokenSource{
 		cloud: opts.Cloud,
 		req:   shared.TokenRequest{HostID: opts.HostID, HostCredential: opts.Credential},

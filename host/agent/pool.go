@@ -3,6 +3,7 @@ package agent
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -35,6 +36,10 @@ type pool struct {
 	queued   int    // taken in, waiting for a worker (or for the ledger lookup)
 	busy     int    // handlers running
 	seq      uint64 // order of arrival across lanes
+	// runs holds the handlers running, for the local page; now times
+	// their start (nil: not timed).
+	runs map[string]RunningWebhook
+	now  func() time.Time
 	// dry: the workers ran out of work since markDry (flow control leases
 	// further ahead when they do).
 	dry bool
@@ -60,6 +65,7 @@ func newPool(workers int, pending *sync.WaitGroup, handle func(*shared.Webhook) 
 		jobs:    make(chan shared.Webhook),
 		quit:    make(chan struct{}),
 		lanes:   make(map[string]*lane),
+		runs:    make(map[string]RunningWebhook),
 	}
 }
 
@@ -160,6 +166,12 @@ func (p *pool) pump() {
 		p.busy++
 		p.queued--
 		p.pending.Add(1)
+		r := RunningWebhook{DeliveryID: q.w.DeliveryID, Source: q.w.Source, EventType: q.w.EventType,
+			EventAction: q.w.EventAction, Attempt: q.w.Attempt}
+		if p.now != nil {
+			r.Started = p.now()
+		}
+		p.runs[q.w.DeliveryID] = r
 		p.start(q.w)
 	}
 }
@@ -207,6 +219,7 @@ func (p *pool) work(w shared.Webhook) {
 	ln := p.lanes[w.Source]
 	ln.running--
 	p.busy--
+	delete(p.runs, w.DeliveryID)
 	if ln.running == 0 && len(ln.queue) == 0 {
 		delete(p.lanes, w.Source)
 	}

@@ -328,6 +328,9 @@ var migrations = []string{
 	ALTER TABLE ledger ADD COLUMN fields TEXT NOT NULL DEFAULT '{}'; -- JSON object of strings
 	CREATE INDEX ledger_source ON ledger (source, processed_at DESC, delivery_id DESC);`,
 	`ALTER TABLE outbox ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;`,
+	// The failures, newest first, without reading every row (the local
+	// page's errors, ?result=error).
+	`CREATE INDEX ledger_result ON ledger (result, processed_at DESC, delivery_id DESC);`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

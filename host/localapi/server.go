@@ -1,7 +1,8 @@
 // Package localapi serves the host's read-only local HTTP API: the ledger of
-// processed webhooks and a health check. It listens on a loopback address by
-// default, carries no authentication, and answers only requests addressed to
-// a loopback name or address (no DNS rebinding).
+// processed webhooks, a health check, and the host page (HTML) over both. It
+// listens on a loopback address by default, carries no authentication, and
+// answers only requests addressed to a loopback name or address (no DNS
+// rebinding).
 package localapi
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/relaykit/relay/host/agent"
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/shared"
 )
@@ -47,6 +49,9 @@ type Agent interface {
 	// ClockSkew is how far this host's clock is ahead of the cloud's
 	// (negative: behind), and false until the cloud said its time.
 	ClockSkew() (time.Duration, bool)
+	// Status is what the agent does now: its link to the cloud, the
+	// handlers running and the work waiting (the page).
+	Status() agent.Status
 }
 
 // List limits.
@@ -66,6 +71,7 @@ type Server struct {
 	mux      *http.ServeMux
 	listenIP net.IP // also answered as a Host, see AllowListenHost
 	metrics  *metrics
+	cloudURL string // shown on the page (SetCloudURL)
 }
 
 // New returns the local API over l and a. interval is the agent's heartbeat
@@ -78,6 +84,7 @@ func New(l Ledger, a Agent, interval time.Duration, clock clockwork.Clock, log *
 	s.mux.HandleFunc("GET /webhooks/ledger", s.handleList)
 	s.mux.HandleFunc("GET /webhooks/ledger/{deliveryID...}", s.handleGet)
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.routePages()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, shared.CodeNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -232,11 +239,20 @@ type clockResponse struct {
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	n, err := s.ledger.OutboxCount(r.Context())
+	h, err := s.health(r.Context())
 	if err != nil {
 		s.log.Error("health: ledger unreadable", "err", err)
 		writeError(w, shared.CodeUnavailable, "ledger unreadable")
 		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// health is what /healthz says, and the page's status.
+func (s *Server) health(ctx context.Context) (healthResponse, error) {
+	n, err := s.ledger.OutboxCount(ctx)
+	if err != nil {
+		return healthResponse{Status: "degraded"}, err
 	}
 	queued, running := s.agent.Backlog()
 	h := healthResponse{Status: "ok", Outbox: n, Queued: queued, Running: running, Stopping: s.agent.Stopping(),
@@ -259,7 +275,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if now.Sub(last) > 3*s.interval || h.LedgerUnwritable {
 		h.Status = "degraded"
 	}
-	writeJSON(w, http.StatusOK, h)
+	return h, nil
 }
 
 func (s *Server) internal(w http.ResponseWriter, err error) {

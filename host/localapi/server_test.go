@@ -16,6 +16,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/host/agent"
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/shared"
 )
@@ -25,7 +26,10 @@ type fakeAgent struct {
 	lastErr      string
 	unrecordable bool
 	skew         *time.Duration
+	status       agent.Status
 }
+
+func (a fakeAgent) Status() agent.Status { return a.status }
 
 func (a fakeAgent) LastHeartbeat() time.Time       { return a.last }
 func (a fakeAgent) LastHeartbeatError() string     { return a.lastErr }
