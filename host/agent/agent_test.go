@@ -268,11 +268,12 @@ func TestStopLetsHandlersFinishAndFlushes(t *testing.T) {
 func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 	t.Parallel()
 	w := webhook("github:a:1", "pull_request")
-	started := make(chan struct{})
+	started, canceled := make(chan struct{}), make(chan struct{})
 	b := setup(t, func(b *testBundle) {
 		b.handler.fn = func(ctx context.Context, _ shared.Webhook) handler.Outcome {
 			close(started)
 			<-ctx.Done()
+			close(canceled)
 			return handler.Outcome{Retryable: true, Error: "canceled: host shutting down"}
 		}
 		b.cloud.answer = serve(w)
@@ -281,7 +282,18 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 	<-started
 	b.cancel()
 	b.eventually(t, "stopping", b.agent.Stopping)
-	b.advance(t, 10*time.Second) // the grace period
+	// The grace timer starts once the transport has stopped, which the
+	// test cannot see (other timers wait on the clock too): the clock moves
+	// on a second at a time until the grace period (10 s) has passed for it.
+	b.eventually(t, "handler canceled once the grace period is over", func() bool {
+		b.clock.Advance(time.Second)
+		select {
+		case <-canceled:
+			return true
+		default:
+			return false
+		}
+	})
 
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookNacks) > 0 })
 	require.Equal(t, []shared.Nack{{DeliveryID: w.DeliveryID, Error: "canceled: host shutting down", Retryable: true, Attempt: w.Attempt}}, hb.req.WebhookNacks)
