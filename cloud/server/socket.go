@@ -29,49 +29,11 @@ const (
 	socketTakeover = 10 * time.Second
 )
 
-// sockets holds the open socket of each host on this replica: one per
-// host, a new one closes the old.
+// sockets are the hosts' open sockets: one live socket per host, across
+// replicas (delivery.Connections).
 type sockets struct {
-	mu     sync.Mutex
-	byHost map[string]*socketSession
-	wg     sync.WaitGroup // every socket's handler
-}
-
-func newSockets() *sockets { return &sockets{byHost: map[string]*socketSession{}} }
-
-// take makes ss its host's socket, closing the one it replaces and waiting
-// (up to socketTakeover) until that one released what it pushed.
-func (r *sockets) take(ss *socketSession) {
-	r.mu.Lock()
-	old := r.byHost[ss.host.ID]
-	r.byHost[ss.host.ID] = ss
-	r.mu.Unlock()
-	if old == nil {
-		return
-	}
-	old.close(shared.CloseReplaced, "replaced by a newer socket of this host")
-	t := time.NewTimer(socketTakeover)
-	defer t.Stop()
-	select {
-	case <-old.done:
-	case <-t.C:
-	}
-}
-
-// leave forgets ss, unless a newer socket replaced it.
-func (r *sockets) leave(ss *socketSession) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.byHost[ss.host.ID] == ss {
-		delete(r.byHost, ss.host.ID)
-	}
-}
-
-// count is how many sockets are open.
-func (r *sockets) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.byHost)
+	conns *delivery.Connections
+	wg    sync.WaitGroup // every socket's handler
 }
 
 // WaitSockets waits until every socket's handler returned (after
@@ -169,9 +131,24 @@ func (ss *socketSession) close(code websocket.StatusCode, reason string) {
 
 func (ss *socketSession) serve(ctx context.Context) {
 	s, host := ss.s, ss.host
-	s.sockets.take(ss)
-	defer s.sockets.leave(ss)
+	// The host's older socket, here or on another replica, is closed and
+	// has released what it pushed before this one says hello.
+	conn, err := s.sockets.conns.Open(ctx, host.ID, func() {
+		ss.close(shared.CloseReplaced, "replaced by a newer socket of this host")
+	}, ss.done)
+	defer s.sockets.conns.Close(conn)
 	defer ss.release()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil: // replaced meanwhile
+			ss.finish(context.Cause(ctx))
+		case errors.Is(err, delivery.ErrReplaced):
+			ss.finish(&closeError{code: shared.CloseReplaced, reason: "replaced by a newer socket of this host"})
+		default:
+			ss.finish(unavailable(err))
+		}
+		return
+	}
 	if err := ss.hello(ctx); err != nil {
 		ss.finish(err)
 		return
