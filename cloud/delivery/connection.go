@@ -202,12 +202,19 @@ func (r *Connections) Open(ctx context.Context, hostID string, replace func(), d
 	r.mu.Lock()
 	old := r.byHost[hostID]
 	r.byHost[hostID] = c
-	if old != nil {
+	replaceOld := old != nil && !old.replaced
+	if replaceOld {
 		old.replaced = true
+		select { // a waiting Open returns
+		case old.told <- struct{}{}:
+		default:
+		}
 	}
 	r.mu.Unlock()
-	if old != nil {
+	if replaceOld {
 		old.replace()
+	}
+	if old != nil {
 		r.wait(ctx, old.done)
 	}
 	res, err := r.store.SocketOpen(ctx, hostID)
