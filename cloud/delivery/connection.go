@@ -179,6 +179,7 @@ type Connection struct {
 	epoch    int64          // 0 until SocketOpen gave one
 	newest   int64          // the greatest epoch announced while it had none
 	replaced bool           // replace was called
+	gone     bool           // Close was called
 	waiting  bool           // it waits for the connection it replaces
 	closed   map[int64]bool // epochs told closed while it waited
 	told     chan struct{}  // receives when closed grew
@@ -275,15 +276,16 @@ func (r *Connections) wait(ctx context.Context, done <-chan struct{}) {
 }
 
 // Close forgets c and tells every replica that it closed. Call it once
-// what c carried was released.
+// what c carried was released; calls after the first do nothing.
 func (r *Connections) Close(c *Connection) {
 	r.mu.Lock()
 	if r.byHost[c.hostID] == c {
 		delete(r.byHost, c.hostID)
 	}
-	epoch := c.epoch
+	epoch, gone := c.epoch, c.gone
+	c.gone = true
 	r.mu.Unlock()
-	if epoch == 0 {
+	if epoch == 0 || gone {
 		return
 	}
 	if err := r.store.SocketClose(context.Background(), c.hostID, epoch); err != nil {

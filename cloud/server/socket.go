@@ -161,6 +161,14 @@ func (ss *socketSession) serve(ctx context.Context) {
 	ss.pushLoop(ctx)
 	<-ctx.Done()
 	stopTimers()
+	if ce := (*closeError)(nil); errors.As(context.Cause(ctx), &ce) && ce.code == shared.CloseReplaced {
+		// The host went to a newer socket; this one may be half-open, and
+		// the close handshake waits for an answer (5 s at most). What it
+		// pushed is released first, so that the newer socket need not wait
+		// for that: a report still arriving is applied all the same.
+		ss.release()
+		s.sockets.conns.Close(conn)
+	}
 	ss.finish(context.Cause(ctx))
 	<-read
 	s.log.Debug("socket closed", "host", host.ID, "cause", context.Cause(ctx))
