@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,6 +31,12 @@ const (
 	// socketTakeover bounds the wait for a host's old socket to close when a
 	// new one replaces it.
 	socketTakeover = 10 * time.Second
+	// socketContactEvery: a pong is recorded as the host's contact when the
+	// last one recorded is this old: as often as a host heartbeating at the
+	// default interval, every other ping (40 s), within RELAY_HOST_LATE_AFTER's
+	// default minute. Each is a write; 10,000 sockets recording every ping
+	// made 500 a second.
+	socketContactEvery = 30 * time.Second
 )
 
 // sockets are the hosts' open sockets: one live socket per host, across
@@ -73,7 +83,7 @@ func (s *Server) socket(c *gin.Context) {
 		s.writeError(c, errUnauthorized("invalid or expired token"))
 		return
 	}
-	conn, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{
+	conn, err := websocket.Accept(smallBuffers{c.Writer}, c.Request, &websocket.AcceptOptions{
 		// Bodies are base64 in JSON; a host on a slow link can ask for
 		// compression, and the cloud agrees without keeping a window per
 		// connection.
@@ -86,15 +96,53 @@ func (s *Server) socket(c *gin.Context) {
 	}
 	conn.SetReadLimit(shared.MaxSocketFrame)
 	s.sockets.wg.Add(1)
-	defer s.sockets.wg.Done()
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request.Context()))
-	defer cancel(nil)
 	ss := &socketSession{
 		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}),
 		expires: claims.ExpiresAt.Time, poke: make(chan struct{}, 1), unreported: map[string]bool{},
 	}
-	defer close(ss.done)
-	ss.serve(ctx)
+	// The socket lives on in a goroutine of its own, and this handler
+	// returns: its goroutine's stack, deep in the HTTP server's and gin's
+	// frames, would otherwise stay with every idle socket (10,000 sockets
+	// held 244 MiB of stacks, about 24 KiB each, with it).
+	go func() {
+		defer s.sockets.wg.Done()
+		defer cancel(nil)
+		defer close(ss.done)
+		ss.serve(ctx)
+	}()
+}
+
+// Buffers of a socket's connection, each way. The HTTP server's (4 KiB
+// each) are not reused once a connection is hijacked; frames larger than
+// these are read and written past them.
+const (
+	socketReadBuffer  = 1 << 10 // a host's frames: credits, reports, pongs
+	socketWriteBuffer = 2 << 10 // confirms, pings and small pushes in one write
+)
+
+// smallBuffers hijacks a connection for coder/websocket with buffers sized
+// for a socket that mostly idles (socketReadBuffer, socketWriteBuffer).
+type smallBuffers struct{ gin.ResponseWriter }
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := w.ResponseWriter.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Bytes the server read past the request stay first in line.
+	n := brw.Reader.Buffered()
+	early, _ := brw.Reader.Peek(n)
+	r := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn), max(socketReadBuffer, n))
+	if n > 0 {
+		// Into the new reader's buffer: coder/websocket takes what is
+		// buffered and then reads the connection itself.
+		if _, err := r.Peek(n); err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
+	}
+	return conn, bufio.NewReadWriter(r, bufio.NewWriterSize(conn, socketWriteBuffer)), nil
 }
 
 // socketSession is one host's socket.
@@ -415,13 +463,14 @@ func (ss *socketSession) token(tok string) error {
 }
 
 // keepAlive pings the host every SocketPingEvery, recording the contact
-// (delivery.Service.Record), and closes the socket when the host does not
+// (delivery.Service.Record) every socketContactEvery at most, and closes the socket when the host does not
 // answer and when its last token expires; it returns what stops it. The
 // cloud stopping ends the push loop (delivery.ErrStopping).
 func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 	s := ss.s
 	var mu sync.Mutex // the timers, set below and reset by their own funcs
 	var ping, expiry clockwork.Timer
+	recorded := s.clock.Now() // the hello recorded the contact
 	mu.Lock()
 	defer mu.Unlock()
 	ping = s.clock.AfterFunc(shared.SocketPingEvery, func() {
@@ -437,8 +486,14 @@ func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 			}
 			return
 		}
-		if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil && ctx.Err() == nil {
-			s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
+		if now := s.clock.Now(); now.Sub(recorded) >= socketContactEvery {
+			if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
+				}
+			} else {
+				recorded = now
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -330,3 +330,25 @@ func TestSocketClosedWhenItsTokenExpiresUnlessRefreshed(t *testing.T) {
 	b.clock.Advance(15 * time.Minute)
 	require.Equal(t, websocket.StatusCode(shared.CloseTokenExpired), <-done)
 }
+
+func TestSocketRecordsContactEveryOtherPing(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 0)
+	go hs.closedWith() // answers pings
+	ctx := context.Background()
+	h, err := b.store.HostGet(ctx, hostID)
+	require.NoError(t, err)
+	hello := *h.LastHeartbeatAt
+	var last time.Time
+	require.Eventually(t, func() bool {
+		b.clock.Advance(time.Second)
+		h, err := b.store.HostGet(ctx, hostID)
+		require.NoError(t, err)
+		last = *h.LastHeartbeatAt
+		return last.After(hello)
+	}, 20*time.Second, 10*time.Millisecond)
+	// The first ping (20 s) is not recorded; the second (40 s) is.
+	require.GreaterOrEqual(t, last.Sub(hello), socketContactEvery)
+	require.Less(t, last.Sub(hello), 2*shared.SocketPingEvery+5*time.Second)
+}
