@@ -108,7 +108,7 @@ func (s *Server) socket(c *gin.Context) {
 	go func() {
 		defer s.sockets.wg.Done()
 		defer cancel(nil)
-		defer close(ss.done)
+		defer ss.released()
 		ss.serve(ctx)
 	}()
 }
@@ -162,7 +162,11 @@ type socketSession struct {
 	unreported map[string]bool // pushed, neither acked nor nacked
 	expires    time.Time       // the last accepted token's expiry
 	closeOnce  sync.Once
+	doneOnce   sync.Once
 }
+
+// released says that what the session pushed is released (done).
+func (ss *socketSession) released() { ss.doneOnce.Do(func() { close(ss.done) }) }
 
 // closeError is why a session ends, as a close frame.
 type closeError struct {
@@ -216,6 +220,7 @@ func (ss *socketSession) serve(ctx context.Context) {
 		// for that: a report still arriving is applied all the same.
 		ss.release()
 		s.sockets.conns.Close(conn)
+		ss.released()
 	}
 	ss.finish(context.Cause(ctx))
 	<-read

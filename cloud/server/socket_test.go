@@ -352,3 +352,20 @@ func TestSocketRecordsContactEveryOtherPing(t *testing.T) {
 	require.GreaterOrEqual(t, last.Sub(hello), socketContactEvery)
 	require.Less(t, last.Sub(hello), 2*shared.SocketPingEvery+5*time.Second)
 }
+
+// TestSocketReplacedWithoutWaitingForTheOld: the older socket's peer never
+// answers the close (it is half-open); the newer one is welcomed without
+// waiting for the close handshake, and gets what the old one carried.
+func TestSocketReplacedWithoutWaitingForTheOld(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	first := b.connect(token, 10)
+	ids := b.send3(hostID)
+	require.ElementsMatch(t, ids, first.pushed(3))
+	// first is not read from again until the end: it answers no close.
+	start := time.Now()
+	second := b.connect(token, 10)
+	require.Less(t, time.Since(start), 3*time.Second, "not the 5 s of a close handshake")
+	require.ElementsMatch(t, ids, second.pushed(3), "released by the old socket")
+	require.Equal(t, websocket.StatusCode(shared.CloseReplaced), first.closedWith())
+}
