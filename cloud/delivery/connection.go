@@ -195,8 +195,8 @@ func NewConnections(st SocketStore, clock clockwork.Clock, log *slog.Logger, tak
 // when a newer one takes over, done is closed once what it carried was
 // released. Open returns once the older connection of the host, here or
 // on another live replica, was closed and released (or Takeover passed);
-// ErrReplaced when a newer one took over meanwhile, else ctx's error or
-// the store's, wrapped. Whatever it returns, call Close once what the
+// ErrReplaced when a newer one took over meanwhile (after that wait all
+// the same), else the store's error, wrapped. Whatever it returns, call Close once what the
 // connection carried was released.
 func (r *Connections) Open(ctx context.Context, hostID string, replace func(), done <-chan struct{}) (*Connection, error) {
 	c := &Connection{hostID: hostID, replace: replace, done: done, told: make(chan struct{}, 1)}
@@ -240,16 +240,19 @@ func (r *Connections) Open(ctx context.Context, hostID string, replace func(), d
 		c.waiting, c.closed = false, nil
 		r.mu.Unlock()
 	}()
+	// Even when a newer connection replaces this one meanwhile (ctx ends
+	// then), it waits on: the newer one waits for this one to be told
+	// closed, and so, through it, for the one this one replaces.
 	t := r.clock.NewTimer(r.takeover)
 	defer t.Stop()
 	for {
 		r.mu.Lock()
 		closed, replaced := c.closed[res.Replaced], c.replaced
 		r.mu.Unlock()
-		switch {
-		case replaced:
-			return c, ErrReplaced
-		case closed:
+		if closed {
+			if replaced {
+				return c, ErrReplaced
+			}
 			return c, nil
 		}
 		select {
@@ -257,9 +260,13 @@ func (r *Connections) Open(ctx context.Context, hostID string, replace func(), d
 		case <-t.Chan():
 			r.log.Warn("the host's older socket, on another replica, was not told closed in time; its leases hold what it carried",
 				"host", hostID, "epoch", res.Replaced, "waited", r.takeover)
+			r.mu.Lock()
+			replaced = c.replaced
+			r.mu.Unlock()
+			if replaced {
+				return c, ErrReplaced
+			}
 			return c, nil
-		case <-ctx.Done():
-			return c, ctx.Err()
 		}
 	}
 }

@@ -132,24 +132,29 @@ func TestConnectionsTakeoverIsBounded(t *testing.T) {
 func TestConnectionsReplacedWhileOpening(t *testing.T) {
 	engines(t, func(t *testing.T, b *bundle) {
 		a, other, third := b.replica(time.Minute), b.replica(time.Minute), b.replica(time.Minute)
-		stuck := openAsync(b.ctx, a, b.host.ID)
-		require.NoError(t, stuck.waitOpened(t))
-		// waiting waits for stuck, which never says it closed; a newer
-		// connection on a third replica takes over: waiting gives up with
-		// ErrReplaced, and the newest opens once waiting is closed.
+		first := openAsync(b.ctx, a, b.host.ID)
+		require.NoError(t, first.waitOpened(t))
+		// waiting waits for first; a newer connection on a third replica
+		// takes over from waiting, which waits on for first all the same:
+		// the newest opens only once both are closed, first before.
 		waiting := openAsync(b.ctx, other, b.host.ID)
-		stuck.waitReplaced(t)
+		first.waitReplaced(t)
 		newest := openAsync(b.ctx, third, b.host.ID)
 		waiting.waitReplaced(t)
-		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
 		select {
+		case <-waiting.opened:
+			t.Fatal("gave up before the connection it replaced was released")
 		case <-newest.opened:
-			t.Fatal("opened before the connection it replaces was released")
+			t.Fatal("opened before the connections it replaces were released")
 		case <-time.After(100 * time.Millisecond):
 		}
+		close(first.done)
+		a.conns.Close(first.c)
+		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
 		close(waiting.done)
 		other.conns.Close(waiting.c)
 		require.NoError(t, newest.waitOpened(t))
+		require.Equal(t, 0, a.conns.Count())
 		require.Equal(t, 0, other.conns.Count())
 		require.Equal(t, 1, third.conns.Count())
 	})
