@@ -43,7 +43,7 @@ const (
 // replicas (delivery.Connections).
 type sockets struct {
 	conns *delivery.Connections
-	wg    sync.WaitGroup // every socket's handler
+	wg    sync.WaitGroup // every socket's goroutine
 }
 
 // WaitSockets waits until every socket's handler returned (after
