@@ -43,8 +43,9 @@ import "time"
 // token it accepted expires, and at once (CloseRevoked) when the host is
 // deactivated or re-claimed.
 //
-// One socket per host on a replica: a new one closes the old
-// (CloseReplaced). What the cloud pushed on a socket and was not reported is
+// One socket per host, across replicas: a new one closes the old
+// (CloseReplaced), and is welcomed once the old one released what it
+// pushed. What the cloud pushed on a socket and was not reported is
 // due again at once when the cloud sees the socket close, or when its lease
 // ends if it never does.
 //

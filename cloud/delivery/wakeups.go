@@ -19,6 +19,7 @@ type wakeups struct {
 	stopped bool
 	ready   chan struct{} // closed once the store's listener first listens
 	once    sync.Once
+	socket  func(store.SocketEvent) // OnSocket's
 }
 
 func newWakeups() *wakeups {
@@ -90,6 +91,10 @@ func (s *Service) Stopping() <-chan struct{} { return s.wakeups.stop }
 // Ready is closed once the store's listener first listens (Listen).
 func (s *Service) Ready() <-chan struct{} { return s.wakeups.ready }
 
+// OnSocket sets what Listen tells of hosts' sockets opening and closing in
+// any replica (Connections.Observe). Call it before Listen.
+func (s *Service) OnSocket(fn func(store.SocketEvent)) { s.wakeups.socket = fn }
+
 // Listen feeds subscribers from the store's listener until ctx ends,
 // listening again a second after a failure. listening, when set, is called
 // each time the listener is in place (changes made while no one listened
@@ -105,6 +110,7 @@ func (s *Service) Listen(ctx context.Context, listening func(), changed func(hos
 				s.wakeups.once.Do(func() { close(s.wakeups.ready) })
 			},
 			Available: s.wakeups.wake,
+			Socket:    s.wakeups.socket,
 			// A host that changed (deactivated, re-claimed) wakes its
 			// subscribers too: a pushing connection looks at the host
 			// again and closes if it is gone.

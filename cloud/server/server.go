@@ -170,7 +170,6 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		accessLogs:  newLogBudget(accessLogPerMin),
 		metrics:     newMetrics(),
 		targets:     newTargetCache(targetTTL, targetCacheFound, targetCacheMissing),
-		sockets:     newSockets(),
 		bodies:      newBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
 		// The quarantine's own bounds.
 		quarantineRate: newSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
@@ -178,6 +177,8 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
 		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
+	s.sockets = &sockets{conns: delivery.NewConnections(st, clock, log, socketTakeover)}
+	s.deliveries.OnSocket(s.sockets.conns.Observe)
 	s.metrics.reg.MustRegister(s.bodies.gauge())
 	return s
 }

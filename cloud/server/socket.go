@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,51 +31,19 @@ const (
 	// socketTakeover bounds the wait for a host's old socket to close when a
 	// new one replaces it.
 	socketTakeover = 10 * time.Second
+	// socketContactEvery: a pong is recorded as the host's contact when the
+	// last one recorded is this old: as often as a host heartbeating at the
+	// default interval, every other ping (40 s), within RELAY_HOST_LATE_AFTER's
+	// default minute. Each is a write; 10,000 sockets recording every ping
+	// made 500 a second.
+	socketContactEvery = 30 * time.Second
 )
 
-// sockets holds the open socket of each host on this replica: one per
-// host, a new one closes the old.
+// sockets are the hosts' open sockets: one live socket per host, across
+// replicas (delivery.Connections).
 type sockets struct {
-	mu     sync.Mutex
-	byHost map[string]*socketSession
-	wg     sync.WaitGroup // every socket's handler
-}
-
-func newSockets() *sockets { return &sockets{byHost: map[string]*socketSession{}} }
-
-// take makes ss its host's socket, closing the one it replaces and waiting
-// (up to socketTakeover) until that one released what it pushed.
-func (r *sockets) take(ss *socketSession) {
-	r.mu.Lock()
-	old := r.byHost[ss.host.ID]
-	r.byHost[ss.host.ID] = ss
-	r.mu.Unlock()
-	if old == nil {
-		return
-	}
-	old.close(shared.CloseReplaced, "replaced by a newer socket of this host")
-	t := time.NewTimer(socketTakeover)
-	defer t.Stop()
-	select {
-	case <-old.done:
-	case <-t.C:
-	}
-}
-
-// leave forgets ss, unless a newer socket replaced it.
-func (r *sockets) leave(ss *socketSession) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.byHost[ss.host.ID] == ss {
-		delete(r.byHost, ss.host.ID)
-	}
-}
-
-// count is how many sockets are open.
-func (r *sockets) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.byHost)
+	conns *delivery.Connections
+	wg    sync.WaitGroup // every socket's goroutine
 }
 
 // WaitSockets waits until every socket's handler returned (after
@@ -111,7 +83,7 @@ func (s *Server) socket(c *gin.Context) {
 		s.writeError(c, errUnauthorized("invalid or expired token"))
 		return
 	}
-	conn, err := websocket.Accept(c.Writer, c.Request, &websocket.AcceptOptions{
+	conn, err := websocket.Accept(smallBuffers{c.Writer}, c.Request, &websocket.AcceptOptions{
 		// Bodies are base64 in JSON; a host on a slow link can ask for
 		// compression, and the cloud agrees without keeping a window per
 		// connection.
@@ -124,15 +96,53 @@ func (s *Server) socket(c *gin.Context) {
 	}
 	conn.SetReadLimit(shared.MaxSocketFrame)
 	s.sockets.wg.Add(1)
-	defer s.sockets.wg.Done()
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request.Context()))
-	defer cancel(nil)
 	ss := &socketSession{
 		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}),
 		expires: claims.ExpiresAt.Time, poke: make(chan struct{}, 1), unreported: map[string]bool{},
 	}
-	defer close(ss.done)
-	ss.serve(ctx)
+	// The socket lives on in a goroutine of its own, and this handler
+	// returns: its goroutine's stack, deep in the HTTP server's and gin's
+	// frames, would otherwise stay with every idle socket (10,000 sockets
+	// held 244 MiB of stacks, about 24 KiB each, with it).
+	go func() {
+		defer s.sockets.wg.Done()
+		defer cancel(nil)
+		defer ss.released()
+		ss.serve(ctx)
+	}()
+}
+
+// Buffers of a socket's connection, each way. The HTTP server's (4 KiB
+// each) are not reused once a connection is hijacked; frames larger than
+// these are read and written past them.
+const (
+	socketReadBuffer  = 1 << 10 // a host's frames: credits, reports, pongs
+	socketWriteBuffer = 2 << 10 // confirms, pings and small pushes in one write
+)
+
+// smallBuffers hijacks a connection for coder/websocket with buffers sized
+// for a socket that mostly idles (socketReadBuffer, socketWriteBuffer).
+type smallBuffers struct{ gin.ResponseWriter }
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := w.ResponseWriter.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Bytes the server read past the request stay first in line.
+	n := brw.Reader.Buffered()
+	early, _ := brw.Reader.Peek(n)
+	r := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(early)), conn), max(socketReadBuffer, n))
+	if n > 0 {
+		// Into the new reader's buffer: coder/websocket takes what is
+		// buffered and then reads the connection itself.
+		if _, err := r.Peek(n); err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
+	}
+	return conn, bufio.NewReadWriter(r, bufio.NewWriterSize(conn, socketWriteBuffer)), nil
 }
 
 // socketSession is one host's socket.
@@ -152,7 +162,11 @@ type socketSession struct {
 	unreported map[string]bool // pushed, neither acked nor nacked
 	expires    time.Time       // the last accepted token's expiry
 	closeOnce  sync.Once
+	doneOnce   sync.Once
 }
+
+// released says that what the session pushed is released (done).
+func (ss *socketSession) released() { ss.doneOnce.Do(func() { close(ss.done) }) }
 
 // closeError is why a session ends, as a close frame.
 type closeError struct {
@@ -169,9 +183,24 @@ func (ss *socketSession) close(code websocket.StatusCode, reason string) {
 
 func (ss *socketSession) serve(ctx context.Context) {
 	s, host := ss.s, ss.host
-	s.sockets.take(ss)
-	defer s.sockets.leave(ss)
+	// The host's older socket, here or on another replica, is closed and
+	// has released what it pushed before this one says hello.
+	conn, err := s.sockets.conns.Open(ctx, host.ID, func() {
+		ss.close(shared.CloseReplaced, "replaced by a newer socket of this host")
+	}, ss.done)
+	defer s.sockets.conns.Close(conn)
 	defer ss.release()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil: // replaced meanwhile
+			ss.finish(context.Cause(ctx))
+		case errors.Is(err, delivery.ErrReplaced):
+			ss.finish(&closeError{code: shared.CloseReplaced, reason: "replaced by a newer socket of this host"})
+		default:
+			ss.finish(unavailable(err))
+		}
+		return
+	}
 	if err := ss.hello(ctx); err != nil {
 		ss.finish(err)
 		return
@@ -184,6 +213,15 @@ func (ss *socketSession) serve(ctx context.Context) {
 	ss.pushLoop(ctx)
 	<-ctx.Done()
 	stopTimers()
+	if ce := (*closeError)(nil); errors.As(context.Cause(ctx), &ce) && ce.code == shared.CloseReplaced {
+		// The host went to a newer socket; this one may be half-open, and
+		// the close handshake waits for an answer (5 s at most). What it
+		// pushed is released first, so that the newer socket need not wait
+		// for that: a report still arriving is applied all the same.
+		ss.release()
+		s.sockets.conns.Close(conn)
+		ss.released()
+	}
 	ss.finish(context.Cause(ctx))
 	<-read
 	s.log.Debug("socket closed", "host", host.ID, "cause", context.Cause(ctx))
@@ -430,13 +468,14 @@ func (ss *socketSession) token(tok string) error {
 }
 
 // keepAlive pings the host every SocketPingEvery, recording the contact
-// (delivery.Service.Record), and closes the socket when the host does not
+// (delivery.Service.Record) every socketContactEvery at most, and closes the socket when the host does not
 // answer and when its last token expires; it returns what stops it. The
 // cloud stopping ends the push loop (delivery.ErrStopping).
 func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 	s := ss.s
 	var mu sync.Mutex // the timers, set below and reset by their own funcs
 	var ping, expiry clockwork.Timer
+	recorded := s.clock.Now() // the hello recorded the contact
 	mu.Lock()
 	defer mu.Unlock()
 	ping = s.clock.AfterFunc(shared.SocketPingEvery, func() {
@@ -452,8 +491,14 @@ func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 			}
 			return
 		}
-		if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil && ctx.Err() == nil {
-			s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
+		if now := s.clock.Now(); now.Sub(recorded) >= socketContactEvery {
+			if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
+				}
+			} else {
+				recorded = now
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -329,4 +331,88 @@ func TestSocketClosedWhenItsTokenExpiresUnlessRefreshed(t *testing.T) {
 	}, 300*time.Millisecond, 50*time.Millisecond)
 	b.clock.Advance(15 * time.Minute)
 	require.Equal(t, websocket.StatusCode(shared.CloseTokenExpired), <-done)
+}
+
+func TestSocketRecordsContactEveryOtherPing(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 0)
+	go hs.closedWith() // answers pings
+	ctx := context.Background()
+	h, err := b.store.HostGet(ctx, hostID)
+	require.NoError(t, err)
+	hello := *h.LastHeartbeatAt
+	var last time.Time
+	require.Eventually(t, func() bool {
+		b.clock.Advance(time.Second)
+		h, err := b.store.HostGet(ctx, hostID)
+		require.NoError(t, err)
+		last = *h.LastHeartbeatAt
+		return last.After(hello)
+	}, 20*time.Second, 10*time.Millisecond)
+	// The first ping (20 s) is not recorded; the second (40 s) is.
+	require.GreaterOrEqual(t, last.Sub(hello), socketContactEvery)
+	require.Less(t, last.Sub(hello), 2*shared.SocketPingEvery+5*time.Second)
+}
+
+// TestSocketReplacedWithoutWaitingForTheOld: the older socket's peer never
+// answers the close (it is half-open); the newer one is welcomed without
+// waiting for the close handshake, and gets what the old one carried.
+func TestSocketReplacedWithoutWaitingForTheOld(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	first := b.connect(token, 10)
+	ids := b.send3(hostID)
+	require.ElementsMatch(t, ids, first.pushed(3))
+	// first is not read from again until the end: it answers no close.
+	start := time.Now()
+	second := b.connect(token, 10)
+	require.Less(t, time.Since(start), 3*time.Second, "not the 5 s of a close handshake")
+	require.ElementsMatch(t, ids, second.pushed(3), "released by the old socket")
+	require.Equal(t, websocket.StatusCode(shared.CloseReplaced), first.closedWith())
+}
+
+// TestSocketHelloSentWithTheUpgrade: a host that writes its hello right
+// behind the upgrade request (the HTTP server has read it already when the
+// connection is hijacked) is welcomed: no byte is lost.
+func TestSocketHelloSentWithTheUpgrade(t *testing.T) {
+	b, _ := socketSetup(t)
+	_, token := b.newHost("h")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.srv.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	hello, err := json.Marshal(shared.Frame{Type: shared.FrameHello, AgentVersion: "test", Credit: 1})
+	require.NoError(t, err)
+	require.Less(t, len(hello), 126)
+	mask := []byte{1, 2, 3, 4}
+	frame := append([]byte{0x81, 0x80 | byte(len(hello))}, mask...)
+	for i, c := range hello {
+		frame = append(frame, c^mask[i%4])
+	}
+	req := "GET " + shared.PathSocket + " HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer " + token +
+		"\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+	_, err = conn.Write(append([]byte(req), frame...)) // one write: one segment
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	head := make([]byte, 2)
+	_, err = io.ReadFull(br, head)
+	require.NoError(t, err)
+	require.Equal(t, byte(0x81), head[0], "a text frame")
+	n := int(head[1])
+	if n == 126 {
+		ext := make([]byte, 2)
+		_, err = io.ReadFull(br, ext)
+		require.NoError(t, err)
+		n = int(ext[0])<<8 | int(ext[1])
+	}
+	payload := make([]byte, n)
+	_, err = io.ReadFull(br, payload)
+	require.NoError(t, err)
+	var welcome shared.Frame
+	require.NoError(t, json.Unmarshal(payload, &welcome))
+	require.Equal(t, shared.FrameWelcome, welcome.Type)
 }

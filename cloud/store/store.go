@@ -165,6 +165,17 @@ type Store interface {
 	// hosts should drop its cache when Listening is called again, since
 	// changes made while it was not listening were not told.
 	DeliveryListen(ctx context.Context, p *DeliveryListenParams) error
+	// SocketOpen records a new socket of the host as its one socket, with
+	// an epoch greater than that of every socket opened before it by any
+	// process sharing the database, and once committed tells every
+	// listener (DeliveryListenParams.Socket, Open). Replaced is the epoch of
+	// the socket it takes over when that one is still open in a live
+	// process, which will close it when told; 0 when there is none.
+	SocketOpen(ctx context.Context, hostID string) (*SocketOpenResult, error)
+	// SocketClose forgets the host's socket of epoch, if it is still the
+	// recorded one, and tells every listener that it closed (Socket, not
+	// Open), whatever was recorded.
+	SocketClose(ctx context.Context, hostID string, epoch int64) error
 	// DeliveryPrune deletes deliveries in Status (one of PrunableStatuses)
 	// that have not changed since before Before, with their audit trails, at
 	// most Limit of them (0: 1000). Returns how many.
@@ -484,6 +495,22 @@ type DeliveryListenParams struct {
 	// SourceSetSecrets) in any process sharing the database: what caches of
 	// them must drop. Must not block.
 	Changed func(hostID string)
+	// Socket, when set, is called each time a host's socket opened
+	// (SocketOpen) or closed (SocketClose) in any process sharing the
+	// database, its own included. Must not block.
+	Socket func(e SocketEvent)
+}
+
+// SocketEvent says that a host's socket of Epoch opened (Open) or closed.
+type SocketEvent struct {
+	HostID string
+	Epoch  int64
+	Open   bool
+}
+
+type SocketOpenResult struct {
+	Epoch    int64 // the new socket's
+	Replaced int64 // the open socket it takes over, in a live process; 0: none
 }
 
 type DeliveryPruneParams struct {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -584,6 +585,13 @@ type idleRow struct {
 
 func (b *bench) idle(engine, transport string) idleRow {
 	row := idleRow{engine: engine, transport: transport, hosts: b.cfg.idleHosts}
+	// Each host holds a descriptor here and one in the cloud. Go raises
+	// its soft limit to the hard one when it starts; past that, say so
+	// rather than count refused sockets as the cloud's errors.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(b.cfg.idleHosts)+256 {
+		logf("idle: the open-file limit (%d) is below -idle-hosts %d and a margin: raise ulimit -n (hard), or expect errors", lim.Cur, b.cfg.idleHosts)
+	}
 	r, err := b.newRun(engine, "idle_"+transport)
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
@@ -768,6 +776,6 @@ func (b *bench) idleSockets(ctx context.Context, cancel context.CancelFunc, r *r
 	cancel()
 	conns.Wait()
 	logf("idle %s websocket: %d sockets held for %s, %d errors, cloud CPU %.1f%% of a core, %s per socket",
-		r.engine, row.heartbeats, row.window.Round(time.Second), row.errors, row.cloudCPU*100, mib(row.perHost))
+		r.engine, row.heartbeats, row.window.Round(time.Second), row.errors, row.cloudCPU*100, kib(row.perHost))
 	return row
 }

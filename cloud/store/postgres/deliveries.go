@@ -399,7 +399,7 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 	// pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, channel := range []string{availableChannel, changedChannel} {
+	for _, channel := range []string{availableChannel, changedChannel, socketChannel} {
 		if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -407,6 +407,8 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 			return fmt.Errorf("delivery listen: %w", err)
 		}
 	}
+	s.listenPID.Store(conn.PgConn().PID())
+	defer s.listenPID.Store(0)
 	if p.Listening != nil {
 		p.Listening()
 	}
@@ -421,6 +423,10 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 		switch {
 		case n.Channel == availableChannel:
 			p.Available(n.Payload)
+		case n.Channel == socketChannel:
+			if e, ok := parseSocketEvent(n.Payload); ok && p.Socket != nil {
+				p.Socket(e)
+			}
 		case p.Changed != nil:
 			p.Changed(n.Payload)
 		}

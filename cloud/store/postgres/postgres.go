@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,9 @@ import (
 // Store implements store.Store on a pgx connection pool.
 type Store struct {
 	pool *pgxpool.Pool
+	// listenPID is the backend pid of DeliveryListen's session while it
+	// listens (0: none): the owner of the sockets this process opens.
+	listenPID atomic.Uint32
 }
 
 var _ store.Store = (*Store)(nil)

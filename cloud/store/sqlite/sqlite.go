@@ -32,6 +32,9 @@ type Store struct {
 	// wake and changed hold DeliveryListen's callbacks: one process owns
 	// the file, so wake-ups stay in memory.
 	wake, changed listeners
+	// sockets is each host's open socket, in memory: one process owns the
+	// file, so one replica holds every socket.
+	sockets sockets
 }
 
 var _ store.Store = (*Store)(nil)
@@ -592,6 +595,10 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 	if p.Changed != nil {
 		removeChanged := s.changed.add(p.Changed)
 		defer removeChanged()
+	}
+	if p.Socket != nil {
+		removeSocket := s.sockets.listen(p.Socket)
+		defer removeSocket()
 	}
 	if p.Listening != nil {
 		p.Listening()

@@ -23,6 +23,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 	exercisePurgeAndPrune(ctx, t, setup)
 	exerciseHostUpkeep(ctx, t, setup)
 	exerciseListen(ctx, t, setup)
+	exerciseSockets(ctx, t, setup)
 
 	t.Run("LeaseMore", func(t *testing.T) {
 		t.Parallel()

@@ -1,0 +1,161 @@
+package delivery_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/delivery"
+)
+
+// Two replicas' registries over one store, each fed by its own listener,
+// keep one connection per host: a newer connection on one closes the
+// other's, and opens only once that one is told closed.
+
+type replica struct {
+	conns *delivery.Connections
+	stop  func()
+}
+
+func (b *bundle) replica(takeover time.Duration) *replica {
+	b.t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc := delivery.New(b.store, delivery.Config{}, b.clock, log)
+	conns := delivery.NewConnections(b.store, b.clock, log, takeover)
+	svc.OnSocket(conns.Observe)
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Listen(ctx, nil, nil) }()
+	<-svc.Ready()
+	r := &replica{conns: conns, stop: func() { cancel(); <-done }}
+	b.t.Cleanup(r.stop)
+	return r
+}
+
+// conn is a test connection: replaced is closed when the registry closes
+// it, done when the test says it released what it carried.
+type conn struct {
+	replaced chan struct{}
+	done     chan struct{}
+	c        *delivery.Connection
+	err      error
+	opened   chan struct{}
+}
+
+func openAsync(ctx context.Context, r *replica, hostID string) *conn {
+	c := &conn{replaced: make(chan struct{}), done: make(chan struct{}), opened: make(chan struct{})}
+	go func() {
+		defer close(c.opened)
+		c.c, c.err = r.conns.Open(ctx, hostID, func() { close(c.replaced) }, c.done)
+	}()
+	return c
+}
+
+func (c *conn) waitOpened(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-c.opened:
+		return c.err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Open did not return")
+		return nil
+	}
+}
+
+func (c *conn) waitReplaced(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.replaced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not replaced")
+	}
+}
+
+func TestConnectionsAcrossReplicas(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		a, other := b.replica(time.Minute), b.replica(time.Minute)
+		first := openAsync(b.ctx, a, b.host.ID)
+		require.NoError(t, first.waitOpened(t))
+		require.Equal(t, 1, a.conns.Count())
+
+		// A newer connection on the other replica closes the first, and
+		// waits until the first released what it carried.
+		second := openAsync(b.ctx, other, b.host.ID)
+		first.waitReplaced(t)
+		select {
+		case <-second.opened:
+			t.Fatal("opened before the connection it replaces was released")
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(first.done)
+		a.conns.Close(first.c)
+		require.NoError(t, second.waitOpened(t))
+		require.Equal(t, 0, a.conns.Count())
+		require.Equal(t, 1, other.conns.Count())
+
+		// Back on the first replica: the same the other way.
+		third := openAsync(b.ctx, a, b.host.ID)
+		second.waitReplaced(t)
+		close(second.done)
+		other.conns.Close(second.c)
+		require.NoError(t, third.waitOpened(t))
+
+		// On the same replica, the older is closed and waited for at once.
+		fourth := openAsync(b.ctx, a, b.host.ID)
+		third.waitReplaced(t)
+		close(third.done)
+		a.conns.Close(third.c)
+		require.NoError(t, fourth.waitOpened(t))
+		require.Equal(t, 1, a.conns.Count())
+	})
+}
+
+func TestConnectionsTakeoverIsBounded(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		a, other := b.replica(10*time.Second), b.replica(10*time.Second)
+		stuck := openAsync(b.ctx, a, b.host.ID)
+		require.NoError(t, stuck.waitOpened(t))
+		// The older connection is told to close and never says it did:
+		// the newer one opens once the takeover bound passed.
+		next := openAsync(b.ctx, other, b.host.ID)
+		stuck.waitReplaced(t)
+		require.NoError(t, b.clock.BlockUntilContext(b.ctx, 1))
+		b.clock.Advance(10 * time.Second)
+		require.NoError(t, next.waitOpened(t))
+	})
+}
+
+func TestConnectionsReplacedWhileOpening(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		a, other, third := b.replica(time.Minute), b.replica(time.Minute), b.replica(time.Minute)
+		first := openAsync(b.ctx, a, b.host.ID)
+		require.NoError(t, first.waitOpened(t))
+		// waiting waits for first; a newer connection on a third replica
+		// takes over from waiting, which waits on for first all the same:
+		// the newest opens only once both are closed, first before.
+		waiting := openAsync(b.ctx, other, b.host.ID)
+		first.waitReplaced(t)
+		newest := openAsync(b.ctx, third, b.host.ID)
+		waiting.waitReplaced(t)
+		select {
+		case <-waiting.opened:
+			t.Fatal("gave up before the connection it replaced was released")
+		case <-newest.opened:
+			t.Fatal("opened before the connections it replaces were released")
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(first.done)
+		a.conns.Close(first.c)
+		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
+		close(waiting.done)
+		other.conns.Close(waiting.c)
+		require.NoError(t, newest.waitOpened(t))
+		require.Equal(t, 0, a.conns.Count())
+		require.Equal(t, 0, other.conns.Count())
+		require.Equal(t, 1, third.conns.Count())
+	})
+}

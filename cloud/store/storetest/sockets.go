@@ -1,0 +1,122 @@
+package storetest
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// exerciseSockets covers the record of hosts' sockets: epochs in the order
+// sockets open, the one replaced while its process listens, and every
+// listener told of each open and close in commit order.
+func exerciseSockets(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("Sockets", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		lctx, cancel := context.WithCancel(ctx)
+		told := make(chan store.SocketEvent, 100)
+		listening := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
+				Listening: func() { close(listening) },
+				Available: func(string) {},
+				Socket:    func(e store.SocketEvent) { told <- e },
+			})
+		}()
+		defer func() {
+			cancel()
+			require.NoError(t, <-done)
+		}()
+		<-listening
+		next := func() store.SocketEvent {
+			t.Helper()
+			select {
+			case e := <-told:
+				return e
+			case <-time.After(10 * time.Second):
+				t.Fatal("not told")
+				return store.SocketEvent{}
+			}
+		}
+
+		first, err := s.SocketOpen(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Positive(t, first.Epoch)
+		require.Zero(t, first.Replaced, "the host's first socket replaces none")
+		require.Equal(t, store.SocketEvent{HostID: b.host.ID, Epoch: first.Epoch, Open: true}, next())
+
+		second, err := s.SocketOpen(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Greater(t, second.Epoch, first.Epoch)
+		require.Equal(t, first.Epoch, second.Replaced, "open in a process that listens")
+		require.Equal(t, store.SocketEvent{HostID: b.host.ID, Epoch: second.Epoch, Open: true}, next())
+
+		other, err := s.SocketOpen(ctx, b.other.ID)
+		require.NoError(t, err)
+		require.Greater(t, other.Epoch, second.Epoch, "one sequence for every host")
+		require.Zero(t, other.Replaced)
+		require.Equal(t, store.SocketEvent{HostID: b.other.ID, Epoch: other.Epoch, Open: true}, next())
+
+		// The replaced socket closing leaves the newer one recorded.
+		require.NoError(t, s.SocketClose(ctx, b.host.ID, first.Epoch))
+		require.Equal(t, store.SocketEvent{HostID: b.host.ID, Epoch: first.Epoch}, next())
+		third, err := s.SocketOpen(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, second.Epoch, third.Replaced)
+		require.Equal(t, store.SocketEvent{HostID: b.host.ID, Epoch: third.Epoch, Open: true}, next())
+
+		require.NoError(t, s.SocketClose(ctx, b.host.ID, third.Epoch))
+		require.Equal(t, store.SocketEvent{HostID: b.host.ID, Epoch: third.Epoch}, next())
+		fourth, err := s.SocketOpen(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Zero(t, fourth.Replaced, "closed")
+		require.Equal(t, store.SocketEvent{HostID: b.host.ID, Epoch: fourth.Epoch, Open: true}, next())
+	})
+
+	t.Run("SocketsOpenAtOnce", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		lctx, cancel := context.WithCancel(ctx)
+		listening := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
+				Listening: func() { close(listening) },
+				Available: func(string) {},
+				Socket:    func(store.SocketEvent) {},
+			})
+		}()
+		defer func() {
+			cancel()
+			require.NoError(t, <-done)
+		}()
+		<-listening
+		// Sockets of one host opening at once: distinct epochs, and each
+		// replaces exactly the one recorded before it (the first none).
+		const n = 8
+		results := make([]*store.SocketOpenResult, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				res, err := s.SocketOpen(ctx, b.host.ID)
+				require.NoError(t, err)
+				results[i] = res
+			})
+		}
+		wg.Wait()
+		slices.SortFunc(results, func(a, b *store.SocketOpenResult) int { return cmp.Compare(a.Epoch, b.Epoch) })
+		require.Zero(t, results[0].Replaced)
+		for i := 1; i < n; i++ {
+			require.Greater(t, results[i].Epoch, results[i-1].Epoch)
+			require.Equal(t, results[i-1].Epoch, results[i].Replaced, "each replaces the one before it")
+		}
+	})
+}
