@@ -86,6 +86,11 @@ func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 
 func scanDeliveryNoBody(row scanner) (*store.Delivery, error) { return scanDelivery(row, false) }
 
+// eventKey finds a delivery's audit events (two ? for its id): the index
+// of delivery_events is led by the id's last 13 characters, its received
+// millisecond, so that new events are appended (see migration 12).
+const eventKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
+
 // recordEvents appends entries to the audit trail.
 func recordEvents(ctx context.Context, tx *sql.Tx, events []store.DeliveryEvent) error {
 	if len(events) == 0 {
@@ -362,7 +367,7 @@ func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*st
 		return &e, err
 	}, `
 		SELECT id, delivery_id, at, from_status, to_status, reason, attempt
-		FROM delivery_events WHERE delivery_id = ? ORDER BY id`, deliveryID)
+		FROM delivery_events WHERE `+eventKey+` ORDER BY id`, deliveryID, deliveryID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list: %w", err)
 	}
