@@ -32,6 +32,9 @@ type Store struct {
 	// wake and changed hold DeliveryListen's callbacks: one process owns
 	// the file, so wake-ups stay in memory.
 	wake, changed listeners
+
+	insertMu sync.Mutex
+	inserts  *insertStatements // prepared on first use; closed by Close
 }
 
 var _ store.Store = (*Store)(nil)
@@ -151,6 +154,12 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 func (s *Store) Close() error {
+	s.insertMu.Lock()
+	if s.inserts != nil {
+		s.inserts.close()
+		s.inserts = nil
+	}
+	s.insertMu.Unlock()
 	return errors.Join(s.read.Close(), s.write.Close())
 }
 
