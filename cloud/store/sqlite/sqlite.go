@@ -54,11 +54,12 @@ var _ store.Store = (*Store)(nil)
 const busyTimeoutMS = 10000
 
 // DefaultCacheMB is the writer's page cache unless Options say otherwise.
-// The cache is most of what the embedded cloud holds: with modernc's
-// allocator a MiB of cache takes up to about 2 MiB of memory, and at 256
-// concurrent senders a 64 MiB cache took the cloud to 170 MiB peak RSS where
-// 8 MiB kept it at 62–65 MiB, for no fewer webhooks/s (the pages it misses
-// are read from the kernel's page cache).
+// With modernc's allocator a MiB of cache takes about 2 MiB of memory (each
+// 4 KiB page and its header go in an 8 KiB slot). At 256 concurrent senders
+// a 64 MiB cache took the cloud to 170 MiB peak RSS where 8 MiB kept it at
+// 62–65 MiB (3 KB webhooks) or 75–77 MiB (the bench's payload mix), for no
+// fewer webhooks/s (the pages it misses are read from the kernel's page
+// cache); 4 MiB took 9 MiB off the mix's peak.
 const DefaultCacheMB = 8
 
 // walCheckpointPages is how many pages the WAL gathers before they are
