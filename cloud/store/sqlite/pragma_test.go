@@ -34,6 +34,8 @@ func TestPragmas(t *testing.T) {
 	}
 	require.Equal(t, "wal", pragma(s.write, "journal_mode"))
 	require.Equal(t, "2", pragma(s.write, "synchronous"), "FULL")
+	require.Equal(t, "2", pragma(s.ckpt, "synchronous"), "FULL: the checkpointer fsyncs the database before the WAL may start over")
+	require.Equal(t, 1, s.ckpt.Stats().MaxOpenConnections, "one checkpointer")
 	require.Equal(t, "1", pragma(s.write, "foreign_keys"))
 	require.Equal(t, "10000", pragma(s.write, "busy_timeout"))
 	require.Equal(t, "1", pragma(s.read, "foreign_keys"))
