@@ -24,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -342,6 +344,13 @@ func openMigrated(ctx context.Context, url string, sqliteCacheMB int) (store.Sto
 		st.Close()
 		return nil, res, fmt.Errorf("migrate: %w", err)
 	}
+	// Reading the migrations leaves about 12 MiB of garbage (goose parses
+	// every file at once, each through a 4 MiB buffer of its own). Left to
+	// the collector, it set the heap's goal under the first load to twice
+	// that, and the embedded cloud's peak RSS to 85–97 MiB at 256 senders
+	// where it holds 70–75 once settled: returned now, it costs nothing.
+	runtime.GC() // the parser pools its buffers: the first collection moves them aside, the next frees them
+	debug.FreeOSMemory()
 	return st, res, nil
 }
 

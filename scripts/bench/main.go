@@ -38,6 +38,7 @@ type config struct {
 	ids       string
 	payloads  string
 	dup       float64
+	bins      string
 
 	warmup         time.Duration
 	intakeConc     []int
@@ -86,6 +87,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s (explicit flags still win)")
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
+	fs.StringVar(&c.bins, "bins", "", "directory holding prebuilt cloud and host binaries to measure instead of building the module's (to compare two builds with the same bench)")
 	fs.Float64Var(&c.dup, "dup", 0, "share of requests (0–0.5) that replay a webhook already accepted, as a provider retries one")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake, latency and end-to-end run")
 	fs.StringVar(&conc, "intake-conc", "16,64,256", "intake: concurrent closed-loop senders, one run each")
@@ -251,9 +253,18 @@ func mainErr() error {
 		}
 	}()
 
-	logf("building the binaries")
-	if b.bins, err = rig.Build(ctx, root, filepath.Join(work, "bin")); err != nil {
-		return err
+	if cfg.bins != "" {
+		dir, err := filepath.Abs(cfg.bins)
+		if err != nil {
+			return err
+		}
+		b.bins = &rig.Bins{Dir: dir, Cloud: filepath.Join(dir, "cloud"), Host: filepath.Join(dir, "host")}
+		logf("binaries from %s", dir)
+	} else {
+		logf("building the binaries")
+		if b.bins, err = rig.Build(ctx, root, filepath.Join(work, "bin")); err != nil {
+			return err
+		}
 	}
 	if slices.Contains(cfg.engines, "postgres") {
 		logf("starting a durable Postgres (fsync on)")

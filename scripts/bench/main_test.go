@@ -63,3 +63,20 @@ func TestKeptSections(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, "\n"+kept)
 	}
 }
+
+func TestGoMemoryOf(t *testing.T) {
+	metrics := "# HELP go_memstats_sys_bytes x\n# TYPE go_memstats_sys_bytes gauge\n" +
+		"go_memstats_heap_inuse_bytes 2.015232e+07\ngo_memstats_sys_bytes 5.653532e+07\ngo_memstats_heap_released_bytes 3.2210944e+07\n"
+	if got, want := goMemoryOf(metrics), int64(56535320-32210944); got != want {
+		t.Fatalf("goMemoryOf = %d, want %d", got, want)
+	}
+	if got := goMemoryOf("go_memstats_sys_bytes 1\n"); got != 0 {
+		t.Fatalf("without released: %d, want 0 (unknown)", got)
+	}
+	if got := (memSplit{file: 26 << 20, goMem: 30 << 20, other: 17 << 20}).String(); got != "26 / 30 / 17" {
+		t.Fatalf("String = %q", got)
+	}
+	if got := (memSplit{}).String(); got != "–" {
+		t.Fatalf("unknown: %q", got)
+	}
+}

@@ -57,17 +57,19 @@ func (rep *report) markdown(b *bench) string {
 		p("Closed loop: each of *concurrency* workers sends, waits for the answer, sends again, for %s after a\n", cfg.intakeDuration)
 		p("%s warm-up. *errors* are non-2xx answers + transport errors; latencies are those of the 2xx answers.\n", cfg.warmup)
 		p("*CPU µs/webhook* is the cloud's and Postgres's CPU per accepted webhook, which depends less on what else\n")
-		p("runs on the machine than the rate does.\n\n")
-		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | CPU µs/webhook | load generator CPU | cloud peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("runs on the machine than the rate does. *cloud RSS at the end* splits the cloud's resident memory as the\n")
+		p("run ends into its binary's pages (files) / what Go's runtime holds (heap, stacks, its own structures; less what\n")
+		p("it returned) / the rest (on SQLite, its page cache and allocator), in MiB.\n\n")
+		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | CPU µs/webhook | load generator CPU | cloud peak RSS | cloud RSS at the end: files / Go / rest |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.intake {
 			if r.err != "" {
-				p("| %s | %d | failed: %s |||||||||\n", r.engine, r.conc, oneLine(r.err))
+				p("| %s | %d | failed: %s ||||||||||\n", r.engine, r.conc, oneLine(r.err))
 				continue
 			}
-			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
+			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
 				ms(r.p50), ms(r.p99), ms(r.p999), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), cores(r.dbCPU),
-				cpuSplit(usPer(r.cloudCPU, r.res.Rate), usPer(r.dbCPU, r.res.Rate)), cores(r.selfCPU), mib(r.cloudPeak))
+				cpuSplit(usPer(r.cloudCPU, r.res.Rate), usPer(r.dbCPU, r.res.Rate)), cores(r.selfCPU), mib(r.cloudPeak), r.mem)
 		}
 		p("\n")
 	}
@@ -388,4 +390,14 @@ func signedMS(d time.Duration) string {
 		return "−" + ms(-d)
 	}
 	return ms(d)
+}
+
+// String is the split as the intake table shows it: files / Go / rest, in
+// MiB, or "–" when unknown.
+func (m memSplit) String() string {
+	if m.goMem <= 0 {
+		return "–"
+	}
+	f := func(b int64) float64 { return float64(b) / (1 << 20) }
+	return fmt.Sprintf("%.0f / %.0f / %.0f", f(m.file), f(m.goMem), f(m.other))
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -285,7 +287,81 @@ type intakeRow struct {
 	cloudCPU, selfCPU float64
 	dbCPU             float64
 	cloudPeak         int64
+	mem               memSplit
 	err               string
+}
+
+// memSplit is what a cloud's resident memory is made of, read once a run
+// ends: pages of files (its binary), Go's (what its runtime holds, from its
+// /metrics: an upper bound, as not all of it need be resident) and the rest
+// of its anonymous memory (for SQLite, its page cache and allocator). Zero
+// when unknown.
+type memSplit struct{ file, goMem, other int64 }
+
+func (r *run) cloudMemory() memSplit {
+	if r.cloud == nil || !r.cloud.Running() {
+		return memSplit{}
+	}
+	s, err := rig.ReadProc(r.cloud.PID())
+	if err != nil || s.RssAnon == 0 {
+		return memSplit{}
+	}
+	goMem := r.goMemory()
+	if goMem == 0 {
+		return memSplit{}
+	}
+	return memSplit{file: s.RssFile, goMem: goMem, other: max(0, s.RssAnon-goMem)}
+}
+
+// goMemory is what the cloud's Go runtime holds, in bytes, from its
+// /metrics (0 when unknown).
+func (r *run) goMemory() int64 {
+	ctx, cancel := context.WithTimeout(r.b.ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.cloud.Admin.URL+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Authorization", "Bearer "+r.cloud.Admin.Token)
+	resp, err := r.cloud.Admin.Client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0
+	}
+	return goMemoryOf(string(b))
+}
+
+// goMemoryOf is what the Go runtime holds of a Prometheus text exposition:
+// go_memstats_sys_bytes (all it obtained from the system: heap, stacks,
+// its own structures) less go_memstats_heap_released_bytes (returned to
+// it); 0 unless both are there.
+func goMemoryOf(metrics string) int64 {
+	var sys, released float64
+	found := 0
+	for _, line := range strings.Split(metrics, "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok || (name != "go_memstats_sys_bytes" && name != "go_memstats_heap_released_bytes") {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0
+		}
+		if name == "go_memstats_sys_bytes" {
+			sys = f
+		} else {
+			released = f
+		}
+		found++
+	}
+	if found != 2 || sys < released {
+		return 0
+	}
+	return int64(sys - released)
 }
 
 func (b *bench) intake(engine string, conc int) intakeRow {
@@ -306,6 +382,7 @@ func (b *bench) intake(engine string, conc int) intakeRow {
 	p := newPercentiles(row.res.Lat)
 	row.p50, row.p99, row.p999 = p.at(0.50), p.at(0.99), p.at(0.999)
 	row.cloudPeak = r.cloudPeak()
+	row.mem = r.cloudMemory()
 	logf("intake %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d", engine, conc, row.res.Rate, ms(row.p50), ms(row.p99), row.res.BadStatus, row.res.Transport)
 	if row.res.OK == 0 {
 		row.err = r.fail(fmt.Errorf("no webhook accepted"))

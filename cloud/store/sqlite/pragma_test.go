@@ -34,6 +34,8 @@ func TestPragmas(t *testing.T) {
 	}
 	require.Equal(t, "wal", pragma(s.write, "journal_mode"))
 	require.Equal(t, "2", pragma(s.write, "synchronous"), "FULL")
+	require.Equal(t, "2", pragma(s.ckpt, "synchronous"), "FULL: the checkpointer fsyncs the database before the WAL may start over")
+	require.Equal(t, 1, s.ckpt.Stats().MaxOpenConnections, "one checkpointer")
 	require.Equal(t, "1", pragma(s.write, "foreign_keys"))
 	require.Equal(t, "10000", pragma(s.write, "busy_timeout"))
 	require.Equal(t, "1", pragma(s.read, "foreign_keys"))
@@ -41,7 +43,7 @@ func TestPragmas(t *testing.T) {
 	require.Equal(t, 1, s.write.Stats().MaxOpenConnections, "one writer")
 	require.Equal(t, "-8192", pragma(s.write, "cache_size"), "8 MiB of pages for the writer")
 	require.Equal(t, "-1024", pragma(s.read, "cache_size"), "1 MiB for each reader")
-	require.Equal(t, "10000", pragma(s.write, "wal_autocheckpoint"))
+	require.Equal(t, "20000", pragma(s.write, "wal_autocheckpoint"), "a backstop: the checkpointer copies the WAL at 10,000 pages")
 
 	_, err = s.read.ExecContext(ctx, "CREATE TABLE x (y INTEGER)")
 	require.Error(t, err, "the read pool cannot write")

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -35,6 +36,18 @@ type Store struct {
 	// sockets is each host's open socket, in memory: one process owns the
 	// file, so one replica holds every socket.
 	sockets sockets
+
+	insertMu sync.Mutex
+	inserts  *insertStatements // prepared on first use; closed by Close
+
+	// The checkpointer (see walCheckpointPages), on a connection of its own.
+	ckpt      *sql.DB
+	ckptPages int
+	ckptPoke  chan struct{} // a write committed
+	ckptStop  context.CancelFunc
+	ckptDone  chan struct{}
+	ckptTail  atomic.Bool // the writer copies the rest (checkpointTail)
+	closeOnce sync.Once
 }
 
 var _ store.Store = (*Store)(nil)
@@ -44,19 +57,27 @@ var _ store.Store = (*Store)(nil)
 const busyTimeoutMS = 10000
 
 // DefaultCacheMB is the writer's page cache unless Options say otherwise.
-// The cache is most of what the embedded cloud holds: with modernc's
-// allocator a MiB of cache takes up to about 2 MiB of memory, and at 256
-// concurrent senders a 64 MiB cache took the cloud to 170 MiB peak RSS where
-// 8 MiB kept it at 62–65 MiB, for no fewer webhooks/s (the pages it misses
-// are read from the kernel's page cache).
+// With modernc's allocator a MiB of cache takes about 2 MiB of memory (each
+// 4 KiB page and its header go in an 8 KiB slot). At 256 concurrent senders
+// a 64 MiB cache took the cloud to 170 MiB peak RSS where 8 MiB kept it at
+// 62–65 MiB (3 KB webhooks) or 75–77 MiB (the bench's payload mix), for no
+// fewer webhooks/s (the pages it misses are read from the kernel's page
+// cache); 4 MiB took 9 MiB off the mix's peak.
 const DefaultCacheMB = 8
 
-// walCheckpointPages is the writer's wal_autocheckpoint: the WAL is copied
-// into the database once it holds this many pages (40 MB of 4 KiB pages),
-// not SQLite's 1,000. Intake with random event ids dirties pages all over
-// its indexes; a longer WAL writes each of them to the database once per
-// checkpoint instead of once per commit or two, and the commit that runs a
-// checkpoint (and waits for its fsync) comes ten times less often.
+// walCheckpointPages is how many pages the WAL gathers before they are
+// copied into the database (40 MB of 4 KiB pages), not SQLite's 1,000.
+// Intake with random event ids dirties pages all over its indexes; a longer
+// WAL writes each of them to the database once per checkpoint instead of
+// once per commit or two.
+//
+// The copy is made by a checkpointer of its own (checkpointer), on its own
+// connection beside the writer, not by the commit that crosses the mark:
+// the one writer, which every webhook waits for, no longer stops to copy
+// 40 MB; it copies only the pages committed during that copy, before its
+// next transaction, which then starts the WAL over. The writer's
+// wal_autocheckpoint stays, at twice the mark, should the checkpointer
+// fall behind.
 const walCheckpointPages = 10000
 
 // Options tunes a Store.
@@ -65,6 +86,9 @@ type Options struct {
 	// DefaultCacheMB). Each read connection keeps an eighth of it, at
 	// least 1 MiB.
 	CacheMB int
+	// CheckpointPages is how many pages the WAL gathers before the
+	// checkpointer copies them (0: walCheckpointPages).
+	CheckpointPages int
 }
 
 // Open opens the database file at path as OpenWith does, with the default
@@ -90,10 +114,13 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if o.CacheMB <= 0 {
 		o.CacheMB = DefaultCacheMB
 	}
+	if o.CheckpointPages <= 0 {
+		o.CheckpointPages = walCheckpointPages
+	}
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
 	write, err := sql.Open("sqlite", path+"?"+common+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"+
-		fmt.Sprintf("&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(%d)", -o.CacheMB*1024, walCheckpointPages)+
+		fmt.Sprintf("&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(%d)", -o.CacheMB*1024, 2*o.CheckpointPages)+
 		"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite open: %w", err)
@@ -118,7 +145,85 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
-	return &Store{write: write, read: read, wake: newListeners(), changed: newListeners()}, nil
+	// The checkpointer's connection syncs as the writer does: a checkpoint
+	// fsyncs the WAL before copying it and the database after.
+	ckpt, err := sql.Open("sqlite", path+"?"+common+"&_pragma=synchronous(FULL)&_pragma=cache_size(-256)")
+	if err == nil {
+		ckpt.SetMaxOpenConns(1)
+		ckpt.SetConnMaxIdleTime(0)
+		ckpt.SetConnMaxLifetime(0)
+		if err = ckpt.PingContext(ctx); err != nil {
+			ckpt.Close()
+		}
+	}
+	if err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("sqlite open: %w", err)
+	}
+	ckptCtx, stop := context.WithCancel(context.Background())
+	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(),
+		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
+		ckptStop: stop, ckptDone: make(chan struct{})}
+	go s.checkpointer(ckptCtx)
+	return s, nil
+}
+
+// checkpointer copies the WAL into the database once it holds
+// ckptPages pages not yet copied, woken by each write's commit, until ctx
+// ends (Close).
+func (s *Store) checkpointer(ctx context.Context) {
+	defer close(s.ckptDone)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.ckptPoke:
+		}
+		// An error leaves the copy to the next wake-up, and to the
+		// writer's own autocheckpoint past twice the mark.
+		_, _ = s.checkpointDue(ctx)
+	}
+}
+
+// checkpointDue copies the WAL into the database (a PASSIVE checkpoint,
+// alongside the writer's transactions) when it holds ckptPages pages not
+// yet copied, and says whether it did. The pages committed while it copied
+// are left to the writer (tail): a WAL always copied behind a running
+// writer would never be started over, and would grow.
+func (s *Store) checkpointDue(ctx context.Context) (bool, error) {
+	var busy, frames, copied int
+	if err := s.ckpt.QueryRowContext(ctx, "PRAGMA wal_checkpoint(NOOP)").Scan(&busy, &frames, &copied); err != nil {
+		return false, err
+	}
+	if frames-copied < s.ckptPages {
+		return false, nil
+	}
+	if err := s.ckpt.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
+		return false, err
+	}
+	s.ckptTail.Store(true)
+	return true, nil
+}
+
+// checkpointTail copies, on the writer's connection and before its next
+// transaction, what the checkpointer left: the pages committed while it
+// copied. That transaction then starts the WAL over. A PASSIVE checkpoint
+// waits for no one; this one copies a few batches' pages, not the WAL's
+// ckptPages.
+func (s *Store) checkpointTail(ctx context.Context) {
+	if s.ckptTail.CompareAndSwap(true, false) {
+		// An error leaves the copy to the next checkpoint.
+		_, _ = s.write.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+	}
+}
+
+// pokeCheckpointer tells the checkpointer a write committed.
+func (s *Store) pokeCheckpointer() {
+	select {
+	case s.ckptPoke <- struct{}{}:
+	default:
+	}
 }
 
 // Migrate applies pending migrations on the writer connection.
@@ -154,7 +259,17 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 func (s *Store) Close() error {
-	return errors.Join(s.read.Close(), s.write.Close())
+	s.closeOnce.Do(func() {
+		s.ckptStop()
+		<-s.ckptDone
+	})
+	s.insertMu.Lock()
+	if s.inserts != nil {
+		s.inserts.close()
+		s.inserts = nil
+	}
+	s.insertMu.Unlock()
+	return errors.Join(s.ckpt.Close(), s.read.Close(), s.write.Close())
 }
 
 // interpretError maps SQLite errors to the store's domain errors.
@@ -177,6 +292,7 @@ func interpretError(err error) error {
 // inTx runs fn in an IMMEDIATE transaction on the writer, committing when it
 // returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	s.checkpointTail(ctx)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -185,7 +301,11 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.pokeCheckpointer()
+	return nil
 }
 
 // Times are stored as INTEGER unix milliseconds.

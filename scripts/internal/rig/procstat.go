@@ -24,6 +24,8 @@ type ProcSample struct {
 	PPID       int    // parent process id
 	VmRSS      int64  // resident set now, bytes
 	VmHWM      int64  // peak resident set, bytes
+	RssFile    int64  // resident pages mapped from files (the binary's code and data), bytes
+	RssAnon    int64  // resident anonymous memory (heaps, stacks), bytes
 	NumThreads int
 }
 
@@ -73,6 +75,10 @@ func ReadProc(pid int) (ProcSample, error) {
 			s.VmRSS = kB(v)
 		case "VmHWM":
 			s.VmHWM = kB(v)
+		case "RssFile":
+			s.RssFile = kB(v)
+		case "RssAnon":
+			s.RssAnon = kB(v)
 		case "Threads":
 			s.NumThreads, _ = strconv.Atoi(strings.TrimSpace(v))
 		}

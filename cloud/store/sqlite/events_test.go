@@ -1,0 +1,113 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/migrations"
+)
+
+// eventsOf inserts n deliveries of host, leases them all and acks the
+// first: each has a trail of one to three audit events.
+func eventsOf(ctx context.Context, t *testing.T, s *Store, host string, n int, now time.Time) []string {
+	t.Helper()
+	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: host, Name: host, Now: now})
+	require.NoError(t, err)
+	var ids []string
+	for i := range n {
+		ev := fmt.Sprintf("%s-%d", host, i)
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: store.DeliveryID("github", ev, at), HostID: host,
+			Source: "github", EventID: ev, RawBody: []byte(ev), ReceivedAt: at, Headers: map[string]string{}})
+		require.NoError(t, err)
+		ids = append(ids, store.DeliveryID("github", ev, at))
+	}
+	res, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: host, Max: n - 1, LeaseFor: time.Minute, Now: now})
+	require.NoError(t, err)
+	require.Len(t, res.Deliveries, n-1)
+	acked, err := s.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: host, IDs: ids[:1], Now: now})
+	require.NoError(t, err)
+	require.Equal(t, 1, acked)
+	return ids
+}
+
+func trails(ctx context.Context, t *testing.T, s *Store, ids []string) map[string][]*store.DeliveryEvent {
+	t.Helper()
+	out := map[string][]*store.DeliveryEvent{}
+	for _, id := range ids {
+		evs, err := s.DeliveryEventList(ctx, id)
+		require.NoError(t, err)
+		require.NotEmpty(t, evs, id)
+		out[id] = evs
+	}
+	return out
+}
+
+// The audit trail keyed by received time (migration 12) keeps every event,
+// its id and its delivery in both directions; ids go on from the old
+// sequence, never reusing one of a deleted event; a delivery's events are
+// found through the index and go with it.
+func TestMigrateEventKeys(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	ids := eventsOf(ctx, t, s, "h-a", 5, now)
+	gone := eventsOf(ctx, t, s, "h-gone", 2, now)
+	before := trails(ctx, t, s, ids)
+	var last int64
+	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT max(id) FROM delivery_events`).Scan(&last))
+	// The newest events go with their host: the next id is still past them.
+	_, err := s.write.ExecContext(ctx, `DELETE FROM hosts WHERE id = 'h-gone'`)
+	require.NoError(t, err)
+	for _, id := range gone {
+		evs, err := s.DeliveryEventList(ctx, id)
+		require.NoError(t, err)
+		require.Empty(t, evs, "events of %s, deleted by its host's cascade", id)
+	}
+
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 10)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT count(*) FROM delivery_events WHERE delivery_id = ?`, ids[0]).Scan(&n))
+	require.Equal(t, len(before[ids[0]]), n, "events back under the foreign key")
+	eventsOf(ctx, t, s, "h-between", 2, now) // written in the old layout
+	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT max(id) FROM delivery_events`).Scan(&last))
+
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, trails(ctx, t, s, ids))
+	later := eventsOf(ctx, t, s, "h-b", 2, now.Add(time.Hour))
+	after := trails(ctx, t, s, later)
+	require.Greater(t, after[later[0]][0].ID, last)
+
+	// Deleting a delivery deletes its events, and no one else's.
+	n, err = s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked,
+		PruneParams: store.PruneParams{Before: now.Add(2 * time.Hour)}})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "one acked delivery of each host")
+	evs, err := s.DeliveryEventList(ctx, ids[0])
+	require.NoError(t, err)
+	require.Empty(t, evs)
+	delete(before, ids[0])
+	require.Equal(t, before, trails(ctx, t, s, ids[1:]))
+}
+
+// A delivery's audit trail is read through the index led by its received
+// millisecond.
+func TestEventListUsesIndex(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := strings.Join(queryPlan(ctx, t, s, `SELECT id, at, reason FROM delivery_events WHERE `+eventKey+` ORDER BY id`,
+		"github:x:1764230400000", "github:x:1764230400000"), "; ")
+	require.Contains(t, plan, "SEARCH delivery_events USING INDEX delivery_events_received_idx (<expr>=? AND delivery_id=?)")
+	require.NotContains(t, plan, "TEMP B-TREE")
+}
