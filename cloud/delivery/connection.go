@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // Lost fails the attempt of deliveries pushed on a connection that closed
@@ -66,9 +67,11 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 	// the subscription is caught there — so the host is looked at too
 	// when there is nothing to lease.
 	woken := true
+	var wokenAt time.Time // when the last wake-up came (steptime)
 	for {
 		if n := room(); n > 0 && look {
 			p := &store.DeliveryLeaseParams{HostID: host.ID, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
+			began := steptime.Now()
 			res, err := s.store.DeliveryLease(ctx, p)
 			if err != nil {
 				return nil, fmt.Errorf("lease: %w", err)
@@ -79,6 +82,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 					s.cfg.Observer.Exchanged(host.ID)
 				}
 				s.observeLeased(ctx, host.ID, res.Deliveries)
+				s.wakeups.stamp(host.ID, wokenAt, began, res.Deliveries)
 				return res, nil
 			}
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
@@ -117,6 +121,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 			look = true
 		case <-wake:
 			look, woken = true, true
+			wokenAt = steptime.Now()
 		}
 	}
 }

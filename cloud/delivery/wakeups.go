@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // wakeups lets those waiting for a host's work (a long poll's wait, a
@@ -19,6 +20,9 @@ type wakeups struct {
 	stopped bool
 	ready   chan struct{} // closed once the store's listener first listens
 	once    sync.Once
+	// notified is when each host was last woken, kept only while
+	// steptime stamps (the benchmark's latency breakdown).
+	notified map[string]time.Time
 }
 
 func newWakeups() *wakeups {
@@ -64,11 +68,40 @@ func (s *Service) Waiting() int {
 func (w *wakeups) wake(hostID string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if steptime.Enabled() && len(w.waiting[hostID]) > 0 {
+		if w.notified == nil {
+			w.notified = map[string]time.Time{}
+		}
+		w.notified[hostID] = time.Now()
+	}
 	for ch := range w.waiting[hostID] {
 		select {
 		case ch <- struct{}{}:
 		default: // already woken
 		}
+	}
+}
+
+// stamp stamps leased deliveries, when steptime stamps: when their host
+// was last woken and when its waiter received that (woken zero: it did not
+// wait; the lease is the first look of a push or heartbeat), when the lease
+// began and now, when it committed.
+func (w *wakeups) stamp(hostID string, woken, began time.Time, ds []*store.Delivery) {
+	if !steptime.Enabled() {
+		return
+	}
+	var notified time.Time
+	if !woken.IsZero() {
+		w.mu.Lock()
+		notified = w.notified[hostID]
+		w.mu.Unlock()
+	}
+	now := time.Now()
+	for _, d := range ds {
+		steptime.Stamp(d.Headers, "notified", notified)
+		steptime.Stamp(d.Headers, "woken", woken)
+		steptime.Stamp(d.Headers, "lease_began", began)
+		steptime.Stamp(d.Headers, "leased", now)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // Timeouts of a socket.
@@ -511,6 +512,7 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		ids := make([]string, 0, len(res.Deliveries))
 		for _, d := range res.Deliveries {
 			ids = append(ids, d.ID)
+			steptime.Stamp(d.Headers, "encoded", time.Now())
 			f.Webhooks = append(f.Webhooks, toWire(d, !ss.rawBodyOnly))
 		}
 		ss.mu.Lock()
