@@ -129,7 +129,7 @@ func (s *Server) socket(c *gin.Context) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request.Context()))
 	defer cancel(nil)
 	ss := &socketSession{
-		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}),
+		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}), marker: s.deliveries.NewMarker(host.ID),
 		expires: claims.ExpiresAt.Time, poke: make(chan struct{}, 1), unreported: map[string]bool{},
 	}
 	defer close(ss.done)
@@ -144,6 +144,9 @@ type socketSession struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once what it pushed is released
 	poke   chan struct{} // more credit, or a report applied
+	// marker marks what was written delivered, off the push loop; reports
+	// and the release wait for it.
+	marker *delivery.Marker
 
 	rawBodyOnly bool
 
@@ -211,6 +214,7 @@ func (ss *socketSession) finish(err error) {
 // release fails the attempt of what was pushed and not reported: due again
 // at once (delivery.Lost).
 func (ss *socketSession) release() {
+	ss.marker.Flush()
 	ss.mu.Lock()
 	ids := make([]string, 0, len(ss.unreported))
 	for id := range ss.unreported {
@@ -394,6 +398,9 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 			return unavailable(err)
 		}
 	}
+	// What the report moves on was marked delivered first, as a
+	// heartbeat's answer is before its next heartbeat.
+	ss.marker.Flush()
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {
 		return unavailable(err)
 	}
@@ -522,8 +529,13 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		}
 		ss.mu.Unlock()
 		err = ss.write(ctx, f)
-		// Written, they are delivered; not, due again at once.
-		s.deliveries.Handed(ctx, ss.host.ID, ids, err)
+		// Written, they are delivered (marked while the loop goes on); not,
+		// due again at once.
+		if err == nil {
+			ss.marker.Add(ids)
+		} else {
+			s.deliveries.Handed(ctx, ss.host.ID, ids, err)
+		}
 		if err != nil {
 			ss.mu.Lock()
 			for _, id := range ids {
