@@ -400,6 +400,13 @@ const leaseCandidates = `
 	ORDER BY received_at, delivery_id
 	LIMIT ?`
 
+// leaseAny finds whether leaseCandidates would find any.
+const leaseAny = `
+	SELECT 1 FROM deliveries INDEXED BY deliveries_available_idx
+	WHERE host_id = ? AND status IN ('queued', 'retrying')
+		AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
+	LIMIT 1`
+
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
@@ -409,9 +416,22 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	leaseUntil := ms(p.Now.Add(p.LeaseFor))
 	tr := store.TransitionLease
 
+	// Most leases find nothing (a long poll or a push loop looking before
+	// it waits): a read says so without taking the write lock, which the
+	// intake and every report wait for. A delivery committed after the
+	// read wakes the caller, who subscribed before it looked.
+	var found int
+	err := s.read.QueryRowContext(ctx, leaseAny, p.HostID, dbTime(now)).Scan(&found)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &store.DeliveryLeaseResult{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
+	}
+
 	var leased []*store.Delivery
 	var more bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// The writer transaction holds SQLite's write lock from BEGIN
 		// IMMEDIATE on, so no other lease can interleave. One candidate more
 		// than fits says whether work is left over.
