@@ -21,7 +21,9 @@ type Marker struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending []string
-	running bool // a goroutine marks
+	running bool  // a goroutine marks
+	added   int64 // deliveries added, ever
+	marked  int64 // of those, how many the marks done so far covered
 }
 
 // NewMarker returns the marker of a connection of host.
@@ -39,6 +41,7 @@ func (m *Marker) Add(ids []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pending = append(m.pending, ids...)
+	m.added += int64(len(ids))
 	if !m.running {
 		m.running = true
 		go m.run()
@@ -53,23 +56,32 @@ func (m *Marker) run() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for len(m.pending) > 0 {
-		ids := m.pending
+		ids, upTo := m.pending, m.added
 		m.pending = nil
 		m.mu.Unlock()
 		if _, err := m.s.MarkDelivered(context.Background(), m.hostID, ids); err != nil {
 			m.s.log.Warn("mark delivered", "host", m.hostID, "deliveries", len(ids), "err", err)
 		}
 		m.mu.Lock()
+		m.marked = upTo
+		m.cond.Broadcast()
 	}
 	m.running = false
-	m.cond.Broadcast()
 }
 
-// Flush waits until every delivery added so far is marked.
+// Flush waits until every delivery added before it is marked (not those
+// added while it waits: a busy connection keeps adding, and its reports
+// must not wait for its pushes to stop).
 func (m *Marker) Flush() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for m.running {
+	m.flushTo(m.added)
+}
+
+// flushTo waits until the first target deliveries added are marked.
+// Callers hold m.mu.
+func (m *Marker) flushTo(target int64) {
+	for m.marked < target {
 		m.cond.Wait()
 	}
 }

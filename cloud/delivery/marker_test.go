@@ -64,3 +64,34 @@ func TestMarkerMarksWhatWasWrittenWhileOneCommitsInOneMore(t *testing.T) {
 		m.Flush() // nothing pending: at once
 	})
 }
+
+func TestMarkerFlushWaitsOnlyForWhatWasAddedBeforeIt(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		gs := &gatedStore{Store: b.store, gate: make(chan struct{})}
+		svc := delivery.New(gs, delivery.Config{LeaseFor: time.Minute}, b.clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		b.send()
+		b.send()
+		res, err := svc.Lease(b.ctx, b.host, 10, 0)
+		require.NoError(t, err)
+		require.Len(t, res.Deliveries, 2)
+		first, second := res.Deliveries[0].ID, res.Deliveries[1].ID
+
+		m := svc.NewMarker(b.host.ID)
+		m.Add([]string{first})
+		require.Eventually(t, func() bool { return gs.marks.Load() == 1 }, 10*time.Second, time.Millisecond)
+		target := m.Added()     // a Flush now waits for this many
+		m.Add([]string{second}) // written while it waits: must not hold it
+		flushed := make(chan struct{})
+		go func() { defer close(flushed); m.FlushTo(target) }()
+		gs.gate <- struct{}{} // the first mark commits
+		select {
+		case <-flushed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Flush waited for a push added after it")
+		}
+		require.Equal(t, store.StatusDelivered, b.get(first).Status)
+		gs.gate <- struct{}{} // the second
+		m.Flush()
+		require.Equal(t, store.StatusDelivered, b.get(second).Status)
+	})
+}
