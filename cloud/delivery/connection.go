@@ -67,7 +67,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 	// the subscription is caught there — so the host is looked at too
 	// when there is nothing to lease.
 	woken := true
-	var wokenAt time.Time // when the last wake-up came (steptime)
+	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
 	for {
 		if n := room(); n > 0 && look {
 			p := &store.DeliveryLeaseParams{HostID: host.ID, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
@@ -82,7 +82,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 					s.cfg.Observer.Exchanged(host.ID)
 				}
 				s.observeLeased(ctx, host.ID, res.Deliveries)
-				s.wakeups.stamp(host.ID, wokenAt, began, res.Deliveries)
+				stamp(notifiedAt, wokenAt, began, res.Deliveries)
 				return res, nil
 			}
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
@@ -116,12 +116,14 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 			return nil, ErrStopping
 		case <-poke:
 			look = true
+			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-due:
 			retry = nil
 			look = true
+			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-wake:
 			look, woken = true, true
-			wokenAt = steptime.Now()
+			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
 		}
 	}
 }

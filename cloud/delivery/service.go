@@ -246,7 +246,7 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 	began := steptime.Now()
 	res, err := s.store.DeliveryLease(ctx, p)
 	if err == nil {
-		s.wakeups.stamp(host.ID, time.Time{}, began, res.Deliveries)
+		stamp(time.Time{}, time.Time{}, began, res.Deliveries)
 	}
 	if err == nil && len(res.Deliveries) == 0 && wake != nil {
 		res, err = s.await(ctx, p, host.Generation, wait, wake)
@@ -290,7 +290,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 	defer t.Stop()
 	for {
 		final := false
-		var wokenAt time.Time // steptime
+		var notifiedAt, wokenAt time.Time // steptime
 		select {
 		case <-ctx.Done():
 			return &store.DeliveryLeaseResult{}, nil
@@ -299,7 +299,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 		case <-t.Chan():
 			final = true
 		case <-wake:
-			wokenAt = steptime.Now()
+			notifiedAt, wokenAt = s.wakeups.notifiedAt(p.HostID), steptime.Now()
 		}
 		h, err := s.store.HostGet(ctx, p.HostID)
 		if err != nil {
@@ -312,7 +312,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 		began := steptime.Now()
 		res, err := s.store.DeliveryLease(ctx, p)
 		if err == nil {
-			s.wakeups.stamp(p.HostID, wokenAt, began, res.Deliveries)
+			stamp(notifiedAt, wokenAt, began, res.Deliveries)
 		}
 		if err != nil || final || len(res.Deliveries) > 0 {
 			return res, err

@@ -82,19 +82,26 @@ func (w *wakeups) wake(hostID string) {
 	}
 }
 
+// notifiedAt is when the host was last woken, when steptime stamps (else
+// the zero time): read by a waiter as it wakes, since a later wake-up
+// moves it on.
+func (w *wakeups) notifiedAt(hostID string) time.Time {
+	if !steptime.Enabled() {
+		return time.Time{}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.notified[hostID]
+}
+
 // stamp stamps leased deliveries, when steptime stamps: when their host
-// was last woken and when its waiter received that (woken zero: it did not
-// wait; the lease is the first look of a push or heartbeat), when the lease
-// began and now, when it committed.
-func (w *wakeups) stamp(hostID string, woken, began time.Time, ds []*store.Delivery) {
+// was woken (notified, read as the waiter woke) and when its waiter
+// received that (woken; both zero when it did not wait: the lease is the
+// first look of a push or heartbeat), when the lease began and now, when
+// it committed.
+func stamp(notified, woken, began time.Time, ds []*store.Delivery) {
 	if !steptime.Enabled() {
 		return
-	}
-	var notified time.Time
-	if !woken.IsZero() {
-		w.mu.Lock()
-		notified = w.notified[hostID]
-		w.mu.Unlock()
 	}
 	now := time.Now()
 	for _, d := range ds {
