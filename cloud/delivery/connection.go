@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // Lost fails the attempt of deliveries pushed on a connection that closed
@@ -68,9 +69,11 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 	// the subscription is caught there — so the host is looked at too
 	// when there is nothing to lease.
 	woken := true
+	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
 	for {
 		if n := room(); n > 0 && look {
 			p := &store.DeliveryLeaseParams{HostID: host.ID, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
+			began := steptime.Now()
 			res, err := s.store.DeliveryLease(ctx, p)
 			if err != nil {
 				return nil, fmt.Errorf("lease: %w", err)
@@ -81,6 +84,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 					s.cfg.Observer.Exchanged(host.ID)
 				}
 				s.observeLeased(ctx, host.ID, res.Deliveries)
+				stamp(notifiedAt, wokenAt, began, res.Deliveries)
 				return res, nil
 			}
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
@@ -114,11 +118,14 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 			return nil, ErrStopping
 		case <-poke:
 			look = true
+			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-due:
 			retry = nil
 			look = true
+			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-wake:
 			look, woken = true, true
+			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
 		}
 	}
 }

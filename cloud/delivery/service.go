@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 	"github.com/relaykit/relay/shared/telemetry"
 )
 
@@ -242,7 +243,11 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 		wake = ch
 	}
 	p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
+	began := steptime.Now()
 	res, err := s.store.DeliveryLease(ctx, p)
+	if err == nil {
+		stamp(time.Time{}, time.Time{}, began, res.Deliveries)
+	}
 	if err == nil && len(res.Deliveries) == 0 && wake != nil {
 		res, err = s.await(ctx, p, host.Generation, wait, wake)
 	}
@@ -285,6 +290,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 	defer t.Stop()
 	for {
 		final := false
+		var notifiedAt, wokenAt time.Time // steptime
 		select {
 		case <-ctx.Done():
 			return &store.DeliveryLeaseResult{}, nil
@@ -293,6 +299,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 		case <-t.Chan():
 			final = true
 		case <-wake:
+			notifiedAt, wokenAt = s.wakeups.notifiedAt(p.HostID), steptime.Now()
 		}
 		h, err := s.store.HostGet(ctx, p.HostID)
 		if err != nil {
@@ -302,7 +309,11 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 			return &store.DeliveryLeaseResult{}, nil
 		}
 		p.Now = s.now()
+		began := steptime.Now()
 		res, err := s.store.DeliveryLease(ctx, p)
+		if err == nil {
+			stamp(notifiedAt, wokenAt, began, res.Deliveries)
+		}
 		if err != nil || final || len(res.Deliveries) > 0 {
 			return res, err
 		}

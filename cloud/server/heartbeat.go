@@ -13,6 +13,7 @@ import (
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // heartbeat applies a host's acks, nacks and extends, records that it is
@@ -53,6 +54,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 	ids := make([]string, 0, len(res.Deliveries))
 	for _, d := range res.Deliveries {
 		ids = append(ids, d.ID)
+		steptime.Stamp(d.Headers, "encoded", time.Now())
 		resp.Webhooks = append(resp.Webhooks, toWire(d, !req.RawBodyOnly))
 	}
 	err = s.writeJSON(c, 200, resp)

@@ -21,6 +21,7 @@ import (
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // Timeouts of a socket.
@@ -98,7 +99,7 @@ func (s *Server) socket(c *gin.Context) {
 	s.sockets.wg.Add(1)
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request.Context()))
 	ss := &socketSession{
-		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}),
+		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}), marker: s.deliveries.NewMarker(host.ID),
 		expires: claims.ExpiresAt.Time, poke: make(chan struct{}, 1), unreported: map[string]bool{},
 	}
 	// The socket lives on in a goroutine of its own, and this handler
@@ -153,6 +154,9 @@ type socketSession struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once what it pushed is released
 	poke   chan struct{} // more credit, or a report applied
+	// marker marks what was written delivered, off the push loop; reports
+	// and the release wait for it.
+	marker *delivery.Marker
 
 	rawBodyOnly bool
 
@@ -248,6 +252,7 @@ func (ss *socketSession) finish(err error) {
 // release fails the attempt of what was pushed and not reported: due again
 // at once (delivery.Lost).
 func (ss *socketSession) release() {
+	ss.marker.Flush()
 	ss.mu.Lock()
 	ids := make([]string, 0, len(ss.unreported))
 	for id := range ss.unreported {
@@ -431,6 +436,9 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 			return unavailable(err)
 		}
 	}
+	// What the report moves on was marked delivered first, as a
+	// heartbeat's answer is before its next heartbeat.
+	ss.marker.Flush()
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {
 		return unavailable(err)
 	}
@@ -556,6 +564,7 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		ids := make([]string, 0, len(res.Deliveries))
 		for _, d := range res.Deliveries {
 			ids = append(ids, d.ID)
+			steptime.Stamp(d.Headers, "encoded", time.Now())
 			f.Webhooks = append(f.Webhooks, toWire(d, !ss.rawBodyOnly))
 		}
 		ss.mu.Lock()
@@ -565,8 +574,13 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		}
 		ss.mu.Unlock()
 		err = ss.write(ctx, f)
-		// Written, they are delivered; not, due again at once.
-		s.deliveries.Handed(ctx, ss.host.ID, ids, err)
+		// Written, they are delivered (marked while the loop goes on); not,
+		// due again at once.
+		if err == nil {
+			ss.marker.Add(ids)
+		} else {
+			s.deliveries.Handed(ctx, ss.host.ID, ids, err)
+		}
 		if err != nil {
 			ss.mu.Lock()
 			for _, id := range ids {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/host/summary"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 	"github.com/relaykit/relay/shared/telemetry"
 )
 
@@ -63,6 +65,7 @@ func (a *Agent) run(w *shared.Webhook) outcome {
 			job.Webhook.Headers = map[string]string{}
 		}
 		job.Webhook.Headers[shared.HeaderTraceParent] = tp
+		steptime.Stamp(job.Webhook.Headers, "handler", time.Now())
 		out := route.Handler.Handle(ctx, job)
 		var failed error
 		if !out.OK {

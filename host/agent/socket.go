@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -292,20 +293,39 @@ func (sc *socketConn) write(f *shared.Frame) error {
 	return nil
 }
 
-func readFrame(ctx context.Context, conn *websocket.Conn) (*shared.Frame, error) {
-	typ, data, err := conn.Read(ctx)
+// readFrame reads and decodes the next frame into buf (reset first), which
+// the caller keeps for its next read: a batch of webhooks is megabytes,
+// and reading each into a fresh slice grown from empty allocated (and
+// the kernel zeroed) about twice that for every frame. Nothing decoded
+// refers to buf. A nil buf is a new one.
+func readFrame(ctx context.Context, conn *websocket.Conn, buf *bytes.Buffer) (*shared.Frame, error) {
+	typ, r, err := conn.Reader(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, err
 	}
 	if typ != websocket.MessageText {
 		return nil, errors.New("socket: binary frame")
 	}
 	var f shared.Frame
-	if err := cloudapi.DecodeFrame(data, &f); err != nil {
+	if err := cloudapi.DecodeFrame(buf.Bytes(), &f); err != nil {
 		return nil, fmt.Errorf("socket: malformed frame: %w", err)
+	}
+	if buf.Cap() > maxKeptFrameBuffer {
+		*buf = bytes.Buffer{} // an outsized frame's buffer is not kept
 	}
 	return &f, nil
 }
+
+// maxKeptFrameBuffer bounds the buffer a socket keeps between frames: a
+// full batch (the cloud's 4 MiB of bodies, base64-encoded, with headers).
+const maxKeptFrameBuffer = 8 << 20
 
 // hello says what the host holds and how much it takes, with the
 // subscription, and waits for the welcome.
@@ -342,7 +362,7 @@ func (sc *socketConn) hello(ctx context.Context) error {
 	sc.limit = int64(f.Credit)
 	wctx, cancel := context.WithTimeout(ctx, socketDialTimeout)
 	defer cancel()
-	w, err := readFrame(wctx, sc.conn)
+	w, err := readFrame(wctx, sc.conn, nil)
 	if err != nil {
 		return fmt.Errorf("socket welcome: %w", err)
 	}
@@ -375,8 +395,9 @@ func (sc *socketConn) serve(ctx context.Context) error {
 	readCtx, stopReading := context.WithCancel(context.Background())
 	sc.frames, sc.readErr, sc.stopReading = frames, readErr, stopReading
 	go func() {
+		var buf bytes.Buffer
 		for {
-			f, err := readFrame(readCtx, sc.conn)
+			f, err := readFrame(readCtx, sc.conn, &buf)
 			if err != nil {
 				readErr <- err
 				return

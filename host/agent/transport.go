@@ -7,6 +7,7 @@ import (
 
 	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // Transport carries webhooks from the cloud to the host and the host's
@@ -53,6 +54,12 @@ type Transport interface {
 // twice; the others are looked up in the ledger in one query, those already
 // done are acked again, and the rest wait on their source's lane.
 func (a *Agent) dispatch(ws []shared.Webhook) {
+	if steptime.Enabled() {
+		now := time.Now()
+		for i := range ws {
+			steptime.Stamp(ws[i].Headers, "decoded", now)
+		}
+	}
 	fresh := a.flow.admit(ws, a.clock.Now())
 	if len(fresh) == 0 {
 		return
@@ -69,6 +76,12 @@ func (a *Agent) dispatch(ws []shared.Webhook) {
 		a.flow.release(ids...)
 		a.pool.expect(-len(fresh))
 		return
+	}
+	if steptime.Enabled() {
+		now := time.Now()
+		for _, w := range fresh {
+			steptime.Stamp(w.Headers, "looked_up", now)
+		}
 	}
 	n := len(fresh)
 	run := fresh[:0] // filtered in place

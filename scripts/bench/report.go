@@ -148,6 +148,16 @@ func (rep *report) markdown(b *bench) string {
 			p("| %s | %s | %s | %g | %d | %d | %s | %s | %s | %s | %s | %d | %s | %s |\n", r.engine, r.mode, r.transport, r.rate, r.sent, r.arrived,
 				ms(r.p50), ms(r.p99), ms(r.max), ms(r.intakeP50), signedMS(r.afterP50), r.errors, mib(r.cloudPeak), mib(r.hostPeak))
 		}
+		p("\nStep by step (the median of each step, ms; the cloud and the host stamp each webhook with `RELAY_STEP_TIMES=1`,\n")
+		p("shared/steptime): *notified* the store's wake-up right after the intake's commit (on Postgres: its NOTIFY\n")
+		p("received), *woken* the waiting push or long poll got it, *leased* the lease committed, *encoded* the frame\n")
+		p("or answer about to be written, *decoded* the host took it in, *looked_up* the ledger said it had not run,\n")
+		p("*handler* the handler starts, *received* the receiver read it.\n\n")
+		for _, r := range rep.e2e {
+			if r.steps != "" {
+				p("- %s %s %s %g/s: %s\n", r.engine, r.mode, r.transport, r.rate, r.steps)
+			}
+		}
 		p("\n")
 	}
 	if len(rep.idle) > 0 {

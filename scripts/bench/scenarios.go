@@ -20,6 +20,7 @@ import (
 
 	"github.com/relaykit/relay/scripts/internal/rig"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 )
 
 // bench holds what every scenario shares.
@@ -63,8 +64,9 @@ type run struct {
 }
 
 // newRun starts a cloud on a new database of engine and creates a host with
-// a github source, and a stripe source when the mix sends to one.
-func (b *bench) newRun(engine, name string) (*run, error) {
+// a github source, and a stripe source when the mix sends to one; env is
+// added to the cloud's environment.
+func (b *bench) newRun(engine, name string, env ...string) (*run, error) {
 	b.n++
 	r := &run{b: b, engine: engine, dir: filepath.Join(b.work, fmt.Sprintf("%02d-%s-%s", b.n, engine, name))}
 	switch engine {
@@ -77,7 +79,7 @@ func (b *bench) newRun(engine, name string) (*run, error) {
 		}
 		r.dbURL = u
 	}
-	c, err := rig.StartCloud(b.ctx, rig.CloudConfig{Bin: b.bins.Cloud, DatabaseURL: r.dbURL, DataDir: filepath.Join(r.dir, "cloud"), Env: cloudEnv})
+	c, err := rig.StartCloud(b.ctx, rig.CloudConfig{Bin: b.bins.Cloud, DatabaseURL: r.dbURL, DataDir: filepath.Join(r.dir, "cloud"), Env: append(slices.Clone(cloudEnv), env...)})
 	if err != nil {
 		r.close()
 		return nil, err
@@ -115,15 +117,16 @@ func (b *bench) hostConfig(url string, parallel bool, workers int) map[string]an
 	return cfg
 }
 
-// startHost claims the run's host and runs it forwarding to a new receiver.
-func (r *run) startHost(parallel bool, workers int, transport string) error {
+// startHost claims the run's host and runs it forwarding to a new receiver;
+// env is added to the host's environment.
+func (r *run) startHost(parallel bool, workers int, transport string, env ...string) error {
 	rc, err := rig.StartReceiver(rig.ReceiverOptions{})
 	if err != nil {
 		return err
 	}
 	r.recv = rc
 	h, err := rig.StartHost(r.b.ctx, rig.HostConfig{Bin: r.b.bins.Host, CloudURL: r.cloud.URL, ClaimCode: r.code,
-		StateDir: filepath.Join(r.dir, "host"), Config: withTransport(r.b.hostConfig(rc.URL, parallel, workers), transport)})
+		StateDir: filepath.Join(r.dir, "host"), Config: withTransport(r.b.hostConfig(rc.URL, parallel, workers), transport), Env: env})
 	if err != nil {
 		return err
 	}
@@ -555,12 +558,16 @@ type e2eRow struct {
 	errors              int
 	p50, p99, max       time.Duration
 	cloudPeak, hostPeak int64
+	steps               string // the median of each step (stepTimes)
 	err                 string
 }
 
 func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 	row := e2eRow{engine: engine, mode: mode, transport: transport, rate: rate}
-	r, err := b.newRun(engine, fmt.Sprintf("e2e_%s_%s_%g", mode, transport, rate))
+	// Each webhook carries the times of its steps (shared/steptime) to
+	// the receiver: where the time goes.
+	stepEnv := steptime.Env + "=1"
+	r, err := b.newRun(engine, fmt.Sprintf("e2e_%s_%s_%g", mode, transport, rate), stepEnv)
 	if err != nil {
 		row.err = (&run{b: b, engine: engine}).fail(err)
 		return row
@@ -570,7 +577,7 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 	if mode == "parallel" {
 		parallel, workers = true, b.cfg.e2eWorkers
 	}
-	if err := r.startHost(parallel, workers, transport); err != nil {
+	if err := r.startHost(parallel, workers, transport, stepEnv); err != nil {
 		row.err = r.fail(err)
 		return row
 	}
@@ -614,10 +621,12 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 	// committed) and from that answer to the handler — which the push or
 	// the long poll's answer may beat, since both follow the commit.
 	var lat, intake, after []time.Duration
+	steps := newStepTimes()
 	for key, hit := range r.recv.Snapshot() {
 		i := eventIDOf(key)
 		if at, ok := sentAt[i]; ok {
 			lat = append(lat, hit.First.Sub(at))
+			steps.add(at, answeredAt[i], hit)
 			if ans, ok := answeredAt[i]; ok {
 				intake = append(intake, ans.Sub(at))
 				after = append(after, hit.First.Sub(ans))
@@ -631,6 +640,8 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 	row.cloudPeak, row.hostPeak = r.cloudPeak(), r.hostPeak()
 	logf("e2e %s %s %s %g/s: %d sent, %d arrived, p50 %s p99 %s max %s (p50 POST → answer %s, answer → handler %s)", engine, mode, transport, rate, row.sent, row.arrived,
 		ms(row.p50), ms(row.p99), ms(row.max), ms(row.intakeP50), signedMS(row.afterP50))
+	row.steps = steps.medians()
+	logf("e2e %s %s %s %g/s: median of each step, ms: %s", engine, mode, transport, rate, row.steps)
 	return row
 }
 

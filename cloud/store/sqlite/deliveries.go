@@ -449,6 +449,13 @@ const leaseCandidates = `
 	ORDER BY received_at, delivery_id
 	LIMIT ?`
 
+// leaseAny finds whether leaseCandidates would find any.
+const leaseAny = `
+	SELECT 1 FROM deliveries INDEXED BY deliveries_available_idx
+	WHERE host_id = ? AND status IN ('queued', 'retrying')
+		AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
+	LIMIT 1`
+
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
@@ -458,9 +465,22 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	leaseUntil := ms(p.Now.Add(p.LeaseFor))
 	tr := store.TransitionLease
 
+	// Most leases find nothing (a long poll or a push loop looking before
+	// it waits): a read says so without taking the write lock, which the
+	// intake and every report wait for. A delivery committed after the
+	// read wakes the caller, who subscribed before it looked.
+	var found int
+	err := s.read.QueryRowContext(ctx, leaseAny, p.HostID, dbTime(now)).Scan(&found)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &store.DeliveryLeaseResult{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
+	}
+
 	var leased []*store.Delivery
 	var more bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// The writer transaction holds SQLite's write lock from BEGIN
 		// IMMEDIATE on, so no other lease can interleave. One candidate more
 		// than fits says whether work is left over.
@@ -811,12 +831,15 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	tr := store.TransitionExpire
 	var n int
 	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) error {
-		args := append(statusArgs(tr.From), dbTime(now), limit)
+		// The statuses are written into the statement, not bound: only
+		// then can SQLite tell that the partial index of leases
+		// (deliveries_lease_idx, on exactly these statuses) holds every
+		// row it wants. Bound, it scanned the whole table every second.
 		failing, err := queryAll(ctx, tx, scanFailing, `
 			SELECT `+failingColumns+` FROM deliveries
-			WHERE status IN (`+placeholders(len(tr.From))+`) AND lease_expires_at < ?
+			WHERE status IN (`+statusList(tr.From)+`) AND lease_expires_at < ?
 			ORDER BY lease_expires_at, delivery_id
-			LIMIT ?`, args...)
+			LIMIT ?`, dbTime(now), limit)
 		if err != nil {
 			return err
 		}
@@ -827,4 +850,18 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
 	}
 	return n, nil
+}
+
+// statusList is statuses as SQL literals, for a statement that must name
+// them itself (a partial index's condition is matched only against
+// literals). Statuses are the store's constants, never input.
+func statusList(statuses []store.Status) string {
+	out := make([]string, len(statuses))
+	for i, s := range statuses {
+		if strings.Trim(string(s), "abcdefghijklmnopqrstuvwxyz_") != "" {
+			panic(fmt.Sprintf("sqlite: status %q is no identifier", s))
+		}
+		out[i] = "'" + string(s) + "'"
+	}
+	return strings.Join(out, ", ")
 }

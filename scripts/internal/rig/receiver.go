@@ -22,6 +22,8 @@ type Hit struct {
 	Source  string    // X-Relay-Source of the first
 	Sum     [32]byte  // SHA-256 of the first body, when ReceiverOptions.HashBodies
 	Differs bool      // a later body's SHA-256 differed from the first's (HashBodies)
+	// StepTimes is the first's X-Relay-Step-Times header (shared/steptime).
+	StepTimes string
 }
 
 // ReceiverOptions tune a Receiver.
@@ -96,7 +98,8 @@ func (rc *Receiver) serve(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	h := rc.byKey[key]
 	if h == nil {
-		h = &Hit{First: now, EventID: r.Header.Get("X-GitHub-Delivery"), Source: r.Header.Get(shared.HeaderSource), Sum: sum}
+		h = &Hit{First: now, EventID: r.Header.Get("X-GitHub-Delivery"), Source: r.Header.Get(shared.HeaderSource), Sum: sum,
+			StepTimes: r.Header.Get("X-Relay-Step-Times")}
 		rc.byKey[key] = h
 	} else if rc.opts.HashBodies && h.Sum != sum {
 		h.Differs = true

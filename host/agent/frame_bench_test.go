@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/host/cloudapi"
+	"github.com/relaykit/relay/shared"
+)
+
+// BenchmarkReadFrame reads webhooks frames of 200 webhooks of 14 KB (a
+// drain's batch, 3.8 MB as JSON) from a socket: "kept" as the host does,
+// into the buffer kept between frames; "read-all" into a fresh slice each
+// (websocket.Conn.Read), as it did before.
+//
+//	go test -run '^$' -bench ReadFrame -benchmem -benchtime 200x ./host/agent/
+func BenchmarkReadFrame(b *testing.B) {
+	f := &shared.Frame{Type: shared.FrameWebhooks}
+	body := bytes.Repeat([]byte(`{"action":"opened","x":"`+string(bytes.Repeat([]byte("a"), 14<<10))+`"}`), 1)
+	for i := range 200 {
+		f.Webhooks = append(f.Webhooks, shared.Webhook{DeliveryID: "github:e-" + strconv.Itoa(i) + ":1", Source: "github",
+			EventType: "push", Headers: map[string]string{"X-GitHub-Event": "push"}, RawBody: body, Attempt: 1})
+	}
+	data, err := json.Marshal(f)
+	require.NoError(b, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		for {
+			if err := c.Write(r.Context(), websocket.MessageText, data); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	for _, mode := range []string{"kept", "read-all"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			conn, _, err := websocket.Dial(ctx, "ws"+srv.URL[len("http"):], nil)
+			require.NoError(b, err)
+			defer conn.CloseNow()
+			conn.SetReadLimit(maxSocketFrame)
+			var buf bytes.Buffer
+			b.SetBytes(int64(len(data)))
+			b.ResetTimer()
+			for range b.N {
+				if mode == "kept" {
+					got, err := readFrame(ctx, conn, &buf)
+					require.NoError(b, err)
+					require.Len(b, got.Webhooks, 200)
+					continue
+				}
+				_, raw, err := conn.Read(ctx)
+				require.NoError(b, err)
+				var got shared.Frame
+				require.NoError(b, cloudapi.DecodeFrame(raw, &got))
+				require.Len(b, got.Webhooks, 200)
+			}
+		})
+	}
+}
