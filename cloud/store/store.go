@@ -176,6 +176,8 @@ type Store interface {
 	InspectStore
 	// Host presence and alerts (alert.go).
 	AlertStore
+	// What the console charts (volume.go).
+	VolumeStore
 }
 
 // HostStatus is a host's lifecycle state.

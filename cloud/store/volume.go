@@ -1,0 +1,152 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// VolumeStore is what the console charts: webhooks per hour by outcome.
+type VolumeStore interface {
+	// DeliveryVolume counts the webhooks of the Hours (1–24; 0: 24) clock
+	// hours up to the one holding Now, of every host or of HostID, by
+	// outcome, oldest hour first: one VolumeHour per hour, zeros included.
+	// Each count reads an index; see VolumeQuery.
+	DeliveryVolume(ctx context.Context, p *DeliveryVolumeParams) ([]VolumeHour, error)
+}
+
+// MaxVolumeHours bounds DeliveryVolume: a day of hourly buckets.
+const MaxVolumeHours = 24
+
+type DeliveryVolumeParams struct {
+	HostID string // "": every host
+	Hours  int    // 1–MaxVolumeHours; 0: MaxVolumeHours
+	Now    time.Time
+}
+
+// Window is the first hour's start and the end of the last (the hour
+// holding Now), in UTC.
+func (p *DeliveryVolumeParams) Window() (from, to time.Time, hours int, err error) {
+	hours = p.Hours
+	if hours == 0 {
+		hours = MaxVolumeHours
+	}
+	if hours < 1 || hours > MaxVolumeHours {
+		return time.Time{}, time.Time{}, 0, fmt.Errorf("delivery volume: hours %d: want 1 to %d", p.Hours, MaxVolumeHours)
+	}
+	to = p.Now.UTC().Truncate(time.Hour).Add(time.Hour)
+	return to.Add(-time.Duration(hours) * time.Hour), to, hours, nil
+}
+
+// VolumeHour is one hour's webhooks by outcome:
+//   - Received: stored in the hour (each webhook once, whatever became of it);
+//   - Acked: acked by their host in the hour;
+//   - Failed: retrying now, their last attempt failed in the hour;
+//   - DeadLettered: in the dead-letter queue now, put there in the hour;
+//   - Rejected: refused at intake in the hour (bad signature, …), never stored.
+//
+// Acked, Failed and DeadLettered count a webhook by the status it is in, at
+// the time it entered it: one retried out of the queue leaves its hour's
+// DeadLettered, one pruned by retention leaves its hour's Acked.
+type VolumeHour struct {
+	Start                                           time.Time
+	Received, Acked, Failed, DeadLettered, Rejected int
+}
+
+// Total is the hour's count of every outcome.
+func (h VolumeHour) Total() int { return h.Received + h.Acked + h.Failed + h.DeadLettered + h.Rejected }
+
+// Outcome names, as VolumeQuery's rows give them.
+const (
+	OutcomeReceived     = "received"
+	OutcomeAcked        = "acked"
+	OutcomeFailed       = "failed"
+	OutcomeDeadLettered = "dead-lettered"
+	OutcomeRejected     = "rejected"
+)
+
+// VolumeQuery is DeliveryVolume's query: rows of (outcome, hour index from
+// 0, count), one per outcome and hour that has any. Each part reads an
+// index over its time: receipt order (the host's, or everyone's), the
+// partial index of the status (acked, retrying, dlq: their updated_at is
+// when they entered it), the rejections' time.
+//
+// The query has a ? for each of its arguments, in order. An engine gives
+// hour(col), the expression of col's hour index counted from the window's
+// start (a ? of its own, the first of its part), how it writes a time as a
+// column value, and byTime, its condition on the host (one ?) that lets
+// the time's index lead: a host's acked deliveries of a day are fewer than
+// those it has kept.
+func VolumeQuery(p *DeliveryVolumeParams, hour func(col string) string, at func(time.Time) any, byTime string) (string, []any, error) {
+	from, to, _, err := p.Window()
+	if err != nil {
+		return "", nil, err
+	}
+	var parts []string
+	var args []any
+	part := func(outcome, table, col, cond string) {
+		where := []string{col + " >= ?", col + " < ?"}
+		if cond != "" {
+			where = append([]string{cond}, where...)
+		}
+		var a []any
+		if p.HostID != "" {
+			host := byTime
+			if col == "received_at" {
+				host = "host_id = ?" // the host's receipt order
+			}
+			where = append([]string{host}, where...)
+			a = append(a, p.HostID)
+		}
+		// hour() takes the window's start as its own argument, first.
+		parts = append(parts, `SELECT '`+outcome+`', `+hour(col)+`, count(*) FROM `+table+
+			` WHERE `+strings.Join(where, " AND ")+` GROUP BY 2`)
+		args = append(args, at(from))
+		args = append(args, a...)
+		args = append(args, at(from), at(to))
+	}
+	part(OutcomeReceived, "deliveries", "received_at", "")
+	part(OutcomeAcked, "deliveries", "updated_at", "status = 'acked'")
+	part(OutcomeFailed, "deliveries", "updated_at", "status = 'retrying'")
+	part(OutcomeDeadLettered, "deliveries", "updated_at", "status = 'dlq'")
+	part(OutcomeRejected, "rejections", "at", "")
+	return strings.Join(parts, "\nUNION ALL\n"), args, nil
+}
+
+// VolumeHours lays VolumeQuery's rows out as DeliveryVolume answers them.
+// rows yields each row until it returns false.
+func VolumeHours(p *DeliveryVolumeParams, rows func() (outcome string, hour, n int, ok bool, err error)) ([]VolumeHour, error) {
+	from, _, hours, err := p.Window()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VolumeHour, hours)
+	for i := range out {
+		out[i].Start = from.Add(time.Duration(i) * time.Hour)
+	}
+	for {
+		outcome, h, n, ok, err := rows()
+		if err != nil {
+			return nil, fmt.Errorf("delivery volume: %w", err)
+		}
+		if !ok {
+			return out, nil
+		}
+		if h < 0 || h >= hours {
+			continue // a time on an hour's edge, rounded by the engine
+		}
+		switch outcome {
+		case OutcomeReceived:
+			out[h].Received += n
+		case OutcomeAcked:
+			out[h].Acked += n
+		case OutcomeFailed:
+			out[h].Failed += n
+		case OutcomeDeadLettered:
+			out[h].DeadLettered += n
+		case OutcomeRejected:
+			out[h].Rejected += n
+		}
+	}
+}
