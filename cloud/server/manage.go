@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/shared"
 )
 
 // maxRateLimit bounds a host's own intake rate limit and burst.
@@ -87,45 +85,21 @@ func (s *Server) updateHost(c *gin.Context) {
 // dead-lettered or retrying delivery goes back to the queue with its
 // attempts reset, for the host's next heartbeat.
 func (s *Server) retryDelivery(c *gin.Context) {
-	d, err := s.store.DeliveryRetry(c.Request.Context(), &store.DeliveryRetryParams{HostID: c.Param("id"), ID: c.Param("deliveryId"), Now: s.now()})
-	var te *store.TransitionError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		s.writeError(c, errNotFound("no such delivery on this host"))
-		return
-	case errors.As(err, &te):
-		s.writeError(c, &apiError{code: shared.CodeConflict, message: fmt.Sprintf(
-			"delivery is %s: only a dead-lettered (dlq) or retrying delivery can be retried", te.Status)})
-		return
-	case err != nil:
+	d, err := s.RetryDelivery(c.Request.Context(), c.Param("id"), c.Param("deliveryId"))
+	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	s.log.Info("delivery retried", "host", d.HostID, "delivery_id", d.ID)
 	c.JSON(200, gin.H{"delivery": deliveryView(d, false)})
 }
 
 // purgeDLQ is DELETE /api/hosts/:id/webhooks/dlq: the host's dead letters
 // and their audit trails are deleted, in bounded batches.
 func (s *Server) purgeDLQ(c *gin.Context) {
-	hostID := c.Param("id")
-	if _, err := s.store.HostGet(c.Request.Context(), hostID); err != nil {
-		s.writeError(c, hostErr(err))
+	n, err := s.PurgeDLQ(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.writeError(c, err)
 		return
 	}
-	const batch = 1000
-	total := 0
-	for {
-		n, err := s.store.DeliveryPurgeDLQ(c.Request.Context(), &store.DeliveryPurgeDLQParams{HostID: hostID, Limit: batch})
-		total += n
-		if err != nil {
-			s.writeError(c, err)
-			return
-		}
-		if n < batch {
-			break
-		}
-	}
-	s.log.Info("dead letters purged", "host", hostID, "count", total)
-	c.JSON(200, gin.H{"purged": total})
+	c.JSON(200, gin.H{"purged": n})
 }
