@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -55,7 +56,7 @@ func parseHostPatch(c *gin.Context) (*store.HostUpdateParams, error) {
 		}
 		var n int
 		if string(v) == "null" || json.Unmarshal(v, &n) != nil || n < 0 || n > maxRateLimit {
-			return nil, errInvalid(fmt.Sprintf("%s must be a whole number from 0 (the cloud's default) to %d", field, maxRateLimit))
+			return nil, errRateLimit(field)
 		}
 		*dst = &n
 	}
@@ -71,14 +72,41 @@ func (s *Server) updateHost(c *gin.Context) {
 		return
 	}
 	p.HostID = c.Param("id")
-	h, err := s.store.HostUpdate(c.Request.Context(), p)
-	s.targets.drop(p.HostID)
+	h, err := s.UpdateHost(c.Request.Context(), p)
 	if err != nil {
-		s.writeError(c, hostErr(err))
+		s.writeError(c, err)
 		return
 	}
-	s.log.Info("host updated", "host", h.ID)
 	s.writeHost(c, h)
+}
+
+// UpdateHost changes a host's name and intake rate limits (nil fields stay
+// as they are), as PATCH /api/hosts/:id does. Errors are the API's (see
+// Describe).
+func (s *Server) UpdateHost(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
+	if p.Name != nil {
+		name := strings.TrimSpace(*p.Name)
+		if name == "" || utf8.RuneCountInString(name) > 200 {
+			return nil, errInvalid("name must be 1 to 200 characters")
+		}
+		p.Name = &name
+	}
+	for field, n := range map[string]*int{"rate_limit_per_min": p.RateLimitPerMin, "rate_limit_burst": p.RateLimitBurst} {
+		if n != nil && (*n < 0 || *n > maxRateLimit) {
+			return nil, errRateLimit(field)
+		}
+	}
+	h, err := s.store.HostUpdate(ctx, p)
+	s.targets.drop(p.HostID)
+	if err != nil {
+		return nil, hostErr(err)
+	}
+	s.log.Info("host updated", "host", h.ID)
+	return h, nil
+}
+
+func errRateLimit(field string) error {
+	return errInvalid(fmt.Sprintf("%s must be a whole number from 0 (the cloud's default) to %d", field, maxRateLimit))
 }
 
 // retryDelivery is POST /api/hosts/:id/webhooks/:deliveryId/retry: a

@@ -176,6 +176,8 @@ type Store interface {
 	InspectStore
 	// Host presence and alerts (alert.go).
 	AlertStore
+	// The console's login sessions (console.go).
+	ConsoleStore
 	// What the console charts (volume.go).
 	VolumeStore
 }
