@@ -89,6 +89,10 @@ type navItem struct{ Key, Title, Href string }
 // nav is the console's navigation, in order.
 var nav = []navItem{
 	{"hosts", "Hosts", Path + "/"},
+	{"deliveries", "Deliveries", Path + "/deliveries"},
+	{"dead-letters", "Dead letters", Path + "/deliveries?status=dlq"},
+	{"volume", "Volume", Path + "/volume"},
+	{"rejections", "Rejections", Path + "/rejections"},
 	{"alerts", "Alerts", Path + "/alerts"},
 }
 
@@ -115,6 +119,7 @@ func (cn *Console) Routes(r gin.IRouter) {
 	a.POST("/hosts/:id/sources/:source/events", cn.checkCSRF, cn.setEvents)
 	a.POST("/hosts/:id/sources/:source/secret", cn.checkCSRF, cn.rotateSecret)
 	a.GET("/alerts", cn.alertsPage)
+	cn.deliveryRoutes(a) // deliveries.go
 }
 
 // now is the console's clock, truncated to the milliseconds stores keep.

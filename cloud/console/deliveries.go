@@ -9,13 +9,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/server"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 // deliveriesReader is what the deliveries page reads: the operator's
 // find across hosts, the one GET /api/deliveries answers from.
 type deliveriesReader interface {
 	DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) ([]*store.Delivery, error)
+	HostList(ctx context.Context) ([]*store.Host, error)
 }
 
 // deliveriesPageSize is how many deliveries a page shows.
@@ -72,8 +77,10 @@ type deliveriesData struct {
 	Filter     deliveryFilter
 	Tabs       []statusTab
 	Deliveries []deliveryRow
+	Hosts      []hostLink
 	Next       string // the next page's URL; "" on the last
 	First      string // the first page's URL; "" on the first
+	PurgeHref  string // the confirmation of a purge of the host's dead letters, when they are shown
 }
 
 // deliveryRow is one delivery of a list.
@@ -156,7 +163,17 @@ func loadDeliveries(ctx context.Context, r deliveriesReader, q url.Values) (*del
 	if err != nil {
 		return nil, err
 	}
+	hosts, err := r.HostList(ctx)
+	if err != nil {
+		return nil, err
+	}
 	d := &deliveriesData{Filter: f}
+	for _, h := range hosts {
+		d.Hosts = append(d.Hosts, hostLink{ID: h.ID, Name: h.Name, Current: h.ID == f.Host})
+	}
+	if f.Host != "" && p.Status == store.StatusDLQ {
+		d.PurgeHref = "/console/hosts/" + url.PathEscape(f.Host) + "/dlq/purge"
+	}
 	all := f
 	all.Status = ""
 	d.Tabs = append(d.Tabs, statusTab{Label: "all", Href: "/console/deliveries" + encodeQuery(all.query(false)), Current: f.Status == ""})
@@ -213,4 +230,117 @@ func decodeCursor(s string) (time.Time, string, error) {
 		return time.Time{}, "", err
 	}
 	return time.UnixMilli(n).UTC(), id, nil
+}
+
+// deliveryOps is what the deliveries pages change, through the admin
+// API's own functions (cloud/server's Server).
+type deliveryOps interface {
+	RetryDelivery(ctx context.Context, hostID, id string) (*store.Delivery, error)
+	PurgeDLQ(ctx context.Context, hostID string) (int, error)
+	ReleaseQuarantine(ctx context.Context) (server.ReleaseResult, error)
+}
+
+// ops is the App's deliveryOps (cloud/server's Server has them all).
+func (cn *Console) ops(c *gin.Context) (deliveryOps, bool) {
+	ops, ok := cn.d.App.(deliveryOps)
+	if !ok {
+		cn.failCode(c, shared.CodeNotImplemented, "this console cannot change deliveries")
+	}
+	return ops, ok
+}
+
+// deliveryRoutes registers the deliveries, volume and rejections pages on
+// the console's logged-in group.
+func (cn *Console) deliveryRoutes(a gin.IRouter) {
+	a.GET("/deliveries", cn.deliveriesPage)
+	a.POST("/deliveries/retry", cn.checkCSRF, cn.retry)
+	// The catch-all keeps a delivery id with a slash in it whole.
+	a.GET("/hosts/:id/deliveries/*delivery", cn.deliveryPage)
+	a.GET("/hosts/:id/dlq/purge", cn.purgePage)
+	a.POST("/hosts/:id/dlq/purge", cn.checkCSRF, cn.purge)
+	a.GET("/volume", cn.volumePage)
+	a.GET("/rejections", cn.rejectionsPage)
+	a.POST("/quarantine/release", cn.checkCSRF, cn.release)
+}
+
+// failLoad answers an error of a page's data: a filter the page cannot
+// read is the operator's to fix (400, saying why).
+func (cn *Console) failLoad(c *gin.Context, err error) {
+	var fe *errFilter
+	if errors.As(err, &fe) {
+		cn.failCode(c, shared.CodeInvalid, fe.msg)
+		return
+	}
+	cn.fail(c, err)
+}
+
+func (cn *Console) deliveriesPage(c *gin.Context) {
+	d, err := loadDeliveries(c.Request.Context(), cn.d.Store, c.Request.URL.Query())
+	if err != nil {
+		cn.failLoad(c, err)
+		return
+	}
+	p := &page{Title: "Deliveries", Nav: "deliveries", Data: d}
+	if d.Filter.Status == string(store.StatusDLQ) {
+		p.Title, p.Nav = "Dead letters", "dead-letters"
+	}
+	if n, err := strconv.Atoi(c.Query("purged")); err == nil && n >= 0 {
+		p.Flash = "Purged " + formatCount(n) + " dead letter" + plural(n) + "."
+	}
+	cn.render(c, 200, "deliveries", p)
+}
+
+// purgeData is the purge confirmation's.
+type purgeData struct {
+	HostID, HostName string
+	Count            int
+}
+
+// purgePage asks to confirm a purge of a host's dead-letter queue.
+func (cn *Console) purgePage(c *gin.Context) {
+	ctx := c.Request.Context()
+	h, err := cn.d.Store.HostGet(ctx, c.Param("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		cn.failCode(c, shared.CodeNotFound, "no such host")
+		return
+	}
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	counts, err := cn.d.Store.DeliveryCountByStatus(ctx, h.ID)
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	cn.render(c, 200, "purge", &page{Title: "Purge dead letters", Nav: "dead-letters",
+		Data: purgeData{HostID: h.ID, HostName: h.Name, Count: counts[store.StatusDLQ]}})
+}
+
+// purge deletes a host's dead letters, once confirmed, as DELETE
+// /api/hosts/:id/webhooks/dlq does.
+func (cn *Console) purge(c *gin.Context) {
+	if c.PostForm("confirm") != "yes" {
+		cn.failCode(c, shared.CodeInvalid, "confirm the purge from its page")
+		return
+	}
+	ops, ok := cn.ops(c)
+	if !ok {
+		return
+	}
+	hostID := c.Param("id")
+	n, err := ops.PurgeDLQ(c.Request.Context(), hostID)
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	q := url.Values{"status": {string(store.StatusDLQ)}, "host": {hostID}, "purged": {strconv.Itoa(n)}}
+	c.Redirect(303, Path+"/deliveries?"+q.Encode())
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

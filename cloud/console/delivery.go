@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 // deliveryReader is what a delivery's page reads: what `cloud ctl
@@ -108,4 +112,37 @@ func showBody(b []byte, raw bool) (body string, isJSON, cut bool) {
 		b, cut = b[:maxShownBody], true // a rune cut in two shows as U+FFFD
 	}
 	return string(bytes.ToValidUTF8(b, []byte("\uFFFD"))), isJSON, cut
+}
+
+func (cn *Console) deliveryPage(c *gin.Context) {
+	hostID, id := c.Param("id"), strings.TrimPrefix(c.Param("delivery"), "/")
+	d, err := loadDelivery(c.Request.Context(), cn.d.Store, hostID, id, c.Query("raw") == "1")
+	if errors.Is(err, store.ErrNotFound) {
+		cn.failCode(c, shared.CodeNotFound, "no such delivery on this host")
+		return
+	}
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	p := &page{Title: "Delivery " + d.D.EventID, Nav: "deliveries", Data: d}
+	if c.Query("retried") == "1" {
+		p.Flash = "Retried: it is queued again, with its attempts reset, for the host’s next heartbeat."
+	}
+	cn.render(c, 200, "delivery", p)
+}
+
+// retry puts a dead-lettered or retrying delivery back in the queue, as
+// POST /api/hosts/:id/webhooks/:deliveryId/retry does.
+func (cn *Console) retry(c *gin.Context) {
+	ops, ok := cn.ops(c)
+	if !ok {
+		return
+	}
+	d, err := ops.RetryDelivery(c.Request.Context(), c.PostForm("host"), c.PostForm("id"))
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	c.Redirect(303, deliveryHref(d.HostID, d.ID)+"?retried=1")
 }

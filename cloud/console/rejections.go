@@ -2,12 +2,15 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -161,4 +164,36 @@ func idParam(q url.Values, key string) (int64, error) {
 		return 0, &errFilter{key + ": want a positive id"}
 	}
 	return n, nil
+}
+
+func (cn *Console) rejectionsPage(c *gin.Context) {
+	d, err := loadRejections(c.Request.Context(), cn.d.Store, c.Request.URL.Query())
+	if err != nil {
+		cn.failLoad(c, err)
+		return
+	}
+	p := &page{Title: "Rejections", Nav: "rejections", Data: d}
+	if v := c.Query("released"); v != "" {
+		// Numbers only: the page says nothing a link could make up.
+		var a, r, h int
+		if _, err := fmt.Sscanf(v, "%d-%d-%d", &a, &r, &h); err == nil {
+			p.Flash = fmt.Sprintf("Release pass done: %d admitted, %d rejected, %d still held.", a, r, h)
+		}
+	}
+	cn.render(c, 200, "rejections", p)
+}
+
+// release runs a quarantine release pass now, as POST
+// /api/quarantine/release does.
+func (cn *Console) release(c *gin.Context) {
+	ops, ok := cn.ops(c)
+	if !ok {
+		return
+	}
+	res, err := ops.ReleaseQuarantine(c.Request.Context())
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	c.Redirect(303, fmt.Sprintf("%s/rejections?released=%d-%d-%d#quarantine", Path, res.Admitted, res.Rejected, res.Held))
 }

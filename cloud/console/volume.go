@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -85,4 +87,13 @@ func chartOf(ctx context.Context, r volumeReader, title, hostID string, now time
 		c.Totals = append(c.Totals, outcomeTotal{Outcome: s.name, Count: n})
 	}
 	return c, nil
+}
+
+func (cn *Console) volumePage(c *gin.Context) {
+	d, err := loadVolume(c.Request.Context(), cn.d.Store, c.Query("host"), cn.now())
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	cn.render(c, 200, "volume", &page{Title: "Volume", Nav: "volume", Data: d})
 }
