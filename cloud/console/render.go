@@ -166,6 +166,17 @@ func (cn *Console) forbidden(c *gin.Context, msg string) {
 	c.Abort()
 }
 
+// humanBytes is n bytes for people: 512 bytes, 64 KiB, 25 MiB.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // humanDuration is d rounded for people: 45s, 12m, 3h 5m, 2d 4h.
 func humanDuration(d time.Duration) string {
 	switch {
