@@ -60,6 +60,7 @@ var funcs = template.FuncMap{
 	"deref": func(t *time.Time) time.Time { return *t },
 	"dur":   humanDuration,
 	"join":  strings.Join,
+	"bytes": humanBytes,
 }
 
 // mustParsePages parses layout.html with each other template file, the page
