@@ -30,6 +30,7 @@ type page struct {
 	FlashErr bool   // Flash says something failed
 	CSRF     string // the session's CSRF token, for forms ({{template "csrf" .}})
 	LoggedIn bool
+	Now      time.Time      // when the page was rendered (the console's clock)
 	Alerts   []*store.Alert // firing alerts, for the banner
 	Data     any
 
@@ -61,6 +62,13 @@ var funcs = template.FuncMap{
 	"dur":   humanDuration,
 	"join":  strings.Join,
 	"bytes": humanBytes,
+	// ago is how long before now t was: "3m ago".
+	"ago": func(now time.Time, t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return humanDuration(now.Sub(*t)) + " ago"
+	},
 }
 
 // mustParsePages parses layout.html with each other template file, the page
@@ -107,7 +115,7 @@ func (cn *Console) render(c *gin.Context, status int, name string, p *page) {
 		c.String(500, "internal error")
 		return
 	}
-	p.NavItems, p.CSS, p.JS = nav, assetURL("console.css"), assetURL("console.js")
+	p.NavItems, p.CSS, p.JS, p.Now = nav, assetURL("console.css"), assetURL("console.js"), cn.now()
 	if s := sessionOf(c); s != nil {
 		p.LoggedIn, p.CSRF = true, s.csrf
 		if p.Alerts == nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,27 @@ func testConsole(t *testing.T, dbURL string) {
 	}
 	require.Equal(t, 200, c.admin("GET", "/api/hosts/"+spare, nil, &sh))
 	require.Equal(t, "deactivated", sh.Status)
+
+	// A form whose CSRF token is taken out is refused, and creates nothing.
+	hostsNow := func() int {
+		var out struct {
+			Hosts []json.RawMessage `json:"hosts"`
+		}
+		require.Equal(t, 200, c.admin("GET", "/api/hosts", nil, &out))
+		return len(out.Hosts)
+	}
+	n := hostsNow()
+	do(t, ctx, "hosts page", chromedp.Navigate(c.url+"/console/"), chromedp.WaitVisible(chromedp.ID("host-name")),
+		chromedp.SendKeys(chromedp.ID("host-name"), "forged"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('form[action="/console/hosts"] input[name="csrf"]').remove()`))
+	submitAndWait(t, ctx, "submit without the token", `form[action="/console/hosts"] button`, ".error-page")
+	require.Equal(t, "Refused", text(t, ctx, ".error-page h1"))
+	require.Contains(t, text(t, ctx, ".error-page"), "security token is missing")
+	require.Equal(t, n, hostsNow(), "nothing created")
+
+	// The stylesheet applies under the CSP (nothing inline is needed).
+	bg := get(t, ctx, "header colour", chromedp.Evaluate[string](`getComputedStyle(document.querySelector("header.top")).backgroundColor`))
+	require.Equal(t, "rgb(22, 32, 44)", bg)
 
 	do(t, ctx, "alerts", chromedp.Navigate(c.url+"/console/alerts"), chromedp.WaitVisible(chromedp.CSS("main h1")))
 	require.Equal(t, "Alerts", text(t, ctx, "main h1"))
