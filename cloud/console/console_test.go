@@ -216,6 +216,15 @@ func TestLogin(t *testing.T) {
 	a = cl.get("/console/login")
 	require.Equal(t, 303, a.status, "logged in already")
 
+	// Logging in again replaces the session: a new id, the old one gone.
+	cl.login()
+	require.NotEqual(t, ck.Value, cl.cookie.Value)
+	_, err = b.store.SessionGet(ctx, sum[:])
+	require.ErrorIs(t, err, store.ErrNotFound)
+	n, err := b.store.SessionCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
 	// Another site is never a next stop.
 	for _, next := range []string{"https://evil.example/", "//evil.example/console/", "/console/\\evil", "/api/hosts"} {
 		require.Equal(t, "/console/", nextPath(next), next)

@@ -243,3 +243,14 @@ func TestSparkline(t *testing.T) {
 	huge := string(Sparkline([]int{1, 1_000_000}, ""))
 	require.Contains(t, huge, `points="1.0,23.0 119.0,1.0"`)
 }
+
+func TestHumanUnits(t *testing.T) {
+	require.Equal(t, "25 MiB", humanBytes(25<<20))
+	require.Equal(t, "64 KiB", humanBytes(64<<10))
+	require.Equal(t, "1000 bytes", humanBytes(1000))
+	require.Equal(t, "45s", humanDuration(45*time.Second))
+	require.Equal(t, "12m", humanDuration(12*time.Minute+5*time.Second))
+	require.Equal(t, "3h 5m", humanDuration(3*time.Hour+5*time.Minute))
+	require.Equal(t, "2d 4h", humanDuration(52*time.Hour))
+	require.Equal(t, "0s", humanDuration(-time.Second))
+}

@@ -30,6 +30,7 @@ type page struct {
 	FlashErr bool   // Flash says something failed
 	CSRF     string // the session's CSRF token, for forms ({{template "csrf" .}})
 	LoggedIn bool
+	Now      time.Time      // when the page was rendered (the console's clock)
 	Alerts   []*store.Alert // firing alerts, for the banner
 	Data     any
 
@@ -60,6 +61,14 @@ var funcs = template.FuncMap{
 	"deref": func(t *time.Time) time.Time { return *t },
 	"dur":   humanDuration,
 	"join":  strings.Join,
+	"bytes": humanBytes,
+	// ago is how long before now t was: "3m ago".
+	"ago": func(now time.Time, t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return humanDuration(now.Sub(*t)) + " ago"
+	},
 }
 
 // mustParsePages parses layout.html with each other template file, the page
@@ -106,7 +115,7 @@ func (cn *Console) render(c *gin.Context, status int, name string, p *page) {
 		c.String(500, "internal error")
 		return
 	}
-	p.NavItems, p.CSS, p.JS = nav, assetURL("console.css"), assetURL("console.js")
+	p.NavItems, p.CSS, p.JS, p.Now = nav, assetURL("console.css"), assetURL("console.js"), cn.now()
 	if s := sessionOf(c); s != nil {
 		p.LoggedIn, p.CSRF = true, s.csrf
 		if p.Alerts == nil {
@@ -164,6 +173,17 @@ type errorData struct {
 func (cn *Console) forbidden(c *gin.Context, msg string) {
 	cn.render(c, 403, "error", &page{Title: "Refused", Data: errorData{Status: 403, Message: msg}})
 	c.Abort()
+}
+
+// humanBytes is n bytes for people: 512 bytes, 64 KiB, 25 MiB.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // humanDuration is d rounded for people: 45s, 12m, 3h 5m, 2d 4h.

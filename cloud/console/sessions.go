@@ -176,6 +176,13 @@ func (cn *Console) login(c *gin.Context) {
 		cn.render(c, shared.HTTPStatus(code), "login", &page{Title: "Log in", Data: loginData{Next: next, Error: msg}})
 		return
 	}
+	// A login replaces the session the browser held, if any.
+	if old := cookieSession(c.Request); old != nil {
+		if err := cn.d.Store.SessionDelete(c.Request.Context(), hashID(old)); err != nil {
+			cn.fail(c, err)
+			return
+		}
+	}
 	id, s, err := cn.StartSession(c.Request.Context())
 	if err != nil {
 		cn.fail(c, err)
