@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -28,30 +27,14 @@ func testConsoleDeliveries(t *testing.T, dbURL string) {
 	startHost(t, c.url, code, forwardTo(app.url))
 
 	ctx := newBrowser(t)
-	textOf := func(sel string) string {
-		t.Helper()
-		return strings.TrimSpace(get(t, ctx, "text of "+sel, chromedp.Text(chromedp.CSS(sel))))
-	}
 	// open loads a console page and waits for sel on it.
 	open := func(path, sel string) {
 		t.Helper()
 		do(t, ctx, "open "+path, chromedp.Navigate(c.url+path), chromedp.WaitVisible(chromedp.CSS(sel)))
 	}
-	// click follows a link or sends a form, waiting for sel on the next page.
-	click := func(what, button, sel string) {
-		t.Helper()
-		do(t, ctx, what,
-			chromedp.Evaluate[chromedp.Void](`document.documentElement.dataset.left = "1"`),
-			chromedp.Click(chromedp.CSS(button)),
-			chromedp.WaitReady(chromedp.CSS(`html:not([data-left])`)),
-			chromedp.WaitVisible(chromedp.CSS(sel)))
-	}
-	do(t, ctx, "log in",
-		chromedp.Navigate(c.url+"/console/deliveries"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), adminToken),
-		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`form.filters`)))
+	textOf := func(sel string) string { t.Helper(); return text(t, ctx, sel) }
+	click := func(what, button, sel string) { t.Helper(); submitAndWait(t, ctx, what, button, sel) }
+	consoleLogin(t, ctx, c)
 
 	// A webhook whose body, were it run as HTML, would change the page.
 	body := []byte(`{"ref":"refs/heads/main","note":"<script>document.title='pwned';window.pwned=1</script>","commits":[]}`)
