@@ -489,6 +489,7 @@ func serve(ctx context.Context, args []string) error {
 		App: srv, Store: st, Clock: clock, Log: log,
 		CSRFKey:      tokens.DerivedKey("console csrf"),
 		SecureCookie: tlsSetup != nil || strings.HasPrefix(strings.ToLower(o.publicURL), "https://"),
+		Volume:       console.ReceivedPerHour(st),
 	}).Routes)
 	handler := srv.Handler()
 	if tlsSetup != nil {

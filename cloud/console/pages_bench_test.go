@@ -67,14 +67,7 @@ func benchPages(b *testing.B, st store.Store) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: testAdmin})
 	con := New(Deps{App: app, Store: st, Clock: clock, Log: log, CSRFKey: tokens.DerivedKey("console csrf"),
-		Volume: func(ctx context.Context, hostID string, now time.Time) ([]int, error) {
-			hours, err := st.DeliveryVolume(ctx, &store.DeliveryVolumeParams{HostID: hostID, Now: now})
-			counts := make([]int, len(hours))
-			for i, h := range hours {
-				counts[i] = h.Received
-			}
-			return counts, err
-		}})
+		Volume: ReceivedPerHour(st)})
 	app.Mount(con.Routes)
 	h := app.Handler()
 
