@@ -102,7 +102,7 @@ func (cn *Console) volumePage(c *gin.Context) {
 // received per hour over the last 24 hours (store.DeliveryVolume).
 func ReceivedPerHour(st store.VolumeStore) func(ctx context.Context, hostID string, now time.Time) ([]int, error) {
 	return func(ctx context.Context, hostID string, now time.Time) ([]int, error) {
-		hours, err := st.DeliveryVolume(ctx, &store.DeliveryVolumeParams{HostID: hostID, Now: now})
+		hours, err := st.DeliveryVolume(ctx, &store.DeliveryVolumeParams{HostID: hostID, ReceivedOnly: true, Now: now})
 		if err != nil {
 			return nil, err
 		}

@@ -22,7 +22,10 @@ const MaxVolumeHours = 24
 type DeliveryVolumeParams struct {
 	HostID string // "": every host
 	Hours  int    // 1–MaxVolumeHours; 0: MaxVolumeHours
-	Now    time.Time
+	// ReceivedOnly counts Received alone (the other outcomes stay zero):
+	// what a sparkline of a host's traffic needs.
+	ReceivedOnly bool
+	Now          time.Time
 }
 
 // Window is the first hour's start and the end of the last (the hour
@@ -68,9 +71,10 @@ const (
 
 // VolumeQuery is DeliveryVolume's query: rows of (outcome, hour index from
 // 0, count), one per outcome and hour that has any. Each part reads an
-// index over its time: receipt order (the host's, or everyone's), the
-// partial index of the status (acked, retrying, dlq: their updated_at is
-// when they entered it), the rejections' time.
+// index over its time, and only the index: receipt order (the host's, or
+// everyone's), the partial index of the status (acked, retrying, dlq: on
+// updated_at, when they entered it, and the host), the rejections' time
+// (their host read from the row: rejections are few).
 //
 // The query has a ? for each of its arguments, in order. An engine gives
 // hour(col), the expression of col's hour index counted from the window's
@@ -107,6 +111,9 @@ func VolumeQuery(p *DeliveryVolumeParams, hour func(col string) string, at func(
 		args = append(args, at(from), at(to))
 	}
 	part(OutcomeReceived, "deliveries", "received_at", "")
+	if p.ReceivedOnly {
+		return parts[0], args, nil
+	}
 	part(OutcomeAcked, "deliveries", "updated_at", "status = 'acked'")
 	part(OutcomeFailed, "deliveries", "updated_at", "status = 'retrying'")
 	part(OutcomeDeadLettered, "deliveries", "updated_at", "status = 'dlq'")

@@ -66,6 +66,10 @@ func exerciseVolume(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, want, volume(store.DeliveryVolumeParams{}), "every host")
 		require.Equal(t, want[21:], volume(store.DeliveryVolumeParams{Hours: 3}), "the last 3 hours")
 
+		received := volume(store.DeliveryVolumeParams{HostID: h, ReceivedOnly: true})
+		require.Equal(t, 2, received[21].Received)
+		require.Equal(t, 1, received[22].Received)
+		require.Equal(t, 1, received[22].Total(), "received only")
 		for _, v := range volume(store.DeliveryVolumeParams{HostID: "no-such-host"}) {
 			require.Zero(t, v.Total())
 		}
