@@ -59,3 +59,15 @@ func TestVolumeUsesIndexes(t *testing.T) {
 	// The hours since the window's start: 23 to 24 of them.
 	require.InDelta(t, 100000*23.5/24/7, received, 300, "a day of a week's deliveries")
 }
+
+// The hosts page's backlog reads the partial indexes of the deliveries
+// not acked, never the (host_id, status) index of them all.
+func TestBacklogUsesPartialIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := strings.Join(queryPlan(ctx, t, s, backlogQuery, 0, 10), "; ")
+	for _, idx := range []string{"deliveries_available_idx", "deliveries_lease_idx", "deliveries_dlq_idx"} {
+		require.Contains(t, plan, "SCAN deliveries USING INDEX "+idx, plan)
+	}
+	require.NotContains(t, plan, "deliveries_host_status_idx", plan)
+}
