@@ -77,12 +77,8 @@ const (
 // (their host read from the row: rejections are few).
 //
 // The query has a ? for each of its arguments, in order. An engine gives
-// hour(col), the expression of col's hour index counted from the window's
-// start (a ? of its own, the first of its part), how it writes a time as a
-// column value, and byTime, its condition on the host (one ?) that lets
-// the time's index lead: a host's acked deliveries of a day are fewer than
-// those it has kept.
-func VolumeQuery(p *DeliveryVolumeParams, hour func(col string) string, at func(time.Time) any, byTime string) (string, []any, error) {
+// its VolumeSQL.
+func VolumeQuery(p *DeliveryVolumeParams, e VolumeSQL) (string, []any, error) {
 	from, to, _, err := p.Window()
 	if err != nil {
 		return "", nil, err
@@ -96,19 +92,20 @@ func VolumeQuery(p *DeliveryVolumeParams, hour func(col string) string, at func(
 		}
 		var a []any
 		if p.HostID != "" {
-			host := byTime
+			host := e.ByTime
 			if col == "received_at" {
 				host = "host_id = ?" // the host's receipt order
 			}
 			where = append([]string{host}, where...)
 			a = append(a, p.HostID)
 		}
-		// hour() takes the window's start as its own argument, first.
-		parts = append(parts, `SELECT '`+outcome+`', `+hour(col)+`, count(*) FROM `+table+
-			` WHERE `+strings.Join(where, " AND ")+` GROUP BY 2`)
-		args = append(args, at(from))
+		// Each row's hour is cheap to compute; its index from the window's
+		// start is computed once per hour, on the grouped rows.
+		parts = append(parts, `SELECT '`+outcome+`', `+e.Index("b")+`, n FROM (SELECT `+e.Hour(col)+` AS b, count(*) AS n FROM `+table+
+			` WHERE `+strings.Join(where, " AND ")+` GROUP BY 1) g`)
+		args = append(args, e.At(from))
 		args = append(args, a...)
-		args = append(args, at(from), at(to))
+		args = append(args, e.At(from), e.At(to))
 	}
 	part(OutcomeReceived, "deliveries", "received_at", "")
 	if p.ReceivedOnly {
@@ -119,6 +116,21 @@ func VolumeQuery(p *DeliveryVolumeParams, hour func(col string) string, at func(
 	part(OutcomeDeadLettered, "deliveries", "updated_at", "status = 'dlq'")
 	part(OutcomeRejected, "rejections", "at", "")
 	return strings.Join(parts, "\nUNION ALL\n"), args, nil
+}
+
+// VolumeSQL is how an engine writes DeliveryVolume's query.
+type VolumeSQL struct {
+	// Hour is the hour a time column falls in, comparable and groupable.
+	Hour func(col string) string
+	// Index is an hour's index from the window's start, a ? taking the
+	// start as At writes it.
+	Index func(hour string) string
+	// At writes a time as a column value.
+	At func(time.Time) any
+	// ByTime is the condition on the host (one ?) that lets the time's
+	// index lead: a host's acked deliveries of a day are fewer than those
+	// it has kept.
+	ByTime string
 }
 
 // VolumeHours lays VolumeQuery's rows out as DeliveryVolume answers them.

@@ -23,12 +23,18 @@ func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParam
 	return store.VolumeHours(p, scanVolume(rows))
 }
 
-// volumeQuery is DeliveryVolume's query in Postgres: an hour's index is
-// the whole hours since the window's start.
+// volumeQuery is DeliveryVolume's query in Postgres: rows are grouped by
+// their UTC hour (date_trunc of a timestamp, integer arithmetic), and each
+// hour's index is counted from the window's start once per hour.
 func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
-	q, args, err := store.VolumeQuery(p,
-		func(col string) string { return "floor(extract(epoch FROM " + col + " - ?::timestamptz) / 3600)::int" },
-		func(t time.Time) any { return ms(t) }, "host_id = ?")
+	q, args, err := store.VolumeQuery(p, store.VolumeSQL{
+		Hour: func(col string) string { return "date_trunc('hour', " + col + " AT TIME ZONE 'UTC')" },
+		Index: func(h string) string {
+			return "(extract(epoch FROM " + h + " - (?::timestamptz AT TIME ZONE 'UTC')) / 3600)::int"
+		},
+		At:     func(t time.Time) any { return ms(t) },
+		ByTime: "host_id = ?",
+	})
 	return numbered(q), args, err
 }
 

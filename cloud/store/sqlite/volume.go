@@ -23,11 +23,16 @@ func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParam
 }
 
 // volumeQuery is DeliveryVolume's query in SQLite: times are unix
-// milliseconds, an hour's index their difference divided. A unary + keeps
-// the host from choosing the index where the time should.
+// milliseconds, an hour is one divided by an hour's, its index that less
+// the window start's. A unary + keeps the host from choosing the index
+// where the time should.
 func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
-	return store.VolumeQuery(p, func(col string) string { return "(" + col + " - ?) / 3600000" },
-		func(t time.Time) any { return dbTime(t) }, "+host_id = ?")
+	return store.VolumeQuery(p, store.VolumeSQL{
+		Hour:   func(col string) string { return col + " / 3600000" },
+		Index:  func(h string) string { return h + " - ? / 3600000" },
+		At:     func(t time.Time) any { return dbTime(t) },
+		ByTime: "+host_id = ?",
+	})
 }
 
 func scanVolume(rows *sql.Rows) func() (string, int, int, bool, error) {
