@@ -434,3 +434,21 @@ func snapshot(t *testing.T, b *bundle, hostID string) string {
 	sb.WriteString(strings.Repeat("s", n))
 	return sb.String()
 }
+
+// TestFormBound: a form's body is read up to 64 KiB; more is refused with
+// a page, before its token is looked at.
+func TestFormBound(t *testing.T) {
+	b := setup(t)
+	big := url.Values{"token": {strings.Repeat("a", maxFormBytes)}}
+	a := b.client().do("POST", "/console/login", big, nil)
+	require.Equal(t, 400, a.status)
+	require.Contains(t, a.body, "at most 64 KiB")
+
+	cl := b.client()
+	cl.login()
+	a = cl.post("/console/hosts", url.Values{"name": {strings.Repeat("n", maxFormBytes)}})
+	require.Equal(t, 400, a.status)
+	hosts, err := b.store.HostList(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, hosts)
+}

@@ -50,13 +50,16 @@ func submitAndWait(t *testing.T, ctx context.Context, what, button, waitFor stri
 
 func TestConsole(t *testing.T) {
 	for name, db := range engines(t) {
-		t.Run(name, func(t *testing.T) { testConsole(t, db(t)) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testConsole(t, db(t))
+		})
 	}
 }
 
 func testConsole(t *testing.T, dbURL string) {
 	// Presence is recorded (with its history) by the alert evaluator.
-	c := startCloud(t, dbURL, "RELAY_ALERT_INTERVAL=1s")
+	c := startCloud(t, dbURL, "RELAY_ALERT_INTERVAL=1s", "RELAY_HOST_LATE_AFTER=5s", "RELAY_HOST_OFFLINE_AFTER=8s")
 	ctx := newBrowser(t)
 
 	// A wrong token is refused, on the login page.
@@ -151,7 +154,7 @@ func testConsole(t *testing.T, dbURL string) {
 
 	// Claim the host with the code the console gave, and see it online.
 	rc := startReceiver(t)
-	claimAndStartHost(t, c.url, code, rc.url)
+	hostProc := claimAndStartHost(t, c.url, code, rc.url)
 	eventually(t, 30*time.Second, "the host shows online", func() bool {
 		do(t, ctx, "reload", chromedp.Navigate(c.url+"/console/hosts/"+hostID), chromedp.WaitVisible(chromedp.CSS("#sources")))
 		return text(t, ctx, ".summary .presence") == "online"
@@ -165,6 +168,22 @@ func testConsole(t *testing.T, dbURL string) {
 	do(t, ctx, "hosts", chromedp.Navigate(c.url+"/console/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-host="`+hostID+`"]`)))
 	require.Equal(t, "online", text(t, ctx, `tr[data-host="`+hostID+`"] .presence`))
 	screenshot(t, ctx, "hosts")
+
+	// The host stops with a webhook waiting: it shows offline with its
+	// backlog, and the alert fires in the banner.
+	hostProc.kill()
+	status, _, err = signGitHub("rotated-secret", "push", "d-waiting", body).send(c.url, hostID)
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+	eventually(t, 60*time.Second, "the offline alert in the banner", func() bool {
+		do(t, ctx, "reload", chromedp.Navigate(c.url+"/console/"), chromedp.WaitVisible(chromedp.ID("host-name")))
+		banner := get(t, ctx, "banner", chromedp.Evaluate[string](`(document.querySelector(".alert-banner") || {}).textContent || ""`))
+		return strings.Contains(banner, "alert")
+	})
+	row := `tr[data-host="` + hostID + `"]`
+	require.Equal(t, "offline", text(t, ctx, row+" .presence"))
+	require.Equal(t, "1", text(t, ctx, row+" td:nth-child(4)"), "pending")
+	screenshot(t, ctx, "hosts-offline")
 
 	// A new claim code, on its own page.
 	do(t, ctx, "host page", chromedp.Navigate(c.url+"/console/hosts/"+hostID), chromedp.WaitVisible(chromedp.CSS("#claim")))
@@ -208,6 +227,7 @@ func testConsole(t *testing.T, dbURL string) {
 
 	do(t, ctx, "alerts", chromedp.Navigate(c.url+"/console/alerts"), chromedp.WaitVisible(chromedp.CSS("main h1")))
 	require.Equal(t, "Alerts", text(t, ctx, "main h1"))
+	require.Contains(t, text(t, ctx, "table.alerts tr.firing"), "host_offline_with_work")
 	screenshot(t, ctx, "alerts")
 
 	// Log out: a page then leads to the login page.
