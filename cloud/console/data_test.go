@@ -162,3 +162,32 @@ func TestVolumeAndRejectionsData(t *testing.T) {
 	_, err = loadRejections(ctx, s, url.Values{"cursor": {"-3"}})
 	require.Error(t, err)
 }
+
+// The quarantine is listed oldest first, 50 a page, with header names
+// (lower-case, sorted) and body sizes only.
+func TestQuarantineData(t *testing.T) {
+	ctx := context.Background()
+	s := dataStore(t)
+	for i := range 55 {
+		_, err := s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: store.QuarantinedRequest{
+			HostID: "h1", Source: "gh", Header: map[string][]string{"X-Hub-Signature-256": {"sha256=secret-ish"}, "Content-Type": {"application/json"}},
+			Body: []byte(fmt.Sprintf(`{"n":%d}`, i)), ClientIP: "192.0.2.3", ReceivedAt: dataBase.Add(time.Duration(i) * time.Second)}})
+		require.NoError(t, err)
+	}
+	r, err := loadRejections(ctx, s, url.Values{})
+	require.NoError(t, err)
+	require.Equal(t, 55, r.QuarantineCount)
+	require.Len(t, r.Quarantine, 50)
+	first := r.Quarantine[0]
+	require.Equal(t, []string{"content-type", "x-hub-signature-256"}, first.HeaderNames)
+	require.Equal(t, len(`{"n":0}`), first.BodySize)
+	require.Equal(t, dataBase, first.ReceivedAt, "oldest first")
+	require.Contains(t, r.QuarantineNext, "qafter=")
+	u, err := url.Parse(r.QuarantineNext)
+	require.NoError(t, err)
+	r, err = loadRejections(ctx, s, u.Query())
+	require.NoError(t, err)
+	require.Len(t, r.Quarantine, 5)
+	require.Empty(t, r.QuarantineNext)
+	require.NotEmpty(t, r.QuarantineFirst)
+}
