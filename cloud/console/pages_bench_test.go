@@ -117,6 +117,8 @@ func benchPages(b *testing.B, st store.Store, settle func()) {
 		{"deliveries-dlq", "/console/deliveries?status=dlq"},
 		{"deliveries-retrying", "/console/deliveries?status=retrying"},
 		{"deliveries-leased", "/console/deliveries?status=delivering"},
+		// Fewer than a page match: the whole host's receipt order is read.
+		{"deliveries-leased-host", "/console/deliveries?status=delivering&host=" + hosts[0]},
 		{"deliveries-provider", "/console/deliveries?provider=stripe"},
 		{"deliveries-event", "/console/deliveries?event_id=" + sample.EventID},
 		{"deliveries-since", "/console/deliveries?since=2026-11-25T00:00&until=2026-11-25T12:00"},
