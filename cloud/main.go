@@ -35,6 +35,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/console"
 	"github.com/relaykit/relay/cloud/ctl"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
@@ -491,6 +492,14 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The console, on the same listener: its cookie is Secure when the
+	// cloud serves TLS or is reached over https.
+	srv.Mount(console.New(console.Deps{
+		App: srv, Store: st, Clock: clock, Log: log,
+		CSRFKey:      tokens.DerivedKey("console csrf"),
+		SecureCookie: tlsSetup != nil || strings.HasPrefix(strings.ToLower(o.publicURL), "https://"),
+		Volume:       console.ReceivedPerHour(st),
+	}).Routes)
 	handler := srv.Handler()
 	if tlsSetup != nil {
 		handler = tlsconf.HSTS(handler)

@@ -119,6 +119,7 @@ var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // path.
 func screenshot(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
+	// Quality 100 is PNG, as the file is named; below it chromedp encodes JPEG.
 	png := get(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
 	file := unsafeFileChars.ReplaceAllString(t.Name()+"-"+name, "_") + ".png"
 	path := filepath.Join(screenshotDir(t), file)

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,17 @@ func TestTLSEndToEnd(t *testing.T) {
 	resp, err := http.Get(c.url + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
+	require.Equal(t, "max-age=31536000", resp.Header.Get("Strict-Transport-Security"))
+
+	// Over HTTPS the console's session cookie is Secure.
+	login := &http.Client{Transport: http.DefaultClient.Transport, CheckRedirect: noRedirects.CheckRedirect}
+	resp, err = login.PostForm(c.url+"/console/login", url.Values{"token": {adminToken}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Len(t, resp.Cookies(), 1)
+	require.Equal(t, "relay_session", resp.Cookies()[0].Name)
+	require.True(t, resp.Cookies()[0].Secure)
 	require.Equal(t, "max-age=31536000", resp.Header.Get("Strict-Transport-Security"))
 
 	_, port, _ := net.SplitHostPort(addr)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -144,6 +145,29 @@ func (s *Server) logAuthFailure(c *gin.Context, client, reason string) {
 	s.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "authentication failed",
 		slog.String("route", c.FullPath()), slog.String("client", client),
 		slog.String("reason", reason), slog.Int("unlogged_before", unlogged))
+}
+
+// CheckAdminLogin checks a presented admin token — the admin API's bearer
+// token, the console's login — in constant time, under the per-client
+// throttle of failed attempts (authAttempt's). nil: it is the admin token;
+// else an error of code unauthorized, rate_limited (retry after wait) or
+// not_implemented (no admin token configured); see Describe.
+func (s *Server) CheckAdminLogin(c *gin.Context, token string) (wait time.Duration, err error) {
+	if s.cfg.AdminToken == "" {
+		return 0, &apiError{code: shared.CodeNotImplemented, message: "logging in is disabled: set RELAY_ADMIN_TOKEN"}
+	}
+	client := authClient(c)
+	refund, wait := s.authLimits.take(client, s.clock.Now())
+	if refund == nil {
+		s.logAuthFailure(c, client, "too many failed attempts: refused")
+		return wait, &apiError{code: shared.CodeRateLimited, message: "too many failed attempts from this address: try again later"}
+	}
+	if !auth.BearerEqual(token, s.cfg.AdminToken) {
+		s.logAuthFailure(c, client, "wrong admin token")
+		return 0, errUnauthorized("wrong admin token")
+	}
+	refund()
+	return 0, nil
 }
 
 // authLogPerMin bounds the failed-authentication log lines.

@@ -51,20 +51,35 @@ func isUnavailable(err error) bool {
 	return errors.As(err, &ae) && ae.code == shared.CodeUnavailable
 }
 
-// writeError is the one place errors become HTTP answers. Errors that are not
-// apiErrors are internal: logged with their detail, answered without it.
-func (s *Server) writeError(c *gin.Context, err error) {
+// Describe is the code and message an error is answered with: an
+// apiError's own, the store's domain errors', else internal (the detail
+// stays out of the message). Its status is shared.HTTPStatus(code). The
+// console shows errors of the functions it shares with the API this way.
+func Describe(err error) (code, message string) {
+	ae := describe(err)
+	return ae.code, ae.message
+}
+
+func describe(err error) *apiError {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
+		return ae
 	case errors.Is(err, store.ErrNotFound):
-		ae = &apiError{code: shared.CodeNotFound, message: "not found"}
+		return &apiError{code: shared.CodeNotFound, message: "not found"}
 	case errors.Is(err, store.ErrConflict):
-		ae = &apiError{code: shared.CodeConflict, message: "conflict with an existing record"}
-	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
-		ae = &apiError{code: shared.CodeCanceled, message: "request canceled"}
+		return &apiError{code: shared.CodeConflict, message: "conflict with an existing record"}
 	default:
-		ae = &apiError{code: shared.CodeInternal, message: "internal error", cause: err}
+		return &apiError{code: shared.CodeInternal, message: "internal error", cause: err}
+	}
+}
+
+// writeError is the one place errors become HTTP answers. Errors that are not
+// apiErrors are internal: logged with their detail, answered without it.
+func (s *Server) writeError(c *gin.Context, err error) {
+	ae := describe(err)
+	if ae.code == shared.CodeInternal && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		ae = &apiError{code: shared.CodeCanceled, message: "request canceled"}
 	}
 	status := shared.HTTPStatus(ae.code)
 	if status >= 500 && !ae.quiet {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -61,13 +62,13 @@ func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status
 	if h.ClaimCodeHash != nil {
 		v.ClaimExpiresAt = h.ClaimExpiresAt
 	}
-	if h.Status == store.HostActive && h.CredentialHash != nil {
-		v.Presence = s.cfg.Presence.Of(h.LastHeartbeatAt, h.ClaimedAt, s.now())
-	}
+	v.Presence = s.Presence(h)
 	return v
 }
 
-// publicURL is RELAY_PUBLIC_URL, or the base URL the request came in on.
+// PublicURL is RELAY_PUBLIC_URL, or the base URL the request came in on.
+func (s *Server) PublicURL(c *gin.Context) string { return s.publicURL(c) }
+
 func (s *Server) publicURL(c *gin.Context) string {
 	if s.cfg.PublicURL != "" {
 		return s.cfg.PublicURL
@@ -85,25 +86,34 @@ func (s *Server) createHost(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	name := strings.TrimSpace(req.Name)
-	if name == "" || utf8.RuneCountInString(name) > 200 {
-		s.writeError(c, errInvalid("name is required (1 to 200 characters)"))
+	out, err := s.CreateHost(c.Request.Context(), req.Name)
+	if err != nil {
+		s.writeError(c, err)
 		return
+	}
+	c.JSON(201, out)
+}
+
+// CreateHost registers a host and answers its one-time claim code, as POST
+// /api/hosts does. Errors are the API's (see Describe).
+func (s *Server) CreateHost(ctx context.Context, name string) (*shared.CreateHostResponse, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > 200 {
+		return nil, errInvalid("name is required (1 to 200 characters)")
 	}
 	now := s.now()
 	code := auth.NewClaimCode()
 	id := auth.NewHostID()
-	h, err := s.store.HostCreate(c.Request.Context(), &store.HostCreateParams{
+	h, err := s.store.HostCreate(ctx, &store.HostCreateParams{
 		ID: id, Name: name,
 		ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: now.Add(s.cfg.ClaimTTL),
 		Now: now, // rate limits 0: the server's defaults
 	})
 	s.targets.drop(id) // even on an error: it may have committed
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return nil, err
 	}
-	c.JSON(201, shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt})
+	return &shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt}, nil
 }
 
 func (s *Server) listHosts(c *gin.Context) {
@@ -140,33 +150,61 @@ func (s *Server) getHost(c *gin.Context) {
 }
 
 func (s *Server) deactivateHost(c *gin.Context) {
-	h, err := s.store.HostDeactivate(c.Request.Context(), &store.HostDeactivateParams{HostID: c.Param("id"), Now: s.now()})
-	s.targets.drop(c.Param("id")) // at once here; other replicas are told by the store
+	h, err := s.DeactivateHost(c.Request.Context(), c.Param("id"))
 	if err != nil {
-		s.writeError(c, hostErr(err))
+		s.writeError(c, err)
 		return
 	}
-	s.log.Info("host deactivated", "host", h.ID)
 	s.writeHost(c, h)
 }
 
+// DeactivateHost deactivates a host for good, revoking its tokens, as POST
+// /api/hosts/:id/deactivate does. Errors are the API's (see Describe).
+func (s *Server) DeactivateHost(ctx context.Context, hostID string) (*store.Host, error) {
+	h, err := s.store.HostDeactivate(ctx, &store.HostDeactivateParams{HostID: hostID, Now: s.now()})
+	s.targets.drop(hostID) // at once here; other replicas are told by the store
+	if err != nil {
+		return nil, hostErr(err)
+	}
+	s.log.Info("host deactivated", "host", h.ID)
+	return h, nil
+}
+
 func (s *Server) newClaimCode(c *gin.Context) {
+	out, err := s.NewClaimCode(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(200, out)
+}
+
+// NewClaimCode gives an active host a new one-time claim code, as POST
+// /api/hosts/:id/claim-code does. Errors are the API's (see Describe).
+func (s *Server) NewClaimCode(ctx context.Context, hostID string) (*shared.CreateHostResponse, error) {
 	code := auth.NewClaimCode()
-	h, err := s.store.HostSetClaimCode(c.Request.Context(), &store.HostSetClaimCodeParams{
-		HostID: c.Param("id"), ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: s.now().Add(s.cfg.ClaimTTL),
+	h, err := s.store.HostSetClaimCode(ctx, &store.HostSetClaimCodeParams{
+		HostID: hostID, ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: s.now().Add(s.cfg.ClaimTTL),
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		// Unknown, or deactivated: a deactivated host cannot be claimed.
-		if h, gerr := s.store.HostGet(c.Request.Context(), c.Param("id")); gerr == nil && h.Status != store.HostActive {
-			s.writeError(c, &apiError{code: shared.CodeGone, message: "host is deactivated: it cannot be claimed again"})
-			return
+		if h, gerr := s.store.HostGet(ctx, hostID); gerr == nil && h.Status != store.HostActive {
+			return nil, &apiError{code: shared.CodeGone, message: "host is deactivated: it cannot be claimed again"}
 		}
 	}
 	if err != nil {
-		s.writeError(c, hostErr(err))
-		return
+		return nil, hostErr(err)
 	}
-	c.JSON(200, shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt})
+	return &shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt}, nil
+}
+
+// Presence is a host's presence from its last contact: online, late or
+// offline for an active, claimed host, else "".
+func (s *Server) Presence(h *store.Host) store.Presence {
+	if h.Status == store.HostActive && h.CredentialHash != nil {
+		return s.cfg.Presence.Of(h.LastHeartbeatAt, h.ClaimedAt, s.now())
+	}
+	return ""
 }
 
 // writeHost answers one host with its delivery counts and presence

@@ -1,8 +1,8 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +11,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/shared"
 )
 
 // maxRateLimit bounds a host's own intake rate limit and burst.
@@ -57,7 +56,7 @@ func parseHostPatch(c *gin.Context) (*store.HostUpdateParams, error) {
 		}
 		var n int
 		if string(v) == "null" || json.Unmarshal(v, &n) != nil || n < 0 || n > maxRateLimit {
-			return nil, errInvalid(fmt.Sprintf("%s must be a whole number from 0 (the cloud's default) to %d", field, maxRateLimit))
+			return nil, errRateLimit(field)
 		}
 		*dst = &n
 	}
@@ -73,59 +72,62 @@ func (s *Server) updateHost(c *gin.Context) {
 		return
 	}
 	p.HostID = c.Param("id")
-	h, err := s.store.HostUpdate(c.Request.Context(), p)
-	s.targets.drop(p.HostID)
+	h, err := s.UpdateHost(c.Request.Context(), p)
 	if err != nil {
-		s.writeError(c, hostErr(err))
+		s.writeError(c, err)
 		return
 	}
-	s.log.Info("host updated", "host", h.ID)
 	s.writeHost(c, h)
+}
+
+// UpdateHost changes a host's name and intake rate limits (nil fields stay
+// as they are), as PATCH /api/hosts/:id does. Errors are the API's (see
+// Describe).
+func (s *Server) UpdateHost(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
+	if p.Name != nil {
+		name := strings.TrimSpace(*p.Name)
+		if name == "" || utf8.RuneCountInString(name) > 200 {
+			return nil, errInvalid("name must be 1 to 200 characters")
+		}
+		p.Name = &name
+	}
+	for field, n := range map[string]*int{"rate_limit_per_min": p.RateLimitPerMin, "rate_limit_burst": p.RateLimitBurst} {
+		if n != nil && (*n < 0 || *n > maxRateLimit) {
+			return nil, errRateLimit(field)
+		}
+	}
+	h, err := s.store.HostUpdate(ctx, p)
+	s.targets.drop(p.HostID)
+	if err != nil {
+		return nil, hostErr(err)
+	}
+	s.log.Info("host updated", "host", h.ID)
+	return h, nil
+}
+
+func errRateLimit(field string) error {
+	return errInvalid(fmt.Sprintf("%s must be a whole number from 0 (the cloud's default) to %d", field, maxRateLimit))
 }
 
 // retryDelivery is POST /api/hosts/:id/webhooks/:deliveryId/retry: a
 // dead-lettered or retrying delivery goes back to the queue with its
 // attempts reset, for the host's next heartbeat.
 func (s *Server) retryDelivery(c *gin.Context) {
-	d, err := s.store.DeliveryRetry(c.Request.Context(), &store.DeliveryRetryParams{HostID: c.Param("id"), ID: c.Param("deliveryId"), Now: s.now()})
-	var te *store.TransitionError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		s.writeError(c, errNotFound("no such delivery on this host"))
-		return
-	case errors.As(err, &te):
-		s.writeError(c, &apiError{code: shared.CodeConflict, message: fmt.Sprintf(
-			"delivery is %s: only a dead-lettered (dlq) or retrying delivery can be retried", te.Status)})
-		return
-	case err != nil:
+	d, err := s.RetryDelivery(c.Request.Context(), c.Param("id"), c.Param("deliveryId"))
+	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	s.log.Info("delivery retried", "host", d.HostID, "delivery_id", d.ID)
 	c.JSON(200, gin.H{"delivery": deliveryView(d, false)})
 }
 
 // purgeDLQ is DELETE /api/hosts/:id/webhooks/dlq: the host's dead letters
 // and their audit trails are deleted, in bounded batches.
 func (s *Server) purgeDLQ(c *gin.Context) {
-	hostID := c.Param("id")
-	if _, err := s.store.HostGet(c.Request.Context(), hostID); err != nil {
-		s.writeError(c, hostErr(err))
+	n, err := s.PurgeDLQ(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		s.writeError(c, err)
 		return
 	}
-	const batch = 1000
-	total := 0
-	for {
-		n, err := s.store.DeliveryPurgeDLQ(c.Request.Context(), &store.DeliveryPurgeDLQParams{HostID: hostID, Limit: batch})
-		total += n
-		if err != nil {
-			s.writeError(c, err)
-			return
-		}
-		if n < batch {
-			break
-		}
-	}
-	s.log.Info("dead letters purged", "host", hostID, "count", total)
-	c.JSON(200, gin.H{"purged": total})
+	c.JSON(200, gin.H{"purged": n})
 }

@@ -151,7 +151,13 @@ type Server struct {
 	// minute, quarantineLog its log lines.
 	quarantineRate, quarantineLog *sampler
 	bodies                        *bodyBudget // intake's request bodies in flight
+	mounts                        []func(gin.IRouter)
 }
+
+// Mount adds routes served beside the API (the console), on the same
+// listener and behind the same recovery and access log. Call it before
+// Handler.
+func (s *Server) Mount(routes func(gin.IRouter)) { s.mounts = append(s.mounts, routes) }
 
 // targetTTL bounds how long intake trusts a cached host and source should
 // a change notification be lost; changes are otherwise seen at once.
@@ -247,6 +253,9 @@ func (s *Server) Handler() http.Handler {
 	admin.DELETE("/:id/webhooks/dlq", s.purgeDLQ)
 	admin.PUT("/:id/alert-rules/:rule", s.putAlertRule)
 	admin.DELETE("/:id/alert-rules/:rule", s.deleteAlertRule)
+	for _, m := range s.mounts {
+		m(r)
+	}
 	return r
 }
 
@@ -307,26 +316,27 @@ func (s *Server) accessLog(c *gin.Context) {
 	s.log.LogAttrs(c.Request.Context(), level, "http", attrs...)
 }
 
-// requireAdmin checks the admin bearer token in constant time. Without a
-// configured token the admin API refuses everything. A client IP that
-// failed too often lately is answered 429 (see authAttempt).
+// requireAdmin checks the admin bearer token (CheckAdminLogin). Without a
+// configured token the admin API refuses everything.
 func (s *Server) requireAdmin(c *gin.Context) {
-	if s.cfg.AdminToken == "" {
-		s.writeError(c, &apiError{code: shared.CodeNotImplemented, message: "admin API disabled: set RELAY_ADMIN_TOKEN"})
+	tok, _ := bearer(c.Request)
+	if wait, err := s.CheckAdminLogin(c, tok); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			switch ae.code {
+			case shared.CodeNotImplemented:
+				err = &apiError{code: ae.code, message: "admin API disabled: set RELAY_ADMIN_TOKEN"}
+			case shared.CodeRateLimited:
+				c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+				err = &apiError{code: ae.code, message: "too many failed attempts from this address: retry after the time in Retry-After"}
+			case shared.CodeUnauthorized:
+				c.Header("WWW-Authenticate", `Bearer realm="relay-admin"`)
+				err = errUnauthorized("missing or wrong admin token")
+			}
+		}
+		s.writeError(c, err)
 		return
 	}
-	at, ok := s.authAttempt(c)
-	if !ok {
-		return
-	}
-	tok, ok := bearer(c.Request)
-	if !ok || !auth.BearerEqual(tok, s.cfg.AdminToken) {
-		at.failed("missing or wrong admin token")
-		c.Header("WWW-Authenticate", `Bearer realm="relay-admin"`)
-		s.writeError(c, errUnauthorized("missing or wrong admin token"))
-		return
-	}
-	at.succeeded()
 	c.Next()
 }
 

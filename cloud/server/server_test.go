@@ -46,6 +46,7 @@ type bundle struct {
 	handler http.Handler
 	store   store.Store
 	clock   *clockwork.FakeClock
+	server  *Server
 }
 
 func setup(t *testing.T) *bundle {
@@ -65,7 +66,7 @@ func setup(t *testing.T) *bundle {
 	h := s.Handler()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{t: t, srv: srv, handler: h, store: st, clock: clock}
+	return &bundle{t: t, srv: srv, handler: h, store: st, clock: clock, server: s}
 }
 
 type answer struct {

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"errors"
-	"fmt"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/verify"
 )
 
 // sourcePatch is PATCH /api/hosts/:id/sources/:source: the fields given
@@ -19,7 +21,6 @@ type sourcePatch struct {
 // patchSource turns a source on or off, or changes the events it takes,
 // without restating (and so pinning) its other settings.
 func (s *Server) patchSource(c *gin.Context) {
-	hostID, name := c.Param("id"), c.Param("source")
 	var req sourcePatch
 	if err := decodeJSON(c, 64<<10, &req); err != nil {
 		s.writeError(c, err)
@@ -29,37 +30,72 @@ func (s *Server) patchSource(c *gin.Context) {
 		s.writeError(c, errInvalid("give enabled, events or both"))
 		return
 	}
-	src, err := s.store.SourceGet(c.Request.Context(), hostID, name)
-	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errNotFound("no such source"))
-		return
-	}
+	src, err := s.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"),
+		&SourceChange{Enabled: req.Enabled, Events: req.Events})
 	if err != nil {
 		s.writeError(c, err)
 		return
+	}
+	c.JSON(200, s.SourceView(c, src))
+}
+
+// SourceChange is a change to some of a source's settings; nil fields
+// stay as stored.
+type SourceChange struct {
+	Enabled *bool
+	Events  *[]string
+	// NewSecret, when not "", becomes the source's secret: the only one,
+	// or the first beside the stored ones when KeepSecrets (a changeover,
+	// at most maxSecrets in all).
+	NewSecret   string
+	KeepSecrets bool
+}
+
+// ChangeSource applies a change to a source without restating its other
+// settings. Errors are the API's (see Describe).
+func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *SourceChange) (*store.Source, error) {
+	src, err := s.store.SourceGet(ctx, hostID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errNotFound("no such source")
+	}
+	if err != nil {
+		return nil, err
 	}
 	p := &store.SourceUpsertParams{
 		HostID: hostID, Name: name, Provider: src.Provider, Enabled: src.Enabled, Events: src.Events,
 		Secrets: src.Secrets, Options: src.Options, MaxBodyBytes: src.MaxBodyBytes,
 		RetryDelays: src.RetryDelays, MaxAttempts: src.MaxAttempts, Now: s.now(),
 	}
-	if req.Enabled != nil {
-		p.Enabled = *req.Enabled
+	if ch.Enabled != nil {
+		p.Enabled = *ch.Enabled
 	}
-	if req.Events != nil {
-		for _, e := range *req.Events {
-			if !eventNameRE.MatchString(e) {
-				s.writeError(c, errInvalid(fmt.Sprintf("bad event name %q", e)))
-				return
+	if ch.Events != nil {
+		if err := checkEvents(*ch.Events); err != nil {
+			return nil, err
+		}
+		p.Events = *ch.Events
+	}
+	if ch.NewSecret != "" {
+		prov, ok := verify.Lookup(src.Provider)
+		if !ok {
+			return nil, errInvalid("the source's provider is no longer known: replace the source")
+		}
+		sealed, err := s.sealSecrets(prov, hostID, name, []string{ch.NewSecret})
+		if err != nil {
+			return nil, err
+		}
+		if ch.KeepSecrets {
+			sealed = append(sealed, src.Secrets...)
+			if len(sealed) > maxSecrets {
+				return nil, errInvalid("at most 10 secrets may be active at once: rotate without keeping the current ones")
 			}
 		}
-		p.Events = *req.Events
+		p.Secrets = slices.Clip(sealed)
 	}
-	src, err = s.store.SourceUpsert(c.Request.Context(), p)
+	src, err = s.store.SourceUpsert(ctx, p)
 	s.targets.drop(hostID)
 	if err != nil {
-		s.writeError(c, hostErr(err))
-		return
+		return nil, hostErr(err)
 	}
-	c.JSON(200, s.sourceView(c, src))
+	return src, nil
 }

@@ -54,3 +54,49 @@ func TestPatchSource(t *testing.T) {
 	}
 	require.Equal(t, 401, b.do("PATCH", "/api/hosts/"+hostID+"/sources/github", jsonBody(map[string]any{"enabled": true}), nil).status)
 }
+
+// TestChangeSourceSecret: a new secret replaces the stored ones, or goes
+// first beside them during a changeover, within the bound on secrets; a
+// refused change leaves the source as it was.
+func TestChangeSourceSecret(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	hostID, _ := b.newHost("h")
+	src, err := b.store.SourceGet(ctx, hostID, "github")
+	require.NoError(t, err)
+	first := src.Secrets[0].Fingerprint
+
+	src, err = b.server.ChangeSource(ctx, hostID, "github", &SourceChange{NewSecret: "second", KeepSecrets: true})
+	require.NoError(t, err)
+	require.Len(t, src.Secrets, 2)
+	require.Equal(t, first, src.Secrets[1].Fingerprint)
+	require.NotEqual(t, first, src.Secrets[0].Fingerprint)
+
+	for i := range maxSecrets - 2 {
+		_, err = b.server.ChangeSource(ctx, hostID, "github", &SourceChange{NewSecret: "more-" + itoa(int64(i)), KeepSecrets: true})
+		require.NoError(t, err)
+	}
+	before, err := b.store.SourceGet(ctx, hostID, "github")
+	require.NoError(t, err)
+	require.Len(t, before.Secrets, maxSecrets)
+	_, err = b.server.ChangeSource(ctx, hostID, "github", &SourceChange{NewSecret: "one-too-many", KeepSecrets: true})
+	code, msg := Describe(err)
+	require.Equal(t, shared.CodeInvalid, code)
+	require.Contains(t, msg, "at most 10 secrets")
+	after, err := b.store.SourceGet(ctx, hostID, "github")
+	require.NoError(t, err)
+	require.Equal(t, before.Secrets, after.Secrets, "unchanged")
+
+	src, err = b.server.ChangeSource(ctx, hostID, "github", &SourceChange{NewSecret: "alone"})
+	require.NoError(t, err)
+	require.Len(t, src.Secrets, 1)
+	require.Equal(t, before.Events, src.Events, "the rest stays")
+	require.Equal(t, before.Enabled, src.Enabled)
+
+	_, err = b.server.ChangeSource(ctx, hostID, "github", &SourceChange{NewSecret: string(make([]byte, 5000))})
+	code, _ = Describe(err)
+	require.Equal(t, shared.CodeInvalid, code, "the API's own bounds")
+	_, err = b.server.ChangeSource(ctx, hostID, "nope", &SourceChange{NewSecret: "x"})
+	code, _ = Describe(err)
+	require.Equal(t, shared.CodeNotFound, code)
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -21,9 +22,9 @@ var (
 	eventNameRE  = regexp.MustCompile(`^[A-Za-z0-9_.:*-]{1,128}$`)
 )
 
-// sourceRequest is PUT /api/hosts/:id/sources/:source. Secrets are
+// SourceRequest is PUT /api/hosts/:id/sources/:source. Secrets are
 // write-only: omitted keeps the stored ones, a list replaces them.
-type sourceRequest struct {
+type SourceRequest struct {
 	Provider     string            `json:"provider"`
 	Enabled      *bool             `json:"enabled"`
 	Events       []string          `json:"events"`
@@ -47,7 +48,7 @@ const (
 
 // retrySchedule validates a source's retry settings and returns them as
 // stored (nil delays: the default policy).
-func retrySchedule(req *sourceRequest) ([]time.Duration, int, error) {
+func retrySchedule(req *SourceRequest) ([]time.Duration, int, error) {
 	if len(req.RetrySchedule) > maxScheduleEntries {
 		return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s has %d entries; at most %d", len(req.RetrySchedule), maxScheduleEntries))
 	}
@@ -75,7 +76,9 @@ func retrySchedule(req *sourceRequest) ([]time.Duration, int, error) {
 	return delays, req.MaxAttempts, nil
 }
 
-func (s *Server) sourceView(c *gin.Context, src *store.Source) shared.Source {
+// SourceView is a source as the admin API shows it: secrets as their
+// fingerprints only.
+func (s *Server) SourceView(c *gin.Context, src *store.Source) shared.Source {
 	fps := make([]string, 0, len(src.Secrets))
 	for _, sec := range src.Secrets {
 		fps = append(fps, sec.Fingerprint)
@@ -115,105 +118,130 @@ func scheduleSeconds(delays []time.Duration) []float64 {
 func sealContext(hostID, source string) []byte { return []byte(hostID + "/" + source) }
 
 func (s *Server) putSource(c *gin.Context) {
-	hostID, name := c.Param("id"), c.Param("source")
-	if !sourceNameRE.MatchString(name) {
-		s.writeError(c, errInvalid("source name must be 1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit"))
+	var req SourceRequest
+	if !sourceNameRE.MatchString(c.Param("source")) {
+		s.writeError(c, errBadSourceName)
 		return
 	}
-	var req sourceRequest
 	if err := decodeJSON(c, 256<<10, &req); err != nil {
 		s.writeError(c, err)
 		return
+	}
+	src, created, err := s.PutSource(c.Request.Context(), c.Param("id"), c.Param("source"), &req)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	status := 200
+	if created {
+		status = 201
+	}
+	c.JSON(status, s.SourceView(c, src))
+}
+
+var errBadSourceName = errInvalid("source name must be 1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit")
+
+// PutSource creates or replaces a host's source as PUT
+// /api/hosts/:id/sources/:source does, and says whether it created it.
+// Errors are the API's (see Describe).
+func (s *Server) PutSource(ctx context.Context, hostID, name string, req *SourceRequest) (*store.Source, bool, error) {
+	if !sourceNameRE.MatchString(name) {
+		return nil, false, errBadSourceName
 	}
 	if req.Provider == "" {
 		req.Provider = name
 	}
 	p, ok := verify.Lookup(req.Provider)
 	if !ok {
-		s.writeError(c, errInvalid(fmt.Sprintf("unknown provider %q; known: %v", req.Provider, verify.Names())))
-		return
+		return nil, false, errInvalid(fmt.Sprintf("unknown provider %q; known: %v", req.Provider, verify.Names()))
 	}
-	for _, e := range req.Events {
-		if !eventNameRE.MatchString(e) {
-			s.writeError(c, errInvalid(fmt.Sprintf("bad event name %q", e)))
-			return
-		}
+	if err := checkEvents(req.Events); err != nil {
+		return nil, false, err
 	}
 	if oc, ok := p.(verify.OptionsChecker); ok {
 		if err := oc.CheckOptions(req.Options); err != nil {
-			s.writeError(c, errInvalid("options: "+err.Error()))
-			return
+			return nil, false, errInvalid("options: " + err.Error())
 		}
 	}
-	delays, maxAttempts, err := retrySchedule(&req)
+	delays, maxAttempts, err := retrySchedule(req)
 	if err != nil {
-		s.writeError(c, err)
-		return
+		return nil, false, err
 	}
 	if req.MaxBodyBytes < 0 || req.MaxBodyBytes > 100<<20 {
-		s.writeError(c, errInvalid("max_body_bytes must be between 0 (provider default) and 104857600"))
-		return
-	}
-	if len(req.Secrets) > 10 {
-		s.writeError(c, errInvalid("at most 10 secrets may be active at once"))
-		return
+		return nil, false, errInvalid("max_body_bytes must be between 0 (provider default) and 104857600")
 	}
 
-	existing, err := s.store.SourceGet(c.Request.Context(), hostID, name)
+	existing, err := s.store.SourceGet(ctx, hostID, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		existing = nil
 	case err != nil:
-		s.writeError(c, err)
-		return
+		return nil, false, err
 	}
 	var sealed []store.SealedSecret
 	switch {
 	case req.Secrets != nil:
-		for i, sec := range req.Secrets {
-			if sec == "" || len(sec) > 4096 {
-				s.writeError(c, errInvalid(fmt.Sprintf("secrets[%d] must be 1 to 4096 bytes", i)))
-				return
-			}
-			if sc, ok := p.(verify.SecretChecker); ok {
-				if err := sc.CheckSecret([]byte(sec)); err != nil {
-					s.writeError(c, errInvalid(fmt.Sprintf("secrets[%d]: %v", i, err)))
-					return
-				}
-			}
-			ct, err := s.ring.Seal([]byte(sec), sealContext(hostID, name))
-			if err != nil {
-				s.writeError(c, err)
-				return
-			}
-			sealed = append(sealed, store.SealedSecret{Ciphertext: ct, Fingerprint: secrets.Fingerprint([]byte(sec))})
+		if sealed, err = s.sealSecrets(p, hostID, name, req.Secrets); err != nil {
+			return nil, false, err
 		}
 	case existing != nil:
 		sealed = existing.Secrets
 	}
 	if len(sealed) == 0 {
-		s.writeError(c, errInvalid("secrets: at least one secret is required"))
-		return
+		return nil, false, errInvalid("secrets: at least one secret is required")
 	}
 	enabled := true
 	if req.Enabled != nil {
 		enabled = *req.Enabled
 	}
-	src, err := s.store.SourceUpsert(c.Request.Context(), &store.SourceUpsertParams{
+	src, err := s.store.SourceUpsert(ctx, &store.SourceUpsertParams{
 		HostID: hostID, Name: name, Provider: p.Name(), Enabled: enabled, Events: req.Events,
 		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes,
 		RetryDelays: delays, MaxAttempts: maxAttempts, Now: s.now(),
 	})
 	s.targets.drop(hostID)
 	if err != nil {
-		s.writeError(c, hostErr(err))
-		return
+		return nil, false, hostErr(err)
 	}
-	status := 200
-	if existing == nil {
-		status = 201
+	return src, existing == nil, nil
+}
+
+// maxSecrets bounds a source's secrets active at once.
+const maxSecrets = 10
+
+// sealSecrets checks a source's secrets against its provider and seals
+// them, bound to the host and source.
+func (s *Server) sealSecrets(p verify.Provider, hostID, name string, secs []string) ([]store.SealedSecret, error) {
+	if len(secs) > maxSecrets {
+		return nil, errInvalid(fmt.Sprintf("at most %d secrets may be active at once", maxSecrets))
 	}
-	c.JSON(status, s.sourceView(c, src))
+	var sealed []store.SealedSecret
+	for i, sec := range secs {
+		if sec == "" || len(sec) > 4096 {
+			return nil, errInvalid(fmt.Sprintf("secrets[%d] must be 1 to 4096 bytes", i))
+		}
+		if sc, ok := p.(verify.SecretChecker); ok {
+			if err := sc.CheckSecret([]byte(sec)); err != nil {
+				return nil, errInvalid(fmt.Sprintf("secrets[%d]: %v", i, err))
+			}
+		}
+		ct, err := s.ring.Seal([]byte(sec), sealContext(hostID, name))
+		if err != nil {
+			return nil, err
+		}
+		sealed = append(sealed, store.SealedSecret{Ciphertext: ct, Fingerprint: secrets.Fingerprint([]byte(sec))})
+	}
+	return sealed, nil
+}
+
+// checkEvents checks the event names a source takes.
+func checkEvents(events []string) error {
+	for _, e := range events {
+		if !eventNameRE.MatchString(e) {
+			return errInvalid(fmt.Sprintf("bad event name %q", e))
+		}
+	}
+	return nil
 }
 
 func (s *Server) getSource(c *gin.Context) {
@@ -226,7 +254,7 @@ func (s *Server) getSource(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(200, s.sourceView(c, src))
+	c.JSON(200, s.SourceView(c, src))
 }
 
 func (s *Server) listSources(c *gin.Context) {
@@ -241,7 +269,7 @@ func (s *Server) listSources(c *gin.Context) {
 	}
 	out := make([]shared.Source, 0, len(srcs))
 	for _, src := range srcs {
-		out = append(out, s.sourceView(c, src))
+		out = append(out, s.SourceView(c, src))
 	}
 	c.JSON(200, gin.H{"sources": out})
 }

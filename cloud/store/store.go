@@ -187,6 +187,10 @@ type Store interface {
 	InspectStore
 	// Host presence and alerts (alert.go).
 	AlertStore
+	// The console's login sessions (console.go).
+	ConsoleStore
+	// What the console charts (volume.go).
+	VolumeStore
 }
 
 // HostStatus is a host's lifecycle state.

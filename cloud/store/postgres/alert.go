@@ -166,16 +166,20 @@ func (s *Store) PresenceEventList(ctx context.Context, hostID string, limit int)
 // --- what the rules look at ---
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
+	// One part per partial index (waiting to be leased, leased, dead
+	// letters): acked deliveries, nearly all of them, are never read.
 	bs, err := collect(ctx, s.pool, cols.ScanHostBacklog, `
-		SELECT host_id,
-			count(*) FILTER (WHERE status <> 'dlq'),
-			min(received_at) FILTER (WHERE status <> 'dlq'),
-			count(*) FILTER (WHERE status = 'dlq'),
-			count(*) FILTER (WHERE status = 'dlq' AND dlq_at >= $1)
-		FROM deliveries
-		WHERE status IN ('queued', 'delivering', 'delivered', 'retrying', 'dlq')
+		SELECT host_id, sum(pending)::bigint, min(oldest), sum(dlq)::bigint, sum(new_dlq)::bigint FROM (
+			SELECT host_id, count(*) AS pending, min(received_at) AS oldest, 0::bigint AS dlq, 0::bigint AS new_dlq
+			FROM deliveries WHERE status IN ('queued', 'retrying') GROUP BY host_id
+			UNION ALL
+			SELECT host_id, count(*), min(received_at), 0, 0
+			FROM deliveries WHERE status IN ('delivering', 'delivered') GROUP BY host_id
+			UNION ALL
+			SELECT host_id, 0, NULL, count(*), count(*) FILTER (WHERE dlq_at >= $1)
+			FROM deliveries WHERE status = 'dlq' GROUP BY host_id) b
 		GROUP BY host_id
-		ORDER BY min(received_at) FILTER (WHERE status <> 'dlq') NULLS LAST, host_id LIMIT $2`,
+		ORDER BY min(oldest) NULLS LAST, host_id LIMIT $2`,
 		ms(p.DLQSince), store.LimitOr(p.Limit, 1000))
 	if err != nil {
 		return nil, fmt.Errorf("backlog by host: %w", err)

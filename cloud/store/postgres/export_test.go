@@ -2,3 +2,6 @@ package postgres
 
 // PruneQuery is pruneQuery, for the plan test.
 var PruneQuery = pruneQuery
+
+// VolumeQuery is volumeQuery, for the plan test.
+var VolumeQuery = volumeQuery

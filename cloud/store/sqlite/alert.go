@@ -127,18 +127,25 @@ func (s *Store) PresenceEventList(ctx context.Context, hostID string, limit int)
 
 // --- what the rules look at ---
 
+// backlogQuery is BacklogByHost's: one part per partial index (waiting to
+// be leased, leased, dead letters), so that acked deliveries, nearly all of
+// them, are never read. Grouping by +host_id keeps the planner from walking
+// the (host_id, status) index, every delivery of it, for its order.
+const backlogQuery = `
+	SELECT host_id, SUM(pending), MIN(oldest), SUM(dlq), SUM(new_dlq) FROM (
+		SELECT host_id, COUNT(*) AS pending, MIN(received_at) AS oldest, 0 AS dlq, 0 AS new_dlq
+		FROM deliveries WHERE status IN ('queued', 'retrying') GROUP BY +host_id
+		UNION ALL
+		SELECT host_id, COUNT(*), MIN(received_at), 0, 0
+		FROM deliveries WHERE status IN ('delivering', 'delivered') GROUP BY +host_id
+		UNION ALL
+		SELECT host_id, 0, NULL, COUNT(*), SUM(CASE WHEN dlq_at >= ? THEN 1 ELSE 0 END)
+		FROM deliveries WHERE status = 'dlq' GROUP BY +host_id)
+	GROUP BY host_id
+	ORDER BY MIN(oldest) IS NULL, MIN(oldest), host_id LIMIT ?`
+
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
-	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, `
-		SELECT host_id, pending, oldest, dlq, new_dlq FROM (
-			SELECT host_id,
-				SUM(CASE WHEN status <> 'dlq' THEN 1 ELSE 0 END) AS pending,
-				MIN(CASE WHEN status <> 'dlq' THEN received_at END) AS oldest,
-				SUM(CASE WHEN status = 'dlq' THEN 1 ELSE 0 END) AS dlq,
-				SUM(CASE WHEN status = 'dlq' AND dlq_at >= ? THEN 1 ELSE 0 END) AS new_dlq
-			FROM deliveries
-			WHERE status IN ('queued', 'delivering', 'delivered', 'retrying', 'dlq')
-			GROUP BY host_id)
-		ORDER BY oldest IS NULL, oldest, host_id LIMIT ?`, dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000))
+	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, backlogQuery, dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000))
 	if err != nil {
 		return nil, fmt.Errorf("backlog by host: %w", err)
 	}

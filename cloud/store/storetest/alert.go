@@ -127,11 +127,16 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Len(t, leased, 3)
 		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(3*time.Minute), delivery.Nack{ID: dead.ID, Error: "boom", Retryable: true}))
 
+		// A third host holds only a dead letter: it comes last.
+		third := createHost(ctx, t, s, "host-c", base)
+		toDLQ(ctx, t, s, third.ID, "only-dead", base.Add(-2*time.Hour))
+
 		bs, err := s.BacklogByHost(ctx, &store.BacklogParams{DLQSince: base.Add(3 * time.Minute)})
 		require.NoError(t, err)
-		require.Len(t, bs, 2)
+		require.Len(t, bs, 3)
 		require.Equal(t, store.HostBacklog{HostID: b.host.ID, Pending: 2, OldestPending: ptr(base), DLQ: 1, NewDLQ: 1}, *bs[0])
 		require.Equal(t, store.HostBacklog{HostID: b.other.ID, Pending: 1, OldestPending: ptr(base.Add(30 * time.Second))}, *bs[1])
+		require.Equal(t, store.HostBacklog{HostID: third.ID, DLQ: 1}, *bs[2], "no waiting delivery, a dead letter before DLQSince")
 
 		bs, err = s.BacklogByHost(ctx, &store.BacklogParams{DLQSince: base.Add(4 * time.Minute), Limit: 1})
 		require.NoError(t, err)

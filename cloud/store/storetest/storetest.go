@@ -71,6 +71,8 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseChanged(ctx, t, setup)
 	exerciseInspect(ctx, t, setup)
 	exerciseAlerts(ctx, t, setup)
+	exerciseConsole(ctx, t, setup)
+	exerciseVolume(ctx, t, setup)
 }
 
 type setupFunc func(t *testing.T) (store.Store, *testBundle)

@@ -1,0 +1,103 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// hostRow is a line of the hosts page.
+type hostRow struct {
+	ID, Name      string
+	Status        store.HostStatus
+	Claimed       bool
+	Presence      store.Presence
+	LastContact   *time.Time
+	Pending       int
+	OldestPending *time.Time
+	PendingFor    time.Duration // age of the oldest pending
+	DLQ           int
+	Spark         template.HTML // the last 24 hours' webhooks; "" when unknown
+	SparkTotal    int
+}
+
+type hostsData struct {
+	Hosts []hostRow
+}
+
+func (cn *Console) hostsPage(c *gin.Context) {
+	ctx := c.Request.Context()
+	hosts, err := cn.d.Store.HostList(ctx)
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	backlog, err := cn.d.Store.BacklogByHost(ctx, &store.BacklogParams{DLQSince: cn.now(), Limit: len(hosts) + 1})
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	byHost := make(map[string]*store.HostBacklog, len(backlog))
+	for _, b := range backlog {
+		byHost[b.HostID] = b
+	}
+	now := cn.now()
+	rows := make([]hostRow, 0, len(hosts))
+	for _, h := range hosts {
+		r := hostRow{ID: h.ID, Name: h.Name, Status: h.Status, Claimed: h.CredentialHash != nil,
+			Presence: cn.d.App.Presence(h), LastContact: h.LastHeartbeatAt}
+		if b := byHost[h.ID]; b != nil {
+			r.Pending, r.OldestPending, r.DLQ = b.Pending, b.OldestPending, b.DLQ
+			if b.OldestPending != nil {
+				r.PendingFor = now.Sub(*b.OldestPending)
+			}
+		}
+		if cn.d.Volume != nil {
+			counts, err := cn.d.Volume(ctx, h.ID, now)
+			if err != nil {
+				cn.fail(c, err)
+				return
+			}
+			for _, n := range counts {
+				r.SparkTotal += n
+			}
+			r.Spark = Sparkline(counts, fmt.Sprintf("%d webhooks in the last 24 hours", r.SparkTotal))
+		}
+		rows = append(rows, r)
+	}
+	cn.render(c, 200, "hosts", &page{Title: "Hosts", Nav: "hosts", Data: hostsData{Hosts: rows}})
+}
+
+type claimData struct {
+	HostID, Name string
+	CloudURL     string
+	ClaimCode    string
+	ExpiresAt    time.Time
+	New          bool // a new host, else a new code for an existing one
+}
+
+// createHost registers a host and shows its claim code. The page is the
+// POST's answer, not a redirect: the code is shown once and kept nowhere.
+func (cn *Console) createHost(c *gin.Context) {
+	out, err := cn.d.App.CreateHost(c.Request.Context(), c.Request.PostForm.Get("name"))
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	cn.render(c, 201, "claimcode", &page{Title: "Host created", Nav: "hosts",
+		Data: claimData{CloudURL: cn.d.App.PublicURL(c), HostID: out.ID, Name: out.Name, ClaimCode: out.ClaimCode, ExpiresAt: out.ClaimExpiresAt, New: true}})
+}
+
+func (cn *Console) newClaimCode(c *gin.Context) {
+	out, err := cn.d.App.NewClaimCode(c.Request.Context(), c.Param("id"))
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	cn.render(c, 200, "claimcode", &page{Title: "New claim code", Nav: "hosts",
+		Data: claimData{CloudURL: cn.d.App.PublicURL(c), HostID: out.ID, Name: out.Name, ClaimCode: out.ClaimCode, ExpiresAt: out.ClaimExpiresAt}})
+}
