@@ -237,7 +237,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.alertResend, "alert-resend", o.envDuration("RELAY_ALERT_RESEND", time.Hour), "how often a firing alert is sent again while it lasts (RELAY_ALERT_RESEND)")
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
-	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache of the writer connection; each reader keeps an eighth (RELAY_SQLITE_CACHE_MB)")
+	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache: the writer's, and one pool for every connection's pages (each reader keeps at most an eighth) (RELAY_SQLITE_CACHE_MB)")
 	o.registerTLS(fs)
 }
 
