@@ -59,11 +59,11 @@ const busyTimeoutMS = 10000
 // DefaultCacheMB is the writer's page cache, and the size of the pool of
 // every connection's pages (see configurePageCache), unless Options say
 // otherwise. At 256 concurrent senders a 64 MiB cache took the cloud to
-// 170 MiB peak RSS where 8 MiB kept it at 62–65 MiB (3 KB webhooks) or
-// 75–77 MiB (the bench's payload mix), for no fewer webhooks/s (the pages
-// it misses are read from the kernel's page cache). That was before the
-// pool, at 2 MiB of memory per MiB of cache.
-const DefaultCacheMB = 8
+// 170 MiB peak RSS where 8 MiB kept it at 62–65 MiB (3 KB webhooks), for
+// no fewer webhooks/s: the pages it misses are read from the kernel's page
+// cache. With the pool, 4 MiB took the bench's payload mix from 69–71 to
+// 66 MiB peak for no more CPU per webhook.
+const DefaultCacheMB = 4
 
 // walCheckpointPages is how many pages the WAL gathers before they are
 // copied into the database (40 MB of 4 KiB pages), not SQLite's 1,000.
