@@ -62,8 +62,11 @@ const busyTimeoutMS = 10000
 // 170 MiB peak RSS where 8 MiB kept it at 62–65 MiB (3 KB webhooks), for
 // no fewer webhooks/s: the pages it misses are read from the kernel's page
 // cache. With the pool, 4 MiB took the bench's payload mix from 69–71 to
-// 66 MiB peak for no more CPU per webhook.
-const DefaultCacheMB = 4
+// 66 MiB peak for no more CPU per webhook, and 2 MiB to 62–63 MiB (against
+// 64–65 for 4 MiB) for as much CPU per webhook; on a larger database it
+// costs more: at 200,000 deliveries the insert transaction took 174–186
+// µs of CPU per webhook against 158–180 (BenchmarkInsertBatch/random).
+const DefaultCacheMB = 2
 
 // walCheckpointPages is how many pages the WAL gathers before they are
 // copied into the database (40 MB of 4 KiB pages), not SQLite's 1,000.
