@@ -157,6 +157,7 @@ type options struct {
 	inflightIPMB                                          int
 	maxConnsPerIP                                         int
 	sqliteCacheMB                                         int
+	goMemoryLimitMB                                       int
 
 	// alerts and host presence
 	alertInterval, alertResend, hostLateAfter, hostOfflineAfter time.Duration
@@ -238,7 +239,8 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.alertResend, "alert-resend", o.envDuration("RELAY_ALERT_RESEND", time.Hour), "how often a firing alert is sent again while it lasts (RELAY_ALERT_RESEND)")
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
-	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache of the writer connection; each reader keeps an eighth (RELAY_SQLITE_CACHE_MB)")
+	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache: the writer's, and one pool for every connection's pages (each reader keeps at most an eighth) (RELAY_SQLITE_CACHE_MB)")
+	fs.IntVar(&o.goMemoryLimitMB, "go-memory-limit-mb", o.envInt("RELAY_GO_MEMORY_LIMIT_MB", 32), "SQLite only: soft limit in MiB of the Go runtime's memory (heap, stacks), raised by the request bodies intake holds; the collector works harder near it; 0 is no limit; GOMEMLIMIT, if set, wins (RELAY_GO_MEMORY_LIMIT_MB)")
 	o.registerTLS(fs)
 }
 
@@ -467,6 +469,7 @@ func serve(ctx context.Context, args []string) error {
 		InflightBytes:      int64(o.inflightMB) << 20,
 		InflightHostBytes:  int64(o.inflightHostMB) << 20,
 		InflightIPBytes:    int64(o.inflightIPMB) << 20,
+		InflightChanged:    goMemoryLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv),
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err

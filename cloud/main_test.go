@@ -118,6 +118,7 @@ func settingCases(t *testing.T, dir string) map[string]settingCase {
 		"RELAY_HOST_LATE_AFTER":       {bad: []string{"late", "0s"}, good: "30s"},
 		"RELAY_HOST_OFFLINE_AFTER":    {bad: []string{"gone", "30s", "1m"}, good: "10m"},
 		"RELAY_SQLITE_CACHE_MB":       {bad: []string{"64MB", "0", "-1", "65537"}, good: "32"},
+		"RELAY_GO_MEMORY_LIMIT_MB":    {bad: []string{"32MiB", "-1", "1048577"}, good: "0"},
 	}
 }
 

@@ -141,6 +141,7 @@ var settingChecks = []settingCheck{
 	}},
 	{flag: "auth-failures-per-min", env: "RELAY_AUTH_FAILURES_PER_MIN", want: func(o *options) string { return inRange(o.authFailures, 1, 1_000_000) }},
 	{flag: "sqlite-cache-mb", env: "RELAY_SQLITE_CACHE_MB", want: func(o *options) string { return inRange(o.sqliteCacheMB, 1, 65536) }},
+	{flag: "go-memory-limit-mb", env: "RELAY_GO_MEMORY_LIMIT_MB", want: func(o *options) string { return inRange(o.goMemoryLimitMB, 0, 1<<20) }},
 }
 
 func positive(ok bool) string {

@@ -39,6 +39,10 @@ type bodyBudget struct {
 	hosts map[string]int64 // host id → bytes held; no entry when none
 	ips   map[string]int64 // client address (addrKey) → bytes held
 	freed chan struct{}    // closed when bytes are given back; nil while no one waits
+
+	// changed, if set, is told the bytes held in all after each change,
+	// in order (under mu).
+	changed func(used int64)
 }
 
 func newBodyBudget(clock clockwork.Clock, wait time.Duration, max, maxHost, maxIP int64) *bodyBudget {
@@ -83,6 +87,9 @@ func (l *bodyLease) grow(ctx context.Context, n int64) error {
 			b.hosts[l.host] += n
 			b.ips[l.ip] += n
 			l.held += n
+			if b.changed != nil {
+				b.changed(b.used)
+			}
 			b.mu.Unlock()
 			return nil
 		}
@@ -138,6 +145,9 @@ func (l *bodyLease) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= l.held
+	if b.changed != nil {
+		b.changed(b.used)
+	}
 	if b.hosts[l.host] -= l.held; b.hosts[l.host] == 0 {
 		delete(b.hosts, l.host)
 	}

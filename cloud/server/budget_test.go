@@ -262,3 +262,20 @@ func TestBodyBudgetKeepsRoomForSmallBodies(t *testing.T) {
 	require.NoError(t, take("h_c", "198.51.100.9", mib))
 	require.NoError(t, take("h_c", "198.51.100.9", mib))
 }
+
+// The bytes held in all are told after each change, in order: the cloud
+// raises Go's memory limit by them.
+func TestBodyBudgetChanged(t *testing.T) {
+	ctx := context.Background()
+	b := newBodyBudget(newClock(), time.Second, 1000, 1000, 1000)
+	var told []int64
+	b.changed = func(used int64) { told = append(told, used) }
+	a, c := b.lease("h_a", "192.0.2.1"), b.lease("h_b", "192.0.2.2")
+	require.NoError(t, a.grow(ctx, 300))
+	require.NoError(t, c.grow(ctx, 200))
+	require.NoError(t, a.grow(ctx, 100))
+	a.release()
+	a.release() // nothing held: nothing to tell
+	c.release()
+	require.Equal(t, []int64{300, 500, 600, 200, 0}, told)
+}

@@ -68,6 +68,10 @@ type Config struct {
 	InflightHostBytes int64
 	InflightIPBytes   int64
 	BodyBudgetWait    time.Duration
+	// InflightChanged, if set, is told the request-body bytes intake holds
+	// in all after each change, in order (the cloud raises Go's memory
+	// limit by them).
+	InflightChanged func(bytes int64)
 }
 
 func (c *Config) setDefaults() {
@@ -185,6 +189,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
 	s.sockets = &sockets{conns: delivery.NewConnections(st, clock, log, socketTakeover)}
 	s.deliveries.OnSocket(s.sockets.conns.Observe)
+	s.bodies.changed = cfg.InflightChanged
 	s.metrics.reg.MustRegister(s.bodies.gauge())
 	return s
 }

@@ -41,7 +41,7 @@ func TestPragmas(t *testing.T) {
 	require.Equal(t, "1", pragma(s.read, "foreign_keys"))
 	require.Equal(t, "1", pragma(s.read, "query_only"))
 	require.Equal(t, 1, s.write.Stats().MaxOpenConnections, "one writer")
-	require.Equal(t, "-8192", pragma(s.write, "cache_size"), "8 MiB of pages for the writer")
+	require.Equal(t, "-2048", pragma(s.write, "cache_size"), "2 MiB of pages for the writer")
 	require.Equal(t, "-1024", pragma(s.read, "cache_size"), "1 MiB for each reader")
 	require.Equal(t, "20000", pragma(s.write, "wal_autocheckpoint"), "a backstop: the checkpointer copies the WAL at 10,000 pages")
 

@@ -56,14 +56,17 @@ var _ store.Store = (*Store)(nil)
 // process (or a checkpoint) before failing with SQLITE_BUSY.
 const busyTimeoutMS = 10000
 
-// DefaultCacheMB is the writer's page cache unless Options say otherwise.
-// With modernc's allocator a MiB of cache takes about 2 MiB of memory (each
-// 4 KiB page and its header go in an 8 KiB slot). At 256 concurrent senders
-// a 64 MiB cache took the cloud to 170 MiB peak RSS where 8 MiB kept it at
-// 62–65 MiB (3 KB webhooks) or 75–77 MiB (the bench's payload mix), for no
-// fewer webhooks/s (the pages it misses are read from the kernel's page
-// cache); 4 MiB took 9 MiB off the mix's peak.
-const DefaultCacheMB = 8
+// DefaultCacheMB is the writer's page cache, and the size of the pool of
+// every connection's pages (see configurePageCache), unless Options say
+// otherwise. At 256 concurrent senders a 64 MiB cache took the cloud to
+// 170 MiB peak RSS where 8 MiB kept it at 62–65 MiB (3 KB webhooks), for
+// no fewer webhooks/s: the pages it misses are read from the kernel's page
+// cache. With the pool, 4 MiB took the bench's payload mix from 69–71 to
+// 66 MiB peak for no more CPU per webhook, and 2 MiB to 62–63 MiB (against
+// 64–65 for 4 MiB) for as much CPU per webhook; on a larger database it
+// costs more: at 200,000 deliveries the insert transaction took 174–186
+// µs of CPU per webhook against 158–180 (BenchmarkInsertBatch/random).
+const DefaultCacheMB = 2
 
 // walCheckpointPages is how many pages the WAL gathers before they are
 // copied into the database (40 MB of 4 KiB pages), not SQLite's 1,000.
@@ -84,7 +87,8 @@ const walCheckpointPages = 10000
 type Options struct {
 	// CacheMB is the writer connection's page cache in MiB (0:
 	// DefaultCacheMB). Each read connection keeps an eighth of it, at
-	// least 1 MiB.
+	// least 1 MiB. The first Store of the process sizes the pool that
+	// holds every connection's pages to it.
 	CacheMB int
 	// CheckpointPages is how many pages the WAL gathers before the
 	// checkpointer copies them (0: walCheckpointPages).
@@ -117,6 +121,10 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	if o.CheckpointPages <= 0 {
 		o.CheckpointPages = walCheckpointPages
 	}
+	// The process's page caches share one pool of the writer's cache_size
+	// and the checkpointer's (see configurePageCache); the readers' pages
+	// come out of it too, the least recently used going first.
+	configurePageCache(o.CacheMB*1024 + 512)
 	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMS)
 	write, err := sql.Open("sqlite", path+"?"+common+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"+
