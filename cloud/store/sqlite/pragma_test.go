@@ -201,6 +201,15 @@ func TestFindUsesIndexes(t *testing.T) {
 	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX sqlite_autoindex_deliveries_2 (host_id=? AND source=? AND event_id=?)")
 	require.Contains(t, plan(store.DeliveryFindParams{CorrelationID: "c"}), "SCAN deliveries USING INDEX deliveries_received_idx")
 	require.Contains(t, plan(store.DeliveryFindParams{HostID: "h"}), "USING INDEX deliveries_host_received_idx (host_id=?)")
+	// A host's deliveries in one status: that index, in order, whatever the
+	// status's share (no statistics say it), with no sort.
+	hostStatus := plan(store.DeliveryFindParams{HostID: "h", Status: store.StatusDelivering})
+	require.Contains(t, hostStatus, "USING INDEX deliveries_host_status_idx (host_id=? AND status=?)")
+	require.NotContains(t, hostStatus, "TEMP B-TREE")
+	before := time.Now()
+	hostStatus = plan(store.DeliveryFindParams{HostID: "h", Status: store.StatusDelivering, BeforeReceivedAt: &before, BeforeID: "x"})
+	require.Contains(t, hostStatus, "USING INDEX deliveries_host_status_idx (host_id=? AND status=? AND")
+	require.NotContains(t, hostStatus, "TEMP B-TREE")
 	require.Equal(t, "SCAN deliveries USING INDEX deliveries_received_idx", plan(store.DeliveryFindParams{}))
 	events := func(p store.DeliveryEventListAfterParams) string {
 		q, args := store.EventsQuery(&p)
