@@ -470,3 +470,24 @@ func TestRetentionOnCloudTime(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestDoneLooksUpEachID: which of a batch's ids are done is one primary-key
+// look-up per id, never a walk of the ledger's successes (an index on result
+// would otherwise tempt SQLite, which has no statistics).
+func TestDoneLooksUpEachID(t *testing.T) {
+	l, _ := setup(t)
+	rows, err := l.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+doneQuery, `["a","b"]`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+		plan = append(plan, detail)
+	}
+	require.NoError(t, rows.Err())
+	joined := fmt.Sprint(plan)
+	require.Contains(t, joined, "SEARCH l USING INDEX sqlite_autoindex_ledger_1 (delivery_id=?)", joined)
+	require.NotContains(t, joined, "ledger_result", joined)
+}
