@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"net/url"
 	"strconv"
@@ -132,7 +131,7 @@ func parseDeliveryFilter(q url.Values) (deliveryFilter, *store.DeliveryFindParam
 		p.BeforeReceivedAt = &at // before (at, ""): received before at
 	}
 	if f.Cursor != "" {
-		at, id, err := decodeCursor(f.Cursor)
+		at, id, err := server.DecodeCursor(f.Cursor) // the API's cursors
 		if err != nil {
 			return f, nil, &errFilter{"cursor: not one this page made"}
 		}
@@ -186,7 +185,7 @@ func loadDeliveries(ctx context.Context, r deliveriesReader, q url.Values) (*del
 		ds = ds[:deliveriesPageSize]
 		last := ds[len(ds)-1]
 		next := f
-		next.Cursor = encodeCursor(last.ReceivedAt, last.ID)
+		next.Cursor = server.EncodeCursor(last.ReceivedAt, last.ID)
 		d.Next = "/console/deliveries" + encodeQuery(next.query(true))
 	}
 	if f.Cursor != "" {
@@ -209,27 +208,6 @@ func encodeQuery(q url.Values) string {
 		return ""
 	}
 	return "?" + q.Encode()
-}
-
-// Cursors are the API's: base64url of "<received unix ms>:<delivery id>".
-func encodeCursor(at time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMilli(), 10) + ":" + id))
-}
-
-func decodeCursor(s string) (time.Time, string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	ms, id, ok := strings.Cut(string(b), ":")
-	if !ok || id == "" {
-		return time.Time{}, "", errors.New("malformed cursor")
-	}
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	return time.UnixMilli(n).UTC(), id, nil
 }
 
 // deliveryOps is what the deliveries pages change, through the admin

@@ -132,7 +132,7 @@ func writeDeliveryPage(c *gin.Context, ds []*store.Delivery, limit int) {
 	if len(ds) > limit {
 		ds = ds[:limit]
 		last := ds[len(ds)-1]
-		next = encodeCursor(last.ReceivedAt, last.ID)
+		next = EncodeCursor(last.ReceivedAt, last.ID)
 	}
 	out := make([]deliveryJSON, 0, len(ds))
 	for _, d := range ds {
@@ -148,18 +148,21 @@ func queryDeliveryCursor(c *gin.Context) (*time.Time, string, error) {
 	if v == "" {
 		return nil, "", nil
 	}
-	at, id, err := decodeCursor(v)
+	at, id, err := DecodeCursor(v)
 	if err != nil {
 		return nil, "", errInvalid("cursor is not one this API issued")
 	}
 	return &at, id, nil
 }
 
-func encodeCursor(at time.Time, id string) string {
+// EncodeCursor is a deliveries page's keyset cursor, the same in the API
+// and the console: base64url of "<received unix ms>:<delivery id>".
+func EncodeCursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMilli(), 10) + ":" + id))
 }
 
-func decodeCursor(s string) (time.Time, string, error) {
+// DecodeCursor reads EncodeCursor's cursor.
+func DecodeCursor(s string) (time.Time, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return time.Time{}, "", err
