@@ -277,13 +277,8 @@ type purgeData struct {
 // purgePage asks to confirm a purge of a host's dead-letter queue.
 func (cn *Console) purgePage(c *gin.Context) {
 	ctx := c.Request.Context()
-	h, err := cn.d.Store.HostGet(ctx, c.Param("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		cn.failCode(c, shared.CodeNotFound, "no such host")
-		return
-	}
-	if err != nil {
-		cn.fail(c, err)
+	h, ok := cn.hostOf(c)
+	if !ok {
 		return
 	}
 	counts, err := cn.d.Store.DeliveryCountByStatus(ctx, h.ID)

@@ -43,13 +43,8 @@ func (cn *Console) hostPage(c *gin.Context) {
 // wrong with the form the page answers (status is the error's).
 func (cn *Console) renderHost(c *gin.Context, status int, flash string, form sourceForm) {
 	ctx := c.Request.Context()
-	h, err := cn.d.Store.HostGet(ctx, c.Param("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		cn.failCode(c, shared.CodeNotFound, "No such host.")
-		return
-	}
-	if err != nil {
-		cn.fail(c, err)
+	h, ok := cn.hostOf(c)
+	if !ok {
 		return
 	}
 	counts, err := cn.d.Store.DeliveryCountByStatus(ctx, h.ID)

@@ -201,3 +201,18 @@ func humanDuration(d time.Duration) string {
 		return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
 	}
 }
+
+// hostOf reads the host the route's :id names, or answers its page (404
+// when there is none) and returns false.
+func (cn *Console) hostOf(c *gin.Context) (*store.Host, bool) {
+	h, err := cn.d.Store.HostGet(c.Request.Context(), c.Param("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		cn.failCode(c, shared.CodeNotFound, "No such host.")
+		return nil, false
+	}
+	if err != nil {
+		cn.fail(c, err)
+		return nil, false
+	}
+	return h, true
+}
