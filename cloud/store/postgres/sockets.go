@@ -37,17 +37,19 @@ func (s *Store) SocketOpen(ctx context.Context, hostID string) (*store.SocketOpe
 	res := &store.SocketOpenResult{}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The host's row, locked: sockets of one host opening at once take
-		// their epochs in turn, each seeing the one before.
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO host_sockets (host_id, epoch, owner) VALUES ($1, 0, 0)
-			ON CONFLICT (host_id) DO NOTHING`, hostID); err != nil {
-			return err
-		}
+		// their epochs in turn, each seeing the one before. One statement
+		// that inserts or locks: a row deleted by the older socket's close
+		// between an insert that found it and a separate SELECT … FOR
+		// UPDATE would leave nothing to lock.
 		var old int64
 		var live bool
 		if err := tx.QueryRow(ctx, `
-			SELECT epoch, owner <> 0 AND EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = owner)
-			FROM host_sockets WHERE host_id = $1 FOR UPDATE`, hostID).Scan(&old, &live); err != nil {
+			WITH cur AS (
+				INSERT INTO host_sockets (host_id, epoch, owner) VALUES ($1, 0, 0)
+				ON CONFLICT (host_id) DO UPDATE SET epoch = host_sockets.epoch
+				RETURNING epoch, owner)
+			SELECT epoch, owner <> 0 AND EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = owner) FROM cur`,
+			hostID).Scan(&old, &live); err != nil {
 			return err
 		}
 		if live {

@@ -119,4 +119,22 @@ func exerciseSockets(ctx context.Context, t *testing.T, setup setupFunc) {
 			require.Equal(t, results[i-1].Epoch, results[i].Replaced, "each replaces the one before it")
 		}
 	})
+	t.Run("SocketOpensWhileTheOldCloses", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		// A socket opening while the one recorded before it closes (its
+		// row deleted between the open's look and its lock) still opens:
+		// it replaces the old one or, once that is gone, none.
+		for range 100 {
+			old, err := s.SocketOpen(ctx, b.host.ID)
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			wg.Go(func() { require.NoError(t, s.SocketClose(ctx, b.host.ID, old.Epoch)) })
+			res, err := s.SocketOpen(ctx, b.host.ID)
+			wg.Wait()
+			require.NoError(t, err)
+			require.Greater(t, res.Epoch, old.Epoch)
+			require.NoError(t, s.SocketClose(ctx, b.host.ID, res.Epoch))
+		}
+	})
 }
