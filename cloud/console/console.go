@@ -57,13 +57,16 @@ type Deps struct {
 	// Volume gives a host's webhooks per hour over the last 24 hours,
 	// oldest first, for the hosts page's sparklines; nil: none drawn.
 	Volume func(ctx context.Context, hostID string, now time.Time) ([]int, error)
+	// MaxSessions is how many live sessions are kept at most, the oldest
+	// removed first; 0: DefaultMaxSessions.
+	MaxSessions int
 }
 
 // Session bounds.
 const (
-	SessionIdle   = 12 * time.Hour     // a session unused this long ends
-	SessionMaxAge = 7 * 24 * time.Hour // a session ends this long after login, used or not
-	MaxSessions   = 1000               // live sessions kept at most, the oldest removed first
+	SessionIdle        = 12 * time.Hour     // a session unused this long ends
+	SessionMaxAge      = 7 * 24 * time.Hour // a session ends this long after login, used or not
+	DefaultMaxSessions = 1000               // live sessions kept at most, the oldest removed first
 	// touchEvery is how stale a session's last-seen time may get before a
 	// request moves it (a write per request otherwise).
 	touchEvery = time.Minute
@@ -77,6 +80,9 @@ type Console struct {
 
 // New returns the console.
 func New(d Deps) *Console {
+	if d.MaxSessions <= 0 {
+		d.MaxSessions = DefaultMaxSessions
+	}
 	return &Console{d: d, pages: mustParsePages()}
 }
 

@@ -64,13 +64,13 @@ func cookieSession(r *http.Request) []byte {
 }
 
 // StartSession stores a new session as of now and returns its id. The
-// oldest sessions beyond MaxSessions go, as do ended ones.
+// oldest sessions beyond Deps.MaxSessions go, as do ended ones.
 func (cn *Console) StartSession(ctx context.Context) ([]byte, *store.Session, error) {
 	id := newSessionID()
 	now := cn.now()
 	s, err := cn.d.Store.SessionCreate(ctx, &store.SessionCreateParams{
 		IDHash: hashID(id), Now: now, ExpiresAt: now.Add(SessionMaxAge),
-		IdleBefore: now.Add(-SessionIdle), Max: MaxSessions,
+		IdleBefore: now.Add(-SessionIdle), Max: cn.d.MaxSessions,
 	})
 	if err != nil {
 		return nil, nil, err
