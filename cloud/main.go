@@ -497,12 +497,13 @@ func serve(ctx context.Context, args []string) error {
 	}
 	// The console, on the same listener: its cookie is Secure when the
 	// cloud serves TLS or is reached over https.
-	srv.Mount(console.New(console.Deps{
+	con := console.New(console.Deps{
 		App: srv, Store: st, Clock: clock, Log: log,
 		CSRFKey:      tokens.DerivedKey("console csrf"),
 		SecureCookie: tlsSetup != nil || strings.HasPrefix(strings.ToLower(o.publicURL), "https://"),
 		Volume:       console.ReceivedPerHour(st),
-	}).Routes)
+	})
+	srv.Mount(console.Path+"/", con.Routes, con.NotFound)
 	handler := srv.Handler()
 	if tlsSetup != nil {
 		handler = tlsconf.HSTS(handler)

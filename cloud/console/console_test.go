@@ -66,7 +66,7 @@ func setup(t *testing.T, opts ...options) *bundle {
 	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: testAdmin})
 	con := New(Deps{App: app, Store: st, Clock: clock, Log: log, CSRFKey: tokens.DerivedKey("console csrf"),
 		SecureCookie: o.secureCookie, Volume: o.volume, MaxSessions: o.maxSessions})
-	app.Mount(con.Routes)
+	app.Mount(Path+"/", con.Routes, con.NotFound)
 	srv := httptest.NewServer(app.Handler())
 	t.Cleanup(srv.Close)
 	return &bundle{t: t, srv: srv, store: st, clock: clock, con: con, app: app}
@@ -170,6 +170,26 @@ func TestRootRedirectsToConsole(t *testing.T) {
 	require.Equal(t, 303, a.status)
 	require.Equal(t, "/console/", a.header.Get("Location"))
 	require.Equal(t, CSP, a.header.Get("Content-Security-Policy"))
+}
+
+// A console path that names no page is answered by a page, with the
+// console's headers; other unknown paths keep the API's JSON error.
+func TestUnknownPage(t *testing.T) {
+	b := setup(t)
+	cl := b.client()
+	a := cl.get("/console/no/such/page")
+	require.Equal(t, 404, a.status)
+	require.Contains(t, a.header.Get("Content-Type"), "text/html")
+	require.Equal(t, CSP, a.header.Get("Content-Security-Policy"))
+	require.Contains(t, a.body, "There is no such page.")
+	cl.login()
+	a = cl.get("/console/hosts/x/nothing")
+	require.Equal(t, 404, a.status)
+	require.Contains(t, a.body, "There is no such page.")
+	require.Contains(t, a.body, `href="/console/"`, "a way back")
+	a = cl.get("/api/no-such-endpoint")
+	require.Equal(t, 404, a.status)
+	require.Contains(t, a.header.Get("Content-Type"), "application/json")
 }
 
 func TestLogin(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"mime"
+	"net/http"
 	"path"
 
 	"github.com/gin-gonic/gin"
@@ -19,13 +20,16 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 // headers sets the security headers on every console answer, and keeps
 // pages out of caches (assets set their own Cache-Control).
 func (cn *Console) headers(c *gin.Context) {
-	h := c.Writer.Header()
+	setHeaders(c.Writer.Header())
+	c.Next()
+}
+
+func setHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", CSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
-	c.Next()
 }
 
 //go:embed assets

@@ -78,7 +78,7 @@ func benchPages(b *testing.B, st store.Store, settle func()) {
 	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: testAdmin})
 	con := New(Deps{App: app, Store: st, Clock: clock, Log: log, CSRFKey: tokens.DerivedKey("console csrf"),
 		Volume: ReceivedPerHour(st)})
-	app.Mount(con.Routes)
+	app.Mount(Path+"/", con.Routes, con.NotFound)
 	h := app.Handler()
 
 	hosts, sample := seedPages(b, st, app, end)

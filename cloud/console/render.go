@@ -169,6 +169,13 @@ type errorData struct {
 	Message string
 }
 
+// NotFound answers a path under the console that names no page: an HTML
+// page under the console's headers, not the API's JSON.
+func (cn *Console) NotFound(c *gin.Context) {
+	setHeaders(c.Writer.Header())
+	cn.failCode(c, shared.CodeNotFound, "There is no such page.")
+}
+
 // forbidden answers 403 with a page saying why.
 func (cn *Console) forbidden(c *gin.Context, msg string) {
 	cn.render(c, 403, "error", &page{Title: "Refused", Data: errorData{Status: 403, Message: msg}})

@@ -155,13 +155,23 @@ type Server struct {
 	// minute, quarantineLog its log lines.
 	quarantineRate, quarantineLog *sampler
 	bodies                        *bodyBudget // intake's request bodies in flight
-	mounts                        []func(gin.IRouter)
+	mounts                        []mount
+}
+
+// mount is what Mount added.
+type mount struct {
+	prefix   string
+	routes   func(gin.IRouter)
+	notFound gin.HandlerFunc
 }
 
 // Mount adds routes served beside the API (the console), on the same
-// listener and behind the same recovery and access log. Call it before
-// Handler.
-func (s *Server) Mount(routes func(gin.IRouter)) { s.mounts = append(s.mounts, routes) }
+// listener and behind the same recovery and access log; a request whose
+// path starts with prefix and matches no route is answered by notFound
+// (nil: the API's JSON error). Call it before Handler.
+func (s *Server) Mount(prefix string, routes func(gin.IRouter), notFound gin.HandlerFunc) {
+	s.mounts = append(s.mounts, mount{prefix: prefix, routes: routes, notFound: notFound})
+}
 
 // targetTTL bounds how long intake trusts a cached host and source should
 // a change notification be lost; changes are otherwise seen at once.
@@ -208,7 +218,15 @@ func (s *Server) Handler() http.Handler {
 		s.log.Error("trusted proxies ignored", "err", err)
 		_ = r.SetTrustedProxies(nil)
 	}
-	r.NoRoute(notFoundHandler)
+	r.NoRoute(func(c *gin.Context) {
+		for _, m := range s.mounts {
+			if m.notFound != nil && strings.HasPrefix(c.Request.URL.Path, m.prefix) {
+				m.notFound(c)
+				return
+			}
+		}
+		notFoundHandler(c)
+	})
 	r.NoMethod(methodNotAllowedHandler)
 	r.Use(s.recoverer, s.accessLog)
 
@@ -259,7 +277,7 @@ func (s *Server) Handler() http.Handler {
 	admin.PUT("/:id/alert-rules/:rule", s.putAlertRule)
 	admin.DELETE("/:id/alert-rules/:rule", s.deleteAlertRule)
 	for _, m := range s.mounts {
-		m(r)
+		m.routes(r)
 	}
 	return r
 }
