@@ -9,13 +9,14 @@ import (
 )
 
 // connAllowance is what Go's memory limit grows by for each connection the
-// cloud holds open: an idle WebSocket measured 18–19 KiB of the runtime's
-// memory once collected (two goroutines' stacks, 13 KiB, and 5–6 KiB of
-// heap: the connection, its buffers, the session), a held long poll
-// 20–24 KiB (its handler's stack, deep in the HTTP server's and gin's
-// frames, the request and its 4 KiB buffers). The allowance is above both,
-// with room for what a connection's traffic leaves until the next cycle.
-const connAllowance = 32 << 10
+// cloud holds open. Measured with 2,000 of each and no limit, once
+// collected: an idle WebSocket holds 18–19 KiB of the runtime's memory
+// (two goroutines' stacks, 13 KiB, and 5–6 KiB of heap: the connection,
+// its buffers, the session), a held long poll 29–30 KiB (20 KiB of stacks,
+// its handler's deep in the HTTP server's and gin's frames, and 9 KiB of
+// heap: the request, its context and timers, 4 KiB buffers each way). The
+// limit's base leaves the collector its room above them.
+const connAllowance = 40 << 10
 
 // memLimit sets Go's soft memory limit (debug.SetMemoryLimit) for the
 // embedded cloud: what its runtime holds — heap, goroutine stacks and its

@@ -78,7 +78,7 @@ func TestMemLimitSizing(t *testing.T) {
 	m.connsChanged(2000)
 	inflight(256 * 15 << 10)
 	<-set
-	require.Equal(t, int64(24<<20+2000*32<<10+256*15<<10), <-set)
+	require.Equal(t, int64(24<<20+2000*connAllowance+256*15<<10), <-set)
 }
 
 // waitLimit reads the limits set until want, failing after 10 s.
