@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -99,6 +102,15 @@ func waitLimit(t *testing.T, set chan int64, want int64) {
 }
 
 func TestMemLimitCountsConnections(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "TLS"}[tls], func(t *testing.T) { testCountsConnections(t, tls) })
+	}
+}
+
+// testCountsConnections serves HTTP (over TLS, as cloud serve's ServeTLS
+// does: the listener counted is under the TLS one) and counts what it
+// accepts until it is closed.
+func testCountsConnections(t *testing.T, useTLS bool) {
 	const base = 24 << 20
 	m, set := fakeLimit(base)
 	conns := func(n int64) int64 { return base + n*connAllowance }
@@ -112,22 +124,31 @@ func TestMemLimitCountsConnections(t *testing.T) {
 		if err != nil {
 			return
 		}
-		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
-		_ = brw.Flush()
 		mu.Lock()
 		hijacked = append(hijacked, c)
 		mu.Unlock()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		_ = brw.Flush()
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(m.listener(ln)) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	ts := httptest.NewUnstartedServer(mux)
+	ts.Listener = m.listener(ts.Listener)
+	dial := func() (net.Conn, error) { return net.Dial("tcp", ts.Listener.Addr().String()) }
+	if useTLS {
+		ts.StartTLS()
+		roots := x509.NewCertPool()
+		roots.AddCert(ts.Certificate())
+		dial = func() (net.Conn, error) {
+			return tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}})
+		}
+	} else {
+		ts.Start()
+	}
+	t.Cleanup(ts.Close)
 
 	// request sends a request on a new connection and reads the answer's
 	// status line: the server has accepted the connection by then.
 	request := func(path string) (net.Conn, string) {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := dial()
 		require.NoError(t, err)
 		_, err = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: test\r\n\r\n")
 		require.NoError(t, err)
