@@ -441,8 +441,9 @@ func serve(ctx context.Context, args []string) error {
 	if mres.Applied > 0 {
 		log.Info("database migrated", "applied", mres.Applied, "version", mres.Version)
 	}
-	// Webhooks arriving together share one commit (see store.GroupCommit).
+	// Go's memory limit (SQLite): intake and the listeners report to it.
 	mem := newMemLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv)
+	// Webhooks arriving together share one commit (see store.GroupCommit).
 	var srv *server.Server
 	st = store.GroupCommit(st, store.GroupOptions{
 		Flushers: groupFlushers(o.databaseURL),
