@@ -193,3 +193,18 @@ func testCountsConnections(t *testing.T, useTLS bool) {
 	waitLimit(t, set, conns(0))
 	require.Empty(t, set)
 }
+
+// BenchmarkMemLimitConn is a connection opened and closed, the runtime's
+// limit set each time.
+func BenchmarkMemLimitConn(b *testing.B) {
+	old := debug.SetMemoryLimit(-1)
+	b.Cleanup(func() { debug.SetMemoryLimit(old) })
+	m := newMemLimit(22, testDB, noEnv)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.connsChanged(1)
+			m.connsChanged(-1)
+		}
+	})
+}
