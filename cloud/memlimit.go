@@ -28,7 +28,8 @@ const connAllowance = 40 << 10
 // a limit below them would have the collector run back to back for
 // nothing (a flat 32 MiB kept it busy 48–54 % of a core with 2,000 idle
 // sockets, and 133 % with 2,000 long polls). What is left, base less what
-// an idle cloud holds, is the room the collector works in. GOGC stays as
+// an idle cloud holds (14–15 MiB), is the room the collector works in,
+// besides what each connection's allowance leaves over. GOGC stays as
 // it is (100 unless set): far from the limit, the collector runs as it
 // would without one, and only near it sooner.
 //
