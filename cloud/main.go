@@ -240,7 +240,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
 	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache: the writer's, and one pool for every connection's pages (each reader keeps at most an eighth) (RELAY_SQLITE_CACHE_MB)")
-	fs.IntVar(&o.goMemoryLimitMB, "go-memory-limit-mb", o.envInt("RELAY_GO_MEMORY_LIMIT_MB", 0), "SQLite only: soft limit in MiB of the Go runtime's memory (heap, stacks), raised by the request bodies intake holds; the collector works harder near it; 0 (the default) is no limit; keep it above what held connections take (about 20 KiB a socket or long poll); GOMEMLIMIT, if set, wins (RELAY_GO_MEMORY_LIMIT_MB)")
+	fs.IntVar(&o.goMemoryLimitMB, "go-memory-limit-mb", o.envInt("RELAY_GO_MEMORY_LIMIT_MB", 22), "SQLite only: MiB of the Go runtime's memory (heap, stacks) its soft limit starts from, raised by the request bodies intake holds and by 40 KiB for each connection open (sockets and long polls included); the collector works harder near it; 0 is no limit; GOMEMLIMIT, if set, wins (RELAY_GO_MEMORY_LIMIT_MB)")
 	o.registerTLS(fs)
 }
 
@@ -441,6 +441,8 @@ func serve(ctx context.Context, args []string) error {
 	if mres.Applied > 0 {
 		log.Info("database migrated", "applied", mres.Applied, "version", mres.Version)
 	}
+	// Go's memory limit (SQLite): intake and the listeners report to it.
+	mem := newMemLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv)
 	// Webhooks arriving together share one commit (see store.GroupCommit).
 	var srv *server.Server
 	st = store.GroupCommit(st, store.GroupOptions{
@@ -469,7 +471,7 @@ func serve(ctx context.Context, args []string) error {
 		InflightBytes:      int64(o.inflightMB) << 20,
 		InflightHostBytes:  int64(o.inflightHostMB) << 20,
 		InflightIPBytes:    int64(o.inflightIPMB) << 20,
-		InflightChanged:    goMemoryLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv),
+		InflightChanged:    mem.inflightFunc(),
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
@@ -533,7 +535,10 @@ func serve(ctx context.Context, args []string) error {
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 	}
-	ln = srv.LimitConnsPerIP(ln, o.maxConnsPerIP)
+	ln = mem.listener(srv.LimitConnsPerIP(ln, o.maxConnsPerIP))
+	if redirectLn != nil {
+		redirectLn = mem.listener(redirectLn)
+	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	// Background upkeep runs on every replica: each job is safe to run at once.

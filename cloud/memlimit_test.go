@@ -1,33 +1,210 @@
 package main
 
 import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
 	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"runtime/debug"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-func TestGoMemoryLimit(t *testing.T) {
+const testDB = "sqlite:./data/cloud.db"
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestMemLimitOff(t *testing.T) {
 	old := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	noEnv := func(string) (string, bool) { return "", false }
-
-	const db = "sqlite:./data/cloud.db"
 	debug.SetMemoryLimit(math.MaxInt64)
-	require.Nil(t, goMemoryLimit(0, db, noEnv), "0: no limit")
-	require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1))
-	require.Nil(t, goMemoryLimit(32, "postgres://relay@db/relay", noEnv), "SQLite only")
-	require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1))
-	withEnv := func(k string) (string, bool) { return "64MiB", k == "GOMEMLIMIT" }
-	require.Nil(t, goMemoryLimit(32, db, withEnv), "GOMEMLIMIT is the runtime's")
-	require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1))
 
-	inflight := goMemoryLimit(32, db, noEnv)
-	require.NotNil(t, inflight)
-	require.Equal(t, int64(32<<20), debug.SetMemoryLimit(-1))
+	withEnv := func(k string) (string, bool) { return "64MiB", k == "GOMEMLIMIT" }
+	for name, m := range map[string]*memLimit{
+		"0: no limit":                 newMemLimit(0, testDB, noEnv),
+		"SQLite only":                 newMemLimit(24, "postgres://relay@db/relay", noEnv),
+		"GOMEMLIMIT is the runtime's": newMemLimit(24, testDB, withEnv),
+	} {
+		require.Nil(t, m, name)
+		require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1), name)
+		require.Nil(t, m.inflightFunc(), name)
+		ln := &net.TCPListener{}
+		require.Same(t, ln, m.listener(ln).(*net.TCPListener), name)
+	}
+}
+
+func TestMemLimitSetsTheRuntimes(t *testing.T) {
+	old := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(old) })
+	gogc := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(gogc) })
+
+	m := newMemLimit(24, testDB, noEnv)
+	require.NotNil(t, m)
+	require.Equal(t, int64(24<<20), debug.SetMemoryLimit(-1))
+	m.inflightFunc()(5 << 20)
+	m.connsChanged(2)
+	require.Equal(t, int64(29<<20+2*connAllowance), debug.SetMemoryLimit(-1))
+	require.Equal(t, 100, debug.SetGCPercent(100), "GOGC is left as it is")
+}
+
+// fakeLimit is a memLimit whose settings are sent on a channel.
+func fakeLimit(base int64) (*memLimit, chan int64) {
+	set := make(chan int64, 1024)
+	return &memLimit{base: base, perConn: connAllowance, set: func(l int64) int64 { set <- l; return 0 }}, set
+}
+
+func TestMemLimitSizing(t *testing.T) {
+	m, set := fakeLimit(24 << 20)
+	inflight := m.inflightFunc()
 	inflight(5 << 20)
-	require.Equal(t, int64(37<<20), debug.SetMemoryLimit(-1), "raised by the bodies in flight")
+	require.Equal(t, int64(29<<20), <-set, "raised by the bodies in flight")
+	m.connsChanged(1)
+	m.connsChanged(1)
+	require.Equal(t, int64(29<<20+connAllowance), <-set)
+	require.Equal(t, int64(29<<20+2*connAllowance), <-set, "and by each connection")
 	inflight(0)
-	require.Equal(t, int64(32<<20), debug.SetMemoryLimit(-1))
+	require.Equal(t, int64(24<<20+2*connAllowance), <-set)
+	m.connsChanged(-2)
+	require.Equal(t, int64(24<<20), <-set)
+	inflight(0)
+	require.Empty(t, set, "set only when it changes")
+
+	// 2,000 held connections and 256 senders' bodies.
+	m.connsChanged(2000)
+	inflight(256 * 15 << 10)
+	<-set
+	require.Equal(t, int64(24<<20+2000*connAllowance+256*15<<10), <-set)
+}
+
+// waitLimit reads the limits set until want, failing after 10 s.
+func waitLimit(t *testing.T, set chan int64, want int64) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	var last int64
+	for {
+		select {
+		case last = <-set:
+			if last == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("limit %d, want %d", last, want)
+		}
+	}
+}
+
+func TestMemLimitCountsConnections(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "TLS"}[tls], func(t *testing.T) { testCountsConnections(t, tls) })
+	}
+}
+
+// testCountsConnections serves HTTP (over TLS, as cloud serve's ServeTLS
+// does: the listener counted is under the TLS one) and counts what it
+// accepts until it is closed.
+func testCountsConnections(t *testing.T, useTLS bool) {
+	const base = 24 << 20
+	m, set := fakeLimit(base)
+	conns := func(n int64) int64 { return base + n*connAllowance }
+
+	var mu sync.Mutex
+	var hijacked []net.Conn
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("/upgrade", func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		hijacked = append(hijacked, c)
+		mu.Unlock()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		_ = brw.Flush()
+	})
+	ts := httptest.NewUnstartedServer(mux)
+	ts.Listener = m.listener(ts.Listener)
+	dial := func() (net.Conn, error) { return net.Dial("tcp", ts.Listener.Addr().String()) }
+	if useTLS {
+		ts.StartTLS()
+		roots := x509.NewCertPool()
+		roots.AddCert(ts.Certificate())
+		dial = func() (net.Conn, error) {
+			return tls.Dial("tcp", ts.Listener.Addr().String(), &tls.Config{RootCAs: roots, NextProtos: []string{"http/1.1"}})
+		}
+	} else {
+		ts.Start()
+	}
+	t.Cleanup(ts.Close)
+
+	// request sends a request on a new connection and reads the answer's
+	// status line: the server has accepted the connection by then.
+	request := func(path string) (net.Conn, string) {
+		c, err := dial()
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: test\r\n\r\n")
+		require.NoError(t, err)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		require.NoError(t, err)
+		return c, line
+	}
+
+	var kept []net.Conn
+	for range 5 {
+		c, line := request("/")
+		require.Equal(t, "HTTP/1.1 200 OK\r\n", line)
+		kept = append(kept, c)
+	}
+	waitLimit(t, set, conns(5)) // kept alive between requests
+	var upgraded []net.Conn
+	for range 2 {
+		c, line := request("/upgrade")
+		require.Equal(t, "HTTP/1.1 101 Switching Protocols\r\n", line)
+		upgraded = append(upgraded, c)
+	}
+	waitLimit(t, set, conns(7))
+
+	for _, c := range kept {
+		require.NoError(t, c.Close())
+	}
+	waitLimit(t, set, conns(2)) // the HTTP server closed its ends
+	for _, c := range upgraded {
+		require.NoError(t, c.Close())
+	}
+	// The server no longer tracks a hijacked connection: it stays counted
+	// until whoever took it closes it, once however many times.
+	mu.Lock()
+	require.Len(t, hijacked, 2)
+	require.NoError(t, hijacked[0].Close())
+	_ = hijacked[0].Close()
+	mu.Unlock()
+	waitLimit(t, set, conns(1))
+	mu.Lock()
+	require.NoError(t, hijacked[1].Close())
+	mu.Unlock()
+	waitLimit(t, set, conns(0))
+	require.Empty(t, set)
+}
+
+// BenchmarkMemLimitConn is a connection opened and closed, the runtime's
+// limit set each time.
+func BenchmarkMemLimitConn(b *testing.B) {
+	old := debug.SetMemoryLimit(-1)
+	b.Cleanup(func() { debug.SetMemoryLimit(old) })
+	m := newMemLimit(22, testDB, noEnv)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.connsChanged(1)
+			m.connsChanged(-1)
+		}
+	})
 }
