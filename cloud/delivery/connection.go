@@ -45,16 +45,18 @@ var (
 	ErrStopping = errors.New("cloud stopping")
 )
 
-// Next leases the next batch of a connection that pushes deliveries as they
-// come: at most room() of them (none while it is 0), oldest first, waiting
-// as long as ctx lasts for work — a delivery arriving for the host, its
-// earliest retry coming due, or more room (poke: room may have grown, or a
-// report moved a retry). Unlike a heartbeat's wait, an idle connection
-// costs no query until one of those happens. It returns ErrHostGone when
-// the host was deactivated or re-claimed meanwhile, ErrStopping once the
-// service stops waiting, ctx's error when it ends, else the store's,
-// wrapped.
-func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, poke <-chan struct{}) (*store.DeliveryLeaseResult, error) {
+// Next returns the next batch of a connection that pushes deliveries as
+// they come: first what the intake leased to it as it was stored (see
+// Outbox), else at most the outbox's room of the host's available
+// deliveries (none while it is 0), leased oldest first, waiting as long as
+// ctx lasts for work — a delivery arriving for the host or handed in, its
+// earliest retry coming due, or more room (the outbox's poke: room may
+// have grown, or a report moved a retry). Unlike a heartbeat's wait, an
+// idle connection costs no query until one of those happens. It returns
+// ErrHostGone when the host was deactivated or re-claimed meanwhile,
+// ErrStopping once the service stops waiting, ctx's error when it ends,
+// else the store's, wrapped.
+func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store.DeliveryLeaseResult, error) {
 	// Listening before looking: work arriving in between still wakes it.
 	wake, unsubscribe := s.Subscribe(host.ID)
 	defer unsubscribe()
@@ -69,9 +71,29 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 	// the subscription is caught there — so the host is looked at too
 	// when there is nothing to lease.
 	woken := true
+	// caughtUp: the last look found nothing to lease, and nothing woke
+	// the loop since; only then may the intake lease to it.
+	caughtUp := false
 	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
+	// A poke before the first look is answered by it.
+	select {
+	case <-o.poke:
+	default:
+	}
 	for {
-		if n := room(); n > 0 && look {
+		if err := ctx.Err(); err != nil {
+			// What was handed in stays: the connection's release takes it.
+			return nil, err
+		}
+		if ds := o.take(); len(ds) > 0 {
+			// Leased as they were stored: no lease here.
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Exchanged(host.ID)
+			}
+			s.observeLeased(ctx, host.ID, ds)
+			return &store.DeliveryLeaseResult{Deliveries: ds}, nil
+		}
+		if n := o.Room(); n > 0 && look {
 			p := &store.DeliveryLeaseParams{HostID: host.ID, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
 			began := steptime.Now()
 			res, err := s.store.DeliveryLease(ctx, p)
@@ -79,6 +101,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 				return nil, fmt.Errorf("lease: %w", err)
 			}
 			if len(res.Deliveries) > 0 {
+				o.took(len(res.Deliveries))
 				// Each push is an exchange with the host, as a heartbeat is.
 				if s.cfg.Observer != nil {
 					s.cfg.Observer.Exchanged(host.ID)
@@ -87,6 +110,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 				stamp(notifiedAt, wokenAt, began, res.Deliveries)
 				return res, nil
 			}
+			caughtUp = true
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
 			if err != nil {
 				return nil, fmt.Errorf("next retry: %w", err)
@@ -111,22 +135,26 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 		if retry != nil {
 			due = retry.Chan()
 		}
+		o.waiting(wake, caughtUp)
 		select {
 		case <-ctx.Done():
+			o.waiting(nil, false)
 			return nil, ctx.Err()
 		case <-s.wakeups.stop:
+			o.waiting(nil, false)
 			return nil, ErrStopping
-		case <-poke:
+		case <-o.poke:
 			look = true
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-due:
 			retry = nil
-			look = true
+			look, caughtUp = true, false
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-wake:
-			look, woken = true, true
+			look, woken, caughtUp = true, true, false
 			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
 		}
+		o.waiting(nil, false)
 	}
 }
 
@@ -181,6 +209,7 @@ type Connection struct {
 	hostID  string
 	replace func()          // closes it: a newer connection took over
 	done    <-chan struct{} // closed once what it carried is released
+	outbox  *Outbox         // set by Attach: it pushes
 
 	// Under Connections.mu.
 	epoch    int64          // 0 until SocketOpen gave one
@@ -305,6 +334,33 @@ func (r *Connections) Close(c *Connection) {
 	if err := r.store.SocketClose(context.Background(), c.hostID, epoch); err != nil {
 		r.log.Warn("connection close not recorded; a newer connection of the host waits for it a while", "host", c.hostID, "err", err)
 	}
+}
+
+// Attach says that c pushes from o: from now on the intake may lease to it
+// (Reserve).
+func (r *Connections) Attach(c *Connection, o *Outbox) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.outbox = o
+}
+
+// Reserve holds room for one delivery of hostID about to be stored, on the
+// host's connection on this replica: one that pushes (Attach), is in place
+// (not waiting for an older one to close, not replaced, not closed), whose
+// host granted room and whose push loop waits with nothing to lease. It
+// returns nil when there is none: the delivery is stored pending, and
+// whichever replica holds the host's connection is woken to lease it.
+func (r *Connections) Reserve(hostID string) *Reservation {
+	r.mu.Lock()
+	c := r.byHost[hostID]
+	ok := c != nil && c.outbox != nil && c.epoch != 0 && !c.replaced && !c.gone && !c.waiting
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	// Closing the connection closes its outbox (Outbox.Close), which
+	// refuses room from then on.
+	return c.outbox.reserve()
 }
 
 // Count is how many connections are open on this replica.

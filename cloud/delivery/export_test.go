@@ -13,3 +13,10 @@ func (m *Marker) FlushTo(target int64) {
 	defer m.mu.Unlock()
 	m.flushTo(target)
 }
+
+// SetPushed sets how many deliveries o counts pushed.
+func (o *Outbox) SetPushed(n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pushed = n
+}
