@@ -80,6 +80,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 	case <-o.poke:
 	default:
 	}
+	o.takeRelook()
 	for {
 		if err := ctx.Err(); err != nil {
 			// What was handed in stays: the connection's release takes it.
@@ -144,7 +145,10 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 			o.waiting(nil, false)
 			return nil, ErrStopping
 		case <-o.poke:
-			look = true
+			// More room, or something handed in (taken above), finds
+			// nothing new to lease when the last look found nothing and
+			// nothing woke the loop since; a Poke does.
+			look = o.takeRelook() || !caughtUp
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-due:
 			retry = nil

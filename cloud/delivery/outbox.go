@@ -39,6 +39,9 @@ type Outbox struct {
 	idle   bool
 	wake   <-chan struct{}
 	closed bool
+	// relook: Poke asked the push loop to look again even when it had
+	// found nothing to lease (more room alone does not).
+	relook bool
 }
 
 // NewOutbox returns the outbox of a new connection, with no room until its
@@ -68,7 +71,7 @@ func (o *Outbox) Grant(received int64, credit int) error {
 	if l := received + int64(min(credit, shared.MaxSocketCredit)); l > o.limit {
 		o.limit = l
 	}
-	o.Poke()
+	o.nudge()
 	return nil
 }
 
@@ -84,13 +87,33 @@ func (o *Outbox) room() int {
 	return int(min(max(o.limit-o.pushed-int64(o.reserved), 0), shared.MaxSocketCredit))
 }
 
-// Poke makes the push loop look again (e.g. a nack moved a retry before the
-// one it waits for). It never blocks.
+// Poke makes the push loop look again, even when its last look found
+// nothing (e.g. a nack moved a retry before the one it waits for). It never
+// blocks.
 func (o *Outbox) Poke() {
+	o.mu.Lock()
+	o.relook = true
+	o.mu.Unlock()
+	o.nudge()
+}
+
+// nudge wakes the push loop: room grew, or a delivery was handed in. A
+// loop that found nothing to lease and was not woken since makes no query
+// for it.
+func (o *Outbox) nudge() {
 	select {
 	case o.poke <- struct{}{}:
 	default:
 	}
+}
+
+// takeRelook says whether Poke was called since it was last asked.
+func (o *Outbox) takeRelook() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.relook
+	o.relook = false
+	return r
 }
 
 // Close refuses room to the intake from now on, waits until every insert
@@ -191,6 +214,6 @@ func (v *Reservation) Settle(res *store.DeliveryInsertResult, err error) bool {
 	}
 	o.settled.Broadcast()
 	o.mu.Unlock()
-	o.Poke()
+	o.nudge()
 	return leased
 }

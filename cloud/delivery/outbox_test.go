@@ -184,3 +184,25 @@ func TestOutboxCloseWaitsForInsertsAndHandsBack(t *testing.T) {
 		require.Empty(t, p.outbox.Close(), "once")
 	})
 }
+
+func TestNextLooksAgainOnlyWhenSomethingMayBeAvailable(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		svc, cs := b.counted()
+		o := svc.NewOutbox()
+		nc := b.nextFrom(b.ctx, svc, o, 1)
+		require.Eventually(t, func() bool { return cs.leases.Load() == 1 }, 10*time.Second, time.Millisecond)
+		// More room for a loop that found nothing and was not woken since
+		// makes no query: the host's credit frames cost none.
+		for range 3 {
+			require.NoError(t, o.Grant(0, 5))
+		}
+		require.Never(t, func() bool { return cs.leases.Load() > 1 }, 50*time.Millisecond, 5*time.Millisecond)
+		// A poke (a nack moved a retry) does.
+		o.Poke()
+		require.Eventually(t, func() bool { return cs.leases.Load() == 2 }, 10*time.Second, time.Millisecond)
+		id := b.send()
+		got := <-nc.done
+		require.NoError(t, got.err)
+		require.Equal(t, id, got.res.Deliveries[0].ID, "woken by the store")
+	})
+}
