@@ -57,33 +57,44 @@ var (
 // ErrStopping once the service stops waiting, ctx's error when it ends,
 // else the store's, wrapped.
 func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store.DeliveryLeaseResult, error) {
-	// Listening before looking: work arriving in between still wakes it.
-	wake, unsubscribe := s.Subscribe(host.ID)
-	defer unsubscribe()
-	var retry clockwork.Timer // the earliest retry coming due
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
-	look := true // lease, and find the next retry, before waiting
+	st := &o.loop
 	// woken: a wake-up, or the first look — a host that changed before
 	// the subscription is caught there — so the host is looked at too
 	// when there is nothing to lease.
-	woken := true
-	// caughtUp: the last look found nothing to lease, and nothing woke
-	// the loop since; only then may the intake lease to it.
-	caughtUp := false
-	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
-	// A poke before the first look is answered by it.
-	select {
-	case <-o.poke:
-	default:
+	woken := st.wake == nil
+	if st.wake == nil {
+		// Listening before looking: work arriving in between still wakes
+		// it. The subscription lasts from call to call (until one ends in
+		// an error, or the outbox closes): a wake-up while the caller
+		// pushes is not lost, and a loop caught up need not look again.
+		wake, unsubscribe := s.Subscribe(host.ID)
+		st.wake = wake
+		o.setUnsubscribe(unsubscribe)
 	}
-	o.takeRelook()
+	end := func() {
+		if st.retry != nil {
+			st.retry.Stop()
+		}
+		*st = loopState{}
+		o.unsubscribe()
+	}
+	// Lease, and find the next retry, before waiting — unless the last
+	// look found nothing and nothing woke the loop since (st.caughtUp;
+	// only then may the intake lease to it).
+	look := woken || !st.caughtUp || o.takeRelook()
+	if look {
+		// A poke before the look is answered by it.
+		select {
+		case <-o.poke:
+		default:
+		}
+		o.takeRelook()
+	}
+	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
 	for {
 		if err := ctx.Err(); err != nil {
 			// What was handed in stays: the connection's release takes it.
+			end()
 			return nil, err
 		}
 		if ds := o.take(); len(ds) > 0 {
@@ -99,9 +110,11 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 			began := steptime.Now()
 			res, err := s.store.DeliveryLease(ctx, p)
 			if err != nil {
+				end()
 				return nil, fmt.Errorf("lease: %w", err)
 			}
 			if len(res.Deliveries) > 0 {
+				st.caughtUp = false // there may be more: the next call looks
 				o.took(len(res.Deliveries))
 				// Each push is an exchange with the host, as a heartbeat is.
 				if s.cfg.Observer != nil {
@@ -111,51 +124,55 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 				stamp(notifiedAt, wokenAt, began, res.Deliveries)
 				return res, nil
 			}
-			caughtUp = true
+			st.caughtUp = true
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
 			if err != nil {
+				end()
 				return nil, fmt.Errorf("next retry: %w", err)
 			}
-			if retry != nil {
-				retry.Stop()
-				retry = nil
+			if st.retry != nil {
+				st.retry.Stop()
+				st.retry = nil
 			}
 			if next != nil {
-				retry = s.clock.NewTimer(max(next.Sub(p.Now), time.Millisecond))
+				st.retry = s.clock.NewTimer(max(next.Sub(p.Now), time.Millisecond))
 			}
 		}
 		if woken {
 			// Nothing to push (or no room): the wake-up may say the host
 			// is gone.
 			if err := s.stillActive(ctx, host); err != nil {
+				end()
 				return nil, err
 			}
 		}
 		look, woken = false, false
 		var due <-chan time.Time
-		if retry != nil {
-			due = retry.Chan()
+		if st.retry != nil {
+			due = st.retry.Chan()
 		}
-		o.waiting(wake, caughtUp)
+		o.waiting(st.wake, st.caughtUp)
 		select {
 		case <-ctx.Done():
 			o.waiting(nil, false)
+			end()
 			return nil, ctx.Err()
 		case <-s.wakeups.stop:
 			o.waiting(nil, false)
+			end()
 			return nil, ErrStopping
 		case <-o.poke:
 			// More room, or something handed in (taken above), finds
 			// nothing new to lease when the last look found nothing and
 			// nothing woke the loop since; a Poke does.
-			look = o.takeRelook() || !caughtUp
+			look = o.takeRelook() || !st.caughtUp
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-due:
-			retry = nil
-			look, caughtUp = true, false
+			st.retry = nil
+			look, st.caughtUp = true, false
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
-		case <-wake:
-			look, woken, caughtUp = true, true, false
+		case <-st.wake:
+			look, woken, st.caughtUp = true, true, false
 			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
 		}
 		o.waiting(nil, false)

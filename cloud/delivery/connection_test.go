@@ -34,7 +34,8 @@ type nextCall struct {
 	done   chan leased
 }
 
-// nextAsync runs Next in the background with room, once it waits.
+// nextAsync runs Next in the background with room, once it waits (or
+// returned).
 func (b *bundle) nextAsync(ctx context.Context, svc *delivery.Service, room int) *nextCall {
 	return b.nextFrom(ctx, svc, svc.NewOutbox(), room)
 }
@@ -47,7 +48,7 @@ func (b *bundle) nextFrom(ctx context.Context, svc *delivery.Service, o *deliver
 		res, err := svc.Next(ctx, b.host, o)
 		nc.done <- leased{res, err}
 	}()
-	require.Eventually(b.t, func() bool { return svc.Waiting() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(b.t, func() bool { return o.Waits() || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
 	return nc
 }
 
@@ -96,6 +97,7 @@ func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 		require.LessOrEqual(t, len(ids), 2)
 		require.Equal(t, int64(len(ids)), obs.leased.Load(), "the metrics see a push as a heartbeat's lease")
 		require.Equal(t, int64(1), obs.exchanges.Load())
+		nc.outbox.Close() // that connection closes
 
 		// No room: nothing is leased until the host grants some.
 		nc = b.nextAsync(b.ctx, svc, 0)
@@ -107,6 +109,8 @@ func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 		got = <-nc.done
 		require.NoError(t, got.err)
 		require.Len(t, got.res.Deliveries, 1)
+		require.Equal(t, 1, svc.Waiting(), "still subscribed, until the connection closes")
+		nc.outbox.Close()
 		require.Zero(t, svc.Waiting(), "unsubscribed")
 	})
 }

@@ -20,3 +20,10 @@ func (o *Outbox) SetPushed(n int64) {
 	defer o.mu.Unlock()
 	o.pushed = n
 }
+
+// Waits says whether Next waits on o.
+func (o *Outbox) Waits() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.wake != nil
+}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 	"github.com/relaykit/relay/shared/steptime"
@@ -42,6 +44,17 @@ type Outbox struct {
 	// relook: Poke asked the push loop to look again even when it had
 	// found nothing to lease (more room alone does not).
 	relook bool
+	unsub  func() // ends the push loop's subscription
+
+	loop loopState // Next's, from call to call
+}
+
+// loopState is what the push loop (Next) keeps from one call to the next.
+// Only Next uses it, called by one goroutine at a time.
+type loopState struct {
+	wake     <-chan struct{} // its subscription to the host's wake-ups; nil: none
+	retry    clockwork.Timer // the earliest retry coming due
+	caughtUp bool            // the last look found nothing, and nothing woke it since
 }
 
 // NewOutbox returns the outbox of a new connection, with no room until its
@@ -107,6 +120,23 @@ func (o *Outbox) nudge() {
 	}
 }
 
+func (o *Outbox) setUnsubscribe(f func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.unsub = f
+}
+
+// unsubscribe ends the push loop's subscription, if it has one.
+func (o *Outbox) unsubscribe() {
+	o.mu.Lock()
+	f := o.unsub
+	o.unsub = nil
+	o.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
 // takeRelook says whether Poke was called since it was last asked.
 func (o *Outbox) takeRelook() bool {
 	o.mu.Lock()
@@ -116,12 +146,14 @@ func (o *Outbox) takeRelook() bool {
 	return r
 }
 
-// Close refuses room to the intake from now on, waits until every insert
-// that holds some settled, and returns the ids of the deliveries handed in
+// Close refuses room to the intake from now on, ends the push loop's
+// subscription, waits until every insert that holds some settled, and
+// returns the ids of the deliveries handed in
 // and not taken by the push loop: leased to the connection and never
 // written, to be released with what it carried. Calls after the first
 // return none.
 func (o *Outbox) Close() []string {
+	defer o.unsubscribe() // the push loop is done
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
