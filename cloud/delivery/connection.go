@@ -69,7 +69,11 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 		// pushes is not lost, and a loop caught up need not look again.
 		wake, unsubscribe := s.Subscribe(host.ID)
 		st.wake = wake
-		o.setUnsubscribe(unsubscribe)
+		o.subscribed(wake, unsubscribe)
+	}
+	caughtUp := func(v bool) {
+		st.caughtUp = v
+		o.setCaughtUp(v)
 	}
 	end := func() {
 		if st.retry != nil {
@@ -114,7 +118,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 				return nil, fmt.Errorf("lease: %w", err)
 			}
 			if len(res.Deliveries) > 0 {
-				st.caughtUp = false // there may be more: the next call looks
+				caughtUp(false) // there may be more: the next call looks
 				o.took(len(res.Deliveries))
 				// Each push is an exchange with the host, as a heartbeat is.
 				if s.cfg.Observer != nil {
@@ -124,7 +128,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 				stamp(notifiedAt, wokenAt, began, res.Deliveries)
 				return res, nil
 			}
-			st.caughtUp = true
+			caughtUp(true)
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
 			if err != nil {
 				end()
@@ -151,14 +155,14 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 		if st.retry != nil {
 			due = st.retry.Chan()
 		}
-		o.waiting(st.wake, st.caughtUp)
+		o.waiting(true)
 		select {
 		case <-ctx.Done():
-			o.waiting(nil, false)
+			o.waiting(false)
 			end()
 			return nil, ctx.Err()
 		case <-s.wakeups.stop:
-			o.waiting(nil, false)
+			o.waiting(false)
 			end()
 			return nil, ErrStopping
 		case <-o.poke:
@@ -169,13 +173,15 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-due:
 			st.retry = nil
-			look, st.caughtUp = true, false
+			look = true
+			caughtUp(false)
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-st.wake:
-			look, woken, st.caughtUp = true, true, false
+			look, woken = true, true
+			caughtUp(false)
 			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
 		}
-		o.waiting(nil, false)
+		o.waiting(false)
 	}
 }
 
@@ -368,7 +374,7 @@ func (r *Connections) Attach(c *Connection, o *Outbox) {
 // Reserve holds room for one delivery of hostID about to be stored, on the
 // host's connection on this replica: one that pushes (Attach), is in place
 // (not waiting for an older one to close, not replaced, not closed), whose
-// host granted room and whose push loop waits with nothing to lease. It
+// host granted room and whose push loop is caught up (see Outbox). It
 // returns nil when there is none: the delivery is stored pending, and
 // whichever replica holds the host's connection is woken to lease it.
 func (r *Connections) Reserve(hostID string) *Reservation {

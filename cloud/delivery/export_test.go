@@ -25,5 +25,5 @@ func (o *Outbox) SetPushed(n int64) {
 func (o *Outbox) Waits() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.wake != nil
+	return o.waits
 }

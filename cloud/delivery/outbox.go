@@ -19,8 +19,8 @@ import (
 // push loop (Next) takes before it leases anything.
 //
 // A webhook stored for a host whose connection on this replica has room,
-// and whose push loop waits having found nothing to lease, is stored
-// already leased to that connection (Connections.Reserve, then
+// and whose push loop is caught up (its last look found nothing to lease,
+// and nothing woke it since), is stored already leased to that connection (Connections.Reserve, then
 // Reservation.Settle): one transaction, the insert's, instead of an insert
 // and then a lease. Only then: a connection catching up on a backlog leases
 // it oldest first, and a new webhook does not jump it.
@@ -36,11 +36,13 @@ type Outbox struct {
 	pushed   int64      // handed to the push loop, ever
 	reserved int        // room the intake holds for inserts not yet settled
 	handed   []*store.Delivery
-	// idle: the push loop waits, and its last look found nothing to
-	// lease; wake is its subscription while it waits.
-	idle   bool
-	wake   <-chan struct{}
-	closed bool
+	// caughtUp: the push loop's last look found nothing to lease and
+	// nothing woke it since (loopState's); wake is its subscription, whose
+	// pending wake-up says something may have come since.
+	caughtUp bool
+	wake     <-chan struct{}
+	waits    bool // the push loop waits for work (tests)
+	closed   bool
 	// relook: Poke asked the push loop to look again even when it had
 	// found nothing to lease (more room alone does not).
 	relook bool
@@ -120,17 +122,18 @@ func (o *Outbox) nudge() {
 	}
 }
 
-func (o *Outbox) setUnsubscribe(f func()) {
+// subscribed records the push loop's subscription.
+func (o *Outbox) subscribed(wake <-chan struct{}, unsubscribe func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.unsub = f
+	o.wake, o.unsub = wake, unsubscribe
 }
 
 // unsubscribe ends the push loop's subscription, if it has one.
 func (o *Outbox) unsubscribe() {
 	o.mu.Lock()
 	f := o.unsub
-	o.unsub = nil
+	o.unsub, o.wake, o.caughtUp = nil, nil, false
 	o.mu.Unlock()
 	if f != nil {
 		f()
@@ -169,11 +172,12 @@ func (o *Outbox) Close() []string {
 }
 
 // reserve holds room for one delivery about to be stored; nil when there is
-// none, the push loop is not idle or the outbox is closed.
+// none, the push loop is not caught up (a backlog is leased first, oldest
+// first) or the outbox is closed.
 func (o *Outbox) reserve() *Reservation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed || !o.idle || len(o.wake) > 0 || o.room() <= 0 {
+	if o.closed || !o.caughtUp || len(o.wake) > 0 || o.room() <= 0 {
 		return nil
 	}
 	o.reserved++
@@ -196,12 +200,18 @@ func (o *Outbox) took(n int) {
 	o.pushed += int64(n)
 }
 
-// waiting says that the push loop waits on wake (nil: it stopped waiting),
-// idle when its last look found nothing to lease.
-func (o *Outbox) waiting(wake <-chan struct{}, idle bool) {
+// waiting says whether the push loop waits for work.
+func (o *Outbox) waiting(w bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.wake, o.idle = wake, idle && wake != nil
+	o.waits = w
+}
+
+// setCaughtUp records the push loop's loopState.caughtUp.
+func (o *Outbox) setCaughtUp(v bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.caughtUp = v
 }
 
 // Reservation is room held on a connection for one delivery about to be
