@@ -23,17 +23,24 @@ import (
 type leaseCounting struct {
 	store.Store
 	leased atomic.Int64
+	looks  atomic.Int64 // DeliveryLease and DeliveryNextRetryAt calls
 	// hold, when set, receives once a leased insert committed, and the
 	// insert returns once it is closed.
 	hold, committed chan struct{}
 }
 
 func (l *leaseCounting) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
+	l.looks.Add(1)
 	res, err := l.Store.DeliveryLease(ctx, p)
 	if err == nil {
 		l.leased.Add(int64(len(res.Deliveries)))
 	}
 	return res, err
+}
+
+func (l *leaseCounting) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {
+	l.looks.Add(1)
+	return l.Store.DeliveryNextRetryAt(ctx, hostID)
 }
 
 func (l *leaseCounting) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error) {
@@ -111,6 +118,28 @@ func TestSocketIntakeLeasesToTheSocket(t *testing.T) {
 		{From: store.StatusDelivering, To: store.StatusDelivered, Reason: store.TransitionDelivered.Reason, Attempt: 1},
 		{From: store.StatusDelivered, To: store.StatusAcked, Reason: store.TransitionAck.Reason, Attempt: 1},
 	}, b.trail(id), "acked once")
+	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+}
+
+func TestSocketIntakeLeasedPushesMakeNoQuery(t *testing.T) {
+	b, s, lc := leaseCountingSetup(t)
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 2)
+	waitIdle(t, s, hostID)
+	looks := lc.looks.Load()
+	// Pushed, acked, credit granted again, one after the other: the socket
+	// neither leases nor looks for work in between.
+	for i, ev := range []string{"a", "b", "c", "d"} {
+		id := b.intakeID(hostID, ev)
+		require.Equal(t, []string{id}, hs.pushed(1))
+		hs.send(shared.Frame{Type: shared.FrameReport, ID: int64(i), Acks: []string{id}})
+		require.Equal(t, shared.FrameConfirm, hs.read().Type)
+		hs.send(shared.Frame{Type: shared.FrameCredit, Received: int64(i + 1), Credit: 2})
+		b.clock.Advance(time.Millisecond)
+		waitIdle(t, s, hostID)
+	}
+	require.Equal(t, looks, lc.looks.Load(), "no lease, no look for the next retry")
+	require.Zero(t, lc.leased.Load())
 	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
 }
 
