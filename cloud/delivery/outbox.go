@@ -20,10 +20,11 @@ import (
 //
 // A webhook stored for a host whose connection on this replica has room,
 // and whose push loop is caught up (its last look found nothing to lease,
-// and nothing woke it since), is stored already leased to that connection (Connections.Reserve, then
-// Reservation.Settle): one transaction, the insert's, instead of an insert
-// and then a lease. Only then: a connection catching up on a backlog leases
-// it oldest first, and a new webhook does not jump it.
+// and nothing woke it since), is stored already leased to that connection
+// (Connections.Reserve, then Reservation.Settle): one transaction, the
+// insert's, instead of an insert and then a lease. Only then: a connection
+// catching up on a backlog leases it oldest first, and a new webhook does
+// not jump it.
 //
 // Its methods are safe for concurrent use.
 type Outbox struct {
