@@ -45,40 +45,81 @@ var (
 	ErrStopping = errors.New("cloud stopping")
 )
 
-// Next leases the next batch of a connection that pushes deliveries as they
-// come: at most room() of them (none while it is 0), oldest first, waiting
-// as long as ctx lasts for work — a delivery arriving for the host, its
-// earliest retry coming due, or more room (poke: room may have grown, or a
-// report moved a retry). Unlike a heartbeat's wait, an idle connection
-// costs no query until one of those happens. It returns ErrHostGone when
-// the host was deactivated or re-claimed meanwhile, ErrStopping once the
-// service stops waiting, ctx's error when it ends, else the store's,
-// wrapped.
-func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, poke <-chan struct{}) (*store.DeliveryLeaseResult, error) {
-	// Listening before looking: work arriving in between still wakes it.
-	wake, unsubscribe := s.Subscribe(host.ID)
-	defer unsubscribe()
-	var retry clockwork.Timer // the earliest retry coming due
-	defer func() {
-		if retry != nil {
-			retry.Stop()
-		}
-	}()
-	look := true // lease, and find the next retry, before waiting
+// Next returns the next batch of a connection that pushes deliveries as
+// they come: first what the intake leased to it as it was stored (see
+// Outbox), else at most the outbox's room of the host's available
+// deliveries (none while it is 0), leased oldest first, waiting as long as
+// ctx lasts for work — a delivery arriving for the host or handed in, its
+// earliest retry coming due, or more room (the outbox's poke: room may
+// have grown, or a report moved a retry). Unlike a heartbeat's wait, an
+// idle connection costs no query until one of those happens. It returns
+// ErrHostGone when the host was deactivated or re-claimed meanwhile,
+// ErrStopping once the service stops waiting, ctx's error when it ends,
+// else the store's, wrapped.
+func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store.DeliveryLeaseResult, error) {
+	st := &o.loop
 	// woken: a wake-up, or the first look — a host that changed before
 	// the subscription is caught there — so the host is looked at too
 	// when there is nothing to lease.
-	woken := true
+	woken := st.wake == nil
+	if st.wake == nil {
+		// Listening before looking: work arriving in between still wakes
+		// it. The subscription lasts from call to call (until one ends in
+		// an error, or the outbox closes): a wake-up while the caller
+		// pushes is not lost, and a loop caught up need not look again.
+		wake, unsubscribe := s.Subscribe(host.ID)
+		st.wake = wake
+		o.subscribed(wake, unsubscribe)
+	}
+	caughtUp := func(v bool) {
+		st.caughtUp = v
+		o.setCaughtUp(v)
+	}
+	end := func() {
+		if st.retry != nil {
+			st.retry.Stop()
+		}
+		*st = loopState{}
+		o.unsubscribe()
+	}
+	// Lease, and find the next retry, before waiting — unless the last
+	// look found nothing and nothing woke the loop since (st.caughtUp;
+	// only then may the intake lease to it).
+	look := woken || !st.caughtUp || o.takeRelook()
+	if look {
+		// A poke before the look is answered by it.
+		select {
+		case <-o.poke:
+		default:
+		}
+		o.takeRelook()
+	}
 	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
 	for {
-		if n := room(); n > 0 && look {
+		if err := ctx.Err(); err != nil {
+			// What was handed in stays: the connection's release takes it.
+			end()
+			return nil, err
+		}
+		if ds := o.take(); len(ds) > 0 {
+			// Leased as they were stored: no lease here.
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Exchanged(host.ID)
+			}
+			s.observeLeased(ctx, host.ID, ds)
+			return &store.DeliveryLeaseResult{Deliveries: ds}, nil
+		}
+		if n := o.Room(); n > 0 && look {
 			p := &store.DeliveryLeaseParams{HostID: host.ID, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
 			began := steptime.Now()
 			res, err := s.store.DeliveryLease(ctx, p)
 			if err != nil {
+				end()
 				return nil, fmt.Errorf("lease: %w", err)
 			}
 			if len(res.Deliveries) > 0 {
+				caughtUp(false) // there may be more: the next call looks
+				o.took(len(res.Deliveries))
 				// Each push is an exchange with the host, as a heartbeat is.
 				if s.cfg.Observer != nil {
 					s.cfg.Observer.Exchanged(host.ID)
@@ -87,46 +128,60 @@ func (s *Service) Next(ctx context.Context, host *store.Host, room func() int, p
 				stamp(notifiedAt, wokenAt, began, res.Deliveries)
 				return res, nil
 			}
+			caughtUp(true)
 			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
 			if err != nil {
+				end()
 				return nil, fmt.Errorf("next retry: %w", err)
 			}
-			if retry != nil {
-				retry.Stop()
-				retry = nil
+			if st.retry != nil {
+				st.retry.Stop()
+				st.retry = nil
 			}
 			if next != nil {
-				retry = s.clock.NewTimer(max(next.Sub(p.Now), time.Millisecond))
+				st.retry = s.clock.NewTimer(max(next.Sub(p.Now), time.Millisecond))
 			}
 		}
 		if woken {
 			// Nothing to push (or no room): the wake-up may say the host
 			// is gone.
 			if err := s.stillActive(ctx, host); err != nil {
+				end()
 				return nil, err
 			}
 		}
 		look, woken = false, false
 		var due <-chan time.Time
-		if retry != nil {
-			due = retry.Chan()
+		if st.retry != nil {
+			due = st.retry.Chan()
 		}
+		o.waiting(true)
 		select {
 		case <-ctx.Done():
+			o.waiting(false)
+			end()
 			return nil, ctx.Err()
 		case <-s.wakeups.stop:
+			o.waiting(false)
+			end()
 			return nil, ErrStopping
-		case <-poke:
-			look = true
+		case <-o.poke:
+			// More room, or something handed in (taken above), finds
+			// nothing new to lease when the last look found nothing and
+			// nothing woke the loop since; a Poke does.
+			look = o.takeRelook() || !st.caughtUp
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
 		case <-due:
-			retry = nil
+			st.retry = nil
 			look = true
+			caughtUp(false)
 			notifiedAt, wokenAt = time.Time{}, time.Time{}
-		case <-wake:
+		case <-st.wake:
 			look, woken = true, true
+			caughtUp(false)
 			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
 		}
+		o.waiting(false)
 	}
 }
 
@@ -181,6 +236,7 @@ type Connection struct {
 	hostID  string
 	replace func()          // closes it: a newer connection took over
 	done    <-chan struct{} // closed once what it carried is released
+	outbox  *Outbox         // set by Attach: it pushes
 
 	// Under Connections.mu.
 	epoch    int64          // 0 until SocketOpen gave one
@@ -305,6 +361,33 @@ func (r *Connections) Close(c *Connection) {
 	if err := r.store.SocketClose(context.Background(), c.hostID, epoch); err != nil {
 		r.log.Warn("connection close not recorded; a newer connection of the host waits for it a while", "host", c.hostID, "err", err)
 	}
+}
+
+// Attach says that c pushes from o: from now on the intake may lease to it
+// (Reserve).
+func (r *Connections) Attach(c *Connection, o *Outbox) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.outbox = o
+}
+
+// Reserve holds room for one delivery of hostID about to be stored, on the
+// host's connection on this replica: one that pushes (Attach), is in place
+// (not waiting for an older one to close, not replaced, not closed), whose
+// host granted room and whose push loop is caught up (see Outbox). It
+// returns nil when there is none: the delivery is stored pending, and
+// whichever replica holds the host's connection is woken to lease it.
+func (r *Connections) Reserve(hostID string) *Reservation {
+	r.mu.Lock()
+	c := r.byHost[hostID]
+	ok := c != nil && c.outbox != nil && c.epoch != 0 && !c.replaced && !c.gone && !c.waiting
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	// Closing the connection closes its outbox (Outbox.Close), which
+	// refuses room from then on.
+	return c.outbox.reserve()
 }
 
 // Count is how many connections are open on this replica.

@@ -30,21 +30,25 @@ func (c *countingStore) DeliveryLease(ctx context.Context, p *store.DeliveryLeas
 }
 
 type nextCall struct {
-	room  atomic.Int64
-	poke  chan struct{}
-	done  chan leased
-	store *countingStore
+	outbox *delivery.Outbox
+	done   chan leased
 }
 
-// nextAsync runs Next in the background with room, once it waits.
+// nextAsync runs Next in the background with room, once it waits (or
+// returned).
 func (b *bundle) nextAsync(ctx context.Context, svc *delivery.Service, room int) *nextCall {
-	nc := &nextCall{poke: make(chan struct{}, 1), done: make(chan leased, 1)}
-	nc.room.Store(int64(room))
+	return b.nextFrom(ctx, svc, svc.NewOutbox(), room)
+}
+
+// nextFrom is nextAsync with the outbox o, granted room more.
+func (b *bundle) nextFrom(ctx context.Context, svc *delivery.Service, o *delivery.Outbox, room int) *nextCall {
+	nc := &nextCall{outbox: o, done: make(chan leased, 1)}
+	require.NoError(b.t, o.Grant(0, room))
 	go func() {
-		res, err := svc.Next(ctx, b.host, func() int { return int(nc.room.Load()) }, nc.poke)
+		res, err := svc.Next(ctx, b.host, o)
 		nc.done <- leased{res, err}
 	}()
-	require.Eventually(b.t, func() bool { return svc.Waiting() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(b.t, func() bool { return o.Waits() || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
 	return nc
 }
 
@@ -93,6 +97,7 @@ func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 		require.LessOrEqual(t, len(ids), 2)
 		require.Equal(t, int64(len(ids)), obs.leased.Load(), "the metrics see a push as a heartbeat's lease")
 		require.Equal(t, int64(1), obs.exchanges.Load())
+		nc.outbox.Close() // that connection closes
 
 		// No room: nothing is leased until the host grants some.
 		nc = b.nextAsync(b.ctx, svc, 0)
@@ -100,11 +105,12 @@ func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 		b.send()
 		require.Never(t, func() bool { return len(nc.done) > 0 }, 100*time.Millisecond, 10*time.Millisecond)
 		require.Equal(t, before, cs.leases.Load())
-		nc.room.Store(1)
-		nc.poke <- struct{}{}
+		require.NoError(t, nc.outbox.Grant(0, 1))
 		got = <-nc.done
 		require.NoError(t, got.err)
 		require.Len(t, got.res.Deliveries, 1)
+		require.Equal(t, 1, svc.Waiting(), "still subscribed, until the connection closes")
+		nc.outbox.Close()
 		require.Zero(t, svc.Waiting(), "unsubscribed")
 	})
 }
@@ -146,7 +152,9 @@ func TestServiceNextEndsForAHostGoneAStopAndACallerGone(t *testing.T) {
 
 		// A host deactivated before the connection subscribed: caught by
 		// its first look.
-		_, err = svc.Next(b.ctx, b.host, func() int { return 10 }, nil)
+		o := svc.NewOutbox()
+		require.NoError(t, o.Grant(0, 10))
+		_, err = svc.Next(b.ctx, b.host, o)
 		require.ErrorIs(t, err, delivery.ErrHostGone)
 	})
 }

@@ -13,3 +13,17 @@ func (m *Marker) FlushTo(target int64) {
 	defer m.mu.Unlock()
 	m.flushTo(target)
 }
+
+// SetPushed sets how many deliveries o counts pushed.
+func (o *Outbox) SetPushed(n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pushed = n
+}
+
+// Waits says whether Next waits on o.
+func (o *Outbox) Waits() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.waits
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
@@ -128,6 +129,12 @@ func (s *Server) intake(c *gin.Context) {
 	res.write(c)
 }
 
+// intakeLeaser holds room on a host's live socket on this replica for one
+// webhook about to be stored (delivery.Connections).
+type intakeLeaser interface {
+	Reserve(hostID string) *delivery.Reservation
+}
+
 // admitted is what a verified request came to.
 type admitted struct {
 	outcome string
@@ -177,7 +184,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	headers[shared.HeaderTraceParent] = traceparent
 	correlationID := newCorrelationID()
 	sctx, storeSpan := s.cfg.Tracer.StartChild(ctx, "store")
-	res, err := s.store.DeliveryInsert(sctx, &store.DeliveryInsertParams{
+	p := &store.DeliveryInsertParams{
 		ID:            id,
 		HostID:        host.ID,
 		Source:        src.Name,
@@ -191,7 +198,20 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 		CorrelationID: correlationID,
 		ReceiveNote:   note,
 		ReceivedAt:    received,
-	})
+	}
+	// A host whose socket on this replica has room, and waits with nothing
+	// to push, gets the webhook stored leased to that socket, which pushes
+	// it once committed: no lease of its own.
+	reserved := s.leaser.Reserve(host.ID)
+	if reserved != nil {
+		p.Lease = reserved.Lease()
+		// The outcome decides whether the socket pushes it or the room is
+		// given back: waited for even when the provider hangs up (the
+		// group commit bounds the wait).
+		sctx = context.WithoutCancel(sctx)
+	}
+	res, err := s.store.DeliveryInsert(sctx, p)
+	reserved.Settle(res, err)
 	telemetry.End(storeSpan, err)
 	if err != nil {
 		telemetry.End(span, err)

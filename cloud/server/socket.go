@@ -100,7 +100,7 @@ func (s *Server) socket(c *gin.Context) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request.Context()))
 	ss := &socketSession{
 		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}), marker: s.deliveries.NewMarker(host.ID),
-		expires: claims.ExpiresAt.Time, poke: make(chan struct{}, 1), unreported: map[string]bool{},
+		expires: claims.ExpiresAt.Time, outbox: s.deliveries.NewOutbox(), unreported: map[string]bool{},
 	}
 	// The socket lives on in a goroutine of its own, and this handler
 	// returns: its goroutine's stack, deep in the HTTP server's and gin's
@@ -153,7 +153,9 @@ type socketSession struct {
 	host   *store.Host
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed once what it pushed is released
-	poke   chan struct{} // more credit, or a report applied
+	// outbox holds the host's credit and what the intake leased to this
+	// socket as it was stored.
+	outbox *delivery.Outbox
 	// marker marks what was written delivered, off the push loop; reports
 	// and the release wait for it.
 	marker *delivery.Marker
@@ -161,8 +163,6 @@ type socketSession struct {
 	rawBodyOnly bool
 
 	mu         sync.Mutex
-	limit      int64 // push while pushed < limit (received + credit)
-	pushed     int64
 	unreported map[string]bool // pushed, neither acked nor nacked
 	expires    time.Time       // the last accepted token's expiry
 	closeOnce  sync.Once
@@ -209,6 +209,8 @@ func (ss *socketSession) serve(ctx context.Context) {
 		ss.finish(err)
 		return
 	}
+	// From now on the intake may lease to it as it stores.
+	s.sockets.conns.Attach(conn, ss.outbox)
 	// An idle socket holds two goroutines, this one (pushing) and its
 	// reader; pings and the token's expiry are timers.
 	read := make(chan struct{})
@@ -249,12 +251,14 @@ func (ss *socketSession) finish(err error) {
 	})
 }
 
-// release fails the attempt of what was pushed and not reported: due again
-// at once (delivery.Lost).
+// release fails the attempt of what was pushed and not reported, and of
+// what the intake leased to the socket and it never pushed: due again at
+// once (delivery.Lost).
 func (ss *socketSession) release() {
+	// No more is leased to it; an insert holding room ends first.
+	ids := ss.outbox.Close()
 	ss.marker.Flush()
 	ss.mu.Lock()
-	ids := make([]string, 0, len(ss.unreported))
 	for id := range ss.unreported {
 		ids = append(ids, id)
 	}
@@ -312,32 +316,12 @@ func unavailable(err error) error {
 	return &closeError{code: websocket.StatusInternalError, reason: "storage unavailable: " + truncate(err.Error(), 80)}
 }
 
-// grant applies a credit: push while pushed < received+credit. Credit never
-// takes back room already granted.
+// grant applies a credit (delivery.Outbox.Grant).
 func (ss *socketSession) grant(received int64, credit int) error {
-	if credit < 0 || received < 0 {
-		return protocolError("credit and received must not be negative")
-	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if received > ss.pushed {
-		return protocolError("received %d webhooks, %d were pushed", received, ss.pushed)
-	}
-	if l := received + int64(min(credit, shared.MaxSocketCredit)); l > ss.limit {
-		ss.limit = l
-	}
-	select {
-	case ss.poke <- struct{}{}:
-	default:
+	if err := ss.outbox.Grant(received, credit); err != nil {
+		return protocolError("%v", err)
 	}
 	return nil
-}
-
-// room is how many more webhooks the host granted.
-func (ss *socketSession) room() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return int(min(max(ss.limit-ss.pushed, 0), shared.MaxSocketCredit))
 }
 
 func (ss *socketSession) read(ctx context.Context) (*shared.Frame, error) {
@@ -452,10 +436,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 	ss.mu.Unlock()
 	if len(f.Nacks) > 0 {
 		// A retry may now come due before the one the pusher waits for.
-		select {
-		case ss.poke <- struct{}{}:
-		default:
-		}
+		ss.outbox.Poke()
 	}
 	return ss.write(ctx, &shared.Frame{Type: shared.FrameConfirm, ID: f.ID, Now: ss.s.deliveries.Now()})
 }
@@ -546,8 +527,9 @@ func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 func (ss *socketSession) pushLoop(ctx context.Context) {
 	s := ss.s
 	for {
-		res, err := s.deliveries.Next(ctx, ss.host, ss.room, ss.poke)
+		res, err := s.deliveries.Next(ctx, ss.host, ss.outbox)
 		switch {
+		case err == nil:
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, delivery.ErrHostGone):
@@ -568,7 +550,6 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			f.Webhooks = append(f.Webhooks, toWire(d, !ss.rawBodyOnly))
 		}
 		ss.mu.Lock()
-		ss.pushed += int64(len(ids))
 		for _, id := range ids {
 			ss.unreported[id] = true
 		}

@@ -30,10 +30,20 @@ import (
 // by it) and the sockets closed and waited for at the end.
 func socketSetup(t *testing.T) (*bundle, *Server) {
 	t.Helper()
+	return socketSetupOver(t, nil)
+}
+
+// socketSetupOver is socketSetup over wrap of the store (nil: the store).
+func socketSetupOver(t *testing.T, wrap func(store.Store) store.Store) (*bundle, *Server) {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
 	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
+	require.NoError(t, db.Migrate(ctx))
+	var st store.Store = db
+	if wrap != nil {
+		st = wrap(db)
+	}
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
 	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
@@ -210,17 +220,6 @@ func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
 	require.Equal(t, store.StatusAcked, b.status(hostID, ids[1]))
 	require.Equal(t, store.StatusRetrying, b.status(hostID, ids[2]))
 	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
-}
-
-func TestSocketCapsCredit(t *testing.T) {
-	ss := &socketSession{poke: make(chan struct{}, 1)}
-	require.NoError(t, ss.grant(0, 1_000_000))
-	require.Equal(t, shared.MaxSocketCredit, ss.room(), "capped at max_webhooks' cap")
-	ss.pushed = 100
-	require.NoError(t, ss.grant(100, 1))
-	require.Equal(t, shared.MaxSocketCredit-100, ss.room(), "a lower credit takes back nothing granted")
-	require.Error(t, ss.grant(101, 1), "more received than pushed")
-	require.Error(t, ss.grant(0, -1))
 }
 
 func TestSocketCloseReleasesWhatWasNotReported(t *testing.T) {

@@ -202,9 +202,51 @@ func MoveOn(rows []InsertRow, idx []int) {
 	}
 }
 
+// Leased says whether r is stored leased (its params' Lease).
+func (r *InsertRow) Leased() bool { return r.Lease != nil }
+
+// Status is the status r is stored with when it is new: delivering when
+// leased, else queued.
+func (r *InsertRow) Status() Status {
+	if r.Leased() {
+		return TransitionLease.To
+	}
+	return TransitionReceive.To
+}
+
+// Attempts is the attempt count r is stored with when it is new: the
+// lease's first attempt, else none.
+func (r *InsertRow) Attempts() int {
+	if r.Leased() {
+		return 1
+	}
+	return 0
+}
+
+// LeaseUntil is when the lease of r, stored new at at, ends; nil when it
+// is not leased.
+func (r *InsertRow) LeaseUntil(at time.Time) *time.Time {
+	if !r.Leased() {
+		return nil
+	}
+	t := at.Add(r.Lease.For).Truncate(time.Millisecond)
+	return &t
+}
+
+// Events are the audit events of r stored new at at, in order: its
+// receipt, then its lease when leased (what DeliveryLease records).
+func (r *InsertRow) Events(at time.Time) []DeliveryEvent {
+	evs := []DeliveryEvent{{DeliveryID: r.ID, At: at, To: TransitionReceive.To, Reason: r.ReceiveReason()}}
+	if r.Leased() {
+		evs = append(evs, DeliveryEvent{DeliveryID: r.ID, At: at, From: TransitionReceive.To, To: TransitionLease.To,
+			Reason: TransitionLease.Reason, Attempt: 1})
+	}
+	return evs
+}
+
 // Inserted is the delivery r becomes when it is stored new at at (the
 // engine's millisecond time): what reading the row back would give,
-// without reading it back.
+// without reading it back. A leased one carries its body, to be pushed.
 func (r *InsertRow) Inserted(at time.Time) *Delivery {
 	headers := make(map[string]string, len(r.Headers))
 	maps.Copy(headers, r.Headers)
@@ -215,10 +257,14 @@ func (r *InsertRow) Inserted(at time.Time) *Delivery {
 			delays[i] = d.Truncate(time.Millisecond) // stored in milliseconds
 		}
 	}
-	return &Delivery{
+	d := &Delivery{
 		ID: r.ID, HostID: r.HostID, Source: r.Source, EventID: r.EventID, EventType: r.EventType,
-		EventAction: r.EventAction, Headers: headers, BodySize: len(r.Body), Status: TransitionReceive.To,
-		MaxAttempts: r.MaxAttempts, RetryDelays: delays, ReceivedAt: at, CorrelationID: r.CorrelationID,
-		UpdatedAt: at,
+		EventAction: r.EventAction, Headers: headers, BodySize: len(r.Body), Status: r.Status(),
+		Attempts: r.Attempts(), MaxAttempts: r.MaxAttempts, RetryDelays: delays, ReceivedAt: at,
+		LeaseExpiresAt: r.LeaseUntil(at), CorrelationID: r.CorrelationID, UpdatedAt: at,
 	}
+	if r.Leased() {
+		d.RawBody = r.Body
+	}
+	return d
 }

@@ -361,6 +361,18 @@ type DeliveryInsertParams struct {
 	// "received" audit event, e.g. "received (over the host's rate limit)".
 	ReceiveNote string
 	ReceivedAt  time.Time // also "now"
+	// Lease, when set, stores a new delivery already leased to the
+	// connection that reserved room for it (see InsertLease). A repeat of
+	// a stored event (duplicate or revived) is not leased.
+	Lease *InsertLease
+}
+
+// InsertLease leases a delivery as it is stored: the row and audit trail
+// are those of a delivery received and then leased (TransitionLease) in
+// the same millisecond, its lease lasting For. The delivery core builds
+// it; engines only write it (InsertRow).
+type InsertLease struct {
+	For time.Duration
 }
 
 // InsertOutcome says what DeliveryInsert did.

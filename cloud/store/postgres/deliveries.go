@@ -232,6 +232,9 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		attempts = make([]int32, n)
 		delays   = make([]*string, n)
 		times    = make([]time.Time, n)
+		statuses = make([]string, n)
+		tries    = make([]int32, n)
+		leases   = make([]*time.Time, n)
 	)
 	byKey := make(map[string]int, n)
 	for j, i := range first {
@@ -241,36 +244,46 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			r.ReceiveReason()
 		bodies[j], sizes[j], attempts[j], delays[j], times[j] =
 			r.Body, int32(len(r.Body)), int32(r.MaxAttempts), r.Delays, ms(r.ReceivedAt)
+		statuses[j], tries[j], leases[j] = string(r.Status()), int32(r.Attempts()), r.LeaseUntil(ms(r.ReceivedAt))
 		byKey[r.Key()] = i
 	}
 	// A row whose event is stored, or whose delivery id another event has,
-	// is skipped; the caller tells which. The notifications are counted in a
+	// is skipped; the caller tells which. A row stored leased (InsertRow)
+	// gets its lease's audit event after its receipt's, and wakes no one:
+	// its connection pushes it. The notifications are counted in a
 	// sub-select evaluated once, and only when a row was inserted.
 	out, err := q.Query(ctx, `
 		WITH r AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
-				$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[])
-				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason)
+				$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[],
+				$17::text[], $18::integer[], $19::timestamptz[])
+				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease)
 		), ins AS (
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				body_size, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			SELECT id, host, src, ev, typ, act, hdr, size, $15, att, delays, at, corr, at FROM r
+				body_size, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
+				correlation_id, updated_at)
+			SELECT id, host, src, ev, typ, act, hdr, size, status, tries, att, delays, lease, at, corr, at FROM r
 			ON CONFLICT DO NOTHING
-			RETURNING delivery_id, host_id, source, event_id, received_at
+			RETURNING delivery_id, host_id, source, event_id, received_at, status
 		), new AS (
-			SELECT ins.delivery_id, ins.received_at, r.body, r.reason FROM ins
+			SELECT ins.delivery_id, ins.received_at, ins.status, r.body, r.reason FROM ins
 				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
 		), bodies AS (
 			INSERT INTO delivery_bodies (delivery_id, raw_body) SELECT delivery_id, body FROM new
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, received_at, '', $15, reason, 0 FROM new
+			SELECT delivery_id, at, from_status, to_status, reason, attempt FROM (
+				SELECT delivery_id, received_at AS at, '' AS from_status, $15 AS to_status, reason, 0 AS attempt, 0 AS k
+				FROM new
+				UNION ALL
+				SELECT delivery_id, received_at, $15, status, $20, 1, 1 FROM new WHERE status <> $15
+			) e ORDER BY delivery_id, k
 		)
 		SELECT host_id, source, event_id, (SELECT count(*) FROM (
-			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins) hosts) woken)
+			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins WHERE status = $15) hosts) woken)
 		FROM ins`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
-		reasons, string(store.TransitionReceive.To), availableChannel)
+		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, store.TransitionLease.Reason)
 	if err != nil {
 		return nil, err
 	}

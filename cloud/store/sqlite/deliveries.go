@@ -142,8 +142,9 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 		{&st.lookup, `SELECT ` + deliveryColumns + ` FROM deliveries WHERE host_id = ? AND source = ? AND event_id = ?`},
 		{&st.insert, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				body_size, body_id, status, max_attempts, retry_delays_ms, received_at, correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
+				correlation_id, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (delivery_id) DO NOTHING`},
 		// Bodies are keyed in arrival order (see migration 7): appended,
 		// not written into an index at the random place of an event id.
@@ -216,8 +217,8 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			for round := 0; ; round++ {
 				res, err := insert.ExecContext(ctx,
 					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
-					len(r.Body), bodyID, string(store.TransitionReceive.To), r.MaxAttempts, r.Delays,
-					dbTime(now), r.CorrelationID, dbTime(now))
+					len(r.Body), bodyID, string(r.Status()), r.Attempts(), r.MaxAttempts, r.Delays,
+					dbTimePtr(r.LeaseUntil(now)), dbTime(now), r.CorrelationID, dbTime(now))
 				if err != nil {
 					return err
 				}
@@ -236,9 +237,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			}
 			d := r.Inserted(now) // what was written need not be read back
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
-			received = append(received, store.DeliveryEvent{
-				DeliveryID: d.ID, At: now, To: store.TransitionReceive.To, Reason: r.ReceiveReason(),
-			})
+			received = append(received, r.Events(now)...)
 		}
 		insertEvent := tx.StmtContext(ctx, st.insertEvent)
 		defer insertEvent.Close()
@@ -255,7 +254,10 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 	}
 	woken := map[string]bool{}
 	for _, res := range results {
-		if res.Outcome != store.InsertDuplicate && !woken[res.Delivery.HostID] {
+		// One leased as it was stored is not available: its connection
+		// pushes it.
+		available := res.Outcome != store.InsertDuplicate && res.Delivery.Status != store.TransitionLease.To
+		if available && !woken[res.Delivery.HostID] {
 			woken[res.Delivery.HostID] = true
 			s.wake.notify(res.Delivery.HostID)
 		}

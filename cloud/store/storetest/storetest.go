@@ -68,6 +68,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseStaleNack(ctx, t, setup)
 	exerciseInsertRace(ctx, t, setup)
 	exerciseBatch(ctx, t, setup)
+	exerciseInsertLeased(ctx, t, setup)
 	exerciseChanged(ctx, t, setup)
 	exerciseInspect(ctx, t, setup)
 	exerciseAlerts(ctx, t, setup)

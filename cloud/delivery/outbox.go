@@ -1,0 +1,262 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
+)
+
+// Outbox is what a pushing connection may carry: the room its host granted
+// (credit) and the deliveries leased to it as they were stored, which its
+// push loop (Next) takes before it leases anything.
+//
+// A webhook stored for a host whose connection on this replica has room,
+// and whose push loop is caught up (its last look found nothing to lease,
+// and nothing woke it since), is stored already leased to that connection
+// (Connections.Reserve, then Reservation.Settle): one transaction, the
+// insert's, instead of an insert and then a lease. Only then: a connection
+// catching up on a backlog leases it oldest first, and a new webhook does
+// not jump it.
+//
+// Its methods are safe for concurrent use.
+type Outbox struct {
+	leaseFor time.Duration
+	poke     chan struct{} // room grew, a delivery was handed in, or Poke
+
+	mu       sync.Mutex
+	settled  *sync.Cond // reserved fell
+	limit    int64      // push while pushed+reserved < limit (received + credit)
+	pushed   int64      // handed to the push loop, ever
+	reserved int        // room the intake holds for inserts not yet settled
+	handed   []*store.Delivery
+	// caughtUp: the push loop's last look found nothing to lease and
+	// nothing woke it since (loopState's); wake is its subscription, whose
+	// pending wake-up says something may have come since.
+	caughtUp bool
+	wake     <-chan struct{}
+	waits    bool // the push loop waits for work (tests)
+	closed   bool
+	// relook: Poke asked the push loop to look again even when it had
+	// found nothing to lease (more room alone does not).
+	relook bool
+	unsub  func() // ends the push loop's subscription
+
+	loop loopState // Next's, from call to call
+}
+
+// loopState is what the push loop (Next) keeps from one call to the next.
+// Only Next uses it, called by one goroutine at a time.
+type loopState struct {
+	wake     <-chan struct{} // its subscription to the host's wake-ups; nil: none
+	retry    clockwork.Timer // the earliest retry coming due
+	caughtUp bool            // the last look found nothing, and nothing woke it since
+}
+
+// NewOutbox returns the outbox of a new connection, with no room until its
+// host grants some.
+func (s *Service) NewOutbox() *Outbox {
+	o := &Outbox{leaseFor: s.cfg.LeaseFor, poke: make(chan struct{}, 1)}
+	o.settled = sync.NewCond(&o.mu)
+	return o
+}
+
+// ErrCredit: a host's credit is not one it can grant (the caller closes
+// its connection).
+var ErrCredit = errors.New("invalid credit")
+
+// Grant applies the host's credit: it received that many deliveries of
+// the connection and can take credit more. Credit never takes back room
+// already granted.
+func (o *Outbox) Grant(received int64, credit int) error {
+	if credit < 0 || received < 0 {
+		return fmt.Errorf("%w: credit and received must not be negative", ErrCredit)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if received > o.pushed {
+		return fmt.Errorf("%w: received %d webhooks, %d were pushed", ErrCredit, received, o.pushed)
+	}
+	if l := received + int64(min(credit, shared.MaxSocketCredit)); l > o.limit {
+		o.limit = l
+	}
+	o.nudge()
+	return nil
+}
+
+// Room is how many more deliveries the host granted, less those the
+// intake holds room for.
+func (o *Outbox) Room() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.room()
+}
+
+func (o *Outbox) room() int {
+	return int(min(max(o.limit-o.pushed-int64(o.reserved), 0), shared.MaxSocketCredit))
+}
+
+// Poke makes the push loop look again, even when its last look found
+// nothing (e.g. a nack moved a retry before the one it waits for). It never
+// blocks.
+func (o *Outbox) Poke() {
+	o.mu.Lock()
+	o.relook = true
+	o.mu.Unlock()
+	o.nudge()
+}
+
+// nudge wakes the push loop: room grew, or a delivery was handed in. A
+// loop that found nothing to lease and was not woken since makes no query
+// for it.
+func (o *Outbox) nudge() {
+	select {
+	case o.poke <- struct{}{}:
+	default:
+	}
+}
+
+// subscribed records the push loop's subscription.
+func (o *Outbox) subscribed(wake <-chan struct{}, unsubscribe func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.wake, o.unsub = wake, unsubscribe
+}
+
+// unsubscribe ends the push loop's subscription, if it has one.
+func (o *Outbox) unsubscribe() {
+	o.mu.Lock()
+	f := o.unsub
+	o.unsub, o.wake, o.caughtUp = nil, nil, false
+	o.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// takeRelook says whether Poke was called since it was last asked.
+func (o *Outbox) takeRelook() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.relook
+	o.relook = false
+	return r
+}
+
+// Close refuses room to the intake from now on, ends the push loop's
+// subscription, waits until every insert that holds some settled, and
+// returns the ids of the deliveries handed in
+// and not taken by the push loop: leased to the connection and never
+// written, to be released with what it carried. Calls after the first
+// return none.
+func (o *Outbox) Close() []string {
+	defer o.unsubscribe() // the push loop is done
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	for o.reserved > 0 {
+		o.settled.Wait()
+	}
+	ids := make([]string, len(o.handed))
+	for i, d := range o.handed {
+		ids[i] = d.ID
+	}
+	o.handed = nil
+	return ids
+}
+
+// reserve holds room for one delivery about to be stored; nil when there is
+// none, the push loop is not caught up (a backlog is leased first, oldest
+// first) or the outbox is closed.
+func (o *Outbox) reserve() *Reservation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed || !o.caughtUp || len(o.wake) > 0 || o.room() <= 0 {
+		return nil
+	}
+	o.reserved++
+	return &Reservation{o: o}
+}
+
+// take returns what was handed in, counted pushed already.
+func (o *Outbox) take() []*store.Delivery {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ds := o.handed
+	o.handed = nil
+	return ds
+}
+
+// took counts n deliveries leased by the push loop.
+func (o *Outbox) took(n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pushed += int64(n)
+}
+
+// waiting says whether the push loop waits for work.
+func (o *Outbox) waiting(w bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.waits = w
+}
+
+// setCaughtUp records the push loop's loopState.caughtUp.
+func (o *Outbox) setCaughtUp(v bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.caughtUp = v
+}
+
+// Reservation is room held on a connection for one delivery about to be
+// stored (Connections.Reserve). Its methods accept a nil Reservation (no
+// room was had), which does nothing.
+type Reservation struct {
+	o       *Outbox
+	settled bool
+}
+
+// Lease is what the insert stores the delivery with: leased to the
+// connection (nil for a nil Reservation: stored pending).
+func (v *Reservation) Lease() *store.InsertLease {
+	if v == nil {
+		return nil
+	}
+	return &store.InsertLease{For: v.o.leaseFor}
+}
+
+// Settle says how the insert ended: a delivery stored leased goes to the
+// connection's push loop; otherwise (an error, a duplicate, a revived
+// delivery, which are not leased) the room is given back. It reports
+// whether the delivery was handed to the connection. Call it once the
+// insert's outcome is known — committed or not; an insert whose outcome is
+// unknown (its caller stopped waiting) leaves the delivery to its lease's
+// expiry. Calls after the first do nothing.
+func (v *Reservation) Settle(res *store.DeliveryInsertResult, err error) bool {
+	if v == nil || v.settled {
+		return false
+	}
+	v.settled = true
+	o := v.o
+	leased := err == nil && res != nil && res.Outcome == store.InsertQueued && res.Delivery.Status == store.TransitionLease.To
+	o.mu.Lock()
+	o.reserved--
+	if leased {
+		d := *res.Delivery
+		d.Headers = maps.Clone(d.Headers) // the push stamps its own copy
+		steptime.Stamp(d.Headers, "leased", steptime.Now())
+		o.pushed++
+		o.handed = append(o.handed, &d)
+	}
+	o.settled.Broadcast()
+	o.mu.Unlock()
+	o.nudge()
+	return leased
+}
