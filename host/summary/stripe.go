@@ -42,11 +42,11 @@ func decodeStripe(body []byte, p *stripePayload) bool {
 	}
 	p.ID, p.Type = raw(top[0]), raw(top[1])
 	var data [1][]byte
-	if _, ok := object(top[2], stripeData, data[:]); !ok {
+	if _, ok := objectFields(top[2], stripeData, data[:]); !ok {
 		return false
 	}
 	var v [3][]byte
-	if _, ok := object(data[0], stripeObject, v[:]); !ok {
+	if _, ok := objectFields(data[0], stripeObject, v[:]); !ok {
 		return false
 	}
 	o := &p.Data.Object
