@@ -143,9 +143,14 @@ type Nested func(k int, b []byte, i int) int
 // walking each again once Fields returned it.
 func FieldsAt(b []byte, i int, keys []string, values [][]byte, nested Nested) int {
 	clear(values)
-	end := membersAt(b, i, func(name []byte, i int) int {
+	end := membersAt(b, i, func(quoted []byte, i int) int {
+		// The name is read once, not for each key.
+		name, ok := nameOf(quoted)
+		if !ok {
+			return valueEnd(b, i)
+		}
 		for k, key := range keys {
-			if nameFolds(name, key) {
+			if string(name) == key || strings.EqualFold(string(name), key) {
 				var vend int
 				if nested != nil {
 					vend = nested(k, b, i)
@@ -192,18 +197,14 @@ func NameIs(quoted []byte, key string) bool {
 	return ok && s == key
 }
 
-// nameFolds: NameIs under case folding, as encoding/json matches struct
-// fields.
-func nameFolds(quoted []byte, key string) bool {
+// nameOf is a quoted member name: its bytes when they mean themselves,
+// else decoded; false when it does not decode.
+func nameOf(quoted []byte) ([]byte, bool) {
 	if plain(quoted) {
-		n := quoted[1 : len(quoted)-1]
-		if len(n) == len(key) && string(n) == key {
-			return true
-		}
-		return strings.EqualFold(string(n), key)
+		return quoted[1 : len(quoted)-1], true
 	}
 	s, ok := Name(quoted)
-	return ok && strings.EqualFold(s, key)
+	return []byte(s), ok
 }
 
 // plain: a quoted name that means its bytes (no escapes, valid UTF-8).
