@@ -24,74 +24,132 @@ var (
 // same values, and false where decoding would fail on a member of the wrong
 // shape (a repository that is no object) — but walks only the objects p
 // reads instead of decoding the whole body, most of which (installations,
-// repositories, a pull request's text) the summary never looks at. What it
-// does not walk it does not validate: a body broken elsewhere still yields
-// the fields it holds. A name repeated within one object is read from its
-// last occurrence, where decoding would merge the two.
+// repositories, a pull request's text) the summary never looks at, and
+// walks them in one pass: the objects it reads within the payload are read
+// where the payload's walk meets them, not walked again once it is done
+// (which had each byte of a pull request's head scanned three times). What
+// it does not walk it does not validate: a body broken elsewhere still
+// yields the fields it holds. A name repeated within one object is read
+// from its last occurrence, where decoding would merge the two.
 func decodeGitHub(body []byte, p *githubPayload) bool {
 	if isNull(bytes.TrimSpace(body)) {
 		return true // decoding null changes nothing
 	}
-	var top [12][]byte
-	if !jsonwalk.Fields(body, githubTop, top[:]) {
+	var (
+		top                         [12][]byte
+		repo, user                  [1][]byte
+		pr                          [3][]byte
+		head                        [2][]byte
+		issue                       [2][]byte
+		check                       [6][]byte
+		checkSuite, suite, workflow [5][]byte
+	)
+	// Each object read is cleared when its member is met: of a repeated
+	// member, the last occurrence's fields count, as its value does.
+	nested := func(k int, b []byte, i int) int {
+		switch k {
+		case 5:
+			return within(b, i, githubRepo, repo[:], nil)
+		case 6:
+			return within(b, i, githubUser, user[:], nil)
+		case 7:
+			clear(head[:])
+			return within(b, i, githubPR, pr[:], func(k int, b []byte, i int) int {
+				if k == 2 {
+					return within(b, i, githubHead, head[:], nil)
+				}
+				return jsonwalk.End(b, i)
+			})
+		case 8:
+			return within(b, i, githubIss, issue[:], nil)
+		case 9:
+			clear(checkSuite[:])
+			return within(b, i, githubCheck, check[:], func(k int, b []byte, i int) int {
+				if k == 5 {
+					return within(b, i, githubRunM, checkSuite[:], nil)
+				}
+				return jsonwalk.End(b, i)
+			})
+		case 10:
+			return within(b, i, githubRunM, suite[:], nil)
+		case 11:
+			return within(b, i, githubRunM, workflow[:], nil)
+		}
+		return jsonwalk.End(b, i)
+	}
+	if end := jsonwalk.FieldsAt(body, skipSpace(body), githubTop, top[:], nested); end < 0 || len(bytes.TrimSpace(body[end:])) > 0 {
 		return false
 	}
 	p.Action, p.Number, p.Ref, p.RefType, p.After = raw(top[0]), raw(top[1]), raw(top[2]), raw(top[3]), raw(top[4])
-	var v [6][]byte
-	if _, ok := object(top[5], githubRepo, v[:1]); !ok {
+	if _, ok := object(top[5]); !ok {
 		return false
 	}
-	p.Repository.FullName = raw(v[0])
-	if _, ok := object(top[6], githubUser, v[:1]); !ok {
+	p.Repository.FullName = raw(repo[0])
+	if _, ok := object(top[6]); !ok {
 		return false
 	}
-	p.Sender.Login = raw(v[0])
+	p.Sender.Login = raw(user[0])
 
-	present, ok := object(top[7], githubPR, v[:3])
+	present, ok := object(top[7])
 	if !ok {
 		return false
 	}
 	if present {
-		p.PullRequest = &githubPullRequest{Number: raw(v[0]), HTMLURL: raw(v[1])}
-		var h [2][]byte
-		if _, ok := object(v[2], githubHead, h[:]); !ok {
+		p.PullRequest = &githubPullRequest{Number: raw(pr[0]), HTMLURL: raw(pr[1])}
+		if _, ok := object(pr[2]); !ok {
 			return false
 		}
-		p.PullRequest.Head.Ref, p.PullRequest.Head.SHA = raw(h[0]), raw(h[1])
+		p.PullRequest.Head.Ref, p.PullRequest.Head.SHA = raw(head[0]), raw(head[1])
 	}
 
-	if present, ok = object(top[8], githubIss, v[:2]); !ok {
+	if present, ok = object(top[8]); !ok {
 		return false
 	}
 	if present {
-		p.Issue = &githubIssue{Number: raw(v[0]), HTMLURL: raw(v[1])}
+		p.Issue = &githubIssue{Number: raw(issue[0]), HTMLURL: raw(issue[1])}
 	}
 
-	if present, ok = object(top[9], githubCheck, v[:]); !ok {
+	if present, ok = object(top[9]); !ok {
 		return false
 	}
 	if present {
 		p.CheckRun = &githubCheckRun{}
-		var suite [5][]byte
-		if !p.CheckRun.githubRun.fill(v[:5]) {
+		if !p.CheckRun.githubRun.fill(check[:5]) {
 			return false
 		}
-		if _, ok := object(v[5], githubRunM, suite[:]); !ok || !p.CheckRun.CheckSuite.fill(suite[:]) {
+		if _, ok := object(check[5]); !ok || !p.CheckRun.CheckSuite.fill(checkSuite[:]) {
 			return false
 		}
 	}
-	for i, dst := range []**githubRun{&p.CheckSuite, &p.WorkflowRun} {
-		if present, ok = object(top[10+i], githubRunM, v[:5]); !ok {
+	for i, run := range []struct {
+		dst  **githubRun
+		vals [][]byte
+	}{{&p.CheckSuite, suite[:]}, {&p.WorkflowRun, workflow[:]}} {
+		if present, ok = object(top[10+i]); !ok {
 			return false
 		}
 		if present {
-			*dst = &githubRun{}
-			if !(*dst).fill(v[:5]) {
+			*run.dst = &githubRun{}
+			if !(*run.dst).fill(run.vals) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// within reads keys of the value at b[i] into vals (cleared first) when it
+// is an object, and returns the index just past the value.
+func within(b []byte, i int, keys []string, vals [][]byte, nested jsonwalk.Nested) int {
+	clear(vals)
+	if i < len(b) && b[i] == '{' {
+		return jsonwalk.FieldsAt(b, i, keys, vals, nested)
+	}
+	return jsonwalk.End(b, i)
+}
+
+func skipSpace(b []byte) int {
+	return len(b) - len(bytes.TrimLeft(b, " \t\n\r"))
 }
 
 // fill sets r from the values of githubRunM's members; false where
@@ -108,7 +166,7 @@ func (r *githubRun) fill(v [][]byte) bool {
 	ok := true
 	walked := jsonwalk.Elements(v[4], func(e []byte) {
 		var n [1][]byte
-		if _, isObject := object(e, githubNum, n[:]); !isObject {
+		if _, isObject := objectFields(e, githubNum, n[:]); !isObject {
 			ok = false
 		}
 		r.PullRequests = append(r.PullRequests, githubPRNumber{Number: raw(n[0])})
@@ -116,18 +174,27 @@ func (r *githubRun) fill(v [][]byte) bool {
 	return walked && ok
 }
 
-// object reads keys of the object value v into vals. present: v is an
-// object; ok: v is an object, null or absent (anything else fails a decode
-// into a struct).
-func object(v []byte, keys []string, vals [][]byte) (present, ok bool) {
-	clear(vals)
+// object says whether the value v, read by a walk, is an object (present)
+// and whether it is one, null or absent (ok): anything else fails a decode
+// into a struct.
+func object(v []byte) (present, ok bool) {
 	switch {
 	case v == nil || isNull(v):
 		return false, true
 	case v[0] == '{':
-		return true, jsonwalk.Fields(v, keys, vals)
+		return true, true
 	}
 	return false, false
+}
+
+// objectFields reads keys of the object value v into vals, as object
+// classifies it.
+func objectFields(v []byte, keys []string, vals [][]byte) (present, ok bool) {
+	clear(vals)
+	if present, ok = object(v); present {
+		ok = jsonwalk.Fields(v, keys, vals)
+	}
+	return present, ok
 }
 
 func isNull(v []byte) bool { return string(v) == "null" }

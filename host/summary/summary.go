@@ -309,18 +309,8 @@ func (s *Summary) github(w shared.Webhook, body []byte) []string {
 }
 
 func (s *Summary) stripe(body []byte) []string {
-	var p struct {
-		ID   json.RawMessage `json:"id"`
-		Type json.RawMessage `json:"type"`
-		Data struct {
-			Object struct {
-				ID       json.RawMessage `json:"id"`
-				Object   json.RawMessage `json:"object"`
-				Customer json.RawMessage `json:"customer"`
-			} `json:"object"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(body, &p) != nil {
+	var p stripePayload
+	if !decodeStripe(body, &p) {
 		return nil
 	}
 	objectID := str(p.Data.Object.ID)

@@ -16,44 +16,56 @@ import (
 // for b that is not one object, or whose structure breaks. Strings and
 // scalars are not validated beyond their extent.
 func Members(b []byte, fn func(name, value []byte)) bool {
-	i := skipSpace(b, 0)
+	end := membersAt(b, skipSpace(b, 0), func(name []byte, i int) int {
+		vend := valueEnd(b, i)
+		if vend >= 0 {
+			fn(name, b[i:vend])
+		}
+		return vend
+	})
+	return end >= 0 && skipSpace(b, end) == len(b)
+}
+
+// membersAt walks the object that starts at b[i]: value is called with each
+// member's quoted name and the index where its value starts, and returns
+// the index just past that value (-1: it is broken). membersAt returns the
+// index just past the object, or -1 for no object or a broken one.
+func membersAt(b []byte, i int, value func(name []byte, i int) int) int {
 	if i >= len(b) || b[i] != '{' {
-		return false
+		return -1
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return skipSpace(b, i+1) == len(b)
+		return i + 1
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return false
+			return -1
 		}
 		end := stringEnd(b, i)
 		if end < 0 {
-			return false
+			return -1
 		}
 		name := b[i : end+1]
 		i = skipSpace(b, end+1)
 		if i >= len(b) || b[i] != ':' {
-			return false
+			return -1
 		}
-		i = skipSpace(b, i+1)
-		vend := valueEnd(b, i)
+		vend := value(name, skipSpace(b, i+1))
 		if vend < 0 {
-			return false
+			return -1
 		}
-		fn(name, b[i:vend])
 		i = skipSpace(b, vend)
 		if i >= len(b) {
-			return false
+			return -1
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case '}':
-			return skipSpace(b, i+1) == len(b)
+			return i + 1
 		default:
-			return false
+			return -1
 		}
 	}
 }
@@ -109,20 +121,59 @@ func Member(b []byte, key string) ([]byte, bool) {
 // case folding, the last such member winning — or nil. It reports false
 // for b that is not one object (values are then nil).
 func Fields(b []byte, keys []string, values [][]byte) bool {
+	end := FieldsAt(b, skipSpace(b, 0), keys, values, nil)
+	if end < 0 || skipSpace(b, end) != len(b) {
+		clear(values)
+		return false
+	}
+	return true
+}
+
+// Nested reads, in the walk of an object, the value of its member matching
+// keys[k] that starts at b[i] (an object it walks with FieldsAt, or
+// anything it skips with End), and returns the index just past it, or -1
+// when it is broken.
+type Nested func(k int, b []byte, i int) int
+
+// FieldsAt is Fields for the object that starts at b[i] within b: it
+// returns the index just past the object, or -1 for no object or a broken
+// one (values are then nil). The values of the members it finds go to
+// nested, when not nil, rather than being skipped: a caller reads the
+// objects within an object in the same pass over their bytes, instead of
+// walking each again once Fields returned it.
+func FieldsAt(b []byte, i int, keys []string, values [][]byte, nested Nested) int {
 	clear(values)
-	ok := Members(b, func(name, value []byte) {
-		for i, k := range keys {
-			if nameFolds(name, k) {
-				values[i] = value
-				return
+	end := membersAt(b, i, func(quoted []byte, i int) int {
+		// The name is read once, not for each key.
+		name, ok := nameOf(quoted)
+		if !ok {
+			return valueEnd(b, i)
+		}
+		for k, key := range keys {
+			if string(name) == key || strings.EqualFold(string(name), key) {
+				var vend int
+				if nested != nil {
+					vend = nested(k, b, i)
+				} else {
+					vend = valueEnd(b, i)
+				}
+				if vend >= 0 {
+					values[k] = b[i:vend]
+				}
+				return vend
 			}
 		}
+		return valueEnd(b, i)
 	})
-	if !ok {
+	if end < 0 {
 		clear(values)
 	}
-	return ok
+	return end
 }
+
+// End is the index just past the JSON value that starts at b[i] (its
+// extent, not validated beyond nesting and strings), or -1.
+func End(b []byte, i int) int { return valueEnd(b, i) }
 
 // Name decodes a quoted member name.
 func Name(quoted []byte) (string, bool) {
@@ -146,18 +197,14 @@ func NameIs(quoted []byte, key string) bool {
 	return ok && s == key
 }
 
-// nameFolds: NameIs under case folding, as encoding/json matches struct
-// fields.
-func nameFolds(quoted []byte, key string) bool {
+// nameOf is a quoted member name: its bytes when they mean themselves,
+// else decoded; false when it does not decode.
+func nameOf(quoted []byte) ([]byte, bool) {
 	if plain(quoted) {
-		n := quoted[1 : len(quoted)-1]
-		if len(n) == len(key) && string(n) == key {
-			return true
-		}
-		return strings.EqualFold(string(n), key)
+		return quoted[1 : len(quoted)-1], true
 	}
 	s, ok := Name(quoted)
-	return ok && strings.EqualFold(s, key)
+	return []byte(s), ok
 }
 
 // plain: a quoted name that means its bytes (no escapes, valid UTF-8).

@@ -93,3 +93,34 @@ func TestRepeatsNames(t *testing.T) {
 		}
 	}
 }
+
+// FieldsAt reads an object within a larger value, hands the members it
+// finds to nested in the same pass, and returns where the object ends.
+func TestFieldsAt(t *testing.T) {
+	b := []byte(`[1, {"action": {"number": 7, "k": "x"}, "other": {"action": 1}, "number": [2]} , 3]`)
+	i := bytes.IndexByte(b, '{')
+	var top, inner [2][]byte
+	var met []int
+	end := FieldsAt(b, i, []string{"action", "number"}, top[:], func(k int, b []byte, i int) int {
+		met = append(met, k)
+		if k == 0 {
+			return FieldsAt(b, i, []string{"number", "k"}, inner[:], nil)
+		}
+		return End(b, i)
+	})
+	if want := bytes.LastIndexByte(b, '}') + 1; end != want {
+		t.Fatalf("end %d, want %d", end, want)
+	}
+	if string(top[0]) != `{"number": 7, "k": "x"}` || string(top[1]) != `[2]` || string(inner[0]) != `7` || string(inner[1]) != `"x"` {
+		t.Fatalf("top %q, inner %q", top, inner)
+	}
+	if !reflect.DeepEqual(met, []int{0, 1}) {
+		t.Fatalf("nested met %v, want [0 1]", met)
+	}
+	// A broken object within: no end, no values.
+	if end := FieldsAt([]byte(`{"action": {"number" 7}}`), 0, []string{"action"}, top[:1], func(k int, b []byte, i int) int {
+		return FieldsAt(b, i, []string{"number"}, inner[:1], nil)
+	}); end != -1 || top[0] != nil {
+		t.Fatalf("broken: end %d, values %q", end, top[:1])
+	}
+}

@@ -219,3 +219,22 @@ func TestFindUsesIndexes(t *testing.T) {
 	// The newest: the rowid order read backwards up to the limit, no sort.
 	require.NotContains(t, events(store.DeliveryEventListAfterParams{Newest: true}), "TEMP B-TREE")
 }
+
+// The statements of a transition look its deliveries up by key, not
+// through the host's deliveries in the statuses it moves from (all of
+// them in flight, during a drain).
+func TestTransitionsLookUpByKey(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	byKey := []string{"SEARCH deliveries USING INDEX sqlite_autoindex_deliveries_1 (delivery_id=?)"}
+	for _, tr := range []store.Transition{store.TransitionDelivered, store.TransitionAck, store.TransitionNack, store.TransitionExtend} {
+		guard, args := transitionable(tr, "h", []string{"a", "b", "c"})
+		require.Equal(t, byKey, queryPlan(ctx, t, s, `SELECT `+failingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...),
+			"select for %s", tr.Reason)
+		require.Equal(t, byKey, queryPlan(ctx, t, s, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
+			WHERE `+guard+` ORDER BY delivery_id`, append([]any{0, string(tr.To), tr.Reason}, args...)...), "audit of %s", tr.Reason)
+		require.Equal(t, byKey, queryPlan(ctx, t, s, `UPDATE deliveries SET updated_at = ?, status = COALESCE(NULLIF(?, ''), status)
+			WHERE `+guard, append([]any{0, string(tr.To)}, args...)...), "update of %s", tr.Reason)
+	}
+}

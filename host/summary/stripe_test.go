@@ -1,0 +1,81 @@
+package summary
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/jsonwalk"
+)
+
+// Real Stripe events decode as json.Unmarshal decodes them.
+func TestDecodeStripePayloads(t *testing.T) {
+	for _, name := range stripeFixtures(t) {
+		body, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want stripePayload
+		if !decodeStripe(body, &got) || json.Unmarshal(body, &want) != nil {
+			t.Fatalf("%s: does not decode", name)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\ndecodeStripe %+v\njson.Unmarshal %+v", name, got, want)
+		}
+	}
+}
+
+func stripeFixtures(t testing.TB) []string {
+	files, err := filepath.Glob("testdata/stripe/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Stripe events in testdata/stripe (%v)", err)
+	}
+	return files
+}
+
+// BenchmarkOfStripe summarises each real Stripe event.
+func BenchmarkOfStripe(b *testing.B) {
+	for _, name := range stripeFixtures(b) {
+		body, err := os.ReadFile(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := shared.Webhook{Source: "stripe", EventType: "payment_intent.succeeded", RawBody: body}
+		b.Run(filepath.Base(name), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				Of(w, Stripe)
+			}
+		})
+	}
+}
+
+// FuzzDecodeStripe: on every valid JSON body whose objects repeat no member
+// name, decodeStripe fills the event exactly as json.Unmarshal does, and
+// fails where it fails.
+func FuzzDecodeStripe(f *testing.F) {
+	for _, s := range []string{`null`, ` null `, `[]`, `"x"`, `{}`, `{"data":"x"}`, `{"data":null}`, `{"data":{"object":null}}`,
+		`{"data":{"object":[]}}`, `{"Data":{"Object":{"ID":"pi_1"}}}`, `{"id":"evt_1","type":7,"data":{"object":{"customer":{"id":"cus_1"}}}}`,
+		`{"id":"evt_\u0031","type":"invoice.paid","data":{"object":{"id":"in_1","object":"invoice","customer":"cus_1"}}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got stripePayload
+		ok := decodeStripe(body, &got)
+		if !json.Valid(body) || jsonwalk.RepeatsNames(body) {
+			return // no promise beyond not panicking
+		}
+		var want stripePayload
+		wantOK := json.Unmarshal(body, &want) == nil
+		if ok != wantOK {
+			t.Fatalf("%q: decodeStripe ok = %v, json.Unmarshal ok = %v", body, ok, wantOK)
+		}
+		if ok && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\ndecodeStripe %+v\njson.Unmarshal %+v", body, got, want)
+		}
+	})
+}
