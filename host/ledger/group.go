@@ -133,6 +133,14 @@ func (l *Ledger) gather(batch []*op) []*op {
 	t := time.NewTimer(groupWait)
 	defer t.Stop()
 	for len(batch) < maxGroup {
+		// Writes already queued join first: a select would pick the timer
+		// as often as them once it fired.
+		select {
+		case o := <-l.ops:
+			batch = append(batch, o)
+			continue
+		default:
+		}
 		select {
 		case o := <-l.ops:
 			batch = append(batch, o)
