@@ -13,32 +13,40 @@ import (
 
 // Real GitHub payloads decode as json.Unmarshal decodes them.
 func TestDecodeGitHubPayloads(t *testing.T) {
-	for _, name := range githubFixtures(t) {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got, want githubPayload
-		if !decodeGitHub(body, &got) || json.Unmarshal(body, &want) != nil {
-			t.Fatalf("%s: does not decode", name)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s:\ndecodeGitHub %+v\njson.Unmarshal %+v", name, got, want)
-		}
-	}
+	decodesAsUnmarshal(t, fixtures(t, "github"), decodeGitHub)
 }
 
-func githubFixtures(t testing.TB) []string {
-	files, err := filepath.Glob("testdata/github/*.json")
+// fixtures are the real payloads in testdata/dir.
+func fixtures(t testing.TB, dir string) []string {
+	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no GitHub payloads in testdata/github (%v)", err)
+		t.Fatalf("no payloads in testdata/%s (%v)", dir, err)
 	}
 	return files
 }
 
+// decodesAsUnmarshal checks that decode reads each file as json.Unmarshal
+// reads it.
+func decodesAsUnmarshal[T any](t *testing.T, files []string, decode func([]byte, *T) bool) {
+	t.Helper()
+	for _, name := range files {
+		body, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want T
+		if !decode(body, &got) || json.Unmarshal(body, &want) != nil {
+			t.Fatalf("%s: does not decode", name)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\ndecoded %+v\njson.Unmarshal %+v", name, got, want)
+		}
+	}
+}
+
 // BenchmarkOfGitHub summarises each real GitHub payload.
 func BenchmarkOfGitHub(b *testing.B) {
-	for _, name := range githubFixtures(b) {
+	for _, name := range fixtures(b, "github") {
 		body, err := os.ReadFile(name)
 		if err != nil {
 			b.Fatal(err)

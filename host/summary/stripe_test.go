@@ -13,32 +13,12 @@ import (
 
 // Real Stripe events decode as json.Unmarshal decodes them.
 func TestDecodeStripePayloads(t *testing.T) {
-	for _, name := range stripeFixtures(t) {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got, want stripePayload
-		if !decodeStripe(body, &got) || json.Unmarshal(body, &want) != nil {
-			t.Fatalf("%s: does not decode", name)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s:\ndecodeStripe %+v\njson.Unmarshal %+v", name, got, want)
-		}
-	}
-}
-
-func stripeFixtures(t testing.TB) []string {
-	files, err := filepath.Glob("testdata/stripe/*.json")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Stripe events in testdata/stripe (%v)", err)
-	}
-	return files
+	decodesAsUnmarshal(t, fixtures(t, "stripe"), decodeStripe)
 }
 
 // BenchmarkOfStripe summarises each real Stripe event.
 func BenchmarkOfStripe(b *testing.B) {
-	for _, name := range stripeFixtures(b) {
+	for _, name := range fixtures(b, "stripe") {
 		body, err := os.ReadFile(name)
 		if err != nil {
 			b.Fatal(err)
