@@ -192,19 +192,11 @@ func exerciseChanged(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("ListenChanged", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		lctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		changed := make(chan string, 100)
-		listening := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
-				Listening: func() { close(listening) },
-				Available: func(string) {},
-				Changed:   func(hostID string) { changed <- hostID },
-			})
-		}()
-		<-listening
+		stop := listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(string) {},
+			Changed:   func(hostID string) { changed <- hostID },
+		})
 		next := func(what string) string {
 			t.Helper()
 			select {
@@ -250,8 +242,7 @@ func exerciseChanged(ctx context.Context, t *testing.T, setup setupFunc) {
 		h := createHost(ctx, t, s, "host-c", base)
 		require.Equal(t, h.ID, next("create"))
 
-		cancel()
-		require.NoError(t, <-done)
+		require.NoError(t, stop())
 		select {
 		case h := <-changed:
 			t.Fatalf("told more than the changes: %s", h)

@@ -154,18 +154,10 @@ func exerciseInsertLeased(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("InsertLeasedWakesNoOne", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		lctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		woken := make(chan string, 100)
-		listening := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
-				Listening: func() { close(listening) },
-				Available: func(hostID string) { woken <- hostID },
-			})
-		}()
-		<-listening
+		stop := listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(hostID string) { woken <- hostID },
+		})
 		_, err := s.DeliveryInsert(ctx, leasedParams(b.host.ID, "evt-1", base, deliveryOpts{}))
 		require.NoError(t, err)
 		// Wake-ups come in commit order: the mark after it shows that it
@@ -177,7 +169,6 @@ func exerciseInsertLeased(ctx context.Context, t *testing.T, setup setupFunc) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no wake-up")
 		}
-		cancel()
-		<-done
+		require.NoError(t, stop())
 	})
 }

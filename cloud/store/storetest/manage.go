@@ -488,18 +488,10 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("DeliveryListen", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		lctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		woken := make(chan string, 100)
-		listening := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
-				Listening: func() { close(listening) },
-				Available: func(hostID string) { woken <- hostID },
-			})
-		}()
-		<-listening
+		stop := listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(hostID string) { woken <- hostID },
+		})
 		marks := 0
 		mark := func() {
 			marks++
@@ -567,8 +559,7 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, b.host.ID, next(), "expired unwritten")
 		require.Equal(t, b.other.ID, next(), "the mark: expiries into a retry woke no one")
 
-		cancel()
-		require.NoError(t, <-done, "ending the context ends the listener cleanly")
+		require.NoError(t, stop(), "ending the context ends the listener cleanly")
 	})
 
 	t.Run("DeliveryNextRetryAt", func(t *testing.T) {

@@ -20,22 +20,12 @@ func exerciseSockets(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("Sockets", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		lctx, cancel := context.WithCancel(ctx)
 		told := make(chan store.SocketEvent, 100)
-		listening := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
-				Listening: func() { close(listening) },
-				Available: func(string) {},
-				Socket:    func(e store.SocketEvent) { told <- e },
-			})
-		}()
-		defer func() {
-			cancel()
-			require.NoError(t, <-done)
-		}()
-		<-listening
+		stop := listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(string) {},
+			Socket:    func(e store.SocketEvent) { told <- e },
+		})
+		defer func() { require.NoError(t, stop()) }()
 		next := func() store.SocketEvent {
 			t.Helper()
 			select {
@@ -84,21 +74,11 @@ func exerciseSockets(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("SocketsOpenAtOnce", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		lctx, cancel := context.WithCancel(ctx)
-		listening := make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			done <- s.DeliveryListen(lctx, &store.DeliveryListenParams{
-				Listening: func() { close(listening) },
-				Available: func(string) {},
-				Socket:    func(store.SocketEvent) {},
-			})
-		}()
-		defer func() {
-			cancel()
-			require.NoError(t, <-done)
-		}()
-		<-listening
+		stop := listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(string) {},
+			Socket:    func(store.SocketEvent) {},
+		})
+		defer func() { require.NoError(t, stop()) }()
 		// Sockets of one host opening at once: distinct epochs, and each
 		// replaces exactly the one recorded before it (the first none).
 		const n = 8

@@ -1368,3 +1368,25 @@ func exerciseConcurrency(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 1, other[store.StatusQueued])
 	})
 }
+
+// listen runs s.DeliveryListen with p until stop is called or the test
+// ends, and returns once it listens (p.Listening is its own); stop ends it
+// and returns what DeliveryListen returned.
+func listen(ctx context.Context, t testing.TB, s store.Store, p *store.DeliveryListenParams) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	listening := make(chan struct{})
+	done := make(chan error, 1)
+	p.Listening = func() { close(listening) }
+	go func() { done <- s.DeliveryListen(ctx, p) }()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case <-listening:
+	case <-done:
+		t.Fatal("DeliveryListen ended before it listened")
+	}
+	return stop
+}
