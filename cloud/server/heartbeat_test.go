@@ -48,6 +48,7 @@ func TestHeartbeatAnswerLength(t *testing.T) {
 		hb := read(a)
 		require.Len(t, hb.Webhooks, 1)
 		require.Equal(t, prBody, hb.Webhooks[0].RawBody)
+		require.True(t, hb.PollWhileBusy)
 	}
 
 	// Bodies that do not compress, well past the bound together.
