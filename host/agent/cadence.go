@@ -51,8 +51,10 @@ func (h *heartbeats) Run(ctx context.Context) error {
 		var res heartbeatResult
 		var err error
 		if busyPoll && h.a.flow.count() > 0 {
+			h.startReporter(ctx)
 			res, err = h.pollWhileBusy(ctx)
 		} else {
+			h.stopReporter()
 			res, err = h.exchange(ctx, true)
 		}
 		busyPoll = false
@@ -60,6 +62,7 @@ func (h *heartbeats) Run(ctx context.Context) error {
 			break
 		}
 		if errors.Is(err, ErrRevoked) {
+			h.stopReporter()
 			h.awaitCleanup()
 			return err
 		}
@@ -100,10 +103,12 @@ func (h *heartbeats) Run(ctx context.Context) error {
 			// their outcomes go beside it.
 			busyPoll = true
 			if earlyAgain {
+				h.stopReporter() // the sleep takes the wake-ups
 				h.sleep(ctx, earliest, earliest, true)
 			}
 			continue
 		}
+		h.stopReporter()
 		if res.draining {
 			// A backlog waits: the next heartbeat carries the outcomes and
 			// asks for more as soon as half the window is free, so the
@@ -142,6 +147,7 @@ func (h *heartbeats) Run(ctx context.Context) error {
 		}
 		h.sleep(ctx, next, earliest, true)
 	}
+	h.stopReporter()
 	return nil
 }
 

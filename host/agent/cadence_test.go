@@ -187,3 +187,42 @@ func TestPollWhileBusy(t *testing.T) {
 	require.True(t, *acked.req.MaxWebhooks == 0 || acked.req.WaitS == 25, "a report, or an idle long poll")
 	require.Equal(t, idle.at, acked.at, "no time passed")
 }
+
+// While a poll is held beside a running handler, the handler's lease is
+// extended in time by a heartbeat beside the poll, which leases nothing.
+func TestPollWhileBusyExtends(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:slow:1", "pull_request")
+	h := newBlocked()
+	release := make(chan struct{})
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = h.run
+		b.cloud.answer = func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, PollWhileBusy: true}
+			if n == 2 {
+				resp.Webhooks = []shared.Webhook{w}
+			}
+			return http.StatusOK, resp
+		}
+		b.cloud.hold = func(n int, req shared.HeartbeatRequest) <-chan struct{} {
+			if req.WaitS > 0 && n > 2 {
+				return release // held until the test ends
+			}
+			return nil
+		}
+	})
+	t.Cleanup(func() { close(h.release); close(release) })
+	b.next(t)
+	b.next(t)
+	<-h.started
+	poll := b.next(t)
+	require.Equal(t, 25, poll.req.WaitS)
+	require.Empty(t, poll.req.WebhookExtends)
+
+	b.advance(t, 30*time.Second)
+	ext := b.next(t)
+	require.Equal(t, []string{w.DeliveryID}, ext.req.WebhookExtends)
+	require.Equal(t, 0, *ext.req.MaxWebhooks, "beside the poll, still held")
+	require.Zero(t, ext.req.WaitS)
+	require.Equal(t, poll.at.Add(30*time.Second), ext.at)
+}

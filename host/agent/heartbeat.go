@@ -55,6 +55,8 @@ type heartbeats struct {
 	// cleanup is closed once the last heartbeat's outbox cleanup is done
 	// (nil: none ran).
 	cleanup chan struct{}
+	// reporter, when set, reports beside polls while handlers run.
+	reporter *reporter
 }
 
 func newHeartbeats(a *Agent, opts Options) *heartbeats {
@@ -243,36 +245,30 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 // of for the heartbeat that reports the running one. The poll carries no
 // outcomes: what is recorded while it is held, the extends that come due
 // and a changed subscription go beside it in heartbeats that lease
-// nothing and do not wait (report), over a second connection. A lost
+// nothing and do not wait, sent by the reporter (startReporter), over a
+// second connection. The reporter runs on across polls in a row; the
+// caller stops it before any other heartbeat, sleep or return. A lost
 // answer is said by the next heartbeat after the poll, as ever.
 func (h *heartbeats) pollWhileBusy(ctx context.Context) (heartbeatResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
 	defer cancel()
 	a := h.a
-	h.awaitCleanup()
 	c := a.flow.credit(h.clock.Now(), false)
 	req := shared.HeartbeatRequest{AgentVersion: Version, RawBodyOnly: true,
 		MaxWebhooks: shared.Ptr(min(max(c.free, 0), shared.MaxMaxWebhooks)),
 		WaitS:       int(min(h.interval, maxWait) / time.Second)}
-	stop, reported := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(reported)
-		h.report(ctx, stop)
-	}()
 	a.pool.markDry()
 	resp, err := h.send(ctx, req)
 	now := h.clock.Now()
-	if err == nil && len(resp.Webhooks) > 0 {
-		a.dispatch(resp.Webhooks) // before the report under way is waited for
-	}
-	// A report under way is let finish: canceling it would close its
-	// connection.
-	close(stop)
-	<-reported
 	a.contacted(now, err)
 	if err != nil {
+		// The reporter uses the heartbeats' state: it stops first.
+		h.stopReporter()
 		h.answerLost = true
 		return heartbeatResult{}, err
+	}
+	if len(resp.Webhooks) > 0 {
+		a.dispatch(resp.Webhooks)
 	}
 	a.cloudTime.observe(now, resp.Now)
 	a.flow.setLease(time.Duration(resp.LeaseS) * time.Second)
@@ -280,10 +276,10 @@ func (h *heartbeats) pollWhileBusy(ctx context.Context) (heartbeatResult, error)
 	a.flow.adjust(draining, a.pool.ranDry(), resp.More)
 	h.log.Debug("heartbeat", "leased", len(resp.Webhooks), "more", resp.More, "while_busy", true)
 	return heartbeatResult{
-		more:          resp.More,
-		draining:      draining,
-		floor:         time.Duration(resp.HeartbeatIntervalS) * time.Second,
-		subPending:    a.pendingSub(h.subSent),
+		more:     resp.More,
+		draining: draining,
+		floor:    time.Duration(resp.HeartbeatIntervalS) * time.Second,
+		// A changed subscription is the reporter's to send.
 		wait:          time.Duration(req.WaitS) * time.Second,
 		canWait:       true,
 		pollWhileBusy: resp.PollWhileBusy,
@@ -292,11 +288,42 @@ func (h *heartbeats) pollWhileBusy(ctx context.Context) (heartbeatResult, error)
 	}, nil
 }
 
+// reporter is report running beside polls while handlers run.
+type reporter struct {
+	stop, done chan struct{}
+}
+
+// startReporter starts report, unless it runs.
+func (h *heartbeats) startReporter(ctx context.Context) {
+	if h.reporter != nil {
+		return
+	}
+	r := &reporter{stop: make(chan struct{}), done: make(chan struct{})}
+	h.awaitCleanup() // the reporter's from here on, until it stops
+	h.reporter = r
+	go func() {
+		defer close(r.done)
+		h.report(ctx, r.stop)
+	}()
+}
+
+// stopReporter stops report, if it runs, once the report under way (if
+// any) is done: canceling it would close its connection.
+func (h *heartbeats) stopReporter() {
+	if h.reporter == nil {
+		return
+	}
+	close(h.reporter.stop)
+	<-h.reporter.done
+	h.reporter = nil
+}
+
 // report sends, until stop is closed, a heartbeat that leases nothing
 // whenever there is something to report: outcomes recorded (the agent's
 // wake), leases due for an extend (checked every busy interval), a changed
-// subscription. It runs beside pollWhileBusy's poll, which waits for it
-// and which alone uses the heartbeats' state meanwhile.
+// subscription. It runs beside pollWhileBusy's polls; while it runs, it
+// alone uses the heartbeats' state (the outbox cleanup, the subscription
+// sent, answerLost).
 func (h *heartbeats) report(ctx context.Context, stop <-chan struct{}) {
 	a := h.a
 	due := func() bool {
