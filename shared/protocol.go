@@ -239,6 +239,11 @@ type HeartbeatResponse struct {
 	// extended last from Now: a host extends what it runs well within it,
 	// timing that on its own monotonic clock (0: not said).
 	LeaseS int `json:"lease_s,omitempty"`
+	// PollWhileBusy says this cloud holds a host's long poll while the
+	// host's handlers run and takes its outcomes meanwhile in heartbeats
+	// of their own (max_webhooks 0, no wait_s): a host may keep one poll
+	// out at all times (false: a cloud that predates it).
+	PollWhileBusy bool `json:"poll_while_busy,omitempty"`
 }
 
 // Webhook is one leased delivery. RawBody is the truth (base64 of the exact

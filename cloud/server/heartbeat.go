@@ -1,11 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -50,7 +54,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 	// more: available work was left over, cut by the batch's count or byte
 	// bound; the host comes back at once.
 	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), More: res.More, Webhooks: make([]shared.Webhook, 0, len(res.Deliveries)),
-		Now: s.deliveries.Now(), LeaseS: int(s.deliveries.LeaseFor() / time.Second)}
+		Now: s.deliveries.Now(), LeaseS: int(s.deliveries.LeaseFor() / time.Second), PollWhileBusy: true}
 	ids := make([]string, 0, len(res.Deliveries))
 	for _, d := range res.Deliveries {
 		ids = append(ids, d.ID)
@@ -166,28 +170,110 @@ func toWire(d *store.Delivery, withBody bool) shared.Webhook {
 
 // writeJSON writes v, gzip-compressed when the client accepts it, and
 // reports whether the whole answer was written.
+//
+// An answer up to maxSizedAnswer is encoded in full first and sent with
+// its Content-Length, so the host has all of it as soon as it is flushed:
+// a streamed (chunked) answer ends only when the handler returns, and the
+// heartbeat's handler still records the hand-out (a store commit) after
+// writing, which the host would wait for before it could read its last
+// byte. A larger answer is streamed from where the bound was passed.
 func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
 	c.Header("Content-Type", "application/json; charset=utf-8")
 	c.Header("Vary", "Accept-Encoding")
+	aw := newAnswerWriter(c.Writer, status)
+	defer aw.release()
+	var err error
 	if !strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {
-		c.Status(status)
-		if err := json.NewEncoder(c.Writer).Encode(v); err != nil {
-			return fmt.Errorf("write response: %w", err)
+		err = json.NewEncoder(aw).Encode(v)
+	} else {
+		c.Header("Content-Encoding", "gzip")
+		zw := getGzipWriter(aw)
+		if err = json.NewEncoder(zw).Encode(v); err == nil {
+			err = zw.Close()
 		}
-		return flush(c.Writer)
+		putGzipWriter(zw)
 	}
-	c.Header("Content-Encoding", "gzip")
-	c.Status(status)
-	// The fastest level: a batch of webhooks is megabytes of JSON, and the
-	// cloud's CPU is what a draining host waits on.
-	zw, _ := gzip.NewWriterLevel(c.Writer, gzip.BestSpeed)
-	if err := json.NewEncoder(zw).Encode(v); err != nil {
-		return fmt.Errorf("write response: %w", err)
+	if err == nil {
+		err = aw.finish()
 	}
-	if err := zw.Close(); err != nil {
+	if err != nil {
 		return fmt.Errorf("write response: %w", err)
 	}
 	return flush(c.Writer)
+}
+
+// maxSizedAnswer bounds the answer held in memory to be sent with its
+// length: a heartbeat answer of a few webhooks (the long poll's) is far
+// below it; a drain's batch of megabytes streams past it.
+const maxSizedAnswer = 1 << 20
+
+// answerWriter holds an answer until it is complete or passes
+// maxSizedAnswer, then writes it to w with its status.
+type answerWriter struct {
+	w         http.ResponseWriter
+	status    int
+	buf       *bytes.Buffer
+	streaming bool // past the bound: the held part is written, the rest goes straight to w
+}
+
+func newAnswerWriter(w http.ResponseWriter, status int) *answerWriter {
+	return &answerWriter{w: w, status: status, buf: answerBuffers.Get().(*bytes.Buffer)}
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	if !a.streaming {
+		if a.buf.Len()+len(p) <= maxSizedAnswer {
+			return a.buf.Write(p)
+		}
+		a.streaming = true
+		a.w.WriteHeader(a.status)
+		if _, err := a.w.Write(a.buf.Bytes()); err != nil {
+			return 0, err
+		}
+	}
+	return a.w.Write(p)
+}
+
+// finish writes the held answer with its length, unless it streams.
+func (a *answerWriter) finish() error {
+	if a.streaming {
+		return nil
+	}
+	a.w.Header().Set("Content-Length", strconv.Itoa(a.buf.Len()))
+	a.w.WriteHeader(a.status)
+	_, err := a.w.Write(a.buf.Bytes())
+	return err
+}
+
+func (a *answerWriter) release() {
+	a.buf.Reset()
+	answerBuffers.Put(a.buf)
+	a.buf = nil
+}
+
+// answerBuffers hold answers being sized; each holds at most
+// maxSizedAnswer (plus what one write brought past it is never held).
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// gzipWriters are reused: a new writer, even at the fastest level,
+// allocates and clears its compressor's tables (about 1 MiB) for each
+// answer.
+var gzipWriters sync.Pool
+
+func getGzipWriter(w io.Writer) *gzip.Writer {
+	if zw, ok := gzipWriters.Get().(*gzip.Writer); ok {
+		zw.Reset(w)
+		return zw
+	}
+	// The fastest level: a batch of webhooks is megabytes of JSON, and the
+	// cloud's CPU is what a draining host waits on.
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	return zw
+}
+
+func putGzipWriter(zw *gzip.Writer) {
+	zw.Reset(io.Discard) // hold no reference to the answer
+	gzipWriters.Put(zw)
 }
 
 // flush sends what is buffered of the answer to the connection, so that a

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,6 +48,11 @@ type bundle struct {
 	store   store.Store
 	clock   *clockwork.FakeClock
 	server  *Server
+	// tracked: the server closes the channel stored in served under the
+	// request's servedHeader once its handler returned (serve's does).
+	tracked bool
+	served  sync.Map
+	nextReq atomic.Int64
 }
 
 func setup(t *testing.T) *bundle {
@@ -64,10 +70,41 @@ func setup(t *testing.T) *bundle {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s := New(st, ring, tokens, clock, log, Config{AdminToken: testAdmin, LeaseFor: time.Minute})
 	h := s.Handler()
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &bundle{t: t, srv: srv, handler: h, store: st, clock: clock, server: s}
+	b := &bundle{t: t, handler: h, store: st, clock: clock, server: s}
+	b.srv = b.serve(h)
+	t.Cleanup(b.srv.Close)
+	return b
 }
+
+// serve serves h to the bundle's requests, each of which returns once its
+// handler is done (see track).
+func (b *bundle) serve(h http.Handler) *httptest.Server {
+	b.tracked = true
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if ch, ok := b.served.LoadAndDelete(r.Header.Get(servedHeader)); ok {
+			close(ch.(chan struct{}))
+		}
+	}))
+}
+
+// track names req so that the returned function waits until its handler
+// is done, on a server of serve's (elsewhere it returns at once).
+func (b *bundle) track(req *http.Request) (wait func()) {
+	if !b.tracked {
+		return func() {}
+	}
+	id := strconv.FormatInt(b.nextReq.Add(1), 10)
+	done := make(chan struct{})
+	b.served.Store(id, done)
+	req.Header.Set(servedHeader, id)
+	return func() { <-done }
+}
+
+// servedHeader names a test request, so that do returns once its handler
+// is done, not only its answer read: a heartbeat's answer reaches the
+// client before the handler records how the hand-out ended.
+const servedHeader = "X-Test-Request"
 
 type answer struct {
 	status int
@@ -97,11 +134,13 @@ func (b *bundle) do(method, path string, body io.Reader, headers map[string]stri
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
+	served := b.track(req)
 	resp, err := b.srv.Client().Do(req)
 	require.NoError(b.t, err)
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(resp.Body)
 	require.NoError(b.t, err)
+	served()
 	return answer{status: resp.StatusCode, header: resp.Header, body: rb}
 }
 

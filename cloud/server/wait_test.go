@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -39,7 +38,9 @@ func waitServer(t *testing.T, st store.Store) (*bundle, *Server) {
 	require.NoError(t, err)
 	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Config{AdminToken: testAdmin, LeaseFor: time.Minute, MaxWait: time.Minute})
-	srv := httptest.NewServer(s.Handler())
+	b := &bundle{t: t, store: st, clock: clock}
+	srv := b.serve(s.Handler())
+	b.srv = srv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.RunWakeups(ctx) }()
@@ -50,7 +51,7 @@ func waitServer(t *testing.T, st store.Store) (*bundle, *Server) {
 		<-done
 	})
 	<-s.deliveries.Ready()
-	return &bundle{t: t, srv: srv, store: st, clock: clock}, s
+	return b, s
 }
 
 func sqliteWaitServer(t *testing.T) (*bundle, *Server) {
@@ -77,6 +78,7 @@ func (b *bundle) beatAsync(ctx context.Context, token string, req shared.Heartbe
 	go func() {
 		r, _ := http.NewRequestWithContext(ctx, "POST", b.srv.URL+shared.PathHeartbeat, bytes.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+token)
+		served := b.track(r)
 		resp, err := b.srv.Client().Do(r)
 		if err != nil {
 			out <- beatResult{err: err}
@@ -85,6 +87,7 @@ func (b *bundle) beatAsync(ctx context.Context, token string, req shared.Heartbe
 		defer resp.Body.Close()
 		res := beatResult{status: resp.StatusCode}
 		res.err = json.NewDecoder(resp.Body).Decode(&res.resp)
+		served()
 		out <- res
 	}()
 	return out

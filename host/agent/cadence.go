@@ -45,13 +45,24 @@ func (h *heartbeats) Run(ctx context.Context) error {
 	)
 	floor := defaultFloor
 	lastEarly := false // the last long poll was answered early with nothing to run
+	busyPoll := false  // the next heartbeat is a poll while handlers run
 	for ctx.Err() == nil {
 		start := h.clock.Now()
-		res, err := h.exchange(ctx, true)
+		var res heartbeatResult
+		var err error
+		if busyPoll && h.a.flow.count() > 0 {
+			h.startReporter(ctx)
+			res, err = h.pollWhileBusy(ctx)
+		} else {
+			h.stopReporter()
+			res, err = h.exchange(ctx, true)
+		}
+		busyPoll = false
 		if ctx.Err() != nil {
 			break
 		}
 		if errors.Is(err, ErrRevoked) {
+			h.stopReporter()
 			h.awaitCleanup()
 			return err
 		}
@@ -81,8 +92,23 @@ func (h *heartbeats) Run(ctx context.Context) error {
 		// for this host to run: it is shutting down, or a retry came due
 		// and went elsewhere.
 		early := res.wait > 0 && h.clock.Since(start) < res.wait && h.a.flow.count() == 0
+		if res.busyPoll {
+			early = res.wait > 0 && h.clock.Since(start) < res.wait && res.leased == 0
+		}
 		earlyAgain := early && lastEarly
 		lastEarly = early
+		if h.pollNext(res) {
+			// Handlers run and there is room for more: a long poll goes out
+			// at once (at the floor after early answers in a row), and
+			// their outcomes go beside it.
+			busyPoll = true
+			if earlyAgain {
+				h.stopReporter() // the sleep takes the wake-ups
+				h.sleep(ctx, earliest, earliest, true)
+			}
+			continue
+		}
+		h.stopReporter()
 		if res.draining {
 			// A backlog waits: the next heartbeat carries the outcomes and
 			// asks for more as soon as half the window is free, so the
@@ -104,6 +130,10 @@ func (h *heartbeats) Run(ctx context.Context) error {
 			if earlyAgain {
 				next = earliest
 			}
+		case res.busyPoll && h.a.flow.count() == 0:
+			// The handlers finished while the poll was out (their outcomes
+			// went beside it): idle, the next one long-polls at once.
+			next = h.clock.Now()
 		case res.wait > 0 && h.clock.Since(start) >= res.wait:
 			// The cloud held a long-poll for all of wait_s: poll again now.
 			next = earliest
@@ -117,7 +147,18 @@ func (h *heartbeats) Run(ctx context.Context) error {
 		}
 		h.sleep(ctx, next, earliest, true)
 	}
+	h.stopReporter()
 	return nil
+}
+
+// pollNext says whether the next heartbeat is a long poll while handlers
+// run (pollWhileBusy): the cloud holds such polls, handlers run, the flow
+// window has room, and nothing asks for a heartbeat of another kind — a
+// backlog to drain, outcomes or a subscription to report at once, an
+// answer lost.
+func (h *heartbeats) pollNext(res heartbeatResult) bool {
+	return res.pollWhileBusy && res.canWait && !res.more && !res.outboxMore && !res.subPending && !h.answerLost &&
+		h.a.flow.count() > 0 && h.a.flow.credit(h.clock.Now(), false).free > 0
 }
 
 // sleep waits until next, or until earliest once signaled (when wakeable).

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -119,4 +121,108 @@ func TestHeartbeatErrorsBackOff(t *testing.T) {
 	require.True(t, gap >= 125*time.Millisecond && gap <= 375*time.Millisecond+step, "retry after %s: the backoff was reset by the success", gap)
 	require.Equal(t, http.StatusOK, retry.status)
 	require.Equal(t, 25, retry.req.WaitS)
+}
+
+// With a cloud that holds a long poll while handlers run
+// (poll_while_busy), a host keeps one out while its handler runs, and
+// reports the outcome beside it in a heartbeat that leases nothing and
+// does not wait: the poll stays out, and a webhook answered on it reaches
+// its handler without a heartbeat to report the one before. Nothing here
+// moves the clock.
+func TestPollWhileBusy(t *testing.T) {
+	t.Parallel()
+	first, second := webhook("github:a:1", "pull_request"), webhook("github:b:1", "push")
+	h := newBlocked()
+	release := make(chan struct{})
+	var secondRan atomic.Bool
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = func(ctx context.Context, w shared.Webhook) handler.Outcome {
+			if w.DeliveryID == second.DeliveryID {
+				secondRan.Store(true)
+				return handler.Outcome{OK: true, ResponseStatus: 200}
+			}
+			return h.run(ctx, w)
+		}
+		b.cloud.answer = func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, PollWhileBusy: true}
+			switch n {
+			case 2:
+				resp.Webhooks = []shared.Webhook{first}
+			case 3:
+				resp.Webhooks = []shared.Webhook{second}
+			}
+			return http.StatusOK, resp
+		}
+		b.cloud.hold = func(n int, req shared.HeartbeatRequest) <-chan struct{} {
+			if n == 3 {
+				return release // held until the test lets it go
+			}
+			return nil
+		}
+	})
+	require.NotNil(t, b.next(t).req.Config, "the subscription goes first")
+	idle := b.next(t)
+	require.Equal(t, 25, idle.req.WaitS)
+	<-h.started
+
+	poll := b.next(t)
+	require.Equal(t, 25, poll.req.WaitS, "a long poll while the handler runs")
+	require.Equal(t, 15, *poll.req.MaxWebhooks, "the window less the one running")
+	require.Empty(t, poll.req.WebhookAcks)
+	require.Empty(t, poll.req.WebhookExtends)
+
+	close(h.release)
+	report := b.next(t)
+	require.Equal(t, []string{first.DeliveryID}, report.req.WebhookAcks, "reported beside the poll, still held")
+	require.Equal(t, 0, *report.req.MaxWebhooks)
+	require.Zero(t, report.req.WaitS)
+	require.False(t, report.req.AnswerLost)
+
+	close(release) // the poll is answered with the next webhook
+	b.eventually(t, "the second ran", secondRan.Load)
+	// Its ack goes beside the next poll, or (done before that poll left,
+	// the host idle) on an idle long poll; either way at once.
+	acked := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+	require.Equal(t, []string{second.DeliveryID}, acked.req.WebhookAcks)
+	require.True(t, *acked.req.MaxWebhooks == 0 || acked.req.WaitS == 25, "a report, or an idle long poll")
+	require.Equal(t, idle.at, acked.at, "no time passed")
+}
+
+// While a poll is held beside a running handler, the handler's lease is
+// extended in time by a heartbeat beside the poll, which leases nothing.
+func TestPollWhileBusyExtends(t *testing.T) {
+	t.Parallel()
+	w := webhook("github:slow:1", "pull_request")
+	h := newBlocked()
+	release := make(chan struct{})
+	b := setup(t, func(b *testBundle) {
+		b.handler.fn = h.run
+		b.cloud.answer = func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, PollWhileBusy: true}
+			if n == 2 {
+				resp.Webhooks = []shared.Webhook{w}
+			}
+			return http.StatusOK, resp
+		}
+		b.cloud.hold = func(n int, req shared.HeartbeatRequest) <-chan struct{} {
+			if req.WaitS > 0 && n > 2 {
+				return release // held until the test ends
+			}
+			return nil
+		}
+	})
+	t.Cleanup(func() { close(h.release); close(release) })
+	b.next(t)
+	b.next(t)
+	<-h.started
+	poll := b.next(t)
+	require.Equal(t, 25, poll.req.WaitS)
+	require.Empty(t, poll.req.WebhookExtends)
+
+	b.advance(t, 30*time.Second)
+	ext := b.next(t)
+	require.Equal(t, []string{w.DeliveryID}, ext.req.WebhookExtends)
+	require.Equal(t, 0, *ext.req.MaxWebhooks, "beside the poll, still held")
+	require.Zero(t, ext.req.WaitS)
+	require.Equal(t, poll.at.Add(30*time.Second), ext.at)
 }

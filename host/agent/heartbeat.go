@@ -55,6 +55,8 @@ type heartbeats struct {
 	// cleanup is closed once the last heartbeat's outbox cleanup is done
 	// (nil: none ran).
 	cleanup chan struct{}
+	// reporter, when set, reports beside polls while handlers run.
+	reporter *reporter
 }
 
 func newHeartbeats(a *Agent, opts Options) *heartbeats {
@@ -92,6 +94,11 @@ type heartbeatResult struct {
 	subPending bool          // the subscription changed meanwhile: report it soon
 	wait       time.Duration // the wait_s asked for (0: none)
 	canWait    bool          // taking work and able to record it: an idle host's next heartbeat long-polls
+	// pollWhileBusy: the cloud holds a long poll while handlers run, and
+	// takes outcomes in heartbeats beside it.
+	pollWhileBusy bool
+	busyPoll      bool // it was such a poll (pollWhileBusy's)
+	leased        int  // webhooks the answer carried
 }
 
 // exchange sends one heartbeat: the outbox's acks and nacks, the extends of
@@ -165,8 +172,11 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 	now := h.clock.Now()
 	a.contacted(now, err)
 	if err != nil {
-		// Whatever the cloud leased to this heartbeat did not arrive.
-		h.answerLost = true
+		// Whatever the cloud leased to this heartbeat did not arrive (one
+		// that leases nothing lost nothing).
+		if *req.MaxWebhooks > 0 {
+			h.answerLost = true
+		}
 		return heartbeatResult{}, err
 	}
 	// The cloud's clock and lease, whatever this host's clock says.
@@ -217,14 +227,131 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 	// Outcomes recorded after the list, or a failed cleanup, signal the loop
 	// themselves; only a full list means more is waiting right now.
 	return heartbeatResult{
-		more:       resp.More,
-		draining:   draining,
-		floor:      time.Duration(resp.HeartbeatIntervalS) * time.Second,
-		outboxMore: len(outbox) == maxOutboxPerHeartbeat,
-		subPending: subPending,
-		wait:       time.Duration(req.WaitS) * time.Second,
-		canWait:    take && !paused,
+		more:          resp.More,
+		draining:      draining,
+		floor:         time.Duration(resp.HeartbeatIntervalS) * time.Second,
+		outboxMore:    len(outbox) == maxOutboxPerHeartbeat,
+		subPending:    subPending,
+		wait:          time.Duration(req.WaitS) * time.Second,
+		canWait:       take && !paused,
+		pollWhileBusy: resp.PollWhileBusy,
+		leased:        len(resp.Webhooks),
 	}, nil
+}
+
+// pollWhileBusy keeps a long poll out while handlers run, with a cloud
+// that holds one (HeartbeatResponse.PollWhileBusy): a webhook accepted
+// meanwhile is answered at once and waits on its source's lane, instead
+// of for the heartbeat that reports the running one. The poll carries no
+// outcomes: what is recorded while it is held, the extends that come due
+// and a changed subscription go beside it in heartbeats that lease
+// nothing and do not wait, sent by the reporter (startReporter), over a
+// second connection. The reporter runs on across polls in a row; the
+// caller stops it before any other heartbeat, sleep or return. A lost
+// answer is said by the next heartbeat after the poll, as ever.
+func (h *heartbeats) pollWhileBusy(ctx context.Context) (heartbeatResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
+	defer cancel()
+	a := h.a
+	c := a.flow.credit(h.clock.Now(), false)
+	req := shared.HeartbeatRequest{AgentVersion: Version, RawBodyOnly: true,
+		MaxWebhooks: shared.Ptr(min(max(c.free, 0), shared.MaxMaxWebhooks)),
+		WaitS:       int(min(h.interval, maxWait) / time.Second)}
+	a.pool.markDry()
+	resp, err := h.send(ctx, req)
+	now := h.clock.Now()
+	a.contacted(now, err)
+	if err != nil {
+		// The reporter uses the heartbeats' state: it stops first.
+		h.stopReporter()
+		h.answerLost = true
+		return heartbeatResult{}, err
+	}
+	if len(resp.Webhooks) > 0 {
+		a.dispatch(resp.Webhooks)
+	}
+	a.cloudTime.observe(now, resp.Now)
+	a.flow.setLease(time.Duration(resp.LeaseS) * time.Second)
+	draining := resp.More && len(resp.Webhooks) > 0
+	a.flow.adjust(draining, a.pool.ranDry(), resp.More)
+	h.log.Debug("heartbeat", "leased", len(resp.Webhooks), "more", resp.More, "while_busy", true)
+	return heartbeatResult{
+		more:     resp.More,
+		draining: draining,
+		floor:    time.Duration(resp.HeartbeatIntervalS) * time.Second,
+		// A changed subscription is the reporter's to send.
+		wait:          time.Duration(req.WaitS) * time.Second,
+		canWait:       true,
+		pollWhileBusy: resp.PollWhileBusy,
+		busyPoll:      true,
+		leased:        len(resp.Webhooks),
+	}, nil
+}
+
+// reporter is report running beside polls while handlers run.
+type reporter struct {
+	stop, done chan struct{}
+}
+
+// startReporter starts report, unless it runs.
+func (h *heartbeats) startReporter(ctx context.Context) {
+	if h.reporter != nil {
+		return
+	}
+	r := &reporter{stop: make(chan struct{}), done: make(chan struct{})}
+	h.awaitCleanup() // the reporter's from here on, until it stops
+	h.reporter = r
+	go func() {
+		defer close(r.done)
+		h.report(ctx, r.stop)
+	}()
+}
+
+// stopReporter stops report, if it runs, once the report under way (if
+// any) is done: canceling it would close its connection.
+func (h *heartbeats) stopReporter() {
+	if h.reporter == nil {
+		return
+	}
+	close(h.reporter.stop)
+	<-h.reporter.done
+	h.reporter = nil
+}
+
+// report sends, until stop is closed, a heartbeat that leases nothing
+// whenever there is something to report: outcomes recorded (the agent's
+// wake), leases due for an extend (checked every busy interval), a changed
+// subscription. It runs beside pollWhileBusy's polls; while it runs, it
+// alone uses the heartbeats' state (the outbox cleanup, the subscription
+// sent, answerLost).
+func (h *heartbeats) report(ctx context.Context, stop <-chan struct{}) {
+	a := h.a
+	due := func() bool {
+		if n, err := a.rec.count(ctx); err == nil && n > 0 {
+			return true
+		}
+		return a.pendingSub(h.subSent) || len(a.flow.credit(h.clock.Now(), false).extends) > 0
+	}
+	for {
+		if due() {
+			if _, err := h.exchange(ctx, false); err != nil {
+				// Tried again with the next outcome, or after the poll.
+				h.log.Warn("heartbeat failed", "err", err)
+			}
+		}
+		t := h.clock.NewTimer(a.flow.busy())
+		select {
+		case <-stop:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-a.wake:
+		case <-t.Chan():
+		}
+		t.Stop()
+	}
 }
 
 // awaitCleanup waits for the last heartbeat's outbox cleanup.

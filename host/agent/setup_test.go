@@ -38,6 +38,10 @@ type fakeCloud struct {
 	// answer returns the status and answer of heartbeat number n (1-based).
 	answer func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse)
 	n      int
+	// hold, if set, returns a channel the answer of heartbeat n waits for
+	// (nil: none), as a cloud holds a long poll; other heartbeats are
+	// served meanwhile.
+	hold func(n int, req shared.HeartbeatRequest) <-chan struct{}
 
 	requests chan heartbeatSeen
 }
@@ -67,7 +71,12 @@ func newFakeCloud(t *testing.T, clock *clockwork.FakeClock) (*fakeCloud, *httpte
 
 func (fc *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fc.mu.Lock()
-	defer fc.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			fc.mu.Unlock()
+		}
+	}()
 	switch r.URL.Path {
 	case shared.PathToken:
 		var req shared.TokenRequest
@@ -99,6 +108,13 @@ func (fc *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fc.validToken = "" // the cloud forgot this token
 		}
 		fc.requests <- heartbeatSeen{n: fc.n, req: req, authorization: auth, status: status, at: fc.clock.Now()}
+		if fc.hold != nil {
+			if held := fc.hold(fc.n, req); held != nil {
+				fc.mu.Unlock()
+				locked = false
+				<-held
+			}
+		}
 		if status != http.StatusOK {
 			writeJSON(w, r, status, shared.ErrorResponse{Error: shared.ErrorDetail{Code: "x", Message: http.StatusText(status)}})
 			return

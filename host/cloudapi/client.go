@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/relaykit/relay/shared"
@@ -141,11 +142,11 @@ func (c *Client) send(ctx context.Context, method, path, token string, in, out a
 
 	var r io.Reader = resp.Body
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
-		gz, err := gzip.NewReader(resp.Body)
+		gz, err := getGzipReader(resp.Body)
 		if err != nil {
 			return fmt.Errorf("read gzip answer: %w", err)
 		}
-		defer gz.Close()
+		defer putGzipReader(gz)
 		r = gz
 	}
 	// Heartbeat answers run to megabytes: the buffer is reused, since
@@ -205,6 +206,25 @@ func putAnswerBuffer(b *bytes.Buffer) {
 	case answerBuffers <- b:
 	default:
 	}
+}
+
+// gzipReaders are reused: each new reader allocates its decompressor's
+// window and tables (about 40 KiB) for every answer.
+var gzipReaders sync.Pool
+
+func getGzipReader(r io.Reader) (*gzip.Reader, error) {
+	if gz, ok := gzipReaders.Get().(*gzip.Reader); ok {
+		if err := gz.Reset(r); err != nil {
+			return nil, err
+		}
+		return gz, nil
+	}
+	return gzip.NewReader(r)
+}
+
+func putGzipReader(gz *gzip.Reader) {
+	_ = gz.Close()
+	gzipReaders.Put(gz)
 }
 
 func errorFrom(status int, data []byte) *Error {

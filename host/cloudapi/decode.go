@@ -30,18 +30,18 @@ func decodeHeartbeat(data []byte, out *shared.HeartbeatResponse) error {
 }
 
 var (
-	heartbeatMembers = []string{"status", "heartbeat_interval_s", "more", "webhooks", "now", "lease_s"}
+	heartbeatMembers = []string{"status", "heartbeat_interval_s", "more", "webhooks", "now", "lease_s", "poll_while_busy"}
 	webhookMembers   = []string{"delivery_id", "source", "event_type", "event_action", "headers", "body",
 		"raw_body", "received_at", "attempt", "correlation_id"}
 )
 
 func walkHeartbeat(data []byte, out *shared.HeartbeatResponse) bool {
-	var v [6][]byte
+	var v [7][]byte
 	if !jsonwalk.Fields(data, heartbeatMembers, v[:]) {
 		return false
 	}
 	ok := readString(v[0], &out.Status) && readInt(v[1], &out.HeartbeatIntervalS) && readOther(v[2], &out.More) &&
-		readTime(v[4], &out.Now) && readInt(v[5], &out.LeaseS)
+		readTime(v[4], &out.Now) && readInt(v[5], &out.LeaseS) && readOther(v[6], &out.PollWhileBusy)
 	if !ok {
 		return false
 	}

@@ -17,7 +17,7 @@ import (
 // answer is a heartbeat answer as the cloud encodes it, with n webhooks.
 func answer(t testing.TB, n int, body []byte) []byte {
 	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, More: true,
-		Now: time.Date(2026, 2, 16, 10, 0, 1, 456e6, time.UTC), LeaseS: 120}
+		Now: time.Date(2026, 2, 16, 10, 0, 1, 456e6, time.UTC), LeaseS: 120, PollWhileBusy: true}
 	for i := range n {
 		resp.Webhooks = append(resp.Webhooks, shared.Webhook{
 			DeliveryID: fmt.Sprintf("github:72d3162e-%d:1707912345000", i), Source: "github",
@@ -90,7 +90,7 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		`{"webhooks":[{"attempt":-0}]}`, `{"webhooks":[{"received_at":"2026-02-16T10:00:00Z","body":{"x":[1]}}]}`,
 		`{"webhooks":[{"received_at":null}]}`, `{"Webhooks":[{"Delivery_ID":"a"}]}`, `{"more":null,"status":null}`,
 		`{"webhooks":[{"delivery_id":"\u00e9\ud83d\ude00"}]}`, `{"now":"2026-02-16T10:00:00.5+01:00","lease_s":120}`,
-		`{"now":null,"lease_s":"1"}`} {
+		`{"now":null,"lease_s":"1"}`, `{"poll_while_busy":1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
