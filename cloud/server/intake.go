@@ -23,6 +23,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
 	"github.com/relaykit/relay/shared/telemetry"
 )
 
@@ -182,6 +183,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 		attribute.String("relay.delivery_id", id), attribute.String("relay.host_id", host.ID), attribute.String("relay.source", src.Name))
 	headers := providerHeaders(req.Header, verify.SecretHeaders(provider, src.Options))
 	headers[shared.HeaderTraceParent] = traceparent
+	steptime.Stamp(headers, "verified", steptime.Now())
 	correlationID := newCorrelationID()
 	sctx, storeSpan := s.cfg.Tracer.StartChild(ctx, "store")
 	p := &store.DeliveryInsertParams{
@@ -211,6 +213,9 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 		sctx = context.WithoutCancel(sctx)
 	}
 	res, err := s.store.DeliveryInsert(sctx, p)
+	if err == nil && reserved != nil {
+		steptime.Stamp(res.Delivery.Headers, "stored", steptime.Now())
+	}
 	reserved.Settle(res, err)
 	telemetry.End(storeSpan, err)
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 
 // stepTimes gathers, for each webhook of an end-to-end run, the time
 // between consecutive steps on its way: sent (the POST), the cloud's steps
-// (notified: the store's wake-up after the intake's commit; woken: the
+// (verified: the request read, its signature checked, about to be stored;
+// stored: the insert committed, for a webhook stored leased to its host's
+// socket; notified: the store's wake-up after the intake's commit; woken: the
 // waiting push or long poll got it; leased: the lease committed; encoded:
 // the frame or answer about to be written), the host's (decoded; looked_up:
 // the ledger said it had not run; handler: the handler starts) and
