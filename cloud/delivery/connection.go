@@ -378,16 +378,23 @@ func (r *Connections) Attach(c *Connection, o *Outbox) {
 // returns nil when there is none: the delivery is stored pending, and
 // whichever replica holds the host's connection is woken to lease it.
 func (r *Connections) Reserve(hostID string) *Reservation {
+	v, _ := r.reserve(hostID)
+	return v
+}
+
+// reserve is Reserve, and whether the host has a connection on this
+// replica at all.
+func (r *Connections) reserve(hostID string) (*Reservation, bool) {
 	r.mu.Lock()
 	c := r.byHost[hostID]
 	ok := c != nil && c.outbox != nil && c.epoch != 0 && !c.replaced && !c.gone && !c.waiting
 	r.mu.Unlock()
 	if !ok {
-		return nil
+		return nil, c != nil
 	}
 	// Closing the connection closes its outbox (Outbox.Close), which
 	// refuses room from then on.
-	return c.outbox.reserve()
+	return c.outbox.reserve(), true
 }
 
 // Count is how many connections are open on this replica.

@@ -182,7 +182,7 @@ func (o *Outbox) reserve() *Reservation {
 		return nil
 	}
 	o.reserved++
-	return &Reservation{o: o}
+	return &Reservation{h: o, leaseFor: o.leaseFor}
 }
 
 // take returns what was handed in, counted pushed already.
@@ -215,27 +215,36 @@ func (o *Outbox) setCaughtUp(v bool) {
 	o.caughtUp = v
 }
 
-// Reservation is room held on a connection for one delivery about to be
-// stored (Connections.Reserve). Its methods accept a nil Reservation (no
-// room was had), which does nothing.
+// Reservation is room held for one delivery about to be stored, on a
+// host's connection (Connections.Reserve) or on its long poll waiting here
+// (Intake.Reserve). Its methods accept a nil Reservation (no room was had),
+// which does nothing.
 type Reservation struct {
-	o       *Outbox
-	settled bool
+	h        holder
+	leaseFor time.Duration
+	settled  bool
+}
+
+// holder is what holds room for a Reservation: an Outbox, a waiting poll.
+type holder interface {
+	// settle ends one reservation: d is the delivery stored leased to the
+	// holder, nil when none was (the room is given back).
+	settle(d *store.Delivery)
 }
 
 // Lease is what the insert stores the delivery with: leased to the
-// connection (nil for a nil Reservation: stored pending).
+// holder (nil for a nil Reservation: stored pending).
 func (v *Reservation) Lease() *store.InsertLease {
 	if v == nil {
 		return nil
 	}
-	return &store.InsertLease{For: v.o.leaseFor}
+	return &store.InsertLease{For: v.leaseFor}
 }
 
 // Settle says how the insert ended: a delivery stored leased goes to the
-// connection's push loop; otherwise (an error, a duplicate, a revived
-// delivery, which are not leased) the room is given back. It reports
-// whether the delivery was handed to the connection. Call it once the
+// holder (a connection's push loop, a poll's answer); otherwise (an error,
+// a duplicate, a revived delivery, which are not leased) the room is given
+// back. It reports whether the delivery was handed over. Call it once the
 // insert's outcome is known — committed or not; an insert whose outcome is
 // unknown (its caller stopped waiting) leaves the delivery to its lease's
 // expiry. Calls after the first do nothing.
@@ -244,19 +253,25 @@ func (v *Reservation) Settle(res *store.DeliveryInsertResult, err error) bool {
 		return false
 	}
 	v.settled = true
-	o := v.o
-	leased := err == nil && res != nil && res.Outcome == store.InsertQueued && res.Delivery.Status == store.TransitionLease.To
+	var d *store.Delivery
+	if err == nil && res != nil && res.Outcome == store.InsertQueued && res.Delivery.Status == store.TransitionLease.To {
+		c := *res.Delivery
+		c.Headers = maps.Clone(c.Headers) // the answer stamps its own copy
+		steptime.Stamp(c.Headers, "leased", steptime.Now())
+		d = &c
+	}
+	v.h.settle(d)
+	return d != nil
+}
+
+func (o *Outbox) settle(d *store.Delivery) {
 	o.mu.Lock()
 	o.reserved--
-	if leased {
-		d := *res.Delivery
-		d.Headers = maps.Clone(d.Headers) // the push stamps its own copy
-		steptime.Stamp(d.Headers, "leased", steptime.Now())
+	if d != nil {
 		o.pushed++
-		o.handed = append(o.handed, &d)
+		o.handed = append(o.handed, d)
 	}
 	o.settled.Broadcast()
 	o.mu.Unlock()
 	o.nudge()
-	return leased
 }

@@ -236,11 +236,16 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 	// A host that asks to wait is listening before it looks, so that work
 	// arriving in between still wakes it.
 	var wake <-chan struct{}
+	var pl *poll
 	wait = min(wait, s.cfg.MaxWait)
 	if wait > 0 {
 		ch, unsubscribe := s.Subscribe(host.ID)
 		defer unsubscribe()
 		wake = ch
+		// While it waits having found nothing, the intake may store a
+		// webhook leased to it (see poll).
+		pl = newPoll(max, ch)
+		defer s.wakeups.watch(host.ID, pl)()
 	}
 	p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
 	began := steptime.Now()
@@ -249,7 +254,7 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 		stamp(time.Time{}, time.Time{}, began, res.Deliveries)
 	}
 	if err == nil && len(res.Deliveries) == 0 && wake != nil {
-		res, err = s.await(ctx, p, host.Generation, wait, wake)
+		res, err = s.await(ctx, p, host.Generation, wait, pl)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
@@ -275,9 +280,13 @@ func (s *Service) observeLeased(ctx context.Context, hostID string, ds []*store.
 }
 
 // await holds a lease that found nothing until the host has work, up to
-// wait: it wakes when a delivery arrives for the host (wake) and when its
-// earliest retry comes due, then leases again.
-func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, generation int64, wait time.Duration, wake <-chan struct{}) (*store.DeliveryLeaseResult, error) {
+// wait: it wakes when a delivery arrives for the host (its poll's
+// subscription) and when its earliest retry comes due, then leases again.
+// Meanwhile the intake may store deliveries leased to it (pl): once those
+// settled they are its answer, with no lease. When ctx ends (the host is
+// gone) or the host was deactivated, what was handed to it is released, due
+// again at once (Release: its answer was never written).
+func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, generation int64, wait time.Duration, pl *poll) (*store.DeliveryLeaseResult, error) {
 	deadline := p.Now.Add(wait)
 	due, err := s.store.DeliveryNextRetryAt(ctx, p.HostID)
 	if err != nil {
@@ -289,24 +298,40 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 	t := s.clock.NewTimer(deadline.Sub(p.Now))
 	defer t.Stop()
 	for {
-		final := false
+		final, woken := false, false
 		var notifiedAt, wokenAt time.Time // steptime
+		pl.setOpen()
 		select {
 		case <-ctx.Done():
-			return &store.DeliveryLeaseResult{}, nil
 		case <-s.wakeups.stop:
 			final = true
 		case <-t.Chan():
 			final = true
-		case <-wake:
+		case <-pl.ready:
+		case <-pl.wake:
+			woken = true
 			notifiedAt, wokenAt = s.wakeups.notifiedAt(p.HostID), steptime.Now()
 		}
+		handed := pl.close()
+		if ctx.Err() != nil {
+			s.releaseHanded(ctx, p.HostID, handed)
+			return &store.DeliveryLeaseResult{}, nil
+		}
+		if len(handed) > 0 && !woken {
+			return &store.DeliveryLeaseResult{Deliveries: handed}, nil
+		}
 		h, err := s.store.HostGet(ctx, p.HostID)
+		if err == nil && (h.Status != store.HostActive || h.Generation != generation) {
+			s.releaseHanded(ctx, p.HostID, handed)
+			return &store.DeliveryLeaseResult{}, nil
+		}
+		if len(handed) > 0 {
+			// A failed look at the host leaves them to its answer all the
+			// same: they were leased to it while it was active.
+			return &store.DeliveryLeaseResult{Deliveries: handed}, nil
+		}
 		if err != nil {
 			return nil, err
-		}
-		if h.Status != store.HostActive || h.Generation != generation {
-			return &store.DeliveryLeaseResult{}, nil
 		}
 		p.Now = s.now()
 		began := steptime.Now()
@@ -317,6 +342,23 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 		if err != nil || final || len(res.Deliveries) > 0 {
 			return res, err
 		}
+	}
+}
+
+// releaseHanded releases deliveries stored leased to a poll that will not
+// answer with them: never written, due again at once (Release), whether or
+// not ctx was canceled. A release that fails leaves them to their lease's
+// expiry, which does the same.
+func (s *Service) releaseHanded(ctx context.Context, hostID string, ds []*store.Delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	if _, err := s.Release(context.WithoutCancel(ctx), hostID, ids); err != nil {
+		s.log.Warn("release deliveries of an ended poll", "host", hostID, "err", err)
 	}
 }
 

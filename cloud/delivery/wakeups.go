@@ -20,7 +20,8 @@ type wakeups struct {
 	stopped bool
 	ready   chan struct{} // closed once the store's listener first listens
 	once    sync.Once
-	socket  func(store.SocketEvent) // OnSocket's
+	socket  func(store.SocketEvent)   // OnSocket's
+	polls   map[string]map[*poll]bool // host id → its long polls (watch)
 	// notified is when each host was last woken, kept only while
 	// steptime stamps (the benchmark's latency breakdown).
 	notified map[string]time.Time

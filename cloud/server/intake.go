@@ -130,8 +130,9 @@ func (s *Server) intake(c *gin.Context) {
 	res.write(c)
 }
 
-// intakeLeaser holds room on a host's live socket on this replica for one
-// webhook about to be stored (delivery.Connections).
+// intakeLeaser holds room on a host's live socket on this replica, else on
+// its long poll waiting here, for one webhook about to be stored
+// (delivery.Intake).
 type intakeLeaser interface {
 	Reserve(hostID string) *delivery.Reservation
 }
@@ -201,13 +202,14 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 		ReceiveNote:   note,
 		ReceivedAt:    received,
 	}
-	// A host whose socket on this replica has room, and waits with nothing
-	// to push, gets the webhook stored leased to that socket, which pushes
-	// it once committed: no lease of its own.
+	// A host whose socket on this replica has room and waits with nothing
+	// to push, or whose long poll here waits having found nothing, gets the
+	// webhook stored leased to it, which pushes it (or answers with it) once
+	// committed: no lease of its own.
 	reserved := s.leaser.Reserve(host.ID)
 	if reserved != nil {
 		p.Lease = reserved.Lease()
-		// The outcome decides whether the socket pushes it or the room is
+		// The outcome decides whether it is handed over or the room is
 		// given back: waited for even when the provider hangs up (the
 		// group commit bounds the wait).
 		sctx = context.WithoutCancel(sctx)

@@ -151,7 +151,7 @@ type Server struct {
 	deliveries  *delivery.Service
 	targets     *targetCache // intake's hosts and sources
 	sockets     *sockets     // hosts' open sockets
-	leaser      intakeLeaser // leases at intake to a host's socket (sockets.conns)
+	leaser      intakeLeaser // leases at intake to a host's socket or waiting long poll
 	// quarantineRate admits requests into the quarantine per host and
 	// minute, quarantineLog its log lines.
 	quarantineRate, quarantineLog *sampler
@@ -199,7 +199,7 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
 		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
 	s.sockets = &sockets{conns: delivery.NewConnections(st, clock, log, socketTakeover)}
-	s.leaser = s.sockets.conns
+	s.leaser = delivery.NewIntake(s.sockets.conns, s.deliveries)
 	s.deliveries.OnSocket(s.sockets.conns.Observe)
 	s.bodies.changed = cfg.InflightChanged
 	s.metrics.reg.MustRegister(s.bodies.gauge())

@@ -1,0 +1,157 @@
+package delivery
+
+import (
+	"sync"
+	"time"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// poll is a host's long poll (a Lease that waits) as the intake sees it.
+//
+// A webhook stored for a host whose long poll on this replica waits with
+// nothing found (its last look leased nothing, and nothing woke it since)
+// is stored already leased to that poll (Intake.Reserve, then
+// Reservation.Settle), which answers with it: one transaction, the
+// insert's, instead of an insert and then a lease. Only then: a poll
+// catching up on a backlog leases it oldest first. A poll holds room for
+// at most its max; once one delivery was handed to it, it takes no more
+// and answers as soon as the reservations it holds have settled.
+//
+// Its methods are safe for concurrent use.
+type poll struct {
+	max   int
+	wake  <-chan struct{} // the poll's subscription: a pending wake-up says it must look
+	ready chan struct{}   // receives when its reservations settled with something handed
+
+	mu       sync.Mutex
+	settled  *sync.Cond // reserved fell
+	open     bool       // it waits, and its last look found nothing
+	reserved int        // room the intake holds for inserts not yet settled
+	handed   []*store.Delivery
+}
+
+func newPoll(max int, wake <-chan struct{}) *poll {
+	p := &poll{max: max, wake: wake, ready: make(chan struct{}, 1)}
+	p.settled = sync.NewCond(&p.mu)
+	return p
+}
+
+// reserve holds room for one delivery about to be stored; nil when the
+// poll is not waiting with nothing found, was handed one already, or holds
+// its max.
+func (p *poll) reserve(leaseFor time.Duration) *Reservation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.open || len(p.wake) > 0 || len(p.handed) > 0 || p.reserved >= p.max {
+		return nil
+	}
+	p.reserved++
+	return &Reservation{h: p, leaseFor: leaseFor}
+}
+
+func (p *poll) settle(d *store.Delivery) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reserved--
+	if d != nil {
+		p.handed = append(p.handed, d)
+	}
+	if p.reserved == 0 && len(p.handed) > 0 {
+		select {
+		case p.ready <- struct{}{}:
+		default:
+		}
+	}
+	p.settled.Broadcast()
+}
+
+// setOpen opens the poll to reservations: it waits, having found nothing.
+func (p *poll) setOpen() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open = true
+}
+
+// close refuses room from now on (until setOpen), waits until every insert
+// that holds some settled (the group commit bounds it), and returns what
+// was handed to the poll: stored leased to it.
+func (p *poll) close() []*store.Delivery {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open = false
+	for p.reserved > 0 {
+		p.settled.Wait()
+	}
+	ds := p.handed
+	p.handed = nil
+	select { // its signal, if any, is answered here
+	case <-p.ready:
+	default:
+	}
+	return ds
+}
+
+// watch makes p one of the host's polls the intake may reserve room on;
+// it returns its end.
+func (w *wakeups) watch(hostID string, p *poll) func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.polls == nil {
+		w.polls = map[string]map[*poll]bool{}
+	}
+	if w.polls[hostID] == nil {
+		w.polls[hostID] = map[*poll]bool{}
+	}
+	w.polls[hostID][p] = true
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.polls[hostID], p)
+		if len(w.polls[hostID]) == 0 {
+			delete(w.polls, hostID)
+		}
+	}
+}
+
+// reservePoll holds room for one delivery of hostID on one of its long
+// polls waiting on this replica with nothing found; nil when there is none
+// or the service stops waiting.
+func (s *Service) reservePoll(hostID string) *Reservation {
+	w := s.wakeups
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return nil
+	}
+	for p := range w.polls[hostID] {
+		if v := p.reserve(s.cfg.LeaseFor); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// Intake is where the intake holds room for a webhook about to be stored,
+// so that it is stored leased to whatever takes it at once: the host's
+// connection on this replica when it has one (Connections.Reserve), else
+// one of its long polls waiting here.
+type Intake struct {
+	conns *Connections
+	polls *Service
+}
+
+// NewIntake returns the intake's reservations over conns and s's polls.
+func NewIntake(conns *Connections, s *Service) *Intake {
+	return &Intake{conns: conns, polls: s}
+}
+
+// Reserve holds room for one delivery of hostID about to be stored; nil
+// when there is none: the delivery is stored pending, and whoever waits
+// for the host is woken to lease it.
+func (i *Intake) Reserve(hostID string) *Reservation {
+	if v, ok := i.conns.reserve(hostID); ok {
+		return v
+	}
+	return i.polls.reservePoll(hostID)
+}
