@@ -67,15 +67,7 @@ func TestLongPollEndingBeforeItsAnswerLosesNothing(t *testing.T) {
 	ch := b.beatAsync(ctx, token, shared.HeartbeatRequest{WaitS: 30})
 	waitIdle(t, s, hostID)
 	lc.hold, lc.committed = make(chan struct{}), make(chan struct{}, 1)
-	answeredProvider := make(chan string, 1)
-	go func() {
-		a := b.sendGitHub(hostID, "a", prBody)
-		var r shared.IntakeResponse
-		if a.status == 200 {
-			a.json(t, &r)
-		}
-		answeredProvider <- r.DeliveryID
-	}()
+	answeredProvider := b.sendGitHubAsync(hostID, "a", prBody)
 	<-lc.committed // stored leased to the poll, not yet handed to it
 	cancel()       // the host hangs up
 	require.Error(t, (<-ch).err)

@@ -171,15 +171,7 @@ func TestSocketClosingBeforeThePushLosesNothing(t *testing.T) {
 	hs := b.connect(token, 10)
 	waitIdle(t, s, hostID)
 	lc.hold, lc.committed = make(chan struct{}), make(chan struct{}, 1)
-	answered := make(chan string, 1)
-	go func() {
-		a := b.sendGitHub(hostID, "a", prBody)
-		var r shared.IntakeResponse
-		if a.status == 200 {
-			a.json(t, &r)
-		}
-		answered <- r.DeliveryID
-	}()
+	answered := b.sendGitHubAsync(hostID, "a", prBody)
 	<-lc.committed // stored leased to the socket, not yet handed to it
 	hs.conn.CloseNow()
 	// The socket's release waits for the insert holding its room.
@@ -200,4 +192,19 @@ func TestSocketClosingBeforeThePushLosesNothing(t *testing.T) {
 	require.Equal(t, id, f.Webhooks[0].DeliveryID)
 	require.Equal(t, 2, f.Webhooks[0].Attempt)
 	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+}
+
+// sendGitHubAsync sends a signed GitHub webhook from another goroutine and
+// gives the delivery id it was answered with ("" unless 200).
+func (b *bundle) sendGitHubAsync(hostID, eventID string, body []byte) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		a := b.sendGitHub(hostID, eventID, body)
+		var r shared.IntakeResponse
+		if a.status == 200 {
+			a.json(b.t, &r)
+		}
+		out <- r.DeliveryID
+	}()
+	return out
 }
