@@ -149,10 +149,13 @@ func (rep *report) markdown(b *bench) string {
 				ms(r.p50), ms(r.p99), ms(r.max), ms(r.intakeP50), signedMS(r.afterP50), r.errors, mib(r.cloudPeak), mib(r.hostPeak))
 		}
 		p("\nStep by step (the median of each step, ms; the cloud and the host stamp each webhook with `RELAY_STEP_TIMES=1`,\n")
-		p("shared/steptime): *notified* the store's wake-up right after the intake's commit (on Postgres: its NOTIFY\n")
-		p("received), *woken* the waiting push or long poll got it, *leased* the lease committed, *encoded* the frame\n")
-		p("or answer about to be written, *decoded* the host took it in, *looked_up* the ledger said it had not run,\n")
-		p("*handler* the handler starts, *received* the receiver read it.\n\n")
+		p("shared/steptime): *verified* the request read and its signature checked, about to be stored; *stored* the\n")
+		p("insert committed, for a webhook stored leased to the host's waiting socket or long poll, which *leased* then\n")
+		p("marks taking it; otherwise *notified* the store's wake-up right after the intake's commit (on Postgres: its\n")
+		p("NOTIFY received), *woken* the waiting push or long poll got it, *lease_began* … *leased* the lease\n")
+		p("transaction; *encoded* the frame or answer about to be written, *decoded* the host took it in, *looked_up*\n")
+		p("the ledger said it had not run, *handler* the handler starts, *received* the receiver read it. A count in\n")
+		p("brackets: how many webhooks took that step, when not all did.\n\n")
 		for _, r := range rep.e2e {
 			if r.steps != "" {
 				p("- %s %s %s %g/s: %s\n", r.engine, r.mode, r.transport, r.rate, r.steps)
