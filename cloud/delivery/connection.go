@@ -397,6 +397,17 @@ func (r *Connections) reserve(hostID string) (*Reservation, bool) {
 	return c.outbox.reserve(), true
 }
 
+// pending tells hostID's connection on this replica, if any, that a
+// delivery of the host was stored pending (Outbox.pending).
+func (r *Connections) pending(hostID string) {
+	r.mu.Lock()
+	c := r.byHost[hostID]
+	r.mu.Unlock()
+	if c != nil && c.outbox != nil {
+		c.outbox.pending()
+	}
+}
+
 // Count is how many connections are open on this replica.
 func (r *Connections) Count() int {
 	r.mu.Lock()

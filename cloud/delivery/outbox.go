@@ -208,11 +208,25 @@ func (o *Outbox) waiting(w bool) {
 	o.waits = w
 }
 
-// setCaughtUp records the push loop's loopState.caughtUp.
+// setCaughtUp records the push loop's loopState.caughtUp. A look asked
+// for since the loop last took the ask (Poke, pending) keeps it from
+// being caught up: its last look may have missed what came meanwhile.
 func (o *Outbox) setCaughtUp(v bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.caughtUp = v
+	o.caughtUp = v && !o.relook
+}
+
+// pending says a delivery of the host was just stored pending (not leased
+// to this connection): the intake leases nothing more to it until the
+// push loop looked again — a webhook stored after that one is not pushed
+// before it — and the loop looks at once, not when the store's wake-up
+// reaches it.
+func (o *Outbox) pending() {
+	o.mu.Lock()
+	o.caughtUp, o.relook = false, true
+	o.mu.Unlock()
+	o.nudge()
 }
 
 // Reservation is room held for one delivery about to be stored, on a

@@ -206,3 +206,26 @@ func TestNextLooksAgainOnlyWhenSomethingMayBeAvailable(t *testing.T) {
 		require.Equal(t, id, got.res.Deliveries[0].ID, "woken by the store")
 	})
 }
+
+// A webhook stored pending (no room was held for it) keeps the intake from
+// leasing the next one to the connection until its push loop looked again:
+// the host gets them in the order they were stored, even before the
+// store's wake-up for the first reached the loop.
+func TestReserveNotPastAPendingOne(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		p := b.pushing()
+		in := delivery.NewIntake(p.conns, p.svc)
+		nc := b.nextFrom(b.ctx, p.svc, p.outbox, 5)
+		b.reserve(p).Settle(nil, context.Canceled) // caught up: room given back
+		older := b.send()                          // stored pending, as when no room was had
+		in.Pending(b.host.ID)
+		require.Nil(t, in.Reserve(b.host.ID), "not past the pending one")
+		got := <-nc.done
+		require.NoError(t, got.err)
+		require.Equal(t, older, got.res.Deliveries[0].ID, "the loop looked at once")
+		nc = b.nextFrom(b.ctx, p.svc, p.outbox, 0)
+		_, handed := b.sendLeased(b.reserve(p), "e-new")
+		require.True(t, handed, "caught up again: the next is leased at intake")
+		require.NoError(t, (<-nc.done).err)
+	})
+}

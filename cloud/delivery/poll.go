@@ -27,6 +27,7 @@ type poll struct {
 	mu       sync.Mutex
 	settled  *sync.Cond // reserved fell
 	open     bool       // it waits, and its last look found nothing
+	stale    bool       // a delivery was stored pending since: look again before opening
 	reserved int        // room the intake holds for inserts not yet settled
 	handed   []*store.Delivery
 }
@@ -70,7 +71,23 @@ func (p *poll) settle(d *store.Delivery) {
 func (p *poll) setOpen() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stale {
+		// Its last look may have missed a delivery stored pending
+		// meanwhile, whose wake-up is on its way: it stays closed until
+		// it looked again.
+		p.stale = false
+		return
+	}
 	p.open = true
+}
+
+// pending says a delivery of the host was just stored pending: the poll
+// takes no room until it looked again, so that no webhook stored after
+// that one is answered before it.
+func (p *poll) pending() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open, p.stale = false, true
 }
 
 // close refuses room from now on (until setOpen), waits until every insert
@@ -132,6 +149,17 @@ func (s *Service) reservePoll(hostID string) *Reservation {
 	return nil
 }
 
+// pendingPolls tells hostID's polls waiting here that a delivery of the
+// host was stored pending.
+func (s *Service) pendingPolls(hostID string) {
+	w := s.wakeups
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p := range w.polls[hostID] {
+		p.pending()
+	}
+}
+
 // Intake is where the intake holds room for a webhook about to be stored,
 // so that it is stored leased to whatever takes it at once: the host's
 // connection on this replica when it has one (Connections.Reserve), else
@@ -154,4 +182,14 @@ func (i *Intake) Reserve(hostID string) *Reservation {
 		return v
 	}
 	return i.polls.reservePoll(hostID)
+}
+
+// Pending says a delivery of hostID was stored pending (no room was held
+// for it, or it was not leased): whatever waits for the host leases no
+// webhook at intake until it looked again, so that the host's webhooks
+// reach it in the order they were stored. Call it before the provider is
+// answered.
+func (i *Intake) Pending(hostID string) {
+	i.conns.pending(hostID)
+	i.polls.pendingPolls(hostID)
 }

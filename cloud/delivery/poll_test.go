@@ -189,3 +189,20 @@ func TestPollEndingWithAReservationLosesNothing(t *testing.T) {
 		require.Equal(t, store.StatusRetrying, b.get(res.Delivery.ID).Status)
 	})
 }
+
+// A webhook stored pending closes a waiting poll to reservations until it
+// looked again, and that look answers with it: nothing stored after it is
+// answered before it.
+func TestPollNotPastAPendingOne(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		p := b.polling()
+		ch := b.poll(b.ctx, p, 10)
+		b.reservePoll(p).Settle(nil, context.Canceled) // waiting with nothing found
+		older := b.send()
+		p.intake.Pending(b.host.ID)
+		require.Nil(t, p.intake.Reserve(b.host.ID), "not past the pending one")
+		got := <-ch
+		require.NoError(t, got.err)
+		require.Equal(t, older, got.res.Deliveries[0].ID)
+	})
+}

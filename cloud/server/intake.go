@@ -135,6 +135,8 @@ func (s *Server) intake(c *gin.Context) {
 // (delivery.Intake).
 type intakeLeaser interface {
 	Reserve(hostID string) *delivery.Reservation
+	// Pending: a delivery of the host was stored pending, not leased.
+	Pending(hostID string)
 }
 
 // admitted is what a verified request came to.
@@ -218,7 +220,11 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	if err == nil && reserved != nil {
 		steptime.Stamp(res.Delivery.Headers, "stored", steptime.Now())
 	}
-	reserved.Settle(res, err)
+	if !reserved.Settle(res, err) && err == nil && res.Outcome != store.InsertDuplicate {
+		// Stored pending: nothing stored after it may be leased at
+		// intake before it is leased.
+		s.leaser.Pending(host.ID)
+	}
 	telemetry.End(storeSpan, err)
 	if err != nil {
 		telemetry.End(span, err)
