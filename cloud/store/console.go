@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -40,4 +41,13 @@ type SessionCreateParams struct {
 	ExpiresAt  time.Time
 	IdleBefore time.Time // sessions last seen at or before it have ended
 	Max        int       // sessions kept at most, the new one included (>= 1)
+}
+
+// Check says what is wrong with p, if anything; both engines refuse it
+// before they write.
+func (p *SessionCreateParams) Check() error {
+	if p.Max < 1 {
+		return errors.New("session create: Max must be at least 1")
+	}
+	return nil
 }

@@ -13,8 +13,8 @@ import (
 var _ store.ConsoleStore = (*Store)(nil)
 
 func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams) (*store.Session, error) {
-	if p.Max < 1 {
-		return nil, fmt.Errorf("session create: Max must be at least 1")
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM console_sessions WHERE expires_at <= $1 OR last_seen_at <= $2`,

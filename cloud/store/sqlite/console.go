@@ -12,8 +12,8 @@ import (
 var _ store.ConsoleStore = (*Store)(nil)
 
 func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams) (*store.Session, error) {
-	if p.Max < 1 {
-		return nil, fmt.Errorf("session create: Max must be at least 1")
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at <= ? OR last_seen_at <= ?`,

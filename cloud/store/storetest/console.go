@@ -78,6 +78,11 @@ func exerciseConsole(ctx context.Context, t *testing.T, setup setupFunc) {
 		n, err := s.SessionCount(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 3, n, "at most Max, the new one included")
+		_, err = s.SessionCreate(ctx, &store.SessionCreateParams{IDHash: []byte("no-room"), Now: base, ExpiresAt: base.Add(time.Hour), Max: 0})
+		require.ErrorContains(t, err, "Max must be at least 1")
+		n, err = s.SessionCount(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, n, "refused before anything is written")
 		for i, want := range []bool{false, false, true, true, true} {
 			require.Equal(t, want, exists(t, s, i), "session %d: the oldest go first", i)
 		}
