@@ -181,10 +181,10 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 // that scheduled time, so a slow answer that delays later sends shows in
 // their latencies too (no coordinated omission). At most maxInFlight
 // requests are outstanding; a schedule that needs more shows as latency.
-// sent, if not nil, is called with each new webhook's event id and actual
-// send time (not with replays); answered, if not nil, with its event id and
-// when its 2xx answer came.
-func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent, answered func(id string, at time.Time)) loadResult {
+// sent, if not nil, is called with each new webhook's event id, body size
+// and actual send time (not with replays); answered, if not nil, with its
+// event id and when its 2xx answer came.
+func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent func(id string, size int, at time.Time), answered func(id string, at time.Time)) loadResult {
 	var (
 		res  loadResult
 		mu   sync.Mutex
@@ -213,7 +213,7 @@ func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, ma
 				}
 				w, replayed := s.webhook(first + k)
 				if sent != nil && !replayed {
-					sent(w.id, time.Now())
+					sent(w.id, len(w.body), time.Now())
 				}
 				switch s.post(ctx, w, replayed) {
 				case okAnswer:
