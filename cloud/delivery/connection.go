@@ -371,20 +371,21 @@ func (r *Connections) Attach(c *Connection, o *Outbox) {
 	c.outbox = o
 }
 
-// Reserve holds room for one delivery of hostID about to be stored, on the
-// host's connection on this replica: one that pushes (Attach), is in place
-// (not waiting for an older one to close, not replaced, not closed), whose
-// host granted room and whose push loop is caught up (see Outbox). It
+// Reserve holds room for one delivery of hostID, of size body bytes, about
+// to be stored, on the host's connection on this replica: one that pushes
+// (Attach), is in place (not waiting for an older one to close, not
+// replaced, not closed), whose host granted room, whose push loop is caught
+// up and which holds room for bytes (see Outbox). It
 // returns nil when there is none: the delivery is stored pending, and
 // whichever replica holds the host's connection is woken to lease it.
-func (r *Connections) Reserve(hostID string) *Reservation {
-	v, _ := r.reserve(hostID)
+func (r *Connections) Reserve(hostID string, size int) *Reservation {
+	v, _ := r.reserve(hostID, size)
 	return v
 }
 
 // reserve is Reserve, and whether the host has a connection on this
 // replica at all.
-func (r *Connections) reserve(hostID string) (*Reservation, bool) {
+func (r *Connections) reserve(hostID string, size int) (*Reservation, bool) {
 	r.mu.Lock()
 	c := r.byHost[hostID]
 	ok := c != nil && c.outbox != nil && c.epoch != 0 && !c.replaced && !c.gone && !c.waiting
@@ -394,7 +395,7 @@ func (r *Connections) reserve(hostID string) (*Reservation, bool) {
 	}
 	// Closing the connection closes its outbox (Outbox.Close), which
 	// refuses room from then on.
-	return c.outbox.reserve(), true
+	return c.outbox.reserve(size), true
 }
 
 // pending tells hostID's connection on this replica, if any, that a

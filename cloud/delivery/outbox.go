@@ -26,9 +26,15 @@ import (
 // catching up on a backlog leases it oldest first, and a new webhook does
 // not jump it.
 //
+// What it holds for the push loop is bounded as a lease's batch is: the
+// bytes of the bodies reserved and handed in, not yet taken, stay within
+// the batch's bytes (Config.MaxBatchBytes), unless it holds none (one
+// larger body still goes, alone).
+//
 // Its methods are safe for concurrent use.
 type Outbox struct {
 	leaseFor time.Duration
+	maxBytes int64
 	poke     chan struct{} // room grew, a delivery was handed in, or Poke
 
 	mu       sync.Mutex
@@ -37,6 +43,7 @@ type Outbox struct {
 	pushed   int64      // handed to the push loop, ever
 	reserved int        // room the intake holds for inserts not yet settled
 	handed   []*store.Delivery
+	held     int64 // body bytes reserved and handed in, not yet taken
 	// caughtUp: the push loop's last look found nothing to lease and
 	// nothing woke it since (loopState's); wake is its subscription, whose
 	// pending wake-up says something may have come since.
@@ -63,7 +70,7 @@ type loopState struct {
 // NewOutbox returns the outbox of a new connection, with no room until its
 // host grants some.
 func (s *Service) NewOutbox() *Outbox {
-	o := &Outbox{leaseFor: s.cfg.LeaseFor, poke: make(chan struct{}, 1)}
+	o := &Outbox{leaseFor: s.cfg.LeaseFor, maxBytes: int64(s.cfg.MaxBatchBytes), poke: make(chan struct{}, 1)}
 	o.settled = sync.NewCond(&o.mu)
 	return o
 }
@@ -168,21 +175,30 @@ func (o *Outbox) Close() []string {
 	for i, d := range o.handed {
 		ids[i] = d.ID
 	}
-	o.handed = nil
+	o.handed, o.held = nil, 0
 	return ids
 }
 
-// reserve holds room for one delivery about to be stored; nil when there is
-// none, the push loop is not caught up (a backlog is leased first, oldest
-// first) or the outbox is closed.
-func (o *Outbox) reserve() *Reservation {
+// reserve holds room for one delivery of size body bytes about to be
+// stored; nil when there is none (credit, or bytes: see Outbox), the push
+// loop is not caught up (a backlog is leased first, oldest first) or the
+// outbox is closed.
+func (o *Outbox) reserve(size int) *Reservation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed || !o.caughtUp || len(o.wake) > 0 || o.room() <= 0 {
+	if o.closed || !o.caughtUp || len(o.wake) > 0 || o.room() <= 0 || !fits(o.held, size, o.maxBytes) {
 		return nil
 	}
 	o.reserved++
-	return &Reservation{h: o, leaseFor: o.leaseFor}
+	o.held += int64(size)
+	return &Reservation{h: o, leaseFor: o.leaseFor, size: size}
+}
+
+// fits says whether a body of size bytes may join held bytes within max:
+// always when nothing is held, as a lease takes its first delivery
+// whatever its size.
+func fits(held int64, size int, max int64) bool {
+	return held == 0 || held+int64(size) <= max
 }
 
 // take returns what was handed in, counted pushed already.
@@ -191,6 +207,9 @@ func (o *Outbox) take() []*store.Delivery {
 	defer o.mu.Unlock()
 	ds := o.handed
 	o.handed = nil
+	for _, d := range ds {
+		o.held -= int64(len(d.RawBody))
+	}
 	return ds
 }
 
@@ -236,14 +255,16 @@ func (o *Outbox) pending() {
 type Reservation struct {
 	h        holder
 	leaseFor time.Duration
+	size     int // the body's bytes
 	settled  bool
 }
 
 // holder is what holds room for a Reservation: an Outbox, a waiting poll.
 type holder interface {
-	// settle ends one reservation: d is the delivery stored leased to the
-	// holder, nil when none was (the room is given back).
-	settle(d *store.Delivery)
+	// settle ends one reservation of size body bytes: d is the delivery
+	// stored leased to the holder, nil when none was (the room is given
+	// back).
+	settle(d *store.Delivery, size int)
 }
 
 // Lease is what the insert stores the delivery with: leased to the
@@ -274,16 +295,18 @@ func (v *Reservation) Settle(res *store.DeliveryInsertResult, err error) bool {
 		steptime.Stamp(c.Headers, "leased", steptime.Now())
 		d = &c
 	}
-	v.h.settle(d)
+	v.h.settle(d, v.size)
 	return d != nil
 }
 
-func (o *Outbox) settle(d *store.Delivery) {
+func (o *Outbox) settle(d *store.Delivery, size int) {
 	o.mu.Lock()
 	o.reserved--
+	o.held -= int64(size)
 	if d != nil {
 		o.pushed++
 		o.handed = append(o.handed, d)
+		o.held += int64(len(d.RawBody))
 	}
 	o.settled.Broadcast()
 	o.mu.Unlock()

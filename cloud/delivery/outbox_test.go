@@ -50,7 +50,7 @@ func (b *bundle) pushing() *pushing {
 	require.NoError(b.t, err)
 	b.t.Cleanup(func() { conns.Close(c) })
 	p := &pushing{conns: conns, svc: svc, cs: cs, outbox: svc.NewOutbox(), c: c}
-	require.Nil(b.t, conns.Reserve(b.host.ID), "not before it pushes")
+	require.Nil(b.t, conns.Reserve(b.host.ID, 2), "not before it pushes")
 	conns.Attach(c, p.outbox)
 	return p
 }
@@ -59,7 +59,7 @@ func (b *bundle) pushing() *pushing {
 func (b *bundle) reserve(p *pushing) *delivery.Reservation {
 	b.t.Helper()
 	var v *delivery.Reservation
-	require.Eventually(b.t, func() bool { v = p.conns.Reserve(b.host.ID); return v != nil }, 10*time.Second, time.Millisecond)
+	require.Eventually(b.t, func() bool { v = p.conns.Reserve(b.host.ID, 2); return v != nil }, 10*time.Second, time.Millisecond)
 	return v
 }
 
@@ -77,7 +77,7 @@ func TestReserveLeasesAtIntakeToAnIdleConnection(t *testing.T) {
 		p := b.pushing()
 		nc := b.nextFrom(b.ctx, p.svc, p.outbox, 1)
 		v := b.reserve(p)
-		require.Nil(t, p.conns.Reserve(b.host.ID), "room for one: held")
+		require.Nil(t, p.conns.Reserve(b.host.ID, 2), "room for one: held")
 		require.Zero(t, p.outbox.Room())
 		res, handed := b.sendLeased(v, "e-pushed")
 		require.True(t, handed)
@@ -139,18 +139,18 @@ func TestReserveGivesRoomBackUnlessLeased(t *testing.T) {
 func TestReserveOnlyWhenCaughtUp(t *testing.T) {
 	engines(t, func(t *testing.T, b *bundle) {
 		p := b.pushing()
-		require.Nil(t, p.conns.Reserve(b.host.ID), "no push loop waiting")
+		require.Nil(t, p.conns.Reserve(b.host.ID, 2), "no push loop waiting")
 		older := b.send()
 		// No room: the backlog waits, and so does the intake.
 		nc := b.nextFrom(b.ctx, p.svc, p.outbox, 0)
-		require.Never(t, func() bool { return p.conns.Reserve(b.host.ID) != nil }, 50*time.Millisecond, 5*time.Millisecond)
+		require.Never(t, func() bool { return p.conns.Reserve(b.host.ID, 2) != nil }, 50*time.Millisecond, 5*time.Millisecond)
 		// Room, but the loop has a backlog to lease first: it leases, oldest
 		// first, rather than the intake jumping it.
 		require.NoError(t, p.outbox.Grant(0, 5))
 		got := <-nc.done
 		require.NoError(t, got.err)
 		require.Equal(t, older, got.res.Deliveries[0].ID)
-		require.Nil(t, p.conns.Reserve(b.host.ID), "the loop is not waiting")
+		require.Nil(t, p.conns.Reserve(b.host.ID, 2), "the loop is not waiting")
 		nc = b.nextFrom(b.ctx, p.svc, p.outbox, 0)
 		v := b.reserve(p)
 		_, handed := b.sendLeased(v, "e-new")
@@ -175,7 +175,7 @@ func TestOutboxCloseWaitsForInsertsAndHandsBack(t *testing.T) {
 		require.True(t, handed)
 		ids := <-closed
 		require.Equal(t, []string{res.Delivery.ID}, ids, "leased and never pushed: handed back")
-		require.Nil(t, p.conns.Reserve(b.host.ID), "no room after the close")
+		require.Nil(t, p.conns.Reserve(b.host.ID, 2), "no room after the close")
 		// The connection's release: due again at once.
 		n, err := p.svc.Lost(b.ctx, b.host.ID, ids)
 		require.NoError(t, err)
@@ -219,7 +219,7 @@ func TestReserveNotPastAPendingOne(t *testing.T) {
 		b.reserve(p).Settle(nil, context.Canceled) // caught up: room given back
 		older := b.send()                          // stored pending, as when no room was had
 		in.Pending(b.host.ID)
-		require.Nil(t, in.Reserve(b.host.ID), "not past the pending one")
+		require.Nil(t, in.Reserve(b.host.ID, 2), "not past the pending one")
 		got := <-nc.done
 		require.NoError(t, got.err)
 		require.Equal(t, older, got.res.Deliveries[0].ID, "the loop looked at once")

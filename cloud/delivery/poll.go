@@ -16,11 +16,14 @@ import (
 // insert's, instead of an insert and then a lease. Only then: a poll
 // catching up on a backlog leases it oldest first. A poll holds room for
 // at most its max; once one delivery was handed to it, it takes no more
-// and answers as soon as the reservations it holds have settled.
+// and answers as soon as the reservations it holds have settled. The
+// bodies it holds room for stay within a lease's batch bytes
+// (Config.MaxBatchBytes), as its answer would have from a lease.
 //
 // Its methods are safe for concurrent use.
 type poll struct {
-	max   int
+	max      int
+	maxBytes int64
 	wake  <-chan struct{} // the poll's subscription: a pending wake-up says it must look
 	ready chan struct{}   // receives when its reservations settled with something handed
 
@@ -29,32 +32,37 @@ type poll struct {
 	open     bool       // it waits, and its last look found nothing
 	stale    bool       // a delivery was stored pending since: look again before opening
 	reserved int        // room the intake holds for inserts not yet settled
+	held     int64      // their bodies' bytes
 	handed   []*store.Delivery
 }
 
-func newPoll(max int, wake <-chan struct{}) *poll {
-	p := &poll{max: max, wake: wake, ready: make(chan struct{}, 1)}
+func newPoll(max int, maxBytes int, wake <-chan struct{}) *poll {
+	p := &poll{max: max, maxBytes: int64(maxBytes), wake: wake, ready: make(chan struct{}, 1)}
 	p.settled = sync.NewCond(&p.mu)
 	return p
 }
 
-// reserve holds room for one delivery about to be stored; nil when the
-// poll is not waiting with nothing found, was handed one already, or holds
-// its max.
-func (p *poll) reserve(leaseFor time.Duration) *Reservation {
+// reserve holds room for one delivery of size body bytes about to be
+// stored; nil when the poll is not waiting with nothing found, was handed
+// one already, or holds its max or its bytes.
+func (p *poll) reserve(leaseFor time.Duration, size int) *Reservation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.open || len(p.wake) > 0 || len(p.handed) > 0 || p.reserved >= p.max {
+	if !p.open || len(p.wake) > 0 || len(p.handed) > 0 || p.reserved >= p.max || !fits(p.held, size, p.maxBytes) {
 		return nil
 	}
 	p.reserved++
-	return &Reservation{h: p, leaseFor: leaseFor}
+	p.held += int64(size)
+	return &Reservation{h: p, leaseFor: leaseFor, size: size}
 }
 
-func (p *poll) settle(d *store.Delivery) {
+func (p *poll) settle(d *store.Delivery, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reserved--
+	if d == nil {
+		p.held -= int64(size)
+	}
 	if d != nil {
 		p.handed = append(p.handed, d)
 	}
@@ -131,10 +139,10 @@ func (w *wakeups) watch(hostID string, p *poll) func() {
 	}
 }
 
-// reservePoll holds room for one delivery of hostID on one of its long
-// polls waiting on this replica with nothing found; nil when there is none
-// or the service stops waiting.
-func (s *Service) reservePoll(hostID string) *Reservation {
+// reservePoll holds room for one delivery of hostID, of size body bytes,
+// on one of its long polls waiting on this replica with nothing found; nil
+// when there is none or the service stops waiting.
+func (s *Service) reservePoll(hostID string, size int) *Reservation {
 	w := s.wakeups
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -142,7 +150,7 @@ func (s *Service) reservePoll(hostID string) *Reservation {
 		return nil
 	}
 	for p := range w.polls[hostID] {
-		if v := p.reserve(s.cfg.LeaseFor); v != nil {
+		if v := p.reserve(s.cfg.LeaseFor, size); v != nil {
 			return v
 		}
 	}
@@ -174,14 +182,14 @@ func NewIntake(conns *Connections, s *Service) *Intake {
 	return &Intake{conns: conns, polls: s}
 }
 
-// Reserve holds room for one delivery of hostID about to be stored; nil
-// when there is none: the delivery is stored pending, and whoever waits
-// for the host is woken to lease it.
-func (i *Intake) Reserve(hostID string) *Reservation {
-	if v, ok := i.conns.reserve(hostID); ok {
+// Reserve holds room for one delivery of hostID, of size body bytes,
+// about to be stored; nil when there is none: the delivery is stored
+// pending, and whoever waits for the host is woken to lease it.
+func (i *Intake) Reserve(hostID string, size int) *Reservation {
+	if v, ok := i.conns.reserve(hostID, size); ok {
 		return v
 	}
-	return i.polls.reservePoll(hostID)
+	return i.polls.reservePoll(hostID, size)
 }
 
 // Pending says a delivery of hostID was stored pending (no room was held

@@ -48,7 +48,7 @@ func (b *bundle) poll(ctx context.Context, p *polling, max int) <-chan leased {
 func (b *bundle) reservePoll(p *polling) *delivery.Reservation {
 	b.t.Helper()
 	var v *delivery.Reservation
-	require.Eventually(b.t, func() bool { v = p.intake.Reserve(b.host.ID); return v != nil }, 10*time.Second, time.Millisecond)
+	require.Eventually(b.t, func() bool { v = p.intake.Reserve(b.host.ID, 2); return v != nil }, 10*time.Second, time.Millisecond)
 	return v
 }
 
@@ -74,12 +74,12 @@ func TestPollAnswersWithAWebhookStoredLeasedToIt(t *testing.T) {
 		ch := b.poll(b.ctx, p, 2)
 		v1 := b.reservePoll(p)
 		v2 := b.reservePoll(p)
-		require.Nil(t, p.intake.Reserve(b.host.ID), "at most its max")
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "at most its max")
 		res, handed := b.sendLeased(v1, "e-polled")
 		require.True(t, handed)
 		require.Never(t, func() bool { return len(ch) > 0 }, 50*time.Millisecond, 5*time.Millisecond,
 			"it answers once every reservation it holds settled")
-		require.Nil(t, p.intake.Reserve(b.host.ID), "handed one: it takes no more")
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "handed one: it takes no more")
 		require.False(t, v2.Settle(nil, errors.New("disk full")))
 		got := <-ch
 		require.NoError(t, got.err)
@@ -97,7 +97,7 @@ func TestPollAnswersWithAWebhookStoredLeasedToIt(t *testing.T) {
 		p.svc.Handed(b.ctx, b.host.ID, []string{d.ID}, nil)
 		require.Equal(t, store.StatusDelivered, b.get(d.ID).Status)
 		require.Equal(t, b.trail(usual), b.trail(d.ID), "its audit equal to a lease's")
-		require.Nil(t, p.intake.Reserve(b.host.ID), "the poll ended")
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "the poll ended")
 	})
 }
 
@@ -136,7 +136,7 @@ func TestPollReservationGivenBackKeepsItWaiting(t *testing.T) {
 func TestPollReservesNothingUnlessWaitingCaughtUp(t *testing.T) {
 	engines(t, func(t *testing.T, b *bundle) {
 		p := b.polling()
-		require.Nil(t, p.intake.Reserve(b.host.ID), "no poll waiting")
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "no poll waiting")
 		id := b.send()
 		require.Equal(t, store.StatusQueued, b.get(id).Status, "stored pending as before")
 		// A poll with a backlog leases it, oldest first.
@@ -144,12 +144,12 @@ func TestPollReservesNothingUnlessWaitingCaughtUp(t *testing.T) {
 		require.NoError(t, got.err)
 		require.Len(t, got.res.Deliveries, 1)
 		require.Equal(t, id, got.res.Deliveries[0].ID)
-		require.Nil(t, p.intake.Reserve(b.host.ID))
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2))
 		// A lease that does not wait takes none.
 		res, err := p.svc.Lease(b.ctx, b.host, 10, 0)
 		require.NoError(t, err)
 		require.Empty(t, res.Deliveries)
-		require.Nil(t, p.intake.Reserve(b.host.ID))
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2))
 	})
 }
 
@@ -173,7 +173,7 @@ func TestPollEndingWithAReservationLosesNothing(t *testing.T) {
 		require.Equal(t, 1, d.Attempts, "the attempt counts")
 		require.Equal(t, []string{res.Delivery.ID}, b.lease(), "in the very next lease")
 		require.Equal(t, 2, b.get(res.Delivery.ID).Attempts)
-		require.Nil(t, p.intake.Reserve(b.host.ID))
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2))
 
 		// A host deactivated while its poll holds one: released too.
 		ch = b.poll(b.ctx, p, 5)
@@ -200,7 +200,7 @@ func TestPollNotPastAPendingOne(t *testing.T) {
 		b.reservePoll(p).Settle(nil, context.Canceled) // waiting with nothing found
 		older := b.send()
 		p.intake.Pending(b.host.ID)
-		require.Nil(t, p.intake.Reserve(b.host.ID), "not past the pending one")
+		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "not past the pending one")
 		got := <-ch
 		require.NoError(t, got.err)
 		require.Equal(t, older, got.res.Deliveries[0].ID)

@@ -244,7 +244,7 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 		wake = ch
 		// While it waits having found nothing, the intake may store a
 		// webhook leased to it (see poll).
-		pl = newPoll(max, ch)
+		pl = newPoll(max, s.cfg.MaxBatchBytes, ch)
 		defer s.wakeups.watch(host.ID, pl)()
 	}
 	p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}

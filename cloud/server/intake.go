@@ -134,7 +134,7 @@ func (s *Server) intake(c *gin.Context) {
 // its long poll waiting here, for one webhook about to be stored
 // (delivery.Intake).
 type intakeLeaser interface {
-	Reserve(hostID string) *delivery.Reservation
+	Reserve(hostID string, size int) *delivery.Reservation
 	// Pending: a delivery of the host was stored pending, not leased.
 	Pending(hostID string)
 }
@@ -208,7 +208,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	// to push, or whose long poll here waits having found nothing, gets the
 	// webhook stored leased to it, which pushes it (or answers with it) once
 	// committed: no lease of its own.
-	reserved := s.leaser.Reserve(host.ID)
+	reserved := s.leaser.Reserve(host.ID, len(req.Body))
 	if reserved != nil {
 		p.Lease = reserved.Lease()
 		// The outcome decides whether it is handed over or the room is

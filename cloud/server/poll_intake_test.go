@@ -51,7 +51,7 @@ func TestLongPollWithABacklogLeasesItFirst(t *testing.T) {
 	b, s, lc := leaseCountingSetup(t)
 	hostID, token := b.newHost("h")
 	older := b.intakeID(hostID, "a")
-	require.Nil(t, s.leaser.Reserve(hostID), "no poll waiting: stored pending")
+	require.Nil(t, s.leaser.Reserve(hostID, 2), "no poll waiting: stored pending")
 	require.Equal(t, store.StatusQueued, b.status(hostID, older))
 	hb := answered(t, b.beatAsync(context.Background(), token, shared.HeartbeatRequest{WaitS: 30}))
 	require.Len(t, hb.Webhooks, 1)

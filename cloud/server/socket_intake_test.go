@@ -65,7 +65,7 @@ func leaseCountingSetup(t *testing.T) (*bundle, *Server, *leaseCounting) {
 func waitIdle(t *testing.T, s *Server, hostID string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		v := s.leaser.Reserve(hostID)
+		v := s.leaser.Reserve(hostID, 2)
 		v.Settle(nil, errors.New("only looking"))
 		return v != nil
 	}, 5*time.Second, time.Millisecond)
