@@ -1,6 +1,13 @@
 package shared
 
-import "time"
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
 
 // The socket protocol: a host keeps one WebSocket to the cloud and the cloud
 // pushes deliveries as they are committed, under the same leases, attempts
@@ -102,6 +109,9 @@ type Frame struct {
 	Held []string `json:"held,omitempty"`
 	// hello: RawBodyOnly as in HeartbeatRequest.
 	RawBodyOnly bool `json:"raw_body_only,omitempty"`
+	// hello: the host reads webhooks frames as binary messages
+	// (AppendWebhooksFrame); without it, they come as JSON text.
+	BinaryWebhooks bool `json:"binary_webhooks,omitempty"`
 
 	// hello, credit
 	Received int64 `json:"received,omitempty"`
@@ -129,4 +139,182 @@ type Frame struct {
 
 	// token
 	Token string `json:"token,omitempty"`
+}
+
+// A binary webhooks frame, sent to a host that said binary_webhooks in its
+// hello, carries the raw bodies as they are instead of base64 in JSON:
+//
+//	offset 0      4            8                8+J
+//	       ┌──────┬────────────┬────────────────┬──────────────────────────┐
+//	       │ J    │ B          │ JSON (J bytes) │ raw bodies (B bytes)     │
+//	       └──────┴────────────┴────────────────┴──────────────────────────┘
+//	J, B: unsigned 32-bit big-endian lengths; the message is 8+J+B bytes.
+//
+// The JSON is the webhooks frame with each webhook's raw_body left out and
+// raw_body_len (its length in bytes) in its place; the bodies follow back
+// to back in the order of the webhooks, and their lengths add up to B.
+// B lets a reader allocate the bodies' room once, before reading them, and
+// slice each body out of it.
+const WebhooksFrameHeader = 8
+
+// binaryWebhook is a webhook in a binary frame's JSON: Webhook with the
+// length of its raw body instead of the body.
+type binaryWebhook struct {
+	DeliveryID    string            `json:"delivery_id"`
+	Source        string            `json:"source"`
+	EventType     string            `json:"event_type"`
+	EventAction   string            `json:"event_action"`
+	Headers       map[string]string `json:"headers"`
+	Body          json.RawMessage   `json:"body,omitempty"`
+	RawBodyLen    *int              `json:"raw_body_len"`
+	ReceivedAt    time.Time         `json:"received_at"`
+	Attempt       int               `json:"attempt"`
+	CorrelationID string            `json:"correlation_id"`
+}
+
+type binaryFrame struct {
+	Type     string          `json:"type"`
+	Webhooks []binaryWebhook `json:"webhooks"`
+}
+
+// AppendWebhooksFrame appends the binary webhooks frame of hooks to dst and
+// returns it: each body is copied once, into the frame.
+func AppendWebhooksFrame(dst []byte, hooks []Webhook) ([]byte, error) {
+	f := binaryFrame{Type: FrameWebhooks, Webhooks: make([]binaryWebhook, len(hooks))}
+	lens := make([]int, len(hooks))
+	total := 0
+	for i := range hooks {
+		w := &hooks[i]
+		lens[i] = len(w.RawBody)
+		total += len(w.RawBody)
+		f.Webhooks[i] = binaryWebhook{DeliveryID: w.DeliveryID, Source: w.Source, EventType: w.EventType,
+			EventAction: w.EventAction, Headers: w.Headers, Body: w.Body, RawBodyLen: &lens[i],
+			ReceivedAt: w.ReceivedAt, Attempt: w.Attempt, CorrelationID: w.CorrelationID}
+	}
+	start := len(dst)
+	buf := bytes.NewBuffer(append(dst, make([]byte, WebhooksFrameHeader)...))
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&f); err != nil {
+		return dst, fmt.Errorf("encode webhooks frame: %w", err)
+	}
+	out := buf.Bytes()
+	out = out[:len(out)-1] // the Encoder's newline
+	j := len(out) - start - WebhooksFrameHeader
+	if uint64(j) > maxUint32 || uint64(total) > maxUint32 {
+		return dst, errors.New("encode webhooks frame: larger than 4 GiB")
+	}
+	out = growBytes(out, total)
+	binary.BigEndian.PutUint32(out[start:], uint32(j))
+	binary.BigEndian.PutUint32(out[start+4:], uint32(total))
+	for i := range hooks {
+		out = append(out, hooks[i].RawBody...)
+	}
+	return out, nil
+}
+
+const maxUint32 = 1<<32 - 1
+
+// growBytes is b with room for n more bytes.
+func growBytes(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	g := make([]byte, len(b), len(b)+n)
+	copy(g, b)
+	return g
+}
+
+// ErrBadFrame wraps every reason a binary webhooks frame is refused.
+var ErrBadFrame = errors.New("bad binary webhooks frame")
+
+func badFrame(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadFrame, fmt.Sprintf(format, args...))
+}
+
+// WebhooksFrameSizes reads a binary webhooks frame's header: the lengths of
+// its JSON and of its bodies, which with the header must not pass max
+// bytes (the reader's limit).
+func WebhooksFrameSizes(header []byte, max int) (jsonLen, bodiesLen int, err error) {
+	if len(header) < WebhooksFrameHeader {
+		return 0, 0, badFrame("%d bytes, shorter than its %d-byte header", len(header), WebhooksFrameHeader)
+	}
+	j := uint64(binary.BigEndian.Uint32(header))
+	b := uint64(binary.BigEndian.Uint32(header[4:]))
+	if WebhooksFrameHeader+j+b > uint64(max) {
+		return 0, 0, badFrame("declares %d bytes of JSON and %d of bodies, more than %d in all", j, b, max)
+	}
+	if j == 0 {
+		return 0, 0, badFrame("no JSON")
+	}
+	return int(j), int(b), nil
+}
+
+// DecodeWebhooksJSON decodes a binary webhooks frame's JSON: the webhooks,
+// without their raw bodies, and the bodies' lengths.
+func DecodeWebhooksJSON(part []byte) ([]Webhook, []int, error) {
+	var f binaryFrame
+	if err := json.Unmarshal(part, &f); err != nil {
+		return nil, nil, badFrame("malformed JSON: %v", err)
+	}
+	if f.Type != FrameWebhooks {
+		return nil, nil, badFrame("type %q, want %q", f.Type, FrameWebhooks)
+	}
+	hooks := make([]Webhook, len(f.Webhooks))
+	lens := make([]int, len(f.Webhooks))
+	for i, w := range f.Webhooks {
+		if w.RawBodyLen == nil {
+			return nil, nil, badFrame("webhook %d has no raw_body_len", i)
+		}
+		hooks[i] = Webhook{DeliveryID: w.DeliveryID, Source: w.Source, EventType: w.EventType,
+			EventAction: w.EventAction, Headers: w.Headers, Body: w.Body,
+			ReceivedAt: w.ReceivedAt, Attempt: w.Attempt, CorrelationID: w.CorrelationID}
+		lens[i] = *w.RawBodyLen
+	}
+	return hooks, lens, nil
+}
+
+// AttachRawBodies gives each webhook its raw body, sliced out of bodies
+// (not copied) by lens: each in range, and all of bodies used.
+func AttachRawBodies(hooks []Webhook, lens []int, bodies []byte) error {
+	if len(lens) != len(hooks) {
+		return badFrame("%d lengths for %d webhooks", len(lens), len(hooks))
+	}
+	off := 0
+	for i, n := range lens {
+		if n < 0 || n > len(bodies)-off {
+			return badFrame("webhook %d's raw_body_len %d is out of range (%d bytes of bodies left)", i, n, len(bodies)-off)
+		}
+		// Capped: appending to one body cannot write over the next.
+		hooks[i].RawBody = bodies[off : off+n : off+n]
+		off += n
+	}
+	if off != len(bodies) {
+		return badFrame("the raw_body_len add up to %d, the bodies are %d bytes", off, len(bodies))
+	}
+	return nil
+}
+
+// DecodeWebhooksFrame decodes a binary webhooks frame (the whole message):
+// its webhooks, their raw bodies slices of msg. decodeJSON reads the JSON
+// (nil: DecodeWebhooksJSON).
+func DecodeWebhooksFrame(msg []byte, decodeJSON func([]byte) ([]Webhook, []int, error)) ([]Webhook, error) {
+	j, b, err := WebhooksFrameSizes(msg, len(msg))
+	if err != nil {
+		return nil, err
+	}
+	if WebhooksFrameHeader+j+b != len(msg) {
+		return nil, badFrame("declares %d bytes, the message is %d", WebhooksFrameHeader+j+b, len(msg))
+	}
+	if decodeJSON == nil {
+		decodeJSON = DecodeWebhooksJSON
+	}
+	hooks, lens, err := decodeJSON(msg[WebhooksFrameHeader : WebhooksFrameHeader+j])
+	if err != nil {
+		return nil, err
+	}
+	if err := AttachRawBodies(hooks, lens, msg[WebhooksFrameHeader+j:]); err != nil {
+		return nil, err
+	}
+	return hooks, nil
 }
