@@ -166,6 +166,7 @@ type binaryWebhook struct {
 	EventAction   string            `json:"event_action"`
 	Headers       map[string]string `json:"headers"`
 	Body          json.RawMessage   `json:"body,omitempty"`
+	RawBody       json.RawMessage   `json:"raw_body,omitempty"` // refused: the body follows the JSON
 	RawBodyLen    *int              `json:"raw_body_len"`
 	ReceivedAt    time.Time         `json:"received_at"`
 	Attempt       int               `json:"attempt"`
@@ -263,6 +264,9 @@ func DecodeWebhooksJSON(part []byte) ([]Webhook, []int, error) {
 	hooks := make([]Webhook, len(f.Webhooks))
 	lens := make([]int, len(f.Webhooks))
 	for i, w := range f.Webhooks {
+		if w.RawBody != nil {
+			return nil, nil, badFrame("webhook %d carries raw_body in the JSON", i)
+		}
 		if w.RawBodyLen == nil {
 			return nil, nil, badFrame("webhook %d has no raw_body_len", i)
 		}

@@ -133,3 +133,34 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 		}
 	})
 }
+
+// FuzzDecodeWebhooksJSON: the walk of a binary frame's JSON gives what
+// shared.DecodeWebhooksJSON gives, errors included.
+//
+//	go test -run '^$' -fuzz FuzzDecodeWebhooksJSON -fuzztime 30s ./host/cloudapi/
+func FuzzDecodeWebhooksJSON(f *testing.F) {
+	msg, err := shared.AppendWebhooksFrame(nil, []shared.Webhook{{DeliveryID: "a", Headers: map[string]string{"X": "é"}, RawBody: []byte("xyz"), Attempt: 2},
+		{DeliveryID: "b", Body: json.RawMessage(`{"a":1}`), RawBody: []byte(`{"a":1}`)}})
+	require.NoError(f, err)
+	f.Add(msg[shared.WebhooksFrameHeader : len(msg)-10])
+	for _, s := range []string{`{}`, `null`, `[]`, `{"type":"webhooks"}`, `{"type":"webhooks","webhooks":null}`, `{"type":"webhooks","webhooks":[null]}`,
+		`{"type":"webhooks","webhooks":[{}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":0}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":-1}]}`,
+		`{"type":"webhooks","webhooks":[{"raw_body_len":1,"raw_body":"YQ=="}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":1,"raw_body":null}]}`,
+		`{"type":"webhooks","webhooks":[{"raw_body_len":1.0}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":null}]}`, `{"Type":"webhooks","Webhooks":[{"Raw_Body_Len":3}]}`,
+		`{"type":"confirm","webhooks":[]}`, `{"type":"webhook\u0073","webhooks":[{"raw_body_len":12,"headers":{"a":"\u003c"}}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		hooks, lens, err := DecodeWebhooksJSON(data)
+		if !json.Valid(data) || jsonwalk.RepeatsNames(data) {
+			return // no promise beyond not panicking
+		}
+		wantHooks, wantLens, wantErr := shared.DecodeWebhooksJSON(data)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: DecodeWebhooksJSON error %v; shared's %v", data, err, wantErr)
+		}
+		if err == nil && (!reflect.DeepEqual(hooks, wantHooks) || !reflect.DeepEqual(lens, wantLens)) {
+			t.Fatalf("%q:\nwalked %+v %v\nshared %+v %v", data, hooks, lens, wantHooks, wantLens)
+		}
+	})
+}
