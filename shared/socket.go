@@ -12,11 +12,14 @@ import (
 // The socket protocol: a host keeps one WebSocket to the cloud and the cloud
 // pushes deliveries as they are committed, under the same leases, attempts
 // and audit trail as the heartbeat's. Every frame is one JSON text message
-// with a "type"; pings are WebSocket pings, answered by the library.
+// with a "type", but for webhooks frames to a host that reads them as
+// binary messages (below); pings are WebSocket pings, answered by the
+// library.
 //
 //	host   ── GET /api/hosts/socket (Upgrade, Authorization: Bearer JWT) ─▶ cloud
 //	cloud  ◀──────────────────────────────────────────── 101 Switching Protocols
-//	host   ── hello {agent_version, config?, held, received: 0, credit} ──▶ cloud
+//	host   ── hello {agent_version, config?, held, received: 0, credit,
+//	                 raw_body_only?, binary_webhooks?} ───────────────────▶ cloud
 //	cloud  ── welcome {heartbeat_interval_s, max_credit, now, lease_s} ───▶ host
 //	cloud  ── webhooks {webhooks} ─────────────────────────────────────────▶ host  (within credit)
 //	host   ── credit {received, credit} ──────────────────────────────────▶ cloud (more room)
@@ -32,6 +35,16 @@ import (
 // leased deliveries, due again at once — they were lost with whatever
 // carried them (a heartbeat's answer, a socket that died) — then sends
 // Welcome and starts pushing.
+//
+// Binary webhooks: a host whose hello says binary_webhooks gets every
+// webhooks frame as one binary message (AppendWebhooksFrame has the
+// layout): the frame's JSON with each raw_body replaced by its length,
+// then the bodies as they are — no base64 (a third more bytes, and the
+// encoding and decoding of every body), and the host slices each body out
+// of the message. A cloud that does not know the flag ignores it and sends
+// text; a host that does not send it gets text. A binary frame that breaks
+// its layout (lengths out of range or not adding up to the message,
+// JSON that is no webhooks frame) closes the socket with CloseProtocol.
 //
 // Credit: the host says how many webhooks it can take. A credit frame reads
 // "once you have pushed Received webhooks on this connection, push at most
