@@ -1,12 +1,13 @@
 package shared
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // The socket protocol: a host keeps one WebSocket to the cloud and the cloud
@@ -192,39 +193,142 @@ type binaryFrame struct {
 }
 
 // AppendWebhooksFrame appends the binary webhooks frame of hooks to dst and
-// returns it: each body is copied once, into the frame.
+// returns it: each body is copied once, into the frame. A webhook's Body,
+// when set, must be valid JSON (it is written as it is).
 func AppendWebhooksFrame(dst []byte, hooks []Webhook) ([]byte, error) {
-	f := binaryFrame{Type: FrameWebhooks, Webhooks: make([]binaryWebhook, len(hooks))}
-	lens := make([]int, len(hooks))
-	total := 0
+	start := len(dst)
+	total, jsonSize := 0, 32
 	for i := range hooks {
 		w := &hooks[i]
-		lens[i] = len(w.RawBody)
 		total += len(w.RawBody)
-		f.Webhooks[i] = binaryWebhook{DeliveryID: w.DeliveryID, Source: w.Source, EventType: w.EventType,
-			EventAction: w.EventAction, Headers: w.Headers, Body: w.Body, RawBodyLen: &lens[i],
-			ReceivedAt: w.ReceivedAt, Attempt: w.Attempt, CorrelationID: w.CorrelationID}
+		jsonSize += 256 + len(w.DeliveryID) + len(w.Source) + len(w.EventType) + len(w.EventAction) + len(w.CorrelationID) + len(w.Body)
+		for k, v := range w.Headers {
+			jsonSize += len(k) + len(v) + 6
+		}
 	}
-	start := len(dst)
-	buf := bytes.NewBuffer(append(dst, make([]byte, WebhooksFrameHeader)...))
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&f); err != nil {
-		return dst, fmt.Errorf("encode webhooks frame: %w", err)
+	if uint64(total) > maxUint32 {
+		return dst, errors.New("encode webhooks frame: bodies larger than 4 GiB")
 	}
-	out := buf.Bytes()
-	out = out[:len(out)-1] // the Encoder's newline
+	out := growBytes(dst, WebhooksFrameHeader+jsonSize+total)
+	out = append(out, make([]byte, WebhooksFrameHeader)...)
+	out = append(out, `{"type":"webhooks","webhooks":[`...)
+	for i := range hooks {
+		w := &hooks[i]
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"delivery_id":`...)
+		out = appendJSONString(out, w.DeliveryID)
+		out = append(out, `,"source":`...)
+		out = appendJSONString(out, w.Source)
+		out = append(out, `,"event_type":`...)
+		out = appendJSONString(out, w.EventType)
+		out = append(out, `,"event_action":`...)
+		out = appendJSONString(out, w.EventAction)
+		out = append(out, `,"headers":`...)
+		if w.Headers == nil {
+			out = append(out, "null"...)
+		} else {
+			out = append(out, '{')
+			first := true
+			for k, v := range w.Headers {
+				if !first {
+					out = append(out, ',')
+				}
+				first = false
+				out = appendJSONString(out, k)
+				out = append(out, ':')
+				out = appendJSONString(out, v)
+			}
+			out = append(out, '}')
+		}
+		if len(w.Body) > 0 {
+			if !json.Valid(w.Body) {
+				return dst, fmt.Errorf("encode webhooks frame: webhook %d's body is not JSON", i)
+			}
+			out = append(out, `,"body":`...)
+			out = append(out, w.Body...)
+		}
+		out = append(out, `,"raw_body_len":`...)
+		out = strconv.AppendInt(out, int64(len(w.RawBody)), 10)
+		if y := w.ReceivedAt.Year(); y < 0 || y > 9999 {
+			return dst, fmt.Errorf("encode webhooks frame: webhook %d's received_at is outside years 0–9999", i)
+		}
+		out = append(out, `,"received_at":"`...)
+		out = w.ReceivedAt.AppendFormat(out, time.RFC3339Nano)
+		out = append(out, `","attempt":`...)
+		out = strconv.AppendInt(out, int64(w.Attempt), 10)
+		out = append(out, `,"correlation_id":`...)
+		out = appendJSONString(out, w.CorrelationID)
+		out = append(out, '}')
+	}
+	out = append(out, "]}"...)
 	j := len(out) - start - WebhooksFrameHeader
-	if uint64(j) > maxUint32 || uint64(total) > maxUint32 {
-		return dst, errors.New("encode webhooks frame: larger than 4 GiB")
+	if uint64(j) > maxUint32 {
+		return dst, errors.New("encode webhooks frame: JSON larger than 4 GiB")
 	}
-	out = growBytes(out, total)
 	binary.BigEndian.PutUint32(out[start:], uint32(j))
 	binary.BigEndian.PutUint32(out[start+4:], uint32(total))
+	out = growBytes(out, total)
 	for i := range hooks {
 		out = append(out, hooks[i].RawBody...)
 	}
 	return out, nil
+}
+
+// appendJSONString appends s as a JSON string, as encoding/json writes it
+// without HTML escaping: invalid UTF-8 becomes U+FFFD, and U+2028 and
+// U+2029 are escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 const maxUint32 = 1<<32 - 1
