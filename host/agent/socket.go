@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -385,7 +386,8 @@ func (sc *socketConn) closeBroken(err error) {
 	if errors.As(err, &fe) {
 		reason := fe.reason
 		if len(reason) > 120 {
-			reason = reason[:120] // a close frame's reason is at most 123 bytes
+			// A close frame's reason is at most 123 bytes, in UTF-8.
+			reason = strings.ToValidUTF8(reason[:120], "")
 		}
 		_ = sc.conn.Close(shared.CloseProtocol, reason)
 	}
