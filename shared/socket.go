@@ -158,10 +158,10 @@ type Frame struct {
 // A binary webhooks frame, sent to a host that said binary_webhooks in its
 // hello, carries the raw bodies as they are instead of base64 in JSON:
 //
-//	offset 0      4            8                8+J
-//	       ┌──────┬────────────┬────────────────┬──────────────────────────┐
-//	       │ J    │ B          │ JSON (J bytes) │ raw bodies (B bytes)     │
-//	       └──────┴────────────┴────────────────┴──────────────────────────┘
+//	0        4        8                8+J                8+J+B
+//	┌────────┬────────┬────────────────┬──────────────────┐
+//	│ J: u32 │ B: u32 │ JSON (J bytes) │ bodies (B bytes) │
+//	└────────┴────────┴────────────────┴──────────────────┘
 //	J, B: unsigned 32-bit big-endian lengths; the message is 8+J+B bytes.
 //
 // The JSON is the webhooks frame with each webhook's raw_body left out and
