@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -249,4 +253,65 @@ sleep 1
 	require.Equal(t, "host stopping: not started", d.Delivery.LastError, d.reasons())
 	require.Equal(t, []string{first}, runs.lines())
 	require.NotContains(t, tail(h.logPath, 50), "by heartbeat")
+}
+
+// TestHostSocketBodiesByteExact: over the socket (binary webhooks frames
+// between these binaries), bodies reach the receiver exactly as sent: not
+// UTF-8 at all, CRLF JSON with escapes, empty, and a 300 KB push among
+// small ones in the same frames.
+func TestHostSocketBodiesByteExact(t *testing.T) {
+	t.Parallel()
+	c := startCloud(t, "sqlite:"+filepath.Join(t.TempDir(), "cloud.db"))
+	hostID, code := c.newHost("socket-bytes", secret)
+	require.Equal(t, 201, c.admin("PUT", "/api/hosts/"+hostID+"/sources/internal",
+		map[string]any{"provider": "generic", "secrets": []string{"internal-secret"}}, nil))
+	rc := startReceiver(t)
+	h := startHost(t, c.url, code, map[string]any{
+		"transport":            "websocket",
+		"heartbeat_interval_s": 3600,
+		"webhooks": map[string]any{
+			"github":   map[string]any{"enabled": true, "forward": rc.url},
+			"internal": map[string]any{"enabled": true, "forward": rc.url},
+		},
+	})
+	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+
+	big := []byte(`{"ref":"refs/heads/main","commits":[` + strings.Repeat(`{"id":"6f1c2d3e","message":"caf\u00e9 \\u2665\r\n"},`, 300<<10/50) + `{}]}`)
+	bodies := map[string][]byte{
+		"bin":   {0x00, 0xff, 0xfe, 0x80, '\r', '\n', 0xc3, 0x28, 0x00},
+		"empty": {},
+		"crlf":  []byte("{\r\n  \"text\": \"caf\\u00E9 \\u2665\",\r\n  \"n\": 1.0\r\n}\r\n"),
+		"big":   big,
+		"small": []byte(`{"zen":"Keep it logically awesome."}`),
+	}
+	want := map[string][]byte{}
+	for name, body := range bodies {
+		m := hmac.New(sha256.New, []byte("internal-secret"))
+		m.Write(body)
+		req, _ := http.NewRequest("POST", c.url+"/api/webhooks/"+hostID+"/internal", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("X-Signature", hex.EncodeToString(m.Sum(nil)))
+		req.Header.Set("X-Event-Id", "sock-"+name)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 202, resp.StatusCode, name)
+		want["internal:sock-"+name] = body
+	}
+	want[sendGitHub(t, c.url, hostID, "push", "sock-push", big)] = big
+	eventually(t, 30*time.Second, "all acked", func() bool { return len(c.deliveries(hostID, "acked")) == len(want) })
+	got := rc.snapshot()
+	for prefix, body := range want {
+		var seen []received
+		for id, v := range got {
+			if strings.HasPrefix(id, prefix) {
+				seen = v
+			}
+		}
+		require.Len(t, seen, 1, prefix)
+		require.True(t, bytes.Equal(body, seen[0].Body), "%s: %d bytes sent, %d received", prefix, len(body), len(seen[0].Body))
+	}
+	log := tail(h.logPath, 400)
+	require.NotContains(t, log, "socket unavailable")
+	require.NotContains(t, log, "socket lost")
 }

@@ -85,8 +85,9 @@ func (s *Server) socket(c *gin.Context) {
 		return
 	}
 	conn, err := websocket.Accept(smallBuffers{c.Writer}, c.Request, &websocket.AcceptOptions{
-		// Bodies are base64 in JSON; a host on a slow link can ask for
-		// compression, and the cloud agrees without keeping a window per
+		// A host on a slow link can ask for compression (bodies are
+		// JSON, or base64 in JSON for a host that reads no binary
+		// frames), and the cloud agrees without keeping a window per
 		// connection.
 		CompressionMode: websocket.CompressionNoContextTakeover,
 	})
@@ -161,6 +162,8 @@ type socketSession struct {
 	marker *delivery.Marker
 
 	rawBodyOnly bool
+	// binary: the host reads webhooks frames as binary messages.
+	binary bool
 
 	mu         sync.Mutex
 	unreported map[string]bool // pushed, neither acked nor nacked
@@ -291,6 +294,7 @@ func (ss *socketSession) hello(ctx context.Context) error {
 		return err
 	}
 	ss.rawBodyOnly = f.RawBodyOnly
+	ss.binary = f.BinaryWebhooks
 	beat := delivery.Beat{AgentVersion: truncate(f.AgentVersion, 100)}
 	if f.Config != nil {
 		if beat.Subscription, err = json.Marshal(f.Config); err != nil {
@@ -347,6 +351,35 @@ func (ss *socketSession) write(ctx context.Context, f *shared.Frame) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), socketWriteTimeout)
 	defer cancel()
 	return ss.conn.Write(wctx, websocket.MessageText, data)
+}
+
+// frameBuffers are the buffers binary webhooks frames are encoded in,
+// shared by the sockets: most of them idle, and a buffer each would hold a
+// batch's bytes per socket.
+var frameBuffers sync.Pool
+
+// maxPooledFrame bounds a buffer kept for the next frame: a batch's bodies
+// (the store hands out up to 4 MiB) with their JSON.
+const maxPooledFrame = 8 << 20
+
+// writeBinary writes hooks as a binary webhooks frame
+// (shared.AppendWebhooksFrame): each body is copied once, into the frame.
+func (ss *socketSession) writeBinary(ctx context.Context, hooks []shared.Webhook) error {
+	var buf []byte
+	if p, ok := frameBuffers.Get().(*[]byte); ok {
+		buf = (*p)[:0]
+	}
+	data, err := shared.AppendWebhooksFrame(buf, hooks)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), socketWriteTimeout)
+	defer cancel()
+	err = ss.conn.Write(wctx, websocket.MessageBinary, data)
+	if cap(data) <= maxPooledFrame {
+		frameBuffers.Put(&data)
+	}
+	return err
 }
 
 // readLoop applies the host's frames until the socket ends (closing the
@@ -554,7 +587,11 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			ss.unreported[id] = true
 		}
 		ss.mu.Unlock()
-		err = ss.write(ctx, f)
+		if ss.binary {
+			err = ss.writeBinary(ctx, f.Webhooks)
+		} else {
+			err = ss.write(ctx, f)
+		}
 		// Written, they are delivered (marked while the loop goes on); not,
 		// due again at once.
 		if err == nil {

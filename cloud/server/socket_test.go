@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,8 @@ func socketSetupOver(t *testing.T, wrap func(store.Store) store.Store) (*bundle,
 type hostSocket struct {
 	t    *testing.T
 	conn *websocket.Conn
+	// binary counts the binary webhooks frames read, text the text ones.
+	binary, text int
 }
 
 func (b *bundle) dialSocket(token string) (*hostSocket, *http.Response, error) {
@@ -111,12 +114,21 @@ func (hs *hostSocket) send(f shared.Frame) {
 func (hs *hostSocket) readErr() (*shared.Frame, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, data, err := hs.conn.Read(ctx)
+	typ, data, err := hs.conn.Read(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if typ == websocket.MessageBinary {
+		hs.binary++
+		hooks, err := shared.DecodeWebhooksFrame(data, nil)
+		require.NoError(hs.t, err)
+		return &shared.Frame{Type: shared.FrameWebhooks, Webhooks: hooks}, nil
+	}
 	var f shared.Frame
 	require.NoError(hs.t, json.Unmarshal(data, &f))
+	if f.Type == shared.FrameWebhooks {
+		hs.text++
+	}
 	return &f, nil
 }
 
@@ -222,6 +234,58 @@ func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
 	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
 }
 
+// A host that reads binary frames gets its webhooks as binary messages,
+// bodies byte-exact; one that does not, as JSON text (as before binary
+// frames); every other frame is text either way.
+func TestSocketBinaryWebhooksFrames(t *testing.T) {
+	b, _ := socketSetup(t)
+	big := append(append([]byte(`{"padding":"`), bytes.Repeat([]byte("x"), 300<<10)...), `"}`...)
+	bodies := [][]byte{prBody, []byte("{}"), big, []byte("{\"odd\":\"\\u0000\\\"<&>\"}")}
+	for _, binary := range []bool{true, false} {
+		t.Run(map[bool]string{true: "binary", false: "text"}[binary], func(t *testing.T) {
+			hostID, token := b.newHost("h")
+			hs, _, err := b.dialSocket(token)
+			require.NoError(t, err)
+			hs.send(shared.Frame{Type: shared.FrameHello, AgentVersion: "test", Credit: 10, RawBodyOnly: true, BinaryWebhooks: binary})
+			require.Equal(t, shared.FrameWelcome, hs.read().Type)
+			want := map[string][]byte{}
+			for i, body := range bodies {
+				a := b.sendGitHub(hostID, "bin-"+strconv.Itoa(i), body)
+				require.Equal(t, 200, a.status, string(a.body))
+				var r shared.IntakeResponse
+				a.json(t, &r)
+				want[r.DeliveryID] = body
+			}
+			got := map[string][]byte{}
+			for len(got) < len(bodies) {
+				f := hs.read()
+				require.Equal(t, shared.FrameWebhooks, f.Type)
+				for _, w := range f.Webhooks {
+					require.Equal(t, "github", w.Source)
+					require.NotEmpty(t, w.Headers)
+					got[w.DeliveryID] = w.RawBody
+				}
+			}
+			require.Equal(t, want, got, "bodies byte-exact")
+			if binary {
+				require.Positive(t, hs.binary)
+				require.Zero(t, hs.text)
+			} else {
+				require.Zero(t, hs.binary)
+				require.Positive(t, hs.text)
+			}
+			var acks []string
+			for id := range got {
+				acks = append(acks, id)
+			}
+			hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Acks: acks})
+			require.Equal(t, shared.FrameConfirm, hs.read().Type, "other frames stay text")
+			require.Equal(t, store.StatusAcked, b.status(hostID, acks[0]))
+			require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+		})
+	}
+}
+
 func TestSocketCloseReleasesWhatWasNotReported(t *testing.T) {
 	b, _ := socketSetup(t)
 	hostID, token := b.newHost("h")
@@ -281,8 +345,10 @@ func TestSocketRefusesBadFrames(t *testing.T) {
 	for name, tc := range map[string]struct {
 		frames []shared.Frame
 		raw    []byte
+		binary bool // raw as a binary message
 		code   websocket.StatusCode
 	}{
+		"binary from the host":      {frames: []shared.Frame{{Type: shared.FrameHello, BinaryWebhooks: true}}, raw: []byte(`{"type":"credit"}`), binary: true, code: shared.CloseProtocol},
 		"report before hello":       {frames: []shared.Frame{{Type: shared.FrameReport, ID: 1}}, code: shared.CloseProtocol},
 		"more received than pushed": {frames: []shared.Frame{{Type: shared.FrameHello}, {Type: shared.FrameCredit, Received: 5}}, code: shared.CloseProtocol},
 		"unknown frame":             {frames: []shared.Frame{{Type: shared.FrameHello}, {Type: "shout"}}, code: shared.CloseProtocol},
@@ -300,7 +366,11 @@ func TestSocketRefusesBadFrames(t *testing.T) {
 			if tc.raw != nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				_ = hs.conn.Write(ctx, websocket.MessageText, tc.raw)
+				typ := websocket.MessageText
+				if tc.binary {
+					typ = websocket.MessageBinary
+				}
+				_ = hs.conn.Write(ctx, typ, tc.raw)
 			}
 			require.Equal(t, tc.code, hs.closedWith())
 		})

@@ -17,9 +17,10 @@ import (
 )
 
 // BenchmarkReadFrame reads webhooks frames of 200 webhooks of 14 KB (a
-// drain's batch, 3.8 MB as JSON) from a socket: "kept" as the host does,
-// into the buffer kept between frames; "read-all" into a fresh slice each
-// (websocket.Conn.Read), as it did before.
+// drain's batch, 3.8 MB as JSON) from a socket: "kept" as the host reads a
+// text frame, into the buffer kept between frames; "read-all" into a fresh
+// slice each (websocket.Conn.Read), as it did before; "binary" as the host
+// reads a binary frame (2.9 MB).
 //
 //	go test -run '^$' -bench ReadFrame -benchmem -benchtime 200x ./host/agent/
 func BenchmarkReadFrame(b *testing.B) {
@@ -31,23 +32,29 @@ func BenchmarkReadFrame(b *testing.B) {
 	}
 	data, err := json.Marshal(f)
 	require.NoError(b, err)
+	bin, err := shared.AppendWebhooksFrame(nil, f.Webhooks)
+	require.NoError(b, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
 			return
 		}
 		defer c.CloseNow()
+		typ, msg := websocket.MessageText, data
+		if r.URL.Path == "/binary" {
+			typ, msg = websocket.MessageBinary, bin
+		}
 		for {
-			if err := c.Write(r.Context(), websocket.MessageText, data); err != nil {
+			if err := c.Write(r.Context(), typ, msg); err != nil {
 				return
 			}
 		}
 	}))
 	defer srv.Close()
-	for _, mode := range []string{"kept", "read-all"} {
+	for _, mode := range []string{"kept", "read-all", "binary"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
-			conn, _, err := websocket.Dial(ctx, "ws"+srv.URL[len("http"):], nil)
+			conn, _, err := websocket.Dial(ctx, "ws"+srv.URL[len("http"):]+"/"+mode, nil)
 			require.NoError(b, err)
 			defer conn.CloseNow()
 			conn.SetReadLimit(maxSocketFrame)
@@ -55,7 +62,7 @@ func BenchmarkReadFrame(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ResetTimer()
 			for range b.N {
-				if mode == "kept" {
+				if mode == "kept" || mode == "binary" {
 					got, err := readFrame(ctx, conn, &buf)
 					require.NoError(b, err)
 					require.Len(b, got.Webhooks, 200)

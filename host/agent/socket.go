@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -66,7 +68,8 @@ const (
 	// same report while webhooks still run.
 	reportDelay = 100 * time.Millisecond
 	// maxSocketFrame bounds a frame the host reads: a batch of webhooks
-	// (the cloud's batch bytes, base64-encoded, with headers).
+	// (the cloud's batch bytes, base64-encoded in a text frame, with
+	// headers).
 	maxSocketFrame = 64 << 20
 )
 
@@ -297,7 +300,8 @@ func (sc *socketConn) write(f *shared.Frame) error {
 // the caller keeps for its next read: a batch of webhooks is megabytes,
 // and reading each into a fresh slice grown from empty allocated (and
 // the kernel zeroed) about twice that for every frame. Nothing decoded
-// refers to buf. A nil buf is a new one.
+// refers to buf. A nil buf is a new one. A frame that breaks the protocol
+// is a *frameError.
 func readFrame(ctx context.Context, conn *websocket.Conn, buf *bytes.Buffer) (*shared.Frame, error) {
 	typ, r, err := conn.Reader(ctx)
 	if err != nil {
@@ -307,24 +311,91 @@ func readFrame(ctx context.Context, conn *websocket.Conn, buf *bytes.Buffer) (*s
 		buf = new(bytes.Buffer)
 	}
 	buf.Reset()
+	defer func() {
+		if buf.Cap() > maxKeptFrameBuffer {
+			*buf = bytes.Buffer{} // an outsized frame's buffer is not kept
+		}
+	}()
+	if typ == websocket.MessageBinary {
+		return readBinaryFrame(r, buf)
+	}
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, err
 	}
-	if typ != websocket.MessageText {
-		return nil, errors.New("socket: binary frame")
-	}
 	var f shared.Frame
 	if err := cloudapi.DecodeFrame(buf.Bytes(), &f); err != nil {
-		return nil, fmt.Errorf("socket: malformed frame: %w", err)
-	}
-	if buf.Cap() > maxKeptFrameBuffer {
-		*buf = bytes.Buffer{} // an outsized frame's buffer is not kept
+		return nil, &frameError{reason: fmt.Sprintf("malformed frame: %v", err)}
 	}
 	return &f, nil
 }
 
+// readBinaryFrame reads a binary webhooks frame (shared.AppendWebhooksFrame)
+// from r: its JSON into buf, its bodies into one slice of their size, read
+// into once, out of which each webhook's raw body is sliced (the webhooks
+// of a frame keep it until the last of them is done with).
+func readBinaryFrame(r io.Reader, buf *bytes.Buffer) (*shared.Frame, error) {
+	var h [shared.WebhooksFrameHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return nil, cutShort(err, "binary frame: shorter than its header")
+	}
+	jsonLen, bodiesLen, err := shared.WebhooksFrameSizes(h[:], maxSocketFrame)
+	if err != nil {
+		return nil, &frameError{reason: err.Error()}
+	}
+	buf.Grow(jsonLen)
+	part := buf.AvailableBuffer()[:jsonLen]
+	if _, err := io.ReadFull(r, part); err != nil {
+		return nil, cutShort(err, "binary frame: ends in its JSON")
+	}
+	bodies := make([]byte, bodiesLen)
+	if _, err := io.ReadFull(r, bodies); err != nil {
+		return nil, cutShort(err, "binary frame: ends in its bodies")
+	}
+	if _, err := io.ReadFull(r, h[:1]); err != io.EOF {
+		return nil, cutShort(err, "binary frame: longer than its header says")
+	}
+	hooks, lens, err := cloudapi.DecodeWebhooksJSON(part)
+	if err == nil {
+		err = shared.AttachRawBodies(hooks, lens, bodies)
+	}
+	if err != nil {
+		return nil, &frameError{reason: err.Error()}
+	}
+	return &shared.Frame{Type: shared.FrameWebhooks, Webhooks: hooks}, nil
+}
+
+// cutShort is the error of a read that ended early: a message shorter than
+// it says is a *frameError (why); other errors are the connection's.
+func cutShort(err error, why string) error {
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &frameError{reason: why}
+	}
+	return err
+}
+
+// frameError is a frame of the cloud that broke the protocol: the host
+// closes the socket with CloseProtocol and the reason.
+type frameError struct{ reason string }
+
+func (e *frameError) Error() string { return "socket: " + e.reason }
+
+// closeBroken closes the socket with CloseProtocol when err says a frame
+// broke the protocol.
+func (sc *socketConn) closeBroken(err error) {
+	var fe *frameError
+	if errors.As(err, &fe) {
+		reason := fe.reason
+		if len(reason) > 120 {
+			// A close frame's reason is at most 123 bytes, in UTF-8.
+			reason = strings.ToValidUTF8(reason[:120], "")
+		}
+		_ = sc.conn.Close(shared.CloseProtocol, reason)
+	}
+}
+
 // maxKeptFrameBuffer bounds the buffer a socket keeps between frames: a
-// full batch (the cloud's 4 MiB of bodies, base64-encoded, with headers).
+// full batch as a text frame (the cloud's 4 MiB of bodies, base64-encoded,
+// with headers); a binary frame's bodies are not read into it.
 const maxKeptFrameBuffer = 8 << 20
 
 // hello says what the host holds and how much it takes, with the
@@ -348,7 +419,7 @@ func (sc *socketConn) hello(ctx context.Context) error {
 		held = append(held, ob.DeliveryID)
 	}
 	sub := a.subscription()
-	f := &shared.Frame{Type: shared.FrameHello, AgentVersion: Version, RawBodyOnly: true, Held: held}
+	f := &shared.Frame{Type: shared.FrameHello, AgentVersion: Version, RawBodyOnly: true, BinaryWebhooks: true, Held: held}
 	if sub != nil {
 		f.Config = &shared.Subscription{}
 		if err := json.Unmarshal(sub, f.Config); err != nil {
@@ -364,6 +435,7 @@ func (sc *socketConn) hello(ctx context.Context) error {
 	defer cancel()
 	w, err := readFrame(wctx, sc.conn, nil)
 	if err != nil {
+		sc.closeBroken(err)
 		return fmt.Errorf("socket welcome: %w", err)
 	}
 	if w.Type != shared.FrameWelcome {
@@ -496,6 +568,11 @@ func (sc *socketConn) serve(ctx context.Context) error {
 // closed says why the cloud ended the socket; a token it refused is
 // fetched afresh on the next connection.
 func (sc *socketConn) closed(err error) error {
+	var fe *frameError
+	if errors.As(err, &fe) {
+		sc.closeBroken(err)
+		return err
+	}
 	switch websocket.CloseStatus(err) {
 	case shared.CloseUnauthorized, shared.CloseTokenExpired, shared.CloseRevoked:
 		sc.t.tokens.Invalidate()
@@ -510,7 +587,9 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 	case shared.FrameWebhooks:
 		sc.received += int64(len(f.Webhooks))
 		if sc.received > sc.limit {
-			return fmt.Errorf("socket: the cloud pushed %d webhooks, %d were granted", sc.received, sc.limit)
+			err := &frameError{reason: fmt.Sprintf("pushed %d webhooks, %d were granted", sc.received, sc.limit)}
+			sc.closeBroken(err)
+			return err
 		}
 		// The cloud used all the credit: lease further ahead while the
 		// workers run dry.

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/host/cloudapi"
+	"github.com/relaykit/relay/host/handler"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -68,6 +71,22 @@ func (fs *fakeSocket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ce.frames <- &f
 	}
+}
+
+// sendBinary pushes hooks as a binary webhooks frame, as a cloud does to a
+// host that reads them.
+func (ce *cloudEnd) sendBinary(hooks []shared.Webhook) {
+	ce.t.Helper()
+	data, err := shared.AppendWebhooksFrame(nil, hooks)
+	require.NoError(ce.t, err)
+	ce.sendRaw(websocket.MessageBinary, data)
+}
+
+func (ce *cloudEnd) sendRaw(typ websocket.MessageType, data []byte) {
+	ce.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(ce.t, ce.conn.Write(ctx, typ, data))
 }
 
 func (ce *cloudEnd) send(f shared.Frame) {
@@ -157,9 +176,11 @@ func TestSocketTransportCreditReportsAndConfirms(t *testing.T) {
 	require.Equal(t, 2*queuePerWorker, hello.Credit, "the lease window's room")
 	require.Empty(t, hello.Held)
 	require.True(t, hello.RawBodyOnly)
+	require.True(t, hello.BinaryWebhooks)
 	require.NotNil(t, hello.Config, "the subscription")
 	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
 
+	// A cloud that reads no binary_webhooks pushes text frames.
 	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{webhook("d1", "push"), webhook("d2", "push")}})
 	acked := map[string]bool{}
 	for len(acked) < 2 {
@@ -235,4 +256,100 @@ func TestSocketTransportAutoFallsBackToHeartbeatsAndReturns(t *testing.T) {
 	fs.reconnect(b)
 	ce := fs.accepted()
 	require.Equal(t, shared.FrameHello, ce.next(shared.FrameHello).Type)
+}
+
+// A cloud that reads binary_webhooks pushes binary frames: the handler gets
+// each body byte-exact, whatever its bytes and size.
+func TestSocketTransportReadsBinaryWebhooksFrames(t *testing.T) {
+	got := make(chan shared.Webhook, 10)
+	_, fs := socketSetup(t, TransportWebSocket, func(b *testBundle, _ *fakeSocket) {
+		b.handler.fn = func(_ context.Context, w shared.Webhook) handler.Outcome {
+			got <- w
+			return handler.Outcome{OK: true}
+		}
+	})
+	ce := fs.accepted()
+	require.True(t, ce.next(shared.FrameHello).BinaryWebhooks)
+	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+	bin := make([]byte, 256)
+	for i := range bin {
+		bin[i] = byte(i)
+	}
+	hooks := []shared.Webhook{webhook("d-empty", "push"), webhook("d-bin", "push"), webhook("d-big", "push"), webhook("d-json", "push")}
+	hooks[0].RawBody, hooks[0].Body = []byte{}, nil
+	hooks[1].RawBody, hooks[1].Body = bin, nil
+	hooks[2].RawBody, hooks[2].Body = append(append([]byte(`{"padding":"`), bytes.Repeat([]byte("x"), 300<<10)...), `"}`...), nil
+	hooks[3].Body = nil
+	ce.sendBinary(hooks)
+	want := map[string][]byte{}
+	for _, w := range hooks {
+		want[w.DeliveryID] = w.RawBody
+	}
+	seen := map[string][]byte{}
+	for len(seen) < len(hooks) {
+		select {
+		case w := <-got:
+			seen[w.DeliveryID] = w.RawBody
+			require.Equal(t, "push", w.Headers["x-github-event"])
+		case <-time.After(10 * time.Second):
+			t.Fatalf("handled %d of %d", len(seen), len(hooks))
+		}
+	}
+	for id, body := range want {
+		require.True(t, bytes.Equal(body, seen[id]), "%s byte-exact", id)
+	}
+	acked := map[string]bool{}
+	for len(acked) < len(hooks) {
+		f := ce.next(shared.FrameReport)
+		for _, id := range f.Acks {
+			acked[id] = true
+		}
+		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	}
+}
+
+// A binary frame that breaks the layout closes the socket with
+// CloseProtocol and says why; the host connects again and takes none of
+// it.
+func TestSocketTransportClosesOnABadBinaryFrame(t *testing.T) {
+	good, err := shared.AppendWebhooksFrame(nil, []shared.Webhook{webhook("d1", "push")})
+	require.NoError(t, err)
+	trailing := append(bytes.Clone(good), 'x')
+	frame := func(js, bodies string) []byte {
+		m := binary.BigEndian.AppendUint32(nil, uint32(len(js)))
+		m = binary.BigEndian.AppendUint32(m, uint32(len(bodies)))
+		return append(append(m, js...), bodies...)
+	}
+	for name, tc := range map[string]struct {
+		msg    []byte
+		reason string
+	}{
+		"short header":     {good[:3], "shorter than its header"},
+		"cut in the JSON":  {good[:12], "ends in its JSON"},
+		"cut in a body":    {good[:len(good)-1], "ends in its bodies"},
+		"longer":           {trailing, "longer than its header says"},
+		"lengths disagree": {frame(`{"type":"webhooks","webhooks":[{"raw_body_len":2}]}`, "abc"), "add up to 2"},
+		"malformed JSON":   {frame(`{"type":"webhooks","webhooks":[{"raw_body_len":2}]`, "ab"), "malformed JSON"},
+		"over the limit":   {[]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, "more than"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, fs := socketSetup(t, TransportWebSocket, nil)
+			ce := fs.accepted()
+			ce.next(shared.FrameHello)
+			ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+			ce.sendRaw(websocket.MessageBinary, tc.msg)
+			select {
+			case err := <-ce.closed:
+				require.Equal(t, websocket.StatusCode(shared.CloseProtocol), websocket.CloseStatus(err), "%v", err)
+				var ce websocket.CloseError
+				require.ErrorAs(t, err, &ce)
+				require.Contains(t, ce.Reason, tc.reason)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the host kept a socket that sent a bad frame")
+			}
+			fs.reconnect(b)
+			ce = fs.accepted()
+			require.Empty(t, ce.next(shared.FrameHello).Held, "none of it was taken")
+		})
+	}
 }

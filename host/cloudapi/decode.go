@@ -32,7 +32,7 @@ func decodeHeartbeat(data []byte, out *shared.HeartbeatResponse) error {
 var (
 	heartbeatMembers = []string{"status", "heartbeat_interval_s", "more", "webhooks", "now", "lease_s", "poll_while_busy"}
 	webhookMembers   = []string{"delivery_id", "source", "event_type", "event_action", "headers", "body",
-		"raw_body", "received_at", "attempt", "correlation_id"}
+		"raw_body", "received_at", "attempt", "correlation_id", "raw_body_len"}
 )
 
 func walkHeartbeat(data []byte, out *shared.HeartbeatResponse) bool {
@@ -51,24 +51,41 @@ func walkHeartbeat(data []byte, out *shared.HeartbeatResponse) bool {
 	case ws[0] != '[':
 		return readOther(ws, &out.Webhooks) // null, or a type error
 	}
-	out.Webhooks = make([]shared.Webhook, 0, 64)
-	var f [10][]byte
-	walked := jsonwalk.Elements(v[3], func(e []byte) {
+	out.Webhooks, ok = walkWebhooks(v[3], nil)
+	return ok
+}
+
+// walkWebhooks reads a list of webhooks; with lens, each must have a
+// raw_body_len (a binary frame's), appended to lens, and no raw_body.
+func walkWebhooks(ws []byte, lens *[]int) ([]shared.Webhook, bool) {
+	out := make([]shared.Webhook, 0, 64)
+	ok := true
+	var f [11][]byte
+	walked := jsonwalk.Elements(ws, func(e []byte) {
 		if !ok {
 			return
 		}
 		var w shared.Webhook
 		if len(e) == 0 || e[0] != '{' || !jsonwalk.Fields(e, webhookMembers, f[:]) {
-			ok = readOther(e, &w) // null is a zero webhook; anything else fails
-		} else {
-			ok = readString(f[0], &w.DeliveryID) && readString(f[1], &w.Source) && readString(f[2], &w.EventType) &&
-				readString(f[3], &w.EventAction) && readHeaders(f[4], &w.Headers) && readOther(f[5], &w.Body) &&
-				readBytes(f[6], &w.RawBody) && readTime(f[7], &w.ReceivedAt) && readInt(f[8], &w.Attempt) &&
-				readString(f[9], &w.CorrelationID)
+			// null is a zero webhook in a heartbeat's answer; anything
+			// else fails
+			ok = lens == nil && readOther(e, &w)
+			out = append(out, w)
+			return
 		}
-		out.Webhooks = append(out.Webhooks, w)
+		ok = readString(f[0], &w.DeliveryID) && readString(f[1], &w.Source) && readString(f[2], &w.EventType) &&
+			readString(f[3], &w.EventAction) && readHeaders(f[4], &w.Headers) && readOther(f[5], &w.Body) &&
+			readTime(f[7], &w.ReceivedAt) && readInt(f[8], &w.Attempt) && readString(f[9], &w.CorrelationID)
+		if lens == nil {
+			ok = ok && readBytes(f[6], &w.RawBody)
+		} else {
+			n := -1
+			ok = ok && f[6] == nil && f[10] != nil && readInt(f[10], &n) && n >= 0
+			*lens = append(*lens, n)
+		}
+		out = append(out, w)
 	})
-	return walked && ok
+	return out, walked && ok
 }
 
 // plainString is the content of a JSON string that means its bytes (no

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +133,87 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 			if err := json.Unmarshal(data, &r); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// FuzzDecodeWebhooksJSON: the walk of a binary frame's JSON gives what
+// shared.DecodeWebhooksJSON gives, errors included.
+//
+//	go test -run '^$' -fuzz FuzzDecodeWebhooksJSON -fuzztime 30s ./host/cloudapi/
+func FuzzDecodeWebhooksJSON(f *testing.F) {
+	msg, err := shared.AppendWebhooksFrame(nil, []shared.Webhook{{DeliveryID: "a", Headers: map[string]string{"X": "é"}, RawBody: []byte("xyz"), Attempt: 2},
+		{DeliveryID: "b", Body: json.RawMessage(`{"a":1}`), RawBody: []byte(`{"a":1}`)}})
+	require.NoError(f, err)
+	f.Add(msg[shared.WebhooksFrameHeader : len(msg)-10])
+	for _, s := range []string{`{}`, `null`, `[]`, `{"type":"webhooks"}`, `{"type":"webhooks","webhooks":null}`, `{"type":"webhooks","webhooks":[null]}`,
+		`{"type":"webhooks","webhooks":[{}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":0}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":-1}]}`,
+		`{"type":"webhooks","webhooks":[{"raw_body_len":1,"raw_body":"YQ=="}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":1,"raw_body":null}]}`,
+		`{"type":"webhooks","webhooks":[{"raw_body_len":1.0}]}`, `{"type":"webhooks","webhooks":[{"raw_body_len":null}]}`, `{"Type":"webhooks","Webhooks":[{"Raw_Body_Len":3}]}`,
+		`{"type":"confirm","webhooks":[]}`, `{"type":"webhook\u0073","webhooks":[{"raw_body_len":12,"headers":{"a":"\u003c"}}]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		hooks, lens, err := DecodeWebhooksJSON(data)
+		if !json.Valid(data) || jsonwalk.RepeatsNames(data) {
+			return // no promise beyond not panicking
+		}
+		wantHooks, wantLens, wantErr := shared.DecodeWebhooksJSON(data)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: DecodeWebhooksJSON error %v; shared's %v", data, err, wantErr)
+		}
+		if err == nil && (!reflect.DeepEqual(hooks, wantHooks) || !reflect.DeepEqual(lens, wantLens)) {
+			t.Fatalf("%q:\nwalked %+v %v\nshared %+v %v", data, hooks, lens, wantHooks, wantLens)
+		}
+	})
+}
+
+// BenchmarkDecodeWebhooksFrame decodes a webhooks frame of 100 webhooks of
+// the bench's payloads (scripts/bench/testdata, in turn, one of them a
+// 300 KB push) as the host does: "text" the JSON frame with base64 bodies
+// (DecodeFrame), "binary" the binary frame (DecodeWebhooksJSON, bodies
+// sliced out of the message).
+//
+//	go test -run '^$' -bench DecodeWebhooksFrame -benchmem -benchtime 200x -count 3 ./host/cloudapi/
+func BenchmarkDecodeWebhooksFrame(b *testing.B) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "scripts", "bench", "testdata", "*", "*.json"))
+	require.NoError(b, err)
+	require.NotEmpty(b, files)
+	hooks := make([]shared.Webhook, 100)
+	total := 0
+	for i := range hooks {
+		body, err := os.ReadFile(files[i%len(files)])
+		require.NoError(b, err)
+		if i == 0 {
+			body = append(body[:len(body)-1:len(body)-1], []byte(`,"padding":"`+strings.Repeat("x", 300<<10)+`"}`)...)
+		}
+		total += len(body)
+		hooks[i] = shared.Webhook{DeliveryID: fmt.Sprintf("github:6f1c2d3e-8a9b-4c5d-9e0f-%012d:1", i), Source: "github", EventType: "push",
+			Headers: map[string]string{"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/a1b2c3d",
+				"X-GitHub-Delivery": "6f1c2d3e-8a9b-4c5d-9e0f-1a2b3c4d5e6f", "X-GitHub-Event": "push", "X-GitHub-Hook-ID": "123456789",
+				"X-Hub-Signature-256": "sha256=0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+				"Traceparent":         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+			RawBody: body, ReceivedAt: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), Attempt: 1, CorrelationID: "6f1c2d3e-8a9b-4c5d-9e0f-1a2b3c4d5e6f"}
+	}
+	text, err := json.Marshal(shared.Frame{Type: shared.FrameWebhooks, Webhooks: hooks})
+	require.NoError(b, err)
+	bin, err := shared.AppendWebhooksFrame(nil, hooks)
+	require.NoError(b, err)
+	b.Logf("%d bytes of bodies: text frame %d bytes, binary %d", total, len(text), len(bin))
+	b.Run("text", func(b *testing.B) {
+		b.SetBytes(int64(total))
+		for range b.N {
+			var f shared.Frame
+			require.NoError(b, DecodeFrame(text, &f))
+			require.Len(b, f.Webhooks, 100)
+		}
+	})
+	b.Run("binary", func(b *testing.B) {
+		b.SetBytes(int64(total))
+		for range b.N {
+			got, err := shared.DecodeWebhooksFrame(bin, DecodeWebhooksJSON)
+			require.NoError(b, err)
+			require.Len(b, got, 100)
 		}
 	})
 }

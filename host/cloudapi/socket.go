@@ -58,4 +58,22 @@ func DecodeFrame(data []byte, f *shared.Frame) error {
 	return json.Unmarshal(data, f)
 }
 
-var frameType = []string{"type"}
+var (
+	frameType          = []string{"type"}
+	binaryFrameMembers = []string{"type", "webhooks"}
+)
+
+// DecodeWebhooksJSON decodes a binary webhooks frame's JSON
+// (shared.DecodeWebhooksJSON), walked as a heartbeat's answer is; anything
+// the walk cannot read is decoded again by shared.DecodeWebhooksJSON, whose
+// error is the one returned.
+func DecodeWebhooksJSON(part []byte) ([]shared.Webhook, []int, error) {
+	var v [2][]byte
+	if jsonwalk.Fields(part, binaryFrameMembers, v[:]) && string(v[0]) == `"`+shared.FrameWebhooks+`"` && len(v[1]) > 0 && v[1][0] == '[' {
+		lens := make([]int, 0, 64)
+		if hooks, ok := walkWebhooks(v[1], &lens); ok {
+			return hooks, lens, nil
+		}
+	}
+	return shared.DecodeWebhooksJSON(part)
+}

@@ -813,7 +813,7 @@ func (b *bench) idle(engine, transport string) idleRow {
 // over the idle window and its memory per socket.
 func (b *bench) idleSockets(ctx context.Context, cancel context.CancelFunc, r *run, row idleRow, tokens []string, before int64) idleRow {
 	u := "ws" + strings.TrimPrefix(r.cloud.URL, "http") + shared.PathSocket
-	hello, _ := json.Marshal(shared.Frame{Type: shared.FrameHello, AgentVersion: "bench", Credit: 32, RawBodyOnly: true})
+	hello, _ := json.Marshal(shared.Frame{Type: shared.FrameHello, AgentVersion: "bench", Credit: 32, RawBodyOnly: true, BinaryWebhooks: true})
 	var (
 		open, errs atomic.Int64
 		next       atomic.Int64
