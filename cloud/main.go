@@ -441,8 +441,9 @@ func serve(ctx context.Context, args []string) error {
 	if mres.Applied > 0 {
 		log.Info("database migrated", "applied", mres.Applied, "version", mres.Version)
 	}
-	// Go's memory limit (SQLite): intake and the listeners report to it.
-	mem := newMemLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv)
+	// Go's memory limit (SQLite): intake, what is written to hosts and
+	// the listeners report to it.
+	mem := newMemLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv, clock.Now)
 	// Webhooks arriving together share one commit (see store.GroupCommit).
 	var srv *server.Server
 	st = store.GroupCommit(st, store.GroupOptions{
@@ -472,6 +473,7 @@ func serve(ctx context.Context, args []string) error {
 		InflightHostBytes:  int64(o.inflightHostMB) << 20,
 		InflightIPBytes:    int64(o.inflightIPMB) << 20,
 		InflightChanged:    mem.inflightFunc(),
+		OutgoingChanged:    mem.outgoingFunc(),
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err

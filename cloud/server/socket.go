@@ -554,7 +554,9 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			ss.unreported[id] = true
 		}
 		ss.mu.Unlock()
+		release := s.holdOutgoing(res.Deliveries)
 		err = ss.write(ctx, f)
+		release()
 		// Written, they are delivered (marked while the loop goes on); not,
 		// due again at once.
 		if err == nil {
