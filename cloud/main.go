@@ -240,7 +240,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
 	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache: the writer's, and one pool for every connection's pages (each reader keeps at most an eighth) (RELAY_SQLITE_CACHE_MB)")
-	fs.IntVar(&o.goMemoryLimitMB, "go-memory-limit-mb", o.envInt("RELAY_GO_MEMORY_LIMIT_MB", 0), "SQLite only: MiB of the Go runtime's memory (heap, stacks) its soft limit starts from, raised by the request bodies intake holds and by 40 KiB for each connection open (sockets and long polls included); the collector works harder near it; 0 (the default) is no limit: under 22, intake at 256 senders peaks at 60–63 MiB instead of 66–68, but a drain takes twice the CPU; GOMEMLIMIT, if set, wins (RELAY_GO_MEMORY_LIMIT_MB)")
+	fs.IntVar(&o.goMemoryLimitMB, "go-memory-limit-mb", o.envInt("RELAY_GO_MEMORY_LIMIT_MB", 22), "SQLite only: MiB of the Go runtime's memory (heap, stacks) its soft limit starts from, raised by the request bodies intake holds, by 8 times the bodies of leased deliveries being written to hosts (the most at once over the last 10–20 s) and by 40 KiB for each connection open (sockets and long polls included); the collector works harder near it; 0 is no limit (intake at 256 senders peaks 3–6 MiB higher); GOMEMLIMIT, if set, wins (RELAY_GO_MEMORY_LIMIT_MB)")
 	o.registerTLS(fs)
 }
 
@@ -441,8 +441,9 @@ func serve(ctx context.Context, args []string) error {
 	if mres.Applied > 0 {
 		log.Info("database migrated", "applied", mres.Applied, "version", mres.Version)
 	}
-	// Go's memory limit (SQLite): intake and the listeners report to it.
-	mem := newMemLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv)
+	// Go's memory limit (SQLite): intake, what is written to hosts and
+	// the listeners report to it.
+	mem := newMemLimit(o.goMemoryLimitMB, o.databaseURL, os.LookupEnv, clock.Now)
 	// Webhooks arriving together share one commit (see store.GroupCommit).
 	var srv *server.Server
 	st = store.GroupCommit(st, store.GroupOptions{
@@ -472,6 +473,7 @@ func serve(ctx context.Context, args []string) error {
 		InflightHostBytes:  int64(o.inflightHostMB) << 20,
 		InflightIPBytes:    int64(o.inflightIPMB) << 20,
 		InflightChanged:    mem.inflightFunc(),
+		OutgoingChanged:    mem.outgoingFunc(),
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err

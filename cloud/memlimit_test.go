@@ -28,13 +28,14 @@ func TestMemLimitOff(t *testing.T) {
 
 	withEnv := func(k string) (string, bool) { return "64MiB", k == "GOMEMLIMIT" }
 	for name, m := range map[string]*memLimit{
-		"0: no limit":                 newMemLimit(0, testDB, noEnv),
-		"SQLite only":                 newMemLimit(24, "postgres://relay@db/relay", noEnv),
-		"GOMEMLIMIT is the runtime's": newMemLimit(24, testDB, withEnv),
+		"0: no limit":                 newMemLimit(0, testDB, noEnv, time.Now),
+		"SQLite only":                 newMemLimit(24, "postgres://relay@db/relay", noEnv, time.Now),
+		"GOMEMLIMIT is the runtime's": newMemLimit(24, testDB, withEnv, time.Now),
 	} {
 		require.Nil(t, m, name)
 		require.Equal(t, int64(math.MaxInt64), debug.SetMemoryLimit(-1), name)
 		require.Nil(t, m.inflightFunc(), name)
+		require.Nil(t, m.outgoingFunc(), name)
 		ln := &net.TCPListener{}
 		require.Same(t, ln, m.listener(ln).(*net.TCPListener), name)
 	}
@@ -46,7 +47,7 @@ func TestMemLimitSetsTheRuntimes(t *testing.T) {
 	gogc := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(gogc) })
 
-	m := newMemLimit(24, testDB, noEnv)
+	m := newMemLimit(24, testDB, noEnv, time.Now)
 	require.NotNil(t, m)
 	require.Equal(t, int64(24<<20), debug.SetMemoryLimit(-1))
 	m.inflightFunc()(5 << 20)
@@ -58,7 +59,7 @@ func TestMemLimitSetsTheRuntimes(t *testing.T) {
 // fakeLimit is a memLimit whose settings are sent on a channel.
 func fakeLimit(base int64) (*memLimit, chan int64) {
 	set := make(chan int64, 1024)
-	return &memLimit{base: base, perConn: connAllowance, set: func(l int64) int64 { set <- l; return 0 }}, set
+	return &memLimit{base: base, perConn: connAllowance, set: func(l int64) int64 { set <- l; return 0 }, now: time.Now}, set
 }
 
 func TestMemLimitSizing(t *testing.T) {
@@ -199,7 +200,7 @@ func testCountsConnections(t *testing.T, useTLS bool) {
 func BenchmarkMemLimitConn(b *testing.B) {
 	old := debug.SetMemoryLimit(-1)
 	b.Cleanup(func() { debug.SetMemoryLimit(old) })
-	m := newMemLimit(22, testDB, noEnv)
+	m := newMemLimit(22, testDB, noEnv, time.Now)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -207,4 +208,72 @@ func BenchmarkMemLimitConn(b *testing.B) {
 			m.connsChanged(-1)
 		}
 	})
+}
+
+func TestMemLimitOutgoing(t *testing.T) {
+	m, set := fakeLimit(22 << 20)
+	now := time.Unix(1_700_000_000, 0)
+	m.now = func() time.Time { return now }
+	out := m.outgoingFunc()
+	const batch = 4 << 20
+
+	out(batch)
+	require.Equal(t, int64(22<<20+outgoingFactor*batch), <-set, "raised by what the drain holds")
+	now = now.Add(100 * time.Millisecond)
+	out(-batch)
+	require.Empty(t, set, "and stays raised once it is written")
+	// Batch after batch, smaller ones and two at once.
+	for range 5 {
+		now = now.Add(outgoingWindow / 4)
+		out(batch / 2)
+		out(-batch / 2)
+	}
+	require.Empty(t, set, "up to a window after the biggest")
+	now = now.Add(outgoingWindow / 4)
+	out(batch)
+	out(batch)
+	require.Equal(t, int64(22<<20+outgoingFactor*2*batch), <-set)
+	out(-batch)
+	out(-batch)
+
+	// Smaller batches: the allowance falls to them after two windows.
+	now = now.Add(outgoingWindow)
+	out(batch / 4)
+	out(-batch / 4)
+	require.Empty(t, set, "the window before still counts")
+	now = now.Add(outgoingWindow)
+	out(batch / 4)
+	require.Equal(t, int64(22<<20+outgoingFactor*batch/4), <-set)
+	out(-batch / 4)
+
+	// The drain over, a change after two windows of none forgets them.
+	now = now.Add(2 * outgoingWindow)
+	out(1 << 10)
+	require.Equal(t, int64(22<<20+outgoingFactor<<10), <-set)
+	out(-1 << 10)
+	require.Empty(t, set)
+
+	// With intake's bodies and connections, all add up.
+	m.inflightFunc()(5 << 20)
+	m.connsChanged(3)
+	<-set
+	require.Equal(t, int64(27<<20+outgoingFactor<<10+3*connAllowance), <-set)
+}
+
+// A drain over, intake's bodies alone move the windows on: the drain's
+// allowance does not outlast them.
+func TestMemLimitOutgoingEndsWithIntake(t *testing.T) {
+	m, set := fakeLimit(22 << 20)
+	now := time.Unix(1_700_000_000, 0)
+	m.now = func() time.Time { return now }
+	out, inflight := m.outgoingFunc(), m.inflightFunc()
+	out(4 << 20)
+	out(-4 << 20)
+	require.Equal(t, int64(22<<20+outgoingFactor*4<<20), <-set)
+	now = now.Add(outgoingWindow)
+	inflight(1 << 20)
+	require.Equal(t, int64(23<<20+outgoingFactor*4<<20), <-set, "the window before still counts")
+	now = now.Add(outgoingWindow)
+	inflight(2 << 20)
+	require.Equal(t, int64(24<<20), <-set, "two windows on, only intake's bodies")
 }

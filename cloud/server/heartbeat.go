@@ -50,6 +50,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		s.writeError(c, errUnavailable(err))
 		return
 	}
+	defer s.holdOutgoing(res.Deliveries)()
 
 	// more: available work was left over, cut by the batch's count or byte
 	// bound; the host comes back at once.

@@ -72,6 +72,11 @@ type Config struct {
 	// in all after each change, in order (the cloud raises Go's memory
 	// limit by them).
 	InflightChanged func(bytes int64)
+	// OutgoingChanged, if set, is told each change (+ or −) of the body
+	// bytes of leased deliveries the server holds while it encodes and
+	// writes them to hosts (socket pushes, heartbeat answers): the cloud
+	// raises Go's memory limit by them too.
+	OutgoingChanged func(delta int64)
 }
 
 func (c *Config) setDefaults() {
@@ -399,3 +404,19 @@ func decodeJSON(c *gin.Context, limit int64, v any) error {
 
 // now is the server's clock, truncated to the milliseconds stores keep.
 func (s *Server) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
+
+// holdOutgoing tells Config.OutgoingChanged of the body bytes of ds, leased
+// and about to be encoded and written to their host, and returns what tells
+// it they are no longer held (once written, or not).
+func (s *Server) holdOutgoing(ds []*store.Delivery) (release func()) {
+	var n int64
+	for _, d := range ds {
+		n += int64(len(d.RawBody))
+	}
+	changed := s.cfg.OutgoingChanged
+	if changed == nil || n == 0 {
+		return func() {}
+	}
+	changed(n)
+	return func() { changed(-n) }
+}

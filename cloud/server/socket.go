@@ -587,11 +587,13 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			ss.unreported[id] = true
 		}
 		ss.mu.Unlock()
+		release := s.holdOutgoing(res.Deliveries)
 		if ss.binary {
 			err = ss.writeBinary(ctx, f.Webhooks)
 		} else {
 			err = ss.write(ctx, f)
 		}
+		release()
 		// Written, they are delivered (marked while the loop goes on); not,
 		// due again at once.
 		if err == nil {

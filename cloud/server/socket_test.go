@@ -37,6 +37,12 @@ func socketSetup(t *testing.T) (*bundle, *Server) {
 // socketSetupOver is socketSetup over wrap of the store (nil: the store).
 func socketSetupOver(t *testing.T, wrap func(store.Store) store.Store) (*bundle, *Server) {
 	t.Helper()
+	return socketSetupWith(t, wrap, Config{})
+}
+
+// socketSetupWith is socketSetupOver with cfg (its admin token and lease set).
+func socketSetupWith(t *testing.T, wrap func(store.Store) store.Store, cfg Config) (*bundle, *Server) {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
 	require.NoError(t, err)
@@ -50,7 +56,8 @@ func socketSetupOver(t *testing.T, wrap func(store.Store) store.Store) (*bundle,
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens(jwtKey, 0, clock)
 	require.NoError(t, err)
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{AdminToken: testAdmin, LeaseFor: time.Minute})
+	cfg.AdminToken, cfg.LeaseFor = testAdmin, time.Minute
+	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
 	h := s.Handler()
 	srv := httptest.NewServer(h)
 	wctx, stop := context.WithCancel(ctx)
