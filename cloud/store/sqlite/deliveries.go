@@ -29,6 +29,12 @@ const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, eve
 // a table of their own, so that state changes do not rewrite them.
 const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
 
+// bodiesOf reads the ids and bodies of the deliveries among n ids.
+func bodiesOf(n int) string {
+	return `SELECT d.delivery_id, b.raw_body FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
+		WHERE ` + idsIn("d.rowid", n)
+}
+
 // readBodies fills in the bodies of ds, whose ids are ids (in any order).
 func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, ids []any) error {
 	byID := make(map[string]*store.Delivery, len(ds))
@@ -36,9 +42,7 @@ func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, ids []any
 		byID[d.ID] = d
 		d.RawBody = []byte{}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT d.delivery_id, b.raw_body
-		FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
-		WHERE d.delivery_id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := tx.QueryContext(ctx, bodiesOf(len(ids)), ids...)
 	if err != nil {
 		return err
 	}
@@ -86,10 +90,21 @@ func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 
 func scanDeliveryNoBody(row scanner) (*store.Delivery, error) { return scanDelivery(row, false) }
 
-// eventKey finds a delivery's audit events (two ? for its id): the index
-// of delivery_events is led by the id's last 13 characters, its received
-// millisecond, so that new events are appended (see migration 12).
-const eventKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
+// idKey finds a delivery, or its audit events, by the delivery's id (two
+// ?, both the id): the unique index of deliveries and the index of
+// delivery_events are led by the id's last 13 characters, its received
+// millisecond, so that new deliveries and events are appended (see
+// migrations 12 and 16). A condition on delivery_id alone reads every row.
+const idKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
+
+// idsIn selects the deliveries among n ids (n ?, one per id), by rowid
+// (the column rowid names, such as "rowid" or "d.rowid"): each id is looked
+// up by its key (idKey). SQLite matches neither delivery_id IN (…) nor a
+// row value IN (…) of the key's expression to the index.
+func idsIn(rowid string, n int) string {
+	return rowid + ` IN (SELECT byid.rowid FROM (VALUES ` + strings.TrimSuffix(strings.Repeat("(?), ", n), ", ") + `) k
+		CROSS JOIN deliveries byid ON substr(byid.delivery_id, -13) = substr(k.column1, -13) AND byid.delivery_id = k.column1)`
+}
 
 // recordEvents appends entries to the audit trail.
 func recordEvents(ctx context.Context, tx *sql.Tx, events []store.DeliveryEvent) error {
@@ -145,7 +160,7 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
 				correlation_id, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (delivery_id) DO NOTHING`},
+			ON CONFLICT DO NOTHING`},
 		// Bodies are keyed in arrival order (see migration 7): appended,
 		// not written into an index at the random place of an event id.
 		{&st.insertBody, `INSERT INTO delivery_bodies (raw_body) VALUES (?)`},
@@ -214,6 +229,10 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			// The event is new here; its delivery id may not be: another
 			// host's delivery of the same event under the same source name,
 			// received in the same millisecond. It moves on a millisecond.
+			// The delivery id's is the one unique key the insert can meet
+			// (the dedupe key was just looked up, on the one writer), so
+			// the insert names no conflict target: its index is on an
+			// expression (see idKey).
 			for round := 0; ; round++ {
 				res, err := insert.ExecContext(ctx,
 					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
@@ -278,16 +297,21 @@ func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.
 	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
 }
 
+// requeueQuery sets the delivery (its id twice) back to the queue if tr
+// allows its status (the statuses follow).
+func requeueQuery(tr store.Transition) string {
+	return `UPDATE deliveries
+		SET status = ?, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
+			last_error = '', updated_at = ?
+		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)
+		RETURNING ` + deliveryColumns
+}
+
 // requeue applies tr (revive or retry) to a delivery read in this
 // transaction: back to the queue, attempts reset, with an audit event.
 func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
-	d, err := scanDelivery(tx.QueryRowContext(ctx, `
-		UPDATE deliveries
-		SET status = ?, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
-			last_error = '', updated_at = ?
-		WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)
-		RETURNING `+deliveryColumns,
-		append([]any{string(tr.To), dbTime(now), existing.ID}, statusArgs(tr.From)...)...), false)
+	d, err := scanDelivery(tx.QueryRowContext(ctx, requeueQuery(tr),
+		append([]any{string(tr.To), dbTime(now), existing.ID, existing.ID}, statusArgs(tr.From)...)...), false)
 	if err != nil {
 		return nil, err
 	}
@@ -300,13 +324,17 @@ func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *sto
 	return d, nil
 }
 
+// ofHost finds a delivery of a host by its id (three ?: the id twice, the
+// host). The host is no index's lead (+): the key finds the one row.
+const ofHost = idKey + ` AND +host_id = ?`
+
 func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams) (*store.Delivery, error) {
 	now := ms(p.Now)
 	tr := store.TransitionRetry
 	var d *store.Delivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		existing, err := scanDelivery(tx.QueryRowContext(ctx, `
-			SELECT `+deliveryColumns+` FROM deliveries WHERE host_id = ? AND delivery_id = ?`, p.HostID, p.ID), false)
+		existing, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+ofHost,
+			p.ID, p.ID, p.HostID), false)
 		if err != nil {
 			return err
 		}
@@ -336,7 +364,7 @@ func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.T
 
 func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
 	n, err := s.deleteDeliveries(ctx, `
-		SELECT delivery_id FROM deliveries WHERE host_id = ? AND status = ? LIMIT ?`,
+		SELECT rowid FROM deliveries WHERE host_id = ? AND status = ? LIMIT ?`,
 		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
 	if err != nil {
 		return 0, fmt.Errorf("delivery purge dlq: %w", err)
@@ -361,14 +389,18 @@ func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams)
 // status's partial index (a parameter's value cannot be proved to meet its
 // predicate).
 func pruneQuery(status store.Status) string {
-	return `SELECT delivery_id FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < ?
+	return `SELECT rowid FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < ?
 		ORDER BY updated_at LIMIT ?`
 }
 
-// deleteDeliveries deletes the deliveries whose ids the query selects, and
-// (by the foreign key's cascade) their audit trails.
-func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...any) (int, error) {
-	res, err := s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE delivery_id IN (`+selectIDs+`)`, args...)
+func deleteQuery(selectRowids string) string {
+	return `DELETE FROM deliveries WHERE rowid IN (` + selectRowids + `)`
+}
+
+// deleteDeliveries deletes the deliveries whose rowids the query selects,
+// and (by the triggers) their bodies, audit trails and results.
+func (s *Store) deleteDeliveries(ctx context.Context, selectRowids string, args ...any) (int, error) {
+	res, err := s.write.ExecContext(ctx, deleteQuery(selectRowids), args...)
 	if err != nil {
 		return 0, interpretError(err)
 	}
@@ -378,8 +410,8 @@ func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.read.QueryRowContext(ctx, `
-		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = ? AND delivery_id = ?`,
-		hostID, id), true)
+		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE `+ofHost,
+		id, id, hostID), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
 	}
@@ -413,7 +445,7 @@ func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*st
 		return &e, err
 	}, `
 		SELECT id, delivery_id, at, from_status, to_status, reason, attempt
-		FROM delivery_events WHERE `+eventKey+` ORDER BY id`, deliveryID, deliveryID)
+		FROM delivery_events WHERE `+idKey+` ORDER BY id`, deliveryID, deliveryID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list: %w", err)
 	}
@@ -513,7 +545,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		for i, c := range cands {
 			ids[i] = c.id
 		}
-		guard := `delivery_id IN (` + placeholders(len(ids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
+		guard := idsIn("rowid", len(ids)) + ` AND status IN (` + placeholders(len(tr.From)) + `)`
 		guardArgs := append(append([]any{}, ids...), statusArgs(tr.From)...)
 		// The audit events first, from the rows as they are before the
 		// update: their attempt is the one the lease starts.
@@ -572,7 +604,7 @@ func scanFailing(r scanner) (store.Failing, error) {
 // batch an update moves on, which cost a draining cloud more CPU than
 // the updates themselves.
 func transitionable(tr store.Transition, hostID string, ids []string) (string, []any) {
-	return `delivery_id IN (` + placeholders(len(ids)) + `) AND +host_id = ? AND +status IN (` + placeholders(len(tr.From)) + `)`,
+	return idsIn("rowid", len(ids)) + ` AND +host_id = ? AND +status IN (` + placeholders(len(tr.From)) + `)`,
 		append(append(anys(ids), hostID), statusArgs(tr.From)...)
 }
 
@@ -792,6 +824,14 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 	return n, nil
 }
 
+// failQuery applies a failure's transition tr to a delivery (its id
+// twice) in a status tr allows (the statuses follow).
+func failQuery(tr store.Transition) string {
+	return `UPDATE deliveries
+		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
+		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)`
+}
+
 // applyFailures applies to each of failing the Failure fail decides: one
 // update guarded on its transition's From, and its audit event. A delivery
 // due again at once adds its host to woken. It returns how many changed.
@@ -803,12 +843,9 @@ func applyFailures(ctx context.Context, tx *sql.Tx, failing []store.Failing, fai
 			continue
 		}
 		tr := fl.Transition
-		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now), f.ID},
+		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now), f.ID, f.ID},
 			statusArgs(tr.From)...)
-		res, err := tx.ExecContext(ctx, `
-			UPDATE deliveries
-			SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
-			WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)`, args...)
+		res, err := tx.ExecContext(ctx, failQuery(tr), args...)
 		if err != nil {
 			return 0, err
 		}

@@ -106,7 +106,7 @@ func TestMigrateEventKeys(t *testing.T) {
 func TestEventListUsesIndex(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
-	plan := strings.Join(queryPlan(ctx, t, s, `SELECT id, at, reason FROM delivery_events WHERE `+eventKey+` ORDER BY id`,
+	plan := strings.Join(queryPlan(ctx, t, s, `SELECT id, at, reason FROM delivery_events WHERE `+idKey+` ORDER BY id`,
 		"github:x:1764230400000", "github:x:1764230400000"), "; ")
 	require.Contains(t, plan, "SEARCH delivery_events USING INDEX delivery_events_received_idx (<expr>=? AND delivery_id=?)")
 	require.NotContains(t, plan, "TEMP B-TREE")
