@@ -143,3 +143,35 @@ func TestMigrateDeliveryKeys(t *testing.T) {
 		require.Equal(t, id, d.ID)
 	}
 }
+
+// A repeat of an event, found by the insert itself, leaves no body behind;
+// nor does a delivery id taken by another host's delivery, which moves on.
+func TestRepeatLeavesNoBody(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	for _, h := range []string{"h-a", "h-b"} {
+		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: h, Now: now})
+		require.NoError(t, err)
+	}
+	insert := func(host string) *store.DeliveryInsertResult {
+		res, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: store.DeliveryID("github", "ev", now), HostID: host,
+			Source: "github", EventID: "ev", RawBody: []byte("body of " + host), ReceivedAt: now, Headers: map[string]string{}})
+		require.NoError(t, err)
+		return res
+	}
+	first := insert("h-a")
+	require.Equal(t, store.InsertQueued, first.Outcome)
+	require.Equal(t, store.InsertDuplicate, insert("h-a").Outcome)
+	other := insert("h-b")
+	require.Equal(t, store.InsertQueued, other.Outcome)
+	require.NotEqual(t, first.Delivery.ID, other.Delivery.ID, "moved on a millisecond")
+	var bodies int
+	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT count(*) FROM delivery_bodies`).Scan(&bodies))
+	require.Equal(t, 2, bodies)
+	for host, id := range map[string]string{"h-a": first.Delivery.ID, "h-b": other.Delivery.ID} {
+		d, err := s.DeliveryGet(ctx, host, id)
+		require.NoError(t, err)
+		require.Equal(t, "body of "+host, string(d.RawBody))
+	}
+}
