@@ -140,8 +140,13 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 // them prepared there): preparing four statements per batch was 1–2% of
 // the cloud's CPU at 256 concurrent senders.
 type insertStatements struct {
-	lookup, insert, insertBody, insertEvent *sql.Stmt
+	lookup, insert, insertBody, insertEvent, insertEvents *sql.Stmt
 }
+
+// eventsPerInsert is how many audit events insertEvents writes at once: a
+// batch's "received" events go in statements of that many rows (the rest
+// one by one), not one statement per webhook.
+const eventsPerInsert = 16
 
 func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 	s.insertMu.Lock()
@@ -166,6 +171,8 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 		{&st.insertBody, `INSERT INTO delivery_bodies (raw_body) VALUES (?)`},
 		{&st.insertEvent, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			VALUES (?, ?, ?, ?, ?, ?)`},
+		{&st.insertEvents, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", eventsPerInsert), ", ")},
 	} {
 		stmt, err := s.write.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -179,7 +186,7 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 }
 
 func (st *insertStatements) close() {
-	for _, stmt := range []*sql.Stmt{st.lookup, st.insert, st.insertBody, st.insertEvent} {
+	for _, stmt := range []*sql.Stmt{st.lookup, st.insert, st.insertBody, st.insertEvent, st.insertEvents} {
 		if stmt != nil {
 			stmt.Close()
 		}
@@ -269,15 +276,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
 			received = append(received, r.Events(now)...)
 		}
-		insertEvent := tx.StmtContext(ctx, st.insertEvent)
-		defer insertEvent.Close()
-		for _, e := range received {
-			_, err := insertEvent.ExecContext(ctx, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt)
-			if err != nil {
-				return fmt.Errorf("record events: %w", err)
-			}
-		}
-		return nil
+		return insertReceived(ctx, tx, st, received)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
@@ -293,6 +292,38 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		}
 	}
 	return results, nil
+}
+
+// insertReceived writes the audit events of a batch's new deliveries, in
+// order: eventsPerInsert at a time, the rest one by one.
+func insertReceived(ctx context.Context, tx *sql.Tx, st *insertStatements, events []store.DeliveryEvent) error {
+	args := func(evs []store.DeliveryEvent) []any {
+		out := make([]any, 0, 6*len(evs))
+		for _, e := range evs {
+			out = append(out, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt)
+		}
+		return out
+	}
+	if len(events) >= eventsPerInsert {
+		many := tx.StmtContext(ctx, st.insertEvents)
+		defer many.Close()
+		for len(events) >= eventsPerInsert {
+			if _, err := many.ExecContext(ctx, args(events[:eventsPerInsert])...); err != nil {
+				return fmt.Errorf("record events: %w", err)
+			}
+			events = events[eventsPerInsert:]
+		}
+	}
+	if len(events) > 0 {
+		one := tx.StmtContext(ctx, st.insertEvent)
+		defer one.Close()
+		for _, e := range events {
+			if _, err := one.ExecContext(ctx, args([]store.DeliveryEvent{e})...); err != nil {
+				return fmt.Errorf("record events: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // revive answers a repeat of an existing delivery: a dead-lettered one goes
