@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,53 @@ func TestRepeatLeavesNoBody(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "body of "+host, string(d.RawBody))
 	}
+}
+
+// A batch of new deliveries, repeats within it and ids taken within it
+// (another host's delivery of the same event in the same millisecond):
+// each is answered as one alone would be, with its body and "received"
+// event (more than one statement's worth), and a repeat leaves no body.
+func TestBatchKeysWithin(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	for _, h := range []string{"a", "b"} {
+		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: h, Now: now})
+		require.NoError(t, err)
+	}
+	param := func(host string, i int) *store.DeliveryInsertParams {
+		ev := fmt.Sprintf("ev-%02d", i)
+		return &store.DeliveryInsertParams{ID: store.DeliveryID("github", ev, now), HostID: host, Source: "github",
+			EventID: ev, RawBody: []byte(host + ev), ReceivedAt: now, Headers: map[string]string{}}
+	}
+	// Host a's ten, a repeat of one, host b's ten, their ids taken by a's.
+	var ps []*store.DeliveryInsertParams
+	for _, h := range []string{"a", "b"} {
+		for i := range 10 {
+			ps = append(ps, param(h, i))
+		}
+	}
+	ps = append(ps, param("a", 2))
+	require.Greater(t, len(ps), eventsPerInsert)
+	res, err := s.DeliveryInsertBatch(ctx, ps)
+	require.NoError(t, err)
+	ids := map[string]bool{}
+	for i, r := range res[:20] {
+		require.Equal(t, store.InsertQueued, r.Outcome, "row %d", i)
+		require.False(t, ids[r.Delivery.ID], "ids distinct")
+		ids[r.Delivery.ID] = true
+		d, err := s.DeliveryGet(ctx, ps[i].HostID, r.Delivery.ID)
+		require.NoError(t, err)
+		require.Equal(t, string(ps[i].RawBody), string(d.RawBody))
+		require.Equal(t, ps[i].EventID, d.EventID)
+		evs, err := s.DeliveryEventList(ctx, r.Delivery.ID)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+	}
+	require.NotEqual(t, ps[10].ID, res[10].Delivery.ID, "b's moved on a millisecond")
+	require.Equal(t, store.InsertDuplicate, res[20].Outcome)
+	require.Equal(t, res[2].Delivery.ID, res[20].Delivery.ID)
+	var bodies int
+	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT count(*) FROM delivery_bodies`).Scan(&bodies))
+	require.Equal(t, 20, bodies)
 }
