@@ -29,20 +29,21 @@ const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, eve
 // a table of their own, so that state changes do not rewrite them.
 const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
 
-// bodiesOf reads the ids and bodies of the deliveries among n ids.
+// bodiesOf reads the ids and bodies of the deliveries of n rowids.
 func bodiesOf(n int) string {
 	return `SELECT d.delivery_id, b.raw_body FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
-		WHERE ` + idsIn("d.rowid", n)
+		WHERE d.rowid IN (` + placeholders(n) + `)`
 }
 
-// readBodies fills in the bodies of ds, whose ids are ids (in any order).
-func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, ids []any) error {
+// readBodies fills in the bodies of ds, whose rowids are rowids (in any
+// order).
+func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, rowids []any) error {
 	byID := make(map[string]*store.Delivery, len(ds))
 	for _, d := range ds {
 		byID[d.ID] = d
 		d.RawBody = []byte{}
 	}
-	rows, err := tx.QueryContext(ctx, bodiesOf(len(ids)), ids...)
+	rows, err := tx.QueryContext(ctx, bodiesOf(len(rowids)), rowids...)
 	if err != nil {
 		return err
 	}
@@ -97,13 +98,24 @@ func scanDeliveryNoBody(row scanner) (*store.Delivery, error) { return scanDeliv
 // migrations 12 and 16). A condition on delivery_id alone reads every row.
 const idKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
 
-// idsIn selects the deliveries among n ids (n ?, one per id), by rowid
-// (the column rowid names, such as "rowid" or "d.rowid"): each id is looked
-// up by its key (idKey). SQLite matches neither delivery_id IN (…) nor a
-// row value IN (…) of the key's expression to the index.
-func idsIn(rowid string, n int) string {
-	return rowid + ` IN (SELECT byid.rowid FROM (VALUES ` + strings.TrimSuffix(strings.Repeat("(?), ", n), ", ") + `) k
-		CROSS JOIN deliveries byid ON substr(byid.delivery_id, -13) = substr(k.column1, -13) AND byid.delivery_id = k.column1)`
+// idsIn selects the deliveries among a list of ids, one ? holding them as
+// a JSON array (idsArg), by rowid (the column rowid names, such as
+// "rowid"): each id is looked up by its key (idKey). SQLite matches
+// neither delivery_id IN (…) nor a row value IN (…) of the key's
+// expression to the index; and one parameter, not one per id, keeps the
+// statement the same for any number of ids, short to compile.
+func idsIn(rowid string) string {
+	return rowid + ` IN (SELECT byid.rowid FROM json_each(?) k
+		CROSS JOIN deliveries byid ON substr(byid.delivery_id, -13) = substr(k.value, -13) AND byid.delivery_id = k.value)`
+}
+
+// idsArg is idsIn's argument for ids.
+func idsArg(ids []string) any {
+	b, err := json.Marshal(append([]string{}, ids...))
+	if err != nil {
+		panic(err) // strings always marshal
+	}
+	return string(b)
 }
 
 // recordEvents appends entries to the audit trail.
@@ -519,7 +531,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 // pick on an unanalyzed database) a lease walks every delivery the host
 // ever had.
 const leaseCandidates = `
-	SELECT delivery_id, status, body_size FROM deliveries INDEXED BY deliveries_available_idx
+	SELECT rowid, status, body_size FROM deliveries INDEXED BY deliveries_available_idx
 	WHERE host_id = ? AND status IN ('queued', 'retrying')
 		AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
 	ORDER BY received_at, delivery_id
@@ -561,13 +573,13 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		// IMMEDIATE on, so no other lease can interleave. One candidate more
 		// than fits says whether work is left over.
 		type candidate struct {
-			id     string
+			rowid  int64
 			status store.Status
 			size   int
 		}
 		cands, err := queryAll(ctx, tx, func(r scanner) (candidate, error) {
 			var c candidate
-			err := r.Scan(&c.id, &c.status, &c.size)
+			err := r.Scan(&c.rowid, &c.status, &c.size)
 			return c, err
 		}, leaseCandidates, p.HostID, dbTime(now), max+1)
 		if err != nil {
@@ -583,12 +595,13 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if len(cands) == 0 {
 			return nil
 		}
-		ids := make([]any, len(cands))
+		// The candidates are found again by rowid, the table's own key.
+		rowids := make([]any, len(cands))
 		for i, c := range cands {
-			ids[i] = c.id
+			rowids[i] = c.rowid
 		}
-		guard := idsIn("rowid", len(ids)) + ` AND status IN (` + placeholders(len(tr.From)) + `)`
-		guardArgs := append(append([]any{}, ids...), statusArgs(tr.From)...)
+		guard := `rowid IN (` + placeholders(len(rowids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
+		guardArgs := append(append([]any{}, rowids...), statusArgs(tr.From)...)
 		// The audit events first, from the rows as they are before the
 		// update: their attempt is the one the lease starts.
 		if _, err := tx.ExecContext(ctx, `
@@ -606,7 +619,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		if err := readBodies(ctx, tx, leased, ids); err != nil {
+		if err := readBodies(ctx, tx, leased, rowids); err != nil {
 			return err
 		}
 		slices.SortFunc(leased, func(a, b *store.Delivery) int {
@@ -646,8 +659,8 @@ func scanFailing(r scanner) (store.Failing, error) {
 // batch an update moves on, which cost a draining cloud more CPU than
 // the updates themselves.
 func transitionable(tr store.Transition, hostID string, ids []string) (string, []any) {
-	return idsIn("rowid", len(ids)) + ` AND +host_id = ? AND +status IN (` + placeholders(len(tr.From)) + `)`,
-		append(append(anys(ids), hostID), statusArgs(tr.From)...)
+	return idsIn("rowid") + ` AND +host_id = ? AND +status IN (` + placeholders(len(tr.From)) + `)`,
+		append([]any{idsArg(ids), hostID}, statusArgs(tr.From)...)
 }
 
 // selectForTransition reads the host's deliveries among ids whose status tr
@@ -667,12 +680,23 @@ func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID str
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	// The ids are looked up by key once; the audit and the update find
+	// the rows again by rowid, the table's own key.
 	guard, guardArgs := transitionable(tr, hostID, ids)
+	rowids, err := queryAll(ctx, tx, func(r scanner) (any, error) {
+		var rowid int64
+		err := r.Scan(&rowid)
+		return rowid, err
+	}, `SELECT rowid FROM deliveries WHERE `+guard, guardArgs...)
+	if err != nil || len(rowids) == 0 {
+		return 0, err
+	}
+	guard = `rowid IN (` + placeholders(len(rowids)) + `)`
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 		SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
 		WHERE `+guard+` ORDER BY delivery_id`,
-		append([]any{dbTime(now), string(tr.To), tr.Reason}, guardArgs...)...)
+		append([]any{dbTime(now), string(tr.To), tr.Reason}, rowids...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -680,7 +704,7 @@ func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID str
 	if err != nil || changed == 0 {
 		return 0, err
 	}
-	args := append(append(append([]any{}, setArgs...), string(tr.To)), guardArgs...)
+	args := append(append(append([]any{}, setArgs...), string(tr.To)), rowids...)
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
 		WHERE `+guard, args...); err != nil {

@@ -272,9 +272,11 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 		require.Contains(t, plan, byKey, name)
 		require.NotContains(t, plan, "SCAN deliveries", name)
 	}
-	requireByKeys(t, queryPlan(ctx, t, s, bodiesOf(3), "a", "b", "c"), "bodies")
-	// The lease's guard, as transitions' without the host.
-	requireByKeys(t, queryPlan(ctx, t, s, `SELECT delivery_id FROM deliveries WHERE `+idsIn("rowid", 2), "a", "b"), "lease")
+	// A lease finds its candidates again, and their bodies, by rowid.
+	require.Equal(t, []string{"SEARCH d USING INTEGER PRIMARY KEY (rowid=?)", "SEARCH b USING INTEGER PRIMARY KEY (rowid=?)"},
+		queryPlan(ctx, t, s, bodiesOf(3), 1, 2, 3))
+	// Any list of ids, as a transition's without the host.
+	requireByKeys(t, queryPlan(ctx, t, s, `SELECT delivery_id FROM deliveries WHERE `+idsIn("rowid"), idsArg([]string{"a", "b"})), "ids")
 	for _, status := range store.PrunableStatuses {
 		require.Equal(t, []string{"SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)", "LIST SUBQUERY 1",
 			"SEARCH deliveries USING COVERING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
