@@ -44,6 +44,7 @@ func TestPragmas(t *testing.T) {
 	require.Equal(t, "-2048", pragma(s.write, "cache_size"), "2 MiB of pages for the writer")
 	require.Equal(t, "-1024", pragma(s.read, "cache_size"), "1 MiB for each reader")
 	require.Equal(t, "20000", pragma(s.write, "wal_autocheckpoint"), "a backstop: the checkpointer copies the WAL at 10,000 pages")
+	require.Equal(t, "2", pragma(s.write, "temp_store"), "MEMORY: statement journals make no system calls")
 
 	_, err = s.read.ExecContext(ctx, "CREATE TABLE x (y INTEGER)")
 	require.Error(t, err, "the read pool cannot write")
