@@ -372,14 +372,6 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-func anys[T any](vs []T) []any {
-	out := make([]any, len(vs))
-	for i, v := range vs {
-		out[i] = v
-	}
-	return out
-}
-
 func statusArgs(statuses []store.Status) []any {
 	out := make([]any, len(statuses))
 	for i, s := range statuses {
