@@ -49,7 +49,7 @@ func numbered(q string) string {
 }
 
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
-	q, args := store.EventsQuery(p)
+	q, args := store.EventsQuery(p, "d.delivery_id = e.delivery_id")
 	rows, err := s.pool.Query(ctx, numbered(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)

@@ -29,16 +29,21 @@ const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, eve
 // a table of their own, so that state changes do not rewrite them.
 const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
 
-// readBodies fills in the bodies of ds, whose ids are ids (in any order).
-func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, ids []any) error {
+// bodiesOf reads the ids and bodies of the deliveries of n rowids.
+func bodiesOf(n int) string {
+	return `SELECT d.delivery_id, b.raw_body FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
+		WHERE d.rowid IN (` + placeholders(n) + `)`
+}
+
+// readBodies fills in the bodies of ds, whose rowids are rowids (in any
+// order).
+func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, rowids []any) error {
 	byID := make(map[string]*store.Delivery, len(ds))
 	for _, d := range ds {
 		byID[d.ID] = d
 		d.RawBody = []byte{}
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT d.delivery_id, b.raw_body
-		FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
-		WHERE d.delivery_id IN (`+placeholders(len(ids))+`)`, ids...)
+	rows, err := tx.QueryContext(ctx, bodiesOf(len(rowids)), rowids...)
 	if err != nil {
 		return err
 	}
@@ -86,10 +91,32 @@ func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 
 func scanDeliveryNoBody(row scanner) (*store.Delivery, error) { return scanDelivery(row, false) }
 
-// eventKey finds a delivery's audit events (two ? for its id): the index
-// of delivery_events is led by the id's last 13 characters, its received
-// millisecond, so that new events are appended (see migration 12).
-const eventKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
+// idKey finds a delivery, or its audit events, by the delivery's id (two
+// ?, both the id): the unique index of deliveries and the index of
+// delivery_events are led by the id's last 13 characters, its received
+// millisecond, so that new deliveries and events are appended (see
+// migrations 12 and 16). A condition on delivery_id alone reads every row.
+const idKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
+
+// idsIn selects the deliveries among a list of ids, one ? holding them as
+// a JSON array (idsArg), by rowid (the column rowid names, such as
+// "rowid"): each id is looked up by its key (idKey). SQLite matches
+// neither delivery_id IN (…) nor a row value IN (…) of the key's
+// expression to the index; and one parameter, not one per id, keeps the
+// statement the same for any number of ids, short to compile.
+func idsIn(rowid string) string {
+	return rowid + ` IN (SELECT byid.rowid FROM json_each(?) k
+		CROSS JOIN deliveries byid ON substr(byid.delivery_id, -13) = substr(k.value, -13) AND byid.delivery_id = k.value)`
+}
+
+// idsArg is idsIn's argument for ids.
+func idsArg(ids []string) any {
+	b, err := json.Marshal(append([]string{}, ids...))
+	if err != nil {
+		panic(err) // strings always marshal
+	}
+	return string(b)
+}
 
 // recordEvents appends entries to the audit trail.
 func recordEvents(ctx context.Context, tx *sql.Tx, events []store.DeliveryEvent) error {
@@ -125,8 +152,13 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 // them prepared there): preparing four statements per batch was 1–2% of
 // the cloud's CPU at 256 concurrent senders.
 type insertStatements struct {
-	lookup, insert, insertBody, insertEvent *sql.Stmt
+	lookup, insert, insertBody, insertEvent, insertEvents *sql.Stmt
 }
+
+// eventsPerInsert is how many audit events insertEvents writes at once: a
+// batch's "received" events go in statements of that many rows (the rest
+// one by one), not one statement per webhook.
+const eventsPerInsert = 16
 
 func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 	s.insertMu.Lock()
@@ -145,12 +177,14 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
 				correlation_id, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (delivery_id) DO NOTHING`},
+			ON CONFLICT DO NOTHING`},
 		// Bodies are keyed in arrival order (see migration 7): appended,
 		// not written into an index at the random place of an event id.
 		{&st.insertBody, `INSERT INTO delivery_bodies (raw_body) VALUES (?)`},
 		{&st.insertEvent, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			VALUES (?, ?, ?, ?, ?, ?)`},
+		{&st.insertEvents, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", eventsPerInsert), ", ")},
 	} {
 		stmt, err := s.write.PrepareContext(ctx, p.query)
 		if err != nil {
@@ -164,7 +198,7 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 }
 
 func (st *insertStatements) close() {
-	for _, stmt := range []*sql.Stmt{st.lookup, st.insert, st.insertBody, st.insertEvent} {
+	for _, stmt := range []*sql.Stmt{st.lookup, st.insert, st.insertBody, st.insertEvent, st.insertEvents} {
 		if stmt != nil {
 			stmt.Close()
 		}
@@ -193,16 +227,6 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		for _, i := range order {
 			r := &rows[i]
 			now := ms(r.ReceivedAt)
-			existing, err := scanDelivery(lookup.QueryRowContext(ctx, r.HostID, r.Source, r.EventID), false)
-			switch {
-			case err == nil:
-				if results[i], err = revive(ctx, tx, existing, now); err != nil {
-					return err
-				}
-				continue
-			case !errors.Is(err, sql.ErrNoRows):
-				return err
-			}
 			res, err := insertBody.ExecContext(ctx, store.OrEmpty(r.Body))
 			if err != nil {
 				return err
@@ -211,9 +235,17 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			if err != nil {
 				return err
 			}
-			// The event is new here; its delivery id may not be: another
-			// host's delivery of the same event under the same source name,
-			// received in the same millisecond. It moves on a millisecond.
+			// Most events are new: the insert itself finds out, through
+			// the dedupe key's index it writes anyway, and the delivery is
+			// looked up only when a key is taken (looking every event up
+			// first was a quarter of the batch's CPU). Either key may be:
+			// the event's (a repeat, answered from the delivery stored),
+			// or only the delivery id (another host's delivery of the same
+			// event under the same source name, received in the same
+			// millisecond), which moves on a millisecond. No conflict
+			// target is named: the delivery id's index is on an expression
+			// (see idKey).
+			var repeat *store.DeliveryInsertResult
 			for round := 0; ; round++ {
 				res, err := insert.ExecContext(ctx,
 					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
@@ -229,25 +261,34 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				if n == 1 {
 					break
 				}
+				existing, err := scanDelivery(lookup.QueryRowContext(ctx, r.HostID, r.Source, r.EventID), false)
+				if err == nil {
+					if _, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE id = ?`, bodyID); err != nil {
+						return err
+					}
+					if repeat, err = revive(ctx, tx, existing, now); err != nil {
+						return err
+					}
+					break
+				}
+				if !errors.Is(err, sql.ErrNoRows) {
+					return err
+				}
 				if round == store.MaxInsertRounds {
 					return fmt.Errorf("%w: delivery id %s", store.ErrConflict, r.ID)
 				}
 				store.MoveOn(rows, []int{i})
 				now = ms(r.ReceivedAt)
 			}
+			if repeat != nil {
+				results[i] = repeat
+				continue
+			}
 			d := r.Inserted(now) // what was written need not be read back
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
 			received = append(received, r.Events(now)...)
 		}
-		insertEvent := tx.StmtContext(ctx, st.insertEvent)
-		defer insertEvent.Close()
-		for _, e := range received {
-			_, err := insertEvent.ExecContext(ctx, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt)
-			if err != nil {
-				return fmt.Errorf("record events: %w", err)
-			}
-		}
-		return nil
+		return insertReceived(ctx, tx, st, received)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
@@ -265,6 +306,38 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 	return results, nil
 }
 
+// insertReceived writes the audit events of a batch's new deliveries, in
+// order: eventsPerInsert at a time, the rest one by one.
+func insertReceived(ctx context.Context, tx *sql.Tx, st *insertStatements, events []store.DeliveryEvent) error {
+	args := func(evs []store.DeliveryEvent) []any {
+		out := make([]any, 0, 6*len(evs))
+		for _, e := range evs {
+			out = append(out, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt)
+		}
+		return out
+	}
+	if len(events) >= eventsPerInsert {
+		many := tx.StmtContext(ctx, st.insertEvents)
+		defer many.Close()
+		for len(events) >= eventsPerInsert {
+			if _, err := many.ExecContext(ctx, args(events[:eventsPerInsert])...); err != nil {
+				return fmt.Errorf("record events: %w", err)
+			}
+			events = events[eventsPerInsert:]
+		}
+	}
+	if len(events) > 0 {
+		one := tx.StmtContext(ctx, st.insertEvent)
+		defer one.Close()
+		for _, e := range events {
+			if _, err := one.ExecContext(ctx, args([]store.DeliveryEvent{e})...); err != nil {
+				return fmt.Errorf("record events: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // revive answers a repeat of an existing delivery: a dead-lettered one goes
 // back to the queue with its attempts reset, any other is a duplicate.
 func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.Time) (*store.DeliveryInsertResult, error) {
@@ -278,16 +351,21 @@ func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.
 	return &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertRevived}, nil
 }
 
+// requeueQuery sets the delivery (its id twice) back to the queue if tr
+// allows its status (the statuses follow).
+func requeueQuery(tr store.Transition) string {
+	return `UPDATE deliveries
+		SET status = ?, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
+			last_error = '', updated_at = ?
+		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)
+		RETURNING ` + deliveryColumns
+}
+
 // requeue applies tr (revive or retry) to a delivery read in this
 // transaction: back to the queue, attempts reset, with an audit event.
 func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
-	d, err := scanDelivery(tx.QueryRowContext(ctx, `
-		UPDATE deliveries
-		SET status = ?, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
-			last_error = '', updated_at = ?
-		WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)
-		RETURNING `+deliveryColumns,
-		append([]any{string(tr.To), dbTime(now), existing.ID}, statusArgs(tr.From)...)...), false)
+	d, err := scanDelivery(tx.QueryRowContext(ctx, requeueQuery(tr),
+		append([]any{string(tr.To), dbTime(now), existing.ID, existing.ID}, statusArgs(tr.From)...)...), false)
 	if err != nil {
 		return nil, err
 	}
@@ -300,13 +378,17 @@ func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *sto
 	return d, nil
 }
 
+// ofHost finds a delivery of a host by its id (three ?: the id twice, the
+// host). The host is no index's lead (+): the key finds the one row.
+const ofHost = idKey + ` AND +host_id = ?`
+
 func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams) (*store.Delivery, error) {
 	now := ms(p.Now)
 	tr := store.TransitionRetry
 	var d *store.Delivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		existing, err := scanDelivery(tx.QueryRowContext(ctx, `
-			SELECT `+deliveryColumns+` FROM deliveries WHERE host_id = ? AND delivery_id = ?`, p.HostID, p.ID), false)
+		existing, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+ofHost,
+			p.ID, p.ID, p.HostID), false)
 		if err != nil {
 			return err
 		}
@@ -336,7 +418,7 @@ func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.T
 
 func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
 	n, err := s.deleteDeliveries(ctx, `
-		SELECT delivery_id FROM deliveries WHERE host_id = ? AND status = ? LIMIT ?`,
+		SELECT rowid FROM deliveries WHERE host_id = ? AND status = ? LIMIT ?`,
 		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
 	if err != nil {
 		return 0, fmt.Errorf("delivery purge dlq: %w", err)
@@ -361,14 +443,18 @@ func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams)
 // status's partial index (a parameter's value cannot be proved to meet its
 // predicate).
 func pruneQuery(status store.Status) string {
-	return `SELECT delivery_id FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < ?
+	return `SELECT rowid FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < ?
 		ORDER BY updated_at LIMIT ?`
 }
 
-// deleteDeliveries deletes the deliveries whose ids the query selects, and
-// (by the foreign key's cascade) their audit trails.
-func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...any) (int, error) {
-	res, err := s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE delivery_id IN (`+selectIDs+`)`, args...)
+func deleteQuery(selectRowids string) string {
+	return `DELETE FROM deliveries WHERE rowid IN (` + selectRowids + `)`
+}
+
+// deleteDeliveries deletes the deliveries whose rowids the query selects,
+// and (by the triggers) their bodies, audit trails and results.
+func (s *Store) deleteDeliveries(ctx context.Context, selectRowids string, args ...any) (int, error) {
+	res, err := s.write.ExecContext(ctx, deleteQuery(selectRowids), args...)
 	if err != nil {
 		return 0, interpretError(err)
 	}
@@ -378,8 +464,8 @@ func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.read.QueryRowContext(ctx, `
-		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = ? AND delivery_id = ?`,
-		hostID, id), true)
+		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE `+ofHost,
+		id, id, hostID), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
 	}
@@ -413,7 +499,7 @@ func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*st
 		return &e, err
 	}, `
 		SELECT id, delivery_id, at, from_status, to_status, reason, attempt
-		FROM delivery_events WHERE `+eventKey+` ORDER BY id`, deliveryID, deliveryID)
+		FROM delivery_events WHERE `+idKey+` ORDER BY id`, deliveryID, deliveryID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list: %w", err)
 	}
@@ -445,7 +531,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 // pick on an unanalyzed database) a lease walks every delivery the host
 // ever had.
 const leaseCandidates = `
-	SELECT delivery_id, status, body_size FROM deliveries INDEXED BY deliveries_available_idx
+	SELECT rowid, status, body_size FROM deliveries INDEXED BY deliveries_available_idx
 	WHERE host_id = ? AND status IN ('queued', 'retrying')
 		AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= ?))
 	ORDER BY received_at, delivery_id
@@ -487,13 +573,13 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		// IMMEDIATE on, so no other lease can interleave. One candidate more
 		// than fits says whether work is left over.
 		type candidate struct {
-			id     string
+			rowid  int64
 			status store.Status
 			size   int
 		}
 		cands, err := queryAll(ctx, tx, func(r scanner) (candidate, error) {
 			var c candidate
-			err := r.Scan(&c.id, &c.status, &c.size)
+			err := r.Scan(&c.rowid, &c.status, &c.size)
 			return c, err
 		}, leaseCandidates, p.HostID, dbTime(now), max+1)
 		if err != nil {
@@ -509,12 +595,13 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if len(cands) == 0 {
 			return nil
 		}
-		ids := make([]any, len(cands))
+		// The candidates are found again by rowid, the table's own key.
+		rowids := make([]any, len(cands))
 		for i, c := range cands {
-			ids[i] = c.id
+			rowids[i] = c.rowid
 		}
-		guard := `delivery_id IN (` + placeholders(len(ids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
-		guardArgs := append(append([]any{}, ids...), statusArgs(tr.From)...)
+		guard := `rowid IN (` + placeholders(len(rowids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
+		guardArgs := append(append([]any{}, rowids...), statusArgs(tr.From)...)
 		// The audit events first, from the rows as they are before the
 		// update: their attempt is the one the lease starts.
 		if _, err := tx.ExecContext(ctx, `
@@ -532,7 +619,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		if err := readBodies(ctx, tx, leased, ids); err != nil {
+		if err := readBodies(ctx, tx, leased, rowids); err != nil {
 			return err
 		}
 		slices.SortFunc(leased, func(a, b *store.Delivery) int {
@@ -572,8 +659,8 @@ func scanFailing(r scanner) (store.Failing, error) {
 // batch an update moves on, which cost a draining cloud more CPU than
 // the updates themselves.
 func transitionable(tr store.Transition, hostID string, ids []string) (string, []any) {
-	return `delivery_id IN (` + placeholders(len(ids)) + `) AND +host_id = ? AND +status IN (` + placeholders(len(tr.From)) + `)`,
-		append(append(anys(ids), hostID), statusArgs(tr.From)...)
+	return idsIn("rowid") + ` AND +host_id = ? AND +status IN (` + placeholders(len(tr.From)) + `)`,
+		append([]any{idsArg(ids), hostID}, statusArgs(tr.From)...)
 }
 
 // selectForTransition reads the host's deliveries among ids whose status tr
@@ -593,12 +680,23 @@ func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID str
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	// The ids are looked up by key once; the audit and the update find
+	// the rows again by rowid, the table's own key.
 	guard, guardArgs := transitionable(tr, hostID, ids)
+	rowids, err := queryAll(ctx, tx, func(r scanner) (any, error) {
+		var rowid int64
+		err := r.Scan(&rowid)
+		return rowid, err
+	}, `SELECT rowid FROM deliveries WHERE `+guard, guardArgs...)
+	if err != nil || len(rowids) == 0 {
+		return 0, err
+	}
+	guard = `rowid IN (` + placeholders(len(rowids)) + `)`
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 		SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
 		WHERE `+guard+` ORDER BY delivery_id`,
-		append([]any{dbTime(now), string(tr.To), tr.Reason}, guardArgs...)...)
+		append([]any{dbTime(now), string(tr.To), tr.Reason}, rowids...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -606,7 +704,7 @@ func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID str
 	if err != nil || changed == 0 {
 		return 0, err
 	}
-	args := append(append(append([]any{}, setArgs...), string(tr.To)), guardArgs...)
+	args := append(append(append([]any{}, setArgs...), string(tr.To)), rowids...)
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
 		WHERE `+guard, args...); err != nil {
@@ -792,6 +890,14 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 	return n, nil
 }
 
+// failQuery applies a failure's transition tr to a delivery (its id
+// twice) in a status tr allows (the statuses follow).
+func failQuery(tr store.Transition) string {
+	return `UPDATE deliveries
+		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
+		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)`
+}
+
 // applyFailures applies to each of failing the Failure fail decides: one
 // update guarded on its transition's From, and its audit event. A delivery
 // due again at once adds its host to woken. It returns how many changed.
@@ -803,12 +909,9 @@ func applyFailures(ctx context.Context, tx *sql.Tx, failing []store.Failing, fai
 			continue
 		}
 		tr := fl.Transition
-		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now), f.ID},
+		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now), f.ID, f.ID},
 			statusArgs(tr.From)...)
-		res, err := tx.ExecContext(ctx, `
-			UPDATE deliveries
-			SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
-			WHERE delivery_id = ? AND status IN (`+placeholders(len(tr.From))+`)`, args...)
+		res, err := tx.ExecContext(ctx, failQuery(tr), args...)
 		if err != nil {
 			return 0, err
 		}

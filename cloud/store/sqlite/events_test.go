@@ -106,8 +106,42 @@ func TestMigrateEventKeys(t *testing.T) {
 func TestEventListUsesIndex(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
-	plan := strings.Join(queryPlan(ctx, t, s, `SELECT id, at, reason FROM delivery_events WHERE `+eventKey+` ORDER BY id`,
+	plan := strings.Join(queryPlan(ctx, t, s, `SELECT id, at, reason FROM delivery_events WHERE `+idKey+` ORDER BY id`,
 		"github:x:1764230400000", "github:x:1764230400000"), "; ")
 	require.Contains(t, plan, "SEARCH delivery_events USING INDEX delivery_events_received_idx (<expr>=? AND delivery_id=?)")
 	require.NotContains(t, plan, "TEMP B-TREE")
+}
+
+// A batch's "received" events go in statements of several rows: each new
+// delivery of a batch longer than one such statement (and its remainder)
+// gets exactly its event, in the order they were inserted.
+func TestBatchRecordsEachReceived(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: "h", Name: "h", Now: now})
+	require.NoError(t, err)
+	n := 2*eventsPerInsert + 5
+	var ps []*store.DeliveryInsertParams
+	for i := range n {
+		ev := fmt.Sprintf("ev-%02d", i)
+		ps = append(ps, &store.DeliveryInsertParams{ID: store.DeliveryID("github", ev, now), HostID: "h",
+			Source: "github", EventID: ev, RawBody: []byte(ev), ReceivedAt: now, Headers: map[string]string{}})
+	}
+	ps = append(ps, ps[3]) // a repeat within the batch: no event of its own
+	res, err := s.DeliveryInsertBatch(ctx, ps)
+	require.NoError(t, err)
+	require.Equal(t, store.InsertDuplicate, res[n].Outcome)
+	var last int64
+	for i := range n {
+		evs, err := s.DeliveryEventList(ctx, res[i].Delivery.ID)
+		require.NoError(t, err)
+		require.Len(t, evs, 1, "delivery %d", i)
+		require.Equal(t, store.TransitionReceive.To, evs[0].To)
+		require.Greater(t, evs[0].ID, last, "in insert order (by key: here, the batch order)")
+		last = evs[0].ID
+	}
+	var total int
+	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT count(*) FROM delivery_events`).Scan(&total))
+	require.Equal(t, n, total)
 }

@@ -23,8 +23,11 @@ func findQuery(p *store.DeliveryFindParams) (string, []any) {
 	return store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?)", func(t time.Time) any { return dbTime(t) })
 }
 
+// eventsDelivery finds an event's delivery (see idKey).
+const eventsDelivery = `substr(d.delivery_id, -13) = substr(e.delivery_id, -13) AND d.delivery_id = e.delivery_id`
+
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
-	q, args := store.EventsQuery(p)
+	q, args := store.EventsQuery(p, eventsDelivery)
 	events, err := queryAll(ctx, s.read, func(r scanner) (*store.DeliveryEventOf, error) {
 		var e store.DeliveryEventOf
 		err := r.Scan(&e.ID, &e.DeliveryID, timeCol{&e.At}, &e.From, &e.To, &e.Reason, &e.Attempt, &e.HostID, &e.Source)
@@ -58,27 +61,31 @@ func intPtr(n sql.NullInt64) *int {
 	return &v
 }
 
+// recordResult keeps a result of the host's delivery (the id twice, then
+// the host), replacing the one before.
+const recordResult = `
+	INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
+		duration_ms, error, reported_at)
+	SELECT delivery_id, ?, ?, ?, ?, ?, ?, ?, ? FROM deliveries WHERE ` + ofHost + `
+	ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
+		handler = excluded.handler, response_status = excluded.response_status,
+		exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
+		reported_at = excluded.reported_at`
+
 // recordResults keeps the results a host reported of its own deliveries,
 // each replacing the one before.
 func recordResults(ctx context.Context, tx *sql.Tx, hostID string, results []store.DeliveryResult) error {
 	if len(results) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `
-		INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
-			duration_ms, error, reported_at)
-		SELECT delivery_id, ?, ?, ?, ?, ?, ?, ?, ? FROM deliveries WHERE delivery_id = ? AND host_id = ?
-		ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
-			handler = excluded.handler, response_status = excluded.response_status,
-			exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
-			reported_at = excluded.reported_at`)
+	stmt, err := tx.PrepareContext(ctx, recordResult)
 	if err != nil {
 		return fmt.Errorf("record results: %w", err)
 	}
 	defer stmt.Close()
 	for _, r := range store.LastResults(results) {
 		_, err := stmt.ExecContext(ctx, r.Attempt, r.Result, r.Handler, r.ResponseStatus, r.ExitCode, r.DurationMS, r.Error,
-			dbTime(r.ReportedAt), r.DeliveryID, hostID)
+			dbTime(r.ReportedAt), r.DeliveryID, r.DeliveryID, hostID)
 		if err != nil {
 			return fmt.Errorf("record result: %w", err)
 		}

@@ -44,6 +44,7 @@ func TestPragmas(t *testing.T) {
 	require.Equal(t, "-2048", pragma(s.write, "cache_size"), "2 MiB of pages for the writer")
 	require.Equal(t, "-1024", pragma(s.read, "cache_size"), "1 MiB for each reader")
 	require.Equal(t, "20000", pragma(s.write, "wal_autocheckpoint"), "a backstop: the checkpointer copies the WAL at 10,000 pages")
+	require.Equal(t, "2", pragma(s.write, "temp_store"), "MEMORY: statement journals make no system calls")
 
 	_, err = s.read.ExecContext(ctx, "CREATE TABLE x (y INTEGER)")
 	require.Error(t, err, "the read pool cannot write")
@@ -86,7 +87,7 @@ func TestPruneUsesItsStatusIndex(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
 	for _, status := range store.PrunableStatuses {
-		require.Equal(t, []string{"SEARCH deliveries USING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
+		require.Equal(t, []string{"SEARCH deliveries USING COVERING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
 			queryPlan(ctx, t, s, pruneQuery(status), 0, 10), "status %s", status)
 	}
 }
@@ -198,7 +199,7 @@ func TestFindUsesIndexes(t *testing.T) {
 		q, args := findQuery(&p)
 		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
 	}
-	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX sqlite_autoindex_deliveries_2 (host_id=? AND source=? AND event_id=?)")
+	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX sqlite_autoindex_deliveries_1 (host_id=? AND source=? AND event_id=?)")
 	require.Contains(t, plan(store.DeliveryFindParams{CorrelationID: "c"}), "SCAN deliveries USING INDEX deliveries_received_idx")
 	require.Contains(t, plan(store.DeliveryFindParams{HostID: "h"}), "USING INDEX deliveries_host_received_idx (host_id=?)")
 	// A host's deliveries in one status: that index, in order, whatever the
@@ -212,7 +213,7 @@ func TestFindUsesIndexes(t *testing.T) {
 	require.NotContains(t, hostStatus, "TEMP B-TREE")
 	require.Equal(t, "SCAN deliveries USING INDEX deliveries_received_idx", plan(store.DeliveryFindParams{}))
 	events := func(p store.DeliveryEventListAfterParams) string {
-		q, args := store.EventsQuery(&p)
+		q, args := store.EventsQuery(&p, eventsDelivery)
 		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
 	}
 	require.Contains(t, events(store.DeliveryEventListAfterParams{AfterID: 7}), "SEARCH delivery_events USING INTEGER PRIMARY KEY (rowid>?)")
@@ -226,15 +227,64 @@ func TestFindUsesIndexes(t *testing.T) {
 func TestTransitionsLookUpByKey(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
-	byKey := []string{"SEARCH deliveries USING INDEX sqlite_autoindex_deliveries_1 (delivery_id=?)"}
 	for _, tr := range []store.Transition{store.TransitionDelivered, store.TransitionAck, store.TransitionNack, store.TransitionExtend} {
 		guard, args := transitionable(tr, "h", []string{"a", "b", "c"})
-		require.Equal(t, byKey, queryPlan(ctx, t, s, `SELECT `+failingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...),
+		requireByKeys(t, queryPlan(ctx, t, s, `SELECT `+failingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...),
 			"select for %s", tr.Reason)
-		require.Equal(t, byKey, queryPlan(ctx, t, s, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+		requireByKeys(t, queryPlan(ctx, t, s, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
 			WHERE `+guard+` ORDER BY delivery_id`, append([]any{0, string(tr.To), tr.Reason}, args...)...), "audit of %s", tr.Reason)
-		require.Equal(t, byKey, queryPlan(ctx, t, s, `UPDATE deliveries SET updated_at = ?, status = COALESCE(NULLIF(?, ''), status)
+		requireByKeys(t, queryPlan(ctx, t, s, `UPDATE deliveries SET updated_at = ?, status = COALESCE(NULLIF(?, ''), status)
 			WHERE `+guard, append([]any{0, string(tr.To)}, args...)...), "update of %s", tr.Reason)
 	}
+}
+
+// requireByKeys: the plan finds deliveries among a list of ids (idsIn),
+// each by its key, and reads no other row.
+func requireByKeys(t *testing.T, plan []string, msg string, args ...any) {
+	t.Helper()
+	joined := strings.Join(plan, "; ")
+	require.Regexp(t, `^SEARCH (deliveries|d) USING INTEGER PRIMARY KEY \(rowid=\?\)`, joined, append([]any{msg}, args...)...)
+	require.Contains(t, joined, "SEARCH byid USING COVERING INDEX deliveries_key_idx (<expr>=? AND delivery_id=?)", append([]any{msg}, args...)...)
+	require.NotContains(t, joined, "SCAN deliveries", append([]any{msg}, args...)...)
+	require.NotContains(t, joined, "SCAN byid", append([]any{msg}, args...)...)
+	require.NotContains(t, joined, "SCAN d;", append([]any{msg}, args...)...)
+}
+
+// Every statement that finds a delivery by its id names its key (idKey,
+// idsIn), led by the received millisecond (migration 16): SQLite reads
+// that index, not the table, for each.
+func TestLookUpsByIDUseKey(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	const id = "github:x:1764230400000"
+	byKey := "SEARCH deliveries USING INDEX deliveries_key_idx (<expr>=? AND delivery_id=?)"
+	for name, q := range map[string]struct {
+		query string
+		args  []any
+	}{
+		"get":     {`SELECT ` + deliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
+		"requeue": {requeueQuery(store.TransitionRevive), append([]any{"queued", 0, id, id}, statusArgs(store.TransitionRevive.From)...)},
+		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, id, id},
+			statusArgs(store.TransitionNack.From)...)},
+		"result": {recordResult, []any{1, "ok", "", nil, nil, 0, "", 0, id, id, "h"}},
+	} {
+		plan := strings.Join(queryPlan(ctx, t, s, q.query, q.args...), "; ")
+		require.Contains(t, plan, byKey, name)
+		require.NotContains(t, plan, "SCAN deliveries", name)
+	}
+	// A lease finds its candidates again, and their bodies, by rowid.
+	require.Equal(t, []string{"SEARCH d USING INTEGER PRIMARY KEY (rowid=?)", "SEARCH b USING INTEGER PRIMARY KEY (rowid=?)"},
+		queryPlan(ctx, t, s, bodiesOf(3), 1, 2, 3))
+	// Any list of ids, as a transition's without the host.
+	requireByKeys(t, queryPlan(ctx, t, s, `SELECT delivery_id FROM deliveries WHERE `+idsIn("rowid"), idsArg([]string{"a", "b"})), "ids")
+	for _, status := range store.PrunableStatuses {
+		require.Equal(t, []string{"SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)", "LIST SUBQUERY 1",
+			"SEARCH deliveries USING COVERING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
+			queryPlan(ctx, t, s, deleteQuery(pruneQuery(status)), 0, 10), "prune %s", status)
+	}
+	// The audit trail after an id, with each event's delivery.
+	q, args := store.EventsQuery(&store.DeliveryEventListAfterParams{AfterID: 7}, eventsDelivery)
+	require.Contains(t, strings.Join(queryPlan(ctx, t, s, q, args...), "; "),
+		"SEARCH d USING INDEX deliveries_key_idx (<expr>=? AND delivery_id=?)")
 }

@@ -129,6 +129,12 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	write, err := sql.Open("sqlite", path+"?"+common+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"+
 		fmt.Sprintf("&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(%d)", -o.CacheMB*1024, 2*o.CheckpointPages)+
+		// A statement's journal (the pages it changed, kept until it ends,
+		// to undo it alone) stays in memory: in a temporary file, once past
+		// 64 KiB in a transaction, it cost a write system call per page
+		// every statement of a drain's reports changed. It holds only what
+		// one statement changes, which every write bounds.
+		"&_pragma=temp_store(MEMORY)"+
 		"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite open: %w", err)
@@ -364,14 +370,6 @@ type scanner = store.Scanner
 // placeholders returns "?, ?, …" for n values.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-func anys[T any](vs []T) []any {
-	out := make([]any, len(vs))
-	for i, v := range vs {
-		out[i] = v
-	}
-	return out
 }
 
 func statusArgs(statuses []store.Status) []any {
