@@ -162,6 +162,12 @@ func (rep *report) markdown(b *bench) string {
 				p("- %s %s %s %g/s: %s\n", r.engine, r.mode, r.transport, r.rate, r.steps)
 			}
 		}
+		p("\nThe same for the slowest 1 %% of each run (those at or above its p99): where its tail goes.\n\n")
+		for _, r := range rep.e2e {
+			if r.tailSteps != "" {
+				p("- %s %s %s %g/s: %s\n", r.engine, r.mode, r.transport, r.rate, r.tailSteps)
+			}
+		}
 		p("\n")
 	}
 	if len(rep.idle) > 0 {

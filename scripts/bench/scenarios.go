@@ -562,6 +562,7 @@ type e2eRow struct {
 	smallP50, smallP99  time.Duration
 	cloudPeak, hostPeak int64
 	steps               string // the median of each step (stepTimes)
+	tailSteps           string // the same of the slowest 1 %
 	err                 string
 }
 
@@ -629,7 +630,8 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 	// the long poll's answer may beat, since both follow the commit.
 	var lat, small, intake, after []time.Duration
 	steps := newStepTimes()
-	for key, hit := range r.recv.Snapshot() {
+	hits := r.recv.Snapshot()
+	for key, hit := range hits {
 		i := eventIDOf(key)
 		if at, ok := sentAt[i]; ok {
 			lat = append(lat, hit.First.Sub(at))
@@ -654,6 +656,15 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 		ms(row.p50), ms(row.p99), ms(row.max), bigBody>>10, ms(row.smallP50), ms(row.smallP99), ms(row.intakeP50), signedMS(row.afterP50))
 	row.steps = steps.medians()
 	logf("e2e %s %s %s %g/s: median of each step, ms: %s", engine, mode, transport, rate, row.steps)
+	// The tail: where the time of the slowest 1 % goes.
+	tail := newStepTimes()
+	for key, hit := range hits {
+		if at, ok := sentAt[eventIDOf(key)]; ok && hit.First.Sub(at) >= row.p99 {
+			tail.add(at, answeredAt[eventIDOf(key)], hit)
+		}
+	}
+	row.tailSteps = tail.medians()
+	logf("e2e %s %s %s %g/s: the slowest 1 %%, median of each step, ms: %s", engine, mode, transport, rate, row.tailSteps)
 	return row
 }
 
