@@ -48,32 +48,37 @@ echo "==> go test -race (every package but the end-to-end suite)"
 # code; the race detector stays on everywhere.
 go test -race -gcflags='modernc.org/...=-d=checkptr=0' -count=1 -timeout 10m $(go list ./... | grep -v /cloud/e2e)
 
-echo "==> go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-2s} each)"
+echo "==> go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-2s} each, two at a time)"
 # Targets are found, not named, so new ones run too. Set RELAY_FUZZTIME
 # (e.g. 30s) to fuzz longer. A failure leaves its input under the package's
-# testdata/fuzz/ as a regression seed. Go 1.26's fuzz coordinator can also
-# end a run with a bare "context deadline exceeded" when -fuzztime runs out
-# under load (golang/go#75804): with no failing input written, that is not a
-# finding, and the target is run again (at most twice more: on a loaded
-# machine the race can come twice in a row).
+# testdata/fuzz/ as a regression seed. Two targets run at once, each with
+# one fuzzing worker: as much fuzzing as one target with two workers, and
+# each run's build, link and start (1.5–2.5 s) overlaps another's fuzzing.
+# Go 1.26's fuzz coordinator can also end a run with a bare "context
+# deadline exceeded" when -fuzztime runs out under load (golang/go#75804):
+# with no failing input written, that is not a finding, and the target is
+# run again (at most twice more: on a loaded machine the race can come
+# twice in a row).
+fuzz_one() {
+  local pkg=$1 target=$2 out try
+  for try in 1 2 3; do
+    if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime="${RELAY_FUZZTIME:-2s}" -parallel 1 "$pkg/" 2>&1); then
+      echo "    ${pkg#./} $target ok"
+      return 0
+    fi
+    if [ "$try" -lt 3 ] && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+      echo "    $target: fuzz coordinator deadline race, no failing input; again"
+      continue
+    fi
+    printf '%s\nFAIL: %s %s\n' "$out" "${pkg#./}" "$target"
+    return 1
+  done
+}
+export -f fuzz_one
 fuzz_pkgs=$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
 for pkg in $fuzz_pkgs; do
-  for target in $(go test -list '^Fuzz' "$pkg/" | grep '^Fuzz'); do
-    for try in 1 2 3; do
-      if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime="${RELAY_FUZZTIME:-2s}" "$pkg/" 2>&1); then
-        echo "    ${pkg#./} $target ok"
-        break
-      fi
-      if [ "$try" -lt 3 ] && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
-        echo "    $target: fuzz coordinator deadline race, no failing input; again"
-        continue
-      fi
-      echo "$out"
-      echo "FAIL: ${pkg#./} $target"
-      exit 1
-    done
-  done
-done
+  go test -list '^Fuzz' "$pkg/" | grep '^Fuzz' | sed "s|^|$pkg |"
+done | xargs -P 2 -L 1 bash -c 'fuzz_one "$0" "$1"' || { echo "FAIL: go test -fuzz"; exit 1; }
 
 echo "==> go test (end-to-end: real cloud and host processes)"
 go test -count=1 -timeout 10m ./cloud/e2e/...
