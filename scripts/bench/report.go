@@ -138,7 +138,7 @@ func (rep *report) markdown(b *bench) string {
 		p("the POST until the intake's answer (signature verified, stored and committed), *p50 after* that\n")
 		p("answer until the handler (negative: the push or the long poll's answer, which also follow the commit,\n")
 		p("beat the intake's own answer). *p50 / p99 < %d KiB*: the webhooks under %d KiB alone, that is the mix\n", bigBody>>10, bigBody>>10)
-		p("without its 300 KB push (1 %% of the requests, and so what the whole's p99 measures).\n\n")
+		p("without its 300 KB push (1 %% of the requests: were those the slowest, they alone would make the whole's p99).\n\n")
 		p("| engine | host | transport | rate/s | sent | arrived | p50 | p99 | max | p50 / p99 < %d KiB | p50 intake | p50 after | errors | cloud peak RSS | host peak RSS |\n", bigBody>>10)
 		p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.e2e {

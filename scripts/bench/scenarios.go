@@ -558,7 +558,8 @@ type e2eRow struct {
 	errors              int
 	p50, p99, max       time.Duration
 	// smallP50, smallP99: the webhooks under bigBody alone (the mix
-	// without its 300 KB push, whose 1 % is the p99 of the whole).
+	// without its 300 KB push, 1 % of it: were those the slowest, they
+	// alone would make the whole's p99).
 	smallP50, smallP99  time.Duration
 	cloudPeak, hostPeak int64
 	steps               string // the median of each step (stepTimes)
@@ -670,7 +671,8 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 
 // bigBody splits the end-to-end latencies: bodies of this size or more
 // (the mix's 300 KB push) take the time their bytes take to read, hash,
-// store, send and forward, and being 1 % of the mix they are its p99.
+// store, send and forward, and being 1 % of the mix they could make its
+// p99 on their own.
 const bigBody = 64 << 10
 
 // eventIDOf is the event id in a delivery id, {source}:{event_id}:{ms}.
