@@ -151,10 +151,7 @@ func TestRepeatLeavesNoBody(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
 	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
-	for _, h := range []string{"h-a", "h-b"} {
-		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: h, Now: now})
-		require.NoError(t, err)
-	}
+	createHosts(ctx, t, s, now, "h-a", "h-b")
 	insert := func(host string) *store.DeliveryInsertResult {
 		res, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: store.DeliveryID("github", "ev", now), HostID: host,
 			Source: "github", EventID: "ev", RawBody: []byte("body of " + host), ReceivedAt: now, Headers: map[string]string{}})
@@ -185,10 +182,7 @@ func TestBatchKeysWithin(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
 	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
-	for _, h := range []string{"a", "b"} {
-		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: h, Now: now})
-		require.NoError(t, err)
-	}
+	createHosts(ctx, t, s, now, "a", "b")
 	param := func(host string, i int) *store.DeliveryInsertParams {
 		ev := fmt.Sprintf("ev-%02d", i)
 		return &store.DeliveryInsertParams{ID: store.DeliveryID("github", ev, now), HostID: host, Source: "github",
@@ -224,4 +218,13 @@ func TestBatchKeysWithin(t *testing.T) {
 	var bodies int
 	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT count(*) FROM delivery_bodies`).Scan(&bodies))
 	require.Equal(t, 20, bodies)
+}
+
+// createHosts creates a host of each id, named as its id.
+func createHosts(ctx context.Context, t *testing.T, s *Store, now time.Time, ids ...string) {
+	t.Helper()
+	for _, h := range ids {
+		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: h, Now: now})
+		require.NoError(t, err)
+	}
 }
