@@ -32,12 +32,12 @@ func TestOutboxHoldsBatchBytes(t *testing.T) {
 	o.settle(body(4), v4.size)
 
 	require.Len(t, o.take(), 2, "the push loop takes both: one frame within the batch")
-	require.Zero(t, o.held)
+	require.Zero(t, o.held.bytes)
 	big := o.reserve(25)
 	require.NotNil(t, big, "nothing held: a larger body goes alone")
 	require.Nil(t, o.reserve(1), "and alone")
 	o.settle(nil, big.size)
-	require.Zero(t, o.held)
+	require.Zero(t, o.held.bytes)
 }
 
 func TestPollHoldsBatchBytes(t *testing.T) {
@@ -51,11 +51,12 @@ func TestPollHoldsBatchBytes(t *testing.T) {
 	require.NotNil(t, v4)
 	p.settle(nil, v6.size)
 	p.settle(nil, v4.size)
-	require.Zero(t, p.held, "given back")
+	require.Zero(t, p.held.bytes, "given back")
 
 	big := p.reserve(0, 25)
 	require.NotNil(t, big, "nothing held: a larger body goes alone")
 	require.Nil(t, p.reserve(0, 1), "and alone")
 	p.settle(body(25), big.size)
 	require.Len(t, p.close(), 1)
+	require.Zero(t, p.held.bytes, "what it answered with holds no room")
 }

@@ -26,24 +26,18 @@ import (
 // catching up on a backlog leases it oldest first, and a new webhook does
 // not jump it.
 //
-// What it holds for the push loop is bounded as a lease's batch is: the
-// bytes of the bodies reserved and handed in, not yet taken, stay within
-// the batch's bytes (Config.MaxBatchBytes), unless it holds none (one
-// larger body still goes, alone).
+// What it holds for the push loop is bounded as a lease's batch is, in
+// bytes too (see room).
 //
 // Its methods are safe for concurrent use.
 type Outbox struct {
 	leaseFor time.Duration
-	maxBytes int64
 	poke     chan struct{} // room grew, a delivery was handed in, or Poke
 
-	mu       sync.Mutex
-	settled  *sync.Cond // reserved fell
-	limit    int64      // push while pushed+reserved < limit (received + credit)
-	pushed   int64      // handed to the push loop, ever
-	reserved int        // room the intake holds for inserts not yet settled
-	handed   []*store.Delivery
-	held     int64 // body bytes reserved and handed in, not yet taken
+	mu     sync.Mutex
+	limit  int64 // push while pushed+reserved < limit (received + credit)
+	pushed int64 // handed to the push loop, ever
+	held   room  // what the intake reserved and handed in
 	// caughtUp: the push loop's last look found nothing to lease and
 	// nothing woke it since (loopState's); wake is its subscription, whose
 	// pending wake-up says something may have come since.
@@ -70,8 +64,8 @@ type loopState struct {
 // NewOutbox returns the outbox of a new connection, with no room until its
 // host grants some.
 func (s *Service) NewOutbox() *Outbox {
-	o := &Outbox{leaseFor: s.cfg.LeaseFor, maxBytes: int64(s.cfg.MaxBatchBytes), poke: make(chan struct{}, 1)}
-	o.settled = sync.NewCond(&o.mu)
+	o := &Outbox{leaseFor: s.cfg.LeaseFor, poke: make(chan struct{}, 1)}
+	o.held = newRoom(&o.mu, s.cfg.MaxBatchBytes)
 	return o
 }
 
@@ -107,7 +101,7 @@ func (o *Outbox) Room() int {
 }
 
 func (o *Outbox) room() int {
-	return int(min(max(o.limit-o.pushed-int64(o.reserved), 0), shared.MaxSocketCredit))
+	return int(min(max(o.limit-o.pushed-int64(o.held.reserved), 0), shared.MaxSocketCredit))
 }
 
 // Poke makes the push loop look again, even when its last look found
@@ -168,14 +162,12 @@ func (o *Outbox) Close() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.closed = true
-	for o.reserved > 0 {
-		o.settled.Wait()
-	}
-	ids := make([]string, len(o.handed))
-	for i, d := range o.handed {
+	o.held.waitSettled()
+	handed := o.held.take()
+	ids := make([]string, len(handed))
+	for i, d := range handed {
 		ids[i] = d.ID
 	}
-	o.handed, o.held = nil, 0
 	return ids
 }
 
@@ -186,31 +178,17 @@ func (o *Outbox) Close() []string {
 func (o *Outbox) reserve(size int) *Reservation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed || !o.caughtUp || len(o.wake) > 0 || o.room() <= 0 || !fits(o.held, size, o.maxBytes) {
+	if o.closed || !o.caughtUp || len(o.wake) > 0 || o.room() <= 0 || !o.held.reserve(size) {
 		return nil
 	}
-	o.reserved++
-	o.held += int64(size)
 	return &Reservation{h: o, leaseFor: o.leaseFor, size: size}
-}
-
-// fits says whether a body of size bytes may join held bytes within max:
-// always when nothing is held, as a lease takes its first delivery
-// whatever its size.
-func fits(held int64, size int, max int64) bool {
-	return held == 0 || held+int64(size) <= max
 }
 
 // take returns what was handed in, counted pushed already.
 func (o *Outbox) take() []*store.Delivery {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	ds := o.handed
-	o.handed = nil
-	for _, d := range ds {
-		o.held -= int64(len(d.RawBody))
-	}
-	return ds
+	return o.held.take()
 }
 
 // took counts n deliveries leased by the push loop.
@@ -301,14 +279,10 @@ func (v *Reservation) Settle(res *store.DeliveryInsertResult, err error) bool {
 
 func (o *Outbox) settle(d *store.Delivery, size int) {
 	o.mu.Lock()
-	o.reserved--
-	o.held -= int64(size)
+	o.held.settle(d, size)
 	if d != nil {
 		o.pushed++
-		o.handed = append(o.handed, d)
-		o.held += int64(len(d.RawBody))
 	}
-	o.settled.Broadcast()
 	o.mu.Unlock()
 	o.nudge()
 }

@@ -16,29 +16,24 @@ import (
 // insert's, instead of an insert and then a lease. Only then: a poll
 // catching up on a backlog leases it oldest first. A poll holds room for
 // at most its max; once one delivery was handed to it, it takes no more
-// and answers as soon as the reservations it holds have settled. The
-// bodies it holds room for stay within a lease's batch bytes
-// (Config.MaxBatchBytes), as its answer would have from a lease.
+// and answers as soon as the reservations it holds have settled. What it
+// holds is bounded in bytes as a lease's answer is (see room).
 //
 // Its methods are safe for concurrent use.
 type poll struct {
-	max      int
-	maxBytes int64
+	max   int
 	wake  <-chan struct{} // the poll's subscription: a pending wake-up says it must look
 	ready chan struct{}   // receives when its reservations settled with something handed
 
-	mu       sync.Mutex
-	settled  *sync.Cond // reserved fell
-	open     bool       // it waits, and its last look found nothing
-	stale    bool       // a delivery was stored pending since: look again before opening
-	reserved int        // room the intake holds for inserts not yet settled
-	held     int64      // their bodies' bytes
-	handed   []*store.Delivery
+	mu    sync.Mutex
+	open  bool // it waits, and its last look found nothing
+	stale bool // a delivery was stored pending since: look again before opening
+	held  room // what the intake reserved and handed in
 }
 
 func newPoll(max int, maxBytes int, wake <-chan struct{}) *poll {
-	p := &poll{max: max, maxBytes: int64(maxBytes), wake: wake, ready: make(chan struct{}, 1)}
-	p.settled = sync.NewCond(&p.mu)
+	p := &poll{max: max, wake: wake, ready: make(chan struct{}, 1)}
+	p.held = newRoom(&p.mu, maxBytes)
 	return p
 }
 
@@ -48,31 +43,22 @@ func newPoll(max int, maxBytes int, wake <-chan struct{}) *poll {
 func (p *poll) reserve(leaseFor time.Duration, size int) *Reservation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.open || len(p.wake) > 0 || len(p.handed) > 0 || p.reserved >= p.max || !fits(p.held, size, p.maxBytes) {
+	if !p.open || len(p.wake) > 0 || len(p.held.handed) > 0 || p.held.reserved >= p.max || !p.held.reserve(size) {
 		return nil
 	}
-	p.reserved++
-	p.held += int64(size)
 	return &Reservation{h: p, leaseFor: leaseFor, size: size}
 }
 
 func (p *poll) settle(d *store.Delivery, size int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.reserved--
-	if d == nil {
-		p.held -= int64(size)
-	}
-	if d != nil {
-		p.handed = append(p.handed, d)
-	}
-	if p.reserved == 0 && len(p.handed) > 0 {
+	p.held.settle(d, size)
+	if p.held.reserved == 0 && len(p.held.handed) > 0 {
 		select {
 		case p.ready <- struct{}{}:
 		default:
 		}
 	}
-	p.settled.Broadcast()
 }
 
 // setOpen opens the poll to reservations: it waits, having found nothing.
@@ -105,11 +91,8 @@ func (p *poll) close() []*store.Delivery {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.open = false
-	for p.reserved > 0 {
-		p.settled.Wait()
-	}
-	ds := p.handed
-	p.handed = nil
+	p.held.waitSettled()
+	ds := p.held.take()
 	select { // its signal, if any, is answered here
 	case <-p.ready:
 	default:
