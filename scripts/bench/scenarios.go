@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -666,6 +667,22 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 	}
 	row.tailSteps = tail.medians()
 	logf("e2e %s %s %s %g/s: the slowest 1 %%, median of each step, ms: %s", engine, mode, transport, rate, row.tailSteps)
+	// The slowest few one by one: a median of the tail hides when its
+	// webhooks took different paths.
+	type slow struct {
+		d    time.Duration
+		path string
+	}
+	var slowest []slow
+	for key, hit := range hits {
+		if at, ok := sentAt[eventIDOf(key)]; ok && hit.First.Sub(at) >= row.p99 {
+			slowest = append(slowest, slow{hit.First.Sub(at), stepPath(at, answeredAt[eventIDOf(key)], hit)})
+		}
+	}
+	sort.Slice(slowest, func(i, j int) bool { return slowest[i].d > slowest[j].d })
+	for _, s := range slowest[:min(len(slowest), 5)] {
+		logf("e2e %s %s %s %g/s: slow webhook, %s ms: %s", engine, mode, transport, rate, ms(s.d), s.path)
+	}
 	return row
 }
 

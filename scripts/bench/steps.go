@@ -68,3 +68,19 @@ func (s *stepTimes) medians() string {
 	}
 	return b.String()
 }
+
+// stepPath is one webhook's way, each step with the time since the one
+// before it (ms), and the intake's answer since the POST.
+func stepPath(sent, answered time.Time, hit rig.Hit) string {
+	steps := append([]steptime.Step{{Name: "sent", At: sent}}, steptime.Parse(hit.StepTimes)...)
+	steps = append(steps, steptime.Step{Name: "received", At: hit.First})
+	var b strings.Builder
+	b.WriteString("sent")
+	for i := 1; i < len(steps); i++ {
+		fmt.Fprintf(&b, " +%s %s", signedMS(steps[i].At.Sub(steps[i-1].At)), steps[i].Name)
+	}
+	if !answered.IsZero() {
+		fmt.Fprintf(&b, " (answered +%s)", signedMS(answered.Sub(sent)))
+	}
+	return b.String()
+}
