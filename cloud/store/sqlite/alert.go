@@ -152,11 +152,17 @@ func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*s
 	return bs, nil
 }
 
+// failingQuery reads the partial index of retrying deliveries alone.
+// Grouped by plain host_id and source, the planner walked the dedupe key's
+// index instead, for its order: every delivery ever kept, at each
+// evaluation (every 15 s).
+const failingQuery = `
+	SELECT host_id, source, MAX(attempts), COUNT(*) FROM deliveries WHERE status = 'retrying'
+	GROUP BY +host_id, +source HAVING MAX(attempts) >= ?
+	ORDER BY MAX(attempts) DESC, host_id, source LIMIT ?`
+
 func (s *Store) FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error) {
-	fs, err := queryAll(ctx, s.read, store.ScanSourceFailures, `
-		SELECT host_id, source, MAX(attempts), COUNT(*) FROM deliveries WHERE status = 'retrying'
-		GROUP BY host_id, source HAVING MAX(attempts) >= ?
-		ORDER BY MAX(attempts) DESC, host_id, source LIMIT ?`, max(p.MinAttempts, 1), store.LimitOr(p.Limit, 1000))
+	fs, err := queryAll(ctx, s.read, store.ScanSourceFailures, failingQuery, max(p.MinAttempts, 1), store.LimitOr(p.Limit, 1000))
 	if err != nil {
 		return nil, fmt.Errorf("failing sources: %w", err)
 	}

@@ -92,6 +92,24 @@ func TestPruneUsesItsStatusIndex(t *testing.T) {
 	}
 }
 
+// The alert evaluator's reads of deliveries (every 15 s) walk the indexes
+// of the statuses they count, never every delivery kept.
+func TestAlertReadsUseStatusIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	for name, plan := range map[string][]string{
+		"failing sources": queryPlan(ctx, t, s, failingQuery, 1, 10),
+		"backlog":         queryPlan(ctx, t, s, backlogQuery, 0, 10),
+	} {
+		for _, step := range plan {
+			if strings.Contains(step, "deliveries") {
+				require.Regexp(t, `deliveries_(retrying|available|lease|dlq)_idx`, step, "%s: %q", name, plan)
+			}
+		}
+	}
+	require.Contains(t, queryPlan(ctx, t, s, failingQuery, 1, 10), "SCAN deliveries USING INDEX deliveries_retrying_idx")
+}
+
 // migrated opens a store on a new file, with every migration applied.
 func migrated(ctx context.Context, t *testing.T) *Store {
 	t.Helper()
