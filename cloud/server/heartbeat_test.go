@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/openapi/openapitest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -81,6 +82,8 @@ const binaryAccept = shared.MediaTypeWebhooksBinary + ", application/json"
 // decodes to the deliveries the JSON answer carries; one that does not
 // gets JSON as before. Each written webhook is counted by encoding.
 func TestHeartbeatBinaryAnswer(t *testing.T) {
+	doc, err := openapitest.Load()
+	require.NoError(t, err)
 	b := setup(t)
 	hostID, token := b.newHost("h")
 	hb := func(req shared.HeartbeatRequest, accept, encoding string) answer {
@@ -95,6 +98,9 @@ func TestHeartbeatBinaryAnswer(t *testing.T) {
 	}
 	readBinary := func(a answer) shared.HeartbeatResponse {
 		t.Helper()
+		op, ok := doc.Match("POST", shared.PathHeartbeat)
+		require.True(t, ok)
+		require.NoError(t, doc.ValidateResponse(op, a.status, a.header.Get("Content-Type"), a.body), "documented")
 		require.Equal(t, shared.MediaTypeWebhooksBinary, a.header.Get("Content-Type"))
 		require.Empty(t, a.header.Get("Content-Encoding"), "bodies go as they are")
 		require.Equal(t, strconv.Itoa(len(a.body)), a.header.Get("Content-Length"))
