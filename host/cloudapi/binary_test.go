@@ -6,10 +6,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,4 +192,77 @@ func FuzzDecodeHeartbeatJSON(f *testing.F) {
 			t.Fatalf("%q:\nwalked %+v %v\nshared %+v %v", data, got, lens, want, wantLens)
 		}
 	})
+}
+
+// BenchmarkReadHeartbeatAnswer reads a heartbeat answer as send does, for
+// the long poll's answer of one webhook of the payload mix and a drain's
+// batch of 100 (scripts/bench/testdata in turn, one a 300 KB push):
+// "json-gzip" gunzipped into the reused buffer and walked (what the cloud
+// sends a host that asks gzip and not binary), "binary" as
+// readBinaryHeartbeat reads it.
+//
+//	go test -run '^$' -bench ReadHeartbeatAnswer -benchmem -benchtime 200x -count 3 ./host/cloudapi/
+func BenchmarkReadHeartbeatAnswer(b *testing.B) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "scripts", "bench", "testdata", "*", "*.json"))
+	require.NoError(b, err)
+	require.NotEmpty(b, files)
+	hooks := make([]shared.Webhook, 100)
+	for i := range hooks {
+		body, err := os.ReadFile(files[i%len(files)])
+		require.NoError(b, err)
+		if i == 0 {
+			body = append(body[:len(body)-1:len(body)-1], []byte(`,"padding":"`+strings.Repeat("x", 300<<10)+`"}`)...)
+		}
+		hooks[i] = shared.Webhook{DeliveryID: fmt.Sprintf("github:6f1c2d3e-8a9b-4c5d-9e0f-%012d:1", i), Source: "github", EventType: "push",
+			Headers: map[string]string{"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/a1b2c3d",
+				"X-GitHub-Delivery": "6f1c2d3e-8a9b-4c5d-9e0f-1a2b3c4d5e6f", "X-GitHub-Event": "push", "X-GitHub-Hook-ID": "123456789",
+				"X-Hub-Signature-256": "sha256=0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+				"Traceparent":         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+			RawBody: body, ReceivedAt: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), Attempt: 1, CorrelationID: "6f1c2d3e-8a9b-4c5d-9e0f-1a2b3c4d5e6f"}
+	}
+	for _, batch := range []struct {
+		name  string
+		hooks []shared.Webhook
+	}{{"1", hooks[1:2]}, {"100", hooks}} {
+		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 30, Webhooks: batch.hooks, Now: time.Now(), LeaseS: 120, PollWhileBusy: true}
+		total := 0
+		for _, w := range batch.hooks {
+			total += len(w.RawBody)
+		}
+		var zipped bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&zipped, gzip.BestSpeed) // the cloud's level
+		require.NoError(b, json.NewEncoder(zw).Encode(resp))
+		require.NoError(b, zw.Close())
+		bin, err := shared.AppendHeartbeatAnswer(nil, &resp)
+		require.NoError(b, err)
+		b.Run(batch.name+"/json-gzip", func(b *testing.B) {
+			b.SetBytes(int64(total))
+			b.ReportAllocs()
+			b.ReportMetric(float64(zipped.Len()), "answer-bytes")
+			for range b.N {
+				gz, err := getGzipReader(bytes.NewReader(zipped.Bytes()))
+				require.NoError(b, err)
+				buf := getAnswerBuffer()
+				_, err = buf.ReadFrom(gz)
+				require.NoError(b, err)
+				var got shared.HeartbeatResponse
+				require.NoError(b, decodeHeartbeat(buf.Bytes(), &got))
+				putAnswerBuffer(buf)
+				putGzipReader(gz)
+				require.Len(b, got.Webhooks, len(batch.hooks))
+			}
+		})
+		b.Run(batch.name+"/binary", func(b *testing.B) {
+			b.SetBytes(int64(total))
+			b.ReportAllocs()
+			b.ReportMetric(float64(len(bin)), "answer-bytes")
+			for range b.N {
+				buf := getAnswerBuffer()
+				var got shared.HeartbeatResponse
+				require.NoError(b, readBinaryHeartbeat(bytes.NewReader(bin), int64(len(bin)), buf, &got))
+				putAnswerBuffer(buf)
+				require.Len(b, got.Webhooks, len(batch.hooks))
+			}
+		})
+	}
 }
