@@ -125,3 +125,59 @@ func TestHeartbeatAnswerRefused(t *testing.T) {
 	_, err = AppendHeartbeatAnswer(nil, &HeartbeatResponse{Webhooks: []Webhook{{Body: json.RawMessage("{")}}})
 	require.ErrorContains(t, err, "not JSON")
 }
+
+// FuzzDecodeHeartbeatAnswer: any message is decoded or refused with
+// ErrBadFrame, never a panic; what decodes encodes again to the same
+// answer, and the bodies are exactly the message's last bytes.
+//
+//	go test -run '^$' -fuzz FuzzDecodeHeartbeatAnswer -fuzztime 30s ./shared/
+func FuzzDecodeHeartbeatAnswer(f *testing.F) {
+	hooks := testHooks()
+	now := time.Date(2026, 11, 27, 16, 0, 0, 0, time.UTC)
+	for i := range hooks {
+		m, err := AppendHeartbeatAnswer(nil, &HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 30, More: i%2 == 0,
+			Webhooks: hooks[i:min(i+2, len(hooks))], Now: now, LeaseS: i, PollWhileBusy: i%2 == 1})
+		require.NoError(f, err)
+		if len(m) < 4<<10 {
+			f.Add(m)
+		}
+	}
+	empty, _ := AppendHeartbeatAnswer(nil, &HeartbeatResponse{})
+	f.Add(empty)
+	f.Add([]byte{0, 0, 0, 2, 0, 0, 0, 1, '{', '}', 'x'})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		var got HeartbeatResponse
+		if err := DecodeHeartbeatAnswer(msg, &got, nil); err != nil {
+			require.ErrorIs(t, err, ErrBadFrame)
+			require.Equal(t, HeartbeatResponse{}, got)
+			return
+		}
+		b := int(binary.BigEndian.Uint32(msg[4:]))
+		var bodies []byte
+		for _, w := range got.Webhooks {
+			bodies = append(bodies, w.RawBody...)
+		}
+		require.True(t, bytes.Equal(msg[len(msg)-b:], bodies))
+		if y := got.Now.Year(); y < 0 || y > 9999 {
+			return // decodes, but encoding/json would not write it either
+		}
+		for _, w := range got.Webhooks {
+			if y := w.ReceivedAt.Year(); y < 0 || y > 9999 {
+				return
+			}
+		}
+		again, err := AppendHeartbeatAnswer(nil, &got)
+		require.NoError(t, err)
+		var got2 HeartbeatResponse
+		require.NoError(t, DecodeHeartbeatAnswer(again, &got2, nil))
+		require.Equal(t, len(got.Webhooks), len(got2.Webhooks))
+		require.Equal(t, got.Status, got2.Status)
+		require.Equal(t, got.More, got2.More)
+		require.Equal(t, got.LeaseS, got2.LeaseS)
+		require.True(t, got.Now.Equal(got2.Now))
+		for i := range got.Webhooks {
+			require.True(t, bytes.Equal(got.Webhooks[i].RawBody, got2.Webhooks[i].RawBody))
+			require.Equal(t, got.Webhooks[i].DeliveryID, got2.Webhooks[i].DeliveryID)
+		}
+	})
+}
