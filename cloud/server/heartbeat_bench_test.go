@@ -46,6 +46,12 @@ func BenchmarkHeartbeatAnswer(b *testing.B) {
 // 100 (scripts/bench/testdata in turn, one a 300 KB push).
 //
 //	go test -run '^$' -bench HeartbeatAnswerEncodings -benchmem -benchtime 200x -count 3 ./cloud/server/
+//
+// Medians of three on 2 shared cores (load 2.3): one webhook 112 µs
+// json-gzip (4,518 bytes sent), 34 µs json (15,238), 21 µs binary
+// (11,630); the batch of 100 (1.34 MB of bodies) 11.6 ms json-gzip
+// (258 KB), 3.1 ms json (1.85 MB), 1.26 ms binary (1.40 MB, 33 allocations
+// against 1,637).
 func BenchmarkHeartbeatAnswerEncodings(b *testing.B) {
 	gin.SetMode(gin.ReleaseMode)
 	files, err := filepath.Glob(filepath.Join("..", "..", "scripts", "bench", "testdata", "*", "*.json"))

@@ -202,6 +202,10 @@ func FuzzDecodeHeartbeatJSON(f *testing.F) {
 // readBinaryHeartbeat reads it.
 //
 //	go test -run '^$' -bench ReadHeartbeatAnswer -benchmem -benchtime 200x -count 3 ./host/cloudapi/
+//
+// Medians of three on 2 shared cores (load 2.3): one webhook 110 µs
+// json-gzip, 34 µs binary; the batch of 100 (1.34 MB of bodies) 12.2 ms
+// json-gzip, 2.1 ms binary.
 func BenchmarkReadHeartbeatAnswer(b *testing.B) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "scripts", "bench", "testdata", "*", "*.json"))
 	require.NoError(b, err)
