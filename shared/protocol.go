@@ -10,6 +10,10 @@
 //	host   ── POST /api/hosts/heartbeat ────▶ cloud   (acks, nacks, extends)
 //	cloud  ◀──────────────── 200 {webhooks} ──        (new work, leased)
 //
+// The heartbeat's answer is JSON (bodies base64), or, when the host's
+// Accept lists MediaTypeWebhooksBinary, the binary layout of a socket's
+// webhooks frame (AppendHeartbeatAnswer: bodies as they are).
+//
 // A host runs each leased webhook's handler at most once per its local ledger,
 // and reports the outcome in the acks or nacks of its next heartbeat. Work that
 // is not acked before its lease ends is handed out again.
@@ -225,7 +229,9 @@ type SourceSubscription struct {
 	Events  []string `json:"events,omitempty"`
 }
 
-// HeartbeatResponse hands out leased work.
+// HeartbeatResponse hands out leased work: encoded by encoding/json, or,
+// for a host that accepts MediaTypeWebhooksBinary, by
+// AppendHeartbeatAnswer with the same members and omissions.
 type HeartbeatResponse struct {
 	Status             string    `json:"status"`
 	HeartbeatIntervalS int       `json:"heartbeat_interval_s"`

@@ -196,8 +196,22 @@ type binaryFrame struct {
 // returns it: each body is copied once, into the frame. A webhook's Body,
 // when set, must be valid JSON (it is written as it is).
 func AppendWebhooksFrame(dst []byte, hooks []Webhook) ([]byte, error) {
+	if hooks == nil {
+		hooks = []Webhook{} // a frame's list is never null
+	}
+	return appendBinary(dst, hooks, 0, func(out []byte) []byte {
+		return append(out, `{"type":"webhooks","webhooks":`...)
+	}, func(out []byte) ([]byte, error) {
+		return append(out, '}'), nil
+	})
+}
+
+// appendBinary appends a binary message (the layout of a webhooks frame)
+// whose JSON is what head writes, the list of hooks (null when nil), then
+// what tail writes; extra is a guess of the bytes head and tail add.
+func appendBinary(dst []byte, hooks []Webhook, extra int, head func([]byte) []byte, tail func([]byte) ([]byte, error)) ([]byte, error) {
 	start := len(dst)
-	total, jsonSize := 0, 32
+	total, jsonSize := 0, 64+extra
 	for i := range hooks {
 		w := &hooks[i]
 		total += len(w.RawBody)
@@ -207,11 +221,38 @@ func AppendWebhooksFrame(dst []byte, hooks []Webhook) ([]byte, error) {
 		}
 	}
 	if uint64(total) > maxUint32 {
-		return dst, errors.New("encode webhooks frame: bodies larger than 4 GiB")
+		return dst, errors.New("encode binary webhooks: bodies larger than 4 GiB")
 	}
 	out := growBytes(dst, WebhooksFrameHeader+jsonSize+total)
 	out = append(out, make([]byte, WebhooksFrameHeader)...)
-	out = append(out, `{"type":"webhooks","webhooks":[`...)
+	out = head(out)
+	out, err := appendBinaryWebhooks(out, hooks)
+	if err == nil {
+		out, err = tail(out)
+	}
+	if err != nil {
+		return dst, err
+	}
+	j := len(out) - start - WebhooksFrameHeader
+	if uint64(j) > maxUint32 {
+		return dst, errors.New("encode binary webhooks: JSON larger than 4 GiB")
+	}
+	binary.BigEndian.PutUint32(out[start:], uint32(j))
+	binary.BigEndian.PutUint32(out[start+4:], uint32(total))
+	out = growBytes(out, total)
+	for i := range hooks {
+		out = append(out, hooks[i].RawBody...)
+	}
+	return out, nil
+}
+
+// appendBinaryWebhooks appends the JSON list of hooks, each with
+// raw_body_len in place of raw_body; nil is null, as encoding/json has it.
+func appendBinaryWebhooks(out []byte, hooks []Webhook) ([]byte, error) {
+	if hooks == nil {
+		return append(out, "null"...), nil
+	}
+	out = append(out, '[')
 	for i := range hooks {
 		w := &hooks[i]
 		if i > 0 {
@@ -244,36 +285,35 @@ func AppendWebhooksFrame(dst []byte, hooks []Webhook) ([]byte, error) {
 		}
 		if len(w.Body) > 0 {
 			if !json.Valid(w.Body) {
-				return dst, fmt.Errorf("encode webhooks frame: webhook %d's body is not JSON", i)
+				return out, fmt.Errorf("encode binary webhooks: webhook %d's body is not JSON", i)
 			}
 			out = append(out, `,"body":`...)
 			out = append(out, w.Body...)
 		}
 		out = append(out, `,"raw_body_len":`...)
 		out = strconv.AppendInt(out, int64(len(w.RawBody)), 10)
-		if y := w.ReceivedAt.Year(); y < 0 || y > 9999 {
-			return dst, fmt.Errorf("encode webhooks frame: webhook %d's received_at is outside years 0–9999", i)
+		out = append(out, `,"received_at":`...)
+		var err error
+		if out, err = appendJSONTime(out, w.ReceivedAt); err != nil {
+			return out, fmt.Errorf("encode binary webhooks: webhook %d's received_at: %w", i, err)
 		}
-		out = append(out, `,"received_at":"`...)
-		out = w.ReceivedAt.AppendFormat(out, time.RFC3339Nano)
-		out = append(out, `","attempt":`...)
+		out = append(out, `,"attempt":`...)
 		out = strconv.AppendInt(out, int64(w.Attempt), 10)
 		out = append(out, `,"correlation_id":`...)
 		out = appendJSONString(out, w.CorrelationID)
 		out = append(out, '}')
 	}
-	out = append(out, "]}"...)
-	j := len(out) - start - WebhooksFrameHeader
-	if uint64(j) > maxUint32 {
-		return dst, errors.New("encode webhooks frame: JSON larger than 4 GiB")
+	return append(out, ']'), nil
+}
+
+// appendJSONTime appends t as encoding/json writes it.
+func appendJSONTime(out []byte, t time.Time) ([]byte, error) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return out, errors.New("outside years 0–9999")
 	}
-	binary.BigEndian.PutUint32(out[start:], uint32(j))
-	binary.BigEndian.PutUint32(out[start+4:], uint32(total))
-	out = growBytes(out, total)
-	for i := range hooks {
-		out = append(out, hooks[i].RawBody...)
-	}
-	return out, nil
+	out = append(out, '"')
+	out = t.AppendFormat(out, time.RFC3339Nano)
+	return append(out, '"'), nil
 }
 
 // appendJSONString appends s as a JSON string, as encoding/json writes it
@@ -343,8 +383,9 @@ func growBytes(b []byte, n int) []byte {
 	return g
 }
 
-// ErrBadFrame wraps every reason a binary webhooks frame is refused.
-var ErrBadFrame = errors.New("bad binary webhooks frame")
+// ErrBadFrame wraps every reason a binary webhooks frame or heartbeat
+// answer is refused.
+var ErrBadFrame = errors.New("bad binary webhooks message")
 
 func badFrame(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadFrame, fmt.Sprintf(format, args...))
@@ -378,9 +419,15 @@ func DecodeWebhooksJSON(part []byte) ([]Webhook, []int, error) {
 	if f.Type != FrameWebhooks {
 		return nil, nil, badFrame("type %q, want %q", f.Type, FrameWebhooks)
 	}
-	hooks := make([]Webhook, len(f.Webhooks))
-	lens := make([]int, len(f.Webhooks))
-	for i, w := range f.Webhooks {
+	return fromBinaryWebhooks(f.Webhooks)
+}
+
+// fromBinaryWebhooks is the webhooks of a binary message's JSON, without
+// their raw bodies, and the bodies' lengths.
+func fromBinaryWebhooks(ws []binaryWebhook) ([]Webhook, []int, error) {
+	hooks := make([]Webhook, len(ws))
+	lens := make([]int, len(ws))
+	for i, w := range ws {
 		if w.RawBody != nil {
 			return nil, nil, badFrame("webhook %d carries raw_body in the JSON", i)
 		}

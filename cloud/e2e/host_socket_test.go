@@ -261,20 +261,35 @@ sleep 1
 // small ones in the same frames.
 func TestHostSocketBodiesByteExact(t *testing.T) {
 	t.Parallel()
+	bodiesByteExact(t, "websocket")
+}
+
+// TestHostLongPollBodiesByteExact: the same over heartbeats, whose answers
+// are binary between these binaries.
+func TestHostLongPollBodiesByteExact(t *testing.T) {
+	t.Parallel()
+	bodiesByteExact(t, "heartbeat")
+}
+
+// bodiesByteExact sends odd bodies to a host on transport, checks they
+// arrive as sent, and that the cloud sent them binary (its /metrics).
+func bodiesByteExact(t *testing.T, transport string) {
 	c := startCloud(t, "sqlite:"+filepath.Join(t.TempDir(), "cloud.db"))
-	hostID, code := c.newHost("socket-bytes", secret)
+	hostID, code := c.newHost(transport+"-bytes", secret)
 	require.Equal(t, 201, c.admin("PUT", "/api/hosts/"+hostID+"/sources/internal",
 		map[string]any{"provider": "generic", "secrets": []string{"internal-secret"}}, nil))
 	rc := startReceiver(t)
 	h := startHost(t, c.url, code, map[string]any{
-		"transport":            "websocket",
+		"transport":            transport,
 		"heartbeat_interval_s": 3600,
 		"webhooks": map[string]any{
 			"github":   map[string]any{"enabled": true, "forward": rc.url},
 			"internal": map[string]any{"enabled": true, "forward": rc.url},
 		},
 	})
-	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	if transport == "websocket" {
+		eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	}
 
 	big := []byte(`{"ref":"refs/heads/main","commits":[` + strings.Repeat(`{"id":"6f1c2d3e","message":"caf\u00e9 \\u2665\r\n"},`, 300<<10/50) + `{}]}`)
 	bodies := map[string][]byte{
@@ -312,6 +327,18 @@ func TestHostSocketBodiesByteExact(t *testing.T) {
 		require.True(t, bytes.Equal(body, seen[0].Body), "%s: %d bytes sent, %d received", prefix, len(body), len(seen[0].Body))
 	}
 	log := tail(h.logPath, 400)
-	require.NotContains(t, log, "socket unavailable")
-	require.NotContains(t, log, "socket lost")
+	require.NotContains(t, log, "heartbeat failed")
+	if transport == "websocket" {
+		require.NotContains(t, log, "socket unavailable")
+		require.NotContains(t, log, "socket lost")
+	}
+
+	// Sent binary: every webhook, none as JSON.
+	wire := map[string]string{"websocket": "socket", "heartbeat": "long_poll"}[transport]
+	m := c.metrics()
+	sent := func(encoding string) float64 {
+		return metricValue(m, `relay_webhooks_sent_total{encoding="`+encoding+`",transport="`+wire+`"}`)
+	}
+	require.Equal(t, float64(len(want)), sent("binary"), "webhooks sent binary over %s", wire)
+	require.Zero(t, sent("json"))
 }

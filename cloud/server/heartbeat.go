@@ -62,8 +62,15 @@ func (s *Server) heartbeat(c *gin.Context) {
 		steptime.Stamp(d.Headers, "encoded", time.Now())
 		resp.Webhooks = append(resp.Webhooks, toWire(d, !req.RawBodyOnly))
 	}
-	err = s.writeJSON(c, 200, resp)
-	if err != nil {
+	bin := acceptsBinary(c.GetHeader("Accept"))
+	if bin {
+		err = s.writeBinaryAnswer(c, &resp)
+	} else {
+		err = s.writeJSON(c, 200, resp)
+	}
+	if err == nil {
+		s.metrics.wrote(transportLongPoll, bin, len(ids))
+	} else {
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
 	}
 	// The host may be gone by now: what follows is recorded regardless.
@@ -167,6 +174,56 @@ func toWire(d *store.Delivery, withBody bool) shared.Webhook {
 		w.Body = d.RawBody
 	}
 	return w
+}
+
+// acceptsBinary reports whether a heartbeat's Accept header lists the
+// binary answer's media type (with a q other than 0).
+func acceptsBinary(accept string) bool {
+	for r := range strings.SplitSeq(accept, ",") {
+		typ, params, _ := strings.Cut(r, ";")
+		if !strings.EqualFold(strings.TrimSpace(typ), shared.MediaTypeWebhooksBinary) {
+			continue
+		}
+		for p := range strings.SplitSeq(params, ";") {
+			k, v, _ := strings.Cut(p, "=")
+			if strings.EqualFold(strings.TrimSpace(k), "q") {
+				if q, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && q == 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// writeBinaryAnswer writes a heartbeat answer in the binary layout
+// (shared.AppendHeartbeatAnswer), built in full in a pooled buffer and
+// sent with its Content-Length and no compression: each body is copied
+// once, into the answer. It reports whether the whole answer was written.
+func (s *Server) writeBinaryAnswer(c *gin.Context, r *shared.HeartbeatResponse) error {
+	var buf []byte
+	if p, ok := frameBuffers.Get().(*[]byte); ok {
+		buf = (*p)[:0]
+	}
+	data, err := shared.AppendHeartbeatAnswer(buf, r)
+	if err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	defer func() {
+		if cap(data) <= maxPooledFrame {
+			frameBuffers.Put(&data)
+		}
+	}()
+	h := c.Writer.Header()
+	h.Set("Content-Type", shared.MediaTypeWebhooksBinary)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	h.Set("Vary", "Accept, Accept-Encoding")
+	c.Writer.WriteHeader(200)
+	if _, err := c.Writer.Write(data); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return flush(c.Writer)
 }
 
 // writeJSON writes v, gzip-compressed when the client accepts it, and

@@ -55,7 +55,17 @@ type metrics struct {
 	expiries    prometheus.Counter
 	// connsRefused counts connections closed for the per-address limit.
 	connsRefused prometheus.Counter
+	// sent counts webhooks written to hosts, by transport and encoding.
+	sent *prometheus.CounterVec
 }
+
+// Transports and encodings, the labels of relay_webhooks_sent_total.
+const (
+	transportSocket   = "socket"
+	transportLongPoll = "long_poll"
+	encodingBinary    = "binary"
+	encodingJSON      = "json"
+)
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -109,7 +119,17 @@ func newMetrics() *metrics {
 		Name: "relay_lease_expiries_total",
 		Help: "Leases that ended without an ack (failed attempts).",
 	})
+	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relay_webhooks_sent_total",
+		Help: "Webhooks written to hosts, by transport (socket, long_poll) and encoding (binary, json).",
+	}, []string{"transport", "encoding"})
+	for _, t := range []string{transportSocket, transportLongPoll} {
+		for _, e := range []string{encodingBinary, encodingJSON} {
+			m.sent.WithLabelValues(t, e)
+		}
+	}
 	m.keysOK.Set(1)
+	m.reg.MustRegister(m.sent)
 	m.reg.MustRegister(m.exchanges, m.leased, m.attempts, m.ackLatency, m.expiries)
 	m.reg.MustRegister(m.intake, m.quarantined, m.keysOK, m.batchSize, m.commitTime, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -122,6 +142,18 @@ func (m *metrics) count(provider, outcome string) {
 	case outcomeUnavailable, outcomeQuarantineFull, outcomeQuarantineRateLimited:
 		m.intake5xx.Add(1)
 	}
+}
+
+// wrote counts n webhooks written to a host over transport in encoding.
+func (m *metrics) wrote(transport string, binary bool, n int) {
+	if n == 0 {
+		return
+	}
+	e := encodingJSON
+	if binary {
+		e = encodingBinary
+	}
+	m.sent.WithLabelValues(transport, e).Add(float64(n))
 }
 
 // Exchanged counts a host exchange (delivery.Observer).

@@ -36,7 +36,7 @@ func (r *outgoingRecorder) get() (held, total int64) {
 // them to their host, are told to Config.OutgoingChanged, and given back
 // once written: over a heartbeat's answer and over a socket.
 func TestOutgoingBodiesTold(t *testing.T) {
-	for _, transport := range []string{"heartbeat", "websocket"} {
+	for _, transport := range []string{"heartbeat", "heartbeat-binary", "websocket"} {
 		t.Run(transport, func(t *testing.T) {
 			var rec outgoingRecorder
 			b, _ := socketSetupWith(t, nil, Config{OutgoingChanged: rec.changed})
@@ -46,9 +46,21 @@ func TestOutgoingBodiesTold(t *testing.T) {
 			require.Zero(t, held, "nothing leased yet")
 			require.Zero(t, total)
 
-			if transport == "heartbeat" {
+			switch transport {
+			case "heartbeat":
 				require.ElementsMatch(t, ids, b.leaseAll(token, shared.HeartbeatRequest{AgentVersion: "test"}))
-			} else {
+			case "heartbeat-binary":
+				a := b.do("POST", "/api/hosts/heartbeat", jsonBody(shared.HeartbeatRequest{AgentVersion: "test"}),
+					map[string]string{"Authorization": "Bearer " + token, "Accept": binaryAccept})
+				require.Equal(t, shared.MediaTypeWebhooksBinary, a.header.Get("Content-Type"))
+				var hb shared.HeartbeatResponse
+				require.NoError(t, shared.DecodeHeartbeatAnswer(a.body, &hb, nil))
+				var got []string
+				for _, w := range hb.Webhooks {
+					got = append(got, w.DeliveryID)
+				}
+				require.ElementsMatch(t, ids, got)
+			default:
 				hs := b.connect(token, 3)
 				require.ElementsMatch(t, ids, hs.pushed(3))
 				require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))

@@ -353,9 +353,9 @@ func (ss *socketSession) write(ctx context.Context, f *shared.Frame) error {
 	return ss.conn.Write(wctx, websocket.MessageText, data)
 }
 
-// frameBuffers are the buffers binary webhooks frames are encoded in,
-// shared by the sockets: most of them idle, and a buffer each would hold a
-// batch's bytes per socket.
+// frameBuffers are the buffers binary webhooks frames and heartbeat
+// answers are encoded in, shared by the sockets and the long polls: most
+// of them idle, and a buffer each would hold a batch's bytes per host.
 var frameBuffers sync.Pool
 
 // maxPooledFrame bounds a buffer kept for the next frame: a batch's bodies
@@ -597,6 +597,7 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		// Written, they are delivered (marked while the loop goes on); not,
 		// due again at once.
 		if err == nil {
+			s.metrics.wrote(transportSocket, ss.binary, len(ids))
 			ss.marker.Add(ids)
 		} else {
 			s.deliveries.Handed(ctx, ss.host.ID, ids, err)

@@ -291,6 +291,12 @@ func TestSocketBinaryWebhooksFrames(t *testing.T) {
 			require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
 		})
 	}
+	// Counted once written, by encoding.
+	require.Eventually(t, func() bool {
+		m := string(b.admin("GET", "/metrics", nil).body)
+		return strings.Contains(m, `relay_webhooks_sent_total{encoding="binary",transport="socket"} 4`) &&
+			strings.Contains(m, `relay_webhooks_sent_total{encoding="json",transport="socket"} 4`)
+	}, 5*time.Second, time.Millisecond)
 }
 
 func TestSocketCloseReleasesWhatWasNotReported(t *testing.T) {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"net/http"
 	"testing"
 	"time"
@@ -377,39 +378,73 @@ func TestLongHandlerOutcomeIsRecorded(t *testing.T) {
 }
 
 // A heartbeat that fails may have leased webhooks that never arrived: the
-// next one says so, listing what the host holds, and only that one.
+// next one says so, listing what the host holds, and only that one. A
+// binary answer that breaks its layout is such a failure: what it leased
+// is not run.
 func TestLostAnswerIsReported(t *testing.T) {
 	t.Parallel()
-	w := webhook("github:a:1", "pull_request")
-	h := newBlocked()
-	b := setup(t, func(b *testBundle) {
-		b.handler.fn = h.run
-		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
-			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
-			switch n {
-			case 1:
-				resp.Webhooks = []shared.Webhook{w}
-			case 2:
-				return http.StatusBadGateway, shared.HeartbeatResponse{} // the answer is lost
-			}
-			return http.StatusOK, resp
-		}
-	})
-	first := b.next(t)
-	require.False(t, first.req.AnswerLost)
-	<-h.started
+	broken := func(t *testing.T) []byte {
+		// A lease the host must not take: its body is in the JSON.
+		js := `{"status":"ok","heartbeat_interval_s":1,"more":false,"webhooks":[{"delivery_id":"github:b:1","source":"github",` +
+			`"event_type":"push","headers":{},"raw_body":"eHk=","raw_body_len":2,"attempt":1}],"now":"2026-02-16T10:00:00Z"}`
+		m := binary.BigEndian.AppendUint32(nil, uint32(len(js)))
+		m = binary.BigEndian.AppendUint32(m, 2)
+		return append(append(m, js...), "xy"...)
+	}
+	for _, tc := range []struct {
+		name   string
+		status int
+		raw    bool
+	}{
+		{"bad gateway", http.StatusBadGateway, false},
+		{"broken binary answer", http.StatusOK, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := webhook("github:a:1", "pull_request")
+			h := newBlocked()
+			b := setup(t, func(b *testBundle) {
+				b.handler.fn = h.run
+				b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+					resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+					switch n {
+					case 1:
+						resp.Webhooks = []shared.Webhook{w}
+					case 2:
+						return tc.status, shared.HeartbeatResponse{} // the answer is lost
+					}
+					return http.StatusOK, resp
+				}
+				if tc.raw {
+					b.cloud.raw = func(n int) []byte {
+						if n == 2 {
+							return broken(t)
+						}
+						return nil
+					}
+				}
+			})
+			first := b.next(t)
+			require.False(t, first.req.AnswerLost)
+			<-h.started
 
-	b.advance(t, 30*time.Second) // the interval, with the handler still running
-	lost := b.next(t)
-	require.Equal(t, http.StatusBadGateway, lost.status)
-	require.False(t, lost.req.AnswerLost)
-	b.advance(t, 30*time.Second) // past the backoff
-	report := b.next(t)
-	require.True(t, report.req.AnswerLost)
-	require.Equal(t, []string{w.DeliveryID}, report.req.WebhooksHeld, "what it holds: the running one")
+			b.advance(t, 30*time.Second) // the interval, with the handler still running
+			lost := b.next(t)
+			require.Equal(t, tc.status, lost.status)
+			require.False(t, lost.req.AnswerLost)
+			b.advance(t, 30*time.Second) // past the backoff
+			report := b.next(t)
+			require.True(t, report.req.AnswerLost)
+			require.Equal(t, []string{w.DeliveryID}, report.req.WebhooksHeld, "what it holds: the running one")
 
-	close(h.release)
-	acked := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
-	require.False(t, acked.req.AnswerLost, "said once")
-	require.Empty(t, acked.req.WebhooksHeld)
+			close(h.release)
+			acked := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
+			require.False(t, acked.req.AnswerLost, "said once")
+			require.Empty(t, acked.req.WebhooksHeld)
+			require.EqualValues(t, 1, b.handler.calls.Load(), "nothing of the broken answer ran")
+			b.cloud.mu.Lock()
+			defer b.cloud.mu.Unlock()
+			require.Positive(t, b.cloud.binaryAnswers, "the answers were binary")
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,11 @@ type fakeCloud struct {
 	// (nil: none), as a cloud holds a long poll; other heartbeats are
 	// served meanwhile.
 	hold func(n int, req shared.HeartbeatRequest) <-chan struct{}
+	// raw, if set, returns the bytes heartbeat n is answered with as a
+	// binary answer, instead of answer's (nil: answer's).
+	raw func(n int) []byte
+	// binaryAnswers counts heartbeats answered in the binary layout.
+	binaryAnswers int
 
 	requests chan heartbeatSeen
 }
@@ -107,6 +113,20 @@ func (fc *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusUnauthorized {
 			fc.validToken = "" // the cloud forgot this token
 		}
+		// Asked for, the answer is binary, as the cloud's.
+		var raw []byte
+		if fc.raw != nil && status == http.StatusOK {
+			raw = fc.raw(fc.n)
+		}
+		if raw == nil && status == http.StatusOK && strings.HasPrefix(r.Header.Get("Accept"), shared.MediaTypeWebhooksBinary) {
+			var err error
+			if raw, err = shared.AppendHeartbeatAnswer(nil, &resp); err != nil {
+				fc.t.Errorf("encode answer: %v", err)
+			}
+		}
+		if raw != nil {
+			fc.binaryAnswers++
+		}
 		fc.requests <- heartbeatSeen{n: fc.n, req: req, authorization: auth, status: status, at: fc.clock.Now()}
 		if fc.hold != nil {
 			if held := fc.hold(fc.n, req); held != nil {
@@ -117,6 +137,12 @@ func (fc *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if status != http.StatusOK {
 			writeJSON(w, r, status, shared.ErrorResponse{Error: shared.ErrorDetail{Code: "x", Message: http.StatusText(status)}})
+			return
+		}
+		if raw != nil {
+			w.Header().Set("Content-Type", shared.MediaTypeWebhooksBinary)
+			w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
+			w.Write(raw)
 			return
 		}
 		writeJSON(w, r, status, resp)

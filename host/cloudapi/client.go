@@ -1,6 +1,7 @@
 // Package cloudapi is the host's client for the cloud's host API: claim,
 // token and heartbeat, speaking the shapes of package shared. Answers are
-// requested gzip-compressed and decoded here.
+// requested gzip-compressed — heartbeat answers in the binary layout
+// (shared.MediaTypeWebhooksBinary) first — and decoded here.
 package cloudapi
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,7 +85,7 @@ func (c *Client) Token(ctx context.Context, req shared.TokenRequest) (shared.Tok
 // Heartbeat reports outcomes and leases new work, authenticated by token.
 func (c *Client) Heartbeat(ctx context.Context, token string, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error) {
 	var resp shared.HeartbeatResponse
-	if err := c.post(ctx, shared.PathHeartbeat, token, req, &resp); err != nil {
+	if err := c.send(ctx, http.MethodPost, shared.PathHeartbeat, token, heartbeatAccept, req, &resp); err != nil {
 		return shared.HeartbeatResponse{}, fmt.Errorf("heartbeat: %w", err)
 	}
 	return resp, nil
@@ -98,19 +100,24 @@ func (c *Client) HostDeliveries(ctx context.Context, token string, since time.Ti
 		q.Set("cursor", cursor)
 	}
 	var resp shared.HostDeliveriesResponse
-	if err := c.send(ctx, http.MethodGet, shared.PathHostDeliveries+"?"+q.Encode(), token, nil, &resp); err != nil {
+	if err := c.send(ctx, http.MethodGet, shared.PathHostDeliveries+"?"+q.Encode(), token, "", nil, &resp); err != nil {
 		return shared.HostDeliveriesResponse{}, fmt.Errorf("host deliveries: %w", err)
 	}
 	return resp, nil
 }
 
 func (c *Client) post(ctx context.Context, path, token string, in, out any) error {
-	return c.send(ctx, http.MethodPost, path, token, in, out)
+	return c.send(ctx, http.MethodPost, path, token, "", in, out)
 }
 
-// send sends a request (with in as its JSON body unless nil) and decodes
-// the answer into out.
-func (c *Client) send(ctx context.Context, method, path, token string, in, out any) error {
+// heartbeatAccept asks for a heartbeat's answer in the binary layout, and
+// takes JSON from a cloud that predates it.
+const heartbeatAccept = shared.MediaTypeWebhooksBinary + ", application/json"
+
+// send sends a request (with in as its JSON body unless nil; accept, when
+// set, as its Accept) and decodes the answer into out: JSON, or for a
+// heartbeat an answer in the binary layout when its Content-Type says so.
+func (c *Client) send(ctx context.Context, method, path, token, accept string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -126,7 +133,10 @@ func (c *Client) send(ctx context.Context, method, path, token string, in, out a
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Accept", "application/json")
+	if accept == "" {
+		accept = "application/json"
+	}
+	req.Header.Set("Accept", accept)
 	// Asking explicitly turns off the transport's transparent decoding; the
 	// answer is decoded below.
 	req.Header.Set("Accept-Encoding", "gzip")
@@ -141,7 +151,9 @@ func (c *Client) send(ctx context.Context, method, path, token string, in, out a
 	defer resp.Body.Close()
 
 	var r io.Reader = resp.Body
+	length := resp.ContentLength
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		length = -1 // the compressed answer's
 		gz, err := getGzipReader(resp.Body)
 		if err != nil {
 			return fmt.Errorf("read gzip answer: %w", err)
@@ -153,6 +165,12 @@ func (c *Client) send(ctx context.Context, method, path, token string, in, out a
 	// decoding copies what it keeps.
 	buf := getAnswerBuffer()
 	defer putAnswerBuffer(buf)
+	if hb, ok := out.(*shared.HeartbeatResponse); ok && resp.StatusCode >= 200 && resp.StatusCode <= 299 && binaryAnswer(resp.Header) {
+		if err := readBinaryHeartbeat(r, length, buf, hb); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
+		}
+		return nil
+	}
 	if _, err := buf.ReadFrom(io.LimitReader(r, maxResponse+1)); err != nil {
 		return fmt.Errorf("read answer: %w", err)
 	}
@@ -172,6 +190,67 @@ func (c *Client) send(ctx context.Context, method, path, token string, in, out a
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
+}
+
+// binaryAnswer reports whether an answer's Content-Type is the binary
+// heartbeat answer's.
+func binaryAnswer(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == shared.MediaTypeWebhooksBinary
+}
+
+// readBinaryHeartbeat reads a binary heartbeat answer
+// (shared.AppendHeartbeatAnswer) from r into out: its JSON into buf, its
+// bodies into one slice of their size, read into once, out of which each
+// webhook's raw body is sliced (the webhooks of an answer keep it until
+// the last of them is done with). length is the answer's Content-Length
+// (-1: not said). An answer that breaks the layout is refused, and out is
+// left zero.
+func readBinaryHeartbeat(r io.Reader, length int64, buf *bytes.Buffer, out *shared.HeartbeatResponse) error {
+	*out = shared.HeartbeatResponse{}
+	var h [shared.WebhooksFrameHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return cutShort(err, "shorter than its header")
+	}
+	jsonLen, bodiesLen, err := shared.WebhooksFrameSizes(h[:], maxResponse)
+	if err != nil {
+		return err
+	}
+	if size := int64(shared.WebhooksFrameHeader + jsonLen + bodiesLen); length >= 0 && length != size {
+		return fmt.Errorf("%w: declares %d bytes, the answer is %d", shared.ErrBadFrame, size, length)
+	}
+	buf.Grow(jsonLen)
+	part := buf.AvailableBuffer()[:jsonLen]
+	if _, err := io.ReadFull(r, part); err != nil {
+		return cutShort(err, "ends in its JSON")
+	}
+	bodies := make([]byte, bodiesLen)
+	if _, err := io.ReadFull(r, bodies); err != nil {
+		return cutShort(err, "ends in its bodies")
+	}
+	if _, err := io.ReadFull(r, h[:1]); err != io.EOF {
+		return cutShort(err, "longer than its header says")
+	}
+	var hb shared.HeartbeatResponse
+	lens, err := decodeHeartbeatJSON(part, &hb)
+	if err == nil {
+		err = shared.AttachRawBodies(hb.Webhooks, lens, bodies)
+	}
+	if err != nil {
+		return err
+	}
+	*out = hb
+	return nil
+}
+
+// cutShort is the error of a read of a binary answer that ended early: a
+// message shorter than it says is refused (why); other errors are the
+// connection's.
+func cutShort(err error, why string) error {
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %s", shared.ErrBadFrame, why)
+	}
+	return err
 }
 
 // answerBuffers is a free list of answer buffers. Not a sync.Pool: a pool

@@ -35,7 +35,26 @@ var (
 		"raw_body", "received_at", "attempt", "correlation_id", "raw_body_len"}
 )
 
+// decodeHeartbeatJSON decodes a binary heartbeat answer's JSON
+// (shared.DecodeHeartbeatJSON), walked as a JSON answer is; anything the
+// walk cannot read is decoded again by shared.DecodeHeartbeatJSON, whose
+// error is the one returned.
+func decodeHeartbeatJSON(part []byte, out *shared.HeartbeatResponse) ([]int, error) {
+	lens := make([]int, 0, 64)
+	if walkAnswer(part, out, &lens) {
+		return lens, nil
+	}
+	*out = shared.HeartbeatResponse{}
+	return shared.DecodeHeartbeatJSON(part, out)
+}
+
 func walkHeartbeat(data []byte, out *shared.HeartbeatResponse) bool {
+	return walkAnswer(data, out, nil)
+}
+
+// walkAnswer reads a heartbeat answer; with lens, a binary answer's JSON
+// (walkWebhooks).
+func walkAnswer(data []byte, out *shared.HeartbeatResponse, lens *[]int) bool {
 	var v [7][]byte
 	if !jsonwalk.Fields(data, heartbeatMembers, v[:]) {
 		return false
@@ -51,7 +70,7 @@ func walkHeartbeat(data []byte, out *shared.HeartbeatResponse) bool {
 	case ws[0] != '[':
 		return readOther(ws, &out.Webhooks) // null, or a type error
 	}
-	out.Webhooks, ok = walkWebhooks(v[3], nil)
+	out.Webhooks, ok = walkWebhooks(v[3], lens)
 	return ok
 }
 
