@@ -237,7 +237,8 @@ func (s *Server) writeBinaryAnswer(c *gin.Context, r *shared.HeartbeatResponse) 
 // byte. A larger answer is streamed from where the bound was passed.
 func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
 	c.Header("Content-Type", "application/json; charset=utf-8")
-	c.Header("Vary", "Accept-Encoding")
+	// The answer's encoding follows Accept (binary or JSON) as well.
+	c.Header("Vary", "Accept, Accept-Encoding")
 	aw := newAnswerWriter(c.Writer, status)
 	defer aw.release()
 	var err error

@@ -103,6 +103,7 @@ func TestHeartbeatBinaryAnswer(t *testing.T) {
 		require.NoError(t, doc.ValidateResponse(op, a.status, a.header.Get("Content-Type"), a.body), "documented")
 		require.Equal(t, shared.MediaTypeWebhooksBinary, a.header.Get("Content-Type"))
 		require.Empty(t, a.header.Get("Content-Encoding"), "bodies go as they are")
+		require.Equal(t, "Accept, Accept-Encoding", a.header.Get("Vary"))
 		require.Equal(t, strconv.Itoa(len(a.body)), a.header.Get("Content-Length"))
 		var r shared.HeartbeatResponse
 		require.NoError(t, shared.DecodeHeartbeatAnswer(a.body, &r, nil))
@@ -149,6 +150,7 @@ func TestHeartbeatBinaryAnswer(t *testing.T) {
 		a := hb(shared.HeartbeatRequest{}, accept, "gzip")
 		require.Equal(t, "application/json; charset=utf-8", a.header.Get("Content-Type"), "Accept %q", accept)
 		require.Equal(t, "gzip", a.header.Get("Content-Encoding"))
+		require.Equal(t, "Accept, Accept-Encoding", a.header.Get("Vary"), "the encoding follows Accept too")
 	}
 	require.True(t, acceptsBinary("application/json;q=0.9, APPLICATION/VND.RELAY.WEBHOOKS+BINARY ; q=1"))
 	require.False(t, acceptsBinary("application/vnd.relay.webhooks+binaryx"))
