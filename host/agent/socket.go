@@ -683,7 +683,7 @@ func (sc *socketConn) report(ctx context.Context) error {
 		case ledger.OutboxAck:
 			f.Acks = append(f.Acks, ob.DeliveryID)
 		case ledger.OutboxNack:
-			f.Nacks = append(f.Nacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
+			f.Nacks = append(f.Nacks, wireNack(ob))
 		}
 		if r := ob.Ran; r != nil {
 			f.Results = append(f.Results, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,

@@ -353,3 +353,34 @@ func TestSocketTransportClosesOnABadBinaryFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestSocketTransportStopHandsBackNotStarted: on stop over the socket, the
+// running handler's ack and the nacks of the webhooks waiting behind it go
+// in a report, each nack saying it never started.
+func TestSocketTransportStopHandsBackNotStarted(t *testing.T) {
+	g := newGate("g")
+	b, fs := socketSetup(t, TransportWebSocket, func(b *testBundle, _ *fakeSocket) {
+		b.sources = map[string]Source{"github": {Enabled: true, Routes: []Route{{Handler: g}}}}
+	})
+	ce := fs.accepted()
+	ce.next(shared.FrameHello)
+	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: hooks("github", 3)})
+	expectStart(t, g, "github:0:1")
+	b.cancel()
+	b.eventually(t, "stopping", b.agent.Stopping)
+	g.open("github:0:1")
+	var acks []string
+	var nacks []shared.Nack
+	for len(acks) < 1 || len(nacks) < 2 {
+		f := ce.next(shared.FrameReport)
+		acks, nacks = append(acks, f.Acks...), append(nacks, f.Nacks...)
+		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	}
+	require.Equal(t, []string{"github:0:1"}, acks)
+	require.ElementsMatch(t, []shared.Nack{
+		{DeliveryID: "github:1:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+		{DeliveryID: "github:2:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+	}, nacks)
+	require.Empty(t, g.started, "nothing else started")
+}
