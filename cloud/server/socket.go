@@ -425,7 +425,8 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 		if n.DeliveryID == "" {
 			return protocolError("report lists an empty id")
 		}
-		r.Nacks = append(r.Nacks, delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt})
+		r.Nacks = append(r.Nacks, delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
+			NotStarted: n.NotStarted})
 	}
 	if len(f.Results) > len(f.Acks)+len(f.Nacks) {
 		return protocolError("more results than acks and nacks")
