@@ -52,18 +52,28 @@ func TestHeartbeatHandBack(t *testing.T) {
 	require.Equal(t, b.clock.Now().Add(30*time.Second), *d.NextRetryAt, "an ordinary nack: the schedule's delay")
 }
 
-// A socket's report frame carries not_started as a heartbeat does.
+// A socket's report frame carries not_started as a heartbeat does. A
+// hand-back says the host is stopping: nothing more is pushed on that
+// socket, whatever credit is left, so what it handed back (due at once)
+// is not pushed straight back to it.
 func TestSocketReportHandBack(t *testing.T) {
 	b, _ := socketSetup(t)
 	hostID, token := b.newHost("h")
-	hs := b.connect(token, 3)
+	hs := b.connect(token, 10)
 	ids := b.send3(hostID)
 	require.Equal(t, ids, hs.pushed(3))
-	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Nacks: []shared.Nack{
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Acks: ids[1:2], Nacks: []shared.Nack{
 		{DeliveryID: ids[0], Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true}}})
 	f := hs.read()
 	require.Equal(t, shared.FrameConfirm, f.Type)
 	b.handedBack(hostID, ids[0], b.clock.Now())
+	require.Equal(t, 200, b.sendGitHub(hostID, "after", prBody).status)
+	// The socket's next frame answers this report: no webhooks came before.
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 2, Acks: ids[2:]})
+	f = hs.read()
+	require.Equal(t, shared.FrameConfirm, f.Type, "nothing pushed after the hand-back")
+	require.Equal(t, int64(2), f.ID)
+	require.Equal(t, store.StatusRetrying, b.status(hostID, ids[0]))
 	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
 }
 
