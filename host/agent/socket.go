@@ -597,9 +597,9 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 		a.flow.adjust(full, a.pool.ranDry(), full)
 		a.pool.markDry()
 		if a.Stopping() {
-			// Granted before the host stopped: the cloud hands them out
-			// again once the socket closes.
-			t.log.Info("webhooks pushed while stopping; they return to the cloud when the socket closes", "count", len(f.Webhooks))
+			// Granted before the host stopped: handed back in the last
+			// reports, as those that waited for a worker.
+			a.handBackPushed(f.Webhooks)
 			return nil
 		}
 		t.log.Debug("webhooks pushed", "count", len(f.Webhooks))
