@@ -205,7 +205,8 @@ type WebhookResult struct {
 	Error          string `json:"error,omitempty"`
 }
 
-// Nack reports a failed handler run.
+// Nack reports a failed handler run, or a webhook handed back unstarted
+// (NotStarted).
 type Nack struct {
 	DeliveryID string `json:"delivery_id"`
 	Error      string `json:"error"`
@@ -215,6 +216,12 @@ type Nack struct {
 	// after the lease expired and the webhook was handed out again — changes
 	// nothing: that attempt was already counted.
 	Attempt int `json:"attempt,omitempty"`
+	// NotStarted says the handler never started: the host hands the
+	// webhook back (it is stopping). The cloud makes it due again at once
+	// and gives the attempt back, up to a ceiling on the delivery's
+	// attempts; past it, or from a cloud that predates the field, it is an
+	// ordinary nack.
+	NotStarted bool `json:"not_started,omitempty"`
 }
 
 // Subscription is the host's own view of what it wants: sources and, per

@@ -45,6 +45,9 @@ type Outbox struct {
 	wake     <-chan struct{}
 	waits    bool // the push loop waits for work (tests)
 	closed   bool
+	// stopping: its host handed a delivery back (HandingBack), so it is
+	// stopping; no room from then on.
+	stopping bool
 	// relook: Poke asked the push loop to look again even when it had
 	// found nothing to lease (more room alone does not).
 	relook bool
@@ -101,7 +104,21 @@ func (o *Outbox) Room() int {
 }
 
 func (o *Outbox) room() int {
+	if o.stopping {
+		return 0
+	}
 	return int(min(max(o.limit-o.pushed-int64(o.held.reserved), 0), shared.MaxSocketCredit))
+}
+
+// HandingBack says the host hands deliveries back unstarted (a nack
+// NotStarted): it is stopping, so nothing more is leased to the
+// connection, whatever room its credit left — else the deliveries it hands
+// back, due again at once, would be pushed straight back to it, and their
+// attempts lost when it closes. Call it before the report is applied.
+func (o *Outbox) HandingBack() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stopping = true
 }
 
 // Poke makes the push loop look again, even when its last look found

@@ -32,6 +32,20 @@ func TestOutboxCapsCredit(t *testing.T) {
 	require.ErrorIs(t, o.Grant(0, -1), delivery.ErrCredit)
 }
 
+// A host that hands deliveries back is stopping: its connection gets no
+// room from then on, whatever its credit.
+func TestOutboxHandingBackLeavesNoRoom(t *testing.T) {
+	svc := delivery.New(nil, delivery.Config{}, nil, nil)
+	o := svc.NewOutbox()
+	require.NoError(t, o.Grant(0, 10))
+	o.HandingBack()
+	require.Zero(t, o.Room())
+	require.NoError(t, o.Grant(0, 20))
+	require.Zero(t, o.Room(), "credit granted later gives none either")
+	require.True(t, delivery.HandsBack([]delivery.Nack{{ID: "a"}, {ID: "b", NotStarted: true}}))
+	require.False(t, delivery.HandsBack([]delivery.Nack{{ID: "a", Retryable: true}}))
+}
+
 // pushing is a connection of the bundle's host, open in a registry, that
 // pushes from outbox.
 type pushing struct {

@@ -45,9 +45,7 @@ func PolicyFor(delays []time.Duration, fallback RetryPolicy) RetryPolicy {
 // StatusRetrying with the time of the next attempt, or StatusDLQ (next nil)
 // when the delivery is out of attempts or the failure is not retryable.
 func FailureOutcome(p RetryPolicy, attempts, maxAttempts int, retryable bool, now time.Time) (store.Status, *time.Time) {
-	if maxAttempts <= 0 {
-		maxAttempts = p.MaxAttempts()
-	}
+	maxAttempts = attemptsAllowed(p, maxAttempts)
 	if !retryable || attempts >= maxAttempts {
 		return store.StatusDLQ, nil
 	}
@@ -60,6 +58,15 @@ func FailureOutcome(p RetryPolicy, attempts, maxAttempts int, retryable bool, no
 	}
 	next := now.Add(delay)
 	return store.StatusRetrying, &next
+}
+
+// attemptsAllowed is a delivery's max_attempts as FailureOutcome reads it:
+// its own, or p's when it has none.
+func attemptsAllowed(p RetryPolicy, maxAttempts int) int {
+	if maxAttempts <= 0 {
+		return p.MaxAttempts()
+	}
+	return maxAttempts
 }
 
 // FailureReason is the audit reason of a failed attempt that transition tr
@@ -93,12 +100,54 @@ func Fail(tr store.Transition, f store.Failing, fallback RetryPolicy, retryable 
 	return fl
 }
 
+// HandBackCeiling bounds the max_attempts that hand-backs raise a
+// delivery to: twice the most a source may set (cloud/server's
+// maxSourceAttempts, 50), so that a host handing the same webhook back in
+// a loop cannot keep it alive for ever. A hand-back that would raise
+// max_attempts past it is an ordinary failure.
+const HandBackCeiling = 100
+
+// HandBack is the decision of a nack that hands f back unstarted
+// (TransitionHandBack): no handler ran, so it is due again at once, and
+// the attempt it spent is given back (max_attempts + 1), so a hand-back
+// never dead-letters it. ok is false when that would raise max_attempts
+// past HandBackCeiling: the caller fails it as an ordinary nack.
+//
+// The schedule's next delay is chosen by attempts made, and a hand-back
+// still made one: a later real failure waits as after that many attempts
+// (one step further along the schedule per hand-back), not as after the
+// failed ones alone.
+func HandBack(f store.Failing, fallback RetryPolicy, lastError string, now time.Time) (fl store.Failure, ok bool) {
+	raised := attemptsAllowed(PolicyFor(f.RetryDelays, fallback), f.MaxAttempts) + 1
+	if raised > HandBackCeiling {
+		return store.Failure{}, false
+	}
+	f.MaxAttempts = raised
+	fl = Fail(store.TransitionHandBack, f, fallback, true, lastError, now)
+	fl.MaxAttempts = raised
+	return fl, true
+}
+
 // Nack is one failed attempt reported by a host.
 type Nack struct {
 	ID        string
 	Error     string
 	Retryable bool
 	Attempt   int // the attempt it reports; 0: the current one
+	// NotStarted: the handler never started, the host hands the delivery
+	// back (HandBack).
+	NotStarted bool
+}
+
+// HandsBack reports whether any of nacks hands a delivery back unstarted:
+// its host is stopping.
+func HandsBack(nacks []Nack) bool {
+	for _, nk := range nacks {
+		if nk.NotStarted {
+			return true
+		}
+	}
+	return false
 }
 
 // Stale reports whether a nack reports an attempt other than the
@@ -126,7 +175,8 @@ func NacksByID(nacks []Nack) (ids []string, byID map[string]Nack) {
 
 // NackParams records nacks of the host's leased deliveries
 // (TransitionNack): each fails as its nack says, unless it reports an
-// attempt already counted (Stale).
+// attempt already counted (Stale). A nack of a webhook not started hands
+// it back (HandBack) while under the ceiling.
 func NackParams(hostID string, nacks []Nack, fallback RetryPolicy, now time.Time) *store.DeliveryNackParams {
 	ids, byID := NacksByID(nacks)
 	tr := store.TransitionNack
@@ -135,6 +185,11 @@ func NackParams(hostID string, nacks []Nack, fallback RetryPolicy, now time.Time
 			nk := byID[f.ID]
 			if nk.Stale(f.Attempts) {
 				return store.Failure{}, false
+			}
+			if nk.NotStarted {
+				if fl, ok := HandBack(f, fallback, nk.Error, now); ok {
+					return fl, true
+				}
 			}
 			return Fail(tr, f, fallback, nk.Retryable, nk.Error, now), true
 		}}

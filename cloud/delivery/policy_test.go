@@ -106,4 +106,54 @@ func TestFailConstructors(t *testing.T) {
 	require.Equal(t, ptr(now), fl.NextRetryAt)
 }
 
+// TestHandBack: a nack of a webhook not started is due again at once with
+// its attempt given back, even on its last attempt; past the ceiling it is
+// an ordinary nack; a stale one changes nothing.
+func TestHandBack(t *testing.T) {
+	now := time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
+	back := func(id string, attempt int) Nack {
+		return Nack{ID: id, Error: "host stopping: not started", Retryable: true, Attempt: attempt, NotStarted: true}
+	}
+	p := NackParams("h", []Nack{back("a", 1), back("last", 5), back("stale", 1), back("ceiling", 0), back("own", 1),
+		{ID: "plain", Error: "503", Retryable: true}}, DefaultRetryPolicy, now)
+
+	fl, ok := p.Fail(store.Failing{ID: "a", Status: store.StatusDelivered, Attempts: 1, MaxAttempts: 5})
+	require.True(t, ok)
+	require.Equal(t, store.Failure{Transition: store.TransitionHandBack, To: store.StatusRetrying, NextRetryAt: ptr(now),
+		LastError: "host stopping: not started", Reason: "handed back by the host, not started", MaxAttempts: 6}, fl,
+		"due at once, the attempt given back")
+	require.True(t, fl.Transition.AtOnce, "its host is woken")
+
+	fl, ok = p.Fail(store.Failing{ID: "last", Status: store.StatusDelivering, Attempts: 5, MaxAttempts: 5})
+	require.True(t, ok)
+	require.Equal(t, store.StatusRetrying, fl.To, "on its last attempt, still retrying")
+	require.Equal(t, ptr(now), fl.NextRetryAt)
+	require.Nil(t, fl.DLQAt)
+	require.Equal(t, 6, fl.MaxAttempts)
+
+	_, ok = p.Fail(store.Failing{ID: "stale", Status: store.StatusDelivered, Attempts: 2, MaxAttempts: 6})
+	require.False(t, ok, "a hand-back of an attempt already counted changes nothing")
+
+	fl, _ = p.Fail(store.Failing{ID: "ceiling", Status: store.StatusDelivered, Attempts: 7, MaxAttempts: HandBackCeiling - 1})
+	require.Equal(t, HandBackCeiling, fl.MaxAttempts, "up to the ceiling")
+	fl, _ = p.Fail(store.Failing{ID: "ceiling", Status: store.StatusDelivered, Attempts: 7, MaxAttempts: HandBackCeiling})
+	require.Equal(t, store.Failure{Transition: store.TransitionNack, To: store.StatusRetrying, NextRetryAt: ptr(now.Add(time.Hour)),
+		LastError: "host stopping: not started", Reason: "nacked by host"}, fl, "past the ceiling: an ordinary nack, on the schedule")
+	fl, _ = p.Fail(store.Failing{ID: "ceiling", Status: store.StatusDelivered, Attempts: HandBackCeiling, MaxAttempts: HandBackCeiling})
+	require.Equal(t, store.StatusDLQ, fl.To, "and out of attempts it is dead-lettered")
+	require.Zero(t, fl.MaxAttempts)
+
+	fl, _ = p.Fail(store.Failing{ID: "own", Status: store.StatusDelivered, Attempts: 1, RetryDelays: []time.Duration{0, time.Second, time.Second}})
+	require.Equal(t, 4, fl.MaxAttempts, "no max of its own: one per entry of its schedule, plus the one given back")
+
+	fl, _ = p.Fail(store.Failing{ID: "plain", Status: store.StatusDelivered, Attempts: 1, MaxAttempts: 5})
+	require.Equal(t, store.TransitionNack, fl.Transition)
+	require.Zero(t, fl.MaxAttempts, "an ordinary nack leaves max_attempts")
+	require.Equal(t, ptr(now.Add(30*time.Second)), fl.NextRetryAt)
+
+	// A hand-back is an attempt made: a later failure waits as after it.
+	fl = Fail(store.TransitionNack, store.Failing{Status: store.StatusDelivered, Attempts: 2, MaxAttempts: 6}, DefaultRetryPolicy, true, "503", now)
+	require.Equal(t, ptr(now.Add(2*time.Minute)), fl.NextRetryAt)
+}
+
 func ptr[T any](v T) *T { return &v }

@@ -15,37 +15,70 @@ import (
 // TestHostStopsGracefullyOnSIGTERM: on SIGTERM the host takes no new work,
 // lets the running handler finish, hands back the webhook still waiting
 // behind it (the source runs in order), sends the ack and the nack in a last
-// heartbeat and exits 0.
+// report and exits 0, over either transport. The cloud makes what was
+// handed back due at once, its attempt given back, and the restarted host
+// handles it.
 func TestHostStopsGracefullyOnSIGTERM(t *testing.T) {
 	t.Parallel()
-	s := newHostSetup(t, "sigterm")
-	runs := newRunLog(t)
-	started := filepath.Join(t.TempDir(), "started")
-	handler := script(t, `echo "$RELAY_DELIVERY_ID" >> "$1"
+	for _, transport := range []string{"websocket", "heartbeat"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			s := newHostSetup(t, "sigterm-"+transport)
+			runs := newRunLog(t)
+			started := filepath.Join(t.TempDir(), "started")
+			handler := script(t, `echo "$RELAY_DELIVERY_ID" >> "$1"
 touch "$2"
 sleep 2
 `)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs), started}},
-	}})
-	first := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-1", hostPayload(t, "github/push.json"))
-	second := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-2", hostPayload(t, "github/push.json"))
-	eventually(t, 30*time.Second, "first handler running, second waiting", func() bool {
-		_, err := os.Stat(started)
-		return err == nil && h.health().Queued == 1
-	})
-	require.NoError(t, h.cmd.Process.Signal(syscall.SIGTERM))
-	require.Equal(t, 0, h.waitExit(30*time.Second), tail(h.logPath, 30))
+			h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": transport, "webhooks": map[string]any{
+				"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs), started}},
+			}})
+			first := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-1", hostPayload(t, "github/push.json"))
+			second := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-2", hostPayload(t, "github/push.json"))
+			eventually(t, 30*time.Second, "first handler running, second waiting", func() bool {
+				_, err := os.Stat(started)
+				return err == nil && h.health().Queued == 1
+			})
+			require.NoError(t, h.cmd.Process.Signal(syscall.SIGTERM))
+			require.Equal(t, 0, h.waitExit(30*time.Second), tail(h.logPath, 30))
 
-	d := s.cloud.delivery(s.hostID, first)
-	require.Equal(t, "acked", d.Delivery.Status, "the running handler finished and its ack was flushed: %s", d.reasons())
-	d = s.cloud.delivery(s.hostID, second)
-	require.Equal(t, "retrying", d.Delivery.Status, d.reasons())
-	require.Equal(t, "host stopping: not started", d.Delivery.LastError)
-	require.Equal(t, []string{first}, runs.lines())
-	e, ok := h.ledgerShow(first)
-	require.True(t, ok)
-	require.Equal(t, "success", e.Result)
+			d := s.cloud.delivery(s.hostID, first)
+			require.Equal(t, "acked", d.Delivery.Status, "the running handler finished and its ack was flushed: %s", d.reasons())
+			d = s.cloud.delivery(s.hostID, second)
+			require.Equal(t, "retrying", d.Delivery.Status, d.reasons())
+			require.Equal(t, "host stopping: not started", d.Delivery.LastError, d.reasons())
+			require.Equal(t, []string{first}, runs.lines())
+			e, ok := h.ledgerShow(first)
+			require.True(t, ok)
+			require.Equal(t, "success", e.Result)
+
+			var back struct {
+				Delivery struct {
+					Attempts    int        `json:"attempts"`
+					MaxAttempts int        `json:"max_attempts"`
+					NextRetryAt *time.Time `json:"next_retry_at"`
+				} `json:"delivery"`
+				Events []struct {
+					At     time.Time `json:"at"`
+					Reason string    `json:"reason"`
+				} `json:"events"`
+			}
+			require.Equal(t, 200, s.cloud.admin("GET", "/api/hosts/"+s.hostID+"/webhooks/"+second, nil, &back))
+			handedBack := back.Events[len(back.Events)-1]
+			require.Equal(t, "handed back by the host, not started", handedBack.Reason, d.reasons())
+			require.NotNil(t, back.Delivery.NextRetryAt)
+			require.True(t, back.Delivery.NextRetryAt.Equal(handedBack.At),
+				"due at the hand-back (%s), not after the schedule's delay (%s)", handedBack.At, back.Delivery.NextRetryAt)
+			require.Equal(t, 1, back.Delivery.Attempts)
+			require.Equal(t, 6, back.Delivery.MaxAttempts, "the attempt given back")
+
+			h.start()
+			eventually(t, 30*time.Second, "the webhook handed back is handled after the restart", func() bool {
+				return s.cloud.delivery(s.hostID, second).Delivery.Status == "acked"
+			})
+			require.Equal(t, []string{first, second}, runs.lines())
+		})
+	}
 }
 
 // TestHostRevokedStops: deactivating a host in the cloud makes its running

@@ -251,6 +251,7 @@ sleep 1
 	d = s.cloud.delivery(s.hostID, second)
 	require.Equal(t, "retrying", d.Delivery.Status, d.reasons())
 	require.Equal(t, "host stopping: not started", d.Delivery.LastError, d.reasons())
+	require.Contains(t, d.reasons(), "handed back by the host, not started", "due at once, its attempt given back")
 	require.Equal(t, []string{first}, runs.lines())
 	require.NotContains(t, tail(h.logPath, 50), "by heartbeat")
 }

@@ -89,7 +89,8 @@ func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 	if len(req.WebhookNacks) > 0 {
 		hb.Nacks = make([]delivery.Nack, len(req.WebhookNacks))
 		for i, n := range req.WebhookNacks {
-			hb.Nacks[i] = delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt}
+			hb.Nacks[i] = delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
+				NotStarted: n.NotStarted}
 		}
 	}
 	for _, r := range req.WebhookResults {

@@ -425,7 +425,8 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 		if n.DeliveryID == "" {
 			return protocolError("report lists an empty id")
 		}
-		r.Nacks = append(r.Nacks, delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt})
+		r.Nacks = append(r.Nacks, delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
+			NotStarted: n.NotStarted})
 	}
 	if len(f.Results) > len(f.Acks)+len(f.Nacks) {
 		return protocolError("more results than acks and nacks")
@@ -456,6 +457,9 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 	// What the report moves on was marked delivered first, as a
 	// heartbeat's answer is before its next heartbeat.
 	ss.marker.Flush()
+	if delivery.HandsBack(r.Nacks) {
+		ss.outbox.HandingBack() // before what it hands back comes due
+	}
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {
 		return unavailable(err)
 	}

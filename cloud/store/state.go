@@ -9,6 +9,7 @@ import (
 //
 //	queued ──lease──▶ delivering ──response written──▶ delivered ──ack──▶ acked
 //	delivering ──answer not written, or lease expiry before it was──▶ retrying, due at once
+//	delivering/delivered ──handed back unstarted──▶ retrying, due at once, the attempt given back
 //	delivering/delivered ──nack or lease expiry──▶ retrying ──lease──▶ delivering …
 //	                                           └──▶ dlq (attempts exhausted or not retryable)
 //	dlq ──provider repeat──▶ queued (revived, attempts reset)
@@ -101,6 +102,11 @@ var (
 	// the lease expired has already been counted as a failed attempt.
 	TransitionNack   = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "nacked by host"}
 	TransitionExpire = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "lease expired"}
+	// The host hands back, unstarted, a delivery it holds (it is
+	// stopping): no handler ran, so it is due again at once, and the
+	// attempt is given back (Failure.MaxAttempts), within the delivery
+	// core's ceiling.
+	TransitionHandBack = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: StatusRetrying, Reason: "handed back by the host, not started", AtOnce: true}
 	// Extending only renews an existing lease.
 	TransitionExtend = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: "", Reason: "lease extended"}
 	// A manual retry puts a failed delivery back in the queue with its
@@ -146,6 +152,10 @@ type Failure struct {
 	DLQAt       *time.Time // when dead-lettered
 	LastError   string
 	Reason      string
+	// MaxAttempts, when positive, is the delivery's new max_attempts: a
+	// hand-back gives the attempt it spent back to the budget. 0 leaves
+	// max_attempts as it is (every other failure).
+	MaxAttempts int
 }
 
 // FailFunc decides the Failure of a delivery; ok false leaves the delivery

@@ -298,6 +298,36 @@ func (a *Agent) dropQueued() {
 	a.log.Info("stopping: webhooks not started handed back", "count", len(dropped))
 }
 
+// handBackPushed hands back webhooks pushed to the host after it began to
+// stop, as dropQueued does those waiting for a worker. One in flight runs
+// already (pushed again: its outcome reports it); one the ledger records
+// as done is acked again, as dispatch would.
+func (a *Agent) handBackPushed(ws []shared.Webhook) {
+	ws = a.flow.notInFlight(ws)
+	if len(ws) == 0 {
+		return
+	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.DeliveryID
+	}
+	done, err := a.rec.done(ids)
+	if err != nil {
+		a.log.Error("ledger lookup failed; webhooks pushed while stopping return when the socket closes", "count", len(ws), "err", err)
+		return
+	}
+	back := ws[:0]
+	for _, w := range ws {
+		if r, ok := done[w.DeliveryID]; ok {
+			a.rec.ackAgain(&w, r)
+			continue
+		}
+		back = append(back, w)
+	}
+	a.rec.nackNotStarted(back)
+	a.log.Info("stopping: webhooks pushed meanwhile handed back", "count", len(back))
+}
+
 // drain lets running handlers finish within the grace period, then cancels
 // them.
 func (a *Agent) drain(cancelHandlers context.CancelFunc) {

@@ -81,6 +81,20 @@ func (f *flow) admit(ws []shared.Webhook, now time.Time) []*shared.Webhook {
 	return fresh
 }
 
+// notInFlight returns those of ws not in flight: pushed to a stopping
+// host, they are handed back, while one in flight runs already.
+func (f *flow) notInFlight(ws []shared.Webhook) []shared.Webhook {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []shared.Webhook
+	for _, w := range ws {
+		if _, ok := f.inFlight[w.DeliveryID]; !ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // release takes webhooks out of flight: recorded, or handed back.
 func (f *flow) release(deliveryIDs ...string) {
 	f.mu.Lock()

@@ -126,7 +126,7 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 		case ledger.OutboxAck:
 			req.WebhookAcks = append(req.WebhookAcks, ob.DeliveryID)
 		case ledger.OutboxNack:
-			req.WebhookNacks = append(req.WebhookNacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
+			req.WebhookNacks = append(req.WebhookNacks, wireNack(ob))
 		}
 		if r := ob.Ran; r != nil {
 			req.WebhookResults = append(req.WebhookResults, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,

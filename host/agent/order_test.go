@@ -261,7 +261,8 @@ func TestRoutes(t *testing.T) {
 }
 
 // TestStopNacksWebhooksNotStarted: on stop, the running handler finishes and
-// is acked; the webhooks still waiting behind it are handed back at once.
+// is acked; the webhooks still waiting behind it are handed back at once,
+// their nacks saying they never started.
 func TestStopNacksWebhooksNotStarted(t *testing.T) {
 	t.Parallel()
 	g := newGate("g")
@@ -277,9 +278,9 @@ func TestStopNacksWebhooksNotStarted(t *testing.T) {
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Equal(t, []string{"github:0:1"}, hb.req.WebhookAcks)
 	require.ElementsMatch(t, []shared.Nack{
-		{DeliveryID: "github:1:1", Error: "host stopping: not started", Retryable: true, Attempt: 1},
-		{DeliveryID: "github:2:1", Error: "host stopping: not started", Retryable: true, Attempt: 1},
-	}, hb.req.WebhookNacks, "each names the attempt it hands back")
+		{DeliveryID: "github:1:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+		{DeliveryID: "github:2:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+	}, hb.req.WebhookNacks, "each names the attempt it hands back, and says it never started")
 	require.Empty(t, hb.req.WebhookExtends)
 	select {
 	case err := <-b.done:

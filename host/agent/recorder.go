@@ -119,15 +119,17 @@ func (r *recorder) ackAgain(w *shared.Webhook, prev ledger.Result) {
 	logWebhook(r.log, slog.LevelInfo, "already processed; acking again without running the handler", w, slog.String("result", string(prev)))
 }
 
-// nackNotStarted queues the nacks of webhooks handed back without running:
-// the cloud hands them out again at once rather than when their lease ends.
+// nackNotStarted queues the nacks of webhooks handed back without running,
+// saying so (not_started): the cloud hands them out again at once, and
+// gives back the attempt, rather than waiting for their lease to end or
+// the schedule's next delay.
 func (r *recorder) nackNotStarted(ws []shared.Webhook) {
 	// Enqueued concurrently, the nacks share a transaction.
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Go(func() {
 			nack := ledger.OutboxEntry{DeliveryID: w.DeliveryID, Kind: ledger.OutboxNack, Error: "host stopping: not started",
-				Retryable: true, Attempt: w.Attempt, CreatedAt: r.clock.Now()}
+				Retryable: true, Attempt: w.Attempt, NotStarted: true, CreatedAt: r.clock.Now()}
 			ctx, cancel := r.ctx()
 			err := r.ledger.OutboxEnqueue(ctx, nack)
 			cancel()
@@ -188,6 +190,13 @@ func (r *recorder) reported(seqs []int64) error {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	return r.ledger.OutboxDelete(ctx, seqs)
+}
+
+// wireNack is a nack of the outbox as the cloud reads it, over either
+// transport.
+func wireNack(ob ledger.OutboxEntry) shared.Nack {
+	return shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt,
+		NotStarted: ob.NotStarted}
 }
 
 // logWebhook logs one line about w, building it only when it is logged.

@@ -597,9 +597,9 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 		a.flow.adjust(full, a.pool.ranDry(), full)
 		a.pool.markDry()
 		if a.Stopping() {
-			// Granted before the host stopped: the cloud hands them out
-			// again once the socket closes.
-			t.log.Info("webhooks pushed while stopping; they return to the cloud when the socket closes", "count", len(f.Webhooks))
+			// Granted before the host stopped: handed back in the last
+			// reports, as those that waited for a worker.
+			a.handBackPushed(f.Webhooks)
 			return nil
 		}
 		t.log.Debug("webhooks pushed", "count", len(f.Webhooks))
@@ -683,7 +683,7 @@ func (sc *socketConn) report(ctx context.Context) error {
 		case ledger.OutboxAck:
 			f.Acks = append(f.Acks, ob.DeliveryID)
 		case ledger.OutboxNack:
-			f.Nacks = append(f.Nacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt})
+			f.Nacks = append(f.Nacks, wireNack(ob))
 		}
 		if r := ob.Ran; r != nil {
 			f.Results = append(f.Results, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,

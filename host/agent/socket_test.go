@@ -353,3 +353,40 @@ func TestSocketTransportClosesOnABadBinaryFrame(t *testing.T) {
 		})
 	}
 }
+
+// TestSocketTransportStopHandsBackNotStarted: on stop over the socket, the
+// running handler's ack and the nacks of the webhooks waiting behind it go
+// in a report, each nack saying it never started; so does a webhook pushed
+// while the host stops, but not the running one pushed again.
+func TestSocketTransportStopHandsBackNotStarted(t *testing.T) {
+	g := newGate("g")
+	b, fs := socketSetup(t, TransportWebSocket, func(b *testBundle, _ *fakeSocket) {
+		b.sources = map[string]Source{"github": {Enabled: true, Routes: []Route{{Handler: g}}}}
+	})
+	ce := fs.accepted()
+	ce.next(shared.FrameHello)
+	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: hooks("github", 3)})
+	expectStart(t, g, "github:0:1")
+	b.cancel()
+	b.eventually(t, "stopping", b.agent.Stopping)
+	late := webhook("github:9:1", "push")
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{hooks("github", 1)[0], late}})
+	g.open("github:0:1")
+	var acks []string
+	var nacks []shared.Nack
+	for len(acks) < 1 || len(nacks) < 3 {
+		f := ce.next(shared.FrameReport)
+		acks, nacks = append(acks, f.Acks...), append(nacks, f.Nacks...)
+		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	}
+	for _, id := range acks {
+		require.Equal(t, "github:0:1", id, "the running one is acked (again, pushed after it ran)")
+	}
+	require.ElementsMatch(t, []shared.Nack{
+		{DeliveryID: "github:1:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+		{DeliveryID: "github:2:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+		{DeliveryID: "github:9:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+	}, nacks)
+	require.Empty(t, g.started, "nothing else started")
+}

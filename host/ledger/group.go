@@ -217,7 +217,7 @@ func (l *Ledger) apply(ops []*op) error {
 				break
 			}
 			if _, err = stmt(&outboxIns, l.outboxIns).ExecContext(ctx, ob.DeliveryID, string(ob.Kind), ob.Error,
-				ob.Retryable, ob.Attempt, ob.CreatedAt.UnixMilli()); err != nil {
+				ob.Retryable, ob.Attempt, ob.NotStarted, ob.CreatedAt.UnixMilli()); err != nil {
 				err = fmt.Errorf("insert outbox entry: %w", err)
 			}
 		case opDelete:

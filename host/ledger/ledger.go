@@ -99,6 +99,9 @@ type OutboxEntry struct {
 	Error      string
 	Retryable  bool
 	Attempt    int // the cloud's attempt a nack reports (0: unknown)
+	// NotStarted: a nack handing back a webhook whose handler never
+	// started (the host was stopping).
+	NotStarted bool
 	CreatedAt  time.Time
 	// Ran is the ledger's record of the delivery's last handler run, read
 	// with the entry by OutboxList; nil when the ledger has none (a nack of
@@ -277,8 +280,8 @@ func (l *Ledger) prepare(ctx context.Context) error {
 		l.attempts = prep(l.write, `SELECT l.delivery_id, l.attempts FROM json_each(?) AS j
 			JOIN ledger AS l ON l.delivery_id = j.value`)
 		l.outboxDel = prep(l.write, `DELETE FROM outbox WHERE delivery_id = ?`)
-		l.outboxIns = prep(l.write, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`)
+		l.outboxIns = prep(l.write, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, not_started, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`)
 		l.outboxDelSeqs = prep(l.write, `DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))`)
 	}
 	return err
@@ -337,6 +340,8 @@ var migrations = []string{
 	// The failures, newest first, without reading every row (the local
 	// page's errors, ?result=error).
 	`CREATE INDEX ledger_result ON ledger (result, processed_at DESC, delivery_id DESC);`,
+	// A nack handing back a webhook never started says so after a restart.
+	`ALTER TABLE outbox ADD COLUMN not_started INTEGER NOT NULL DEFAULT 0;`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -576,7 +581,7 @@ func (l *Ledger) OutboxEnqueue(ctx context.Context, ob OutboxEntry) error {
 
 // OutboxList returns up to limit pending outbox entries, oldest first.
 func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, error) {
-	rows, err := l.read.QueryContext(ctx, `SELECT o.seq, o.delivery_id, o.kind, o.error, o.retryable, o.attempt, o.created_at,
+	rows, err := l.read.QueryContext(ctx, `SELECT o.seq, o.delivery_id, o.kind, o.error, o.retryable, o.attempt, o.not_started, o.created_at,
 			l.result, l.cloud_attempt, l.handler, l.response_status, l.exit_code, l.duration_ms, l.error
 		FROM outbox o LEFT JOIN ledger l ON l.delivery_id = o.delivery_id ORDER BY o.seq LIMIT ?`, limit)
 	if err != nil {
@@ -594,7 +599,7 @@ func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, erro
 			attempt, duration        sql.NullInt64
 			responseStatus, exitCode *int
 		)
-		if err := rows.Scan(&ob.Seq, &ob.DeliveryID, &ob.Kind, &ob.Error, &ob.Retryable, &ob.Attempt, &createdAt,
+		if err := rows.Scan(&ob.Seq, &ob.DeliveryID, &ob.Kind, &ob.Error, &ob.Retryable, &ob.Attempt, &ob.NotStarted, &createdAt,
 			&result, &attempt, &handler, &responseStatus, &exitCode, &duration, &runErr); err != nil {
 			return nil, fmt.Errorf("list outbox: %w", err)
 		}

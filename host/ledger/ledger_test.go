@@ -300,6 +300,80 @@ func TestMigratesVersion1(t *testing.T) {
 		"with attempt 0: the cloud applies it to the current attempt")
 }
 
+// TestOutboxKeepsHandBackAcrossReopen: a nack handing back a webhook never
+// started says so after the ledger is closed and opened again (a host
+// restarting before its last report reached the cloud), and a later
+// outcome of the same delivery replaces it without the flag.
+func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+	back := OutboxEntry{DeliveryID: "d1", Kind: OutboxNack, Error: "host stopping: not started", Retryable: true,
+		Attempt: 2, NotStarted: true, CreatedAt: t0}
+	require.NoError(t, l.OutboxEnqueue(ctx, back))
+	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "d2", Kind: OutboxNack, Error: "boom", Retryable: true,
+		Attempt: 1, CreatedAt: t0}))
+	require.NoError(t, l.Close())
+
+	l, err = Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	ob, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 2)
+	back.Seq = ob[0].Seq
+	require.Equal(t, back, ob[0])
+	require.False(t, ob[1].NotStarted, "an ordinary nack does not say it")
+
+	e := entry("d1", ResultError, t0.Add(time.Second))
+	e.CloudAttempt = 3
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: e, Retryable: true})
+	require.NoError(t, err)
+	ob, err = l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 2)
+	require.Equal(t, "d1", ob[1].DeliveryID)
+	require.False(t, ob[1].NotStarted, "the run's nack replaced the hand-back")
+}
+
+// TestMigratesPendingHandBackColumn: a ledger of the schema before
+// not_started keeps its pending nacks, read as ordinary ones (it cannot
+// tell), and records hand-backs once migrated.
+func TestMigratesPendingHandBackColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	before := len(migrations) - 1
+	for _, m := range migrations[:before] {
+		_, err = db.ExecContext(ctx, m)
+		require.NoError(t, err)
+	}
+	_, err = db.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
+		VALUES ('old:1', 'nack', 'host stopping: not started', 1, 1, ?)`, t0.UnixMilli())
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, before))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	l, err := Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	ob, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []OutboxEntry{{Seq: ob[0].Seq, DeliveryID: "old:1", Kind: OutboxNack, Error: "host stopping: not started",
+		Retryable: true, Attempt: 1, CreatedAt: t0}}, ob)
+	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "new:1", Kind: OutboxNack, Retryable: true,
+		Attempt: 1, NotStarted: true, CreatedAt: t0}))
+	ob, err = l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 2)
+	require.True(t, ob[1].NotStarted)
+}
+
 // TestReadOnlyWhileWriterOpen reads a ledger another connection is writing
 // (as `host ledger` does while `host run` runs), and after the writer closed.
 func TestReadOnlyWhileWriterOpen(t *testing.T) {

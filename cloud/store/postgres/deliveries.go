@@ -885,9 +885,11 @@ func applyFailures(ctx context.Context, tx pgx.Tx, failing []store.Failing, fail
 		tr := fl.Transition
 		tag, err := tx.Exec(ctx, `
 			UPDATE deliveries
-			SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6
+			SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6,
+				max_attempts = COALESCE($8::integer, max_attempts)
 			WHERE delivery_id = $1 AND status = ANY($7)`,
-			f.ID, string(fl.To), msPtr(fl.NextRetryAt), msPtr(fl.DLQAt), fl.LastError, now, statusNames(tr.From))
+			f.ID, string(fl.To), msPtr(fl.NextRetryAt), msPtr(fl.DLQAt), fl.LastError, now, statusNames(tr.From),
+			raisedMaxAttempts(fl))
 		if err != nil {
 			return 0, err
 		}
@@ -909,6 +911,16 @@ func applyFailures(ctx context.Context, tx pgx.Tx, failing []store.Failing, fail
 		n++
 	}
 	return n, nil
+}
+
+// raisedMaxAttempts is the max_attempts a failure writes: nil (NULL,
+// kept) unless it raises it.
+func raisedMaxAttempts(fl store.Failure) *int32 {
+	if fl.MaxAttempts <= 0 {
+		return nil
+	}
+	n := int32(fl.MaxAttempts)
+	return &n
 }
 
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {

@@ -891,10 +891,12 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 }
 
 // failQuery applies a failure's transition tr to a delivery (its id
-// twice) in a status tr allows (the statuses follow).
+// twice) in a status tr allows (the statuses follow). max_attempts is
+// kept when its parameter is NULL (every failure but a hand-back).
 func failQuery(tr store.Transition) string {
 	return `UPDATE deliveries
-		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?
+		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?,
+			max_attempts = COALESCE(?, max_attempts)
 		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)`
 }
 
@@ -909,8 +911,8 @@ func applyFailures(ctx context.Context, tx *sql.Tx, failing []store.Failing, fai
 			continue
 		}
 		tr := fl.Transition
-		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now), f.ID, f.ID},
-			statusArgs(tr.From)...)
+		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now),
+			raisedMaxAttempts(fl), f.ID, f.ID}, statusArgs(tr.From)...)
 		res, err := tx.ExecContext(ctx, failQuery(tr), args...)
 		if err != nil {
 			return 0, err
@@ -933,6 +935,15 @@ func applyFailures(ctx context.Context, tx *sql.Tx, failing []store.Failing, fai
 		n++
 	}
 	return n, nil
+}
+
+// raisedMaxAttempts is the max_attempts a failure writes: nil (NULL,
+// kept) unless it raises it.
+func raisedMaxAttempts(fl store.Failure) any {
+	if fl.MaxAttempts <= 0 {
+		return nil
+	}
+	return fl.MaxAttempts
 }
 
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {

@@ -63,6 +63,78 @@ func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.DeliveryReportResult{}, *res, "an empty report")
 	})
 
+	// A webhook handed back unstarted, by a nack or in a report: due again
+	// at once, its host woken, the attempt given back; an ordinary nack
+	// leaves max_attempts as it was.
+	t.Run("HandBack", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		woken := make(chan string, 100)
+		listen(ctx, t, s, &store.DeliveryListenParams{Available: func(hostID string) { woken <- hostID }})
+		next := func() string {
+			t.Helper()
+			select {
+			case h := <-woken:
+				return h
+			case <-time.After(10 * time.Second):
+				t.Fatal("no wake-up")
+				return ""
+			}
+		}
+		back := insert(ctx, t, s, b.host.ID, "evt-back", base, deliveryOpts{})
+		last := insert(ctx, t, s, b.host.ID, "evt-last", base, deliveryOpts{maxAttempts: 1})
+		plain := insert(ctx, t, s, b.host.ID, "evt-plain", base, deliveryOpts{})
+		for range 3 {
+			require.Equal(t, b.host.ID, next(), "received")
+		}
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, base), 3)
+		handBack := func(d *store.Delivery) delivery.Nack {
+			return delivery.Nack{ID: d.ID, Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true}
+		}
+
+		now := base.Add(time.Minute)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, handBack(back)))
+		require.Equal(t, b.host.ID, next(), "handed back: its host is woken")
+		got := get(ctx, t, s, b.host.ID, back.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, ptr(now), got.NextRetryAt, "due at once")
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, store.DefaultMaxAttempts+1, got.MaxAttempts, "the attempt given back")
+		require.Equal(t, "host stopping: not started", got.LastError)
+		require.Nil(t, got.LeaseExpiresAt)
+		ev := lastEvent(ctx, t, s, back.ID)
+		require.Equal(t, store.TransitionHandBack.Reason, ev.Reason)
+		require.Equal(t, store.StatusDelivered, ev.From)
+		require.Equal(t, store.StatusRetrying, ev.To)
+
+		// In a report, on its last attempt: retrying, not dead-lettered.
+		res, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
+			Nack: delivery.NackParams(b.host.ID, []delivery.Nack{handBack(last)}, delivery.RetryPolicy{}, now)})
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryReportResult{Nacked: 1}, *res)
+		require.Equal(t, b.host.ID, next(), "woken by a report's hand-back too")
+		got = get(ctx, t, s, b.host.ID, last.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, ptr(now), got.NextRetryAt)
+		require.Equal(t, 2, got.MaxAttempts)
+		require.Nil(t, got.DLQAt)
+		require.Equal(t, store.TransitionHandBack.Reason, lastEvent(ctx, t, s, last.ID).Reason)
+
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, delivery.Nack{ID: plain.ID, Error: "503", Retryable: true}))
+		got = get(ctx, t, s, b.host.ID, plain.ID)
+		require.Equal(t, store.DefaultMaxAttempts, got.MaxAttempts, "an ordinary nack leaves max_attempts")
+		require.Equal(t, ptr(now.Add(30*time.Second)), got.NextRetryAt)
+
+		// Handed out again, the next attempt is the second: a late hand-back
+		// of the first changes nothing.
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, now), 2)
+		require.Zero(t, nack(ctx, t, s, b.host.ID, now, handBack(back)))
+		got = get(ctx, t, s, b.host.ID, back.ID)
+		require.Equal(t, store.StatusDelivered, got.Status)
+		require.Equal(t, 2, got.Attempts)
+		require.Equal(t, store.DefaultMaxAttempts+1, got.MaxAttempts)
+	})
+
 	// A report is one transaction: a part that fails leaves none applied.
 	t.Run("ReportAllOrNothing", func(t *testing.T) {
 		t.Parallel()

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+)
+
+// handedBack asserts that id was handed back at now: due again at once,
+// its attempt given back.
+func (b *bundle) handedBack(hostID, id string, now time.Time) {
+	b.t.Helper()
+	d, err := b.store.DeliveryGet(context.Background(), hostID, id)
+	require.NoError(b.t, err)
+	require.Equal(b.t, store.StatusRetrying, d.Status)
+	require.NotNil(b.t, d.NextRetryAt)
+	require.True(b.t, now.Equal(*d.NextRetryAt), "due at once, not %s", d.NextRetryAt)
+	require.Equal(b.t, 1, d.Attempts)
+	require.Equal(b.t, store.DefaultMaxAttempts+1, d.MaxAttempts, "the attempt given back")
+	evs, err := b.store.DeliveryEventList(context.Background(), id)
+	require.NoError(b.t, err)
+	require.Equal(b.t, store.TransitionHandBack.Reason, evs[len(evs)-1].Reason)
+}
+
+// A heartbeat's nack saying not_started hands the webhook back; without it,
+// the same nack follows the schedule.
+func TestHeartbeatHandBack(t *testing.T) {
+	b := setup(t)
+	hostID, token := b.newHost("h")
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-2", prBody).status)
+	var hb shared.HeartbeatResponse
+	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
+	require.Len(t, hb.Webhooks, 2)
+	back, plain := hb.Webhooks[0].DeliveryID, hb.Webhooks[1].DeliveryID
+
+	require.Equal(t, 200, b.heartbeat(token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{
+		{DeliveryID: back, Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
+		{DeliveryID: plain, Error: "host stopping: not started", Retryable: true, Attempt: 1},
+	}}).status)
+	b.handedBack(hostID, back, b.clock.Now())
+	d, err := b.store.DeliveryGet(context.Background(), hostID, plain)
+	require.NoError(t, err)
+	require.Equal(t, store.DefaultMaxAttempts, d.MaxAttempts)
+	require.Equal(t, b.clock.Now().Add(30*time.Second), *d.NextRetryAt, "an ordinary nack: the schedule's delay")
+}
+
+// A socket's report frame carries not_started as a heartbeat does. A
+// hand-back says the host is stopping: nothing more is pushed on that
+// socket, whatever credit is left, so what it handed back (due at once)
+// is not pushed straight back to it.
+func TestSocketReportHandBack(t *testing.T) {
+	b, _ := socketSetup(t)
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 10)
+	ids := b.send3(hostID)
+	require.Equal(t, ids, hs.pushed(3))
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Acks: ids[1:2], Nacks: []shared.Nack{
+		{DeliveryID: ids[0], Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true}}})
+	f := hs.read()
+	require.Equal(t, shared.FrameConfirm, f.Type)
+	b.handedBack(hostID, ids[0], b.clock.Now())
+	require.Equal(t, 200, b.sendGitHub(hostID, "after", prBody).status)
+	// The socket's next frame answers this report: no webhooks came before.
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 2, Acks: ids[2:]})
+	f = hs.read()
+	require.Equal(t, shared.FrameConfirm, f.Type, "nothing pushed after the hand-back")
+	require.Equal(t, int64(2), f.ID)
+	require.Equal(t, store.StatusRetrying, b.status(hostID, ids[0]))
+	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+}
+
+// The ceiling of hand-backs lies above what a source may set: a source's
+// own max_attempts is always honoured by a hand-back.
+func TestHandBackCeilingAboveSourceAttempts(t *testing.T) {
+	require.Greater(t, delivery.HandBackCeiling, maxSourceAttempts)
+}
