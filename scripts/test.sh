@@ -4,6 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+# phase names the phase starting now and says how long the last one took,
+# so that a run that creeps towards CI's budget shows where.
+phase_name="" phase_start=$start
+phase() {
+	local now; now=$(date +%s)
+	[ -n "$phase_name" ] && echo "    ($phase_name: $(( now - phase_start ))s)"
+	phase_name=$1 phase_start=$now
+	[ -n "$1" ] && echo "==> $1"
+	return 0
+}
 
 # -race needs cgo, and cgo a C compiler (the project itself uses none).
 if ! command -v "$(go env CC)" >/dev/null 2>&1; then
@@ -34,21 +44,21 @@ export RELAY_SCREENSHOT_DIR
 pgdir=$(mktemp -d /tmp/relay-pgtest.XXXXXX)
 cleanup() { scripts/pgtest.sh stop "$pgdir" >/dev/null 2>&1 || true; }
 trap cleanup EXIT INT TERM
-echo "==> starting a throwaway Postgres"
+phase "starting a throwaway Postgres"
 RELAY_TEST_DATABASE_URL=$(scripts/pgtest.sh start "$pgdir")
 export RELAY_TEST_DATABASE_URL RELAY_REQUIRE_POSTGRES=1
 
-echo "==> go vet"
+phase "go vet"
 go vet ./...
 
-echo "==> go test -race (every package but the end-to-end suite)"
+phase "go test -race (every package but the end-to-end suite)"
 # -race also turns on checkptr, which checks every unsafe pointer conversion;
 # in modernc.org's SQLite (C translated to Go, all unsafe arithmetic) that
 # doubled the CPU of SQLite-heavy tests. It stays on for the project's own
 # code; the race detector stays on everywhere.
 go test -race -gcflags='modernc.org/...=-d=checkptr=0' -count=1 -timeout 10m $(go list ./... | grep -v /cloud/e2e)
 
-echo "==> go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-2s} each, two at a time)"
+phase "go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-2s} each, two at a time)"
 # Targets are found, not named, so new ones run too. Set RELAY_FUZZTIME
 # (e.g. 30s) to fuzz longer. A failure leaves its input under the package's
 # testdata/fuzz/ as a regression seed. Two targets run at once, each with
@@ -80,11 +90,12 @@ for pkg in $fuzz_pkgs; do
   go test -list '^Fuzz' "$pkg/" | grep '^Fuzz' | sed "s|^|$pkg |"
 done | xargs -P 2 -L 1 bash -c 'fuzz_one "$0" "$1"' || { echo "FAIL: go test -fuzz"; exit 1; }
 
-echo "==> go test (end-to-end: real cloud and host processes)"
+phase "go test (end-to-end: real cloud and host processes)"
 go test -count=1 -timeout 10m ./cloud/e2e/...
 
-echo "==> fault suite, short (scripts/chaos -short: cloud SIGKILLs, host SIGKILLs, network faults, hosts on heartbeats then on sockets; make chaos runs every scenario in full)"
+phase "fault suite, short (scripts/chaos -short: cloud SIGKILLs, host SIGKILLs, network faults, hosts on heartbeats then on sockets; make chaos runs every scenario in full)"
 go run ./scripts/chaos -short
 
+phase ""
 echo "==> screenshots of the console and the host page: $RELAY_SCREENSHOT_DIR"
 echo "==> all tests passed in $(( $(date +%s) - start ))s"
