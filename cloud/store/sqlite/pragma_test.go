@@ -110,6 +110,21 @@ func TestAlertReadsUseStatusIndexes(t *testing.T) {
 	require.Contains(t, queryPlan(ctx, t, s, failingQuery, 1, 10), "SCAN deliveries USING INDEX deliveries_retrying_idx")
 }
 
+// The firing alerts (the evaluator's list, every 15 s) are read from the
+// partial index of firing alerts, not by walking every alert ever raised,
+// newest first; the history pages by id.
+func TestAlertListUsesTheFiringIndex(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	firing := queryPlan(ctx, t, s, alertListQuery(true), 1<<62, 100)
+	require.Contains(t, firing, "SCAN alerts USING INDEX alerts_firing_idx", "%q", firing)
+	for _, step := range firing {
+		require.NotContains(t, step, "INTEGER PRIMARY KEY", "%q", firing)
+	}
+	require.Equal(t, []string{"SEARCH alerts USING INTEGER PRIMARY KEY (rowid<?)"},
+		queryPlan(ctx, t, s, alertListQuery(false), 1<<62, 100))
+}
+
 // migrated opens a store on a new file, with every migration applied.
 func migrated(ctx context.Context, t *testing.T) *Store {
 	t.Helper()
