@@ -254,6 +254,33 @@ func TestFindUsesIndexes(t *testing.T) {
 	require.NotContains(t, events(store.DeliveryEventListAfterParams{Newest: true}), "TEMP B-TREE")
 }
 
+// A host's deliveries (GET /api/hosts/:id/deliveries) read an index in
+// order whatever the filters: in one status, that status's part of the
+// host's deliveries, never every delivery the host has kept.
+func TestListUsesIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := func(p store.DeliveryListParams) string {
+		q, args := listQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	before := time.Now()
+	require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_received_idx (host_id=?)", plan(store.DeliveryListParams{HostID: "h"}))
+	require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_received_idx (host_id=?)", plan(store.DeliveryListParams{HostID: "h", Source: "github"}))
+	require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_received_idx (host_id=? AND (received_at,delivery_id)<(?,?))",
+		plan(store.DeliveryListParams{HostID: "h", BeforeReceivedAt: &before, BeforeID: "x"}))
+	for _, st := range store.Statuses {
+		for _, p := range []store.DeliveryListParams{
+			{HostID: "h", Status: st},
+			{HostID: "h", Status: st, Source: "github"},
+		} {
+			require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_status_idx (host_id=? AND status=?)", plan(p), "%+v", p)
+		}
+		p := store.DeliveryListParams{HostID: "h", Status: st, BeforeReceivedAt: &before, BeforeID: "x"}
+		require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_status_idx (host_id=? AND status=? AND (received_at,delivery_id)<(?,?))", plan(p), "%+v", p)
+	}
+}
+
 // The statements of a transition look its deliveries up by key, not
 // through the host's deliveries in the statuses it moves from (all of
 // them in flight, during a drain).
