@@ -281,6 +281,37 @@ func TestListUsesIndexes(t *testing.T) {
 	}
 }
 
+// Deliveries in a status on every host are read from each host's part of
+// that status's index, in order, never by walking everyone's deliveries
+// newest first until a page of that status turns up; with a source, the
+// walk stays (the delivery key's index, led by host and source, would read
+// every delivery of the source).
+func TestFindByStatusReadsEachHost(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := func(p store.DeliveryFindParams) string {
+		q, args := findQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	before, since := time.Now(), time.Now().Add(-time.Hour)
+	for _, st := range store.Statuses {
+		for cond, p := range map[string]store.DeliveryFindParams{
+			"status=?": {Status: st},
+			"status=? AND (received_at,delivery_id)<(?,?)": {Status: st, BeforeReceivedAt: &before, BeforeID: "x"},
+			"status=? AND received_at>?":                   {Status: st, ReceivedSince: &since},
+			"status=?)":                                    {Status: st, Provider: "github", CorrelationID: "c"},
+		} {
+			got := plan(p)
+			require.Contains(t, got, "SEARCH deliveries USING INDEX deliveries_host_status_idx (host_id=? AND "+cond, "%+v", p)
+			require.Contains(t, got, "USING INDEX sqlite_autoindex_hosts_1 FOR IN-OPERATOR", "%+v", p)
+			require.NotContains(t, got, "deliveries_received_idx", "%+v", p)
+		}
+		got := plan(store.DeliveryFindParams{Status: st, Source: "github"})
+		require.Contains(t, got, "SCAN deliveries USING INDEX deliveries_received_idx", st)
+		require.NotContains(t, got, "sqlite_autoindex_deliveries_1", st)
+	}
+}
+
 // The statements of a transition look its deliveries up by key, not
 // through the host's deliveries in the statuses it moves from (all of
 // them in flight, during a drain).
