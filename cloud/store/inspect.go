@@ -48,13 +48,20 @@ type DeliveryFindParams struct {
 //
 // The query has a ? for each of its arguments, in order. An engine gives
 // its select list, its keyset condition on (received_at, delivery_id)
-// with two ?, and how it writes a time as a column value.
-func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time) any) (string, []any) {
+// with two ?, how it writes a time as a column value, and the condition
+// (no ?; "" for none) it puts in place of the host's when a status is
+// looked for on every host, with neither an event id nor a source (each
+// has an index of its own): one that holds for every delivery, but lets
+// the engine read each host's deliveries in that status in order instead
+// of everyone's deliveries.
+func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time) any, everyHost string) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
 	if p.HostID != "" {
 		add("host_id = ?", p.HostID)
+	} else if p.Status != "" && p.EventID == "" && p.Source == "" && everyHost != "" {
+		add(everyHost)
 	}
 	if p.Status != "" {
 		add("status = ?", string(p.Status))

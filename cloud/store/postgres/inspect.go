@@ -27,7 +27,7 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 
 // findQuery is DeliveryFind's query in Postgres.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
-	q, args := store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?::text)", func(t time.Time) any { return ms(t) })
+	q, args := store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?::text)", func(t time.Time) any { return ms(t) }, "")
 	return numbered(q), args
 }
 

@@ -241,14 +241,27 @@ func (s *Store) AlertResolve(ctx context.Context, p *store.AlertNoticeParams) (b
 		WHERE id = ? AND resolved_at IS NULL`, []any{dbTime(p.Now), dbTime(p.Now), p.ID}, p)
 }
 
+// alertListQuery lists alerts before an id, newest first; firing, only
+// those not resolved. Alerts are kept once resolved, so the firing list
+// (the evaluator's, every 15 s) reads the partial index of firing alerts
+// and sorts those few: the condition is written out, not bound, so that
+// the index's applies, and the unary + on id keeps the planner from
+// walking every alert ever raised, newest first, for the order. That walk
+// took 16-19 ms at 100,000 resolved alerts; the index, 0.1 ms.
+func alertListQuery(firing bool) string {
+	if firing {
+		return `SELECT ` + alertColumns + ` FROM alerts
+			WHERE resolved_at IS NULL AND +id < ? ORDER BY +id DESC LIMIT ?`
+	}
+	return `SELECT ` + alertColumns + ` FROM alerts WHERE id < ? ORDER BY id DESC LIMIT ?`
+}
+
 func (s *Store) AlertList(ctx context.Context, p *store.AlertListParams) ([]*store.Alert, error) {
 	before := p.BeforeID
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
-	as, err := queryAll(ctx, s.read, cols.ScanAlert, `SELECT `+alertColumns+` FROM alerts
-		WHERE (? = 0 OR resolved_at IS NULL) AND id < ? ORDER BY id DESC LIMIT ?`,
-		p.Firing, before, store.LimitOr(p.Limit, 100))
+	as, err := queryAll(ctx, s.read, cols.ScanAlert, alertListQuery(p.Firing), before, store.LimitOr(p.Limit, 100))
 	if err != nil {
 		return nil, fmt.Errorf("alert list: %w", err)
 	}

@@ -473,23 +473,35 @@ func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Deli
 }
 
 func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) ([]*store.Delivery, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	list, err := queryAll(ctx, s.read, scanDeliveryNoBody, `
-		SELECT `+deliveryColumns+` FROM deliveries
-		WHERE host_id = ?1
-			AND (?2 = '' OR status = ?2)
-			AND (?3 = '' OR source = ?3)
-			AND (?4 IS NULL OR (received_at, delivery_id) < (?4, ?5))
-		ORDER BY received_at DESC, delivery_id DESC
-		LIMIT ?6`,
-		p.HostID, string(p.Status), p.Source, dbTimePtr(p.BeforeReceivedAt), p.BeforeID, limit)
+	q, args := listQuery(p)
+	list, err := queryAll(ctx, s.read, scanDeliveryNoBody, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery list: %w", err)
 	}
 	return list, nil
+}
+
+// listQuery is DeliveryList's query: a host's deliveries, newest first,
+// with a condition for each filter given and none for those left empty.
+// Written as one statement whose filters hold for an empty parameter
+// (status = ?2 OR ?2 is empty), it matched no index but the host's: the
+// host's deliveries in one status were found by walking every delivery
+// the host has kept, newest first: 0.25-0.35 s for a page of dead letters
+// older than the host's last 250,000 deliveries. Written out, a status
+// reads deliveries_host_status_idx, in order.
+func listQuery(p *store.DeliveryListParams) (string, []any) {
+	where, args := []string{"host_id = ?"}, []any{p.HostID}
+	if p.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(p.Status))
+	}
+	if p.Source != "" {
+		where, args = append(where, "source = ?"), append(args, p.Source)
+	}
+	if p.BeforeReceivedAt != nil {
+		where, args = append(where, "(received_at, delivery_id) < (?, ?)"), append(args, dbTime(*p.BeforeReceivedAt), p.BeforeID)
+	}
+	return `SELECT ` + deliveryColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY received_at DESC, delivery_id DESC LIMIT ?`, append(args, store.LimitOr(p.Limit, defaultListLimit))
 }
 
 func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*store.DeliveryEvent, error) {

@@ -20,8 +20,19 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 
 // findQuery is DeliveryFind's query in SQLite.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
-	return store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?)", func(t time.Time) any { return dbTime(t) })
+	return store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?)", func(t time.Time) any { return dbTime(t) },
+		everyHost)
 }
+
+// everyHost finds deliveries in a status on every host. Each delivery has
+// its host (a foreign key), so it selects the same rows as no condition;
+// but SQLite then reads each host's deliveries in that status newest first
+// (deliveries_host_status_idx), leaving a host once its next delivery is
+// older than a full page's oldest, and sorts what it kept. Without it,
+// SQLite walked everyone's deliveries newest first until a page of that
+// status turned up: every delivery kept, when fewer than a page are older
+// than the cursor.
+const everyHost = "host_id IN (SELECT id FROM hosts)"
 
 // eventsDelivery finds an event's delivery (see idKey).
 const eventsDelivery = `substr(d.delivery_id, -13) = substr(e.delivery_id, -13) AND d.delivery_id = e.delivery_id`

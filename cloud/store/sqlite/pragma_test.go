@@ -110,6 +110,21 @@ func TestAlertReadsUseStatusIndexes(t *testing.T) {
 	require.Contains(t, queryPlan(ctx, t, s, failingQuery, 1, 10), "SCAN deliveries USING INDEX deliveries_retrying_idx")
 }
 
+// The firing alerts (the evaluator's list, every 15 s) are read from the
+// partial index of firing alerts, not by walking every alert ever raised,
+// newest first; the history pages by id.
+func TestAlertListUsesTheFiringIndex(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	firing := queryPlan(ctx, t, s, alertListQuery(true), 1<<62, 100)
+	require.Contains(t, firing, "SCAN alerts USING INDEX alerts_firing_idx", "%q", firing)
+	for _, step := range firing {
+		require.NotContains(t, step, "INTEGER PRIMARY KEY", "%q", firing)
+	}
+	require.Equal(t, []string{"SEARCH alerts USING INTEGER PRIMARY KEY (rowid<?)"},
+		queryPlan(ctx, t, s, alertListQuery(false), 1<<62, 100))
+}
+
 // migrated opens a store on a new file, with every migration applied.
 func migrated(ctx context.Context, t *testing.T) *Store {
 	t.Helper()
@@ -237,6 +252,64 @@ func TestFindUsesIndexes(t *testing.T) {
 	require.Contains(t, events(store.DeliveryEventListAfterParams{AfterID: 7}), "SEARCH delivery_events USING INTEGER PRIMARY KEY (rowid>?)")
 	// The newest: the rowid order read backwards up to the limit, no sort.
 	require.NotContains(t, events(store.DeliveryEventListAfterParams{Newest: true}), "TEMP B-TREE")
+}
+
+// A host's deliveries (GET /api/hosts/:id/deliveries) read an index in
+// order whatever the filters: in one status, that status's part of the
+// host's deliveries, never every delivery the host has kept.
+func TestListUsesIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := func(p store.DeliveryListParams) string {
+		q, args := listQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	before := time.Now()
+	require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_received_idx (host_id=?)", plan(store.DeliveryListParams{HostID: "h"}))
+	require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_received_idx (host_id=?)", plan(store.DeliveryListParams{HostID: "h", Source: "github"}))
+	require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_received_idx (host_id=? AND (received_at,delivery_id)<(?,?))",
+		plan(store.DeliveryListParams{HostID: "h", BeforeReceivedAt: &before, BeforeID: "x"}))
+	for _, st := range store.Statuses {
+		for _, p := range []store.DeliveryListParams{
+			{HostID: "h", Status: st},
+			{HostID: "h", Status: st, Source: "github"},
+		} {
+			require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_status_idx (host_id=? AND status=?)", plan(p), "%+v", p)
+		}
+		p := store.DeliveryListParams{HostID: "h", Status: st, BeforeReceivedAt: &before, BeforeID: "x"}
+		require.Equal(t, "SEARCH deliveries USING INDEX deliveries_host_status_idx (host_id=? AND status=? AND (received_at,delivery_id)<(?,?))", plan(p), "%+v", p)
+	}
+}
+
+// Deliveries in a status on every host are read from each host's part of
+// that status's index, in order, never by walking everyone's deliveries
+// newest first until a page of that status turns up; with a source, the
+// walk stays (the delivery key's index, led by host and source, would read
+// every delivery of the source).
+func TestFindByStatusReadsEachHost(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	plan := func(p store.DeliveryFindParams) string {
+		q, args := findQuery(&p)
+		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
+	}
+	before, since := time.Now(), time.Now().Add(-time.Hour)
+	for _, st := range store.Statuses {
+		for cond, p := range map[string]store.DeliveryFindParams{
+			"status=?": {Status: st},
+			"status=? AND (received_at,delivery_id)<(?,?)": {Status: st, BeforeReceivedAt: &before, BeforeID: "x"},
+			"status=? AND received_at>?":                   {Status: st, ReceivedSince: &since},
+			"status=?)":                                    {Status: st, Provider: "github", CorrelationID: "c"},
+		} {
+			got := plan(p)
+			require.Contains(t, got, "SEARCH deliveries USING INDEX deliveries_host_status_idx (host_id=? AND "+cond, "%+v", p)
+			require.Contains(t, got, "USING INDEX sqlite_autoindex_hosts_1 FOR IN-OPERATOR", "%+v", p)
+			require.NotContains(t, got, "deliveries_received_idx", "%+v", p)
+		}
+		got := plan(store.DeliveryFindParams{Status: st, Source: "github"})
+		require.Contains(t, got, "SCAN deliveries USING INDEX deliveries_received_idx", st)
+		require.NotContains(t, got, "sqlite_autoindex_deliveries_1", st)
+	}
 }
 
 // The statements of a transition look its deliveries up by key, not
