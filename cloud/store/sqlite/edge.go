@@ -86,6 +86,14 @@ func scanQuarantined(row scanner) (*store.QuarantinedRequest, error) {
 	return &q, nil
 }
 
+// quarantineHeldQuery is what the quarantine holds, in all and of one
+// host: read from the index of hosts and sizes alone (migration 17), never
+// the bodies.
+const quarantineHeldQuery = `
+	SELECT count(*), coalesce(sum(size), 0),
+	       coalesce(sum(host_id = ?), 0), coalesce(sum(CASE WHEN host_id = ? THEN size END), 0)
+	FROM quarantine`
+
 func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertParams) (*store.QuarantinedRequest, error) {
 	headers, err := json.Marshal(p.Header)
 	if err != nil {
@@ -99,10 +107,8 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 	var q *store.QuarantinedRequest
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var held store.QuarantineHeld
-		if err := tx.QueryRowContext(ctx, `
-			SELECT count(*), coalesce(sum(size), 0),
-			       coalesce(sum(host_id = ?), 0), coalesce(sum(CASE WHEN host_id = ? THEN size END), 0)
-			FROM quarantine`, p.HostID, p.HostID).Scan(&held.Rows, &held.Bytes, &held.HostRows, &held.HostBytes); err != nil {
+		if err := tx.QueryRowContext(ctx, quarantineHeldQuery, p.HostID, p.HostID).Scan(
+			&held.Rows, &held.Bytes, &held.HostRows, &held.HostBytes); err != nil {
 			return err
 		}
 		if err := p.Room(held, size); err != nil {

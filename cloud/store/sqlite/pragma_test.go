@@ -125,6 +125,15 @@ func TestAlertListUsesTheFiringIndex(t *testing.T) {
 		queryPlan(ctx, t, s, alertListQuery(false), 1<<62, 100))
 }
 
+// The quarantine's bound, checked on the writer for each request
+// quarantined, reads the index of hosts and sizes, not every body held.
+func TestQuarantineBoundReadsTheSizeIndex(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	require.Equal(t, []string{"SCAN quarantine USING COVERING INDEX quarantine_host_size_idx"},
+		queryPlan(ctx, t, s, quarantineHeldQuery, "h", "h"))
+}
+
 // migrated opens a store on a new file, with every migration applied.
 func migrated(ctx context.Context, t *testing.T) *Store {
 	t.Helper()
