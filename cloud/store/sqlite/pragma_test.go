@@ -365,7 +365,7 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 	}{
 		"get":     {`SELECT ` + deliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
 		"requeue": {requeueQuery(store.TransitionRevive), append([]any{"queued", 0, id, id}, statusArgs(store.TransitionRevive.From)...)},
-		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, id, id},
+		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, nil, id, id},
 			statusArgs(store.TransitionNack.From)...)},
 		"result": {recordResult, []any{1, "ok", "", nil, nil, 0, "", 0, id, id, "h"}},
 	} {
