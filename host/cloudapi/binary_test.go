@@ -6,14 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +17,7 @@ import (
 
 	"github.com/relaykit/relay/shared"
 	"github.com/relaykit/relay/shared/jsonwalk"
+	"github.com/relaykit/relay/shared/sharedtest"
 )
 
 // binaryHooks have bodies empty, not UTF-8, with CRLF, and of 300 KB.
@@ -207,23 +204,7 @@ func FuzzDecodeHeartbeatJSON(f *testing.F) {
 // json-gzip, 34 µs binary; the batch of 100 (1.34 MB of bodies) 12.2 ms
 // json-gzip, 2.1 ms binary.
 func BenchmarkReadHeartbeatAnswer(b *testing.B) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "scripts", "bench", "testdata", "*", "*.json"))
-	require.NoError(b, err)
-	require.NotEmpty(b, files)
-	hooks := make([]shared.Webhook, 100)
-	for i := range hooks {
-		body, err := os.ReadFile(files[i%len(files)])
-		require.NoError(b, err)
-		if i == 0 {
-			body = append(body[:len(body)-1:len(body)-1], []byte(`,"padding":"`+strings.Repeat("x", 300<<10)+`"}`)...)
-		}
-		hooks[i] = shared.Webhook{DeliveryID: fmt.Sprintf("github:6f1c2d3e-8a9b-4c5d-9e0f-%012d:1", i), Source: "github", EventType: "push",
-			Headers: map[string]string{"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/a1b2c3d",
-				"X-GitHub-Delivery": "6f1c2d3e-8a9b-4c5d-9e0f-1a2b3c4d5e6f", "X-GitHub-Event": "push", "X-GitHub-Hook-ID": "123456789",
-				"X-Hub-Signature-256": "sha256=0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
-				"Traceparent":         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-			RawBody: body, ReceivedAt: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), Attempt: 1, CorrelationID: "6f1c2d3e-8a9b-4c5d-9e0f-1a2b3c4d5e6f"}
-	}
+	hooks := sharedtest.BenchWebhooks(b, 100)
 	for _, batch := range []struct {
 		name  string
 		hooks []shared.Webhook
