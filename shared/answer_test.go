@@ -77,16 +77,8 @@ func TestHeartbeatAnswerRefused(t *testing.T) {
 	now := time.Date(2026, 11, 27, 16, 0, 0, 0, time.UTC)
 	good, err := AppendHeartbeatAnswer(nil, &HeartbeatResponse{Status: "ok", Webhooks: testHooks()[:3], Now: now})
 	require.NoError(t, err)
-	part := func(js string, bodies string, bodyLen int) []byte {
-		m := binary.BigEndian.AppendUint32(nil, uint32(len(js)))
-		m = binary.BigEndian.AppendUint32(m, uint32(bodyLen))
-		return append(append(m, js...), bodies...)
-	}
-	set := func(off int, v uint32) []byte {
-		m := bytes.Clone(good)
-		binary.BigEndian.PutUint32(m[off:], v)
-		return m
-	}
+	part := binaryMessage
+	set := func(off int, v uint32) []byte { return withUint32(good, off, v) }
 	cases := map[string]struct {
 		msg  []byte
 		want string

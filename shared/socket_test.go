@@ -70,20 +70,27 @@ func TestWebhooksFrameRoundTrip(t *testing.T) {
 	t.Logf("text frame %d bytes, binary %d", len(text), len(msg))
 }
 
+// binaryMessage is a binary message of the given JSON and bodies, its
+// header saying bodyLen bytes of bodies.
+func binaryMessage(js string, bodies string, bodyLen int) []byte {
+	m := binary.BigEndian.AppendUint32(nil, uint32(len(js)))
+	m = binary.BigEndian.AppendUint32(m, uint32(bodyLen))
+	return append(append(m, js...), bodies...)
+}
+
+// withUint32 is a copy of msg with v written at off.
+func withUint32(msg []byte, off int, v uint32) []byte {
+	m := bytes.Clone(msg)
+	binary.BigEndian.PutUint32(m[off:], v)
+	return m
+}
+
 func TestWebhooksFrameRefused(t *testing.T) {
 	good, err := AppendWebhooksFrame(nil, testHooks()[:3])
 	require.NoError(t, err)
 	j := int(binary.BigEndian.Uint32(good))
-	part := func(js string, bodies string, bodyLen int) []byte {
-		m := binary.BigEndian.AppendUint32(nil, uint32(len(js)))
-		m = binary.BigEndian.AppendUint32(m, uint32(bodyLen))
-		return append(append(m, js...), bodies...)
-	}
-	set := func(off int, v uint32) []byte {
-		m := bytes.Clone(good)
-		binary.BigEndian.PutUint32(m[off:], v)
-		return m
-	}
+	part := binaryMessage
+	set := func(off int, v uint32) []byte { return withUint32(good, off, v) }
 	cases := map[string]struct {
 		msg  []byte
 		want string
