@@ -108,9 +108,6 @@ func TestAlertReadsUseStatusIndexes(t *testing.T) {
 		}
 	}
 	require.Contains(t, queryPlan(ctx, t, s, failingQuery, 1, 10), "SCAN deliveries USING INDEX deliveries_retrying_idx")
-	// Dead letters, and those of the last hour, are counted from their
-	// index alone (migration 18).
-	require.Contains(t, queryPlan(ctx, t, s, backlogQuery, 0, 10), "SCAN deliveries USING COVERING INDEX deliveries_dlq_idx")
 }
 
 // The firing alerts (the evaluator's list, every 15 s) are read from the
