@@ -245,19 +245,44 @@ func (p *proc) running() bool {
 // kill sends SIGKILL to the process (only it: its handlers are its own
 // business) and waits until it is gone.
 func (p *proc) kill() {
+	p.signal(syscall.SIGKILL, 0)
+}
+
+// stop sends SIGTERM and waits until the process is gone; after within,
+// it is SIGKILLed and stop says so.
+func (p *proc) stop(within time.Duration) error {
+	if !p.signal(syscall.SIGTERM, within) {
+		p.kill()
+		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.name, within)
+	}
+	return nil
+}
+
+// signal sends sig to the process and waits until it is gone, or for at
+// most within (0: as long as it takes); false when it still runs.
+func (p *proc) signal(sig syscall.Signal, within time.Duration) bool {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
 	if cmd == nil {
-		return
+		return true
 	}
 	select {
 	case <-done:
-		return
+		return true
 	default:
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
+	_ = cmd.Process.Signal(sig)
+	if within <= 0 {
+		<-done
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(within):
+		return false
+	}
 }
 
 func (p *proc) tail(n int) string {
@@ -462,6 +487,16 @@ func (h *relayHost) waitUp(ctx context.Context) error {
 func (h *relayHost) killAndRestart() error {
 	h.run.kill()
 	h.kills = append(h.kills, time.Now())
+	return h.run.start()
+}
+
+// stopAndRestart stops the host as a deploy does (SIGTERM: it finishes
+// what runs within its grace, hands back what has not started, reports)
+// and starts it again.
+func (h *relayHost) stopAndRestart() error {
+	if err := h.run.stop(30 * time.Second); err != nil {
+		return err
+	}
 	return h.run.start()
 }
 

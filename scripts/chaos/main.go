@@ -42,8 +42,12 @@
 //     the cloud's peak RSS under -abuse-rss-mib (256); it reports the
 //     attackers' rates, the legitimate latency, the peak RSS and the growth
 //     of the database and the log.
+//  8. host-restarts: two hosts drain 5,000 webhooks while stopped as a
+//     deploy stops them (SIGTERM) at random points and restarted; their
+//     sources allow one attempt alone, so a restart that spent one would
+//     dead-letter a webhook. Every webhook handled exactly once.
 //
-// Scenarios 1, 3, 4 and 5 run once per host transport in -transports
+// Scenarios 1, 3, 4, 5 and 8 run once per host transport in -transports
 // (default: heartbeat, then websocket), named e.g. "3-host-sigkill/websocket".
 // On websocket the hosts keep sockets, which the cloud SIGKILL, the resets,
 // the stalls and the partition cut, and which the cloud sees close when a
@@ -104,6 +108,7 @@ var scenarios = []scenario{
 	{5, "ledger-disk-full", false, true, runDiskFull},
 	{6, "four-claimers", false, false, runClaimers},
 	{7, "abusive-clients", false, false, runAbusive},
+	{8, "host-restarts", false, true, runHostRestarts},
 }
 
 // run is a scenario on one host transport.

@@ -302,6 +302,84 @@ func runHostKill(ctx context.Context, e *env) (r result) {
 	return r
 }
 
+// runHostRestarts: two hosts drain while stopped as a deploy stops them
+// (SIGTERM, then a restart) at random points. A graceful stop finishes what
+// runs and hands back what has not started, so every webhook is handled
+// exactly once (no at-least-once window to explain), and none spends an
+// attempt on a stop: each source allows one attempt alone, so an attempt
+// spent by a restart dead-letters its webhook and fails the scenario.
+func runHostRestarts(ctx context.Context, e *env) (r result) {
+	s, err := e.newSetup(ctx, "hostrestart", 1, 2, "RELAY_LEASE=5s")
+	if err != nil {
+		r.failf("set-up: %v", err)
+		return
+	}
+	for _, h := range s.hosts {
+		if err := admin(ctx, s.clouds[0].url, "PUT", "/api/hosts/"+h.id+"/sources/github", map[string]any{
+			"secrets": []string{h.secret}, "retry_schedule_s": []int{0}, "max_attempts": 1,
+		}, nil, 200); err != nil {
+			r.failf("one attempt for %s: %v", h.name, err)
+			return
+		}
+	}
+	n := pick(e, 5000, 1000)
+	snd := newSender(s.urls(), s.hosts, "hr", n, 0, 60*time.Second)
+	snd.start(ctx)
+	snd.wait()
+	ok, _, _ := snd.summary()
+	for _, h := range s.hosts {
+		h.rc.delay = func() time.Duration { return e.randDur(30*time.Millisecond, 80*time.Millisecond) }
+		if err := e.startHost(ctx, h, s.clouds[0].url, e.dir(h.name)); err != nil {
+			r.failf("start %s: %v", h.name, err)
+			return
+		}
+	}
+	t0 := time.Now()
+	stopCtx, stopRestarts := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	restarts := 0
+	for _, h := range s.hosts {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stopCtx.Done():
+					return
+				case <-time.After(e.randDur(300*time.Millisecond, 2*time.Second)):
+				}
+				err := h.stopAndRestart()
+				mu.Lock()
+				if err != nil {
+					r.failf("restart %s: %v", h.name, err)
+				} else {
+					restarts++
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	_ = waitFor(ctx, pick(e, 240*time.Second, 60*time.Second), 100*time.Millisecond, "drained", func() bool {
+		got := 0
+		for _, h := range s.hosts {
+			got += len(h.rc.snapshot())
+		}
+		return got >= ok
+	})
+	stopRestarts()
+	wg.Wait()
+	for _, h := range s.hosts {
+		if err := h.waitUp(ctx); err != nil {
+			r.failf("%s: %v", h.name, err)
+		}
+	}
+	r.figuref("%d graceful host restarts while draining for %s", restarts, time.Since(t0).Round(100*time.Millisecond))
+	e.settleAndCompare(ctx, &r, s, snd, pick(e, 120*time.Second, 60*time.Second), checkOpts{})
+	return r
+}
+
 // runNetworkFaults: each host reaches the cloud through its own toxiproxy
 // link; the links get latency, then connection resets, then stalls that
 // time out, then a partition, while webhooks keep coming.
