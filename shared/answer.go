@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 // MediaTypeWebhooksBinary is the media type of a heartbeat answer in the
@@ -41,7 +43,7 @@ type binaryAnswer struct {
 func AppendHeartbeatAnswer(dst []byte, r *HeartbeatResponse) ([]byte, error) {
 	return appendBinary(dst, r.Webhooks, len(r.Status)+64, func(out []byte) []byte {
 		out = append(out, `{"status":`...)
-		out = appendJSONString(out, r.Status)
+		out = jsonwalk.AppendString(out, r.Status)
 		out = append(out, `,"heartbeat_interval_s":`...)
 		out = strconv.AppendInt(out, int64(r.HeartbeatIntervalS), 10)
 		out = append(out, `,"more":`...)

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 // The socket protocol: a host keeps one WebSocket to the cloud and the cloud
@@ -259,13 +260,13 @@ func appendBinaryWebhooks(out []byte, hooks []Webhook) ([]byte, error) {
 			out = append(out, ',')
 		}
 		out = append(out, `{"delivery_id":`...)
-		out = appendJSONString(out, w.DeliveryID)
+		out = jsonwalk.AppendString(out, w.DeliveryID)
 		out = append(out, `,"source":`...)
-		out = appendJSONString(out, w.Source)
+		out = jsonwalk.AppendString(out, w.Source)
 		out = append(out, `,"event_type":`...)
-		out = appendJSONString(out, w.EventType)
+		out = jsonwalk.AppendString(out, w.EventType)
 		out = append(out, `,"event_action":`...)
-		out = appendJSONString(out, w.EventAction)
+		out = jsonwalk.AppendString(out, w.EventAction)
 		out = append(out, `,"headers":`...)
 		if w.Headers == nil {
 			out = append(out, "null"...)
@@ -277,9 +278,9 @@ func appendBinaryWebhooks(out []byte, hooks []Webhook) ([]byte, error) {
 					out = append(out, ',')
 				}
 				first = false
-				out = appendJSONString(out, k)
+				out = jsonwalk.AppendString(out, k)
 				out = append(out, ':')
-				out = appendJSONString(out, v)
+				out = jsonwalk.AppendString(out, v)
 			}
 			out = append(out, '}')
 		}
@@ -300,7 +301,7 @@ func appendBinaryWebhooks(out []byte, hooks []Webhook) ([]byte, error) {
 		out = append(out, `,"attempt":`...)
 		out = strconv.AppendInt(out, int64(w.Attempt), 10)
 		out = append(out, `,"correlation_id":`...)
-		out = appendJSONString(out, w.CorrelationID)
+		out = jsonwalk.AppendString(out, w.CorrelationID)
 		out = append(out, '}')
 	}
 	return append(out, ']'), nil
@@ -314,61 +315,6 @@ func appendJSONTime(out []byte, t time.Time) ([]byte, error) {
 	out = append(out, '"')
 	out = t.AppendFormat(out, time.RFC3339Nano)
 	return append(out, '"'), nil
-}
-
-// appendJSONString appends s as a JSON string, as encoding/json writes it
-// without HTML escaping: invalid UTF-8 becomes U+FFFD, and U+2028 and
-// U+2029 are escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 const maxUint32 = 1<<32 - 1

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -275,22 +274,5 @@ func BenchmarkWebhooksFrame(b *testing.B) {
 			_, err := DecodeWebhooksFrame(bin, nil)
 			require.NoError(b, err)
 		}
-	})
-}
-
-// FuzzAppendJSONString: a string is written as encoding/json writes it
-// (without HTML escaping), byte for byte.
-//
-//	go test -run '^$' -fuzz FuzzAppendJSONString -fuzztime 30s ./shared/
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", "é\"\\\n\r\t\b\f\x00\x1f<&>", "\u2028\u2029", "\xff\xc3(", "🚀", "a\x7fb"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		require.NoError(t, enc.Encode(s))
-		require.Equal(t, strings.TrimSuffix(want.String(), "\n"), string(appendJSONString(nil, s)))
 	})
 }

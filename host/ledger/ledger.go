@@ -19,11 +19,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/relaykit/relay/shared/dbfile"
+
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 // ErrNotFound is returned when a delivery is not in the ledger.
@@ -408,17 +409,13 @@ func scanEntry(s scanner) (Entry, error) {
 
 func ptr[T any](v T) *T { return &v }
 
-// encodeFields writes fields as a JSON object, keys sorted, as json.Marshal
-// would read back; it spares the reflection of json.Marshal on every record.
-// Strings that are not valid UTF-8 go through json.Marshal.
+// encodeFields writes fields as a JSON object, keys sorted, that reads back
+// as json.Marshal's would (invalid UTF-8 becomes U+FFFD, as there); it
+// spares the reflection of json.Marshal on every record.
 func encodeFields(fields map[string]string) (string, error) {
 	keys := make([]string, 0, len(fields))
 	size := 2
 	for k, v := range fields {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			b, err := json.Marshal(fields)
-			return string(b), err
-		}
 		keys = append(keys, k)
 		size += len(k) + len(v) + 6
 	}
@@ -429,40 +426,11 @@ func encodeFields(fields map[string]string) (string, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, k)
+		b = jsonwalk.AppendString(b, k)
 		b = append(b, ':')
-		b = appendJSONString(b, fields[k])
+		b = jsonwalk.AppendString(b, fields[k])
 	}
 	return string(append(b, '}')), nil
-}
-
-// appendJSONString appends s, valid UTF-8, as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // nullable stores nil as NULL.
