@@ -238,14 +238,53 @@ func runPostgresKill(ctx context.Context, e *env) (r result) {
 // drain them while each is SIGKILLed at random points (every 0.3–2 s) and
 // started again at once. Their receivers take 30–80 ms per webhook, so a
 // kill often lands mid-handler.
-func runHostKill(ctx context.Context, e *env) (r result) {
-	s, err := e.newSetup(ctx, "hostkill", 1, 2, "RELAY_LEASE=5s")
+func runHostKill(ctx context.Context, e *env) result {
+	return runHostFaults(ctx, e, hostFaults{tag: "hostkill", prefix: "hk", what: "host SIGKILLs",
+		fault: (*relayHost).killAndRestart, check: checkOpts{explain: killBetween}})
+}
+
+// runHostRestarts: as runHostKill, but the hosts are stopped as a deploy
+// stops them (SIGTERM, then a restart). A graceful stop finishes what runs
+// and hands back what has not started, so every webhook is handled exactly
+// once (no at-least-once window to explain), and none spends an attempt on
+// a stop: each source allows one attempt alone, so an attempt spent by a
+// restart dead-letters its webhook and fails the scenario.
+func runHostRestarts(ctx context.Context, e *env) result {
+	return runHostFaults(ctx, e, hostFaults{tag: "hostrestart", prefix: "hr", what: "graceful host restarts",
+		oneAttempt: true, fault: (*relayHost).stopAndRestart})
+}
+
+// hostFaults is what a host-fault scenario does to its hosts.
+type hostFaults struct {
+	tag, prefix string // the database's and the events' names
+	what        string // the faults, as the figure says them
+	oneAttempt  bool   // the sources allow one attempt alone
+	fault       func(*relayHost) error
+	check       checkOpts
+}
+
+// runHostFaults sends the webhooks while two hosts are down, then lets
+// both drain them while f.fault strikes each at random points (every
+// 0.3–2 s), until their receivers got every one; then compares the
+// records. Their receivers take 30–80 ms per webhook.
+func runHostFaults(ctx context.Context, e *env, f hostFaults) (r result) {
+	s, err := e.newSetup(ctx, f.tag, 1, 2, "RELAY_LEASE=5s")
 	if err != nil {
 		r.failf("set-up: %v", err)
 		return
 	}
+	if f.oneAttempt {
+		for _, h := range s.hosts {
+			if err := admin(ctx, s.clouds[0].url, "PUT", "/api/hosts/"+h.id+"/sources/github", map[string]any{
+				"secrets": []string{h.secret}, "retry_schedule_s": []int{0}, "max_attempts": 1,
+			}, nil, 200); err != nil {
+				r.failf("one attempt for %s: %v", h.name, err)
+				return
+			}
+		}
+	}
 	n := pick(e, 5000, 1000)
-	snd := newSender(s.urls(), s.hosts, "hk", n, 0, 60*time.Second)
+	snd := newSender(s.urls(), s.hosts, f.prefix, n, 0, 60*time.Second)
 	snd.start(ctx)
 	snd.wait()
 	ok, _, _ := snd.summary()
@@ -257,31 +296,31 @@ func runHostKill(ctx context.Context, e *env) (r result) {
 		}
 	}
 	t0 := time.Now()
-	killCtx, stopKills := context.WithCancel(ctx)
+	faultCtx, stopFaults := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	kills := 0
+	faults := 0
 	for _, h := range s.hosts {
 		wg.Go(func() {
 			for {
 				select {
-				case <-killCtx.Done():
+				case <-faultCtx.Done():
 					return
 				case <-time.After(e.randDur(300*time.Millisecond, 2*time.Second)):
 				}
-				if err := h.killAndRestart(); err != nil {
+				if err := f.fault(h); err != nil {
 					mu.Lock()
 					r.failf("restart %s: %v", h.name, err)
 					mu.Unlock()
 					return
 				}
 				mu.Lock()
-				kills++
+				faults++
 				mu.Unlock()
 			}
 		})
 	}
-	// Keep killing while the hosts drain: until their receivers got every
+	// Keep striking while the hosts drain: until their receivers got every
 	// event (the last ones may still be unacked) or the drain times out.
 	_ = waitFor(ctx, pick(e, 240*time.Second, 60*time.Second), 100*time.Millisecond, "drained", func() bool {
 		got := 0
@@ -290,93 +329,15 @@ func runHostKill(ctx context.Context, e *env) (r result) {
 		}
 		return got >= ok
 	})
-	stopKills()
+	stopFaults()
 	wg.Wait()
 	for _, h := range s.hosts {
 		if err := h.waitUp(ctx); err != nil {
 			r.failf("%s: %v", h.name, err)
 		}
 	}
-	r.figuref("%d host SIGKILLs while draining for %s", kills, time.Since(t0).Round(100*time.Millisecond))
-	e.settleAndCompare(ctx, &r, s, snd, pick(e, 120*time.Second, 60*time.Second), checkOpts{explain: killBetween})
-	return r
-}
-
-// runHostRestarts: two hosts drain while stopped as a deploy stops them
-// (SIGTERM, then a restart) at random points. A graceful stop finishes what
-// runs and hands back what has not started, so every webhook is handled
-// exactly once (no at-least-once window to explain), and none spends an
-// attempt on a stop: each source allows one attempt alone, so an attempt
-// spent by a restart dead-letters its webhook and fails the scenario.
-func runHostRestarts(ctx context.Context, e *env) (r result) {
-	s, err := e.newSetup(ctx, "hostrestart", 1, 2, "RELAY_LEASE=5s")
-	if err != nil {
-		r.failf("set-up: %v", err)
-		return
-	}
-	for _, h := range s.hosts {
-		if err := admin(ctx, s.clouds[0].url, "PUT", "/api/hosts/"+h.id+"/sources/github", map[string]any{
-			"secrets": []string{h.secret}, "retry_schedule_s": []int{0}, "max_attempts": 1,
-		}, nil, 200); err != nil {
-			r.failf("one attempt for %s: %v", h.name, err)
-			return
-		}
-	}
-	n := pick(e, 5000, 1000)
-	snd := newSender(s.urls(), s.hosts, "hr", n, 0, 60*time.Second)
-	snd.start(ctx)
-	snd.wait()
-	ok, _, _ := snd.summary()
-	for _, h := range s.hosts {
-		h.rc.delay = func() time.Duration { return e.randDur(30*time.Millisecond, 80*time.Millisecond) }
-		if err := e.startHost(ctx, h, s.clouds[0].url, e.dir(h.name)); err != nil {
-			r.failf("start %s: %v", h.name, err)
-			return
-		}
-	}
-	t0 := time.Now()
-	stopCtx, stopRestarts := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	restarts := 0
-	for _, h := range s.hosts {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stopCtx.Done():
-					return
-				case <-time.After(e.randDur(300*time.Millisecond, 2*time.Second)):
-				}
-				err := h.stopAndRestart()
-				mu.Lock()
-				if err != nil {
-					r.failf("restart %s: %v", h.name, err)
-				} else {
-					restarts++
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	_ = waitFor(ctx, pick(e, 240*time.Second, 60*time.Second), 100*time.Millisecond, "drained", func() bool {
-		got := 0
-		for _, h := range s.hosts {
-			got += len(h.rc.snapshot())
-		}
-		return got >= ok
-	})
-	stopRestarts()
-	wg.Wait()
-	for _, h := range s.hosts {
-		if err := h.waitUp(ctx); err != nil {
-			r.failf("%s: %v", h.name, err)
-		}
-	}
-	r.figuref("%d graceful host restarts while draining for %s", restarts, time.Since(t0).Round(100*time.Millisecond))
-	e.settleAndCompare(ctx, &r, s, snd, pick(e, 120*time.Second, 60*time.Second), checkOpts{})
+	r.figuref("%d %s while draining for %s", faults, f.what, time.Since(t0).Round(100*time.Millisecond))
+	e.settleAndCompare(ctx, &r, s, snd, pick(e, 120*time.Second, 60*time.Second), f.check)
 	return r
 }
 
