@@ -15,9 +15,9 @@ import (
 // TestHostStopsGracefullyOnSIGTERM: on SIGTERM the host takes no new work,
 // lets the running handler finish, hands back the webhook still waiting
 // behind it (the source runs in order), sends the ack and the nack in a last
-// report and exits 0, over either transport. The cloud makes what was
-// handed back due at once, its attempt given back, and the restarted host
-// handles it.
+// report (on a socket, over it before closing it) and exits 0, over either
+// transport. The cloud makes what was handed back due at once, its attempt
+// given back, and the restarted host handles it.
 func TestHostStopsGracefullyOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	for _, transport := range []string{"websocket", "heartbeat"} {
@@ -48,6 +48,9 @@ sleep 2
 			require.Equal(t, "retrying", d.Delivery.Status, d.reasons())
 			require.Equal(t, "host stopping: not started", d.Delivery.LastError, d.reasons())
 			require.Equal(t, []string{first}, runs.lines())
+			if transport == "websocket" {
+				require.NotContains(t, tail(h.logPath, 50), "by heartbeat", "the last report went over the socket")
+			}
 			e, ok := h.ledgerShow(first)
 			require.True(t, ok)
 			require.Equal(t, "success", e.Result)

@@ -10,12 +10,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -221,39 +219,6 @@ func TestHostSocketKilledAfterLedgerBeforeAck(t *testing.T) {
 		return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked"
 	})
 	require.Equal(t, []string{id + " 1"}, runs.lines(), "the handler ran once")
-}
-
-// TestHostSocketStopsGracefully: on SIGTERM the host finishes the running
-// handler and reports it, and hands back the one not started, over the
-// socket before closing it: nothing is taken for lost.
-func TestHostSocketStopsGracefully(t *testing.T) {
-	t.Parallel()
-	s := newHostSetup(t, "socket-sigterm")
-	runs := newRunLog(t)
-	started := filepath.Join(t.TempDir(), "started")
-	handler := script(t, `echo "$RELAY_DELIVERY_ID" >> "$1"
-touch "$2"
-sleep 1
-`)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "websocket", "webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs), started}},
-	}})
-	first := sendGitHub(t, s.cloud.url, s.hostID, "push", "st-1", hostPayload(t, "github/push.json"))
-	second := sendGitHub(t, s.cloud.url, s.hostID, "push", "st-2", hostPayload(t, "github/push.json"))
-	eventually(t, 30*time.Second, "first handler running, second waiting", func() bool {
-		_, err := os.Stat(started)
-		return err == nil && h.health().Queued == 1
-	})
-	require.NoError(t, h.cmd.Process.Signal(syscall.SIGTERM))
-	require.Equal(t, 0, h.waitExit(30*time.Second), tail(h.logPath, 30))
-	d := s.cloud.delivery(s.hostID, first)
-	require.Equal(t, "acked", d.Delivery.Status, d.reasons())
-	d = s.cloud.delivery(s.hostID, second)
-	require.Equal(t, "retrying", d.Delivery.Status, d.reasons())
-	require.Equal(t, "host stopping: not started", d.Delivery.LastError, d.reasons())
-	require.Contains(t, d.reasons(), "handed back by the host, not started", "due at once, its attempt given back")
-	require.Equal(t, []string{first}, runs.lines())
-	require.NotContains(t, tail(h.logPath, 50), "by heartbeat")
 }
 
 // TestHostSocketBodiesByteExact: over the socket (binary webhooks frames
