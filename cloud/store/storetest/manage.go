@@ -499,16 +499,7 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		}
 		// next is the next wake-up; wake-ups come in commit order, so a mark
 		// after an action shows that the action woke no one.
-		next := func() string {
-			t.Helper()
-			select {
-			case h := <-woken:
-				return h
-			case <-time.After(10 * time.Second):
-				t.Fatal("no wake-up")
-				return ""
-			}
-		}
+		next := func() string { t.Helper(); return nextWakeUp(t, woken) }
 
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		require.Equal(t, b.host.ID, next(), "received")
@@ -580,4 +571,17 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Nil(t, next)
 	})
+}
+
+// nextWakeUp is the host of the next wake-up on woken (a listener's
+// Available); it fails t after 10 s without one.
+func nextWakeUp(t testing.TB, woken <-chan string) string {
+	t.Helper()
+	select {
+	case h := <-woken:
+		return h
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up")
+		return ""
+	}
 }

@@ -71,16 +71,7 @@ func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 		s, b := setup(t)
 		woken := make(chan string, 100)
 		listen(ctx, t, s, &store.DeliveryListenParams{Available: func(hostID string) { woken <- hostID }})
-		next := func() string {
-			t.Helper()
-			select {
-			case h := <-woken:
-				return h
-			case <-time.After(10 * time.Second):
-				t.Fatal("no wake-up")
-				return ""
-			}
-		}
+		next := func() string { t.Helper(); return nextWakeUp(t, woken) }
 		back := insert(ctx, t, s, b.host.ID, "evt-back", base, deliveryOpts{})
 		last := insert(ctx, t, s, b.host.ID, "evt-last", base, deliveryOpts{maxAttempts: 1})
 		plain := insert(ctx, t, s, b.host.ID, "evt-plain", base, deliveryOpts{})
