@@ -203,19 +203,11 @@ func acceptsBinary(accept string) bool {
 // sent with its Content-Length and no compression: each body is copied
 // once, into the answer. It reports whether the whole answer was written.
 func (s *Server) writeBinaryAnswer(c *gin.Context, r *shared.HeartbeatResponse) error {
-	var buf []byte
-	if p, ok := frameBuffers.Get().(*[]byte); ok {
-		buf = (*p)[:0]
-	}
-	data, err := shared.AppendHeartbeatAnswer(buf, r)
+	data, err := shared.AppendHeartbeatAnswer(frameBuffer(), r)
 	if err != nil {
 		return fmt.Errorf("write response: %w", err)
 	}
-	defer func() {
-		if cap(data) <= maxPooledFrame {
-			frameBuffers.Put(&data)
-		}
-	}()
+	defer keepFrameBuffer(data)
 	h := c.Writer.Header()
 	h.Set("Content-Type", shared.MediaTypeWebhooksBinary)
 	h.Set("Content-Length", strconv.Itoa(len(data)))

@@ -362,23 +362,33 @@ var frameBuffers sync.Pool
 // (the store hands out up to 4 MiB) with their JSON.
 const maxPooledFrame = 8 << 20
 
+// frameBuffer is an empty buffer from frameBuffers (nil when it has none).
+func frameBuffer() []byte {
+	if p, ok := frameBuffers.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// keepFrameBuffer gives data's buffer back to frameBuffers once written,
+// unless it grew past maxPooledFrame.
+func keepFrameBuffer(data []byte) {
+	if cap(data) <= maxPooledFrame {
+		frameBuffers.Put(&data)
+	}
+}
+
 // writeBinary writes hooks as a binary webhooks frame
 // (shared.AppendWebhooksFrame): each body is copied once, into the frame.
 func (ss *socketSession) writeBinary(ctx context.Context, hooks []shared.Webhook) error {
-	var buf []byte
-	if p, ok := frameBuffers.Get().(*[]byte); ok {
-		buf = (*p)[:0]
-	}
-	data, err := shared.AppendWebhooksFrame(buf, hooks)
+	data, err := shared.AppendWebhooksFrame(frameBuffer(), hooks)
 	if err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), socketWriteTimeout)
 	defer cancel()
 	err = ss.conn.Write(wctx, websocket.MessageBinary, data)
-	if cap(data) <= maxPooledFrame {
-		frameBuffers.Put(&data)
-	}
+	keepFrameBuffer(data)
 	return err
 }
 
