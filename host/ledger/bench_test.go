@@ -94,3 +94,24 @@ func BenchmarkDeliveryGet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDeliveriesDone looks up one leased webhook at a time, as the
+// agent does for each pushed webhook before running its handler: most are
+// new, so most lookups find nothing.
+func BenchmarkDeliveriesDone(b *testing.B) {
+	l := benchLedger(b)
+	ctx := context.Background()
+	const rows = 1000
+	for i := range rows {
+		if _, err := l.DeliveryRecord(ctx, benchEntry(fmt.Sprintf("github:done-%d:1", i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := l.DeliveriesDone(ctx, []string{fmt.Sprintf("github:done-%d:1", rows+i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

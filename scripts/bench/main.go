@@ -63,17 +63,28 @@ type config struct {
 var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle"}
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == floorClientArg {
-		if err := floorClient(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
-		return
-	}
+	runAsClient(os.Args)
 	if err := mainErr(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// runAsClient runs the bench binary as one of the floors' clients, when
+// args name one, and exits.
+func runAsClient(args []string) {
+	if len(args) < 2 {
+		return
+	}
+	client := map[string]func([]string) error{floorClientArg: floorClient, hopFloorClientArg: hopFloorClient}[args[1]]
+	if client == nil {
+		return
+	}
+	if err := client(args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -316,6 +327,10 @@ func mainErr() error {
 	if slices.Contains(cfg.scenarios, "drain") && ctx.Err() == nil {
 		row := b.forwardFloor()
 		rep.floor = &row
+	}
+	if slices.Contains(cfg.scenarios, "e2e") && ctx.Err() == nil {
+		row := b.latencyFloor(slices.Min(cfg.e2eRates))
+		rep.latencyFloor = &row
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

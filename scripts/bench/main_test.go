@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,27 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
+
+// TestMain lets the test binary be a floor's client, as the bench binary is.
+func TestMain(m *testing.M) {
+	runAsClient(os.Args)
+	os.Exit(m.Run())
+}
+
+// TestLatencyFloor measures a short floor for real: every request crosses
+// to the receiver with its send time, every write is synced.
+func TestLatencyFloor(t *testing.T) {
+	b := &bench{ctx: context.Background(), work: t.TempDir(), cfg: &config{e2eDuration: 100 * time.Millisecond, payloads: "installation"}}
+	row := b.latencyFloor(200)
+	require.Empty(t, row.err)
+	require.Len(t, row.hop.sorted, 20)
+	require.Len(t, row.commit.sorted, 20)
+	require.Positive(t, row.hop.at(0.5))
+	require.Positive(t, row.commit.at(0.5))
+
+	b.work = filepath.Join(t.TempDir(), "missing")
+	require.Contains(t, b.latencyFloor(200).err, "commit-floor")
+}
 
 // TestParseFlagsQuickOut: a full run writes BENCHMARKS.md; a -quick run only
 // prints its report (its figures are not the committed ones) unless -out

@@ -17,7 +17,9 @@ type report struct {
 	drain   []drainRow
 	floor   *floorRow // with the drain: forwarding alone
 	e2e     []e2eRow
-	idle    []idleRow
+	// with the end-to-end runs: what one hop and one commit cost here
+	latencyFloor *latencyFloorRow
+	idle         []idleRow
 }
 
 func (rep *report) markdown(b *bench) string {
@@ -166,6 +168,22 @@ func (rep *report) markdown(b *bench) string {
 		for _, r := range rep.e2e {
 			if r.tailSteps != "" {
 				p("- %s %s %s %g/s: %s\n", r.engine, r.mode, r.transport, r.rate, r.tailSteps)
+			}
+		}
+		if f := rep.latencyFloor; f != nil {
+			p("\nThe machine's floor at %g/s, measured after the runs above: a webhook crosses three processes' borders\n", f.rate)
+			p("(the provider's POST to the cloud, the push or the long poll's answer to the host, the host's forward) and\n")
+			p("waits for at least one durable write (the intake's commit). *one hop*: a plain Go HTTP client in a process of\n")
+			p("its own sends the mix's payloads, one at a time at that rate, to the same kind of receiver; the time from its\n")
+			p("send to the receiver's read of the body. *one commit*: %d KiB appended to a file on the databases' disk and\n", commitSize>>10)
+			p("`fdatasync`ed, at that rate. Three hops and a commit are what no relay on this machine can go below.\n\n")
+			if f.err != "" {
+				p("Not measured: %s\n", oneLine(f.err))
+			} else {
+				p("| | p50 | p90 | p99 |\n|---|---:|---:|---:|\n")
+				p("| one hop | %s | %s | %s |\n", ms(f.hop.at(0.5)), ms(f.hop.at(0.9)), ms(f.hop.at(0.99)))
+				p("| one commit | %s | %s | %s |\n", ms(f.commit.at(0.5)), ms(f.commit.at(0.9)), ms(f.commit.at(0.99)))
+				p("| three hops and a commit (sum of the medians) | %s | | |\n", ms(3*f.hop.at(0.5)+f.commit.at(0.5)))
 			}
 		}
 		p("\n")
