@@ -114,6 +114,19 @@ var (
 	TransitionRetry = Transition{From: []Status{StatusDLQ, StatusRetrying}, To: StatusQueued, Reason: "retried by an operator"}
 )
 
+// Requeued lists the transitions that put a delivery back in the queue
+// with its attempts reset (RequeueMaxAttempts).
+var Requeued = []Transition{TransitionRetry, TransitionRevive}
+
+// RequeueMaxAttempts is the max_attempts a delivery starts again with when
+// it is requeued (Requeued): the budget it was stored with. Hand-backs
+// since it was last requeued raised max_attempts by one each
+// (TransitionHandBack) to give back the attempt they spent; a requeue
+// starts the attempts over, so it takes those back too.
+func RequeueMaxAttempts(current, handBacks int) int {
+	return max(current-handBacks, 0)
+}
+
 // PrunableStatuses are the finished states that retention deletes.
 var PrunableStatuses = []Status{StatusAcked, StatusDLQ}
 

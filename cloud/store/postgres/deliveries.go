@@ -346,15 +346,29 @@ func revive(ctx context.Context, tx pgx.Tx, existing *store.Delivery, now time.T
 }
 
 // requeue applies tr (revive or retry) to a delivery locked in this
-// transaction: back to the queue, attempts reset, with an audit event.
+// transaction: back to the queue, attempts reset and the attempts budget
+// it was stored with (store.RequeueMaxAttempts: less its hand-backs since
+// it was last requeued), with an audit event.
 func requeue(ctx context.Context, tx pgx.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
+	requeued := make([]string, len(store.Requeued))
+	for i, r := range store.Requeued {
+		requeued[i] = r.Reason
+	}
+	var handBacks int
+	if err := tx.QueryRow(ctx, `
+		SELECT count(*) FROM delivery_events
+		WHERE delivery_id = $1 AND reason = $2 AND id > (SELECT coalesce(max(id), 0) FROM delivery_events
+			WHERE delivery_id = $1 AND reason = ANY($3))`,
+		existing.ID, store.TransitionHandBack.Reason, requeued).Scan(&handBacks); err != nil {
+		return nil, err
+	}
 	d, err := scanDelivery(tx.QueryRow(ctx, `
 		UPDATE deliveries
-		SET status = $2, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
+		SET status = $2, attempts = 0, max_attempts = $5, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
 			last_error = '', updated_at = $3
 		WHERE delivery_id = $1 AND status = ANY($4)
 		RETURNING `+deliveryColumns,
-		existing.ID, string(tr.To), now, statusNames(tr.From)), false)
+		existing.ID, string(tr.To), now, statusNames(tr.From), store.RequeueMaxAttempts(existing.MaxAttempts, handBacks)), false)
 	if err != nil {
 		return nil, err
 	}

@@ -355,17 +355,34 @@ func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.
 // allows its status (the statuses follow).
 func requeueQuery(tr store.Transition) string {
 	return `UPDATE deliveries
-		SET status = ?, attempts = 0, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
+		SET status = ?, attempts = 0, max_attempts = ?, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
 			last_error = '', updated_at = ?
 		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)
 		RETURNING ` + deliveryColumns
 }
 
+// handBacksSinceRequeue counts a delivery's hand-backs since it was last
+// requeued (store.RequeueMaxAttempts): its audit events with the
+// hand-back's reason after the latest with a requeue's.
+var handBacksSinceRequeue = `SELECT count(*) FROM delivery_events
+	WHERE delivery_id = ? AND reason = ? AND id > (SELECT coalesce(max(id), 0) FROM delivery_events
+		WHERE delivery_id = ? AND reason IN (` + placeholders(len(store.Requeued)) + `))`
+
 // requeue applies tr (revive or retry) to a delivery read in this
-// transaction: back to the queue, attempts reset, with an audit event.
+// transaction: back to the queue, attempts reset and the attempts budget
+// it was stored with, with an audit event.
 func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
+	args := []any{existing.ID, store.TransitionHandBack.Reason, existing.ID}
+	for _, r := range store.Requeued {
+		args = append(args, r.Reason)
+	}
+	var handBacks int
+	if err := tx.QueryRowContext(ctx, handBacksSinceRequeue, args...).Scan(&handBacks); err != nil {
+		return nil, err
+	}
 	d, err := scanDelivery(tx.QueryRowContext(ctx, requeueQuery(tr),
-		append([]any{string(tr.To), dbTime(now), existing.ID, existing.ID}, statusArgs(tr.From)...)...), false)
+		append([]any{string(tr.To), store.RequeueMaxAttempts(existing.MaxAttempts, handBacks), dbTime(now), existing.ID, existing.ID},
+			statusArgs(tr.From)...)...), false)
 	if err != nil {
 		return nil, err
 	}

@@ -126,6 +126,68 @@ func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.DefaultMaxAttempts+1, got.MaxAttempts)
 	})
 
+	// A requeue starts the attempts over, and the budget with them: what
+	// hand-backs raised since the last requeue is taken back, so a retried or
+	// revived delivery has the attempts it was stored with.
+	t.Run("RequeueAfterHandBack", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		d := insert(ctx, t, s, b.host.ID, "evt-budget", base, deliveryOpts{maxAttempts: 2})
+		now := base
+		handBack := func() {
+			t.Helper()
+			now = now.Add(time.Minute)
+			require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, now), 1)
+			require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now,
+				delivery.Nack{ID: d.ID, Error: "host stopping: not started", Retryable: true, Attempt: get(ctx, t, s, b.host.ID, d.ID).Attempts, NotStarted: true}))
+		}
+		deadLetter := func() {
+			t.Helper()
+			now = now.Add(time.Minute)
+			require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, now), 1)
+			require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now,
+				delivery.Nack{ID: d.ID, Error: "400", Retryable: false, Attempt: get(ctx, t, s, b.host.ID, d.ID).Attempts}))
+			require.Equal(t, store.StatusDLQ, get(ctx, t, s, b.host.ID, d.ID).Status)
+		}
+		handBack()
+		handBack()
+		require.Equal(t, 4, get(ctx, t, s, b.host.ID, d.ID).MaxAttempts, "two attempts given back")
+		deadLetter()
+
+		retry := func() *store.Delivery {
+			t.Helper()
+			got, err := s.DeliveryRetry(ctx, &store.DeliveryRetryParams{HostID: b.host.ID, ID: d.ID, Now: now})
+			require.NoError(t, err)
+			return got
+		}
+		got := retry()
+		require.Equal(t, store.StatusQueued, got.Status)
+		require.Zero(t, got.Attempts)
+		require.Equal(t, 2, got.MaxAttempts, "as stored")
+
+		// Hand-backs before the last requeue were taken back already.
+		handBack()
+		require.Equal(t, 3, get(ctx, t, s, b.host.ID, d.ID).MaxAttempts)
+		got = retry()
+		require.Equal(t, 2, got.MaxAttempts)
+		// An ordinary failure since: nothing to take back.
+		now = now.Add(time.Minute)
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, now), 1)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, now, delivery.Nack{ID: d.ID, Error: "503", Retryable: true, Attempt: 1}))
+		got = retry()
+		require.Equal(t, 2, got.MaxAttempts, "nothing handed back since")
+
+		// Revived by the provider's repeat: the same.
+		handBack()
+		deadLetter()
+		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-budget", now, deliveryOpts{maxAttempts: 2}))
+		require.NoError(t, err)
+		require.Equal(t, store.InsertRevived, res.Outcome)
+		require.Equal(t, 2, res.Delivery.MaxAttempts)
+		require.Zero(t, res.Delivery.Attempts)
+		require.Equal(t, 2, get(ctx, t, s, b.host.ID, d.ID).MaxAttempts)
+	})
+
 	// A report is one transaction: a part that fails leaves none applied.
 	t.Run("ReportAllOrNothing", func(t *testing.T) {
 		t.Parallel()
