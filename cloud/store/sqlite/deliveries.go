@@ -364,15 +364,16 @@ func requeueQuery(tr store.Transition) string {
 // handBacksSinceRequeue counts a delivery's hand-backs since it was last
 // requeued (store.RequeueMaxAttempts): its audit events with the
 // hand-back's reason after the latest with a requeue's.
+// Both read the trail's own index by its key (idKey: the id twice each).
 var handBacksSinceRequeue = `SELECT count(*) FROM delivery_events
-	WHERE delivery_id = ? AND reason = ? AND id > (SELECT coalesce(max(id), 0) FROM delivery_events
-		WHERE delivery_id = ? AND reason IN (` + placeholders(len(store.Requeued)) + `))`
+	WHERE ` + idKey + ` AND reason = ? AND id > (SELECT coalesce(max(id), 0) FROM delivery_events
+		WHERE ` + idKey + ` AND reason IN (` + placeholders(len(store.Requeued)) + `))`
 
 // requeue applies tr (revive or retry) to a delivery read in this
 // transaction: back to the queue, attempts reset and the attempts budget
 // it was stored with, with an audit event.
 func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
-	args := []any{existing.ID, store.TransitionHandBack.Reason, existing.ID}
+	args := []any{existing.ID, existing.ID, store.TransitionHandBack.Reason, existing.ID, existing.ID}
 	for _, r := range store.Requeued {
 		args = append(args, r.Reason)
 	}

@@ -364,7 +364,7 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 		args  []any
 	}{
 		"get":     {`SELECT ` + deliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
-		"requeue": {requeueQuery(store.TransitionRevive), append([]any{"queued", 0, id, id}, statusArgs(store.TransitionRevive.From)...)},
+		"requeue": {requeueQuery(store.TransitionRevive), append([]any{"queued", 5, 0, id, id}, statusArgs(store.TransitionRevive.From)...)},
 		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, nil, id, id},
 			statusArgs(store.TransitionNack.From)...)},
 		"result": {recordResult, []any{1, "ok", "", nil, nil, 0, "", 0, id, id, "h"}},
@@ -373,6 +373,10 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 		require.Contains(t, plan, byKey, name)
 		require.NotContains(t, plan, "SCAN deliveries", name)
 	}
+	// A requeue counts the delivery's hand-backs in its own audit trail.
+	require.Equal(t, []string{"SEARCH delivery_events USING INDEX delivery_events_received_idx (<expr>=? AND delivery_id=? AND id>?)",
+		"SCALAR SUBQUERY 1", "SEARCH delivery_events USING INDEX delivery_events_received_idx (<expr>=? AND delivery_id=?)"},
+		queryPlan(ctx, t, s, handBacksSinceRequeue, id, id, "handed back", id, id, "retried", "revived"))
 	// A lease finds its candidates again, and their bodies, by rowid.
 	require.Equal(t, []string{"SEARCH d USING INTEGER PRIMARY KEY (rowid=?)", "SEARCH b USING INTEGER PRIMARY KEY (rowid=?)"},
 		queryPlan(ctx, t, s, bodiesOf(3), 1, 2, 3))
