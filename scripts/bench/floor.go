@@ -104,7 +104,7 @@ func floorClient(args []string) error {
 				if i > int64(n) {
 					return
 				}
-				if err := floorSend(client, url, mix, i); err != nil {
+				if err := floorSend(client, url, mix, "floor", i, false); err != nil {
 					errs <- err
 					return
 				}
@@ -116,19 +116,26 @@ func floorClient(args []string) error {
 	return <-errs
 }
 
-func floorSend(client *http.Client, url string, mix *payloadMix, i int64) error {
+// floorSend posts the mix's i-th payload to url as a host forwards a
+// delivery: its provider's headers, the relay's own and a key of its own
+// (prefix-i); with stampSent, its send time too (shared/steptime).
+func floorSend(client *http.Client, url string, mix *payloadMix, prefix string, i int64, stampSent bool) error {
 	k := mix.kindOf(i)
-	w := k.build("floor-"+strconv.FormatInt(i, 10), time.Now()) // the stored headers: a host does not sign
+	name := prefix + "-" + strconv.FormatInt(i, 10)
+	w := k.build(name, time.Now()) // the stored headers: a host does not sign
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(w.body))
 	if err != nil {
 		return err
 	}
-	id := k.provider + ":floor-" + strconv.FormatInt(i, 10) + ":1"
+	id := k.provider + ":" + name + ":1"
 	req.Header = w.header
 	req.Header.Set(shared.HeaderDeliveryID, id)
 	req.Header.Set(shared.HeaderSource, k.provider)
 	req.Header.Set(shared.HeaderAttempt, "1")
 	req.Header.Set(shared.HeaderIdempotencyKey, id)
+	if stampSent {
+		req.Header.Set(steptime.Header, "sent="+strconv.FormatInt(time.Now().UnixNano(), 10))
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
@@ -242,23 +249,8 @@ func hopFloorClient(args []string) error {
 	defer tick.Stop()
 	for i := range int64(n) {
 		<-tick.C
-		k := mix.kindOf(i)
-		w := k.build("hop-"+strconv.FormatInt(i, 10), time.Now())
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(w.body))
-		if err != nil {
+		if err := floorSend(client, url, mix, "hop", i, true); err != nil {
 			return err
-		}
-		req.Header = w.header
-		req.Header.Set(shared.HeaderIdempotencyKey, "hop-"+strconv.FormatInt(i, 10))
-		req.Header.Set(steptime.Header, "sent="+strconv.FormatInt(time.Now().UnixNano(), 10))
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("receiver answered %d", resp.StatusCode)
 		}
 	}
 	return nil
