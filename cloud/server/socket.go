@@ -129,14 +129,16 @@ func deflateAgreed(answer http.Header) bool {
 // encoding is how the session's webhooks frames go on the wire, a label
 // of relay_webhooks_sent_total.
 func (ss *socketSession) encoding() string {
-	e := encodingJSON
-	if ss.binary {
-		e = encodingBinary
+	switch {
+	case ss.binary && ss.deflate:
+		return encodingBinary + deflateSuffix
+	case ss.binary:
+		return encodingBinary
+	case ss.deflate:
+		return encodingJSON + deflateSuffix
+	default:
+		return encodingJSON
 	}
-	if ss.deflate {
-		e += deflateSuffix
-	}
-	return e
 }
 
 // Buffers of a socket's connection, each way. The HTTP server's (4 KiB
