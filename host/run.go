@@ -208,7 +208,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 
 	var api *localapi.Server // set below; its metrics observe handler runs
 	a := agent.New(agent.Options{
-		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version),
+		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version, cloudapi.Compress(p.cfg.Compress)),
 		HostID:       p.creds.HostID,
 		Credential:   p.creds.HostCredential,
 		Ledger:       l,
@@ -314,7 +314,7 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, runn
 				if cfg.CloudURL != running.CloudURL || cfg.Workers != running.Workers ||
 					cfg.HeartbeatInterval != running.HeartbeatInterval || cfg.MaxBackoff != running.MaxBackoff ||
 					cfg.ShutdownGrace != running.ShutdownGrace || cfg.LedgerRetention != running.LedgerRetention ||
-					cfg.Transport != running.Transport {
+					cfg.Transport != running.Transport || cfg.Compress != running.Compress {
 					log.Warn("reload: only webhooks are reloaded; the other settings take effect at the next start")
 				}
 				a.Reload(sources, cfg.Subscription())

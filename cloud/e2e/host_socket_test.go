@@ -224,22 +224,41 @@ func TestHostSocketKilledAfterLedgerBeforeAck(t *testing.T) {
 // TestHostSocketBodiesByteExact: over the socket (binary webhooks frames
 // between these binaries), bodies reach the receiver exactly as sent: not
 // UTF-8 at all, CRLF JSON with escapes, empty, and a 300 KB push among
-// small ones in the same frames.
+// small ones in the same frames. A host with compress gets the same frames
+// through permessage-deflate.
 func TestHostSocketBodiesByteExact(t *testing.T) {
 	t.Parallel()
-	bodiesByteExact(t, "websocket")
+	for _, tc := range []struct {
+		name, encoding string
+		compress       bool
+	}{{"binary", "binary", false}, {"compress", "binary+deflate", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bodiesByteExact(t, "websocket", tc.compress, tc.encoding)
+		})
+	}
 }
 
 // TestHostLongPollBodiesByteExact: the same over heartbeats, whose answers
-// are binary between these binaries.
+// are binary between these binaries, and JSON gzip-compressed to a host
+// with compress.
 func TestHostLongPollBodiesByteExact(t *testing.T) {
 	t.Parallel()
-	bodiesByteExact(t, "heartbeat")
+	for _, tc := range []struct {
+		name, encoding string
+		compress       bool
+	}{{"binary", "binary", false}, {"compress", "gzip", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bodiesByteExact(t, "heartbeat", tc.compress, tc.encoding)
+		})
+	}
 }
 
-// bodiesByteExact sends odd bodies to a host on transport, checks they
-// arrive as sent, and that the cloud sent them binary (its /metrics).
-func bodiesByteExact(t *testing.T, transport string) {
+// bodiesByteExact sends odd bodies to a host on transport (its config's
+// compress set), checks they arrive as sent, and that the cloud sent every
+// one in encoding (its /metrics).
+func bodiesByteExact(t *testing.T, transport string, compress bool, encoding string) {
 	c := startCloud(t, "sqlite:"+filepath.Join(t.TempDir(), "cloud.db"))
 	hostID, code := c.newHost(transport+"-bytes", secret)
 	require.Equal(t, 201, c.admin("PUT", "/api/hosts/"+hostID+"/sources/internal",
@@ -247,6 +266,7 @@ func bodiesByteExact(t *testing.T, transport string) {
 	rc := startReceiver(t)
 	h := startHost(t, c.url, code, map[string]any{
 		"transport":            transport,
+		"compress":             compress,
 		"heartbeat_interval_s": 3600,
 		"webhooks": map[string]any{
 			"github":   map[string]any{"enabled": true, "forward": rc.url},
@@ -299,12 +319,17 @@ func bodiesByteExact(t *testing.T, transport string) {
 		require.NotContains(t, log, "socket lost")
 	}
 
-	// Sent binary: every webhook, none as JSON.
+	// Sent in encoding: every webhook, none in another.
 	wire := map[string]string{"websocket": "socket", "heartbeat": "long_poll"}[transport]
 	m := c.metrics()
 	sent := func(encoding string) float64 {
 		return metricValue(m, `relay_webhooks_sent_total{encoding="`+encoding+`",transport="`+wire+`"}`)
 	}
-	require.Equal(t, float64(len(want)), sent("binary"), "webhooks sent binary over %s", wire)
-	require.Zero(t, sent("json"))
+	require.Equal(t, float64(len(want)), sent(encoding), "webhooks sent %s over %s", encoding, wire)
+	others := map[string][]string{"socket": {"binary", "json", "binary+deflate", "json+deflate"}, "long_poll": {"binary", "json", "gzip"}}[wire]
+	for _, e := range others {
+		if e != encoding {
+			require.Zero(t, sent(e), "none sent %s over %s", e, wire)
+		}
+	}
 }

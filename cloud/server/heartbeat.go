@@ -62,14 +62,15 @@ func (s *Server) heartbeat(c *gin.Context) {
 		steptime.Stamp(d.Headers, "encoded", time.Now())
 		resp.Webhooks = append(resp.Webhooks, toWire(d, !req.RawBodyOnly))
 	}
-	bin := acceptsBinary(c.GetHeader("Accept"))
-	if bin {
+	encoding := encodingBinary
+	if acceptsBinary(c.GetHeader("Accept")) {
 		err = s.writeBinaryAnswer(c, &resp)
 	} else {
+		encoding = jsonEncoding(c.Request)
 		err = s.writeJSON(c, 200, resp)
 	}
 	if err == nil {
-		s.metrics.wrote(transportLongPoll, bin, len(ids))
+		s.metrics.wrote(transportLongPoll, encoding, len(ids))
 	} else {
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
 	}
@@ -235,7 +236,7 @@ func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
 	aw := newAnswerWriter(c.Writer, status)
 	defer aw.release()
 	var err error
-	if !strings.Contains(c.GetHeader("Accept-Encoding"), "gzip") {
+	if jsonEncoding(c.Request) != encodingGzip {
 		err = json.NewEncoder(aw).Encode(v)
 	} else {
 		c.Header("Content-Encoding", "gzip")
@@ -252,6 +253,15 @@ func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
 		return fmt.Errorf("write response: %w", err)
 	}
 	return flush(c.Writer)
+}
+
+// jsonEncoding is how writeJSON encodes an answer to r: encodingGzip when
+// r accepts gzip, else encodingJSON.
+func jsonEncoding(r *http.Request) string {
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		return encodingGzip
+	}
+	return encodingJSON
 }
 
 // maxSizedAnswer bounds the answer held in memory to be sent with its

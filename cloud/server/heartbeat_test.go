@@ -145,6 +145,18 @@ func TestHeartbeatBinaryAnswer(t *testing.T) {
 	again.Now, got.Now = time.Time{}, time.Time{}
 	require.Equal(t, again, got, "the binary answer decodes to the JSON answer's deliveries")
 
+	// And once more as JSON, gzip-compressed (a host that compresses).
+	a = hb(shared.HeartbeatRequest{AnswerLost: true}, "application/json", "gzip")
+	require.Equal(t, "gzip", a.header.Get("Content-Encoding"))
+	zr, err := gzip.NewReader(bytes.NewReader(a.body))
+	require.NoError(t, err)
+	var zipped shared.HeartbeatResponse
+	require.NoError(t, json.NewDecoder(zr).Decode(&zipped))
+	require.Len(t, zipped.Webhooks, 2)
+	for i, w := range zipped.Webhooks {
+		require.Equal(t, bodies[i], w.RawBody, "byte-exact")
+	}
+
 	// Not asked, or refused with q=0: JSON (gzip when asked).
 	for _, accept := range []string{"", "application/json", shared.MediaTypeWebhooksBinary + ";q=0, application/json"} {
 		a := hb(shared.HeartbeatRequest{}, accept, "gzip")
@@ -159,5 +171,8 @@ func TestHeartbeatBinaryAnswer(t *testing.T) {
 	require.Equal(t, 200, m.status)
 	require.Contains(t, string(m.body), `relay_webhooks_sent_total{encoding="binary",transport="long_poll"} 2`)
 	require.Contains(t, string(m.body), `relay_webhooks_sent_total{encoding="json",transport="long_poll"} 2`)
+	require.Contains(t, string(m.body), `relay_webhooks_sent_total{encoding="gzip",transport="long_poll"} 2`)
 	require.Contains(t, string(m.body), `relay_webhooks_sent_total{encoding="binary",transport="socket"} 0`)
+	require.Contains(t, string(m.body), `relay_webhooks_sent_total{encoding="binary+deflate",transport="socket"} 0`)
+	require.NotContains(t, string(m.body), `encoding="gzip",transport="socket"`, "only what a transport sends in")
 }

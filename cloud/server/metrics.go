@@ -59,13 +59,24 @@ type metrics struct {
 	sent *prometheus.CounterVec
 }
 
-// Transports and encodings, the labels of relay_webhooks_sent_total.
+// Transports and encodings, the labels of relay_webhooks_sent_total: what
+// really went on the wire. A long poll's answer is binary, JSON, or JSON
+// gzip-compressed; a socket's webhooks frames are binary or JSON, each
+// "+deflate" on a socket that agreed to permessage-deflate.
 const (
 	transportSocket   = "socket"
 	transportLongPoll = "long_poll"
 	encodingBinary    = "binary"
 	encodingJSON      = "json"
+	encodingGzip      = "gzip"
+	deflateSuffix     = "+deflate"
 )
+
+// sentEncodings are the encodings each transport sends in.
+var sentEncodings = map[string][]string{
+	transportLongPoll: {encodingBinary, encodingJSON, encodingGzip},
+	transportSocket:   {encodingBinary, encodingJSON, encodingBinary + deflateSuffix, encodingJSON + deflateSuffix},
+}
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -121,10 +132,10 @@ func newMetrics() *metrics {
 	})
 	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "relay_webhooks_sent_total",
-		Help: "Webhooks written to hosts, by transport (socket, long_poll) and encoding (binary, json).",
+		Help: "Webhooks written to hosts, by transport (socket, long_poll) and encoding (binary, json; gzip for the long poll; binary+deflate, json+deflate for a socket with permessage-deflate).",
 	}, []string{"transport", "encoding"})
-	for _, t := range []string{transportSocket, transportLongPoll} {
-		for _, e := range []string{encodingBinary, encodingJSON} {
+	for t, es := range sentEncodings {
+		for _, e := range es {
 			m.sent.WithLabelValues(t, e)
 		}
 	}
@@ -144,16 +155,13 @@ func (m *metrics) count(provider, outcome string) {
 	}
 }
 
-// wrote counts n webhooks written to a host over transport in encoding.
-func (m *metrics) wrote(transport string, binary bool, n int) {
+// wrote counts n webhooks written to a host over transport in encoding
+// (one of sentEncodings[transport]).
+func (m *metrics) wrote(transport, encoding string, n int) {
 	if n == 0 {
 		return
 	}
-	e := encodingJSON
-	if binary {
-		e = encodingBinary
-	}
-	m.sent.WithLabelValues(transport, e).Add(float64(n))
+	m.sent.WithLabelValues(transport, encoding).Add(float64(n))
 }
 
 // Exchanged counts a host exchange (delivery.Observer).

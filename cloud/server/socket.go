@@ -84,11 +84,12 @@ func (s *Server) socket(c *gin.Context) {
 		s.writeError(c, errUnauthorized("invalid or expired token"))
 		return
 	}
+	answer := c.Writer.Header() // the upgrade's answer, as Accept sets it
 	conn, err := websocket.Accept(smallBuffers{c.Writer}, c.Request, &websocket.AcceptOptions{
-		// A host on a slow link can ask for compression (bodies are
-		// JSON, or base64 in JSON for a host that reads no binary
-		// frames), and the cloud agrees without keeping a window per
-		// connection.
+		// A host on a slow link can ask for compression (its config's
+		// compress; bodies are mostly JSON, in binary frames or
+		// base64 in text ones), and the cloud agrees without keeping a
+		// window per connection.
 		CompressionMode: websocket.CompressionNoContextTakeover,
 	})
 	if err != nil {
@@ -102,6 +103,7 @@ func (s *Server) socket(c *gin.Context) {
 	ss := &socketSession{
 		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}), marker: s.deliveries.NewMarker(host.ID),
 		expires: claims.ExpiresAt.Time, outbox: s.deliveries.NewOutbox(), unreported: map[string]bool{},
+		deflate: deflateAgreed(answer),
 	}
 	// The socket lives on in a goroutine of its own, and this handler
 	// returns: its goroutine's stack, deep in the HTTP server's and gin's
@@ -113,6 +115,30 @@ func (s *Server) socket(c *gin.Context) {
 		defer ss.released()
 		ss.serve(ctx)
 	}()
+}
+
+// deflateAgreed reports whether a socket's upgrade answer (its headers)
+// agreed to permessage-deflate: the cloud agrees whenever a host offers
+// it in a form coder/websocket takes, and then every message of 512 bytes
+// or more is compressed, each on its own.
+func deflateAgreed(answer http.Header) bool {
+	ext, _, _ := strings.Cut(answer.Get("Sec-WebSocket-Extensions"), ";")
+	return strings.EqualFold(strings.TrimSpace(ext), "permessage-deflate")
+}
+
+// encoding is how the session's webhooks frames go on the wire, a label
+// of relay_webhooks_sent_total.
+func (ss *socketSession) encoding() string {
+	switch {
+	case ss.binary && ss.deflate:
+		return encodingBinary + deflateSuffix
+	case ss.binary:
+		return encodingBinary
+	case ss.deflate:
+		return encodingJSON + deflateSuffix
+	default:
+		return encodingJSON
+	}
 }
 
 // Buffers of a socket's connection, each way. The HTTP server's (4 KiB
@@ -164,6 +190,8 @@ type socketSession struct {
 	rawBodyOnly bool
 	// binary: the host reads webhooks frames as binary messages.
 	binary bool
+	// deflate: the upgrade agreed to permessage-deflate (deflateAgreed).
+	deflate bool
 
 	mu         sync.Mutex
 	unreported map[string]bool // pushed, neither acked nor nacked
@@ -611,7 +639,7 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		// Written, they are delivered (marked while the loop goes on); not,
 		// due again at once.
 		if err == nil {
-			s.metrics.wrote(transportSocket, ss.binary, len(ids))
+			s.metrics.wrote(transportSocket, ss.encoding(), len(ids))
 			ss.marker.Add(ids)
 		} else {
 			s.deliveries.Handed(ctx, ss.host.ID, ids, err)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,12 +85,18 @@ type hostSocket struct {
 }
 
 func (b *bundle) dialSocket(token string) (*hostSocket, *http.Response, error) {
+	return b.dialSocketWith(token, &websocket.DialOptions{})
+}
+
+// dialSocketWith is dialSocket with opts (its header set here).
+func (b *bundle) dialSocketWith(token string, opts *websocket.DialOptions) (*hostSocket, *http.Response, error) {
 	u := "ws" + strings.TrimPrefix(b.srv.URL, "http") + shared.PathSocket
 	h := http.Header{}
 	if token != "" {
 		h.Set("Authorization", "Bearer "+token)
 	}
-	conn, resp, err := websocket.Dial(context.Background(), u, &websocket.DialOptions{HTTPHeader: h})
+	opts.HTTPHeader = h
+	conn, resp, err := websocket.Dial(context.Background(), u, opts)
 	if err != nil {
 		return nil, resp, err
 	}
@@ -243,16 +250,27 @@ func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
 
 // A host that reads binary frames gets its webhooks as binary messages,
 // bodies byte-exact; one that does not, as JSON text (as before binary
-// frames); every other frame is text either way.
+// frames); every other frame is text either way. Either is compressed on
+// a socket whose upgrade offered permessage-deflate, and counted so.
 func TestSocketBinaryWebhooksFrames(t *testing.T) {
 	b, _ := socketSetup(t)
 	big := append(append([]byte(`{"padding":"`), bytes.Repeat([]byte("x"), 300<<10)...), `"}`...)
 	bodies := [][]byte{prBody, []byte("{}"), big, []byte("{\"odd\":\"\\u0000\\\"<&>\"}")}
-	for _, binary := range []bool{true, false} {
-		t.Run(map[bool]string{true: "binary", false: "text"}[binary], func(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		binary, deflate bool
+	}{{"binary", true, false}, {"text", false, false}, {"binary deflate", true, true}, {"text deflate", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			binary := tc.binary
 			hostID, token := b.newHost("h")
-			hs, _, err := b.dialSocket(token)
+			wire := &countingConns{}
+			opts := &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{DialContext: wire.dial}}}
+			if tc.deflate {
+				opts.CompressionMode = websocket.CompressionNoContextTakeover
+			}
+			hs, resp, err := b.dialSocketWith(token, opts)
 			require.NoError(t, err)
+			require.Equal(t, tc.deflate, deflateAgreed(resp.Header), "the upgrade's answer")
 			hs.send(shared.Frame{Type: shared.FrameHello, AgentVersion: "test", Credit: 10, RawBodyOnly: true, BinaryWebhooks: binary})
 			require.Equal(t, shared.FrameWelcome, hs.read().Type)
 			want := map[string][]byte{}
@@ -274,6 +292,11 @@ func TestSocketBinaryWebhooksFrames(t *testing.T) {
 				}
 			}
 			require.Equal(t, want, got, "bodies byte-exact")
+			if tc.deflate {
+				require.Less(t, wire.read.Load(), int64(len(big)/10), "compressed on the wire")
+			} else {
+				require.Greater(t, wire.read.Load(), int64(len(big)))
+			}
 			if binary {
 				require.Positive(t, hs.binary)
 				require.Zero(t, hs.text)
@@ -295,8 +318,51 @@ func TestSocketBinaryWebhooksFrames(t *testing.T) {
 	require.Eventually(t, func() bool {
 		m := string(b.admin("GET", "/metrics", nil).body)
 		return strings.Contains(m, `relay_webhooks_sent_total{encoding="binary",transport="socket"} 4`) &&
-			strings.Contains(m, `relay_webhooks_sent_total{encoding="json",transport="socket"} 4`)
+			strings.Contains(m, `relay_webhooks_sent_total{encoding="json",transport="socket"} 4`) &&
+			strings.Contains(m, `relay_webhooks_sent_total{encoding="binary+deflate",transport="socket"} 4`) &&
+			strings.Contains(m, `relay_webhooks_sent_total{encoding="json+deflate",transport="socket"} 4`)
 	}, 5*time.Second, time.Millisecond)
+}
+
+// countingConns dials TCP connections that count the bytes read off them.
+type countingConns struct{ read atomic.Int64 }
+
+func (cc *countingConns) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: conn, read: &cc.read}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// The upgrade's answer tells whether the socket compresses: the extension
+// named first, in any case, with or without parameters.
+func TestDeflateAgreed(t *testing.T) {
+	for ext, want := range map[string]bool{
+		"permessage-deflate; client_no_context_takeover; server_no_context_takeover": true,
+		"permessage-deflate":     true,
+		" PerMessage-Deflate ;":  true,
+		"":                       false,
+		"x-webkit-deflate-frame": false,
+		"permessage-deflatex; a": false,
+	} {
+		h := http.Header{}
+		if ext != "" {
+			h.Set("Sec-WebSocket-Extensions", ext)
+		}
+		require.Equal(t, want, deflateAgreed(h), ext)
+	}
 }
 
 func TestSocketCloseReleasesWhatWasNotReported(t *testing.T) {

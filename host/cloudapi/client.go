@@ -1,7 +1,8 @@
 // Package cloudapi is the host's client for the cloud's host API: claim,
 // token and heartbeat, speaking the shapes of package shared. Answers are
 // requested gzip-compressed — heartbeat answers in the binary layout
-// (shared.MediaTypeWebhooksBinary) first — and decoded here.
+// (shared.MediaTypeWebhooksBinary) first, unless the client compresses
+// (Compress) — and decoded here.
 package cloudapi
 
 import (
@@ -54,11 +55,29 @@ type Client struct {
 	baseURL   string
 	http      *http.Client
 	userAgent string
+	// compress asks for what the cloud sends compressed: heartbeat answers
+	// as gzip-compressed JSON rather than the binary layout, and the socket
+	// with permessage-deflate.
+	compress bool
 }
 
+// Option sets an option of a Client.
+type Option func(*Client)
+
+// Compress, on, has the cloud compress what it sends this client, for a
+// slow or metered link: heartbeat answers come as gzip-compressed JSON
+// (the binary layout, never compressed, is not asked for) and the socket
+// is dialed with permessage-deflate. Fewer bytes on the wire for CPU on
+// both sides.
+func Compress(on bool) Option { return func(c *Client) { c.compress = on } }
+
 // New returns a client of the cloud at baseURL.
-func New(baseURL string, hc *http.Client, userAgent string) *Client {
-	return &Client{baseURL: strings.TrimRight(baseURL, "/"), http: hc, userAgent: userAgent}
+func New(baseURL string, hc *http.Client, userAgent string, opts ...Option) *Client {
+	c := &Client{baseURL: strings.TrimRight(baseURL, "/"), http: hc, userAgent: userAgent}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Claim exchanges a one-time claim code for the host's credential.
@@ -84,8 +103,12 @@ func (c *Client) Token(ctx context.Context, req shared.TokenRequest) (shared.Tok
 
 // Heartbeat reports outcomes and leases new work, authenticated by token.
 func (c *Client) Heartbeat(ctx context.Context, token string, req shared.HeartbeatRequest) (shared.HeartbeatResponse, error) {
+	accept := heartbeatAccept
+	if c.compress {
+		accept = "" // JSON, gzip-compressed
+	}
 	var resp shared.HeartbeatResponse
-	if err := c.send(ctx, http.MethodPost, shared.PathHeartbeat, token, heartbeatAccept, req, &resp); err != nil {
+	if err := c.send(ctx, http.MethodPost, shared.PathHeartbeat, token, accept, req, &resp); err != nil {
 		return shared.HeartbeatResponse{}, fmt.Errorf("heartbeat: %w", err)
 	}
 	return resp, nil

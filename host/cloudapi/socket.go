@@ -15,7 +15,9 @@ import (
 )
 
 // DialSocket opens the socket on which the cloud pushes deliveries
-// (shared/socket.go), authenticated by token. A refused upgrade is an
+// (shared/socket.go), authenticated by token; a client that compresses
+// offers permessage-deflate, without context takeover (no window kept per
+// connection), which the cloud accepts. A refused upgrade is an
 // *Error with the cloud's status (401, 410, …), or its status alone when
 // something other than the cloud answered (a proxy that strips Upgrade).
 func (c *Client) DialSocket(ctx context.Context, token string) (*websocket.Conn, error) {
@@ -29,7 +31,13 @@ func (c *Client) DialSocket(ctx context.Context, token string) (*websocket.Conn,
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+token)
 	h.Set("User-Agent", c.userAgent)
-	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: h})
+	opts := &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: h}
+	if c.compress {
+		// Messages of 512 bytes and more are compressed, each on its
+		// own, both ways.
+		opts.CompressionMode = websocket.CompressionNoContextTakeover
+	}
+	conn, resp, err := websocket.Dial(ctx, u, opts)
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

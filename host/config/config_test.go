@@ -24,6 +24,7 @@ func TestParseDesignExample(t *testing.T) {
 	require.Equal(t, DefaultWorkers, c.Workers)
 	require.Equal(t, DefaultMaxBackoff, c.MaxBackoff)
 	require.Equal(t, "auto", c.Transport, "the socket, heartbeats while it cannot connect")
+	require.False(t, c.Compress, "uncompressed unless asked")
 	require.Equal(t, DefaultShutdownGrace, c.ShutdownGrace)
 	require.Equal(t, 30*24*time.Hour, c.LedgerRetention)
 	gh := c.Webhooks["github"]
@@ -111,7 +112,7 @@ func TestParseErrors(t *testing.T) {
 	t.Parallel()
 	src := func(body string) string { return `{"webhooks": {"github": ` + body + `}}` }
 	for _, tc := range []struct{ name, json, want string }{
-		{"unknown top-level key", `{"cloud": "https://x"}`, `unknown top-level key "cloud" (known keys: cloud_url, heartbeat_interval_s, ledger_retention_days, max_backoff_s, shutdown_grace_s, transport, webhooks, workers)`},
+		{"unknown top-level key", `{"cloud": "https://x"}`, `unknown top-level key "cloud" (known keys: cloud_url, compress, heartbeat_interval_s, ledger_retention_days, max_backoff_s, shutdown_grace_s, transport, webhooks, workers)`},
 		{"unknown source key", src(`{"enabled": true, "forward": "http://x", "fwd": 1}`), `webhooks.github: unknown key "fwd"`},
 		{"unknown route key", src(`{"enabled": true, "routes": [{"events": ["push"], "exec": ["a"], "parallel": true}]}`), `webhooks.github.routes[0]: unknown key "parallel"`},
 		{"wrong type", src(`{"enabled": "yes"}`), `webhooks.github.enabled: want true or false, got "yes"`},
@@ -151,11 +152,31 @@ func TestParseErrors(t *testing.T) {
 		{"connect timeout on exec", src(`{"enabled": true, "exec": ["a"], "connect_timeout_s": 1}`), `webhooks.github.connect_timeout_s: applies to forward handlers`},
 		{"unknown transport", `{"transport": "grpc"}`, `transport: must be auto, websocket or heartbeat, got "grpc"`},
 		{"transport not a string", `{"transport": 1}`, `transport`},
+		{"compress not a bool", `{"compress": "yes"}`, `compress: want true or false, got "yes"`},
+		{"compress as a number", `{"compress": 1}`, `compress: want true or false, got 1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.json), ".")
 			require.ErrorContains(t, err, tc.want)
 		})
+	}
+}
+
+func TestParseCompress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		json string
+		want bool
+	}{
+		{`{}`, false},
+		{`{"compress": null}`, false},
+		{`{"compress": false}`, false},
+		{`{"compress": true}`, true},
+		{`{"compress": true, "transport": "heartbeat"}`, true},
+	} {
+		c, err := Parse([]byte(tc.json), ".")
+		require.NoError(t, err, tc.json)
+		require.Equal(t, tc.want, c.Compress, tc.json)
 	}
 }
 

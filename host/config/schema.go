@@ -64,6 +64,7 @@ var fileSchema = func() *schema {
 		"workers":               {kind: kindInt},
 		"max_backoff_s":         {kind: kindNumber},
 		"transport":             {kind: kindString},
+		"compress":              {kind: kindBool},
 		"shutdown_grace_s":      {kind: kindNumber},
 		"ledger_retention_days": {kind: kindInt},
 		"webhooks":              {kind: kindMapOf, elem: source},
