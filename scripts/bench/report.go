@@ -175,8 +175,9 @@ func (rep *report) markdown(b *bench) string {
 			p("(the provider's POST to the cloud, the push or the long poll's answer to the host, the host's forward) and\n")
 			p("waits for at least one durable write (the intake's commit). *one hop*: a plain Go HTTP client in a process of\n")
 			p("its own sends the mix's payloads, one at a time at that rate, to the same kind of receiver; the time from its\n")
-			p("send to the receiver's read of the body. *one commit*: %d KiB appended to a file on the databases' disk and\n", commitSize>>10)
-			p("`fdatasync`ed, at that rate. Three hops and a commit are what no relay on this machine can go below.\n\n")
+			p("send to the receiver's read of the body. *one commit*: %d KiB written to a file on the databases' disk (over\n", commitSize>>10)
+			p("and over, as SQLite reuses its write-ahead log) and `fdatasync`ed, at that rate. Three hops and a commit are\n")
+			p("what no relay on this machine can go below.\n\n")
 			if f.err != "" {
 				p("Not measured: %s\n", oneLine(f.err))
 			} else {

@@ -126,16 +126,17 @@ func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 		// A later run replaces it, in the same transaction as its ack; of
 		// two results of one delivery in a report, the last counts.
 		exit := 0
+		handler := "exec ./deploy --note \"a\\b\"\t\n\u2028 <&>"
 		res, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
 			Ack: &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: now},
 			Results: []store.DeliveryResult{{DeliveryID: d.ID, Attempt: 2, Result: "error", ReportedAt: now},
-				{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: "exec ./deploy", ExitCode: &exit, ReportedAt: now}}})
+				{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: handler, ExitCode: &exit, ReportedAt: now}}})
 		require.NoError(t, err)
 		require.Equal(t, 1, res.Acked)
 		r, err = s.DeliveryResultGet(ctx, d.ID)
 		require.NoError(t, err)
-		require.Equal(t, store.DeliveryResult{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: "exec ./deploy",
-			ExitCode: &exit, ReportedAt: now}, *r)
+		require.Equal(t, store.DeliveryResult{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: handler,
+			ExitCode: &exit, ReportedAt: now}, *r, "kept as sent, quotes, escapes and all")
 
 		// Deleting the delivery deletes its result.
 		n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked, PruneParams: store.PruneParams{Before: now.Add(time.Hour)}})
