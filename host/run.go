@@ -219,6 +219,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Grace:        p.cfg.ShutdownGrace,
 		MaxBackoff:   p.cfg.MaxBackoff,
 		Transport:    p.cfg.Transport,
+		Compress:     p.cfg.Compress,
 		Clock:        clock,
 		Logger:       log,
 		FaultHook:    faultHook,

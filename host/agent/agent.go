@@ -81,8 +81,11 @@ type Options struct {
 	// TransportWebSocket, or TransportAuto (the socket, heartbeats while
 	// it cannot connect). The socket needs a Cloud that is a SocketCloud.
 	Transport string
-	Clock     clockwork.Clock
-	Logger    *slog.Logger
+	// Compress says the cloud compresses what it sends (the host config's
+	// compress; the Cloud asks for it): shown with the transport.
+	Compress bool
+	Clock    clockwork.Clock
+	Logger   *slog.Logger
 	// FaultHook, for end-to-end tests only, is called at each Fault* point
 	// of processing a webhook whose handler ran, so a test can kill the
 	// process exactly there. Nil in normal use.
@@ -151,7 +154,7 @@ func New(opts Options) *Agent {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	lk := &link{configured: opts.Transport, now: opts.Clock.Now}
+	lk := &link{configured: opts.Transport, compress: opts.Compress, now: opts.Clock.Now}
 	opts.Cloud = watchCloud(opts.Cloud, lk)
 	a := &Agent{
 		link:      lk,

@@ -52,7 +52,9 @@ type LinkStatus struct {
 	// TransportHeartbeat, or "" before the first exchange and while a
 	// socket-only host cannot connect. Since is when InUse last changed.
 	Configured, InUse string
-	Since             time.Time
+	// Compress: the cloud is asked to compress what it sends.
+	Compress bool
+	Since    time.Time
 	// LastContact is the last successful exchange with the cloud (zero:
 	// none yet); LastError why the last one failed ("" if it succeeded).
 	LastContact time.Time
@@ -97,6 +99,7 @@ func (a *Agent) Status() Status {
 // so the transports themselves need not report to it.
 type link struct {
 	configured string
+	compress   bool
 	now        func() time.Time
 
 	mu                  sync.Mutex
@@ -148,7 +151,7 @@ func (l *link) token(resp shared.TokenResponse, got time.Time) {
 func (l *link) status() LinkStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return LinkStatus{Configured: l.configured, InUse: l.inUse, Since: l.since,
+	return LinkStatus{Configured: l.configured, Compress: l.compress, InUse: l.inUse, Since: l.since,
 		SocketConnects: l.connects, Reconnects: max(l.connects-1, 0), Fallbacks: l.fallbacks, TokenExpires: l.tokenExpires}
 }
 

@@ -45,6 +45,7 @@ func TestStatusShowsRunningAndWaiting(t *testing.T) {
 	require.Equal(t, st.Window-2, st.Credit)
 	require.Equal(t, TransportHeartbeat, st.Link.InUse)
 	require.Equal(t, TransportHeartbeat, st.Link.Configured)
+	require.False(t, st.Link.Compress)
 	require.Equal(t, started.Add(15*time.Minute), st.Link.TokenExpires)
 
 	close(h.release)
@@ -101,6 +102,7 @@ func TestLinkTransitions(t *testing.T) {
 	now := at
 	l := &link{configured: TransportWebSocket, now: func() time.Time { return now }}
 	require.Equal(t, LinkStatus{Configured: TransportWebSocket}, l.status())
+	require.True(t, (&link{configured: TransportAuto, compress: true, now: l.now}).status().Compress, "as configured")
 
 	now = at.Add(time.Second)
 	l.socketFailed() // never connected: still nothing in use

@@ -61,7 +61,7 @@ func pageAgent() fakeAgent {
 			Running: []agent.RunningWebhook{{DeliveryID: "github:slow:1", Source: "github", EventType: "push",
 				Attempt: 2, Started: now.Add(-90 * time.Second)}},
 			Sources: []agent.SourceLoad{{Source: "github", Running: 1, Waiting: 1}},
-			Link: agent.LinkStatus{Configured: "auto", InUse: "websocket", Since: now.Add(-time.Hour),
+			Link: agent.LinkStatus{Configured: "auto", Compress: true, InUse: "websocket", Since: now.Add(-time.Hour),
 				LastContact: now.Add(-5 * time.Second), LastError: "dial tcp: connection refused", SocketConnects: 3, Reconnects: 2, Fallbacks: 1,
 				TokenExpires: now.Add(10 * time.Minute), Skew: skew, SkewKnown: true},
 		}}
@@ -93,7 +93,7 @@ func TestPageOverview(t *testing.T) {
 	for _, want := range []string{
 		// connection
 		`<strong id="transport">websocket</strong>`, "since 2026-02-16 11:00:00 (1 h 0 min ago)",
-		"(configured: auto)", "2026-02-16 11:59:55 (5.0 s ago)", "dial tcp: connection refused",
+		"(configured: auto, compressed)", "2026-02-16 11:59:55 (5.0 s ago)", "dial tcp: connection refused",
 		"<code>https://relay.example.com</code>", "<code>h_page</code>", "2026-02-16 12:10:00 (in 10 min 0 s)",
 		"3.0 s ahead of the cloud", "3 (2 reconnects) · fallbacks to heartbeats: 1",
 		// running and waiting
