@@ -228,15 +228,7 @@ func TestHostSocketKilledAfterLedgerBeforeAck(t *testing.T) {
 // through permessage-deflate.
 func TestHostSocketBodiesByteExact(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name, encoding string
-		compress       bool
-	}{{"binary", "binary", false}, {"compress", "binary+deflate", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			bodiesByteExact(t, "websocket", tc.compress, tc.encoding)
-		})
-	}
+	bodiesByteExactBothWays(t, "websocket", "binary+deflate")
 }
 
 // TestHostLongPollBodiesByteExact: the same over heartbeats, whose answers
@@ -244,13 +236,19 @@ func TestHostSocketBodiesByteExact(t *testing.T) {
 // with compress.
 func TestHostLongPollBodiesByteExact(t *testing.T) {
 	t.Parallel()
+	bodiesByteExactBothWays(t, "heartbeat", "gzip")
+}
+
+// bodiesByteExactBothWays runs bodiesByteExact for a host as set by
+// default (sent binary) and for one with compress (sent in compressed).
+func bodiesByteExactBothWays(t *testing.T, transport, compressed string) {
 	for _, tc := range []struct {
 		name, encoding string
 		compress       bool
-	}{{"binary", "binary", false}, {"compress", "gzip", true}} {
+	}{{"binary", "binary", false}, {"compress", compressed, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			bodiesByteExact(t, "heartbeat", tc.compress, tc.encoding)
+			bodiesByteExact(t, transport, tc.compress, tc.encoding)
 		})
 	}
 }
