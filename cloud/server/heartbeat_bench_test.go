@@ -50,20 +50,12 @@ func BenchmarkHeartbeatAnswer(b *testing.B) {
 // against 1,637).
 func BenchmarkHeartbeatAnswerEncodings(b *testing.B) {
 	gin.SetMode(gin.ReleaseMode)
-	hooks := sharedtest.BenchWebhooks(b, 100)
 	s := &Server{}
-	for _, batch := range []struct {
-		name  string
-		hooks []shared.Webhook
-	}{{"1", hooks[1:2]}, {"100", hooks}} {
-		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 30, Webhooks: batch.hooks, Now: time.Now(), LeaseS: 120, PollWhileBusy: true}
-		total := 0
-		for _, w := range batch.hooks {
-			total += len(w.RawBody)
-		}
+	for _, batch := range sharedtest.BenchBatches(b) {
+		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 30, Webhooks: batch.Hooks, Now: time.Now(), LeaseS: 120, PollWhileBusy: true}
 		for _, enc := range []string{"json-gzip", "json", "binary"} {
-			b.Run(batch.name+"/"+enc, func(b *testing.B) {
-				b.SetBytes(int64(total))
+			b.Run(batch.Name+"/"+enc, func(b *testing.B) {
+				b.SetBytes(int64(batch.Bytes))
 				b.ReportAllocs()
 				var sent int
 				for range b.N {

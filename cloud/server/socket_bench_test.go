@@ -35,21 +35,13 @@ import (
 // deflate, both 57 µs, 146 µs. The batch of 100: 1,400,987 and 139,303
 // wire-bytes; write 0.90 ms and 4.6 ms, both 2.5 ms and 9.3 ms.
 func BenchmarkSocketWebhooksFrame(b *testing.B) {
-	hooks := sharedtest.BenchWebhooks(b, 100)
-	for _, batch := range []struct {
-		name  string
-		hooks []shared.Webhook
-	}{{"1", hooks[1:2]}, {"100", hooks}} {
-		frame, err := shared.AppendWebhooksFrame(nil, batch.hooks)
+	for _, batch := range sharedtest.BenchBatches(b) {
+		frame, err := shared.AppendWebhooksFrame(nil, batch.Hooks)
 		require.NoError(b, err)
-		total := 0
-		for _, w := range batch.hooks {
-			total += len(w.RawBody)
-		}
 		for _, mode := range []string{"plain", "deflate"} {
 			for _, ends := range []string{"write", "both"} {
-				b.Run(batch.name+"/"+mode+"/"+ends, func(b *testing.B) {
-					b.SetBytes(int64(total))
+				b.Run(batch.Name+"/"+mode+"/"+ends, func(b *testing.B) {
+					b.SetBytes(int64(batch.Bytes))
 					benchSocketFrames(b, frame, mode == "deflate", ends == "both")
 				})
 			}

@@ -204,24 +204,16 @@ func FuzzDecodeHeartbeatJSON(f *testing.F) {
 // json-gzip, 34 µs binary; the batch of 100 (1.34 MB of bodies) 12.2 ms
 // json-gzip, 2.1 ms binary.
 func BenchmarkReadHeartbeatAnswer(b *testing.B) {
-	hooks := sharedtest.BenchWebhooks(b, 100)
-	for _, batch := range []struct {
-		name  string
-		hooks []shared.Webhook
-	}{{"1", hooks[1:2]}, {"100", hooks}} {
-		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 30, Webhooks: batch.hooks, Now: time.Now(), LeaseS: 120, PollWhileBusy: true}
-		total := 0
-		for _, w := range batch.hooks {
-			total += len(w.RawBody)
-		}
+	for _, batch := range sharedtest.BenchBatches(b) {
+		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 30, Webhooks: batch.Hooks, Now: time.Now(), LeaseS: 120, PollWhileBusy: true}
 		var zipped bytes.Buffer
 		zw, _ := gzip.NewWriterLevel(&zipped, gzip.BestSpeed) // the cloud's level
 		require.NoError(b, json.NewEncoder(zw).Encode(resp))
 		require.NoError(b, zw.Close())
 		bin, err := shared.AppendHeartbeatAnswer(nil, &resp)
 		require.NoError(b, err)
-		b.Run(batch.name+"/json-gzip", func(b *testing.B) {
-			b.SetBytes(int64(total))
+		b.Run(batch.Name+"/json-gzip", func(b *testing.B) {
+			b.SetBytes(int64(batch.Bytes))
 			b.ReportAllocs()
 			b.ReportMetric(float64(zipped.Len()), "answer-bytes")
 			for range b.N {
@@ -234,11 +226,11 @@ func BenchmarkReadHeartbeatAnswer(b *testing.B) {
 				require.NoError(b, decodeHeartbeat(buf.Bytes(), &got))
 				putAnswerBuffer(buf)
 				putGzipReader(gz)
-				require.Len(b, got.Webhooks, len(batch.hooks))
+				require.Len(b, got.Webhooks, len(batch.Hooks))
 			}
 		})
-		b.Run(batch.name+"/binary", func(b *testing.B) {
-			b.SetBytes(int64(total))
+		b.Run(batch.Name+"/binary", func(b *testing.B) {
+			b.SetBytes(int64(batch.Bytes))
 			b.ReportAllocs()
 			b.ReportMetric(float64(len(bin)), "answer-bytes")
 			for range b.N {
@@ -246,7 +238,7 @@ func BenchmarkReadHeartbeatAnswer(b *testing.B) {
 				var got shared.HeartbeatResponse
 				require.NoError(b, readBinaryHeartbeat(bytes.NewReader(bin), int64(len(bin)), buf, &got))
 				putAnswerBuffer(buf)
-				require.Len(b, got.Webhooks, len(batch.hooks))
+				require.Len(b, got.Webhooks, len(batch.Hooks))
 			}
 		})
 	}

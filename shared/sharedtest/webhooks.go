@@ -42,6 +42,28 @@ func BenchWebhooks(tb testing.TB, n int) []shared.Webhook {
 	return hooks
 }
 
+// BenchBatch is a batch of BenchWebhooks a benchmark encodes or decodes.
+type BenchBatch struct {
+	Name  string // "1" or "100"
+	Hooks []shared.Webhook
+	Bytes int // the raw bodies' bytes, for SetBytes
+}
+
+// BenchBatches are the two batches the encoding benchmarks measure: one
+// webhook of the mix (the second: the first is the 300 KB push) and a
+// drain's batch of 100.
+func BenchBatches(tb testing.TB) []BenchBatch {
+	tb.Helper()
+	hooks := BenchWebhooks(tb, 100)
+	out := []BenchBatch{{Name: "1", Hooks: hooks[1:2]}, {Name: "100", Hooks: hooks}}
+	for i := range out {
+		for _, w := range out[i].Hooks {
+			out[i].Bytes += len(w.RawBody)
+		}
+	}
+	return out
+}
+
 // moduleRoot is the directory of the module's go.mod, above the test's.
 func moduleRoot(tb testing.TB) string {
 	dir, err := os.Getwd()
