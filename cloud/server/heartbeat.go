@@ -90,13 +90,11 @@ func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 	if len(req.WebhookNacks) > 0 {
 		hb.Nacks = make([]delivery.Nack, len(req.WebhookNacks))
 		for i, n := range req.WebhookNacks {
-			hb.Nacks[i] = delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
-				NotStarted: n.NotStarted}
+			hb.Nacks[i] = fromWireNack(n)
 		}
 	}
 	for _, r := range req.WebhookResults {
-		hb.Results = append(hb.Results, store.DeliveryResult{DeliveryID: r.DeliveryID, Attempt: r.Attempt, Result: r.Result,
-			Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode, DurationMS: r.DurationMS, Error: r.Error})
+		hb.Results = append(hb.Results, fromWireResult(r))
 	}
 	if req.Config != nil {
 		sub, err := json.Marshal(req.Config)
@@ -156,6 +154,20 @@ func validateHeartbeat(req *shared.HeartbeatRequest) error {
 		return errInvalid(fmt.Sprintf("too many held webhooks in one heartbeat (%d)", n))
 	}
 	return nil
+}
+
+// fromWireNack is a host's nack, from a heartbeat or a socket's report, as
+// the delivery core reads it (its error bounded).
+func fromWireNack(n shared.Nack) delivery.Nack {
+	return delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
+		NotStarted: n.NotStarted}
+}
+
+// fromWireResult is a host's result of a run, from a heartbeat or a
+// socket's report, as the store keeps it.
+func fromWireResult(r shared.WebhookResult) store.DeliveryResult {
+	return store.DeliveryResult{DeliveryID: r.DeliveryID, Attempt: r.Attempt, Result: r.Result,
+		Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode, DurationMS: r.DurationMS, Error: r.Error}
 }
 
 // toWire is a leased delivery as the host receives it; withBody adds the

@@ -463,8 +463,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 		if n.DeliveryID == "" {
 			return protocolError("report lists an empty id")
 		}
-		r.Nacks = append(r.Nacks, delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
-			NotStarted: n.NotStarted})
+		r.Nacks = append(r.Nacks, fromWireNack(n))
 	}
 	if len(f.Results) > len(f.Acks)+len(f.Nacks) {
 		return protocolError("more results than acks and nacks")
@@ -473,8 +472,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 		if res.DeliveryID == "" || !store.ResultValid(res.Result) {
 			return protocolError("a result wants a delivery_id and a result of success, error or skipped")
 		}
-		r.Results = append(r.Results, store.DeliveryResult{DeliveryID: res.DeliveryID, Attempt: res.Attempt, Result: res.Result,
-			Handler: res.Handler, ResponseStatus: res.ResponseStatus, ExitCode: res.ExitCode, DurationMS: res.DurationMS, Error: res.Error})
+		r.Results = append(r.Results, fromWireResult(res))
 	}
 	if f.Config != nil || f.AgentVersion != "" {
 		beat := delivery.Beat{AgentVersion: truncate(f.AgentVersion, 100)}
