@@ -261,12 +261,12 @@ func (l *Ledger) prepare(ctx context.Context) error {
 		st, err = db.PrepareContext(ctx, q)
 		return st
 	}
-	l.get = prep(l.read, `SELECT `+entryColumns+` FROM ledger WHERE delivery_id = ?`)
+	l.get = prep(l.read, `SELECT `+entryColumns+` FROM ledger WHERE `+idKey)
 	l.done = prep(l.read, doneQuery)
 	if l.write != nil {
 		l.upsert = prep(l.write, `INSERT INTO ledger (`+entryColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (delivery_id) DO UPDATE SET
+			ON CONFLICT (substr(delivery_id, -13), delivery_id) DO UPDATE SET
 				source = excluded.source, event_type = excluded.event_type,
 				event_action = excluded.event_action, received_at = excluded.received_at,
 				processed_at = excluded.processed_at, result = excluded.result,
@@ -279,7 +279,7 @@ func (l *Ledger) prepare(ctx context.Context) error {
 		// RETURNING on each upsert cost SQLite a temporary table per row,
 		// a third of a record's CPU.
 		l.attempts = prep(l.write, `SELECT l.delivery_id, l.attempts FROM json_each(?) AS j
-			JOIN ledger AS l ON l.delivery_id = j.value`)
+			JOIN ledger AS l ON `+joinKey)
 		l.outboxDel = prep(l.write, `DELETE FROM outbox WHERE delivery_id = ?`)
 		l.outboxIns = prep(l.write, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, not_started, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`)
@@ -303,7 +303,22 @@ func (l *Ledger) closeStmts() {
 // instead: that walked the whole ledger for each batch (4 times the host's
 // CPU per delivery in a 10,000-delivery drain, growing with the ledger).
 const doneQuery = `SELECT l.delivery_id, l.result FROM json_each(?) AS j
-	JOIN ledger AS l ON l.delivery_id = j.value WHERE +l.result IN ('success', 'skipped')`
+	JOIN ledger AS l ON ` + joinKey + ` WHERE +l.result IN ('success', 'skipped')`
+
+// idKey finds a ledger row by its delivery id (two ?, both the id), and
+// joinKey the row of each id j.value lists. The ledger's key is led by the
+// id's last 13 characters: the cloud ends every delivery id with the
+// millisecond it received the webhook ({source}:{event id}:{received ms}),
+// so rows are added at the end of the key's index. Keyed by the id alone,
+// whose event ids are a provider's GUIDs or random strings, every record
+// wrote a page somewhere in an index too large to stay cached: with
+// 100,000 deliveries held, a record cost 4 times the CPU
+// (BenchmarkDeliveryRecordRandomIDs). A condition on delivery_id alone
+// reads every row.
+const (
+	idKey   = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
+	joinKey = `substr(l.delivery_id, -13) = substr(j.value, -13) AND l.delivery_id = j.value`
+)
 
 var migrations = []string{
 	`CREATE TABLE ledger (
@@ -343,6 +358,42 @@ var migrations = []string{
 	`CREATE INDEX ledger_result ON ledger (result, processed_at DESC, delivery_id DESC);`,
 	// A nack handing back a webhook never started says so after a restart.
 	`ALTER TABLE outbox ADD COLUMN not_started INTEGER NOT NULL DEFAULT 0;`,
+	// The ledger keyed in the order deliveries arrive (see idKey): the
+	// table is built again, as SQLite cannot change a primary key.
+	`CREATE TABLE ledger_keyed (
+		delivery_id     TEXT NOT NULL,
+		source          TEXT NOT NULL,
+		event_type      TEXT NOT NULL DEFAULT '',
+		event_action    TEXT NOT NULL DEFAULT '',
+		processed_at    INTEGER NOT NULL, -- unix milliseconds
+		result          TEXT NOT NULL CHECK (result IN ('success', 'error', 'skipped')),
+		attempts        INTEGER NOT NULL DEFAULT 1,
+		error           TEXT NOT NULL DEFAULT '',
+		duration_ms     INTEGER NOT NULL DEFAULT 0,
+		correlation_id  TEXT NOT NULL DEFAULT '',
+		handler         TEXT NOT NULL DEFAULT '',
+		summary         TEXT NOT NULL DEFAULT '',
+		received_at     INTEGER NOT NULL DEFAULT 0, -- unix milliseconds
+		cloud_attempt   INTEGER NOT NULL DEFAULT 0,
+		response_status INTEGER,
+		exit_code       INTEGER,
+		output          TEXT NOT NULL DEFAULT '',
+		fields          TEXT NOT NULL DEFAULT '{}' -- JSON object of strings
+	);
+	INSERT INTO ledger_keyed (
+		delivery_id, source, event_type, event_action, processed_at, result, attempts, error,
+		duration_ms, correlation_id, handler, summary, received_at, cloud_attempt, response_status,
+		exit_code, output, fields)
+	SELECT delivery_id, source, event_type, event_action, processed_at, result, attempts, error,
+		duration_ms, correlation_id, handler, summary, received_at, cloud_attempt, response_status,
+		exit_code, output, fields
+	FROM ledger ORDER BY processed_at;
+	DROP TABLE ledger;
+	ALTER TABLE ledger_keyed RENAME TO ledger;
+	CREATE UNIQUE INDEX ledger_key ON ledger (substr(delivery_id, -13), delivery_id);
+	CREATE INDEX ledger_processed_at ON ledger (processed_at DESC, delivery_id DESC);
+	CREATE INDEX ledger_source ON ledger (source, processed_at DESC, delivery_id DESC);
+	CREATE INDEX ledger_result ON ledger (result, processed_at DESC, delivery_id DESC);`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -450,7 +501,7 @@ func unixMilliOrZero(t time.Time) int64 {
 
 // DeliveryGet returns the ledger row of a delivery, or ErrNotFound.
 func (l *Ledger) DeliveryGet(ctx context.Context, deliveryID string) (Entry, error) {
-	e, err := scanEntry(l.get.QueryRowContext(ctx, deliveryID))
+	e, err := scanEntry(l.get.QueryRowContext(ctx, deliveryID, deliveryID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Entry{}, ErrNotFound
 	}
@@ -548,10 +599,15 @@ func (l *Ledger) OutboxEnqueue(ctx context.Context, ob OutboxEntry) error {
 }
 
 // OutboxList returns up to limit pending outbox entries, oldest first.
+// outboxListQuery lists the outbox, oldest first, each entry with its
+// ledger row's outcome when it has one.
+const outboxListQuery = `SELECT o.seq, o.delivery_id, o.kind, o.error, o.retryable, o.attempt, o.not_started, o.created_at,
+		l.result, l.cloud_attempt, l.handler, l.response_status, l.exit_code, l.duration_ms, l.error
+	FROM outbox o LEFT JOIN ledger l ON substr(l.delivery_id, -13) = substr(o.delivery_id, -13) AND l.delivery_id = o.delivery_id
+	ORDER BY o.seq LIMIT ?`
+
 func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, error) {
-	rows, err := l.read.QueryContext(ctx, `SELECT o.seq, o.delivery_id, o.kind, o.error, o.retryable, o.attempt, o.not_started, o.created_at,
-			l.result, l.cloud_attempt, l.handler, l.response_status, l.exit_code, l.duration_ms, l.error
-		FROM outbox o LEFT JOIN ledger l ON l.delivery_id = o.delivery_id ORDER BY o.seq LIMIT ?`, limit)
+	rows, err := l.read.QueryContext(ctx, outboxListQuery, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
 	}

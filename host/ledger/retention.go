@@ -16,8 +16,8 @@ import (
 func (l *Ledger) DeliveryPrune(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int64
 	err := l.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE delivery_id IN (
-			SELECT delivery_id FROM ledger WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`,
+		res, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE rowid IN (
+			SELECT rowid FROM ledger WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`,
 			before.UnixMilli(), limit)
 		if err != nil {
 			return err
