@@ -55,7 +55,7 @@ func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*stor
 	var status, exit sql.NullInt64
 	err := s.read.QueryRowContext(ctx, `
 		SELECT delivery_id, attempt, result, handler, response_status, exit_code, duration_ms, error, reported_at
-		FROM delivery_results WHERE delivery_id = ?`, deliveryID).Scan(
+		FROM delivery_results WHERE `+idKey, deliveryID, deliveryID).Scan(
 		&r.DeliveryID, &r.Attempt, &r.Result, &r.Handler, &status, &exit, &r.DurationMS, &r.Error, timeCol{&r.ReportedAt})
 	if err != nil {
 		return nil, fmt.Errorf("delivery result get: %w", interpretError(err))
@@ -78,7 +78,7 @@ const recordResult = `
 	INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
 		duration_ms, error, reported_at)
 	SELECT delivery_id, ?, ?, ?, ?, ?, ?, ?, ? FROM deliveries WHERE ` + ofHost + `
-	ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
+	ON CONFLICT (substr(delivery_id, -13), delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
 		handler = excluded.handler, response_status = excluded.response_status,
 		exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
 		reported_at = excluded.reported_at`

@@ -228,3 +228,59 @@ func createHosts(ctx context.Context, t *testing.T, s *Store, now time.Time, ids
 		require.NoError(t, err)
 	}
 }
+
+// Results keyed as their deliveries are (migration 19) keep every row and
+// rowid in both directions; a result is found, replaced and deleted with
+// its delivery by that key.
+func TestMigrateResultKeys(t *testing.T) {
+	ctx := context.Background()
+	s := migrated(ctx, t)
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	ids := eventsOf(ctx, t, s, "h-a", 4, now)
+	report := func(id, result string) {
+		t.Helper()
+		_, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-a", Results: []store.DeliveryResult{
+			{DeliveryID: id, Attempt: 1, Result: result, Handler: "deploy", ReportedAt: now}}})
+		require.NoError(t, err)
+	}
+	report(ids[0], "ok")
+	report(ids[1], "failed")
+	before := dump(ctx, t, s, "delivery_results")
+	require.Len(t, before, 2)
+	keyed := schemaOf(ctx, t, s, "delivery_results")
+	require.Equal(t, []string{"index delivery_results_key_idx: CREATE UNIQUE INDEX delivery_results_key_idx ON delivery_results (substr(delivery_id, -13), delivery_id)"}, keyed)
+	require.Equal(t, []string{"SEARCH delivery_results USING INDEX delivery_results_key_idx (<expr>=? AND delivery_id=?)"},
+		queryPlan(ctx, t, s, `SELECT result FROM delivery_results WHERE `+idKey, ids[0], ids[0]))
+
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 18)
+	require.NoError(t, err)
+	require.Equal(t, before, dump(ctx, t, s, "delivery_results"), "down")
+	require.Contains(t, schemaOf(ctx, t, s, "delivery_results"), "index sqlite_autoindex_delivery_results_1: ", "the primary key is back")
+	_, err = s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE delivery_id = ?`, ids[1])
+	require.NoError(t, err)
+	before = dump(ctx, t, s, "delivery_results")
+	require.Len(t, before, 1, "the old trigger deletes a result with its delivery")
+
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, dump(ctx, t, s, "delivery_results"), "up")
+	require.Equal(t, keyed, schemaOf(ctx, t, s, "delivery_results"))
+
+	// A result reported again replaces the one before; another delivery's
+	// result is a row of its own; a delivery deleted takes its result along.
+	report(ids[0], "ok again")
+	report(ids[2], "ok")
+	r, err := s.DeliveryResultGet(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, "ok again", r.Result)
+	require.Len(t, dump(ctx, t, s, "delivery_results"), 2)
+	_, err = s.write.ExecContext(ctx, `DELETE FROM deliveries WHERE rowid = (SELECT rowid FROM deliveries WHERE `+idKey+`)`, ids[0], ids[0])
+	require.NoError(t, err)
+	_, err = s.DeliveryResultGet(ctx, ids[0])
+	require.ErrorIs(t, err, store.ErrNotFound)
+	r, err = s.DeliveryResultGet(ctx, ids[2])
+	require.NoError(t, err)
+	require.Equal(t, "ok", r.Result)
+}
