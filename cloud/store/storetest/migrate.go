@@ -74,8 +74,11 @@ func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count
 	require.Equal(t, 1, ack(ctx, t, s, "h-delete", base, acked.ID))
 	dead := toDLQ(ctx, t, s, "h-delete", "evt-dead", base)
 	kept := insert(ctx, t, s, "h-delete", "evt-kept", base, deliveryOpts{})
+	_, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-delete", Results: []store.DeliveryResult{
+		{DeliveryID: acked.ID, Attempt: 1, Result: "success", ReportedAt: base}}})
+	require.NoError(t, err)
 	gone := []string{acked.ID, dead.ID}
-	for _, table := range []string{"delivery_bodies", "delivery_events"} {
+	for _, table := range []string{"delivery_bodies", "delivery_events", "delivery_results"} {
 		n, err := count(ctx, table, gone)
 		require.NoError(t, err)
 		require.Positive(t, n, "%s holds rows of the deliveries to delete", table)
@@ -88,10 +91,13 @@ func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	for _, table := range []string{"delivery_bodies", "delivery_events"} {
+	for _, table := range []string{"delivery_bodies", "delivery_events", "delivery_results"} {
 		n, err := count(ctx, table, gone)
 		require.NoError(t, err)
 		require.Zero(t, n, "%s rows of deleted deliveries", table)
+		if table == "delivery_results" {
+			continue // none reported for the one kept
+		}
 		n, err = count(ctx, table, []string{kept.ID})
 		require.NoError(t, err)
 		require.Positive(t, n, "%s rows of the delivery kept", table)
