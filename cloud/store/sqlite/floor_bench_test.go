@@ -120,4 +120,3 @@ func BenchmarkDrainFloor(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(n), "cpu-µs/delivery")
 }
-
