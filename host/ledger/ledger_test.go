@@ -13,6 +13,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared/dbfile/dbfiletest"
 )
 
 func setup(t *testing.T) (*Ledger, string) {
@@ -25,6 +27,23 @@ func setup(t *testing.T) (*Ledger, string) {
 }
 
 var t0 = time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
+
+// ledgerAt makes a ledger of an older schema, its first version
+// migrations, and returns it open on a plain connection, for a test to
+// fill and close before Open migrates it; and its path.
+func ledgerAt(t *testing.T, version int) (*sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	for _, m := range migrations[:version] {
+		_, err = db.Exec(m)
+		require.NoError(t, err)
+	}
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, version))
+	require.NoError(t, err)
+	return db, path
+}
 
 func entry(id string, r Result, at time.Time) Entry {
 	return Entry{
@@ -268,18 +287,12 @@ func TestList(t *testing.T) {
 func TestMigratesVersion1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, migrations[0])
-	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, `INSERT INTO ledger (delivery_id, source, processed_at, result, summary)
+	db, path := ledgerAt(t, 1)
+	_, err := db.ExecContext(ctx, `INSERT INTO ledger (delivery_id, source, processed_at, result, summary)
 		VALUES ('old:1', 'github', ?, 'success', 'push: acme/app')`, t0.UnixMilli())
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, created_at)
 		VALUES ('old:2', 'nack', 'boom', 1, ?)`, t0.UnixMilli())
-	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, `PRAGMA user_version = 1`)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -344,18 +357,9 @@ func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
 func TestMigratesPendingHandBackColumn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	const before = 4 // the schema before not_started
-	for _, m := range migrations[:before] {
-		_, err = db.ExecContext(ctx, m)
-		require.NoError(t, err)
-	}
-	_, err = db.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
+	db, path := ledgerAt(t, 4) // the schema before not_started
+	_, err := db.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
 		VALUES ('old:1', 'nack', 'host stopping: not started', 1, 1, ?)`, t0.UnixMilli())
-	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, before))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -381,17 +385,10 @@ func TestMigratesPendingHandBackColumn(t *testing.T) {
 func TestMigratesToTheKeyedLedger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	const before = 5
-	for _, m := range migrations[:before] {
-		_, err = db.ExecContext(ctx, m)
-		require.NoError(t, err)
-	}
+	db, path := ledgerAt(t, 5)
 	// Two ids that end alike: the key's leading part is not unique alone.
 	const a, b = "github:3f2c9a4e-1b7d-4c1a-9e0f-5d6b7a8c9d0e:1771236000000", "stripe:evt_1:1771236000000"
-	_, err = db.ExecContext(ctx, `INSERT INTO ledger (delivery_id, source, event_type, event_action, processed_at, result,
+	_, err := db.ExecContext(ctx, `INSERT INTO ledger (delivery_id, source, event_type, event_action, processed_at, result,
 		attempts, error, duration_ms, correlation_id, handler, summary, received_at, cloud_attempt, response_status,
 		exit_code, output, fields)
 		VALUES (?, 'github', 'push', '', ?, 'error', 2, 'HTTP 500', 12, 'corr-a', 'forward http://127.0.0.1:3000/github',
@@ -401,8 +398,6 @@ func TestMigratesToTheKeyedLedger(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, created_at)
 		VALUES (?, 'nack', 'HTTP 500', 1, 2, ?)`, a, t0.UnixMilli())
-	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, before))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -626,18 +621,7 @@ func TestLookUpsUseTheKey(t *testing.T) {
 		{"outbox", outboxListQuery, []any{10}, "SEARCH l USING INDEX ledger_key (<expr>=? AND delivery_id=?)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rows, err := l.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+c.query, c.args...)
-			require.NoError(t, err)
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
-				plan = append(plan, detail)
-			}
-			require.NoError(t, rows.Err())
-			joined := fmt.Sprint(plan)
+			joined := fmt.Sprint(dbfiletest.QueryPlan(t, l.read, c.query, c.args...))
 			require.Contains(t, joined, c.search, joined)
 			require.NotContains(t, joined, "SCAN ledger", joined)
 			require.NotContains(t, joined, "SCAN l ", joined)

@@ -15,6 +15,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/storetest"
 	"github.com/relaykit/relay/migrations"
+	"github.com/relaykit/relay/shared/dbfile/dbfiletest"
 )
 
 // The durability settings are the point of this engine: check they hold on
@@ -147,18 +148,7 @@ func migrated(ctx context.Context, t *testing.T) *Store {
 // queryPlan is the detail column of EXPLAIN QUERY PLAN for query.
 func queryPlan(ctx context.Context, t *testing.T, s *Store, query string, args ...any) []string {
 	t.Helper()
-	rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+query, args...)
-	require.NoError(t, err)
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
-		plan = append(plan, detail)
-	}
-	require.NoError(t, rows.Err())
-	return plan
+	return dbfiletest.QueryPlan(t, s.read, query, args...)
 }
 
 // Bodies moved out of the deliveries row (migration 4) keep their bytes, in

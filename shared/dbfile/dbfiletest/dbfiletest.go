@@ -1,8 +1,11 @@
-// Package dbfiletest checks, for the tests of a package that keeps a
-// SQLite file, that the file and its -wal and -shm files are private.
+// Package dbfiletest serves the tests of a package that keeps a SQLite
+// file: that the file and its -wal and -shm files are private, and what
+// plan SQLite makes for a query.
 package dbfiletest
 
 import (
+	"context"
+	"database/sql"
 	"io"
 	"os"
 	"path/filepath"
@@ -40,4 +43,22 @@ func FilesPrivate(t *testing.T, name string, open func(path string) (io.Closer, 
 	require.NoError(t, err)
 	require.NoError(t, dbfile.CheckPrivate(old))
 	require.NoError(t, c.Close())
+}
+
+// QueryPlan is the detail column of SQLite's EXPLAIN QUERY PLAN for query
+// on db, one entry a step.
+func QueryPlan(t testing.TB, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
+	require.NoError(t, err)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+		plan = append(plan, detail)
+	}
+	require.NoError(t, rows.Err())
+	return plan
 }
