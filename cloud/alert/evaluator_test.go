@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,7 +23,7 @@ import (
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/cloud/verify"
 )
 
@@ -107,12 +106,7 @@ func newRing(t testing.TB) *secrets.Ring {
 }
 
 func openSQLite(t testing.TB) store.Store {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	require.NoError(t, st.Migrate(ctx))
-	return st
+	return sqlitetest.Open(t)
 }
 
 func evalConfig(cfg alert.Config) alert.Config {

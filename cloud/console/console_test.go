@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,7 +23,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,11 +51,7 @@ func setup(t *testing.T, opts ...options) *bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
 	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 )
 
 var dataBase = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
@@ -20,10 +19,7 @@ var dataBase = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 func dataStore(t *testing.T) store.Store {
 	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx))
+	s := sqlitetest.Open(t)
 	for _, h := range []string{"h1", "h2"} {
 		_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: h, Name: "host " + h, Now: dataBase})
 		require.NoError(t, err)

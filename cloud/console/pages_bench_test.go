@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -27,7 +26,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 )
 
 // nextRE finds a list's link to its next page.
@@ -44,10 +43,7 @@ const benchDeliveries = 100_000
 // -benchtime Nx and -count 1.
 func BenchmarkPages(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) {
-		st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "cloud.db"))
-		require.NoError(b, err)
-		b.Cleanup(func() { st.Close() })
-		require.NoError(b, st.Migrate(context.Background()))
+		st := sqlitetest.Open(b)
 		benchPages(b, st, func() {}) // SQLite keeps no statistics unless asked (the cloud never asks)
 	})
 	b.Run("postgres", func(b *testing.B) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 )
 
 // The delivery core driven as a transport drives it — report, lease, wait,
@@ -41,9 +40,7 @@ type bundle struct {
 func engines(t *testing.T, test func(t *testing.T, b *bundle)) {
 	open := map[string]func(t *testing.T) store.Store{
 		"sqlite": func(t *testing.T) store.Store {
-			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "cloud.db"))
-			require.NoError(t, err)
-			require.NoError(t, st.Migrate(context.Background()))
+			st := sqlitetest.Open(t)
 			return st
 		},
 		"postgres": func(t *testing.T) store.Store {

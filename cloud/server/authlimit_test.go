@@ -2,14 +2,12 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +17,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/secrets"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -34,11 +32,7 @@ type authBundle struct {
 
 func authSetup(t *testing.T) *authBundle {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
 	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)

@@ -21,7 +21,7 @@ import (
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -218,10 +218,7 @@ func TestQuarantineHostShareInBytes(t *testing.T) {
 func TestQuarantineKeepsNoToken(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "cloud.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.OpenAt(t, filepath.Join(dir, "cloud.db"))
 	clock := newClock()
 	good := newEdge(t, st, ringOf(t, 1), clock, Config{})
 	hostID, _ := good.newHost("h")

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -22,7 +21,7 @@ import (
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -35,10 +34,7 @@ type edgeBundle struct {
 
 func openStore(t *testing.T) store.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(context.Background()))
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t)
 	return st
 }
 

@@ -15,7 +15,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -32,7 +31,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -48,9 +47,7 @@ import (
 func BenchmarkIntake(b *testing.B) {
 	for _, ids := range []string{"random", "counter"} {
 		b.Run("sqlite/"+ids, func(b *testing.B) {
-			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "cloud.db"))
-			require.NoError(b, err)
-			require.NoError(b, st.Migrate(context.Background()))
+			st := sqlitetest.Open(b)
 			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), ids == "random")
 		})
 		b.Run("postgres/"+ids, func(b *testing.B) {
@@ -145,9 +142,7 @@ func uuid() string {
 //	go test -run '^$' -bench HeartbeatDrain -benchtime 50000x ./cloud/server/
 func BenchmarkHeartbeatDrain(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) {
-		st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "cloud.db"))
-		require.NoError(b, err)
-		require.NoError(b, st.Migrate(context.Background()))
+		st := sqlitetest.Open(b)
 		benchDrain(b, st)
 	})
 	b.Run("postgres", func(b *testing.B) {

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +29,7 @@ import (
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -57,11 +56,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
 	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)

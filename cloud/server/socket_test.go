@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,7 +23,7 @@ import (
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -45,9 +44,7 @@ func socketSetupOver(t *testing.T, wrap func(store.Store) store.Store) (*bundle,
 func socketSetupWith(t *testing.T, wrap func(store.Store) store.Store, cfg Config) (*bundle, *Server) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	require.NoError(t, db.Migrate(ctx))
+	db := sqlitetest.Open(t)
 	var st store.Store = db
 	if wrap != nil {
 		st = wrap(db)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -56,11 +55,7 @@ func waitServer(t *testing.T, st store.Store) (*bundle, *Server) {
 
 func sqliteWaitServer(t *testing.T) (*bundle, *Server) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t)
 	return waitServer(t, st)
 }
 

@@ -3,7 +3,6 @@ package sweep
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/steady"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 )
 
 // TestLeaseExpiryThroughAClockStep: ten deliveries leased 10 s apart for
@@ -59,10 +58,7 @@ func TestLeaseExpiryThroughAClockStep(t *testing.T) {
 // leases expired, with lease expiry run every second on the chosen clock.
 func leaseExpiries(t *testing.T, step time.Duration, steadyClock bool) []time.Duration {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t)
 
 	real := clockwork.NewFakeClockAt(start)
 	var mu sync.Mutex
@@ -79,7 +75,7 @@ func leaseExpiries(t *testing.T, step time.Duration, steadyClock bool) []time.Du
 	}
 	at := func() time.Time { return now().UTC().Truncate(time.Millisecond) }
 
-	_, err = st.HostCreate(ctx, &store.HostCreateParams{ID: "h1", Name: "h1", ClaimCodeHash: []byte("c"), ClaimExpiresAt: start.Add(time.Hour), Now: at()})
+	_, err := st.HostCreate(ctx, &store.HostCreateParams{ID: "h1", Name: "h1", ClaimCodeHash: []byte("c"), ClaimExpiresAt: start.Add(time.Hour), Now: at()})
 	require.NoError(t, err)
 	for i := range 10 {
 		insert(t, st, fmt.Sprintf("e%d", i), at())

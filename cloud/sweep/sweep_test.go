@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 )
 
 var start = time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
@@ -27,11 +26,8 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 func setup(t *testing.T) store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
-	_, err = st.HostCreate(ctx, &store.HostCreateParams{ID: "h1", Name: "h1", ClaimCodeHash: []byte("c"), ClaimExpiresAt: start.Add(time.Hour), Now: start})
+	st := sqlitetest.Open(t)
+	_, err := st.HostCreate(ctx, &store.HostCreateParams{ID: "h1", Name: "h1", ClaimCodeHash: []byte("c"), ClaimExpiresAt: start.Add(time.Hour), Now: start})
 	require.NoError(t, err)
 	insert(t, st, "e1", start)
 	leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: "h1", Max: 10, MaxBytes: 1 << 20, LeaseFor: 30 * time.Second, Now: start})

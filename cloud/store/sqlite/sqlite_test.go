@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/cloud/store/storetest"
 	"github.com/relaykit/relay/migrations"
 )
@@ -22,13 +23,7 @@ func TestMain(m *testing.M) {
 
 func TestStore(t *testing.T) {
 	ctx := context.Background()
-	storetest.Exercise(ctx, t, func(t *testing.T) store.Store {
-		s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cloud.db"))
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, s.Close()) })
-		require.NoError(t, s.Migrate(ctx))
-		return s
-	})
+	storetest.Exercise(ctx, t, func(t *testing.T) store.Store { return sqlitetest.Open(t) })
 }
 
 func TestOpenRejectsNonFilePaths(t *testing.T) {
