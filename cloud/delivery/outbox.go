@@ -121,6 +121,14 @@ func (o *Outbox) HandingBack() {
 	o.stopping = true
 }
 
+// Stopping reports whether its host handed a delivery back (HandingBack):
+// it is stopping and takes no more.
+func (o *Outbox) Stopping() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stopping
+}
+
 // Poke makes the push loop look again, even when its last look found
 // nothing (e.g. a nack moved a retry before the one it waits for). It never
 // blocks.

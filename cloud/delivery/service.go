@@ -384,6 +384,27 @@ func (s *Service) Handed(ctx context.Context, hostID string, ids []string, err e
 	s.log.LogAttrs(ctx, slog.LevelDebug, "leased", slog.String("host", hostID), slog.Int("count", len(ids)))
 }
 
+// HandBackUnpushed gives back deliveries leased to a connection whose host
+// handed back what it held before they could be written to it: the host is
+// stopping and starts nothing more, so no handler ran. As a hand-back
+// (TransitionHandBack) they are due again at once and keep their attempt;
+// written, they would have reached a host that no longer reports, and its
+// closing socket would have spent one. It is recorded even when ctx was
+// canceled.
+func (s *Service) HandBackUnpushed(ctx context.Context, hostID string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	nacks := make([]Nack, len(ids))
+	for i, id := range ids {
+		nacks[i] = Nack{ID: id, Error: "host stopping: not pushed", Retryable: true, NotStarted: true}
+	}
+	if _, err := s.store.DeliveryNack(context.WithoutCancel(ctx), NackParams(hostID, nacks, s.cfg.Policy, s.now())); err != nil {
+		s.log.Warn("hand back deliveries not pushed to a stopping host; their leases will end", "host", hostID,
+			"deliveries", len(ids), "err", err)
+	}
+}
+
 // MarkDelivered moves leased deliveries on to delivered: what carried them
 // reached the host. It returns how many changed.
 func (s *Service) MarkDelivered(ctx context.Context, hostID string, ids []string) (int, error) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,4 +82,65 @@ func TestSocketReportHandBack(t *testing.T) {
 // own max_attempts is always honoured by a hand-back.
 func TestHandBackCeilingAboveSourceAttempts(t *testing.T) {
 	require.Greater(t, delivery.HandBackCeiling, maxSourceAttempts)
+}
+
+// leaseHeld holds a lease that found deliveries, once armed, after it
+// committed: as the push loop has leased and not yet written.
+type leaseHeld struct {
+	store.Store
+	armed          atomic.Bool
+	leased, resume chan []string
+}
+
+func (l *leaseHeld) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
+	res, err := l.Store.DeliveryLease(ctx, p)
+	if err == nil && len(res.Deliveries) > 0 && l.armed.CompareAndSwap(true, false) {
+		var ids []string
+		for _, d := range res.Deliveries {
+			ids = append(ids, d.ID)
+		}
+		l.leased <- ids
+		<-l.resume
+	}
+	return res, err
+}
+
+// A push leased while the host hands back what it held is given back
+// unwritten: the host is stopping and would never start it, and its
+// closing socket would have spent the attempt (with one allowed, a dead
+// letter). Without the hand-back it is pushed as ever.
+func TestSocketLeaseDuringHandBackIsGivenBack(t *testing.T) {
+	var lh *leaseHeld
+	b, _ := socketSetupOver(t, func(st store.Store) store.Store {
+		lh = &leaseHeld{Store: st, leased: make(chan []string, 1), resume: make(chan []string)}
+		return lh
+	})
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 1)
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-0", prBody).status)
+	held := hs.pushed(1)
+	// No room left: these wait in the store until the host grants more.
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-2", prBody).status)
+
+	lh.armed.Store(true)
+	hs.send(shared.Frame{Type: shared.FrameCredit, Received: 1, Credit: 3})
+	leased := <-lh.leased
+	require.Len(t, leased, 2)
+	// The host stops meanwhile: it hands back what it held.
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Nacks: []shared.Nack{
+		{DeliveryID: held[0], Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true}}})
+	require.Equal(t, shared.FrameConfirm, hs.read().Type)
+	close(lh.resume)
+
+	for _, id := range append(held, leased...) {
+		require.Eventually(t, func() bool { return b.status(hostID, id) == store.StatusRetrying }, 5*time.Second, time.Millisecond)
+		b.handedBack(hostID, id, b.clock.Now())
+	}
+	// Nothing came on the socket: the next frame answers the next report.
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 2, Extends: held})
+	f := hs.read()
+	require.Equal(t, shared.FrameConfirm, f.Type, "nothing pushed after the hand-back")
+	require.Equal(t, int64(2), f.ID)
+	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
 }
