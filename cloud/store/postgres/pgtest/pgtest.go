@@ -7,10 +7,8 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"strings"
@@ -100,7 +98,7 @@ func ensureTemplate(ctx context.Context, server string) (string, error) {
 	if name, ok := templates[server]; ok {
 		return name, nil
 	}
-	sum, err := migrationsHash()
+	sum, err := migrations.Hash(migrations.Postgres)
 	if err != nil {
 		return "", err
 	}
@@ -159,27 +157,6 @@ func buildTemplate(ctx context.Context, conn *pgx.Conn, server, name string) err
 		return fmt.Errorf("mark template: %w", err)
 	}
 	return nil
-}
-
-// migrationsHash is a short hash of the Postgres migration files.
-func migrationsHash() (string, error) {
-	h := sha256.New()
-	err := fs.WalkDir(migrations.Postgres, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.Postgres, path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("hash migrations: %w", err)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 func randomName() (string, error) {

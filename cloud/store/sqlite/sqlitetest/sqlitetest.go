@@ -5,12 +5,9 @@ package sqlitetest
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -82,23 +79,11 @@ func Copy(path string) error {
 // written under another name and renamed, so test processes building it at
 // once never read half of one.
 func ensureTemplate() (string, error) {
-	h := sha256.New()
-	err := fs.WalkDir(migrations.SQLite, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.SQLite, path)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
-		h.Write(b)
-		return nil
-	})
+	sum, err := migrations.Hash(migrations.SQLite)
 	if err != nil {
-		return "", fmt.Errorf("hash migrations: %w", err)
+		return "", err
 	}
-	name := filepath.Join(os.TempDir(), "relay-sqlitetest-"+hex.EncodeToString(h.Sum(nil))[:12]+".db")
+	name := filepath.Join(os.TempDir(), "relay-sqlitetest-"+sum+".db")
 	if _, err := os.Stat(name); err == nil {
 		return name, nil
 	}
