@@ -32,7 +32,9 @@ import (
 // Its methods are safe for concurrent use.
 type Outbox struct {
 	leaseFor time.Duration
-	poke     chan struct{} // room grew, a delivery was handed in, or Poke
+	// push orders the push loop's writes and HandingBack (see Push).
+	push sync.Mutex
+	poke chan struct{} // room grew, a delivery was handed in, or Poke
 
 	mu     sync.Mutex
 	limit  int64 // push while pushed+reserved < limit (received + credit)
@@ -116,17 +118,31 @@ func (o *Outbox) room() int {
 // back, due again at once, would be pushed straight back to it, and their
 // attempts lost when it closes. Call it before the report is applied.
 func (o *Outbox) HandingBack() {
+	o.push.Lock()
+	defer o.push.Unlock()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.stopping = true
 }
 
-// Stopping reports whether its host handed a delivery back (HandingBack):
-// it is stopping and takes no more.
-func (o *Outbox) Stopping() bool {
+// Push runs write, the push loop's write of a batch it leased, unless its
+// host handed back what it held (HandingBack), and says whether it ran.
+// HandingBack waits for a write under way, so a batch is written before
+// the host's hand-back is applied (the host reads it before the report's
+// confirm and hands it back with the rest) or not at all: written after,
+// it would reach a host that no longer reports, and its closing socket
+// would spend an attempt no handler used (see Service.HandBackUnpushed).
+func (o *Outbox) Push(write func()) bool {
+	o.push.Lock()
+	defer o.push.Unlock()
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.stopping
+	stopping := o.stopping
+	o.mu.Unlock()
+	if stopping {
+		return false
+	}
+	write()
+	return true
 }
 
 // Poke makes the push loop look again, even when its last look found

@@ -86,6 +86,35 @@ func (b *bundle) sendLeased(v *delivery.Reservation, eventID string) (*store.Del
 	return res, v.Settle(res, err)
 }
 
+// A push runs before the host's hand-back, which waits for it, or not at
+// all.
+func TestOutboxPushBeforeHandingBackOrNot(t *testing.T) {
+	o := delivery.New(nil, delivery.Config{}, nil, nil).NewOutbox()
+	entered, hold := make(chan struct{}), make(chan struct{})
+	pushed := make(chan bool)
+	go func() {
+		pushed <- o.Push(func() {
+			close(entered)
+			<-hold
+		})
+	}()
+	<-entered
+	handedBack := make(chan struct{})
+	go func() {
+		o.HandingBack()
+		close(handedBack)
+	}()
+	select {
+	case <-handedBack:
+		t.Fatal("the hand-back did not wait for the write under way")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(hold)
+	require.True(t, <-pushed)
+	<-handedBack
+	require.False(t, o.Push(func() { t.Fatal("written after the hand-back") }))
+}
+
 func TestReserveLeasesAtIntakeToAnIdleConnection(t *testing.T) {
 	engines(t, func(t *testing.T, b *bundle) {
 		p := b.pushing()

@@ -40,8 +40,7 @@ type bundle struct {
 func engines(t *testing.T, test func(t *testing.T, b *bundle)) {
 	open := map[string]func(t *testing.T) store.Store{
 		"sqlite": func(t *testing.T) store.Store {
-			st := sqlitetest.Open(t)
-			return st
+			return sqlitetest.Open(t)
 		},
 		"postgres": func(t *testing.T) store.Store {
 			st, err := postgres.Open(context.Background(), pgtest.NewDatabase(t))

@@ -34,8 +34,7 @@ type edgeBundle struct {
 
 func openStore(t *testing.T) store.Store {
 	t.Helper()
-	st := sqlitetest.Open(t)
-	return st
+	return sqlitetest.Open(t)
 }
 
 func ringOf(t *testing.T, keyBytes ...byte) *secrets.Ring {

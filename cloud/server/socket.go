@@ -193,13 +193,6 @@ type socketSession struct {
 	// deflate: the upgrade agreed to permessage-deflate (deflateAgreed).
 	deflate bool
 
-	// pushMu orders a push's write after the host's hand-back, or before
-	// it: the push loop holds it from its look at the outbox's stopping to
-	// the end of its write, and a report handing back sets stopping under
-	// it. A frame written before is read by the host before the report's
-	// confirm, and handed back with what it held; after, nothing is written.
-	pushMu sync.Mutex
-
 	mu         sync.Mutex
 	unreported map[string]bool // pushed, neither acked nor nacked
 	expires    time.Time       // the last accepted token's expiry
@@ -501,9 +494,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 	// heartbeat's answer is before its next heartbeat.
 	ss.marker.Flush()
 	if delivery.HandsBack(r.Nacks) {
-		ss.pushMu.Lock()
 		ss.outbox.HandingBack() // before what it hands back comes due
-		ss.pushMu.Unlock()
 	}
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {
 		return unavailable(err)
@@ -631,26 +622,26 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			steptime.Stamp(d.Headers, "encoded", time.Now())
 			f.Webhooks = append(f.Webhooks, toWire(d, !ss.rawBodyOnly))
 		}
-		ss.pushMu.Lock()
-		if ss.outbox.Stopping() {
+		var release func()
+		written := ss.outbox.Push(func() {
+			ss.mu.Lock()
+			for _, id := range ids {
+				ss.unreported[id] = true
+			}
+			ss.mu.Unlock()
+			release = s.holdOutgoing(res.Deliveries)
+			if ss.binary {
+				err = ss.writeBinary(ctx, f.Webhooks)
+			} else {
+				err = ss.write(ctx, f)
+			}
+		})
+		if !written {
 			// Leased as the host handed back what it held: it is
 			// stopping, so they are given back unwritten.
-			ss.pushMu.Unlock()
 			s.deliveries.HandBackUnpushed(ctx, ss.host.ID, ids)
 			continue
 		}
-		ss.mu.Lock()
-		for _, id := range ids {
-			ss.unreported[id] = true
-		}
-		ss.mu.Unlock()
-		release := s.holdOutgoing(res.Deliveries)
-		if ss.binary {
-			err = ss.writeBinary(ctx, f.Webhooks)
-		} else {
-			err = ss.write(ctx, f)
-		}
-		ss.pushMu.Unlock()
 		release()
 		// Written, they are delivered (marked while the loop goes on); not,
 		// due again at once.

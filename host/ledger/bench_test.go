@@ -191,7 +191,9 @@ func BenchmarkDeliveryRecordRandomIDs(b *testing.B) {
 			}
 			wg.Wait()
 			fill = fill[:0]
-			report(b, l)
+			if err := report(l); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	var next atomic.Int64
@@ -209,7 +211,10 @@ func BenchmarkDeliveryRecordRandomIDs(b *testing.B) {
 			case <-stop:
 				return
 			case <-time.After(time.Millisecond):
-				report(b, l)
+				if err := report(l); err != nil {
+					b.Error(err)
+					return
+				}
 			}
 		}
 	}()
@@ -237,21 +242,21 @@ func BenchmarkDeliveryRecordRandomIDs(b *testing.B) {
 }
 
 // report takes the outbox's entries and deletes them, as a host's report.
-func report(b *testing.B, l *Ledger) {
+func report(l *Ledger) error {
 	for {
 		ob, err := l.OutboxList(context.Background(), 1024)
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 		if len(ob) == 0 {
-			return
+			return nil
 		}
 		seqs := make([]int64, len(ob))
 		for i, e := range ob {
 			seqs[i] = e.Seq
 		}
 		if err := l.OutboxDelete(context.Background(), seqs); err != nil {
-			b.Fatal(err)
+			return err
 		}
 	}
 }
