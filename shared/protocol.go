@@ -191,6 +191,12 @@ type HeartbeatRequest struct {
 	// result of a webhook not acked or nacked in the same heartbeat is
 	// ignored.
 	WebhookResults []WebhookResult `json:"webhook_results,omitempty"`
+	// Stopping says the host is stopping: the cloud answers the host's
+	// heartbeats it holds (long polls) at once, with what was already
+	// leased to them and nothing more, so the host reads their answers
+	// (and hands back what they carry) instead of hanging up on them. It
+	// goes with MaxWebhooks 0 and no WaitS.
+	Stopping bool `json:"stopping,omitempty"`
 }
 
 // WebhookResult is the host ledger's record of one handler run.

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -21,9 +22,11 @@ import (
 //
 // Its methods are safe for concurrent use.
 type poll struct {
-	max   int
-	wake  <-chan struct{} // the poll's subscription: a pending wake-up says it must look
-	ready chan struct{}   // receives when its reservations settled with something handed
+	max     int
+	wake    <-chan struct{} // the poll's subscription: a pending wake-up says it must look
+	ready   chan struct{}   // receives when its reservations settled with something handed
+	ended   chan struct{}   // closed when its host said it is stopping (end)
+	endOnce sync.Once
 
 	mu    sync.Mutex
 	open  bool // it waits, and its last look found nothing
@@ -32,7 +35,7 @@ type poll struct {
 }
 
 func newPoll(max int, maxBytes int, wake <-chan struct{}) *poll {
-	p := &poll{max: max, wake: wake, ready: make(chan struct{}, 1)}
+	p := &poll{max: max, wake: wake, ready: make(chan struct{}, 1), ended: make(chan struct{})}
 	p.held = newRoom(&p.mu, maxBytes)
 	return p
 }
@@ -98,6 +101,33 @@ func (p *poll) close() []*store.Delivery {
 	default:
 	}
 	return ds
+}
+
+// end answers the poll at once: its host is stopping.
+func (p *poll) end() { p.endOnce.Do(func() { close(p.ended) }) }
+
+// HostStopping answers at once the host's long polls, with what was
+// already leased to them and nothing more: the host is stopping, and reads
+// their answers to hand back what they carry, where hanging up on them
+// would cost their deliveries an attempt no handler used. Those on this
+// replica end now, those on others when the store's listener tells them
+// (store.HostStopping); one whose replica does not hear of it answers as
+// ever, when work arrives or its wait ends.
+func (s *Service) HostStopping(ctx context.Context, hostID string) {
+	s.endPolls(hostID)
+	if err := s.store.HostStopping(context.WithoutCancel(ctx), hostID); err != nil {
+		s.log.Warn("tell other replicas a host is stopping", "host", hostID, "err", err)
+	}
+}
+
+// endPolls answers the host's long polls waiting on this replica at once.
+func (s *Service) endPolls(hostID string) {
+	w := s.wakeups
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p := range w.polls[hostID] {
+		p.end()
+	}
 }
 
 // watch makes p one of the host's polls the intake may reserve room on;

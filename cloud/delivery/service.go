@@ -29,6 +29,7 @@ type Store interface {
 	DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error)
 	DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error)
 	DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error
+	HostStopping(ctx context.Context, hostID string) error
 }
 
 // Config sets the core's bounds. Zero values take the defaults.
@@ -298,7 +299,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 	t := s.clock.NewTimer(deadline.Sub(p.Now))
 	defer t.Stop()
 	for {
-		final, woken := false, false
+		final, woken, ended := false, false, false
 		var notifiedAt, wokenAt time.Time // steptime
 		pl.setOpen()
 		select {
@@ -307,6 +308,8 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 			final = true
 		case <-t.Chan():
 			final = true
+		case <-pl.ended:
+			ended = true
 		case <-pl.ready:
 		case <-pl.wake:
 			woken = true
@@ -329,6 +332,10 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 			// A failed look at the host leaves them to its answer all the
 			// same: they were leased to it while it was active.
 			return &store.DeliveryLeaseResult{Deliveries: handed}, nil
+		}
+		if ended {
+			// Its host is stopping and reads this answer: nothing more.
+			return &store.DeliveryLeaseResult{}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -432,6 +439,9 @@ type Heartbeat struct {
 	Beat
 	Max  int           // at most this many deliveries; 0: none
 	Wait time.Duration // wait this long for work when none is available (at most MaxWait)
+	// Stopping: the host is stopping; its long polls answer at once
+	// (HostStopping).
+	Stopping bool
 }
 
 // Heartbeat is the use case of a heartbeat: apply the host's report, record
@@ -447,6 +457,9 @@ func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat
 	}
 	if err := s.Record(ctx, host, hb.Beat); err != nil {
 		return nil, err
+	}
+	if hb.Stopping {
+		s.HostStopping(ctx, host.ID)
 	}
 	return s.Lease(ctx, host, hb.Max, hb.Wait)
 }

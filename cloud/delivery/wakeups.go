@@ -152,6 +152,9 @@ func (s *Service) Listen(ctx context.Context, listening func(), changed func(hos
 			},
 			Available: s.wakeups.wake,
 			Socket:    s.wakeups.socket,
+			// A host that is stopping has its polls answered, on every
+			// replica (HostStopping).
+			Stopping: s.endPolls,
 			// A host that changed (deactivated, re-claimed) wakes its
 			// subscribers too: a pushing connection looks at the host
 			// again and closes if it is gone.

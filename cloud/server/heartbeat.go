@@ -83,9 +83,10 @@ func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 	hb := &delivery.Heartbeat{
 		Report: delivery.Report{Acks: req.WebhookAcks, Extends: req.WebhookExtends,
 			AnswerLost: req.AnswerLost, Held: req.WebhooksHeld},
-		Beat: delivery.Beat{AgentVersion: truncate(req.AgentVersion, 100)},
-		Max:  shared.DefaultMaxWebhooks,
-		Wait: time.Duration(req.WaitS) * time.Second,
+		Beat:     delivery.Beat{AgentVersion: truncate(req.AgentVersion, 100)},
+		Max:      shared.DefaultMaxWebhooks,
+		Wait:     time.Duration(req.WaitS) * time.Second,
+		Stopping: req.Stopping,
 	}
 	if len(req.WebhookNacks) > 0 {
 		hb.Nacks = make([]delivery.Nack, len(req.WebhookNacks))
@@ -143,6 +144,9 @@ func validateHeartbeat(req *shared.HeartbeatRequest) error {
 	}
 	if len(req.WebhookResults) > len(req.WebhookAcks)+len(req.WebhookNacks) {
 		return errInvalid("more webhook_results than acks and nacks")
+	}
+	if req.Stopping && (req.MaxWebhooks == nil || *req.MaxWebhooks > 0 || req.WaitS > 0) {
+		return errInvalid("a stopping heartbeat takes no work: max_webhooks 0 and no wait_s")
 	}
 	if len(req.WebhooksHeld) > 0 && !req.AnswerLost {
 		return errInvalid("webhooks_held is only sent with answer_lost")

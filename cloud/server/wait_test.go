@@ -210,6 +210,46 @@ func TestWaitEndsOnShutdown(t *testing.T) {
 	require.Empty(t, answered(t, b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})).Webhooks)
 }
 
+// TestWaitEndsWhenItsHostStops: a stopping host says so
+// (HeartbeatRequest.Stopping) rather than hang up on its long poll, whose
+// answer would be lost with whatever it leased: the poll answers at once,
+// leasing nothing more. Another host's poll waits on.
+func TestWaitEndsWhenItsHostStops(t *testing.T) {
+	b, _ := sqliteWaitServer(t)
+	g, other := b.claimAgent("h"), b.claimAgent("other")
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
+	b.waiting()
+	otherCh := b.beatAsync(context.Background(), other.token, shared.HeartbeatRequest{WaitS: 30})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 2), "both wait")
+
+	stop := g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), Stopping: true})
+	require.Empty(t, stop.Webhooks)
+	require.Empty(t, answered(t, ch).Webhooks, "answered without the clock moving")
+	b.waiting() // the other host's poll alone
+	select {
+	case r := <-otherCh:
+		t.Fatalf("the other host's poll was answered: %+v", r)
+	default:
+	}
+	id := other.send("d-1")
+	hb := answered(t, otherCh)
+	require.Len(t, hb.Webhooks, 1)
+	require.Equal(t, id, hb.Webhooks[0].DeliveryID)
+
+	// Stopping takes no work.
+	for _, req := range []shared.HeartbeatRequest{
+		{Stopping: true},
+		{Stopping: true, MaxWebhooks: shared.Ptr(1)},
+		{Stopping: true, MaxWebhooks: shared.Ptr(0), WaitS: 5},
+	} {
+		a := b.heartbeat(g.token, req)
+		require.Equal(t, 400, a.status, string(a.body))
+		require.Contains(t, string(a.body), "a stopping heartbeat takes no work")
+	}
+}
+
 func TestWaitLeasesNothingForAClientThatLeft(t *testing.T) {
 	b, s := sqliteWaitServer(t)
 	g := b.claimAgent("h")
@@ -248,4 +288,26 @@ func TestWaitAcrossReplicas(t *testing.T) {
 	hb := answered(t, ch)
 	require.Len(t, hb.Webhooks, 1)
 	require.Equal(t, "d-1", hb.Webhooks[0].Headers["x-github-delivery"])
+}
+
+// TestWaitEndsWhenItsHostStopsOnAnotherReplica: the stopping heartbeat
+// reaches one replica, the long poll waits on the other; LISTEN/NOTIFY
+// answers it.
+func TestWaitEndsWhenItsHostStopsOnAnotherReplica(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	open := func() store.Store {
+		st, err := postgres.Open(context.Background(), url)
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	a, _ := waitServer(t, open())
+	b, _ := waitServer(t, open())
+	g := a.claimAgent("h")
+
+	ch := a.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
+	a.waiting()
+	r := b.heartbeat(g.token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), Stopping: true})
+	require.Equal(t, 200, r.status, string(r.body))
+	require.Empty(t, answered(t, ch).Webhooks, "answered without the clock moving")
 }

@@ -165,6 +165,11 @@ type Store interface {
 	// hosts should drop its cache when Listening is called again, since
 	// changes made while it was not listening were not told.
 	DeliveryListen(ctx context.Context, p *DeliveryListenParams) error
+	// HostStopping tells every listener (DeliveryListenParams.Stopping) in
+	// any process sharing the database, its own included, that the host
+	// said it is stopping: its long polls answer at once. A hint, stored
+	// nowhere.
+	HostStopping(ctx context.Context, hostID string) error
 	// SocketOpen records a new socket of the host as its one socket, with
 	// an epoch greater than that of every socket opened before it by any
 	// process sharing the database, and once committed tells every
@@ -515,6 +520,10 @@ type DeliveryListenParams struct {
 	// (SocketOpen) or closed (SocketClose) in any process sharing the
 	// database, its own included. Must not block.
 	Socket func(e SocketEvent)
+	// Stopping, when set, is called with a host's id each time HostStopping
+	// was called for it in any process sharing the database, its own
+	// included. Must not block.
+	Stopping func(hostID string)
 }
 
 // SocketEvent says that a host's socket of Epoch opened (Open) or closed.

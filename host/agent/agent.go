@@ -270,6 +270,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancelHandlers()
 	a.handlerCtx = handlerCtx
 
+	// From the stop on no handler starts: what arrives or waits for a
+	// worker meanwhile is handed back.
+	defer context.AfterFunc(ctx, a.pool.stop)()
 	fatal := a.transport.Run(ctx)
 	a.pool.stop()
 	if fatal != nil {
@@ -301,10 +304,20 @@ func (a *Agent) dropQueued() {
 	a.log.Info("stopping: webhooks not started handed back", "count", len(dropped))
 }
 
-// handBackPushed hands back webhooks pushed to the host after it began to
-// stop, as dropQueued does those waiting for a worker. One in flight runs
-// already (pushed again: its outcome reports it); one the ledger records
-// as done is acked again, as dispatch would.
+// take hands webhooks that reached the host (pushed, or in a heartbeat's
+// answer) to the workers, or back to the cloud once it began to stop.
+func (a *Agent) take(ws []shared.Webhook) {
+	if a.Stopping() {
+		a.handBackPushed(ws)
+		return
+	}
+	a.dispatch(ws)
+}
+
+// handBackPushed hands back webhooks that reached the host after it began
+// to stop, as dropQueued does those waiting for a worker. One in flight
+// runs already (pushed again: its outcome reports it); one the ledger
+// records as done is acked again, as dispatch would.
 func (a *Agent) handBackPushed(ws []shared.Webhook) {
 	ws = a.flow.notInFlight(ws)
 	if len(ws) == 0 {

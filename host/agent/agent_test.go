@@ -3,7 +3,10 @@ package agent
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -445,6 +448,71 @@ func TestLostAnswerIsReported(t *testing.T) {
 			b.cloud.mu.Lock()
 			defer b.cloud.mu.Unlock()
 			require.Positive(t, b.cloud.binaryAnswers, "the answers were binary")
+		})
+	}
+}
+
+// TestStopReadsTheHeldPollsAnswer: a host stopped while the cloud holds its
+// long poll does not hang up on it (what its answer leased would be lost,
+// at the cost of an attempt no handler used): it says it is stopping,
+// reads the answer, and hands back what the answer carries, unstarted. A
+// poll not answered within stopWait is given up and reported as lost.
+func TestStopReadsTheHeldPollsAnswer(t *testing.T) {
+	t.Parallel()
+	for _, answers := range []bool{true, false} {
+		t.Run(fmt.Sprintf("answered=%v", answers), func(t *testing.T) {
+			t.Parallel()
+			w := webhook("github:a:1", "pull_request")
+			held := make(chan struct{})
+			var release sync.Once
+			var polls atomic.Int32
+			b := setup(t, func(b *testBundle) {
+				b.cloud.answer = func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+					resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+					if req.WaitS > 0 && polls.Add(1) == 1 {
+						resp.Webhooks = []shared.Webhook{w}
+					}
+					return http.StatusOK, resp
+				}
+				b.cloud.hold = func(n int, req shared.HeartbeatRequest) <-chan struct{} {
+					if req.WaitS > 0 {
+						return held
+					}
+					return nil
+				}
+			})
+			t.Cleanup(func() { release.Do(func() { close(held) }) }) // before the fake cloud closes
+			b.nextWhere(t, func(hb heartbeatSeen) bool { return hb.req.WaitS > 0 })
+			b.cancel()
+			stop := b.nextWhere(t, func(hb heartbeatSeen) bool { return hb.req.Stopping })
+			require.Equal(t, 0, *stop.req.MaxWebhooks)
+			require.Zero(t, stop.req.WaitS)
+			require.Empty(t, stop.req.WebhookAcks)
+			b.eventually(t, "stopping", b.agent.Stopping)
+			if answers {
+				release.Do(func() { close(held) })
+			} else {
+				b.advance(t, stopWait) // the cloud never answers: given up
+			}
+			last := b.nextWhere(t, func(hb heartbeatSeen) bool {
+				return len(hb.req.WebhookNacks) > 0 || hb.req.AnswerLost
+			})
+			if answers {
+				require.False(t, last.req.AnswerLost, "the answer was read")
+				require.Equal(t, []shared.Nack{{DeliveryID: w.DeliveryID, Error: "host stopping: not started", Retryable: true,
+					Attempt: w.Attempt, NotStarted: true}}, last.req.WebhookNacks, "handed back")
+			} else {
+				require.True(t, last.req.AnswerLost)
+				require.Empty(t, last.req.WebhooksHeld)
+			}
+			select {
+			case err := <-b.done:
+				require.NoError(t, err)
+				b.done <- err
+			case <-time.After(10 * time.Second):
+				t.Fatal("agent did not stop")
+			}
+			require.Zero(t, b.handler.calls.Load(), "no handler started")
 		})
 	}
 }

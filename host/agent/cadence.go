@@ -50,13 +50,15 @@ func (h *heartbeats) Run(ctx context.Context) error {
 		start := h.clock.Now()
 		var res heartbeatResult
 		var err error
+		hctx, landed := h.outliveStop(ctx)
 		if busyPoll && h.a.flow.count() > 0 {
 			h.startReporter(ctx)
-			res, err = h.pollWhileBusy(ctx)
+			res, err = h.pollWhileBusy(hctx)
 		} else {
 			h.stopReporter()
-			res, err = h.exchange(ctx, true)
+			res, err = h.exchange(hctx, true)
 		}
+		landed()
 		busyPoll = false
 		if ctx.Err() != nil {
 			break

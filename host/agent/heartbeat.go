@@ -72,12 +72,13 @@ func newHeartbeats(a *Agent, opts Options) *heartbeats {
 }
 
 // Flush sends a last heartbeat that leases nothing, if the outbox holds
-// outcomes.
+// outcomes or an answer was lost (what it leased is due again at once,
+// rather than when its lease ends).
 func (h *heartbeats) Flush(ctx context.Context) (int, error) {
 	defer h.awaitCleanup()
 	h.awaitCleanup()
 	n, err := h.a.rec.count(ctx)
-	if err != nil || n == 0 {
+	if err != nil || (n == 0 && !h.answerLost) {
 		return 0, nil
 	}
 	if _, err := h.exchange(ctx, false); err != nil {
@@ -205,7 +206,7 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 				h.log.Warn("webhook leased while stopping; it returns to the cloud when its lease ends", "delivery_id", w.DeliveryID)
 			}
 		} else {
-			a.dispatch(resp.Webhooks)
+			a.take(resp.Webhooks)
 		}
 	}
 	// The cloud has the outcomes: their cleanup does not depend on the
@@ -239,6 +240,68 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 	}, nil
 }
 
+// stopWait bounds how long a stopping host waits for the answer of a
+// heartbeat it has out, once it asked the cloud to answer at once.
+const stopWait = 5 * time.Second
+
+// outliveStop returns the context of a heartbeat that may lease: the host
+// stopping (ctx done) does not hang up on it, since what its answer leased
+// would then be lost to the host and cost those webhooks an attempt no
+// handler used. Instead the host tells the cloud it is stopping (sayStopping:
+// a long poll it holds answers at once), reads the answer, and hands back
+// what it carries as it hands back all it did not start. Only an answer
+// that does not come within stopWait is given up (then reported as lost).
+// landed ends it once the heartbeat returned. A heartbeat begun after the
+// stop gets ctx itself: it is not sent.
+func (h *heartbeats) outliveStop(ctx context.Context) (hctx context.Context, landed func()) {
+	if ctx.Err() != nil {
+		return ctx, func() {}
+	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+		}
+		t := h.clock.NewTimer(stopWait)
+		defer t.Stop()
+		said := make(chan struct{})
+		go func() {
+			defer close(said)
+			h.sayStopping(hctx)
+		}()
+		select {
+		case <-done:
+		case <-t.Chan():
+			h.log.Warn("stopping: no answer to the heartbeat under way; giving it up", "waited", stopWait)
+			cancel()
+		}
+		<-said
+	}()
+	return hctx, func() {
+		close(done)
+		<-stopped
+		cancel()
+	}
+}
+
+// sayStopping tells the cloud the host is stopping, so that it answers the
+// host's held long poll at once (HeartbeatRequest.Stopping): a heartbeat
+// that reports nothing and takes nothing. Best effort: a cloud that does
+// not know the field ignores it, and the poll answers when its wait ends.
+func (h *heartbeats) sayStopping(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, stopWait)
+	defer cancel()
+	req := shared.HeartbeatRequest{AgentVersion: Version, MaxWebhooks: shared.Ptr(0), Stopping: true}
+	if _, err := h.send(ctx, req); err != nil && ctx.Err() == nil {
+		h.log.Warn("stopping: could not tell the cloud", "err", err)
+	}
+}
+
 // pollWhileBusy keeps a long poll out while handlers run, with a cloud
 // that holds one (HeartbeatResponse.PollWhileBusy): a webhook accepted
 // meanwhile is answered at once and waits on its source's lane, instead
@@ -268,7 +331,7 @@ func (h *heartbeats) pollWhileBusy(ctx context.Context) (heartbeatResult, error)
 		return heartbeatResult{}, err
 	}
 	if len(resp.Webhooks) > 0 {
-		a.dispatch(resp.Webhooks)
+		a.take(resp.Webhooks)
 	}
 	a.cloudTime.observe(now, resp.Now)
 	a.flow.setLease(time.Duration(resp.LeaseS) * time.Second)

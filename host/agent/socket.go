@@ -596,14 +596,10 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 		full := sc.received == sc.limit
 		a.flow.adjust(full, a.pool.ranDry(), full)
 		a.pool.markDry()
-		if a.Stopping() {
-			// Granted before the host stopped: handed back in the last
-			// reports, as those that waited for a worker.
-			a.handBackPushed(f.Webhooks)
-			return nil
-		}
+		// Once the host stops, what was granted before is handed back in
+		// the last reports (take).
 		t.log.Debug("webhooks pushed", "count", len(f.Webhooks))
-		a.dispatch(f.Webhooks)
+		a.take(f.Webhooks)
 	case shared.FrameConfirm:
 		a.cloudTime.observe(t.clock.Now(), f.Now)
 		p := sc.pending

@@ -426,7 +426,7 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 	// pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, channel := range []string{availableChannel, changedChannel, socketChannel} {
+	for _, channel := range []string{availableChannel, changedChannel, socketChannel, stoppingChannel} {
 		if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -454,10 +454,25 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 			if e, ok := parseSocketEvent(n.Payload); ok && p.Socket != nil {
 				p.Socket(e)
 			}
+		case n.Channel == stoppingChannel:
+			if p.Stopping != nil {
+				p.Stopping(n.Payload)
+			}
 		case p.Changed != nil:
 			p.Changed(n.Payload)
 		}
 	}
+}
+
+// stoppingChannel is the LISTEN/NOTIFY channel on which a host's id says
+// that the host is stopping (HostStopping).
+const stoppingChannel = "relay_host_stopping"
+
+func (s *Store) HostStopping(ctx context.Context, hostID string) error {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, stoppingChannel, hostID); err != nil {
+		return fmt.Errorf("host stopping: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {

@@ -30,9 +30,9 @@ import (
 type Store struct {
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
-	// wake and changed hold DeliveryListen's callbacks: one process owns
-	// the file, so wake-ups stay in memory.
-	wake, changed listeners
+	// wake, changed and stopping hold DeliveryListen's callbacks: one
+	// process owns the file, so wake-ups stay in memory.
+	wake, changed, stopping listeners
 	// sockets is each host's open socket, in memory: one process owns the
 	// file, so one replica holds every socket.
 	sockets sockets
@@ -176,7 +176,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
 	ckptCtx, stop := context.WithCancel(context.Background())
-	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(),
+	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(),
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
 	go s.checkpointer(ckptCtx)
@@ -726,9 +726,18 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 		removeSocket := s.sockets.listen(p.Socket)
 		defer removeSocket()
 	}
+	if p.Stopping != nil {
+		removeStopping := s.stopping.add(p.Stopping)
+		defer removeStopping()
+	}
 	if p.Listening != nil {
 		p.Listening()
 	}
 	<-ctx.Done()
+	return nil
+}
+
+func (s *Store) HostStopping(ctx context.Context, hostID string) error {
+	s.stopping.notify(hostID)
 	return nil
 }

@@ -553,6 +553,24 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, stop(), "ending the context ends the listener cleanly")
 	})
 
+	t.Run("HostStopping", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		stopping, woken := make(chan string, 10), make(chan string, 10)
+		listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(hostID string) { woken <- hostID },
+			Stopping:  func(hostID string) { stopping <- hostID },
+		})
+		require.NoError(t, s.HostStopping(ctx, b.host.ID))
+		require.Equal(t, b.host.ID, nextWakeUp(t, stopping), "told, its own process included")
+		require.NoError(t, s.HostStopping(ctx, b.other.ID))
+		require.Equal(t, b.other.ID, nextWakeUp(t, stopping))
+		require.Empty(t, woken, "no work is said to be available")
+		h, err := s.HostGet(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.HostActive, h.Status, "stored nowhere")
+	})
+
 	t.Run("DeliveryNextRetryAt", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
