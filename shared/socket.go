@@ -140,6 +140,10 @@ type Frame struct {
 	// report: what the host's ledger recorded of the runs it acks or nacks
 	// (HeartbeatRequest.WebhookResults).
 	Results []WebhookResult `json:"results,omitempty"`
+	// report: the host is stopping; nothing more is pushed on this socket.
+	// Every webhook pushed before comes ahead of the report's confirm, so
+	// the host reads it and hands it back before it closes.
+	Stopping bool `json:"stopping,omitempty"`
 
 	// welcome
 	HeartbeatIntervalS int `json:"heartbeat_interval_s,omitempty"`

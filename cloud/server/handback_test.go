@@ -144,3 +144,38 @@ func TestSocketLeaseDuringHandBackIsGivenBack(t *testing.T) {
 	require.Equal(t, int64(2), f.ID)
 	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
 }
+
+// TestSocketLeaseDuringStoppingReportIsGivenBack: a stopping host with
+// nothing to hand back says so in a report; a batch leased as that report
+// came in is handed back unwritten, as after a hand-back (above), not
+// pushed to a host that closes on the report's confirm.
+func TestSocketLeaseDuringStoppingReportIsGivenBack(t *testing.T) {
+	var lh *leaseHeld
+	b, _ := socketSetupOver(t, func(st store.Store) store.Store {
+		lh = &leaseHeld{Store: st, leased: make(chan []string, 1), resume: make(chan []string)}
+		return lh
+	})
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, 1)
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-0", prBody).status)
+	ran := hs.pushed(1)
+	// No room left: it waits in the store until the host grants more.
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+
+	lh.armed.Store(true)
+	hs.send(shared.Frame{Type: shared.FrameCredit, Received: 1, Credit: 2})
+	leased := <-lh.leased
+	require.Len(t, leased, 1)
+	// The host stops meanwhile, with only an ack to report.
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Acks: ran, Stopping: true})
+	require.Equal(t, shared.FrameConfirm, hs.read().Type)
+	close(lh.resume)
+
+	require.Eventually(t, func() bool { return b.status(hostID, leased[0]) == store.StatusRetrying }, 5*time.Second, time.Millisecond)
+	b.handedBack(hostID, leased[0], b.clock.Now())
+	hs.send(shared.Frame{Type: shared.FrameReport, ID: 2})
+	f := hs.read()
+	require.Equal(t, shared.FrameConfirm, f.Type, "nothing pushed after the stopping report")
+	require.Equal(t, int64(2), f.ID)
+	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+}

@@ -493,7 +493,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 	// What the report moves on was marked delivered first, as a
 	// heartbeat's answer is before its next heartbeat.
 	ss.marker.Flush()
-	if delivery.HandsBack(r.Nacks) {
+	if f.Stopping || delivery.HandsBack(r.Nacks) {
 		ss.outbox.HandingBack() // before what it hands back comes due
 	}
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {

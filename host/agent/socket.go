@@ -208,6 +208,7 @@ type socketConn struct {
 	received, limit int64
 	reportID        int64
 	pending         *pendingReport // the report awaiting its confirm
+	saidStopping    bool           // a report said the host is stopping
 	cleanup         chan struct{}  // closed once the last confirmed report left the outbox
 	// The reader's frames and its error; stopReading ends it.
 	frames      chan *shared.Frame
@@ -667,11 +668,15 @@ func (sc *socketConn) report(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(outbox) == 0 && len(extends) == 0 && !sendSub {
+	// The first report once the host stops says so, even with nothing in
+	// it: the cloud pushes nothing after it, and what it pushed before
+	// arrives ahead of its confirm, to be handed back (flush).
+	stopping := a.Stopping() && !sc.saidStopping
+	if len(outbox) == 0 && len(extends) == 0 && !sendSub && !stopping {
 		return nil
 	}
 	sc.reportID++
-	f := &shared.Frame{Type: shared.FrameReport, ID: sc.reportID, Extends: extends}
+	f := &shared.Frame{Type: shared.FrameReport, ID: sc.reportID, Extends: extends, Stopping: stopping}
 	p := &pendingReport{id: sc.reportID, extends: extends, sentAt: now}
 	for _, ob := range outbox {
 		p.seqs = append(p.seqs, ob.Seq)
@@ -697,6 +702,7 @@ func (sc *socketConn) report(ctx context.Context) error {
 	if err := sc.write(f); err != nil {
 		return err
 	}
+	sc.saidStopping = sc.saidStopping || stopping
 	sc.pending = p
 	t.log.Debug("report sent", "acks", len(f.Acks), "nacks", len(f.Nacks), "extends", len(f.Extends))
 	return nil

@@ -25,7 +25,10 @@ type fakeSocket struct {
 	t      *testing.T
 	cloud  *fakeCloud
 	refuse atomic.Bool // answer upgrades 400, as a proxy that strips Upgrade
-	conns  chan *cloudEnd
+	// confirming: the test is over; reports are confirmed here, so that
+	// the stopping host's last one is.
+	confirming atomic.Bool
+	conns      chan *cloudEnd
 }
 
 // cloudEnd is one accepted socket.
@@ -68,6 +71,11 @@ func (fs *fakeSocket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var f shared.Frame
 		if err := json.Unmarshal(data, &f); err != nil {
 			fs.t.Errorf("host sent a malformed frame: %v", err)
+		}
+		if f.Type == shared.FrameReport && fs.confirming.Load() {
+			confirm, _ := json.Marshal(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+			_ = conn.Write(context.Background(), websocket.MessageText, confirm)
+			continue
 		}
 		ce.frames <- &f
 	}
@@ -140,6 +148,8 @@ func socketSetup(t *testing.T, transport string, prepare func(*testBundle, *fake
 			prepare(b, fs)
 		}
 	})
+	// After the test, before the agent stops (cleanups run last first).
+	t.Cleanup(func() { fs.confirming.Store(true) })
 	return b, fs
 }
 
@@ -389,4 +399,43 @@ func TestSocketTransportStopHandsBackNotStarted(t *testing.T) {
 		{DeliveryID: "github:9:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
 	}, nacks)
 	require.Empty(t, g.started, "nothing else started")
+}
+
+// TestSocketTransportStopSaysSo: a stopping host with nothing to report
+// still sends a report saying it is stopping, and closes only on its
+// confirm: a batch the cloud pushed before that confirm (the push raced the
+// stop) is read and handed back, not lost with the socket at the cost of
+// an attempt.
+func TestSocketTransportStopSaysSo(t *testing.T) {
+	b, fs := socketSetup(t, TransportWebSocket, nil)
+	ce := fs.accepted()
+	ce.next(shared.FrameHello)
+	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+	first := webhook("github:1:1", "push")
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{first}})
+	acked := ce.next(shared.FrameReport)
+	require.Equal(t, []string{first.DeliveryID}, acked.Acks)
+	require.False(t, acked.Stopping)
+	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: acked.ID})
+	b.cancel()
+	stop := ce.next(shared.FrameReport)
+	require.True(t, stop.Stopping)
+	require.Empty(t, stop.Acks)
+	require.Empty(t, stop.Nacks)
+	late := webhook("github:9:1", "push")
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{late}})
+	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: stop.ID})
+	back := ce.next(shared.FrameReport)
+	require.False(t, back.Stopping, "said once")
+	require.Equal(t, []shared.Nack{{DeliveryID: late.DeliveryID, Error: "host stopping: not started", Retryable: true,
+		Attempt: 1, NotStarted: true}}, back.Nacks)
+	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: back.ID})
+	select {
+	case err := <-b.done:
+		require.NoError(t, err)
+		b.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+	require.Equal(t, int32(1), b.handler.calls.Load(), "nothing started after the stop")
 }
