@@ -560,6 +560,13 @@ func (sc *socketConn) serve(ctx context.Context) error {
 		if err == nil {
 			err = sc.grant()
 		}
+		if err != nil && ctx.Err() != nil {
+			// The stop came as this case ran: the socket is left open all
+			// the same, for the last reports (Flush), which hand back what
+			// it pushed; closed here, that would be lost with it. One that
+			// really failed fails Flush, which then heartbeats.
+			return errParked
+		}
 		if err != nil {
 			return err
 		}
@@ -662,7 +669,8 @@ func (sc *socketConn) report(ctx context.Context) error {
 	extends := c.extends[:min(len(c.extends), shared.MaxReportItems/2)]
 	sub := a.subscription()
 	sendSub := sub != nil && !slices.Equal(sub, t.subSent)
-	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	// Read even as the host stops: the report still goes.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
 	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems/2)
 	if err != nil {
