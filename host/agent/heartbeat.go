@@ -245,7 +245,8 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 const stopWait = 5 * time.Second
 
 // outliveStop returns the context of a heartbeat that may lease: the host
-// stopping (ctx done) does not hang up on it, since what its answer leased
+// stopping (ctx done; or, falling back from its socket, going back to it)
+// does not hang up on it, since what its answer leased
 // would then be lost to the host and cost those webhooks an attempt no
 // handler used. Instead the host tells the cloud it is stopping (sayStopping:
 // a long poll it holds answers at once), reads the answer, and hands back
