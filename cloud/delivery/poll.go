@@ -121,12 +121,15 @@ func (s *Service) HostStopping(ctx context.Context, hostID string) {
 }
 
 // endPolls answers the host's long polls waiting on this replica at once.
-func (s *Service) endPolls(hostID string) {
+func (s *Service) endPolls(hostID string) { s.eachPoll(hostID, (*poll).end) }
+
+// eachPoll calls fn on each of hostID's polls waiting on this replica.
+func (s *Service) eachPoll(hostID string, fn func(*poll)) {
 	w := s.wakeups
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for p := range w.polls[hostID] {
-		p.end()
+		fn(p)
 	}
 }
 
@@ -172,14 +175,7 @@ func (s *Service) reservePoll(hostID string, size int) *Reservation {
 
 // pendingPolls tells hostID's polls waiting here that a delivery of the
 // host was stored pending.
-func (s *Service) pendingPolls(hostID string) {
-	w := s.wakeups
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for p := range w.polls[hostID] {
-		p.pending()
-	}
-}
+func (s *Service) pendingPolls(hostID string) { s.eachPoll(hostID, (*poll).pending) }
 
 // Intake is where the intake holds room for a webhook about to be stored,
 // so that it is stored leased to whatever takes it at once: the host's

@@ -84,6 +84,16 @@ func TestHandBackCeilingAboveSourceAttempts(t *testing.T) {
 	require.Greater(t, delivery.HandBackCeiling, maxSourceAttempts)
 }
 
+// leaseHeldSetup serves sockets over a store whose leases leaseHeld holds.
+func leaseHeldSetup(t *testing.T) (*bundle, *leaseHeld) {
+	var lh *leaseHeld
+	b, _ := socketSetupOver(t, func(st store.Store) store.Store {
+		lh = &leaseHeld{Store: st, leased: make(chan []string, 1), resume: make(chan []string)}
+		return lh
+	})
+	return b, lh
+}
+
 // leaseHeld holds a lease that found deliveries, once armed, after it
 // committed: as the push loop has leased and not yet written.
 type leaseHeld struct {
@@ -110,11 +120,7 @@ func (l *leaseHeld) DeliveryLease(ctx context.Context, p *store.DeliveryLeasePar
 // closing socket would have spent the attempt (with one allowed, a dead
 // letter). Without the hand-back it is pushed as ever.
 func TestSocketLeaseDuringHandBackIsGivenBack(t *testing.T) {
-	var lh *leaseHeld
-	b, _ := socketSetupOver(t, func(st store.Store) store.Store {
-		lh = &leaseHeld{Store: st, leased: make(chan []string, 1), resume: make(chan []string)}
-		return lh
-	})
+	b, lh := leaseHeldSetup(t)
 	hostID, token := b.newHost("h")
 	hs := b.connect(token, 1)
 	require.Equal(t, 200, b.sendGitHub(hostID, "d-0", prBody).status)
@@ -150,11 +156,7 @@ func TestSocketLeaseDuringHandBackIsGivenBack(t *testing.T) {
 // came in is handed back unwritten, as after a hand-back (above), not
 // pushed to a host that closes on the report's confirm.
 func TestSocketLeaseDuringStoppingReportIsGivenBack(t *testing.T) {
-	var lh *leaseHeld
-	b, _ := socketSetupOver(t, func(st store.Store) store.Store {
-		lh = &leaseHeld{Store: st, leased: make(chan []string, 1), resume: make(chan []string)}
-		return lh
-	})
+	b, lh := leaseHeldSetup(t)
 	hostID, token := b.newHost("h")
 	hs := b.connect(token, 1)
 	require.Equal(t, 200, b.sendGitHub(hostID, "d-0", prBody).status)

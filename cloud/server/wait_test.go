@@ -270,15 +270,7 @@ func TestWaitLeasesNothingForAClientThatLeft(t *testing.T) {
 // TestWaitAcrossReplicas: two servers on one Postgres. A heartbeat waits on
 // one; the webhook arrives at the other; LISTEN/NOTIFY wakes the first.
 func TestWaitAcrossReplicas(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	open := func() store.Store {
-		st, err := postgres.Open(context.Background(), url)
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, _ := waitServer(t, open())
-	b, _ := waitServer(t, open())
+	a, b := twoReplicas(t)
 	g := a.claimAgent("h")
 
 	ch := a.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
@@ -294,15 +286,7 @@ func TestWaitAcrossReplicas(t *testing.T) {
 // reaches one replica, the long poll waits on the other; LISTEN/NOTIFY
 // answers it.
 func TestWaitEndsWhenItsHostStopsOnAnotherReplica(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	open := func() store.Store {
-		st, err := postgres.Open(context.Background(), url)
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, _ := waitServer(t, open())
-	b, _ := waitServer(t, open())
+	a, b := twoReplicas(t)
 	g := a.claimAgent("h")
 
 	ch := a.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
@@ -310,4 +294,19 @@ func TestWaitEndsWhenItsHostStopsOnAnotherReplica(t *testing.T) {
 	r := b.heartbeat(g.token, shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), Stopping: true})
 	require.Equal(t, 200, r.status, string(r.body))
 	require.Empty(t, answered(t, ch).Webhooks, "answered without the clock moving")
+}
+
+// twoReplicas is two servers on one Postgres database, each with its
+// listener.
+func twoReplicas(t *testing.T) (a, b *bundle) {
+	url := pgtest.NewDatabase(t)
+	open := func() store.Store {
+		st, err := postgres.Open(context.Background(), url)
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	a, _ = waitServer(t, open())
+	b, _ = waitServer(t, open())
+	return a, b
 }

@@ -259,13 +259,7 @@ func TestStopLetsHandlersFinishAndFlushes(t *testing.T) {
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookAcks) > 0 })
 	require.Equal(t, []string{w.DeliveryID}, hb.req.WebhookAcks)
 	require.Equal(t, 0, *hb.req.MaxWebhooks, "stopping: no new work")
-	select {
-	case err := <-b.done:
-		require.NoError(t, err)
-		b.done <- err
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent did not stop")
-	}
+	b.stopped(t)
 	require.Equal(t, 0, b.outbox(t))
 }
 
@@ -301,13 +295,7 @@ func TestStopCancelsHandlersAfterGrace(t *testing.T) {
 
 	hb := b.nextWhere(t, func(hb heartbeatSeen) bool { return len(hb.req.WebhookNacks) > 0 })
 	require.Equal(t, []shared.Nack{{DeliveryID: w.DeliveryID, Error: "canceled: host shutting down", Retryable: true, Attempt: w.Attempt}}, hb.req.WebhookNacks)
-	select {
-	case err := <-b.done:
-		require.NoError(t, err)
-		b.done <- err
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent did not stop")
-	}
+	b.stopped(t)
 }
 
 // An idle host long-polls (wait_s), and polls again at once when the cloud
@@ -505,13 +493,7 @@ func TestStopReadsTheHeldPollsAnswer(t *testing.T) {
 				require.True(t, last.req.AnswerLost)
 				require.Empty(t, last.req.WebhooksHeld)
 			}
-			select {
-			case err := <-b.done:
-				require.NoError(t, err)
-				b.done <- err
-			case <-time.After(10 * time.Second):
-				t.Fatal("agent did not stop")
-			}
+			b.stopped(t)
 			require.Zero(t, b.handler.calls.Load(), "no handler started")
 		})
 	}

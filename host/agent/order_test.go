@@ -282,13 +282,7 @@ func TestStopNacksWebhooksNotStarted(t *testing.T) {
 		{DeliveryID: "github:2:1", Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true},
 	}, hb.req.WebhookNacks, "each names the attempt it hands back, and says it never started")
 	require.Empty(t, hb.req.WebhookExtends)
-	select {
-	case err := <-b.done:
-		require.NoError(t, err)
-		b.done <- err
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent did not stop")
-	}
+	b.stopped(t)
 	require.Empty(t, g.started, "nothing else started")
 }
 

@@ -308,6 +308,19 @@ func (b *testBundle) advance(t *testing.T, d time.Duration) {
 	b.clock.Advance(d)
 }
 
+// stopped waits for Run to return nil, and leaves its result for the
+// cleanup.
+func (b *testBundle) stopped(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-b.done:
+		require.NoError(t, err)
+		b.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+}
+
 func (b *testBundle) eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 10*time.Second, 5*time.Millisecond, what)

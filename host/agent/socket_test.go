@@ -430,12 +430,6 @@ func TestSocketTransportStopSaysSo(t *testing.T) {
 	require.Equal(t, []shared.Nack{{DeliveryID: late.DeliveryID, Error: "host stopping: not started", Retryable: true,
 		Attempt: 1, NotStarted: true}}, back.Nacks)
 	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: back.ID})
-	select {
-	case err := <-b.done:
-		require.NoError(t, err)
-		b.done <- err
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent did not stop")
-	}
+	b.stopped(t)
 	require.Equal(t, int32(1), b.handler.calls.Load(), "nothing started after the stop")
 }

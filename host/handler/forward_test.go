@@ -199,7 +199,11 @@ func TestForwardConnectionRefused(t *testing.T) {
 }
 
 // TestForwardKeepsAConnectionPerWorker: MaxConns concurrent forwards keep
-// their connections alive between webhooks instead of dialing again.
+// their connections alive between webhooks instead of dialing again. A
+// connection goes back to the idle pool just after its response was read
+// (in the transport's own goroutine), so a busy machine may dial one more
+// now and then; with idle connections for only some of the workers, each
+// round would dial again (160 requests: dozens of dials).
 func TestForwardKeepsAConnectionPerWorker(t *testing.T) {
 	t.Parallel()
 	const workers = 8
@@ -226,5 +230,5 @@ func TestForwardKeepsAConnectionPerWorker(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	require.LessOrEqual(t, dials.Load(), int32(workers))
+	require.LessOrEqual(t, dials.Load(), int32(2*workers))
 }
