@@ -108,6 +108,55 @@ func TestDeletesLeaveNothing(t *testing.T) {
 	})
 }
 
+// A delivery's events, result and body go with it by a trigger, not by
+// foreign keys (migration 15), which come back, with what they held, when
+// it is undone; deletes leave nothing either way.
+func TestMigrateCascadeByTrigger(t *testing.T) {
+	ctx := context.Background()
+	s, url := openStore(ctx, t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	foreignKeys := func() []string {
+		rows, err := conn.Query(ctx, `SELECT conname FROM pg_constraint WHERE contype = 'f'
+			AND conrelid IN ('delivery_events'::regclass, 'delivery_results'::regclass, 'delivery_bodies'::regclass) ORDER BY conname`)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return names
+	}
+	count := func(ctx context.Context, table string, ids []string) (n int, err error) {
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+` WHERE delivery_id = ANY($1)`, ids).Scan(&n)
+		return n, err
+	}
+	require.Empty(t, foreignKeys())
+
+	_, err = p.DownTo(ctx, 14)
+	require.NoError(t, err)
+	require.Equal(t, []string{"delivery_bodies_delivery_id_fkey", "delivery_events_delivery_id_fkey", "delivery_results_delivery_id_fkey"}, foreignKeys())
+	storetest.DeletesLeaveNothing(ctx, t, s, count)
+
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	require.Empty(t, foreignKeys())
+	// A host removed takes its deliveries (a foreign key's cascade), and
+	// the trigger takes what they held.
+	_, err = conn.Exec(ctx, `DELETE FROM hosts WHERE id = 'h-delete'`)
+	require.NoError(t, err)
+	for _, table := range []string{"delivery_bodies", "delivery_events", "delivery_results"} {
+		var orphans int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+table+` x
+			WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.delivery_id = x.delivery_id)`).Scan(&orphans))
+		require.Zero(t, orphans, table)
+	}
+	storetest.DeletesLeaveNothing(ctx, t, s, count)
+}
+
 // Retention reads the partial index of the status it prunes: those indexes
 // hold nothing else, so no other transition writes them.
 func TestPruneUsesItsStatusIndex(t *testing.T) {
