@@ -259,15 +259,9 @@ func (h *heartbeats) outliveStop(ctx context.Context) (hctx context.Context, lan
 		return ctx, func() {}
 	}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-		}
+	done, finished := make(chan struct{}), make(chan struct{})
+	unwatch := context.AfterFunc(ctx, func() {
+		defer close(finished)
 		t := h.clock.NewTimer(stopWait)
 		defer t.Stop()
 		said := make(chan struct{})
@@ -278,14 +272,16 @@ func (h *heartbeats) outliveStop(ctx context.Context) (hctx context.Context, lan
 		select {
 		case <-done:
 		case <-t.Chan():
-			h.log.Warn("stopping: no answer to the heartbeat under way; giving it up", "waited", stopWait)
+			h.log.Warn("no answer to the heartbeat under way after asking for it; giving it up", "waited", stopWait)
 			cancel()
 		}
 		<-said
-	}()
+	})
 	return hctx, func() {
 		close(done)
-		<-stopped
+		if !unwatch() {
+			<-finished // the stop came: it asked the cloud
+		}
 		cancel()
 	}
 }
@@ -299,7 +295,7 @@ func (h *heartbeats) sayStopping(ctx context.Context) {
 	defer cancel()
 	req := shared.HeartbeatRequest{AgentVersion: Version, MaxWebhooks: shared.Ptr(0), Stopping: true}
 	if _, err := h.send(ctx, req); err != nil && ctx.Err() == nil {
-		h.log.Warn("stopping: could not tell the cloud", "err", err)
+		h.log.Warn("could not ask the cloud to answer the heartbeat under way", "err", err)
 	}
 }
 
