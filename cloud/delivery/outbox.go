@@ -112,9 +112,9 @@ func (o *Outbox) room() int {
 	return int(min(max(o.limit-o.pushed-int64(o.held.reserved), 0), shared.MaxSocketCredit))
 }
 
-// HandingBack says the host is stopping (a report that says so, or hands
-// deliveries back unstarted: a nack NotStarted), so nothing more is leased
-// to the connection, whatever room its credit left — else what it hands
+// HandingBack says the host is stopping (Report.HostStops), so nothing
+// more is leased to the connection, whatever room its credit left — else
+// what it hands
 // back, due again at once, would be pushed straight back to it, and the
 // attempts of what is pushed after its last report lost when it closes.
 // Call it before the report is applied.

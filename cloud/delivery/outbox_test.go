@@ -42,8 +42,9 @@ func TestOutboxHandingBackLeavesNoRoom(t *testing.T) {
 	require.Zero(t, o.Room())
 	require.NoError(t, o.Grant(0, 20))
 	require.Zero(t, o.Room(), "credit granted later gives none either")
-	require.True(t, delivery.HandsBack([]delivery.Nack{{ID: "a"}, {ID: "b", NotStarted: true}}))
-	require.False(t, delivery.HandsBack([]delivery.Nack{{ID: "a", Retryable: true}}))
+	require.True(t, (&delivery.Report{Nacks: []delivery.Nack{{ID: "a"}, {ID: "b", NotStarted: true}}}).HostStops())
+	require.True(t, (&delivery.Report{Acks: []string{"a"}, Stopping: true}).HostStops())
+	require.False(t, (&delivery.Report{Nacks: []delivery.Nack{{ID: "a", Retryable: true}}}).HostStops())
 }
 
 // pushing is a connection of the bundle's host, open in a registry, that

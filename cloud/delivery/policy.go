@@ -139,17 +139,6 @@ type Nack struct {
 	NotStarted bool
 }
 
-// HandsBack reports whether any of nacks hands a delivery back unstarted:
-// its host is stopping.
-func HandsBack(nacks []Nack) bool {
-	for _, nk := range nacks {
-		if nk.NotStarted {
-			return true
-		}
-	}
-	return false
-}
-
 // Stale reports whether a nack reports an attempt other than the
 // delivery's current one (attempts made so far): such a nack was sent late,
 // that attempt already failed by lease expiry, and it changes nothing.

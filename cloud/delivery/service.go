@@ -114,6 +114,25 @@ type Report struct {
 	// Results are what the host's ledger recorded of the runs it acks or
 	// nacks here (the others are dropped); ReportedAt is set by Report.
 	Results []store.DeliveryResult
+	// Stopping: the host says it is stopping (HostStops).
+	Stopping bool
+}
+
+// HostStops says whether the report says its host is stopping: in so many
+// words, or by handing a delivery back unstarted (a nack NotStarted). A
+// stopping host is leased nothing more on the transport it reports on: its
+// long polls answer at once (Service.HostStopping), its socket pushes no
+// more (Outbox.HandingBack).
+func (r *Report) HostStops() bool {
+	if r.Stopping {
+		return true
+	}
+	for _, nk := range r.Nacks {
+		if nk.NotStarted {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) empty() bool {
@@ -439,9 +458,6 @@ type Heartbeat struct {
 	Beat
 	Max  int           // at most this many deliveries; 0: none
 	Wait time.Duration // wait this long for work when none is available (at most MaxWait)
-	// Stopping: the host is stopping; its long polls answer at once
-	// (HostStopping).
-	Stopping bool
 }
 
 // Heartbeat is the use case of a heartbeat: apply the host's report, record
@@ -458,7 +474,7 @@ func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat
 	if err := s.Record(ctx, host, hb.Beat); err != nil {
 		return nil, err
 	}
-	if hb.Stopping {
+	if hb.HostStops() {
 		s.HostStopping(ctx, host.ID)
 	}
 	return s.Lease(ctx, host, hb.Max, hb.Wait)

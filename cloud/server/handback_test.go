@@ -115,69 +115,53 @@ func (l *leaseHeld) DeliveryLease(ctx context.Context, p *store.DeliveryLeasePar
 	return res, err
 }
 
-// A push leased while the host hands back what it held is given back
-// unwritten: the host is stopping and would never start it, and its
-// closing socket would have spent the attempt (with one allowed, a dead
-// letter). Without the hand-back it is pushed as ever.
-func TestSocketLeaseDuringHandBackIsGivenBack(t *testing.T) {
-	b, lh := leaseHeldSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 1)
-	require.Equal(t, 200, b.sendGitHub(hostID, "d-0", prBody).status)
-	held := hs.pushed(1)
-	// No room left: these wait in the store until the host grants more.
-	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
-	require.Equal(t, 200, b.sendGitHub(hostID, "d-2", prBody).status)
-
-	lh.armed.Store(true)
-	hs.send(shared.Frame{Type: shared.FrameCredit, Received: 1, Credit: 3})
-	leased := <-lh.leased
-	require.Len(t, leased, 2)
-	// The host stops meanwhile: it hands back what it held.
-	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Nacks: []shared.Nack{
-		{DeliveryID: held[0], Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true}}})
-	require.Equal(t, shared.FrameConfirm, hs.read().Type)
-	close(lh.resume)
-
-	for _, id := range append(held, leased...) {
-		require.Eventually(t, func() bool { return b.status(hostID, id) == store.StatusRetrying }, 5*time.Second, time.Millisecond)
-		b.handedBack(hostID, id, b.clock.Now())
-	}
-	// Nothing came on the socket: the next frame answers the next report.
-	hs.send(shared.Frame{Type: shared.FrameReport, ID: 2, Extends: held})
-	f := hs.read()
-	require.Equal(t, shared.FrameConfirm, f.Type, "nothing pushed after the hand-back")
-	require.Equal(t, int64(2), f.ID)
-	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
-}
-
-// TestSocketLeaseDuringStoppingReportIsGivenBack: a stopping host with
-// nothing to hand back says so in a report; a batch leased as that report
-// came in is handed back unwritten, as after a hand-back (above), not
-// pushed to a host that closes on the report's confirm.
+// A push leased while the host says it is stopping — by handing back what
+// it held, or in a report of acks alone that says so — is given back
+// unwritten: the host would never start it, and its closing socket would
+// have spent the attempt (with one allowed, a dead letter).
 func TestSocketLeaseDuringStoppingReportIsGivenBack(t *testing.T) {
-	b, lh := leaseHeldSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 1)
-	require.Equal(t, 200, b.sendGitHub(hostID, "d-0", prBody).status)
-	ran := hs.pushed(1)
-	// No room left: it waits in the store until the host grants more.
-	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+	for _, tc := range []struct {
+		name   string
+		report func(pushed []string) shared.Frame
+		back   func(pushed, leased []string) []string // handed back in the end
+	}{
+		{"hand-back", func(pushed []string) shared.Frame {
+			return shared.Frame{Type: shared.FrameReport, ID: 1, Nacks: []shared.Nack{
+				{DeliveryID: pushed[0], Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true}}}
+		}, func(pushed, leased []string) []string { return append(append([]string{}, pushed...), leased...) }},
+		{"stopping", func(pushed []string) shared.Frame {
+			return shared.Frame{Type: shared.FrameReport, ID: 1, Acks: pushed, Stopping: true}
+		}, func(_, leased []string) []string { return leased }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, lh := leaseHeldSetup(t)
+			hostID, token := b.newHost("h")
+			hs := b.connect(token, 1)
+			require.Equal(t, 200, b.sendGitHub(hostID, "d-0", prBody).status)
+			pushed := hs.pushed(1)
+			// No room left: these wait in the store until the host grants more.
+			require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
+			require.Equal(t, 200, b.sendGitHub(hostID, "d-2", prBody).status)
 
-	lh.armed.Store(true)
-	hs.send(shared.Frame{Type: shared.FrameCredit, Received: 1, Credit: 2})
-	leased := <-lh.leased
-	require.Len(t, leased, 1)
-	// The host stops meanwhile, with only an ack to report.
-	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Acks: ran, Stopping: true})
-	require.Equal(t, shared.FrameConfirm, hs.read().Type)
-	close(lh.resume)
+			lh.armed.Store(true)
+			hs.send(shared.Frame{Type: shared.FrameCredit, Received: 1, Credit: 3})
+			leased := <-lh.leased
+			require.Len(t, leased, 2)
+			// The host stops meanwhile.
+			hs.send(tc.report(pushed))
+			require.Equal(t, shared.FrameConfirm, hs.read().Type)
+			close(lh.resume)
 
-	require.Eventually(t, func() bool { return b.status(hostID, leased[0]) == store.StatusRetrying }, 5*time.Second, time.Millisecond)
-	b.handedBack(hostID, leased[0], b.clock.Now())
-	hs.send(shared.Frame{Type: shared.FrameReport, ID: 2})
-	f := hs.read()
-	require.Equal(t, shared.FrameConfirm, f.Type, "nothing pushed after the stopping report")
-	require.Equal(t, int64(2), f.ID)
-	require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+			for _, id := range tc.back(pushed, leased) {
+				require.Eventually(t, func() bool { return b.status(hostID, id) == store.StatusRetrying }, 5*time.Second, time.Millisecond)
+				b.handedBack(hostID, id, b.clock.Now())
+			}
+			// Nothing came on the socket: the next frame answers the next report.
+			hs.send(shared.Frame{Type: shared.FrameReport, ID: 2})
+			f := hs.read()
+			require.Equal(t, shared.FrameConfirm, f.Type, "nothing pushed after the host said it stops")
+			require.Equal(t, int64(2), f.ID)
+			require.NoError(t, hs.conn.Close(websocket.StatusNormalClosure, ""))
+		})
+	}
 }

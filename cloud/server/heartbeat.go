@@ -82,11 +82,10 @@ func (s *Server) heartbeat(c *gin.Context) {
 func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 	hb := &delivery.Heartbeat{
 		Report: delivery.Report{Acks: req.WebhookAcks, Extends: req.WebhookExtends,
-			AnswerLost: req.AnswerLost, Held: req.WebhooksHeld},
-		Beat:     delivery.Beat{AgentVersion: truncate(req.AgentVersion, 100)},
-		Max:      shared.DefaultMaxWebhooks,
-		Wait:     time.Duration(req.WaitS) * time.Second,
-		Stopping: req.Stopping,
+			AnswerLost: req.AnswerLost, Held: req.WebhooksHeld, Stopping: req.Stopping},
+		Beat: delivery.Beat{AgentVersion: truncate(req.AgentVersion, 100)},
+		Max:  shared.DefaultMaxWebhooks,
+		Wait: time.Duration(req.WaitS) * time.Second,
 	}
 	if len(req.WebhookNacks) > 0 {
 		hb.Nacks = make([]delivery.Nack, len(req.WebhookNacks))

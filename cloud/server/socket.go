@@ -453,7 +453,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 	if n := len(f.Acks) + len(f.Nacks) + len(f.Extends); n > shared.MaxReportItems {
 		return protocolError("report of %d items, at most %d", n, shared.MaxReportItems)
 	}
-	r := &delivery.Report{Acks: f.Acks, Extends: f.Extends}
+	r := &delivery.Report{Acks: f.Acks, Extends: f.Extends, Stopping: f.Stopping}
 	for _, id := range append(append([]string{}, f.Acks...), f.Extends...) {
 		if id == "" {
 			return protocolError("report lists an empty id")
@@ -493,7 +493,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 	// What the report moves on was marked delivered first, as a
 	// heartbeat's answer is before its next heartbeat.
 	ss.marker.Flush()
-	if f.Stopping || delivery.HandsBack(r.Nacks) {
+	if r.HostStops() {
 		ss.outbox.HandingBack() // before what it hands back comes due
 	}
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {

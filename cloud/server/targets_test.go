@@ -12,8 +12,6 @@ import (
 
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/postgres"
-	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -85,15 +83,7 @@ func TestTargetCacheEntriesExpire(t *testing.T) {
 // Two replicas on one Postgres: what one changes, the other's cache drops
 // when the store's notification arrives.
 func TestTargetCacheAcrossReplicas(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	open := func() store.Store {
-		st, err := postgres.Open(context.Background(), url)
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	a, _ := waitServer(t, open())
-	b, _ := waitServer(t, open())
+	a, b := twoReplicas(t)
 	g := a.claimAgent("h")
 	require.Equal(t, 200, b.sendGitHub(g.id, "d-1", prBody).status, "b caches the target")
 
