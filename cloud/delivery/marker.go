@@ -3,16 +3,28 @@ package delivery
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/store"
 )
 
-// Marker marks the deliveries a connection pushed delivered, off the push
-// loop: the loop leases and writes its next batch while the last one's
-// mark commits, and the pushes written while a mark commits are marked
-// together by the next one (one transaction, one fsync, for many
-// batches). Before anything else changes those deliveries on the
-// connection's behalf — a report of their outcomes, their release when it
-// closes — Flush waits for the marks pending, so that their audit trail is
-// the same as a heartbeat's: delivering, delivered, then acked or failed.
+// MarkAfter is how long a delivery written to a connection's host may stay
+// delivering before its Marker marks it delivered on its own. Most are
+// reported sooner (a host reports within a tenth of a second of a
+// handler's end), and the report's ack records the mark with it: one
+// change of the delivery's row instead of two. On Postgres each change is
+// a new version of the row with an entry in each of its indexes; the
+// separate mark was a quarter of a delivery's database work.
+const MarkAfter = time.Second
+
+// Marker marks delivered the deliveries a connection wrote to its host,
+// off the push loop and put off by MarkAfter: the host's report of them
+// usually comes first, and its ack then records the mark too (Report).
+// What the report does not ack is marked before the report changes it, so
+// that every delivery's audit trail is the same as a heartbeat's:
+// delivering, delivered (at the time it was written), then acked or failed.
 // Its methods are safe for concurrent use.
 type Marker struct {
 	s      *Service
@@ -20,68 +32,160 @@ type Marker struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	pending []string
-	running bool  // a goroutine marks
-	added   int64 // deliveries added, ever
-	marked  int64 // of those, how many the marks done so far covered
+	pending map[string]time.Time // written, not yet marked: when
+	order   []string             // pending's ids as written (some since taken)
+	marking int                  // marks in flight
+	timer   clockwork.Timer      // the next due mark, if armed
 }
 
 // NewMarker returns the marker of a connection of host.
 func (s *Service) NewMarker(hostID string) *Marker {
-	m := &Marker{s: s, hostID: hostID}
+	m := &Marker{s: s, hostID: hostID, pending: map[string]time.Time{}}
 	m.cond = sync.NewCond(&m.mu)
 	return m
 }
 
-// Add marks ids delivered: their batch was written to the host.
+// Add says ids were written to the host just now.
 func (m *Marker) Add(ids []string) {
 	if len(ids) == 0 {
 		return
 	}
+	at := m.s.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.pending = append(m.pending, ids...)
-	m.added += int64(len(ids))
-	if !m.running {
-		m.running = true
-		go m.run()
+	for _, id := range ids {
+		m.pending[id] = at
+		m.order = append(m.order, id)
+	}
+	if m.timer == nil {
+		m.timer = m.s.clock.AfterFunc(MarkAfter, m.due)
 	}
 }
 
-// run marks what is pending, batch after batch, until nothing is. A mark
-// that fails is logged and left: the host's report moves those deliveries
-// on all the same, and an unreported one's lease ends as if it were
-// delivered.
-func (m *Marker) run() {
+// due marks what was written MarkAfter ago or more and is still pending,
+// then arms the timer for the next.
+func (m *Marker) due() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for len(m.pending) > 0 {
-		ids, upTo := m.pending, m.added
-		m.pending = nil
-		m.mu.Unlock()
-		if _, err := m.s.MarkDelivered(context.Background(), m.hostID, ids); err != nil {
-			m.s.log.Warn("mark delivered", "host", m.hostID, "deliveries", len(ids), "err", err)
+	m.timer = nil
+	cutoff := m.s.now().Add(-MarkAfter)
+	var ids []string
+	var at time.Time
+	for len(m.order) > 0 {
+		id := m.order[0]
+		t, ok := m.pending[id]
+		if ok && t.After(cutoff) {
+			// Not due yet, and nor is anything written after it.
+			m.timer = m.s.clock.AfterFunc(t.Sub(cutoff), m.due)
+			break
 		}
-		m.mu.Lock()
-		m.marked = upTo
-		m.cond.Broadcast()
+		m.order = m.order[1:]
+		if ok {
+			delete(m.pending, id)
+			ids = append(ids, id)
+			at = t
+		}
 	}
-	m.running = false
+	if len(m.order) == 0 {
+		m.order = nil // let the backing array go
+	}
+	m.mark(ids, at)
 }
 
-// Flush waits until every delivery added before it is marked (not those
-// added while it waits: a busy connection keeps adding, and its reports
-// must not wait for its pushes to stop).
+// mark marks ids delivered as of at (the last written of them). Callers
+// hold m.mu, which it releases while the store works. A mark that fails is
+// logged and left: the host's report moves those deliveries on all the
+// same, and an unreported one's lease ends as if it were never written.
+func (m *Marker) mark(ids []string, at time.Time) {
+	if len(ids) == 0 {
+		return
+	}
+	m.marking++
+	m.mu.Unlock()
+	_, err := m.s.store.DeliveryMarkDelivered(context.Background(), &store.DeliveryMarkDeliveredParams{HostID: m.hostID, IDs: ids, Now: at})
+	if err != nil {
+		m.s.log.Warn("mark delivered", "host", m.hostID, "deliveries", len(ids), "err", err)
+	}
+	m.mu.Lock()
+	m.marking--
+	m.cond.Broadcast()
+}
+
+// Take prepares a report of the host's: it waits for the marks in flight
+// (they may hold the report's deliveries), takes the pending ones among
+// acks out, to be recorded by the ack (Report.Written), and marks the
+// pending ones among others (what the report nacks or extends) first.
+func (m *Marker) Take(acks, others []string) []store.Written {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for m.marking > 0 {
+		m.cond.Wait()
+	}
+	var written []store.Written
+	for _, id := range acks {
+		if at, ok := m.pending[id]; ok {
+			delete(m.pending, id)
+			written = append(written, store.Written{ID: id, At: at})
+		}
+	}
+	var ids []string
+	var last time.Time
+	for _, id := range others {
+		if at, ok := m.pending[id]; ok {
+			delete(m.pending, id)
+			ids = append(ids, id)
+			last = maxTime(last, at)
+		}
+	}
+	m.mark(ids, last)
+	return written
+}
+
+// Restore puts back what Take took for a report that failed: it is still
+// to be marked.
+func (m *Marker) Restore(written []store.Written) {
+	if len(written) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range written {
+		m.pending[w.ID] = w.At
+		m.order = append(m.order, w.ID)
+	}
+	if m.timer == nil {
+		m.timer = m.s.clock.AfterFunc(0, m.due)
+	}
+}
+
+// Flush marks everything pending and waits for every mark in flight: the
+// connection is closing, and what it carried is about to be released.
 func (m *Marker) Flush() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.flushTo(m.added)
-}
-
-// flushTo waits until the first target deliveries added are marked.
-// Callers hold m.mu.
-func (m *Marker) flushTo(target int64) {
-	for m.marked < target {
+	for m.marking > 0 {
 		m.cond.Wait()
 	}
+	if m.timer != nil {
+		m.timer.Stop()
+		m.timer = nil
+	}
+	var ids []string
+	var last time.Time
+	for _, id := range m.order {
+		if at, ok := m.pending[id]; ok {
+			delete(m.pending, id)
+			ids = append(ids, id)
+			last = maxTime(last, at)
+		}
+	}
+	m.order = nil
+	m.mark(ids, last)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -116,6 +116,9 @@ type Report struct {
 	Results []store.DeliveryResult
 	// Stopping: the host says it is stopping (HostStops).
 	Stopping bool
+	// Written: deliveries among Acks written to the host and not yet
+	// marked delivered (Marker.Take); the ack records them delivered.
+	Written []store.Written
 }
 
 // HostStops says whether the report says its host is stopping: in so many
@@ -149,7 +152,7 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 	now := s.now()
 	p := &store.DeliveryReportParams{HostID: hostID}
 	if len(r.Acks) > 0 {
-		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Now: now}
+		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Written: r.Written, Now: now}
 	}
 	if len(r.Nacks) > 0 {
 		p.Nack = NackParams(hostID, r.Nacks, s.cfg.Policy, now)

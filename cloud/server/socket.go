@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -490,13 +491,18 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 			return unavailable(err)
 		}
 	}
-	// What the report moves on was marked delivered first, as a
-	// heartbeat's answer is before its next heartbeat.
-	ss.marker.Flush()
+	// What the report acks and was not marked delivered yet, its ack
+	// records delivered; the rest of what it moves on is marked first.
+	others := slices.Clone(f.Extends)
+	for _, n := range f.Nacks {
+		others = append(others, n.DeliveryID)
+	}
+	r.Written = ss.marker.Take(f.Acks, others)
 	if r.HostStops() {
 		ss.outbox.HandingBack() // before what it hands back comes due
 	}
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {
+		ss.marker.Restore(r.Written)
 		return unavailable(err)
 	}
 	ss.mu.Lock()

@@ -455,7 +455,18 @@ type DeliveryReleaseUnheldParams struct {
 type DeliveryAckParams struct {
 	HostID string
 	IDs    []string
-	Now    time.Time
+	// Written lists deliveries among IDs that were written to the host
+	// and not yet marked delivered (delivery.Marker puts the mark off): one
+	// still delivering is recorded delivered at its At, then acked, with
+	// its two audit events, in one change of its row.
+	Written []Written
+	Now     time.Time
+}
+
+// Written is a delivery written to its host at At.
+type Written struct {
+	ID string
+	At time.Time
 }
 
 type DeliveryNackParams struct {

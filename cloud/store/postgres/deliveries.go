@@ -721,33 +721,67 @@ type rowQuerier interface {
 }
 
 // transition applies tr to the host's deliveries among ids that it allows,
-// in one statement (one round trip): it locks them (lockTransitionable), sets status to tr.To (kept when tr.To
-// is empty) plus the columns in set, and writes each one's audit event. set
-// may use $5 (now) and parameters from $7 on, args.
-func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID string, ids []string, now time.Time, set string, args ...any) (int, error) {
+// in one statement (one round trip): it locks them (by key, in id order, so
+// that concurrent callers cannot deadlock), sets status to tr.To (kept when
+// tr.To is empty) plus the columns in set, and writes each one's audit
+// event. set may use $5 (now) and parameters from $8 on, args. A delivery
+// among written still delivering is recorded delivered first (delivered_at
+// and its own event, at its write time) in the same change of its row: each
+// change of a row is a new version of it, with an entry in each of the
+// table's indexes.
+func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID string, ids []string, written []store.Written, now time.Time, set string, args ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
+	}
+	// Each id's write time, or NULL: an array beside ids.
+	writtenAt := make([]*time.Time, len(ids))
+	if len(written) > 0 {
+		at := make(map[string]time.Time, len(written))
+		for _, w := range written {
+			at[w.ID] = ms(w.At)
+		}
+		for i, id := range ids {
+			if t, ok := at[id]; ok {
+				writtenAt[i] = &t
+			}
+		}
+		set += `, delivered_at = CASE WHEN locked.status = 'delivering' AND locked.written_at IS NOT NULL
+			THEN locked.written_at ELSE d.delivered_at END`
 	}
 	var n int
 	err := q.QueryRow(ctx, `
 		WITH locked AS (
-			SELECT delivery_id, status `+lockTransitionable+`
+			SELECT d.delivery_id, d.status, a.written_at
+			FROM unnest($2::text[], $7::timestamptz[]) AS a(delivery_id, written_at)
+			JOIN deliveries d ON d.delivery_id = a.delivery_id
+			WHERE d.host_id = $1 AND d.status = ANY($3)
+			ORDER BY d.delivery_id
+			FOR UPDATE OF d
 		), changed AS (
 			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), `+set+`
 			FROM locked WHERE d.delivery_id = locked.delivery_id
-			RETURNING d.delivery_id, locked.status AS from_status, d.status AS to_status, d.attempts
+			RETURNING d.delivery_id, locked.status AS from_status, d.status AS to_status, d.attempts,
+				CASE WHEN locked.status = 'delivering' THEN locked.written_at END AS written_at
 		), events AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, $5, from_status, to_status, $6, attempts FROM changed ORDER BY delivery_id
+			SELECT delivery_id, at, from_status, to_status, reason, attempts FROM (
+				SELECT delivery_id, written_at AS at, 'delivering' AS from_status, 'delivered' AS to_status,
+					'`+store.TransitionDelivered.Reason+`' AS reason, attempts, 0 AS step
+				FROM changed WHERE written_at IS NOT NULL
+				UNION ALL
+				SELECT delivery_id, $5, CASE WHEN written_at IS NOT NULL THEN 'delivered' ELSE from_status END,
+					to_status, $6, attempts, 1
+				FROM changed
+			) e ORDER BY delivery_id, step
 		)
 		SELECT count(*) FROM changed`,
-		append([]any{hostID, ids, statusNames(tr.From), string(tr.To), now, tr.Reason}, args...)...).Scan(&n)
+		append([]any{hostID, ids, statusNames(tr.From), string(tr.To), now, tr.Reason, writtenAt}, args...)...).Scan(&n)
 	return n, err
 }
 
 func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
 	now := ms(p.Now)
-	n, err := transition(ctx, s.pool, store.TransitionDelivered, p.HostID, p.IDs, now,
+	n, err := transition(ctx, s.pool, store.TransitionDelivered, p.HostID, p.IDs, nil, now,
 		`delivered_at = $5, updated_at = $5`)
 	if err != nil {
 		return 0, fmt.Errorf("delivery mark delivered: %w", interpretError(err))
@@ -756,13 +790,13 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 }
 
 func ack(ctx context.Context, q rowQuerier, p *store.DeliveryAckParams) (int, error) {
-	return transition(ctx, q, store.TransitionAck, p.HostID, p.IDs, ms(p.Now),
+	return transition(ctx, q, store.TransitionAck, p.HostID, p.IDs, p.Written, ms(p.Now),
 		`acked_at = $5, updated_at = $5, lease_expires_at = NULL, next_retry_at = NULL`)
 }
 
 func extend(ctx context.Context, q rowQuerier, p *store.DeliveryExtendParams) (int, error) {
-	return transition(ctx, q, store.TransitionExtend, p.HostID, p.IDs, ms(p.Now),
-		`lease_expires_at = $7, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)))
+	return transition(ctx, q, store.TransitionExtend, p.HostID, p.IDs, nil, ms(p.Now),
+		`lease_expires_at = $8, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)))
 }
 
 func nack(ctx context.Context, tx pgx.Tx, p *store.DeliveryNackParams) (int, error) {

@@ -747,11 +747,9 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	now := ms(p.Now)
 	var n int
 	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
-		n, err = transition(ctx, tx, store.TransitionDelivered, p.HostID, p.IDs, now,
-			`delivered_at = ?1, updated_at = ?1`, dbTime(now))
+		n, err = markDelivered(ctx, tx, p.HostID, p.IDs, p.Now)
 		return err
 	})
 	if err != nil {
@@ -760,7 +758,33 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 	return n, nil
 }
 
+func markDelivered(ctx context.Context, tx *sql.Tx, hostID string, ids []string, at time.Time) (int, error) {
+	at = ms(at)
+	return transition(ctx, tx, store.TransitionDelivered, hostID, ids, at,
+		`delivered_at = ?1, updated_at = ?1`, dbTime(at))
+}
+
 func ack(ctx context.Context, tx *sql.Tx, p *store.DeliveryAckParams) (int, error) {
+	// What was written and not yet marked delivered is marked first, at
+	// its write time, in the ack's transaction (no commit of its own).
+	if len(p.Written) > 0 {
+		acked := make(map[string]bool, len(p.IDs))
+		for _, id := range p.IDs {
+			acked[id] = true
+		}
+		var ids []string
+		for i, w := range p.Written {
+			if acked[w.ID] {
+				ids = append(ids, w.ID)
+			}
+			if last := i == len(p.Written)-1; (last || !p.Written[i+1].At.Equal(w.At)) && len(ids) > 0 {
+				if _, err := markDelivered(ctx, tx, p.HostID, ids, w.At); err != nil {
+					return 0, err
+				}
+				ids = ids[:0]
+			}
+		}
+	}
 	now := ms(p.Now)
 	return transition(ctx, tx, store.TransitionAck, p.HostID, p.IDs, now,
 		`acked_at = ?1, updated_at = ?1, lease_expires_at = NULL, next_retry_at = NULL`, dbTime(now))

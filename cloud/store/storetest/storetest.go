@@ -990,6 +990,62 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Zero(t, ack(ctx, t, s, b.host.ID, now))
 	})
 
+	t.Run("AckRecordsWhatWasWrittenDelivered", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		// Written to the host and not yet marked delivered: one at each of
+		// two times; one marked already; one whose lease expired
+		// (retrying); one written and not acked.
+		early := insert(ctx, t, s, b.host.ID, "evt-early", base, deliveryOpts{})
+		late := insert(ctx, t, s, b.host.ID, "evt-late", base.Add(1*time.Millisecond), deliveryOpts{})
+		marked := insert(ctx, t, s, b.host.ID, "evt-marked", base.Add(2*time.Millisecond), deliveryOpts{})
+		retrying := insert(ctx, t, s, b.host.ID, "evt-retrying", base.Add(3*time.Millisecond), deliveryOpts{})
+		unacked := insert(ctx, t, s, b.host.ID, "evt-unacked", base.Add(4*time.Millisecond), deliveryOpts{})
+		require.Len(t, lease(ctx, t, s, b.host.ID, 5, 0, base), 5)
+		markedAt, earlyAt, lateAt := base.Add(10*time.Millisecond), base.Add(20*time.Millisecond), base.Add(30*time.Millisecond)
+		n, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{marked.ID}, Now: markedAt})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: retrying.ID, Error: "x", Retryable: true}))
+		trails := map[string][]store.DeliveryEvent{}
+		for _, d := range []*store.Delivery{early, late, marked, retrying, unacked} {
+			trails[d.ID] = eventsButIdentity(events(ctx, t, s, d.ID))
+		}
+
+		now := base.Add(time.Second)
+		written := []store.Written{
+			{ID: early.ID, At: earlyAt}, {ID: marked.ID, At: earlyAt}, {ID: retrying.ID, At: earlyAt},
+			{ID: late.ID, At: lateAt}, {ID: unacked.ID, At: lateAt},
+		}
+		n, err = s.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{early.ID, late.ID, marked.ID, retrying.ID}, Written: written, Now: now})
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+
+		for id, at := range map[string]time.Time{early.ID: earlyAt, late.ID: lateAt} {
+			d := get(ctx, t, s, b.host.ID, id)
+			require.Equal(t, store.StatusAcked, d.Status, id)
+			require.Equal(t, ptr(at), d.DeliveredAt, "delivered when written")
+			require.Equal(t, ptr(now), d.AckedAt, id)
+			want := append(trails[id],
+				store.DeliveryEvent{At: at, From: store.StatusDelivering, To: store.StatusDelivered, Reason: store.TransitionDelivered.Reason, Attempt: 1},
+				store.DeliveryEvent{At: now, From: store.StatusDelivered, To: store.StatusAcked, Reason: store.TransitionAck.Reason, Attempt: 1})
+			require.Equal(t, want, eventsButIdentity(events(ctx, t, s, id)), id)
+		}
+		// Marked already, or no longer delivering: acked as ever.
+		for id, from := range map[string]store.Status{marked.ID: store.StatusDelivered, retrying.ID: store.StatusRetrying} {
+			d := get(ctx, t, s, b.host.ID, id)
+			require.Equal(t, store.StatusAcked, d.Status, id)
+			want := append(trails[id], store.DeliveryEvent{At: now, From: from, To: store.StatusAcked, Reason: store.TransitionAck.Reason, Attempt: d.Attempts})
+			require.Equal(t, want, eventsButIdentity(events(ctx, t, s, id)), id)
+		}
+		require.Equal(t, ptr(markedAt), get(ctx, t, s, b.host.ID, marked.ID).DeliveredAt)
+		// Written but not acked here: left to its own mark.
+		d := get(ctx, t, s, b.host.ID, unacked.ID)
+		require.Equal(t, store.StatusDelivering, d.Status)
+		require.Nil(t, d.DeliveredAt)
+		require.Equal(t, trails[unacked.ID], eventsButIdentity(events(ctx, t, s, unacked.ID)))
+	})
+
 	t.Run("AckAfterLeaseExpiry", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
