@@ -702,31 +702,60 @@ func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, h
 
 // transition applies tr to the host's deliveries among ids that it allows:
 // one update guarded on the current status, setting status to tr.To (kept
-// when tr.To is empty) plus the columns in set, whose parameters come first.
-// Each changed delivery gets an audit event, written by one statement from
-// the rows as they are before the update (the writer's transaction holds
-// them).
-func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string, now time.Time, set string, setArgs ...any) (int, error) {
+// when tr.To is empty) plus the columns in set, whose parameters (?1, ?2,
+// …) come first. Each changed delivery gets an audit event, written by one
+// statement from the rows as they are before the update (the writer's
+// transaction holds them). A delivery among written still delivering is
+// recorded delivered first (delivered_at and its own event, at its write
+// time) by the same update.
+func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string, written []store.Written, now time.Time, set string, setArgs ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
 	// The ids are looked up by key once; the audit and the update find
 	// the rows again by rowid, the table's own key.
 	guard, guardArgs := transitionable(tr, hostID, ids)
-	rowids, err := queryAll(ctx, tx, func(r scanner) (any, error) {
-		var rowid int64
-		err := r.Scan(&rowid)
-		return rowid, err
-	}, `SELECT rowid FROM deliveries WHERE `+guard, guardArgs...)
-	if err != nil || len(rowids) == 0 {
+	rows, err := queryAll(ctx, tx, func(r scanner) (heldRow, error) {
+		var x heldRow
+		err := r.Scan(&x.rowid, &x.id, &x.status)
+		return x, err
+	}, `SELECT rowid, delivery_id, status FROM deliveries WHERE `+guard, guardArgs...)
+	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
+	rowids := make([]any, len(rows))
+	for i, x := range rows {
+		rowids[i] = x.rowid
+	}
 	guard = `rowid IN (` + placeholders(len(rowids)) + `)`
+	fromStatus := `status`
+	var fromArgs []any
+	if folded := writtenDelivering(rows, written); len(folded) > 0 {
+		// Their delivered events first, one statement per write time;
+		// then the transition's own events say they come from delivered.
+		var all []any
+		cases := `CASE`
+		for _, g := range folded {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+				SELECT delivery_id, ?, status, ?, ?, attempts FROM deliveries
+				WHERE rowid IN (`+placeholders(len(g.rowids))+`) ORDER BY delivery_id`,
+				append([]any{dbTime(g.at), string(store.StatusDelivered), store.TransitionDelivered.Reason}, g.rowids...)...); err != nil {
+				return 0, err
+			}
+			all = append(all, g.rowids...)
+			cases += ` WHEN rowid IN (` + placeholders(len(g.rowids)) + `) THEN ?`
+			setArgs = append(setArgs, append(append([]any{}, g.rowids...), dbTime(g.at))...)
+		}
+		set += `, delivered_at = ` + cases + ` ELSE delivered_at END`
+		fromStatus = `CASE WHEN rowid IN (` + placeholders(len(all)) + `) THEN '` + string(store.StatusDelivered) + `' ELSE status END`
+		fromArgs = all
+	}
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
+		SELECT delivery_id, ?, `+fromStatus+`, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
 		WHERE `+guard+` ORDER BY delivery_id`,
-		append([]any{dbTime(now), string(tr.To), tr.Reason}, rowids...)...)
+		append(append(append([]any{dbTime(now)}, fromArgs...), string(tr.To), tr.Reason), rowids...)...)
 	if err != nil {
 		return 0, err
 	}
@@ -741,6 +770,47 @@ func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID str
 		return 0, err
 	}
 	return int(changed), nil
+}
+
+// heldRow is a row a transition holds.
+type heldRow struct {
+	rowid      int64
+	id, status string
+}
+
+// writtenGroup is the rows of deliveries written at one time.
+type writtenGroup struct {
+	at     time.Time
+	rowids []any
+}
+
+// writtenDelivering picks, among the rows a transition holds, the ones
+// still delivering that written lists, grouped by their write time in the
+// order written gives them.
+func writtenDelivering(rows []heldRow, written []store.Written) []writtenGroup {
+	if len(written) == 0 {
+		return nil
+	}
+	at := make(map[string]time.Time, len(written))
+	for _, w := range written {
+		at[w.ID] = ms(w.At)
+	}
+	var groups []writtenGroup
+	index := map[time.Time]int{}
+	for _, r := range rows {
+		t, ok := at[r.id]
+		if !ok || r.status != string(store.StatusDelivering) {
+			continue
+		}
+		i, ok := index[t]
+		if !ok {
+			i = len(groups)
+			index[t] = i
+			groups = append(groups, writtenGroup{at: t})
+		}
+		groups[i].rowids = append(groups[i].rowids, r.rowid)
+	}
+	return groups
 }
 
 func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
@@ -760,39 +830,19 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 
 func markDelivered(ctx context.Context, tx *sql.Tx, hostID string, ids []string, at time.Time) (int, error) {
 	at = ms(at)
-	return transition(ctx, tx, store.TransitionDelivered, hostID, ids, at,
+	return transition(ctx, tx, store.TransitionDelivered, hostID, ids, nil, at,
 		`delivered_at = ?1, updated_at = ?1`, dbTime(at))
 }
 
 func ack(ctx context.Context, tx *sql.Tx, p *store.DeliveryAckParams) (int, error) {
-	// What was written and not yet marked delivered is marked first, at
-	// its write time, in the ack's transaction (no commit of its own).
-	if len(p.Written) > 0 {
-		acked := make(map[string]bool, len(p.IDs))
-		for _, id := range p.IDs {
-			acked[id] = true
-		}
-		var ids []string
-		for i, w := range p.Written {
-			if acked[w.ID] {
-				ids = append(ids, w.ID)
-			}
-			if last := i == len(p.Written)-1; (last || !p.Written[i+1].At.Equal(w.At)) && len(ids) > 0 {
-				if _, err := markDelivered(ctx, tx, p.HostID, ids, w.At); err != nil {
-					return 0, err
-				}
-				ids = ids[:0]
-			}
-		}
-	}
 	now := ms(p.Now)
-	return transition(ctx, tx, store.TransitionAck, p.HostID, p.IDs, now,
+	return transition(ctx, tx, store.TransitionAck, p.HostID, p.IDs, p.Written, now,
 		`acked_at = ?1, updated_at = ?1, lease_expires_at = NULL, next_retry_at = NULL`, dbTime(now))
 }
 
 func extend(ctx context.Context, tx *sql.Tx, p *store.DeliveryExtendParams) (int, error) {
 	now := ms(p.Now)
-	return transition(ctx, tx, store.TransitionExtend, p.HostID, p.IDs, now,
+	return transition(ctx, tx, store.TransitionExtend, p.HostID, p.IDs, nil, now,
 		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
 }
 
