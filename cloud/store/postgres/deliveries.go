@@ -601,6 +601,18 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	return counts, nil
 }
 
+// candidatesQuery reads the host's first available deliveries, $3 of them
+// at most, due by $2, locking them (DeliveryLease), under candidatesPlan.
+const (
+	candidatesPlan  = `SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off`
+	candidatesQuery = `
+		SELECT delivery_id, status, body_size FROM deliveries
+		WHERE host_id = $1 AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= $2))
+		ORDER BY received_at, delivery_id
+		LIMIT $3
+		FOR UPDATE SKIP LOCKED`
+)
+
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
@@ -613,14 +625,20 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	var leased []*store.Delivery
 	var more bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The candidates are the first rows of the host's run in the
+		// available index, read in its order. A planner that believes the
+		// host has a handful of rows (statistics taken before a burst
+		// queued its backlog) reads the whole run and sorts it instead, for
+		// every lease: 140 ms a lease with 100,000 queued, a drain
+		// quadratic in its backlog. Neither a bitmap nor a sort can serve
+		// this query well, so neither is considered (for this query only:
+		// without sorts the statement after it plans far worse).
+		if _, err := tx.Exec(ctx, candidatesPlan); err != nil {
+			return err
+		}
 		// One candidate more than fits says whether work is left over (rows
 		// other claimers hold are skipped: they are being handed out).
-		rows, err := tx.Query(ctx, `
-			SELECT delivery_id, status, body_size FROM deliveries
-			WHERE host_id = $1 AND (status = 'queued' OR (status = 'retrying' AND next_retry_at <= $2))
-			ORDER BY received_at, delivery_id
-			LIMIT $3
-			FOR UPDATE SKIP LOCKED`, p.HostID, now, max+1)
+		rows, err := tx.Query(ctx, candidatesQuery, p.HostID, now, max+1)
 		if err != nil {
 			return err
 		}
@@ -635,6 +653,9 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			return nil
 		})
 		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `RESET enable_bitmapscan; RESET enable_sort`); err != nil {
 			return err
 		}
 		cut := store.LeaseCut(sizes, max, p.MaxBytes)

@@ -5,3 +5,9 @@ var PruneQuery = pruneQuery
 
 // VolumeQuery is volumeQuery, for the plan test.
 var VolumeQuery = volumeQuery
+
+// CandidatesQuery and CandidatesPlan are the lease's, for the plan test.
+const (
+	CandidatesQuery = candidatesQuery
+	CandidatesPlan  = candidatesPlan
+)
