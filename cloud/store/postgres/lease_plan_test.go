@@ -2,15 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store/postgres"
-	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 )
 
 // A lease reads the host's first available deliveries in the available
@@ -23,13 +20,7 @@ import (
 // it over a bitmap or a sort.
 func TestLeaseCandidatesReadTheAvailableIndexInOrder(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	s, err := postgres.Open(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(ctx) })
+	conn := planConn(ctx, t)
 	insert := `INSERT INTO deliveries (delivery_id, host_id, source, event_id, headers, body_size, status, max_attempts, received_at, updated_at)
 		SELECT 'github:' || $1 || i, $1, 'github', $1 || i, '{}', 100, $2, 5, now() + (i * 7919 % 100003) * interval '1 ms', now()
 		FROM generate_series($3::int, $4::int) i`
@@ -47,7 +38,7 @@ func TestLeaseCandidatesReadTheAvailableIndexInOrder(t *testing.T) {
 		_, err := conn.Exec(ctx, step.q, step.args...)
 		require.NoError(t, err)
 	}
-	explain := func(settings string) string {
+	candidates := func(settings string) string {
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
@@ -55,17 +46,13 @@ func TestLeaseCandidatesReadTheAvailableIndexInOrder(t *testing.T) {
 			_, err = tx.Exec(ctx, settings)
 			require.NoError(t, err)
 		}
-		rows, err := tx.Query(ctx, `EXPLAIN `+postgres.CandidatesQuery, "h1", time.Now(), 501)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		return strings.Join(lines, "\n")
+		return explain(ctx, t, tx, postgres.CandidatesQuery, "h1", time.Now(), 501)
 	}
-	t.Logf("planned with the statistics alone:\n%s", explain(""))
+	t.Logf("planned with the statistics alone:\n%s", candidates(""))
 	const skewed = `SET LOCAL enable_indexscan = off; `
-	bad := explain(skewed)
+	bad := candidates(skewed)
 	require.Contains(t, bad, "Sort", "the skewed estimates plan the sort:\n%s", bad)
-	plan := explain(skewed + postgres.CandidatesPlan)
+	plan := candidates(skewed + postgres.CandidatesPlan)
 	require.Contains(t, plan, "Index Scan using deliveries_available_idx", plan)
 	require.NotContains(t, plan, "Sort", plan)
 	require.NotContains(t, plan, "Bitmap", plan)

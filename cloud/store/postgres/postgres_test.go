@@ -60,6 +60,29 @@ func openStore(ctx context.Context, t *testing.T) (*postgres.Store, string) {
 	return s, url
 }
 
+// planConn opens a store on a new database (its migrations applied) and a
+// connection of its own to it, for the plan tests.
+func planConn(ctx context.Context, t *testing.T) *pgx.Conn {
+	t.Helper()
+	_, url := openStore(ctx, t)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
+}
+
+// explain returns the plan of query, one line a node.
+func explain(ctx context.Context, t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, query string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(ctx, `EXPLAIN `+query, args...)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
+
 // Bodies moved out of the deliveries row (migration 5) keep their bytes, in
 // both directions.
 func TestMigrateBodies(t *testing.T) {
@@ -169,10 +192,6 @@ func TestPruneUsesItsStatusIndex(t *testing.T) {
 	_, err = conn.Exec(ctx, `SET enable_seqscan = off`)
 	require.NoError(t, err)
 	for _, status := range store.PrunableStatuses {
-		rows, err := conn.Query(ctx, `EXPLAIN `+postgres.PruneQuery(status), time.Now(), 10)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		require.Contains(t, strings.Join(lines, "\n"), "deliveries_"+string(status)+"_idx", "status %s", status)
+		require.Contains(t, explain(ctx, t, conn, postgres.PruneQuery(status), time.Now(), 10), "deliveries_"+string(status)+"_idx", "status %s", status)
 	}
 }

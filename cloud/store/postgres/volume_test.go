@@ -11,7 +11,6 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
-	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 )
 
 // The volume chart's counts each read an index over their time, for every
@@ -19,10 +18,7 @@ import (
 // status) and analyzed, as autovacuum would.
 func TestVolumeUsesIndexes(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	s, err := postgres.Open(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s, url := openStore(ctx, t)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(ctx) })
@@ -48,11 +44,7 @@ func TestVolumeUsesIndexes(t *testing.T) {
 	for _, host := range []string{"", "h1"} {
 		q, args, err := postgres.VolumeQuery(&store.DeliveryVolumeParams{HostID: host, Now: now})
 		require.NoError(t, err)
-		rows, err := conn.Query(ctx, `EXPLAIN `+q, args...)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		plan := strings.Join(lines, "\n")
+		plan := explain(ctx, t, conn, q, args...)
 		require.NotContains(t, plan, "Seq Scan", "host %q:\n%s", host, plan)
 		require.Equal(t, 5, strings.Count(plan, "Index Cond"), "host %q:\n%s", host, plan)
 		t.Logf("host %q:\n%s", host, plan)
