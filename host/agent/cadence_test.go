@@ -219,6 +219,13 @@ func TestPollWhileBusyExtends(t *testing.T) {
 	require.Equal(t, 25, poll.req.WaitS)
 	require.Empty(t, poll.req.WebhookExtends)
 
+	// The reporter starts beside the poll and arms its timer on its own
+	// time. The agent has one other waiter on the clock in this state, so
+	// waiting for one let the advance come first now and then (under
+	// load), and the reporter's timer, armed after it, never fired.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, b.clock.BlockUntilContext(ctx, 2), "the reporter never waited on its clock")
 	b.advance(t, 30*time.Second)
 	ext := b.next(t)
 	require.Equal(t, []string{w.DeliveryID}, ext.req.WebhookExtends)
