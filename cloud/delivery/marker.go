@@ -45,7 +45,8 @@ func (s *Service) NewMarker(hostID string) *Marker {
 	return m
 }
 
-// Add says ids were written to the host just now.
+// Add says ids are being written to the host now (Drop takes them back if
+// the write fails).
 func (m *Marker) Add(ids []string) {
 	if len(ids) == 0 {
 		return
@@ -139,6 +140,16 @@ func (m *Marker) Take(acks, others []string) []store.Written {
 	}
 	m.mark(ids, last)
 	return written
+}
+
+// Drop forgets ids: the write that carried them failed, so they are not
+// to be marked.
+func (m *Marker) Drop(ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		delete(m.pending, id)
+	}
 }
 
 // Restore puts back what Take took for a report that failed: it is still

@@ -636,6 +636,9 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			}
 			ss.mu.Unlock()
 			release = s.holdOutgoing(res.Deliveries)
+			// Put down as written before the write: the host may report
+			// them before this loop goes on.
+			ss.marker.Add(ids)
 			if ss.binary {
 				err = ss.writeBinary(ctx, f.Webhooks)
 			} else {
@@ -653,8 +656,8 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		// due again at once.
 		if err == nil {
 			s.metrics.wrote(transportSocket, ss.encoding(), len(ids))
-			ss.marker.Add(ids)
 		} else {
+			ss.marker.Drop(ids)
 			s.deliveries.Handed(ctx, ss.host.ID, ids, err)
 		}
 		if err != nil {
