@@ -20,7 +20,7 @@ import (
 // it over a bitmap or a sort.
 func TestLeaseCandidatesReadTheAvailableIndexInOrder(t *testing.T) {
 	ctx := context.Background()
-	conn := planConn(ctx, t)
+	_, conn, _ := openWithConn(ctx, t)
 	insert := `INSERT INTO deliveries (delivery_id, host_id, source, event_id, headers, body_size, status, max_attempts, received_at, updated_at)
 		SELECT 'github:' || $1 || i, $1, 'github', $1 || i, '{}', 100, $2, 5, now() + (i * 7919 % 100003) * interval '1 ms', now()
 		FROM generate_series($3::int, $4::int) i`

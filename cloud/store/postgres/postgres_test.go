@@ -60,15 +60,15 @@ func openStore(ctx context.Context, t *testing.T) (*postgres.Store, string) {
 	return s, url
 }
 
-// planConn opens a store on a new database (its migrations applied) and a
-// connection of its own to it, for the plan tests.
-func planConn(ctx context.Context, t *testing.T) *pgx.Conn {
+// openWithConn opens a store on a new database (its migrations applied)
+// and a connection of its own to it; it returns the database's URL too.
+func openWithConn(ctx context.Context, t *testing.T) (*postgres.Store, *pgx.Conn, string) {
 	t.Helper()
-	_, url := openStore(ctx, t)
+	s, url := openStore(ctx, t)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(ctx) })
-	return conn
+	return s, conn, url
 }
 
 // explain returns the plan of query, one line a node.
@@ -121,10 +121,7 @@ func TestMigrateQuarantine(t *testing.T) {
 
 func TestDeletesLeaveNothing(t *testing.T) {
 	ctx := context.Background()
-	s, url := openStore(ctx, t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(ctx) })
+	s, conn, _ := openWithConn(ctx, t)
 	storetest.DeletesLeaveNothing(ctx, t, s, func(ctx context.Context, table string, ids []string) (n int, err error) {
 		err = conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()+` WHERE delivery_id = ANY($1)`, ids).Scan(&n)
 		return n, err
@@ -136,10 +133,7 @@ func TestDeletesLeaveNothing(t *testing.T) {
 // it is undone; deletes leave nothing either way.
 func TestMigrateCascadeByTrigger(t *testing.T) {
 	ctx := context.Background()
-	s, url := openStore(ctx, t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(ctx) })
+	s, conn, url := openWithConn(ctx, t)
 	db, err := sql.Open("pgx", url)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })

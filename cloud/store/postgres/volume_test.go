@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -18,10 +17,7 @@ import (
 // status) and analyzed, as autovacuum would.
 func TestVolumeUsesIndexes(t *testing.T) {
 	ctx := context.Background()
-	s, url := openStore(ctx, t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(ctx) })
+	s, conn, _ := openWithConn(ctx, t)
 	now := time.Now().UTC()
 	for _, q := range []string{
 		`INSERT INTO hosts (id, name, created_at) VALUES ('h0', 'h0', now()), ('h1', 'h1', now()), ('h2', 'h2', now())`,
