@@ -174,22 +174,9 @@ func readHeaders(raw []byte, dst *map[string]string) bool {
 	if raw == nil {
 		return true
 	}
-	if raw[0] != '{' {
-		return readOther(raw, dst)
-	}
-	m := make(map[string]string, 8)
-	ok := true
-	walked := jsonwalk.Members(raw, func(name, value []byte) {
-		k, isName := jsonwalk.Name(name)
-		var v string
-		if !isName || !readString(value, &v) || value[0] != '"' {
-			ok = false
-			return
-		}
-		m[k] = v
-	})
-	if !walked || !ok {
-		return readOther(raw, dst)
+	m, err := jsonwalk.Strings(raw)
+	if err != nil {
+		return false
 	}
 	*dst = m
 	return true

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 const (
@@ -43,10 +43,10 @@ func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(headers, &d.Headers); err != nil {
+	var err error
+	if d.Headers, err = jsonwalk.Strings(headers); err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
 	}
-	var err error
 	if d.RetryDelays, err = decodeDelays(delays); err != nil {
 		return nil, err
 	}

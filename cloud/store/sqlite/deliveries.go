@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 const (
@@ -76,10 +77,10 @@ func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(headers), &d.Headers); err != nil {
+	var err error
+	if d.Headers, err = jsonwalk.Strings([]byte(headers)); err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
 	}
-	var err error
 	if d.RetryDelays, err = store.DecodeDelays(delays); err != nil {
 		return nil, err
 	}
