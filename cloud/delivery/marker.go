@@ -129,16 +129,7 @@ func (m *Marker) Take(acks, others []string) []store.Written {
 			written = append(written, store.Written{ID: id, At: at})
 		}
 	}
-	var ids []string
-	var last time.Time
-	for _, id := range others {
-		if at, ok := m.pending[id]; ok {
-			delete(m.pending, id)
-			ids = append(ids, id)
-			last = maxTime(last, at)
-		}
-	}
-	m.mark(ids, last)
+	m.mark(m.takePending(others))
 	return written
 }
 
@@ -181,22 +172,22 @@ func (m *Marker) Flush() {
 		m.timer.Stop()
 		m.timer = nil
 	}
-	var ids []string
-	var last time.Time
-	for _, id := range m.order {
-		if at, ok := m.pending[id]; ok {
-			delete(m.pending, id)
-			ids = append(ids, id)
-			last = maxTime(last, at)
-		}
-	}
+	ids, last := m.takePending(m.order)
 	m.order = nil
 	m.mark(ids, last)
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
+// takePending takes the pending ones among ids out, and returns them with
+// the last of their write times. Callers hold m.mu.
+func (m *Marker) takePending(ids []string) (taken []string, last time.Time) {
+	for _, id := range ids {
+		if at, ok := m.pending[id]; ok {
+			delete(m.pending, id)
+			taken = append(taken, id)
+			if at.After(last) {
+				last = at
+			}
+		}
 	}
-	return a
+	return taken, last
 }
