@@ -706,8 +706,8 @@ const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, re
 // lockTransitionable follows the columns of a SELECT: it locks host $1's
 // deliveries among ids $2 whose status is among $3 (those a transition
 // allows), in id order so that concurrent callers cannot deadlock.
-const lockTransitionable = `FROM deliveries
-	WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
+const lockTransitionable = `FROM deliveries d
+	WHERE ` + ofHostByKey + ` AND delivery_id = ANY($2) AND status || '' = ANY($3)
 	ORDER BY delivery_id
 	FOR UPDATE`
 
@@ -736,6 +736,14 @@ func collectFailing(rows pgx.Rows) ([]store.Failing, error) {
 	})
 }
 
+// ofHostByKey keeps a look-up of deliveries d by their keys to host $1's,
+// without offering the planner an index of the host for it; a status
+// condition beside it is written the same way (|| ”), for the indexes of
+// statuses. Planned from statistics taken before a backlog queued, an ack
+// of 500 deliveries read every delivering row of the host, or of all
+// hosts, instead (200 ms an ack), where each key finds one row.
+const ofHostByKey = `d.host_id || '' = $1`
+
 // rowQuerier is the pool, or a transaction.
 type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -749,10 +757,30 @@ type rowQuerier interface {
 // among written still delivering is recorded delivered first (delivered_at
 // and its own event, at its write time) in the same change of its row: each
 // change of a row is a new version of it, with an entry in each of the
-// table's indexes.
-func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID string, ids []string, written []store.Written, now time.Time, set string, args ...any) (int, error) {
+// table's indexes. So are the results the host reported: those of the
+// deliveries changed go into the same change of their rows, the others'
+// (not in a status tr allows: acked already, say) into theirs.
+func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID string, ids []string, written []store.Written, results []store.DeliveryResult, now time.Time, set string, args ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
+	}
+	// The results come as arrays beside ids, like the write times: joined
+	// to the locked rows by key, a planner expecting a handful of rows
+	// compared every row with every other.
+	reported, named, carried, others := "", "", "", ""
+	if len(results) > 0 {
+		first := 8 + len(args)
+		args = append(args, resultArrays(ids, results)...)
+		reported = `, ` + resultParams(first)
+		named = `, ` + strings.Join(resultColumns, ", ")
+		carried = `, a.` + strings.Join(resultColumns, ", a.")
+		set += `, ` + setReported("locked")
+		others = `, others AS (
+			UPDATE deliveries d SET ` + setReported("r") + `
+			FROM unnest($2::text[], ` + resultParams(first) + `) AS r(delivery_id, ` + strings.Join(resultColumns, ", ") + `)
+			WHERE r.result IS NOT NULL AND d.delivery_id = r.delivery_id AND ` + ofHostByKey + `
+				AND r.delivery_id NOT IN (SELECT delivery_id FROM locked)
+		)`
 	}
 	// Each id's write time, or NULL: an array beside ids.
 	writtenAt := make([]*time.Time, len(ids))
@@ -772,10 +800,10 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 	var n int
 	err := q.QueryRow(ctx, `
 		WITH locked AS (
-			SELECT d.delivery_id, d.status, a.written_at
-			FROM unnest($2::text[], $7::timestamptz[]) AS a(delivery_id, written_at)
+			SELECT d.delivery_id, d.status, a.written_at`+carried+`
+			FROM unnest($2::text[], $7::timestamptz[]`+reported+`) AS a(delivery_id, written_at`+named+`)
 			JOIN deliveries d ON d.delivery_id = a.delivery_id
-			WHERE d.host_id = $1 AND d.status = ANY($3)
+			WHERE `+ofHostByKey+` AND d.status || '' = ANY($3)
 			ORDER BY d.delivery_id
 			FOR UPDATE OF d
 		), changed AS (
@@ -794,7 +822,7 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 					to_status, $6, attempts, 1
 				FROM changed
 			) e ORDER BY delivery_id, step
-		)
+		)`+others+`
 		SELECT count(*) FROM changed`,
 		append([]any{hostID, ids, statusNames(tr.From), string(tr.To), now, tr.Reason, writtenAt}, args...)...).Scan(&n)
 	return n, err
@@ -802,7 +830,7 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 
 func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
 	now := ms(p.Now)
-	n, err := transition(ctx, s.pool, store.TransitionDelivered, p.HostID, p.IDs, nil, now,
+	n, err := transition(ctx, s.pool, store.TransitionDelivered, p.HostID, p.IDs, nil, nil, now,
 		`delivered_at = $5, updated_at = $5`)
 	if err != nil {
 		return 0, fmt.Errorf("delivery mark delivered: %w", interpretError(err))
@@ -810,13 +838,15 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 	return n, nil
 }
 
-func ack(ctx context.Context, q rowQuerier, p *store.DeliveryAckParams) (int, error) {
-	return transition(ctx, q, store.TransitionAck, p.HostID, p.IDs, p.Written, ms(p.Now),
+// ack acks p's deliveries and records results, those of the deliveries it
+// acks in the same change of their rows.
+func ack(ctx context.Context, q rowQuerier, p *store.DeliveryAckParams, results []store.DeliveryResult) (int, error) {
+	return transition(ctx, q, store.TransitionAck, p.HostID, p.IDs, p.Written, results, ms(p.Now),
 		`acked_at = $5, updated_at = $5, lease_expires_at = NULL, next_retry_at = NULL`)
 }
 
 func extend(ctx context.Context, q rowQuerier, p *store.DeliveryExtendParams) (int, error) {
-	return transition(ctx, q, store.TransitionExtend, p.HostID, p.IDs, nil, ms(p.Now),
+	return transition(ctx, q, store.TransitionExtend, p.HostID, p.IDs, nil, nil, ms(p.Now),
 		`lease_expires_at = $8, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)))
 }
 
@@ -856,18 +886,25 @@ func releaseUnheld(ctx context.Context, tx pgx.Tx, p *store.DeliveryReleaseUnhel
 func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error) {
 	var res store.DeliveryReportResult
 	var err error
+	// The results of the deliveries acked go with the ack; the others'
+	// are written on their own.
+	rest := p.Results
+	if p.Ack != nil {
+		rest = resultsNotOf(p.Ack.IDs, p.Results)
+	}
 	switch {
-	// A report of acks alone, or extends alone, is one statement: no
-	// transaction of its own needed (two round trips fewer).
-	case p.Nack == nil && p.Extend == nil && p.ReleaseUnheld == nil && p.Ack != nil && len(p.Results) == 0:
-		res.Acked, err = ack(ctx, s.pool, p.Ack)
+	// A report of acks alone (with their results), or extends alone, is
+	// one statement: no transaction of its own needed (two round trips
+	// fewer).
+	case p.Nack == nil && p.Extend == nil && p.ReleaseUnheld == nil && p.Ack != nil && len(rest) == 0:
+		res.Acked, err = ack(ctx, s.pool, p.Ack, p.Results)
 	case p.Ack == nil && p.Nack == nil && p.ReleaseUnheld == nil && p.Extend != nil && len(p.Results) == 0:
 		res.Extended, err = extend(ctx, s.pool, p.Extend)
 	default:
 		err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
 			res = store.DeliveryReportResult{}
 			if p.Ack != nil {
-				if res.Acked, err = ack(ctx, tx, p.Ack); err != nil {
+				if res.Acked, err = ack(ctx, tx, p.Ack, p.Results); err != nil {
 					return err
 				}
 			}
@@ -886,7 +923,7 @@ func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParam
 					return err
 				}
 			}
-			return recordResults(ctx, tx, p.HostID, p.Results)
+			return recordResults(ctx, tx, p.HostID, rest)
 		})
 	}
 	if err != nil {
@@ -895,8 +932,26 @@ func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParam
 	return &res, nil
 }
 
+// resultsNotOf returns the results of deliveries other than ids.
+func resultsNotOf(ids []string, results []store.DeliveryResult) []store.DeliveryResult {
+	if len(results) == 0 {
+		return nil
+	}
+	of := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		of[id] = true
+	}
+	var rest []store.DeliveryResult
+	for _, r := range results {
+		if !of[r.DeliveryID] {
+			rest = append(rest, r)
+		}
+	}
+	return rest
+}
+
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
-	n, err := ack(ctx, s.pool, p)
+	n, err := ack(ctx, s.pool, p, nil)
 	if err != nil {
 		return 0, fmt.Errorf("delivery ack: %w", interpretError(err))
 	}

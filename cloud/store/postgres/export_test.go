@@ -11,3 +11,10 @@ const (
 	CandidatesQuery = candidatesQuery
 	CandidatesPlan  = candidatesPlan
 )
+
+// LockTransitionable and OfHostByKey are the lock of a transition by ids,
+// for the plan test.
+const (
+	LockTransitionable = lockTransitionable
+	OfHostByKey        = ofHostByKey
+)

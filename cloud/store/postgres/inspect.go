@@ -71,8 +71,9 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*store.DeliveryResult, error) {
 	var r store.DeliveryResult
 	err := s.pool.QueryRow(ctx, `
-		SELECT delivery_id, attempt, result, handler, response_status, exit_code, duration_ms, error, reported_at
-		FROM delivery_results WHERE delivery_id = $1`, deliveryID).Scan(
+		SELECT delivery_id, result_attempt, result, result_handler, result_response_status, result_exit_code,
+			result_duration_ms, result_error, result_reported_at
+		FROM deliveries WHERE delivery_id = $1 AND result IS NOT NULL`, deliveryID).Scan(
 		&r.DeliveryID, &r.Attempt, &r.Result, &r.Handler, &r.ResponseStatus, &r.ExitCode, &r.DurationMS, &r.Error, &r.ReportedAt)
 	if err != nil {
 		return nil, fmt.Errorf("delivery result get: %w", interpretError(err))
@@ -81,36 +82,80 @@ func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*stor
 	return &r, nil
 }
 
-// recordResults keeps the results a host reported of its own deliveries,
-// each replacing the one before, in one statement.
+// A delivery's last reported result lives in its row (migration 16), in
+// resultColumns; result IS NULL until one is reported. A host reports a
+// run's result with its ack: the ack's statement writes both into the same
+// new version of the row (transition).
+var resultColumns = []string{"result", "result_attempt", "result_handler", "result_response_status",
+	"result_exit_code", "result_duration_ms", "result_error", "result_reported_at"}
+
+// resultParams lists the parameters, from $first, of the arrays
+// resultArrays returns, one per column of resultColumns.
+func resultParams(first int) string {
+	types := []string{"text", "integer", "text", "integer", "integer", "bigint", "text", "timestamptz"}
+	params := make([]string, len(types))
+	for i, t := range types {
+		params[i] = "$" + strconv.Itoa(first+i) + "::" + t + "[]"
+	}
+	return strings.Join(params, ", ")
+}
+
+// resultArrays returns the results reported of ids as arrays beside them,
+// one per column of resultColumns: each id's last result (bounded:
+// store.LastResults), or NULLs where none is.
+func resultArrays(ids []string, results []store.DeliveryResult) []any {
+	at := make(map[string]int, len(results))
+	rs := store.LastResults(results)
+	for i, r := range rs {
+		at[r.DeliveryID] = i
+	}
+	var (
+		kinds, handlers, errs     = make([]*string, len(ids)), make([]*string, len(ids)), make([]*string, len(ids))
+		attempts, statuses, exits = make([]*int32, len(ids)), make([]*int32, len(ids)), make([]*int32, len(ids))
+		durations                 = make([]*int64, len(ids))
+		reportedAt                = make([]*time.Time, len(ids))
+	)
+	for i, id := range ids {
+		j, ok := at[id]
+		if !ok {
+			continue
+		}
+		r := &rs[j]
+		kinds[i], handlers[i], errs[i] = &r.Result, &r.Handler, &r.Error
+		attempts[i], statuses[i], exits[i] = int32p(&r.Attempt), int32p(r.ResponseStatus), int32p(r.ExitCode)
+		t := ms(r.ReportedAt)
+		durations[i], reportedAt[i] = &r.DurationMS, &t
+	}
+	return []any{kinds, attempts, handlers, statuses, exits, durations, errs, reportedAt}
+}
+
+// setReported assigns resultColumns from the columns of the same names of
+// the row r, where its result is not NULL (the row's own values where it
+// is).
+func setReported(r string) string {
+	set := make([]string, len(resultColumns))
+	for i, c := range resultColumns {
+		set[i] = c + " = CASE WHEN " + r + ".result IS NULL THEN d." + c + " ELSE " + r + "." + c + " END"
+	}
+	return strings.Join(set, ", ")
+}
+
+// recordResults writes the results a host reported of its own deliveries
+// into their rows, each replacing the one before, in one statement. An ack
+// writes those of the deliveries it acks itself (transition).
 func recordResults(ctx context.Context, tx pgx.Tx, hostID string, results []store.DeliveryResult) error {
 	if len(results) == 0 {
 		return nil
 	}
-	rs := store.LastResults(results)
-	var (
-		ids, kinds, handlers, errs []string
-		attempts, statuses, exits  []*int32
-		durations                  []int64
-		at                         []time.Time
-	)
-	for _, r := range rs {
-		ids, kinds, handlers, errs = append(ids, r.DeliveryID), append(kinds, r.Result), append(handlers, r.Handler), append(errs, r.Error)
-		attempts, statuses, exits = append(attempts, int32p(&r.Attempt)), append(statuses, int32p(r.ResponseStatus)), append(exits, int32p(r.ExitCode))
-		durations, at = append(durations, r.DurationMS), append(at, ms(r.ReportedAt))
+	results = store.LastResults(results)
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = r.DeliveryID
 	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO delivery_results (delivery_id, attempt, result, handler, response_status, exit_code,
-			duration_ms, error, reported_at)
-		SELECT d.delivery_id, r.attempt, r.result, r.handler, r.response_status, r.exit_code, r.duration_ms, r.error, r.at
-		FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[], $5::integer[], $6::integer[], $7::bigint[],
-			$8::text[], $9::timestamptz[]) AS r(id, attempt, result, handler, response_status, exit_code, duration_ms, error, at)
-		JOIN deliveries d ON d.delivery_id = r.id AND d.host_id = $10
-		ON CONFLICT (delivery_id) DO UPDATE SET attempt = excluded.attempt, result = excluded.result,
-			handler = excluded.handler, response_status = excluded.response_status,
-			exit_code = excluded.exit_code, duration_ms = excluded.duration_ms, error = excluded.error,
-			reported_at = excluded.reported_at`,
-		ids, attempts, kinds, handlers, statuses, exits, durations, errs, at, hostID)
+	_, err := tx.Exec(ctx, `UPDATE deliveries d SET `+setReported("r")+`
+		FROM unnest($2::text[], `+resultParams(3)+`) AS r(delivery_id, `+strings.Join(resultColumns, ", ")+`)
+		WHERE d.delivery_id = r.delivery_id AND `+ofHostByKey,
+		append([]any{hostID, ids}, resultArrays(ids, results)...)...)
 	if err != nil {
 		return fmt.Errorf("record results: %w", err)
 	}

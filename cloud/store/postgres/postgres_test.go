@@ -83,16 +83,23 @@ func explain(ctx context.Context, t *testing.T, q interface {
 	return strings.Join(lines, "\n")
 }
 
-// Bodies moved out of the deliveries row (migration 5) keep their bytes, in
-// both directions.
-func TestMigrateBodies(t *testing.T) {
-	ctx := context.Background()
-	s, url := openStore(ctx, t)
+// migrator returns goose's provider of the store's migrations at url, and
+// its connection.
+func migrator(t *testing.T, url string) (*goose.Provider, *sql.DB) {
 	db, err := sql.Open("pgx", url)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres, goose.WithDisableGlobalRegistry(true))
 	require.NoError(t, err)
+	return p, db
+}
+
+// Bodies moved out of the deliveries row (migration 5) keep their bytes, in
+// both directions.
+func TestMigrateBodies(t *testing.T) {
+	ctx := context.Background()
+	s, url := openStore(ctx, t)
+	p, db := migrator(t, url)
 	storetest.MigrateBodies(ctx, t, s, storetest.Migration{
 		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 4); return err },
 		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
@@ -108,11 +115,7 @@ func TestMigrateBodies(t *testing.T) {
 func TestMigrateQuarantine(t *testing.T) {
 	ctx := context.Background()
 	s, url := openStore(ctx, t)
-	db, err := sql.Open("pgx", url)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
+	p, _ := migrator(t, url)
 	storetest.MigrateQuarantine(ctx, t, s, storetest.Migration{
 		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 6); return err },
 		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
@@ -128,20 +131,16 @@ func TestDeletesLeaveNothing(t *testing.T) {
 	})
 }
 
-// A delivery's events, result and body go with it by a trigger, not by
-// foreign keys (migration 15), which come back, with what they held, when
-// it is undone; deletes leave nothing either way.
+// A delivery's events and body go with it by a trigger, not by foreign keys
+// (migration 15), which come back, with what they held, when it is undone
+// (its result too, back in a table of its own: migration 16 undone).
 func TestMigrateCascadeByTrigger(t *testing.T) {
 	ctx := context.Background()
 	s, conn, url := openWithConn(ctx, t)
-	db, err := sql.Open("pgx", url)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
+	p, _ := migrator(t, url)
 	foreignKeys := func() []string {
 		rows, err := conn.Query(ctx, `SELECT conname FROM pg_constraint WHERE contype = 'f'
-			AND conrelid IN ('delivery_events'::regclass, 'delivery_results'::regclass, 'delivery_bodies'::regclass) ORDER BY conname`)
+			AND conrelid::regclass::text IN ('delivery_events', 'delivery_results', 'delivery_bodies') ORDER BY conname`)
 		require.NoError(t, err)
 		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
@@ -152,11 +151,18 @@ func TestMigrateCascadeByTrigger(t *testing.T) {
 		return n, err
 	}
 	require.Empty(t, foreignKeys())
+	storetest.DeletesLeaveNothing(ctx, t, s, count)
+	held := func() (n int) {
+		require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM delivery_events) + (SELECT count(*) FROM delivery_bodies)`).Scan(&n))
+		return n
+	}
+	before := held()
+	require.Positive(t, before)
 
-	_, err = p.DownTo(ctx, 14)
+	_, err := p.DownTo(ctx, 14)
 	require.NoError(t, err)
 	require.Equal(t, []string{"delivery_bodies_delivery_id_fkey", "delivery_events_delivery_id_fkey", "delivery_results_delivery_id_fkey"}, foreignKeys())
-	storetest.DeletesLeaveNothing(ctx, t, s, count)
+	require.Equal(t, before, held(), "what the foreign keys come back over is kept")
 
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
@@ -165,13 +171,51 @@ func TestMigrateCascadeByTrigger(t *testing.T) {
 	// the trigger takes what they held.
 	_, err = conn.Exec(ctx, `DELETE FROM hosts WHERE id = 'h-delete'`)
 	require.NoError(t, err)
-	for _, table := range []string{"delivery_bodies", "delivery_events", "delivery_results"} {
+	for _, table := range []string{"delivery_bodies", "delivery_events"} {
 		var orphans int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+table+` x
 			WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.delivery_id = x.delivery_id)`).Scan(&orphans))
 		require.Zero(t, orphans, table)
 	}
-	storetest.DeletesLeaveNothing(ctx, t, s, count)
+	require.Less(t, held(), before)
+}
+
+// A delivery's last result moves into its row (migration 16), and back into
+// a table of its own when that is undone, as reported either way.
+func TestMigrateResultIntoDelivery(t *testing.T) {
+	ctx := context.Background()
+	s, conn, url := openWithConn(ctx, t)
+	p, _ := migrator(t, url)
+	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: "h-result", Name: "result", Now: now})
+	require.NoError(t, err)
+	for _, id := range []string{"github:r:1", "github:n:1"} {
+		_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: id, HostID: "h-result", Source: "github",
+			EventID: id, Headers: map[string]string{"x-github-event": "push"}, RawBody: []byte(`{}`), ReceivedAt: now})
+		require.NoError(t, err)
+	}
+	status := 500
+	want := store.DeliveryResult{DeliveryID: "github:r:1", Attempt: 3, Result: "error", Handler: "forward http://127.0.0.1:3000/",
+		ResponseStatus: &status, DurationMS: 40, Error: "status 500", ReportedAt: now}
+	_, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-result", Results: []store.DeliveryResult{want}})
+	require.NoError(t, err)
+
+	_, err = p.DownTo(ctx, 15)
+	require.NoError(t, err)
+	var kept store.DeliveryResult
+	require.NoError(t, conn.QueryRow(ctx, `SELECT delivery_id, attempt, result, handler, response_status, exit_code,
+		duration_ms, error, reported_at FROM delivery_results`).Scan(&kept.DeliveryID, &kept.Attempt, &kept.Result,
+		&kept.Handler, &kept.ResponseStatus, &kept.ExitCode, &kept.DurationMS, &kept.Error, &kept.ReportedAt))
+	kept.ReportedAt = kept.ReportedAt.UTC()
+	require.Equal(t, want, kept, "the one result back in its table")
+
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	got, err := s.DeliveryResultGet(ctx, want.DeliveryID)
+	require.NoError(t, err)
+	require.Equal(t, want, *got)
+	_, err = s.DeliveryResultGet(ctx, "github:n:1")
+	require.ErrorIs(t, err, store.ErrNotFound, "none reported")
 }
 
 // Retention reads the partial index of the status it prunes: those indexes

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -137,6 +138,26 @@ func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Equal(t, store.DeliveryResult{DeliveryID: d.ID, Attempt: 2, Result: "success", Handler: handler,
 			ExitCode: &exit, ReportedAt: now}, *r, "kept as sent, quotes, escapes and all")
+
+		// A result reported with an ack that no longer applies (acked
+		// already: the host lost the answer) replaces the one kept all the
+		// same; so does one reported with a nack, beside an ack.
+		e := insert(ctx, t, s, b.host.ID, "evt-n", base, deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		res, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
+			Ack:  &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: now},
+			Nack: delivery.NackParams(b.host.ID, []delivery.Nack{{ID: e.ID, Error: "500", Retryable: true}}, delivery.RetryPolicy{}, now),
+			Results: []store.DeliveryResult{{DeliveryID: d.ID, Attempt: 2, Result: "skipped", ReportedAt: now},
+				{DeliveryID: e.ID, Attempt: 1, Result: "error", Error: "500", ReportedAt: now}}})
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryReportResult{Nacked: 1}, *res)
+		r, err = s.DeliveryResultGet(ctx, d.ID)
+		require.NoError(t, err)
+		require.Equal(t, "skipped", r.Result)
+		r, err = s.DeliveryResultGet(ctx, e.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.DeliveryResult{DeliveryID: e.ID, Attempt: 1, Result: "error", Error: "500", ReportedAt: now}, *r)
+		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, e.ID).Status)
 
 		// Deleting the delivery deletes its result.
 		n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked, PruneParams: store.PruneParams{Before: now.Add(time.Hour)}})

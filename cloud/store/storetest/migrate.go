@@ -62,8 +62,8 @@ func orEmpty(b []byte) []byte {
 }
 
 // DeletesLeaveNothing holds an engine's delete path to the tables beside
-// deliveries: after a prune and a DLQ purge, no body or audit event is left
-// without its delivery. count returns how many rows a table holds for the
+// deliveries: after a prune and a DLQ purge, no body, audit event or result
+// is left without its delivery. count returns how many rows a table holds for the
 // given delivery ids.
 func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count func(ctx context.Context, table string, ids []string) (int, error)) {
 	t.Helper()
@@ -77,8 +77,10 @@ func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count
 	_, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-delete", Results: []store.DeliveryResult{
 		{DeliveryID: acked.ID, Attempt: 1, Result: "success", ReportedAt: base}}})
 	require.NoError(t, err)
+	_, err = s.DeliveryResultGet(ctx, acked.ID)
+	require.NoError(t, err)
 	gone := []string{acked.ID, dead.ID}
-	for _, table := range []string{"delivery_bodies", "delivery_events", "delivery_results"} {
+	for _, table := range []string{"delivery_bodies", "delivery_events"} {
 		n, err := count(ctx, table, gone)
 		require.NoError(t, err)
 		require.Positive(t, n, "%s holds rows of the deliveries to delete", table)
@@ -91,13 +93,12 @@ func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 
-	for _, table := range []string{"delivery_bodies", "delivery_events", "delivery_results"} {
+	_, err = s.DeliveryResultGet(ctx, acked.ID)
+	require.ErrorIs(t, err, store.ErrNotFound, "the result of a deleted delivery")
+	for _, table := range []string{"delivery_bodies", "delivery_events"} {
 		n, err := count(ctx, table, gone)
 		require.NoError(t, err)
 		require.Zero(t, n, "%s rows of deleted deliveries", table)
-		if table == "delivery_results" {
-			continue // none reported for the one kept
-		}
 		n, err = count(ctx, table, []string{kept.ID})
 		require.NoError(t, err)
 		require.Positive(t, n, "%s rows of the delivery kept", table)
