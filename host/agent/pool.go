@@ -16,17 +16,20 @@ import (
 type pool struct {
 	workers int
 	// handle runs w's handler on a worker; settle records what it returned,
-	// on a goroutine of its own, and takes w out of flight.
+	// off the worker, and takes w out of flight.
 	handle func(w *shared.Webhook) outcome
 	settle func(w *shared.Webhook, o outcome)
 	// pending counts webhooks started and not yet settled.
 	pending *sync.WaitGroup
 
-	// jobs hands webhooks to idle worker goroutines; quit ends them.
-	jobs       chan shared.Webhook
-	quit       chan struct{}
-	goroutines sync.WaitGroup // worker goroutines
-	idle       atomic.Int32
+	// jobs hands webhooks to idle worker goroutines, and outcomes to idle
+	// settling ones; quit ends them.
+	jobs        chan shared.Webhook
+	outcomes    chan settling
+	quit        chan struct{}
+	goroutines  sync.WaitGroup // worker and settling goroutines
+	idle        atomic.Int32
+	idleSettles atomic.Int32
 	// stopping is set once the pool starts nothing more.
 	stopping atomic.Bool
 
@@ -56,16 +59,23 @@ type queued struct {
 	seq uint64
 }
 
+// settling is a webhook's outcome on its way to settle.
+type settling struct {
+	w shared.Webhook
+	o outcome
+}
+
 func newPool(workers int, pending *sync.WaitGroup, handle func(*shared.Webhook) outcome, settle func(*shared.Webhook, outcome)) *pool {
 	return &pool{
-		workers: workers,
-		handle:  handle,
-		settle:  settle,
-		pending: pending,
-		jobs:    make(chan shared.Webhook),
-		quit:    make(chan struct{}),
-		lanes:   make(map[string]*lane),
-		runs:    make(map[string]RunningWebhook),
+		workers:  workers,
+		handle:   handle,
+		settle:   settle,
+		pending:  pending,
+		jobs:     make(chan shared.Webhook),
+		outcomes: make(chan settling),
+		quit:     make(chan struct{}),
+		lanes:    make(map[string]*lane),
+		runs:     make(map[string]RunningWebhook),
 	}
 }
 
@@ -209,7 +219,7 @@ func (p *pool) worker(w shared.Webhook) {
 }
 
 // work runs w's handler on a worker, frees the worker, and settles the
-// outcome on a goroutine of its own: the next webhook of the lane starts
+// outcome on another goroutine (settler): the next webhook of the lane starts
 // while this one's outcome waits for its commit (a group commit with the
 // others'). w stays in flight, and its lease extended, until its outcome is
 // durable.
@@ -225,10 +235,36 @@ func (p *pool) work(w shared.Webhook) {
 	}
 	p.pump()
 	p.mu.Unlock()
-	go func() {
-		defer p.pending.Done()
-		p.settle(&w, o)
-	}()
+	select {
+	case p.outcomes <- settling{w: w, o: o}:
+	default:
+		p.goroutines.Add(1)
+		go p.settler(settling{w: w, o: o})
+	}
+}
+
+// settler settles outcomes until the pool is closed; it stays idle only
+// while fewer than workers others do. Like workers, settling goroutines
+// are kept between outcomes: one started for each grew its stack anew on
+// the way to the ledger and the log.
+func (p *pool) settler(s settling) {
+	defer p.goroutines.Done()
+	for {
+		p.settle(&s.w, s.o)
+		s = settling{}
+		p.pending.Done()
+		if p.idleSettles.Add(1) > int32(p.workers) {
+			p.idleSettles.Add(-1)
+			return
+		}
+		select {
+		case s = <-p.outcomes:
+			p.idleSettles.Add(-1)
+		case <-p.quit:
+			p.idleSettles.Add(-1)
+			return
+		}
+	}
 }
 
 // stop starts nothing more.
@@ -250,7 +286,7 @@ func (p *pool) takeQueued() []shared.Webhook {
 	return dropped
 }
 
-// close ends the idle worker goroutines once nothing runs.
+// close ends the idle worker and settling goroutines once nothing runs.
 func (p *pool) close() {
 	close(p.quit)
 	p.goroutines.Wait()
