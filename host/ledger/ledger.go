@@ -394,7 +394,17 @@ var migrations = []string{
 	CREATE INDEX ledger_processed_at ON ledger (processed_at DESC, delivery_id DESC);
 	CREATE INDEX ledger_source ON ledger (source, processed_at DESC, delivery_id DESC);
 	CREATE INDEX ledger_result ON ledger (result, processed_at DESC, delivery_id DESC);`,
+	// The failures' and skips' index holds only those (unsuccessful): a
+	// success, nearly every record, no longer writes an entry into it. A
+	// list of successes reads the processed_at index, which they fill.
+	`DROP INDEX ledger_result;
+	CREATE INDEX ledger_unsuccessful ON ledger (result, processed_at DESC, delivery_id DESC)
+		WHERE ` + unsuccessful + `;`,
 }
+
+// unsuccessful is the condition of the ledger_unsuccessful index; a query
+// that names it may read that index.
+const unsuccessful = `result <> 'success'`
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	tx, err := db.BeginTx(ctx, nil)
@@ -687,33 +697,10 @@ func (l *Ledger) DeliveryList(ctx context.Context, p ListParams) ([]Entry, strin
 	if p.Limit <= 0 {
 		return nil, "", fmt.Errorf("list deliveries: limit must be positive")
 	}
-	var (
-		where []string
-		args  []any
-	)
-	if p.Result != "" {
-		where, args = append(where, "result = ?"), append(args, p.Result)
+	q, args, err := listQuery(p)
+	if err != nil {
+		return nil, "", err
 	}
-	if p.Source != "" {
-		where, args = append(where, "source = ?"), append(args, p.Source)
-	}
-	if !p.Since.IsZero() {
-		where, args = append(where, "processed_at >= ?"), append(args, p.Since.UnixMilli())
-	}
-	if p.Cursor != "" {
-		at, id, err := decodeCursor(p.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		where, args = append(where, "(processed_at, delivery_id) < (?, ?)"), append(args, at, id)
-	}
-	q := `SELECT ` + entryColumns + ` FROM ledger`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY processed_at DESC, delivery_id DESC LIMIT ?`
-	args = append(args, p.Limit+1)
-
 	rows, err := l.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list deliveries: %w", err)
@@ -737,6 +724,39 @@ func (l *Ledger) DeliveryList(ctx context.Context, p ListParams) ([]Entry, strin
 		next = encodeCursor(last.ProcessedAt.UnixMilli(), last.DeliveryID)
 	}
 	return entries, next, nil
+}
+
+// listQuery is DeliveryList's query of p, and its arguments.
+func listQuery(p ListParams) (string, []any, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.Result != "" {
+		where, args = append(where, "result = ?"), append(args, p.Result)
+		if p.Result != ResultSuccess {
+			where = append(where, unsuccessful)
+		}
+	}
+	if p.Source != "" {
+		where, args = append(where, "source = ?"), append(args, p.Source)
+	}
+	if !p.Since.IsZero() {
+		where, args = append(where, "processed_at >= ?"), append(args, p.Since.UnixMilli())
+	}
+	if p.Cursor != "" {
+		at, id, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		where, args = append(where, "(processed_at, delivery_id) < (?, ?)"), append(args, at, id)
+	}
+	q := `SELECT ` + entryColumns + ` FROM ledger`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY processed_at DESC, delivery_id DESC LIMIT ?`
+	return q, append(args, p.Limit+1), nil
 }
 
 func encodeCursor(processedAtMS int64, deliveryID string) string {

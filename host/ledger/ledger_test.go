@@ -267,6 +267,13 @@ func TestList(t *testing.T) {
 	require.Empty(t, next)
 	require.Equal(t, []string{"d6", "d3", "d0"}, ids(page))
 
+	page, _, err = l.DeliveryList(ctx, ListParams{Limit: 10, Result: ResultSkipped})
+	require.NoError(t, err)
+	require.Equal(t, []string{"same-b", "same-a"}, ids(page))
+	page, _, err = l.DeliveryList(ctx, ListParams{Limit: 10, Result: ResultSuccess})
+	require.NoError(t, err)
+	require.Equal(t, []string{"d5", "d4", "d2", "d1"}, ids(page))
+
 	page, _, err = l.DeliveryList(ctx, ListParams{Limit: 10, Source: "stripe", Since: t0.Add(3 * time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, []string{"d6", "d3"}, ids(page))
@@ -625,7 +632,21 @@ func TestLookUpsUseTheKey(t *testing.T) {
 			require.Contains(t, joined, c.search, joined)
 			require.NotContains(t, joined, "SCAN ledger", joined)
 			require.NotContains(t, joined, "SCAN l ", joined)
-			require.NotContains(t, joined, "ledger_result", joined)
+			require.NotContains(t, joined, "ledger_unsuccessful", joined)
 		})
+	}
+}
+
+// TestUnsuccessfulListsReadTheirIndex: the failures and skips are listed
+// from the index that holds only them (a success writes no entry into it);
+// successes from the processed_at index.
+func TestUnsuccessfulListsReadTheirIndex(t *testing.T) {
+	l, _ := setup(t)
+	for result, index := range map[Result]string{ResultError: "ledger_unsuccessful", ResultSkipped: "ledger_unsuccessful", ResultSuccess: "ledger_processed_at"} {
+		q, args, err := listQuery(ListParams{Result: result, Limit: 10})
+		require.NoError(t, err)
+		joined := fmt.Sprint(dbfiletest.QueryPlan(t, l.read, q, args...))
+		require.Contains(t, joined, "USING INDEX "+index, "%s: %s", result, joined)
+		require.NotContains(t, joined, "TEMP B-TREE", "%s: %s", result, joined)
 	}
 }
