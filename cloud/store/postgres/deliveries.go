@@ -703,18 +703,17 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 
 const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
 
-// lockTransitionable follows the columns of a SELECT: it locks host $1's
-// deliveries among ids $2 whose status is among $3 (those a transition
-// allows), in id order so that concurrent callers cannot deadlock.
-const lockTransitionable = `FROM deliveries d
-	WHERE ` + ofHostByKey + ` AND delivery_id = ANY($2) AND status || '' = ANY($3)
-	ORDER BY delivery_id
-	FOR UPDATE`
+// lockTransitionable locks host $1's deliveries among ids $2 whose status
+// is among $3 (those a transition allows), and returns their
+// failingColumns: each found by its key (lockByKey), in id order so that
+// concurrent callers cannot deadlock.
+const lockTransitionable = `SELECT d.* FROM (SELECT DISTINCT delivery_id FROM unnest($2::text[]) AS i(delivery_id) ORDER BY 1) a
+	CROSS JOIN LATERAL (SELECT ` + failingColumns + ` FROM deliveries d WHERE ` + lockByKey + `) d`
 
 // lockForTransition locks the host's deliveries among ids whose status tr
 // allows (lockTransitionable).
 func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
-	rows, err := tx.Query(ctx, `SELECT `+failingColumns+` `+lockTransitionable, hostID, ids, statusNames(tr.From))
+	rows, err := tx.Query(ctx, lockTransitionable, hostID, ids, statusNames(tr.From))
 	if err != nil {
 		return nil, err
 	}
@@ -736,12 +735,20 @@ func collectFailing(rows pgx.Rows) ([]store.Failing, error) {
 	})
 }
 
-// ofHostByKey keeps a look-up of deliveries d by their keys to host $1's,
-// without offering the planner an index of the host for it; a status
-// condition beside it is written the same way (|| ”), for the indexes of
-// statuses. Planned from statistics taken before a backlog queued, an ack
-// of 500 deliveries read every delivering row of the host, or of all
-// hosts, instead (200 ms an ack), where each key finds one row.
+// lockByKey, the condition of a sub-select of deliveries d beside a row a
+// of ids (a LATERAL join), locks the delivery a.delivery_id when it is
+// host $1's and in a status among $3: by its key, one look-up per id,
+// whatever the statistics say. Joined or matched to the ids as a whole,
+// the deliveries were read by an index of their host or status whenever
+// statistics taken before a backlog queued made those look cheaper (an ack
+// of 500 read every delivering row of its host, 200 ms an ack), or by the
+// whole table while it was small. Host and status are written so that no
+// index of theirs serves the look-up (ofHostByKey).
+const lockByKey = `d.delivery_id = a.delivery_id AND ` + ofHostByKey + ` AND d.status || '' = ANY($3)
+	FOR UPDATE`
+
+// ofHostByKey keeps a look-up of deliveries d by their keys to host $1's
+// without offering the planner an index of the host for it.
 const ofHostByKey = `d.host_id || '' = $1`
 
 // rowQuerier is the pool, or a transaction.
@@ -750,7 +757,7 @@ type rowQuerier interface {
 }
 
 // transition applies tr to the host's deliveries among ids that it allows,
-// in one statement (one round trip): it locks them (by key, in id order, so
+// in one statement (one round trip): it locks them (lockByKey, in id order, so
 // that concurrent callers cannot deadlock), sets status to tr.To (kept when
 // tr.To is empty) plus the columns in set, and writes each one's audit
 // event. set may use $5 (now) and parameters from $8 on, args. A delivery
@@ -801,11 +808,9 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 	err := q.QueryRow(ctx, `
 		WITH locked AS (
 			SELECT d.delivery_id, d.status, a.written_at`+carried+`
-			FROM unnest($2::text[], $7::timestamptz[]`+reported+`) AS a(delivery_id, written_at`+named+`)
-			JOIN deliveries d ON d.delivery_id = a.delivery_id
-			WHERE `+ofHostByKey+` AND d.status || '' = ANY($3)
-			ORDER BY d.delivery_id
-			FOR UPDATE OF d
+			FROM (SELECT * FROM unnest($2::text[], $7::timestamptz[]`+reported+`)
+				AS a(delivery_id, written_at`+named+`) ORDER BY delivery_id) a
+			CROSS JOIN LATERAL (SELECT d.delivery_id, d.status FROM deliveries d WHERE `+lockByKey+`) d
 		), changed AS (
 			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), `+set+`
 			FROM locked WHERE d.delivery_id = locked.delivery_id

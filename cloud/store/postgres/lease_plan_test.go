@@ -61,14 +61,13 @@ func TestLeaseCandidatesReadTheAvailableIndexInOrder(t *testing.T) {
 	require.NotContains(t, plan, "Bitmap", plan)
 }
 
-// A change of deliveries named by their ids (an ack, a nack) is not planned
-// on an index of their host or status, whose estimates go stale: planned
-// from statistics taken before a backlog queued, such an index looked
-// cheapest, and an ack of 500 read every delivering row of its host (200 ms
-// an ack in the bench's drain). What is left is the key, or reading the
-// table when that costs less than 500 look-ups, both priced from the
-// table's size as it is.
-func TestChangesByIDSkipHostAndStatusIndexes(t *testing.T) {
+// A change of deliveries named by their ids (an ack, a nack) reads each by
+// its key, whatever the estimates (lockByKey). Matched to the ids as a
+// whole, planned from statistics taken before a backlog queued, they were
+// read by an index of their host or status (an ack of 500 read every
+// delivering row of its host, 200 ms an ack in the bench's drain), or by
+// the whole table while it was small.
+func TestChangesByIDReadEachKey(t *testing.T) {
 	ctx := context.Background()
 	_, conn, _ := openWithConn(ctx, t)
 	insert := `INSERT INTO deliveries (delivery_id, host_id, source, event_id, headers, body_size, status, max_attempts, received_at, updated_at)
@@ -93,15 +92,23 @@ func TestChangesByIDSkipHostAndStatusIndexes(t *testing.T) {
 		ids[i] = fmt.Sprintf("github:h1%d", 1000+i)
 	}
 	lock := func(q string) string {
-		return explain(ctx, t, conn, `SELECT delivery_id `+q, "h1", ids, []string{"delivering", "delivered"})
+		return explain(ctx, t, conn, q, "h1", ids, []string{"delivering", "delivered"})
 	}
 	stale := []string{"deliveries_host_status_idx", "deliveries_lease_idx", "deliveries_available_idx", "deliveries_host_received_idx"}
 	onStale := func(plan string) bool {
 		return slices.ContainsFunc(stale, func(index string) bool { return strings.Contains(plan, index) })
 	}
-	plain := strings.NewReplacer(postgres.OfHostByKey, "d.host_id = $1", "status || ''", "status").Replace(postgres.LockTransitionable)
-	bad := lock(plain)
+	// The ids matched as a whole, host and status as they are.
+	bad := lock(`SELECT delivery_id FROM deliveries WHERE host_id = $1 AND delivery_id = ANY($2) AND status = ANY($3)
+		ORDER BY delivery_id FOR UPDATE`)
 	require.True(t, onStale(bad), "the stale estimates read an index of the host or the statuses:\n%s", bad)
+	// Host and status kept from indexes, the ids still matched as a whole.
+	whole := lock(`SELECT delivery_id FROM deliveries d WHERE ` + postgres.OfHostByKey + ` AND delivery_id = ANY($2)
+		AND status || '' = ANY($3) ORDER BY delivery_id FOR UPDATE`)
+	require.Contains(t, whole, "Seq Scan on deliveries", "500 look-ups priced above reading the table:\n%s", whole)
+
 	plan := lock(postgres.LockTransitionable)
+	require.Contains(t, plan, "Index Scan using deliveries_pkey", plan)
 	require.False(t, onStale(plan), plan)
+	require.NotContains(t, plan, "Seq Scan on deliveries", plan)
 }
