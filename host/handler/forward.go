@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -36,6 +38,29 @@ type Forward struct {
 	url    *url.URL
 	client *http.Client
 	name   string
+	// names remembers header names' canonical spellings (canonical).
+	names      sync.Map // string -> string
+	namesCount atomic.Int32
+}
+
+// maxNames bounds how many header names a Forward remembers.
+const maxNames = 256
+
+// canonical returns http.CanonicalHeaderKey(k), remembered: a provider
+// sends the same few names with every webhook, and spelling a lower-case
+// name anew allocated each of them for every request. The first maxNames
+// names are remembered; others are spelled each time.
+func (f *Forward) canonical(k string) string {
+	if ck, ok := f.names.Load(k); ok {
+		return ck.(string)
+	}
+	ck := http.CanonicalHeaderKey(k)
+	if f.namesCount.Load() < maxNames {
+		if _, loaded := f.names.LoadOrStore(k, ck); !loaded {
+			f.namesCount.Add(1)
+		}
+	}
+	return ck
 }
 
 // NewForward returns a Forward handler for opts.
@@ -102,7 +127,7 @@ func (f *Forward) Handle(ctx context.Context, job Job) Outcome {
 	// Headers named by the provider's Connection header are hop-by-hop too.
 	var connTokens map[string]bool
 	for k, v := range w.Headers {
-		if http.CanonicalHeaderKey(k) == "Connection" {
+		if f.canonical(k) == "Connection" {
 			if connTokens == nil {
 				connTokens = map[string]bool{}
 			}
@@ -116,7 +141,7 @@ func (f *Forward) Handle(ctx context.Context, job Job) Outcome {
 	// the ledger's output says so. The others are the provider's bytes.
 	var dropped []string
 	for k, v := range w.Headers {
-		ck := http.CanonicalHeaderKey(k)
+		ck := f.canonical(k)
 		if hopByHop[ck] || connTokens[ck] {
 			continue
 		}

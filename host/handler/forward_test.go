@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -231,4 +232,59 @@ func TestForwardKeepsAConnectionPerWorker(t *testing.T) {
 		wg.Wait()
 	}
 	require.LessOrEqual(t, dials.Load(), int32(2*workers))
+}
+
+// Header names are spelled canonically once and remembered, up to
+// maxNames; names past the bound are still forwarded, spelled each time.
+func TestForwardRemembersBoundedHeaderNames(t *testing.T) {
+	t.Parallel()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header
+	}))
+	t.Cleanup(srv.Close)
+	f := newForward(t, srv.URL, nil)
+	w := testWebhook("{}")
+	for i := range maxNames + 50 {
+		w.Headers[fmt.Sprintf("x-extra-%d", i)] = "v"
+	}
+	for range 2 {
+		out := f.Handle(context.Background(), Job{Webhook: w})
+		require.True(t, out.OK, out.Error)
+		h := <-got
+		require.Equal(t, "v", h.Get("X-Extra-0"))
+		require.Equal(t, "v", h.Get(fmt.Sprintf("X-Extra-%d", maxNames+49)))
+		require.Contains(t, h, "X-Github-Event", "canonical spelling")
+	}
+	n := 0
+	f.names.Range(func(k, v any) bool {
+		require.Equal(t, http.CanonicalHeaderKey(k.(string)), v)
+		n++
+		return true
+	})
+	require.Equal(t, maxNames, n)
+}
+
+// BenchmarkForward forwards a GitHub-sized webhook (its headers and a 2 KB
+// body) to a local receiver over kept connections.
+func BenchmarkForward(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+	}))
+	b.Cleanup(srv.Close)
+	f, err := NewForward(ForwardOptions{URL: srv.URL + "/github", ConnectTimeout: time.Second, Timeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := testWebhook(strings.Repeat("x", 2048))
+	for k, v := range map[string]string{"x-github-hook-id": "1", "x-github-hook-installation-target-id": "2",
+		"x-github-hook-installation-target-type": "repository", "accept": "*/*", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"} {
+		w.Headers[k] = v
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if out := f.Handle(context.Background(), Job{Webhook: w}); !out.OK {
+			b.Fatal(out.Error)
+		}
+	}
 }
