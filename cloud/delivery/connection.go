@@ -287,15 +287,24 @@ func (r *Connections) Open(ctx context.Context, hostID string, replace func(), d
 	}
 	r.mu.Lock()
 	c.epoch = res.Epoch
-	superseded := c.replaced || c.newest > c.epoch
+	// A newer connection announced before this one had its epoch replaced
+	// it all the same: it is told so like any other.
+	replaceNow := !c.replaced && c.newest > c.epoch
+	if replaceNow {
+		c.replaced = true
+	}
+	superseded := c.replaced
 	// One replaced here was waited for above.
 	elsewhere := res.Replaced != 0 && (old == nil || old.epoch != res.Replaced)
-	c.waiting = elsewhere && !superseded
+	c.waiting = elsewhere
 	r.mu.Unlock()
-	if superseded {
-		return c, ErrReplaced
+	if replaceNow {
+		c.replace()
 	}
 	if !elsewhere {
+		if superseded {
+			return c, ErrReplaced
+		}
 		return c, nil
 	}
 	defer func() {

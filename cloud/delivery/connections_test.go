@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/store"
 )
 
 // Two replicas' registries over one store, each fed by its own listener,
@@ -23,9 +24,16 @@ type replica struct {
 
 func (b *bundle) replica(takeover time.Duration) *replica {
 	b.t.Helper()
+	return b.replicaOver(b.store, takeover)
+}
+
+// replicaOver is a replica whose registry opens and closes connections in
+// st.
+func (b *bundle) replicaOver(st delivery.SocketStore, takeover time.Duration) *replica {
+	b.t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := delivery.New(b.store, delivery.Config{}, b.clock, log)
-	conns := delivery.NewConnections(b.store, b.clock, log, takeover)
+	conns := delivery.NewConnections(st, b.clock, log, takeover)
 	svc.OnSocket(conns.Observe)
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
@@ -157,5 +165,51 @@ func TestConnectionsReplacedWhileOpening(t *testing.T) {
 		require.Equal(t, 0, a.conns.Count())
 		require.Equal(t, 0, other.conns.Count())
 		require.Equal(t, 1, third.conns.Count())
+	})
+}
+
+// announcing answers SocketOpen as its store does, and calls then what a
+// listener might hear before the caller reads the answer.
+type announcing struct {
+	delivery.SocketStore
+	then func(res *store.SocketOpenResult)
+}
+
+func (a announcing) SocketOpen(ctx context.Context, hostID string) (*store.SocketOpenResult, error) {
+	res, err := a.SocketStore.SocketOpen(ctx, hostID)
+	if err == nil {
+		a.then(res)
+	}
+	return res, err
+}
+
+// A newer connection announced while an opening one had no epoch yet (the
+// store answered, the registry had not read it) replaces it all the same:
+// it is told so, and still waits for the one it replaces, elsewhere, to be
+// released before it gives up.
+func TestConnectionsReplacedBeforeTheirEpoch(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		a := b.replica(time.Minute)
+		first := openAsync(b.ctx, a, b.host.ID)
+		require.NoError(t, first.waitOpened(t))
+		var other *replica
+		other = b.replicaOver(announcing{SocketStore: b.store, then: func(res *store.SocketOpenResult) {
+			other.conns.Observe(store.SocketEvent{HostID: b.host.ID, Epoch: res.Epoch + 1, Open: true})
+		}}, time.Minute)
+		waiting := openAsync(b.ctx, other, b.host.ID)
+		first.waitReplaced(t)
+		waiting.waitReplaced(t)
+		select {
+		case <-waiting.opened:
+			t.Fatal("gave up before the connection it replaced was released")
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(first.done)
+		a.conns.Close(first.c)
+		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
+		close(waiting.done)
+		other.conns.Close(waiting.c)
+		require.Equal(t, 0, a.conns.Count())
+		require.Equal(t, 0, other.conns.Count())
 	})
 }
