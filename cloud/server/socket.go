@@ -366,7 +366,7 @@ func (ss *socketSession) read(ctx context.Context) (*shared.Frame, error) {
 		return nil, protocolError("frames are JSON text messages")
 	}
 	var f shared.Frame
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := shared.UnmarshalFrame(data, &f); err != nil {
 		return nil, protocolError("malformed frame: %s", describeJSONError(err))
 	}
 	return &f, nil
