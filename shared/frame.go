@@ -26,51 +26,31 @@ func UnmarshalFrame(b []byte, f *Frame) error {
 // false (f then partly written).
 func plainReport(b []byte, f *Frame) bool {
 	p := frameScan{b: b, s: string(b)}
-	if !p.next('{') {
-		return false
-	}
-	if !p.next('}') {
-		var seen uint8
-		for {
-			name, ok := p.str()
-			if !ok || !p.next(':') {
-				return false
-			}
-			var bit uint8
-			switch name {
-			case "type":
-				bit = 1
-				f.Type, ok = p.str()
-			case "id":
-				bit = 2
-				f.ID, ok = p.int64()
-			case "acks":
-				bit = 4
-				f.Acks, ok = p.strs()
-			case "extends":
-				bit = 8
-				f.Extends, ok = p.strs()
-			case "results":
-				bit = 16
-				f.Results, ok = p.results()
-			case "stopping":
-				bit = 32
-				f.Stopping, ok = p.bool()
-			}
-			if bit == 0 || !ok || seen&bit != 0 {
-				return false
-			}
-			seen |= bit
-			if p.next('}') {
-				break
-			}
-			if !p.next(',') {
-				return false
-			}
+	ok := p.object(func(name string) (bit uint8, ok bool) {
+		switch name {
+		case "type":
+			f.Type, ok = p.str()
+			return 1, ok
+		case "id":
+			f.ID, ok = p.int64()
+			return 2, ok
+		case "acks":
+			f.Acks, ok = array(&p, p.str)
+			return 4, ok
+		case "extends":
+			f.Extends, ok = array(&p, p.str)
+			return 8, ok
+		case "results":
+			f.Results, ok = array(&p, p.result)
+			return 16, ok
+		case "stopping":
+			f.Stopping, ok = p.bool()
+			return 32, ok
 		}
-	}
+		return 0, false
+	})
 	p.space()
-	return p.i == len(b)
+	return ok && p.i == len(b)
 }
 
 // frameScan reads JSON from b[i:]; s is one copy of b, which the strings
@@ -190,56 +170,10 @@ func (p *frameScan) literal(word string) bool {
 	return true
 }
 
-// strs reads an array of strings (never nil, as encoding/json's).
-func (p *frameScan) strs() ([]string, bool) {
-	if !p.next('[') {
-		return nil, false
-	}
-	out := []string{}
-	if p.next(']') {
-		return out, true
-	}
-	for {
-		s, ok := p.str()
-		if !ok {
-			return nil, false
-		}
-		out = append(out, s)
-		if p.next(']') {
-			return out, true
-		}
-		if !p.next(',') {
-			return nil, false
-		}
-	}
-}
-
-// results reads an array of results.
-func (p *frameScan) results() ([]WebhookResult, bool) {
-	if !p.next('[') {
-		return nil, false
-	}
-	out := []WebhookResult{}
-	if p.next(']') {
-		return out, true
-	}
-	for {
-		var r WebhookResult
-		if !p.result(&r) {
-			return nil, false
-		}
-		out = append(out, r)
-		if p.next(']') {
-			return out, true
-		}
-		if !p.next(',') {
-			return nil, false
-		}
-	}
-}
-
-// result reads one result object.
-func (p *frameScan) result(r *WebhookResult) bool {
+// object reads an object, each member's value by read, which returns the
+// member's bit (0: a member not read here) and whether its value read. A
+// member given twice is refused.
+func (p *frameScan) object(read func(name string) (bit uint8, ok bool)) bool {
 	if !p.next('{') {
 		return false
 	}
@@ -252,33 +186,7 @@ func (p *frameScan) result(r *WebhookResult) bool {
 		if !ok || !p.next(':') {
 			return false
 		}
-		var bit uint8
-		switch name {
-		case "delivery_id":
-			bit = 1
-			r.DeliveryID, ok = p.str()
-		case "attempt":
-			bit = 2
-			r.Attempt, ok = p.int()
-		case "result":
-			bit = 4
-			r.Result, ok = p.str()
-		case "handler":
-			bit = 8
-			r.Handler, ok = p.str()
-		case "response_status":
-			bit = 16
-			r.ResponseStatus, ok = p.optInt()
-		case "exit_code":
-			bit = 32
-			r.ExitCode, ok = p.optInt()
-		case "duration_ms":
-			bit = 64
-			r.DurationMS, ok = p.int64()
-		case "error":
-			bit = 128
-			r.Error, ok = p.str()
-		}
+		bit, ok := read(name)
 		if bit == 0 || !ok || seen&bit != 0 {
 			return false
 		}
@@ -290,4 +198,64 @@ func (p *frameScan) result(r *WebhookResult) bool {
 			return false
 		}
 	}
+}
+
+// array reads an array, each element by read (never nil, as encoding/json
+// decodes one).
+func array[T any](p *frameScan, read func() (T, bool)) ([]T, bool) {
+	if !p.next('[') {
+		return nil, false
+	}
+	out := []T{}
+	if p.next(']') {
+		return out, true
+	}
+	for {
+		v, ok := read()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, v)
+		if p.next(']') {
+			return out, true
+		}
+		if !p.next(',') {
+			return nil, false
+		}
+	}
+}
+
+// result reads one result object.
+func (p *frameScan) result() (WebhookResult, bool) {
+	var r WebhookResult
+	ok := p.object(func(name string) (bit uint8, ok bool) {
+		switch name {
+		case "delivery_id":
+			r.DeliveryID, ok = p.str()
+			return 1, ok
+		case "attempt":
+			r.Attempt, ok = p.int()
+			return 2, ok
+		case "result":
+			r.Result, ok = p.str()
+			return 4, ok
+		case "handler":
+			r.Handler, ok = p.str()
+			return 8, ok
+		case "response_status":
+			r.ResponseStatus, ok = p.optInt()
+			return 16, ok
+		case "exit_code":
+			r.ExitCode, ok = p.optInt()
+			return 32, ok
+		case "duration_ms":
+			r.DurationMS, ok = p.int64()
+			return 64, ok
+		case "error":
+			r.Error, ok = p.str()
+			return 128, ok
+		}
+		return 0, false
+	})
+	return r, ok
 }

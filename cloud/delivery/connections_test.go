@@ -74,6 +74,12 @@ func (c *conn) waitOpened(t *testing.T) error {
 	}
 }
 
+// release says c released what it carried, and closes it on r.
+func (c *conn) release(r *replica) {
+	close(c.done)
+	r.conns.Close(c.c)
+}
+
 func (c *conn) waitReplaced(t *testing.T) {
 	t.Helper()
 	select {
@@ -99,8 +105,7 @@ func TestConnectionsAcrossReplicas(t *testing.T) {
 			t.Fatal("opened before the connection it replaces was released")
 		case <-time.After(100 * time.Millisecond):
 		}
-		close(first.done)
-		a.conns.Close(first.c)
+		first.release(a)
 		require.NoError(t, second.waitOpened(t))
 		require.Equal(t, 0, a.conns.Count())
 		require.Equal(t, 1, other.conns.Count())
@@ -108,15 +113,13 @@ func TestConnectionsAcrossReplicas(t *testing.T) {
 		// Back on the first replica: the same the other way.
 		third := openAsync(b.ctx, a, b.host.ID)
 		second.waitReplaced(t)
-		close(second.done)
-		other.conns.Close(second.c)
+		second.release(other)
 		require.NoError(t, third.waitOpened(t))
 
 		// On the same replica, the older is closed and waited for at once.
 		fourth := openAsync(b.ctx, a, b.host.ID)
 		third.waitReplaced(t)
-		close(third.done)
-		a.conns.Close(third.c)
+		third.release(a)
 		require.NoError(t, fourth.waitOpened(t))
 		require.Equal(t, 1, a.conns.Count())
 	})
@@ -156,11 +159,9 @@ func TestConnectionsReplacedWhileOpening(t *testing.T) {
 			t.Fatal("opened before the connections it replaces were released")
 		case <-time.After(100 * time.Millisecond):
 		}
-		close(first.done)
-		a.conns.Close(first.c)
+		first.release(a)
 		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
-		close(waiting.done)
-		other.conns.Close(waiting.c)
+		waiting.release(other)
 		require.NoError(t, newest.waitOpened(t))
 		require.Equal(t, 0, a.conns.Count())
 		require.Equal(t, 0, other.conns.Count())
@@ -204,11 +205,9 @@ func TestConnectionsReplacedBeforeTheirEpoch(t *testing.T) {
 			t.Fatal("gave up before the connection it replaced was released")
 		case <-time.After(100 * time.Millisecond):
 		}
-		close(first.done)
-		a.conns.Close(first.c)
+		first.release(a)
 		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
-		close(waiting.done)
-		other.conns.Close(waiting.c)
+		waiting.release(other)
 		require.Equal(t, 0, a.conns.Count())
 		require.Equal(t, 0, other.conns.Count())
 	})
