@@ -55,11 +55,14 @@ func (f *Forward) canonical(k string) string {
 		return ck.(string)
 	}
 	ck := http.CanonicalHeaderKey(k)
-	if f.namesCount.Load() < maxNames {
+	// A place is taken before the name is stored, so that concurrent
+	// requests never remember more than maxNames.
+	if f.namesCount.Add(1) <= maxNames {
 		if _, loaded := f.names.LoadOrStore(k, ck); !loaded {
-			f.namesCount.Add(1)
+			return ck
 		}
 	}
+	f.namesCount.Add(-1)
 	return ck
 }
 

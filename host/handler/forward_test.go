@@ -263,6 +263,23 @@ func TestForwardRemembersBoundedHeaderNames(t *testing.T) {
 		return true
 	})
 	require.Equal(t, maxNames, n)
+
+	// Concurrent requests never remember more than the bound either.
+	g := newForward(t, srv.URL, nil)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range maxNames {
+				name := fmt.Sprintf("name-%d", w*maxNames/4+i) // overlapping, 3 * maxNames in all
+				require.Equal(t, "X-"+strings.ToUpper(name[:1])+name[1:], g.canonical("x-"+name))
+			}
+		})
+	}
+	wg.Wait()
+	n = 0
+	g.names.Range(func(any, any) bool { n++; return true })
+	require.Equal(t, maxNames, n)
+	require.EqualValues(t, maxNames, g.namesCount.Load())
 }
 
 // BenchmarkForward forwards a GitHub-sized webhook (its headers and a 2 KB

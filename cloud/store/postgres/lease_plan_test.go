@@ -50,8 +50,7 @@ func TestLeaseCandidatesReadTheAvailableIndexInOrder(t *testing.T) {
 // its key, whatever the estimates (lockByKey). Matched to the ids as a
 // whole, planned from statistics taken before a backlog queued, they were
 // read by an index of their host or status (an ack of 500 read every
-// delivering row of its host, 200 ms an ack in the bench's drain), or by
-// the whole table while it was small.
+// delivering row of its host), or by the whole table while it was small.
 func TestChangesByIDReadEachKey(t *testing.T) {
 	ctx := context.Background()
 	_, conn, _ := openWithConn(ctx, t)
