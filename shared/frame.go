@@ -3,7 +3,8 @@ package shared
 import (
 	"encoding/json"
 	"math"
-	"unicode/utf8"
+
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 // UnmarshalFrame decodes a frame's JSON into f as json.Unmarshal(b, f)
@@ -61,16 +62,7 @@ type frameScan struct {
 	i int
 }
 
-func (p *frameScan) space() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *frameScan) space() { p.i = jsonwalk.SkipSpace(p.b, p.i) }
 
 // next reads the byte c, after space.
 func (p *frameScan) next(c byte) bool {
@@ -82,26 +74,16 @@ func (p *frameScan) next(c byte) bool {
 	return false
 }
 
-// str reads a string that means its bytes: no escape, no control
-// character, valid UTF-8.
+// str reads a string that means its bytes (jsonwalk.PlainString).
 func (p *frameScan) str() (string, bool) {
-	if !p.next('"') {
+	p.space()
+	end := jsonwalk.PlainString(p.b, p.i)
+	if end < 0 {
 		return "", false
 	}
-	start := p.i
-	for ; p.i < len(p.b); p.i++ {
-		switch c := p.b[p.i]; {
-		case c == '"':
-			if !utf8.Valid(p.b[start:p.i]) {
-				return "", false
-			}
-			p.i++
-			return p.s[start : p.i-1], true
-		case c == '\\' || c < 0x20:
-			return "", false
-		}
-	}
-	return "", false
+	s := p.s[p.i+1 : end]
+	p.i = end + 1
+	return s, true
 }
 
 // int64 reads an integer as JSON writes one: no fraction, no exponent, at

@@ -48,23 +48,37 @@ func plainStrings(b []byte) (map[string]string, bool) {
 	return m, walked && ok
 }
 
-// plainText: a JSON string whose content means its bytes — no escapes,
-// valid UTF-8, no control characters (which JSON refuses).
+// plainText: a quoted JSON string whose content means its bytes
+// (PlainString).
 func plainText(quoted []byte) bool {
-	if len(quoted) < 2 || quoted[0] != '"' {
-		return false
+	return len(quoted) >= 2 && PlainString(quoted, 0) == len(quoted)-1
+}
+
+// PlainString is the index of the quote closing the JSON string that opens
+// at b[i] when its content means its bytes — no escapes, no control
+// characters (which JSON refuses), valid UTF-8 — or -1 (no string there,
+// or one whose content is not its bytes).
+func PlainString(b []byte, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
 	}
-	c := quoted[1 : len(quoted)-1]
-	if bytes.IndexByte(c, '\\') >= 0 {
-		return false
-	}
-	for _, ch := range c {
-		if ch < 0x20 {
-			return false
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			if !utf8.Valid(b[i+1 : j]) {
+				return -1
+			}
+			return j
+		case c == '\\' || c < 0x20:
+			return -1
 		}
 	}
-	return utf8.Valid(c)
+	return -1
 }
+
+// SkipSpace is the index of the first byte at or after b[i] that is not
+// JSON white space.
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
 
 // offset is where sub, a subslice of b, starts in b.
 func offset(b, sub []byte) int { return cap(b) - cap(sub) }

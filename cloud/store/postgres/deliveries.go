@@ -772,23 +772,10 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	// The results come as arrays beside ids, like the write times: joined
-	// to the locked rows by key, a planner expecting a handful of rows
-	// compared every row with every other.
-	reported, named, carried, others := "", "", "", ""
+	first := 0 // the result arrays' first parameter; 0: none
 	if len(results) > 0 {
-		first := 8 + len(args)
+		first = 8 + len(args)
 		args = append(args, resultArrays(ids, results)...)
-		reported = `, ` + resultParams(first)
-		named = `, ` + strings.Join(resultColumns, ", ")
-		carried = `, a.` + strings.Join(resultColumns, ", a.")
-		set += `, ` + setReported("locked")
-		others = `, others AS (
-			UPDATE deliveries d SET ` + setReported("r") + `
-			FROM unnest($2::text[], ` + resultParams(first) + `) AS r(delivery_id, ` + strings.Join(resultColumns, ", ") + `)
-			WHERE r.result IS NOT NULL AND d.delivery_id = r.delivery_id AND ` + ofHostByKey + `
-				AND r.delivery_id NOT IN (SELECT delivery_id FROM locked)
-		)`
 	}
 	// Each id's write time, or NULL: an array beside ids.
 	writtenAt := make([]*time.Time, len(ids))
@@ -802,18 +789,45 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 				writtenAt[i] = &t
 			}
 		}
+	}
+	var n int
+	err := q.QueryRow(ctx, transitionStatement(set, len(written) > 0, first),
+		append([]any{hostID, ids, statusNames(tr.From), string(tr.To), now, tr.Reason, writtenAt}, args...)...).Scan(&n)
+	return n, err
+}
+
+// transitionStatement is transition's statement, setting the columns in
+// set, delivered_at from the write times when written, and the reported
+// results when resultsFrom (their arrays' first parameter) is not 0.
+func transitionStatement(set string, written bool, resultsFrom int) string {
+	// The results come as arrays beside ids, like the write times: joined
+	// to the locked rows by key, a planner expecting a handful of rows
+	// compared every row with every other.
+	reported, named, carried, others := "", "", "", ""
+	if resultsFrom != 0 {
+		reported = `, ` + resultParams(resultsFrom)
+		named = `, ` + strings.Join(resultColumns, ", ")
+		carried = `, a.` + strings.Join(resultColumns, ", a.")
+		set += `, ` + setReported("locked")
+		others = `, others AS (
+			UPDATE deliveries d SET ` + setReported("r") + `
+			FROM unnest($2::text[], ` + resultParams(resultsFrom) + `) AS r(delivery_id, ` + strings.Join(resultColumns, ", ") + `)
+			WHERE r.result IS NOT NULL AND d.delivery_id = r.delivery_id AND ` + ofHostByKey + `
+				AND r.delivery_id NOT IN (SELECT delivery_id FROM locked)
+		)`
+	}
+	if written {
 		set += `, delivered_at = CASE WHEN locked.status = 'delivering' AND locked.written_at IS NOT NULL
 			THEN locked.written_at ELSE d.delivered_at END`
 	}
-	var n int
-	err := q.QueryRow(ctx, `
+	return `
 		WITH locked AS (
-			SELECT d.delivery_id, d.status, a.written_at`+carried+`
-			FROM (SELECT * FROM unnest($2::text[], $7::timestamptz[]`+reported+`)
-				AS a(delivery_id, written_at`+named+`) ORDER BY delivery_id) a
-			CROSS JOIN LATERAL (SELECT d.delivery_id, d.status FROM deliveries d WHERE `+lockByKey+`) d
+			SELECT d.delivery_id, d.status, a.written_at` + carried + `
+			FROM (SELECT * FROM unnest($2::text[], $7::timestamptz[]` + reported + `)
+				AS a(delivery_id, written_at` + named + `) ORDER BY delivery_id) a
+			CROSS JOIN LATERAL (SELECT d.delivery_id, d.status FROM deliveries d WHERE ` + lockByKey + `) d
 		), changed AS (
-			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), `+set+`
+			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), ` + set + `
 			FROM locked WHERE d.delivery_id = locked.delivery_id
 			RETURNING d.delivery_id, locked.status AS from_status, d.status AS to_status, d.attempts,
 				CASE WHEN locked.status = 'delivering' THEN locked.written_at END AS written_at
@@ -821,17 +835,15 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT delivery_id, at, from_status, to_status, reason, attempts FROM (
 				SELECT delivery_id, written_at AS at, 'delivering' AS from_status, 'delivered' AS to_status,
-					'`+store.TransitionDelivered.Reason+`' AS reason, attempts, 0 AS step
+					'` + store.TransitionDelivered.Reason + `' AS reason, attempts, 0 AS step
 				FROM changed WHERE written_at IS NOT NULL
 				UNION ALL
 				SELECT delivery_id, $5, CASE WHEN written_at IS NOT NULL THEN 'delivered' ELSE from_status END,
 					to_status, $6, attempts, 1
 				FROM changed
 			) e ORDER BY delivery_id, step
-		)`+others+`
-		SELECT count(*) FROM changed`,
-		append([]any{hostID, ids, statusNames(tr.From), string(tr.To), now, tr.Reason, writtenAt}, args...)...).Scan(&n)
-	return n, err
+		)` + others + `
+		SELECT count(*) FROM changed`
 }
 
 func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMarkDeliveredParams) (int, error) {
@@ -847,9 +859,11 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 // ack acks p's deliveries and records results, those of the deliveries it
 // acks in the same change of their rows.
 func ack(ctx context.Context, q rowQuerier, p *store.DeliveryAckParams, results []store.DeliveryResult) (int, error) {
-	return transition(ctx, q, store.TransitionAck, p.HostID, p.IDs, p.Written, results, ms(p.Now),
-		`acked_at = $5, updated_at = $5, lease_expires_at = NULL, next_retry_at = NULL`)
+	return transition(ctx, q, store.TransitionAck, p.HostID, p.IDs, p.Written, results, ms(p.Now), ackSet)
 }
+
+// ackSet is what an ack sets beside the status (transition).
+const ackSet = `acked_at = $5, updated_at = $5, lease_expires_at = NULL, next_retry_at = NULL`
 
 func extend(ctx context.Context, q rowQuerier, p *store.DeliveryExtendParams) (int, error) {
 	return transition(ctx, q, store.TransitionExtend, p.HostID, p.IDs, nil, nil, ms(p.Now),

@@ -18,3 +18,7 @@ const (
 	LockTransitionable = lockTransitionable
 	OfHostByKey        = ofHostByKey
 )
+
+// AckStatement is an ack's statement with write times and results
+// ($8-$15), for the plan test.
+var AckStatement = transitionStatement(ackSet, true, 8)

@@ -147,10 +147,14 @@ func recordResults(ctx context.Context, tx pgx.Tx, hostID string, results []stor
 	if len(results) == 0 {
 		return nil
 	}
-	results = store.LastResults(results)
-	ids := make([]string, len(results))
-	for i, r := range results {
-		ids[i] = r.DeliveryID
+	// Each delivery once; resultArrays gives each its last result.
+	ids := make([]string, 0, len(results))
+	seen := make(map[string]bool, len(results))
+	for _, r := range results {
+		if !seen[r.DeliveryID] {
+			seen[r.DeliveryID] = true
+			ids = append(ids, r.DeliveryID)
+		}
 	}
 	_, err := tx.Exec(ctx, `UPDATE deliveries d SET `+setReported("r")+`
 		FROM unnest($2::text[], `+resultParams(3)+`) AS r(delivery_id, `+strings.Join(resultColumns, ", ")+`)

@@ -208,6 +208,9 @@ func TestMigrateResultIntoDelivery(t *testing.T) {
 		&kept.Handler, &kept.ResponseStatus, &kept.ExitCode, &kept.DurationMS, &kept.Error, &kept.ReportedAt))
 	kept.ReportedAt = kept.ReportedAt.UTC()
 	require.Equal(t, want, kept, "the one result back in its table")
+	var rows int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM delivery_results`).Scan(&rows))
+	require.Equal(t, 1, rows, "none for the delivery without one")
 
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
