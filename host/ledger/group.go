@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -187,7 +188,7 @@ func (l *Ledger) apply(ops []*op) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	var upsert, outboxDel, outboxIns, delSeqs *sql.Stmt
+	var upsert, outboxDel, outboxIns, delSeqs, ran *sql.Stmt
 	stmt := func(st **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
 		if *st == nil {
 			*st = tx.StmtContext(ctx, prepared)
@@ -195,6 +196,7 @@ func (l *Ledger) apply(ops []*op) error {
 		return *st
 	}
 	var recorded []*op
+	changes := make([]change, 0, len(ops))
 	for _, o := range ops {
 		switch o.kind {
 		case opRecord:
@@ -209,6 +211,7 @@ func (l *Ledger) apply(ops []*op) error {
 				break
 			}
 			recorded = append(recorded, o)
+			o.ob.Ran = ranOf(&o.entry)
 			fallthrough
 		case opEnqueue:
 			ob := o.ob
@@ -216,14 +219,33 @@ func (l *Ledger) apply(ops []*op) error {
 				err = fmt.Errorf("replace outbox entry: %w", err)
 				break
 			}
-			if _, err = stmt(&outboxIns, l.outboxIns).ExecContext(ctx, ob.DeliveryID, string(ob.Kind), ob.Error,
+			var res sql.Result
+			if res, err = stmt(&outboxIns, l.outboxIns).ExecContext(ctx, ob.DeliveryID, string(ob.Kind), ob.Error,
 				ob.Retryable, ob.Attempt, ob.NotStarted, ob.CreatedAt.UnixMilli()); err != nil {
 				err = fmt.Errorf("insert outbox entry: %w", err)
+				break
 			}
+			if ob.Seq, err = res.LastInsertId(); err != nil {
+				err = fmt.Errorf("insert outbox entry: %w", err)
+				break
+			}
+			ob.CreatedAt = time.UnixMilli(ob.CreatedAt.UnixMilli()).UTC()
+			if o.kind == opEnqueue {
+				var n nullRun
+				err = stmt(&ran, l.ran).QueryRowContext(ctx, ob.DeliveryID, ob.DeliveryID).Scan(&n.result, &n.attempt,
+					&n.handler, &n.responseStatus, &n.exitCode, &n.duration, &n.err)
+				if err != nil && !errors.Is(err, sql.ErrNoRows) {
+					err = fmt.Errorf("read the run of an outbox entry: %w", err)
+					break
+				}
+				err, ob.Ran = nil, n.run()
+			}
+			changes = append(changes, change{add: &ob})
 		case opDelete:
 			if _, err = stmt(&delSeqs, l.outboxDelSeqs).ExecContext(ctx, seqList(o.seqs)); err != nil {
 				err = fmt.Errorf("delete outbox entries: %w", err)
 			}
+			changes = append(changes, change{seqs: o.seqs})
 		}
 		if err != nil {
 			tx.Rollback()
@@ -238,6 +260,7 @@ func (l *Ledger) apply(ops []*op) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	l.commits.Add(1)
+	l.pending.apply(changes)
 	return nil
 }
 

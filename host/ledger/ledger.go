@@ -136,8 +136,12 @@ type Ledger struct {
 	read  *sql.DB
 
 	// Prepared statements of the hot paths (nil when read-only).
-	upsert, attempts, outboxDel, outboxIns, outboxDelSeqs *sql.Stmt
-	get, done                                             *sql.Stmt
+	upsert, attempts, outboxDel, outboxIns, outboxDelSeqs, ran *sql.Stmt
+	get, done                                                  *sql.Stmt
+
+	// pending is the outbox as the writer's last commit left it (nil when
+	// read-only): see outbox.go.
+	pending *pending
 
 	ops        chan *op      // writes waiting for the writer
 	closing    chan struct{} // closed by Close: the writer commits what waits, then stops
@@ -193,6 +197,14 @@ func Open(ctx context.Context, path string) (*Ledger, error) {
 		read.Close()
 		return nil, fmt.Errorf("open ledger %q: prepare: %w", path, err)
 	}
+	entries, err := listOutbox(ctx, read, -1)
+	if err != nil {
+		l.closeStmts()
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("open ledger %q: %w", path, err)
+	}
+	l.pending = newPending(entries)
 	l.ops = make(chan *op, maxGroup)
 	l.closing = make(chan struct{})
 	l.writerDone = make(chan struct{})
@@ -284,12 +296,13 @@ func (l *Ledger) prepare(ctx context.Context) error {
 		l.outboxIns = prep(l.write, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, not_started, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`)
 		l.outboxDelSeqs = prep(l.write, `DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))`)
+		l.ran = prep(l.write, ranQuery)
 	}
 	return err
 }
 
 func (l *Ledger) closeStmts() {
-	for _, st := range []*sql.Stmt{l.get, l.done, l.upsert, l.attempts, l.outboxDel, l.outboxIns, l.outboxDelSeqs} {
+	for _, st := range []*sql.Stmt{l.get, l.done, l.upsert, l.attempts, l.outboxDel, l.outboxIns, l.outboxDelSeqs, l.ran} {
 		if st != nil {
 			st.Close()
 		}
@@ -593,83 +606,6 @@ func (l *Ledger) DeliveryRecord(ctx context.Context, p RecordParams) (int, error
 		return 0, fmt.Errorf("record delivery %q: %w", e.DeliveryID, err)
 	}
 	return o.attempts, nil
-}
-
-// OutboxEnqueue queues an outcome on its own, replacing a pending entry of the
-// same delivery. It is used to ack again a delivery the ledger already holds.
-// Like DeliveryRecord, concurrent calls share one transaction.
-func (l *Ledger) OutboxEnqueue(ctx context.Context, ob OutboxEntry) error {
-	if ob.Kind != OutboxAck && ob.Kind != OutboxNack {
-		return fmt.Errorf("enqueue %s for %q: invalid outbox kind %q", ob.Kind, ob.DeliveryID, ob.Kind)
-	}
-	if err := l.submit(ctx, &op{kind: opEnqueue, ob: ob}); err != nil {
-		return fmt.Errorf("enqueue %s for %q: %w", ob.Kind, ob.DeliveryID, err)
-	}
-	return nil
-}
-
-// outboxListQuery lists the outbox, oldest first, each entry with its
-// ledger row's outcome when it has one.
-const outboxListQuery = `SELECT o.seq, o.delivery_id, o.kind, o.error, o.retryable, o.attempt, o.not_started, o.created_at,
-		l.result, l.cloud_attempt, l.handler, l.response_status, l.exit_code, l.duration_ms, l.error
-	FROM outbox o LEFT JOIN ledger l ON substr(l.delivery_id, -13) = substr(o.delivery_id, -13) AND l.delivery_id = o.delivery_id
-	ORDER BY o.seq LIMIT ?`
-
-// OutboxList returns up to limit pending outbox entries, oldest first.
-func (l *Ledger) OutboxList(ctx context.Context, limit int) ([]OutboxEntry, error) {
-	rows, err := l.read.QueryContext(ctx, outboxListQuery, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list outbox: %w", err)
-	}
-	defer rows.Close()
-	var out []OutboxEntry
-	for rows.Next() {
-		var (
-			ob        OutboxEntry
-			createdAt int64
-		)
-		var (
-			result, handler, runErr  sql.NullString
-			attempt, duration        sql.NullInt64
-			responseStatus, exitCode *int
-		)
-		if err := rows.Scan(&ob.Seq, &ob.DeliveryID, &ob.Kind, &ob.Error, &ob.Retryable, &ob.Attempt, &ob.NotStarted, &createdAt,
-			&result, &attempt, &handler, &responseStatus, &exitCode, &duration, &runErr); err != nil {
-			return nil, fmt.Errorf("list outbox: %w", err)
-		}
-		if result.Valid {
-			ob.Ran = &RunResult{Result: Result(result.String), Attempt: int(attempt.Int64), Handler: handler.String,
-				ResponseStatus: responseStatus, ExitCode: exitCode, DurationMS: duration.Int64, Error: runErr.String}
-		}
-		ob.CreatedAt = time.UnixMilli(createdAt).UTC()
-		out = append(out, ob)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list outbox: %w", err)
-	}
-	return out, nil
-}
-
-// OutboxDelete removes exactly the outbox entries with the given sequence
-// numbers (those a successful heartbeat carried); entries queued since stay.
-// It shares a transaction with concurrent records.
-func (l *Ledger) OutboxDelete(ctx context.Context, seqs []int64) error {
-	if len(seqs) == 0 {
-		return nil
-	}
-	if err := l.submit(ctx, &op{kind: opDelete, seqs: seqs}); err != nil {
-		return fmt.Errorf("delete %d outbox entries: %w", len(seqs), err)
-	}
-	return nil
-}
-
-// OutboxCount returns the number of pending outbox entries.
-func (l *Ledger) OutboxCount(ctx context.Context) (int, error) {
-	var n int
-	if err := l.read.QueryRowContext(ctx, `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count outbox: %w", err)
-	}
-	return n, nil
 }
 
 // DeliveryCount returns the number of rows in the ledger.

@@ -1,0 +1,92 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestOutboxHeldMatchesTheTable: the outbox a writable ledger lists from
+// memory is the one its table holds, entry for entry (sequence numbers, the
+// run each reports), after records, re-records, acks queued again, hand-backs,
+// deletions and a transaction that failed, made concurrently so that they
+// share transactions; and after opening the ledger again.
+func TestOutboxHeldMatchesTheTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, path := setup(t)
+	_, err := l.write.ExecContext(ctx, `CREATE TRIGGER refuse BEFORE INSERT ON ledger
+		WHEN NEW.delivery_id LIKE 'bad%' BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
+	require.NoError(t, err)
+	table, err := OpenReadOnly(ctx, path)
+	require.NoError(t, err)
+	defer table.Close()
+
+	same := func(l *Ledger) {
+		t.Helper()
+		held, err := l.OutboxList(ctx, 1<<20)
+		require.NoError(t, err)
+		stored, err := table.OutboxList(ctx, 1<<20)
+		require.NoError(t, err)
+		require.Equal(t, stored, held)
+		n, err := l.OutboxCount(ctx)
+		require.NoError(t, err)
+		require.Equal(t, len(stored), n)
+		first, err := l.OutboxList(ctx, 3)
+		require.NoError(t, err)
+		require.Equal(t, stored[:min(3, len(stored))], first)
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 20 {
+		listed, err := l.OutboxList(ctx, 1<<20)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for w := range 16 {
+			id := fmt.Sprintf("d%d", rng.IntN(40))
+			switch k := rng.IntN(10); {
+			case k < 5:
+				e := entry(id, []Result{ResultSuccess, ResultError, ResultSkipped}[rng.IntN(3)], t0)
+				e.CloudAttempt, e.ResponseStatus = round, ptr(200+w)
+				wg.Go(func() { _, _ = l.DeliveryRecord(ctx, RecordParams{Entry: e, Retryable: true}) })
+			case k < 7:
+				wg.Go(func() {
+					_ = l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: id, Kind: OutboxAck, CreatedAt: t0})
+				})
+			case k < 8:
+				wg.Go(func() {
+					_ = l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "never-" + id, Kind: OutboxNack, NotStarted: true,
+						Retryable: true, Error: "host stopping: not started", CreatedAt: t0})
+				})
+			case k < 9:
+				wg.Go(func() { _, _ = l.DeliveryRecord(ctx, RecordParams{Entry: entry("bad-"+id, ResultSuccess, t0)}) })
+			default:
+				var seqs []int64
+				for _, ob := range listed {
+					if rng.IntN(2) == 0 {
+						seqs = append(seqs, ob.Seq)
+					}
+				}
+				wg.Go(func() { _ = l.OutboxDelete(ctx, seqs) })
+			}
+		}
+		wg.Wait()
+		same(l)
+	}
+	require.NoError(t, l.Close())
+
+	l, err = Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	same(l)
+	// Taken out of memory as out of the table.
+	listed, err := l.OutboxList(ctx, 1<<20)
+	require.NoError(t, err)
+	require.NotEmpty(t, listed)
+	require.NoError(t, l.OutboxDelete(ctx, []int64{listed[0].Seq}))
+	same(l)
+}
