@@ -197,6 +197,7 @@ func (l *Ledger) apply(ops []*op) error {
 	}
 	var recorded []*op
 	changes := make([]change, 0, len(ops))
+	added := make(map[string]int64, len(ops)) // delivery id → the seq its entry got in this transaction
 	for _, o := range ops {
 		switch o.kind {
 		case opRecord:
@@ -215,9 +216,18 @@ func (l *Ledger) apply(ops []*op) error {
 			fallthrough
 		case opEnqueue:
 			ob := o.ob
-			if _, err = stmt(&outboxDel, l.outboxDel).ExecContext(ctx, ob.DeliveryID); err != nil {
-				err = fmt.Errorf("replace outbox entry: %w", err)
-				break
+			// The delivery's pending entry, if it has one, is replaced: it
+			// is known by its sequence number, from this transaction or
+			// from pending.
+			prev, ok := added[ob.DeliveryID]
+			if !ok {
+				prev, ok = l.pending.seqOf(ob.DeliveryID)
+			}
+			if ok {
+				if _, err = stmt(&outboxDel, l.outboxDel).ExecContext(ctx, prev); err != nil {
+					err = fmt.Errorf("replace outbox entry: %w", err)
+					break
+				}
 			}
 			var res sql.Result
 			if res, err = stmt(&outboxIns, l.outboxIns).ExecContext(ctx, ob.DeliveryID, string(ob.Kind), ob.Error,
@@ -240,6 +250,7 @@ func (l *Ledger) apply(ops []*op) error {
 				}
 				err, ob.Ran = nil, n.run()
 			}
+			added[ob.DeliveryID] = ob.Seq
 			changes = append(changes, change{add: &ob})
 		case opDelete:
 			if _, err = stmt(&delSeqs, l.outboxDelSeqs).ExecContext(ctx, seqList(o.seqs)); err != nil {

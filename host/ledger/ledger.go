@@ -292,7 +292,7 @@ func (l *Ledger) prepare(ctx context.Context) error {
 		// a third of a record's CPU.
 		l.attempts = prep(l.write, `SELECT l.delivery_id, l.attempts FROM json_each(?) AS j
 			JOIN ledger AS l ON `+joinKey)
-		l.outboxDel = prep(l.write, `DELETE FROM outbox WHERE delivery_id = ?`)
+		l.outboxDel = prep(l.write, `DELETE FROM outbox WHERE seq = ?`)
 		l.outboxIns = prep(l.write, `INSERT INTO outbox (delivery_id, kind, error, retryable, attempt, not_started, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`)
 		l.outboxDelSeqs = prep(l.write, `DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))`)
@@ -413,6 +413,10 @@ var migrations = []string{
 	`DROP INDEX ledger_result;
 	CREATE INDEX ledger_unsuccessful ON ledger (result, processed_at DESC, delivery_id DESC)
 		WHERE ` + unsuccessful + `;`,
+	// An outbox entry is replaced by its sequence number, which the writer
+	// knows (outbox.go): the index of delivery ids had no other reader, and
+	// each entry cost an insert into it and a delete from it.
+	`DROP INDEX outbox_delivery_id;`,
 }
 
 // unsuccessful is the condition of the ledger_unsuccessful index; a query

@@ -134,12 +134,23 @@ type pending struct {
 	order []int64          // seqs, ascending, some removed
 }
 
+// newPending holds entries, the table's, oldest first.
 func newPending(entries []OutboxEntry) *pending {
 	p := &pending{bySeq: make(map[int64]OutboxEntry, len(entries)), byID: make(map[string]int64, len(entries))}
 	for _, ob := range entries {
-		p.add(ob)
+		p.bySeq[ob.Seq] = ob
+		p.byID[ob.DeliveryID] = ob.Seq
+		p.order = append(p.order, ob.Seq)
 	}
 	return p
+}
+
+// seqOf returns the seq of the delivery's pending entry.
+func (p *pending) seqOf(deliveryID string) (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.byID[deliveryID]
+	return s, ok
 }
 
 // add puts ob in, replacing the entry of its delivery; the caller holds mu
