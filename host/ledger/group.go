@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -241,14 +240,9 @@ func (l *Ledger) apply(ops []*op) error {
 			}
 			ob.CreatedAt = time.UnixMilli(ob.CreatedAt.UnixMilli()).UTC()
 			if o.kind == opEnqueue {
-				var n nullRun
-				err = stmt(&ran, l.ran).QueryRowContext(ctx, ob.DeliveryID, ob.DeliveryID).Scan(&n.result, &n.attempt,
-					&n.handler, &n.responseStatus, &n.exitCode, &n.duration, &n.err)
-				if err != nil && !errors.Is(err, sql.ErrNoRows) {
-					err = fmt.Errorf("read the run of an outbox entry: %w", err)
+				if ob.Ran, err = readRun(ctx, stmt(&ran, l.ran), ob.DeliveryID); err != nil {
 					break
 				}
-				err, ob.Ran = nil, n.run()
 			}
 			added[ob.DeliveryID] = ob.Seq
 			changes = append(changes, change{add: &ob})

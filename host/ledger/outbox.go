@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -92,10 +93,32 @@ func (n *nullRun) run() *RunResult {
 }
 
 // ranOf is what the ledger row e records of its run, as OutboxList reports
-// it with the row's outbox entry.
+// it with the row's outbox entry (its own copy).
 func ranOf(e *Entry) *RunResult {
-	return &RunResult{Result: e.Result, Attempt: e.CloudAttempt, Handler: e.Handler, ResponseStatus: e.ResponseStatus,
-		ExitCode: e.ExitCode, DurationMS: e.DurationMS, Error: e.Error}
+	return &RunResult{Result: e.Result, Attempt: e.CloudAttempt, Handler: e.Handler, ResponseStatus: clonePtr(e.ResponseStatus),
+		ExitCode: clonePtr(e.ExitCode), DurationMS: e.DurationMS, Error: e.Error}
+}
+
+func clonePtr(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	return ptr(*p)
+}
+
+// readRun reads the run the ledger records of a delivery with st (a
+// prepared ranQuery), nil when it has no row.
+func readRun(ctx context.Context, st *sql.Stmt, deliveryID string) (*RunResult, error) {
+	var n nullRun
+	err := st.QueryRowContext(ctx, deliveryID, deliveryID).Scan(&n.result, &n.attempt, &n.handler, &n.responseStatus,
+		&n.exitCode, &n.duration, &n.err)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the run of an outbox entry: %w", err)
+	}
+	return n.run(), nil
 }
 
 // OutboxDelete removes exactly the outbox entries with the given sequence
@@ -123,7 +146,10 @@ func (l *Ledger) OutboxCount(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// pending holds the outbox's entries as the last commit left them. Entries
+// pending holds the outbox's entries as the last commit left them, each with
+// the run its ledger row recorded when it was queued (a row pruned since by
+// retention still reports it; the table, read again at open, no longer
+// does). Entries
 // are added in the order of their sequence numbers (the table's AUTOINCREMENT
 // key, given by the one writer), so order stays sorted by appending; removed
 // entries leave a hole in order until enough of them are compacted away.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -89,4 +90,36 @@ func TestOutboxHeldMatchesTheTable(t *testing.T) {
 	require.NotEmpty(t, listed)
 	require.NoError(t, l.OutboxDelete(ctx, []int64{listed[0].Seq}))
 	same(l)
+}
+
+// TestOutboxHeldKeepsTheRunOfAPrunedRow: an outcome waiting to be reported
+// still carries the run its row recorded after retention pruned the row;
+// the table, read again at open, no longer has it to give.
+func TestOutboxHeldKeepsTheRunOfAPrunedRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, path := setup(t)
+	e := entry("github:a:1", ResultSuccess, t0)
+	e.ResponseStatus = ptr(204)
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: e})
+	require.NoError(t, err)
+	n, err := l.DeliveryPrune(ctx, t0.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	ob, err := l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 1)
+	require.Equal(t, &RunResult{Result: ResultSuccess, Handler: e.Handler, ResponseStatus: ptr(204), DurationMS: 12}, ob[0].Ran)
+	*e.ResponseStatus = 500
+	require.Equal(t, 204, *ob[0].Ran.ResponseStatus, "the entry's own copy")
+
+	require.NoError(t, l.Close())
+	l, err = Open(ctx, path)
+	require.NoError(t, err)
+	defer l.Close()
+	ob, err = l.OutboxList(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, ob, 1)
+	require.Nil(t, ob[0].Ran)
 }
