@@ -119,9 +119,7 @@ func TestGroupCommitOneFailureFailsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, _ := setup(t)
-	_, err := l.write.ExecContext(ctx, `CREATE TRIGGER refuse BEFORE INSERT ON ledger
-		WHEN NEW.delivery_id LIKE 'bad%' BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
-	require.NoError(t, err)
+	refuseBad(t, l)
 
 	release := holdWriter(t, l)
 	first := recordTaken(t, l, "first")
@@ -146,9 +144,18 @@ func TestGroupCommitOneFailureFailsAlone(t *testing.T) {
 	// "first" alone; then the group fails and is retried one by one, the
 	// three good records each in a transaction of its own.
 	require.Equal(t, before+4, l.commits.Load())
-	_, err = l.DeliveryGet(ctx, "bad1")
+	_, err := l.DeliveryGet(ctx, "bad1")
 	require.ErrorIs(t, err, ErrNotFound)
 	require.ElementsMatch(t, []string{"first", "good1", "good2", "good3"}, outboxIDs(t, l), "no ack for the refused record")
+}
+
+// refuseBad makes l's database refuse to record a delivery whose id starts
+// with "bad" ("refused by trigger").
+func refuseBad(t *testing.T, l *Ledger) {
+	t.Helper()
+	_, err := l.write.ExecContext(context.Background(), `CREATE TRIGGER refuse BEFORE INSERT ON ledger
+		WHEN NEW.delivery_id LIKE 'bad%' BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
+	require.NoError(t, err)
 }
 
 // TestGroupCommitCanceledWhileQueued: a caller that gives up while its record

@@ -20,9 +20,7 @@ func TestOutboxHeldMatchesTheTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, path := setup(t)
-	_, err := l.write.ExecContext(ctx, `CREATE TRIGGER refuse BEFORE INSERT ON ledger
-		WHEN NEW.delivery_id LIKE 'bad%' BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END`)
-	require.NoError(t, err)
+	refuseBad(t, l)
 	table, err := OpenReadOnly(ctx, path)
 	require.NoError(t, err)
 	defer table.Close()
