@@ -149,10 +149,10 @@ func (l *Ledger) OutboxCount(ctx context.Context) (int, error) {
 // pending holds the outbox's entries as the last commit left them, each with
 // the run its ledger row recorded when it was queued (a row pruned since by
 // retention still reports it; the table, read again at open, no longer
-// does). Entries
-// are added in the order of their sequence numbers (the table's AUTOINCREMENT
-// key, given by the one writer), so order stays sorted by appending; removed
-// entries leave a hole in order until enough of them are compacted away.
+// does). Entries are added in the order of their sequence numbers (the
+// table's AUTOINCREMENT key, given by the one writer), so order stays sorted
+// by appending; removed entries leave a hole in order until enough of them
+// are compacted away.
 type pending struct {
 	mu    sync.Mutex
 	bySeq map[int64]OutboxEntry
@@ -179,8 +179,7 @@ func (p *pending) seqOf(deliveryID string) (int64, bool) {
 	return s, ok
 }
 
-// add puts ob in, replacing the entry of its delivery; the caller holds mu
-// (or owns p).
+// add puts ob in, replacing the entry of its delivery; the caller holds mu.
 func (p *pending) add(ob OutboxEntry) {
 	if old, ok := p.byID[ob.DeliveryID]; ok {
 		delete(p.bySeq, old)
@@ -217,7 +216,6 @@ func (p *pending) compact() {
 			kept = append(kept, s)
 		}
 	}
-	clear(p.order[len(kept):])
 	p.order = kept
 }
 
