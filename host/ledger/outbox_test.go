@@ -45,24 +45,31 @@ func TestOutboxHeldMatchesTheTable(t *testing.T) {
 		listed, err := l.OutboxList(ctx, 1<<20)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
+		errs := make(chan error, 16) // of the writes that must succeed
 		for w := range 16 {
 			id := fmt.Sprintf("d%d", rng.IntN(40))
 			switch k := rng.IntN(10); {
 			case k < 5:
 				e := entry(id, []Result{ResultSuccess, ResultError, ResultSkipped}[rng.IntN(3)], t0)
 				e.CloudAttempt, e.ResponseStatus = round, ptr(200+w)
-				wg.Go(func() { _, _ = l.DeliveryRecord(ctx, RecordParams{Entry: e, Retryable: true}) })
-			case k < 7:
 				wg.Go(func() {
-					_ = l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: id, Kind: OutboxAck, CreatedAt: t0})
+					_, err := l.DeliveryRecord(ctx, RecordParams{Entry: e, Retryable: true})
+					errs <- err
 				})
+			case k < 7:
+				wg.Go(func() { errs <- l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: id, Kind: OutboxAck, CreatedAt: t0}) })
 			case k < 8:
 				wg.Go(func() {
-					_ = l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "never-" + id, Kind: OutboxNack, NotStarted: true,
+					errs <- l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "never-" + id, Kind: OutboxNack, NotStarted: true,
 						Retryable: true, Error: "host stopping: not started", CreatedAt: t0})
 				})
 			case k < 9:
-				wg.Go(func() { _, _ = l.DeliveryRecord(ctx, RecordParams{Entry: entry("bad-"+id, ResultSuccess, t0)}) })
+				wg.Go(func() {
+					_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("bad-"+id, ResultSuccess, t0)})
+					if err == nil {
+						errs <- fmt.Errorf("bad-%s recorded", id)
+					}
+				})
 			default:
 				var seqs []int64
 				for _, ob := range listed {
@@ -70,10 +77,14 @@ func TestOutboxHeldMatchesTheTable(t *testing.T) {
 						seqs = append(seqs, ob.Seq)
 					}
 				}
-				wg.Go(func() { _ = l.OutboxDelete(ctx, seqs) })
+				wg.Go(func() { errs <- l.OutboxDelete(ctx, seqs) })
 			}
 		}
 		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
 		same(l)
 	}
 	require.NoError(t, l.Close())
