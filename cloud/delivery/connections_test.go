@@ -80,6 +80,21 @@ func (c *conn) release(r *replica) {
 	r.conns.Close(c.c)
 }
 
+// stillOpening fails if any of cs returns from Open (opened, or given up
+// as replaced) within 100 ms: each still waits for a connection it
+// replaces to be released.
+func stillOpening(t *testing.T, cs ...*conn) {
+	t.Helper()
+	<-time.After(100 * time.Millisecond)
+	for _, c := range cs {
+		select {
+		case <-c.opened:
+			t.Fatalf("Open returned (%v) before the connection it replaces was released", c.err)
+		default:
+		}
+	}
+}
+
 func (c *conn) waitReplaced(t *testing.T) {
 	t.Helper()
 	select {
@@ -100,11 +115,7 @@ func TestConnectionsAcrossReplicas(t *testing.T) {
 		// waits until the first released what it carried.
 		second := openAsync(b.ctx, other, b.host.ID)
 		first.waitReplaced(t)
-		select {
-		case <-second.opened:
-			t.Fatal("opened before the connection it replaces was released")
-		case <-time.After(100 * time.Millisecond):
-		}
+		stillOpening(t, second)
 		first.release(a)
 		require.NoError(t, second.waitOpened(t))
 		require.Equal(t, 0, a.conns.Count())
@@ -152,13 +163,7 @@ func TestConnectionsReplacedWhileOpening(t *testing.T) {
 		first.waitReplaced(t)
 		newest := openAsync(b.ctx, third, b.host.ID)
 		waiting.waitReplaced(t)
-		select {
-		case <-waiting.opened:
-			t.Fatal("gave up before the connection it replaced was released")
-		case <-newest.opened:
-			t.Fatal("opened before the connections it replaces were released")
-		case <-time.After(100 * time.Millisecond):
-		}
+		stillOpening(t, waiting, newest)
 		first.release(a)
 		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
 		waiting.release(other)
@@ -200,11 +205,7 @@ func TestConnectionsReplacedBeforeTheirEpoch(t *testing.T) {
 		waiting := openAsync(b.ctx, other, b.host.ID)
 		first.waitReplaced(t)
 		waiting.waitReplaced(t)
-		select {
-		case <-waiting.opened:
-			t.Fatal("gave up before the connection it replaced was released")
-		case <-time.After(100 * time.Millisecond):
-		}
+		stillOpening(t, waiting)
 		first.release(a)
 		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
 		waiting.release(other)

@@ -775,7 +775,7 @@ func transition(ctx context.Context, q rowQuerier, tr store.Transition, hostID s
 	first := 0 // the result arrays' first parameter; 0: none
 	if len(results) > 0 {
 		first = 8 + len(args)
-		args = append(args, resultArrays(ids, results)...)
+		args = append(args, resultArrays(ids, store.LastResults(results))...)
 	}
 	// Each id's write time, or NULL: an array beside ids.
 	writtenAt := make([]*time.Time, len(ids))

@@ -101,11 +101,10 @@ func resultParams(first int) string {
 }
 
 // resultArrays returns the results reported of ids as arrays beside them,
-// one per column of resultColumns: each id's last result (bounded:
-// store.LastResults), or NULLs where none is.
-func resultArrays(ids []string, results []store.DeliveryResult) []any {
-	at := make(map[string]int, len(results))
-	rs := store.LastResults(results)
+// one per column of resultColumns: each id's result in rs (one per
+// delivery, bounded: store.LastResults), or NULLs where none is.
+func resultArrays(ids []string, rs []store.DeliveryResult) []any {
+	at := make(map[string]int, len(rs))
 	for i, r := range rs {
 		at[r.DeliveryID] = i
 	}
@@ -147,19 +146,15 @@ func recordResults(ctx context.Context, tx pgx.Tx, hostID string, results []stor
 	if len(results) == 0 {
 		return nil
 	}
-	// Each delivery once; resultArrays gives each its last result.
-	ids := make([]string, 0, len(results))
-	seen := make(map[string]bool, len(results))
-	for _, r := range results {
-		if !seen[r.DeliveryID] {
-			seen[r.DeliveryID] = true
-			ids = append(ids, r.DeliveryID)
-		}
+	rs := store.LastResults(results)
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.DeliveryID
 	}
 	_, err := tx.Exec(ctx, `UPDATE deliveries d SET `+setReported("r")+`
 		FROM unnest($2::text[], `+resultParams(3)+`) AS r(delivery_id, `+strings.Join(resultColumns, ", ")+`)
 		WHERE d.delivery_id = r.delivery_id AND `+ofHostByKey,
-		append([]any{hostID, ids}, resultArrays(ids, results)...)...)
+		append([]any{hostID, ids}, resultArrays(ids, rs)...)...)
 	if err != nil {
 		return fmt.Errorf("record results: %w", err)
 	}
