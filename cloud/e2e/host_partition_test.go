@@ -74,7 +74,7 @@ func (h *host) health() hostHealth {
 	return out
 }
 
-// TestHostPartition cuts the link between host and cloud for a real 60 s
+// TestHostPartition cuts the link between host and cloud for a real 25 s
 // while webhooks keep arriving at the cloud. The host backs off (with
 // jitter, capped at its max_backoff_s of 5 s), reports itself degraded, and
 // once the link is back it catches up: every webhook handled once, with no
@@ -107,7 +107,8 @@ func TestHostPartition(t *testing.T) {
 	// drops, and wait for its lease to run out (2 min) — the price of any
 	// lost answer, not what this test measures.
 	eventually(t, 30*time.Second, "the host sees the cut", func() bool { return h.health().LastHeartbeatError != "" })
-	healAt := cutAt.Add(60 * time.Second)
+	const outage = 25 * time.Second
+	healAt := cutAt.Add(outage)
 	degraded := false
 	for time.Now().Before(healAt) {
 		send()
@@ -115,7 +116,7 @@ func TestHostPartition(t *testing.T) {
 			hh := h.health()
 			degraded = hh.Status == "degraded" && hh.LastHeartbeatError != ""
 		}
-		time.Sleep(min(2*time.Second, time.Until(healAt)))
+		time.Sleep(min(500*time.Millisecond, time.Until(healAt)))
 	}
 	require.True(t, degraded, "the local API reported the host degraded during the cut")
 	require.Len(t, s.cloud.deliveries(s.hostID, "acked"), 5, "nothing got through the cut")
@@ -140,19 +141,23 @@ func TestHostPartition(t *testing.T) {
 	eventually(t, 10*time.Second, "healthy again", func() bool { return h.health().Status == "ok" })
 
 	// The host backed off rather than hammering: its waits grew and never
-	// passed the 5 s cap.
+	// passed the 5 s cap. The socket is tried on its own, slower schedule
+	// (from 2 s): each failed try starts the heartbeats' backoff again from
+	// its first 250 ms, so over the outage the waits rise in a few ramps
+	// rather than one.
 	var waits []time.Duration
 	for _, m := range regexp.MustCompile(`msg="heartbeat failed" .*retry_in=(\S+)`).FindAllStringSubmatch(tail(h.logPath, 100000), -1) {
 		d, err := time.ParseDuration(m[1])
 		require.NoError(t, err)
 		waits = append(waits, d)
 	}
+	t.Logf("%d retries during the outage: %v", len(waits), waits)
 	require.NotEmpty(t, waits)
-	require.Less(t, len(waits), 40, "a 1 s heartbeat would have tried 60 times")
+	require.Less(t, len(waits), 18, "a 1 s heartbeat would have tried %d times", int(outage/time.Second))
 	longest := time.Duration(0)
 	for _, d := range waits {
 		require.LessOrEqual(t, d, 5*time.Second)
 		longest = max(longest, d)
 	}
-	require.Greater(t, longest, 2*time.Second, "the waits grew: %v", waits)
+	require.Greater(t, longest, time.Second, "the waits grew: %v", waits)
 }
