@@ -142,9 +142,7 @@ func TestHostPartition(t *testing.T) {
 
 	// The host backed off rather than hammering: its waits grew and never
 	// passed the 5 s cap. The socket is tried on its own, slower schedule
-	// (from 2 s): each failed try starts the heartbeats' backoff again from
-	// its first 250 ms, so over the outage the waits rise in a few ramps
-	// rather than one.
+	// (from 2 s); the heartbeats' waits go on growing across those tries.
 	var waits []time.Duration
 	for _, m := range regexp.MustCompile(`msg="heartbeat failed" .*retry_in=(\S+)`).FindAllStringSubmatch(tail(h.logPath, 100000), -1) {
 		d, err := time.ParseDuration(m[1])
@@ -153,11 +151,11 @@ func TestHostPartition(t *testing.T) {
 	}
 	t.Logf("%d retries during the outage: %v", len(waits), waits)
 	require.NotEmpty(t, waits)
-	require.Less(t, len(waits), 18, "a 1 s heartbeat would have tried %d times", int(outage/time.Second))
+	require.Less(t, len(waits), 20, "a 1 s heartbeat would have tried %d times", int(outage/time.Second))
 	longest := time.Duration(0)
 	for _, d := range waits {
 		require.LessOrEqual(t, d, 5*time.Second)
 		longest = max(longest, d)
 	}
-	require.Greater(t, longest, time.Second, "the waits grew: %v", waits)
+	require.Greater(t, longest, 2*time.Second, "the waits grew: %v", waits)
 }

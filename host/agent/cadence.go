@@ -34,15 +34,19 @@ const (
 // once to long-poll when idle, as soon as half the lease window is free
 // while the cloud has a backlog, at the floor when outcomes or a changed
 // subscription wait. A failed heartbeat is retried with exponential
-// backoff and jitter, reset by a success.
+// backoff and jitter, reset by a success (h.retries: it carries over from
+// one Run to the next).
 func (h *heartbeats) Run(ctx context.Context) error {
-	bo := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(firstRetry),
-		backoff.WithMultiplier(2),
-		backoff.WithRandomizationFactor(0.5),
-		backoff.WithMaxInterval(h.maxBackoff),
-		backoff.WithMaxElapsedTime(0), // never give up
-	)
+	if h.retries == nil {
+		h.retries = backoff.NewExponentialBackOff(
+			backoff.WithInitialInterval(firstRetry),
+			backoff.WithMultiplier(2),
+			backoff.WithRandomizationFactor(0.5),
+			backoff.WithMaxInterval(h.maxBackoff),
+			backoff.WithMaxElapsedTime(0), // never give up
+		)
+	}
+	bo := h.retries
 	floor := defaultFloor
 	lastEarly := false // the last long poll was answered early with nothing to run
 	busyPoll := false  // the next heartbeat is a poll while handlers run

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/cloudapi"
@@ -57,6 +58,21 @@ type heartbeats struct {
 	cleanup chan struct{}
 	// reporter, when set, reports beside polls while handlers run.
 	reporter *reporter
+	// retries paces the retries of failed heartbeats (Run). It outlives a
+	// Run: the socket's fallback runs heartbeats between its tries of the
+	// socket, and a try that fails is no sign the cloud is back, so the
+	// wait goes on growing from one Run to the next; started afresh each
+	// time, an unreachable cloud got a quick ramp of retries from every
+	// host after each of their tries of the socket. A heartbeat or a socket
+	// that gets through resets it (cloudReached).
+	retries *backoff.ExponentialBackOff
+}
+
+// cloudReached resets the heartbeats' backoff: the cloud answered.
+func (h *heartbeats) cloudReached() {
+	if h.retries != nil {
+		h.retries.Reset()
+	}
 }
 
 func newHeartbeats(a *Agent, opts Options) *heartbeats {

@@ -120,6 +120,9 @@ func (t *socketTransport) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if connected {
+			t.hb.cloudReached()
+		}
 		if connected && t.clock.Since(start) >= socketStable {
 			bo.Reset()
 			t.log.Info("socket lost; connecting again", "err", err)

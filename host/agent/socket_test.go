@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -266,6 +269,80 @@ func TestSocketTransportAutoFallsBackToHeartbeatsAndReturns(t *testing.T) {
 	fs.reconnect(b)
 	ce := fs.accepted()
 	require.Equal(t, shared.FrameHello, ce.next(shared.FrameHello).Type)
+}
+
+// With the cloud unreachable, a host on auto goes on backing off across its
+// tries of the socket: each failed try runs the heartbeats again, and their
+// waits carry on from where the last ones left off rather than starting
+// again at a quarter of a second.
+func TestSocketFallbackKeepsBackingOff(t *testing.T) {
+	retries := &retryLog{}
+	b, _ := socketSetup(t, TransportAuto, func(b *testBundle, fs *fakeSocket) {
+		fs.refuse.Store(true)
+		b.cloud.answer = func(int, shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			return http.StatusServiceUnavailable, shared.HeartbeatResponse{}
+		}
+		opts := b.opts
+		b.opts = func(o *Options) {
+			opts(o)
+			o.MaxBackoff = 2 * time.Second
+			o.Logger = slog.New(retries)
+		}
+	})
+	for i := 0; ; i++ {
+		require.Less(t, i, 200, "too few retries: %d socket, %v heartbeat", retries.socket(), retries.heartbeat())
+		b.stepUntilHeartbeat(t, 20*time.Millisecond)
+		if retries.socket() >= 3 && len(retries.heartbeat()) >= 12 {
+			break
+		}
+	}
+	// 250 ms doubling (±50 %) reaches the 2 s cap (±50 %, at most 2 s) at
+	// the fourth wait: from there on each is 1–2 s.
+	waits := retries.heartbeat()
+	for k, d := range waits[3:] {
+		require.GreaterOrEqual(t, d, time.Second, "wait %d of %v, after %d failed tries of the socket", k+4, waits, retries.socket())
+		require.LessOrEqual(t, d, 2*time.Second)
+	}
+}
+
+// retryLog is a log handler keeping the host's waits before its retries.
+type retryLog struct {
+	mu      sync.Mutex
+	waits   []time.Duration // each failed heartbeat's retry_in
+	sockets int             // failed tries of the socket
+}
+
+func (r *retryLog) Enabled(context.Context, slog.Level) bool { return true }
+func (r *retryLog) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *retryLog) WithGroup(string) slog.Handler            { return r }
+
+func (r *retryLog) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch rec.Message {
+	case "socket unavailable; heartbeats meanwhile":
+		r.sockets++
+	case "heartbeat failed":
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "retry_in" {
+				r.waits = append(r.waits, a.Value.Duration())
+			}
+			return true
+		})
+	}
+	return nil
+}
+
+func (r *retryLog) socket() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sockets
+}
+
+func (r *retryLog) heartbeat() []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.waits)
 }
 
 // A cloud that reads binary_webhooks pushes binary frames: the handler gets
