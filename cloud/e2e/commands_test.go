@@ -3,7 +3,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,9 +101,9 @@ func TestCloudWarnsWithoutPublicURL(t *testing.T) {
 		env  []string
 		warn bool
 	}{
-		"all interfaces":      {[]string{"RELAY_LISTEN=0.0.0.0:" + port(t)}, true},
-		"all interfaces, set": {[]string{"RELAY_LISTEN=0.0.0.0:" + port(t), "RELAY_PUBLIC_URL=https://relay.example.com"}, false},
-		"loopback":            {[]string{"RELAY_LISTEN=127.0.0.1:" + port(t)}, false},
+		"all interfaces":      {[]string{"RELAY_LISTEN=0.0.0.0:0"}, true},
+		"all interfaces, set": {[]string{"RELAY_LISTEN=0.0.0.0:0", "RELAY_PUBLIC_URL=https://relay.example.com"}, false},
+		"loopback":            {[]string{"RELAY_LISTEN=127.0.0.1:0"}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := startProc(t, "cloud", append([]string{
@@ -117,10 +116,4 @@ func TestCloudWarnsWithoutPublicURL(t *testing.T) {
 			require.Equal(t, c.warn, strings.Contains(tail(p.logPath, 1000), warning), tail(p.logPath, 1000))
 		})
 	}
-}
-
-func port(t *testing.T) string {
-	_, p, err := net.SplitHostPort(freeAddr(t))
-	require.NoError(t, err)
-	return p
 }

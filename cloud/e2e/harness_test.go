@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,6 +111,32 @@ func (p *proc) start() {
 	}()
 }
 
+// listening waits until p logs msg with the address it listens on (its
+// addr attribute) and returns that address. The binaries are started on
+// port 0 and say where they listen: a port found free and let go of
+// beforehand can be taken by another test in between, whose server then
+// answers this one's requests (a receiver's 200 looked like a cloud's
+// /readyz).
+func (p *proc) listening(msg string) string {
+	p.t.Helper()
+	re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)`)
+	var addr string
+	eventually(p.t, 30*time.Second, p.name+" listening", func() bool {
+		select {
+		case <-p.done:
+			p.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, tail(p.logPath, 40))
+		default:
+		}
+		b, _ := os.ReadFile(p.logPath)
+		if m := re.FindSubmatch(b); m != nil {
+			addr = string(m[1])
+			return true
+		}
+		return false
+	})
+	return addr
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *proc) kill() {
 	if p.cmd == nil {
@@ -141,15 +168,17 @@ type cloud struct {
 
 func startCloud(t *testing.T, dbURL string, extraEnv ...string) *cloud {
 	t.Helper()
-	addr := freeAddr(t)
 	env := append([]string{
-		"RELAY_LISTEN=" + addr,
+		"RELAY_LISTEN=127.0.0.1:0",
 		"RELAY_DATABASE_URL=" + dbURL,
 		"RELAY_ADMIN_TOKEN=" + adminToken,
 		"RELAY_DATA_DIR=" + t.TempDir(),
 		"RELAY_LOG_LEVEL=debug",
 	}, extraEnv...)
-	c := &cloud{proc: startProc(t, "cloud", env, "serve"), url: "http://" + addr}
+	c := &cloud{proc: startProc(t, "cloud", env, "serve")}
+	addr := c.listening("cloud listening")
+	c.url = "http://" + addr
+	c.env = append(c.env, "RELAY_LISTEN="+addr) // a restart comes back there
 	c.waitReady()
 	return c
 }
@@ -277,9 +306,11 @@ func startHost(t *testing.T, cloudURL, code string, cfg map[string]any, env ...s
 	require.NoError(t, err)
 	cfgPath := filepath.Join(state, "config.json")
 	require.NoError(t, os.WriteFile(cfgPath, b, 0o600))
-	listen := freeAddr(t)
-	h := &host{state: state, listen: listen}
-	h.proc = startProc(t, "host", append([]string{"RELAY_HOST_STATE=" + state, "RELAY_HOST_LISTEN=" + listen}, env...), "run", "--config", cfgPath)
+	h := &host{state: state}
+	h.proc = startProc(t, "host", append([]string{"RELAY_HOST_STATE=" + state, "RELAY_HOST_LISTEN=127.0.0.1:0"}, env...), "run", "--config", cfgPath)
+	listen := h.listening("local API listening")
+	h.listen = listen
+	h.env = append(h.env, "RELAY_HOST_LISTEN="+listen) // a restart comes back there
 	eventually(t, 30*time.Second, "host local API up", func() bool {
 		select {
 		case <-h.done:
@@ -451,8 +482,10 @@ type toggleProxy struct {
 }
 
 func startProxy(t *testing.T, target string) *toggleProxy {
-	p := &toggleProxy{t: t, addr: freeAddr(t), target: target, conns: map[net.Conn]bool{}}
-	p.unblock()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &toggleProxy{t: t, addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}, ln: ln}
+	go p.accept(ln)
 	t.Cleanup(p.block)
 	return p
 }

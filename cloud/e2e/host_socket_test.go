@@ -76,10 +76,9 @@ func startUpgradeProxy(t *testing.T, target string) *upgradeProxy {
 		}
 		rp.ServeHTTP(w, r)
 	})}
-	addr := freeAddr(t)
-	p.url = "http://" + addr
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	p.url = "http://" + ln.Addr().String()
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return p
