@@ -13,6 +13,7 @@ import (
 // and acked, another is purged behind its confirmation page, the volume
 // chart and the rejections are drawn. Every page is screenshotted.
 func TestConsoleDeliveries(t *testing.T) {
+	t.Parallel()
 	for name, db := range engines(t) {
 		t.Run(name, func(t *testing.T) { testConsoleDeliveries(t, db(t)) })
 	}

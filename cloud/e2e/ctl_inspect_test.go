@@ -112,6 +112,7 @@ func reconcile(t *testing.T, state string, args ...string) (int, string) {
 // off by a crash, a replaced ledger and a dead letter that had in fact
 // succeeded, and --fix sends the missing ack; `cloud ctl tail` follows.
 func TestInspectAndReconcile(t *testing.T) {
+	t.Parallel()
 	for name, newDB := range engines(t) {
 		t.Run(name, func(t *testing.T) { inspectAndReconcile(t, newDB(t)) })
 	}

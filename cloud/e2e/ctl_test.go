@@ -56,6 +56,7 @@ func ctlJSON(t *testing.T, url string, out any, args ...string) {
 // TestCtlCommands runs every `cloud ctl` management command against a real
 // cloud on both stores: its table, its --json, and its errors.
 func TestCtlCommands(t *testing.T) {
+	t.Parallel()
 	for name, newDB := range engines(t) {
 		t.Run(name, func(t *testing.T) {
 			c := startCloud(t, newDB(t))

@@ -12,6 +12,7 @@ import (
 // gone three intervals (its local API says degraded) or when no host
 // answers.
 func TestHostHealthCommand(t *testing.T) {
+	t.Parallel()
 	s := newHostSetup(t, "health")
 	rc := startReceiver(t)
 	h := claimAndStartHost(t, s.cloud.url, s.code, rc.url)

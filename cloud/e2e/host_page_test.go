@@ -23,6 +23,7 @@ import (
 // second host the heartbeat), and the page's own stylesheet and script load
 // under its CSP. Each view is screenshotted.
 func TestHostPageInBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := newBrowser(t)
 	s := newHostSetup(t, "page-host")
 	rc := startReceiver(t)

@@ -76,6 +76,7 @@ func decode(t *testing.T, b []byte, v any) {
 // operation is called here at least once with a 2xx answer, so a new route
 // gets a call (and its answer a check) in this test too.
 func TestOpenAPIResponses(t *testing.T) {
+	t.Parallel()
 	for name, db := range engines(t) {
 		t.Run(name, func(t *testing.T) { openAPIResponses(t, db(t)) })
 	}
