@@ -61,6 +61,11 @@ func engines(t *testing.T) map[string]func(t *testing.T) string {
 	}
 }
 
+// deadAddr is an address nobody listens on: loopback's port 1 (tcpmux,
+// which nothing runs). A port found free and let go of (freeAddr) could
+// be bound by another test meanwhile and answer.
+const deadAddr = "127.0.0.1:1"
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

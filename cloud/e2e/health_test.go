@@ -32,7 +32,7 @@ func TestHostHealthCommand(t *testing.T) {
 		code, out := health(h.listen)
 		return code == 1 && len(out) > 0
 	})
-	if code, out := health(freeAddr(t)); code != 1 {
+	if code, out := health(deadAddr); code != 1 {
 		t.Fatalf("no host listening: exit %d, %s", code, out)
 	}
 }

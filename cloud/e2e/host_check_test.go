@@ -43,7 +43,7 @@ func TestHostRunCheckAsksTheCloud(t *testing.T) {
 	require.Contains(t, out, "configuration OK")
 	require.Contains(t, out, "credential accepted by the cloud")
 
-	unreachable := "http://" + freeAddr(t)
+	unreachable := "http://" + deadAddr
 	code, out = check(unreachable)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "the cloud at "+unreachable+" cannot be reached")
