@@ -127,11 +127,7 @@ func (p *proc) listening(msg string) string {
 	re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)`)
 	var addr string
 	eventually(p.t, 30*time.Second, p.name+" listening", func() bool {
-		select {
-		case <-p.done:
-			p.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, tail(p.logPath, 40))
-		default:
-		}
+		p.mustBeRunning()
 		b, _ := os.ReadFile(p.logPath)
 		if m := re.FindSubmatch(b); m != nil {
 			addr = string(m[1])
@@ -140,6 +136,16 @@ func (p *proc) listening(msg string) string {
 		return false
 	})
 	return addr
+}
+
+// mustBeRunning fails the test, with the tail of p's log, if p has exited.
+func (p *proc) mustBeRunning() {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		p.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, tail(p.logPath, 40))
+	default:
+	}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -198,11 +204,7 @@ func (c *cloud) restart() {
 func (c *cloud) waitReady() {
 	c.t.Helper()
 	eventually(c.t, 30*time.Second, "cloud ready", func() bool {
-		select {
-		case <-c.done:
-			c.t.Fatalf("cloud exited: %v\n%s", c.exitErr, tail(c.logPath, 40))
-		default:
-		}
+		c.mustBeRunning()
 		resp, err := http.Get(c.url + "/readyz")
 		if err != nil {
 			return false
@@ -317,11 +319,7 @@ func startHost(t *testing.T, cloudURL, code string, cfg map[string]any, env ...s
 	h.listen = listen
 	h.env = append(h.env, "RELAY_HOST_LISTEN="+listen) // a restart comes back there
 	eventually(t, 30*time.Second, "host local API up", func() bool {
-		select {
-		case <-h.done:
-			t.Fatalf("host exited: %v\n%s", h.exitErr, tail(h.logPath, 40))
-		default:
-		}
+		h.mustBeRunning()
 		resp, err := http.Get("http://" + listen + "/healthz")
 		if err != nil {
 			return false

@@ -164,11 +164,7 @@ func TestACMEServe(t *testing.T) {
 		},
 	}}
 	eventually(t, 30*time.Second, "cloud ready over HTTPS with the cached certificate", func() bool {
-		select {
-		case <-p.done:
-			t.Fatalf("cloud exited: %v\n%s", p.exitErr, tail(p.logPath, 40))
-		default:
-		}
+		p.mustBeRunning()
 		resp, err := client.Get("https://" + domain + "/readyz")
 		if err != nil {
 			return false

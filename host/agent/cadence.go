@@ -27,6 +27,18 @@ const (
 	firstRetry = 250 * time.Millisecond
 )
 
+// newRetries is the heartbeats' backoff: from firstRetry, doubling with
+// ±50 % jitter, up to most, never giving up.
+func newRetries(most time.Duration) *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(firstRetry),
+		backoff.WithMultiplier(2),
+		backoff.WithRandomizationFactor(0.5),
+		backoff.WithMaxInterval(most),
+		backoff.WithMaxElapsedTime(0),
+	)
+}
+
 // Run heartbeats until ctx is done or the cloud refuses the host's
 // credential. After a success the next heartbeat goes out after the host's
 // interval (busyInterval while work is in flight), never sooner than the
@@ -34,18 +46,9 @@ const (
 // once to long-poll when idle, as soon as half the lease window is free
 // while the cloud has a backlog, at the floor when outcomes or a changed
 // subscription wait. A failed heartbeat is retried with exponential
-// backoff and jitter, reset by a success (h.retries: it carries over from
-// one Run to the next).
+// backoff and jitter (h.retries, which carries over from one Run to the
+// next), reset by a success.
 func (h *heartbeats) Run(ctx context.Context) error {
-	if h.retries == nil {
-		h.retries = backoff.NewExponentialBackOff(
-			backoff.WithInitialInterval(firstRetry),
-			backoff.WithMultiplier(2),
-			backoff.WithRandomizationFactor(0.5),
-			backoff.WithMaxInterval(h.maxBackoff),
-			backoff.WithMaxElapsedTime(0), // never give up
-		)
-	}
 	bo := h.retries
 	floor := defaultFloor
 	lastEarly := false // the last long poll was answered early with nothing to run

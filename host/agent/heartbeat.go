@@ -69,11 +69,7 @@ type heartbeats struct {
 }
 
 // cloudReached resets the heartbeats' backoff: the cloud answered.
-func (h *heartbeats) cloudReached() {
-	if h.retries != nil {
-		h.retries.Reset()
-	}
-}
+func (h *heartbeats) cloudReached() { h.retries.Reset() }
 
 func newHeartbeats(a *Agent, opts Options) *heartbeats {
 	return &heartbeats{
@@ -82,6 +78,7 @@ func newHeartbeats(a *Agent, opts Options) *heartbeats {
 		tokens:     a.tokens,
 		interval:   opts.Interval,
 		maxBackoff: opts.MaxBackoff,
+		retries:    newRetries(opts.MaxBackoff),
 		clock:      opts.Clock,
 		log:        opts.Logger,
 	}
