@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -124,4 +125,55 @@ func TestRunCheckAsksTheCloud(t *testing.T) {
 	code = run(context.Background(), []string{"run", "--offline", "--config", cfg}, io.Discard, &stderr, noEnv)
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr.String(), "--offline goes with --check")
+}
+
+// TestRunCheckExecPrograms: `run --check` shows each exec program where it
+// will run from — a relative one (with a "/") against the configuration
+// file's directory, made absolute, however the file was named — and exits
+// 2, naming the key and the program, for one that does not exist or is not
+// executable.
+func TestRunCheckExecPrograms(t *testing.T) {
+	// Not parallel: it changes the working directory.
+	top := t.TempDir()
+	conf := filepath.Join(top, "conf")
+	for _, p := range []string{"conf/x.sh", "conf/sub/y.sh", "z.sh"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(top, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(top, p), []byte("#!/bin/sh\n"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(conf, "plain.sh"), []byte("#!/bin/sh\n"), 0o644))
+	state := claimedState(t, "https://relay.example.com")
+
+	for _, tc := range []struct {
+		name, program, wd, config string
+		code                      int
+		want                      string
+	}{
+		{"dot slash, config relative", "./x.sh", conf, "relay-host.json", exitOK, "exec " + filepath.Join(conf, "x.sh") + " --flag"},
+		{"dot slash, config relative from above", "./x.sh", top, "conf/relay-host.json", exitOK, "exec " + filepath.Join(conf, "x.sh") + " --flag"},
+		{"dot slash, config absolute", "./x.sh", top, filepath.Join(conf, "relay-host.json"), exitOK, "exec " + filepath.Join(conf, "x.sh") + " --flag"},
+		{"subdirectory", "sub/y.sh", conf, "relay-host.json", exitOK, "exec " + filepath.Join(conf, "sub", "y.sh") + " --flag"},
+		{"parent", "../z.sh", conf, "relay-host.json", exitOK, "exec " + filepath.Join(top, "z.sh") + " --flag"},
+		{"absolute", filepath.Join(top, "z.sh"), conf, "relay-host.json", exitOK, "exec " + filepath.Join(top, "z.sh") + " --flag"},
+		{"bare name in $PATH", "sh", conf, "relay-host.json", exitOK, "exec sh --flag"},
+		{"bare name not in $PATH", "x.sh", conf, "relay-host.json", exitUsage,
+			`webhooks.deploy.exec: "x.sh": not found in $PATH`},
+		{"missing", "./on-deploy.sh", conf, "relay-host.json", exitUsage,
+			`webhooks.deploy.exec: "./on-deploy.sh" (` + filepath.Join(conf, "on-deploy.sh") + `): no such file`},
+		{"not executable", "./plain.sh", conf, "relay-host.json", exitUsage,
+			`webhooks.deploy.exec: "./plain.sh" (` + filepath.Join(conf, "plain.sh") + `): is not executable`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeFile(t, conf, "relay-host.json", `{"webhooks": {"deploy": {"enabled": true, "exec": ["`+tc.program+`", "--flag"]}}}`)
+			t.Chdir(tc.wd)
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), []string{"run", "--check", "--offline", "--config", tc.config, "--state", state}, &stdout, &stderr, noEnv)
+			require.Equal(t, tc.code, code, stderr.String())
+			if tc.code == exitOK {
+				require.Contains(t, stdout.String(), "* → "+tc.want+" (timeout 10m0s)")
+				return
+			}
+			require.Empty(t, stdout.String())
+			require.Contains(t, stderr.String(), tc.want)
+		})
+	}
 }

@@ -35,6 +35,7 @@ func TestRunCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	state := claimedState(t, "https://relay.example.com")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "agent.sh"), []byte("#!/bin/sh\n"), 0o755))
 	good := writeFile(t, dir, "good.json", `{"webhooks": {
 		"github": {"enabled": true, "events": ["pull_request", "push"], "forward": "http://127.0.0.1:3000/gh"},
 		"slack": {"enabled": true, "parallel": true, "routes": [{"events": ["app_mention"], "exec": ["./agent.sh"]}]},
@@ -283,6 +284,16 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "reload refused") }, 10*time.Second, 10*time.Millisecond)
 	seen := beats.Load()
+	require.Eventually(t, func() bool { return beats.Load() >= seen+2 }, 10*time.Second, 10*time.Millisecond)
+	require.Empty(t, configs)
+
+	// So is one whose exec program does not exist beside it.
+	writeFile(t, dir, "host.json", `{"webhooks": {"github": {"enabled": true, "forward": "http://127.0.0.1:9/x"},
+		"deploy": {"enabled": true, "exec": ["./on-deploy.sh"]}}}`)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Count(stderr.String(), "reload refused") == 2 }, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, stderr.String(), `webhooks.deploy.exec: \"./on-deploy.sh\" (`+filepath.Join(dir, "on-deploy.sh")+`): no such file`)
+	seen = beats.Load()
 	require.Eventually(t, func() bool { return beats.Load() >= seen+2 }, 10*time.Second, 10*time.Millisecond)
 	require.Empty(t, configs)
 

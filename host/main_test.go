@@ -140,6 +140,8 @@ func TestRunConfigErrors(t *testing.T) {
 		{"handler missing", `{"cloud_url": "http://x", "webhooks": {"github": {"enabled": true}}}`, state, "enabled but has no handler"},
 		{"no cloud url anywhere", `{}`, state, "cloud URL"},
 		{"not claimed", `{"cloud_url": "http://x"}`, empty, "run `host claim` first"},
+		{"exec program missing", `{"cloud_url": "http://x", "webhooks": {"deploy": {"enabled": true, "exec": ["./on-deploy.sh"]}}}`, state,
+			`webhooks.deploy.exec: "./on-deploy.sh" (` + filepath.Join(dir, "on-deploy.sh") + `): no such file`},
 	} {
 		cfg := writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "_")+".json", tc.config)
 		var stderr bytes.Buffer

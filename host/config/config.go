@@ -11,11 +11,13 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relaykit/relay/host/summary"
 	"github.com/relaykit/relay/shared"
@@ -171,15 +173,26 @@ type fileSource struct {
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
-// Load reads and validates the configuration file at path. Relative exec
-// programs (containing a slash, like "./scripts/x.sh") are resolved against
-// the file's directory.
+// Load reads and validates the configuration file at path. A relative
+// exec program (one with a path separator: "./x.sh", "scripts/x.sh",
+// "../bin/x") is resolved against the file's directory, made absolute, so
+// it does not depend on the directory the host was started in; a bare
+// name ("python3") is looked up in $PATH when it runs. The program of
+// every enabled source's exec handlers must exist and be executable.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	c, err := Parse(data, filepath.Dir(path))
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c, err := parse(data, dir, CheckProgram)
+	var se *syntaxError
+	if errors.As(err, &se) {
+		return nil, fmt.Errorf("%s:%d:%d: %s", path, se.line, se.col, se.msg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -187,17 +200,78 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse validates a configuration file's contents; baseDir resolves relative
-// exec programs. Errors name the offending key by its path
-// ("webhooks.github.routes[1].exec").
+// exec programs (and should be absolute). Errors name the offending key by
+// its path ("webhooks.github.routes[1].exec"). It does not look at the
+// programs themselves: Load does.
 func Parse(data []byte, baseDir string) (*Config, error) {
+	return parse(data, baseDir, nil)
+}
+
+// syntaxError is JSON that does not parse (or a value encoding/json
+// refuses), at a line and column of the file (both from 1).
+type syntaxError struct {
+	line, col int
+	msg       string
+}
+
+func (e *syntaxError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %s", e.line, e.col, e.msg)
+}
+
+// jsonError places a decoding error of data at its line and column, when
+// encoding/json says where (a syntax error, a value of the wrong type).
+func jsonError(data []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var offset int64
+	switch {
+	case errors.As(err, &syn):
+		offset = syn.Offset
+	case errors.As(err, &typ):
+		offset = typ.Offset
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		offset = int64(len(data)) + 1 // just past the end
+	case errors.Is(err, io.EOF):
+		return errors.New("invalid JSON: the file is empty")
+	default:
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	line, col := position(data, offset)
+	msg := "invalid JSON: " + err.Error()
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		msg = "invalid JSON: the file ends before the JSON does"
+	}
+	if typ != nil {
+		msg = "invalid configuration: " + err.Error()
+	}
+	return &syntaxError{line: line, col: col, msg: msg}
+}
+
+// position is the line and column (from 1, the column in characters) of
+// the byte before offset in data: encoding/json's offsets count the bytes
+// read, up to and including the one that went wrong.
+func position(data []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 1), int64(len(data))+1)
+	before := data[:offset-1]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	start := bytes.LastIndexByte(before, '\n') + 1
+	col = 1 + utf8.RuneCount(before[start:])
+	return line, col
+}
+
+func parse(data []byte, baseDir string, checkProgram func(string) error) (*Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var raw any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
+		return nil, jsonError(data, err)
 	}
+	end := dec.InputOffset()
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("invalid JSON: unexpected data after the top-level object")
+		rest := data[end:]
+		at := end + int64(len(rest)-len(bytes.TrimLeft(rest, " \t\r\n")))
+		line, col := position(data, at+1)
+		return nil, &syntaxError{line: line, col: col, msg: "invalid JSON: unexpected data after the top-level object"}
 	}
 	if err := fileSchema.check("", raw); err != nil {
 		return nil, err
@@ -207,7 +281,7 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 	strict.DisallowUnknownFields()
 	var f fileConfig
 	if err := strict.Decode(&f); err != nil {
-		return nil, fmt.Errorf("invalid configuration: %w", err)
+		return nil, jsonError(data, err)
 	}
 
 	c := &Config{
@@ -277,7 +351,7 @@ func Parse(data []byte, baseDir string) (*Config, error) {
 		if !sourceName.MatchString(name) {
 			return nil, fmt.Errorf("webhooks: invalid source name %q (letters, digits, '.', '_', '-'; at most 64)", name)
 		}
-		s, err := parseSource(f.Webhooks[name], baseDir)
+		s, err := parseSource(f.Webhooks[name], baseDir, checkProgram)
 		if err != nil {
 			return nil, prefixPath("webhooks."+name, err)
 		}
@@ -298,7 +372,12 @@ func (e *pathError) Unwrap() error { return e.err }
 
 func at(path string, err error) error { return &pathError{path: path, err: err} }
 
-func parseSource(fs fileSource, baseDir string) (Source, error) {
+// parseSource validates one source; checkProgram, when set, checks the
+// programs of an enabled source's exec handlers.
+func parseSource(fs fileSource, baseDir string, checkProgram func(string) error) (Source, error) {
+	if !fs.Enabled {
+		checkProgram = nil // its handlers never run
+	}
 	s := Source{Enabled: fs.Enabled, Events: fs.Events, Parallel: fs.Parallel, Provider: fs.Provider}
 	if fs.Provider != "" && !summary.Known(fs.Provider) {
 		return Source{}, at("provider", fmt.Errorf("unknown payload parser %q (github, stripe, slack or none)", fs.Provider))
@@ -325,7 +404,7 @@ func parseSource(fs fileSource, baseDir string) (Source, error) {
 		if !fr.set() {
 			return Source{}, at(path, errors.New("a route needs a handler: set forward or exec"))
 		}
-		h, err := parseHandler(fr.fileHandler, fs.fileHandler, baseDir, true)
+		h, err := parseHandler(fr.fileHandler, fs.fileHandler, baseDir, true, checkProgram)
 		if err != nil {
 			return Source{}, prefixPath(path, err)
 		}
@@ -335,7 +414,7 @@ func parseSource(fs fileSource, baseDir string) (Source, error) {
 	if fs.fileHandler.set() {
 		// The source's own options also serve as its routes' defaults, so
 		// they need only apply to some handler of the source.
-		h, err := parseHandler(fs.fileHandler, fileHandler{}, baseDir, false)
+		h, err := parseHandler(fs.fileHandler, fileHandler{}, baseDir, false, checkProgram)
 		if err != nil {
 			return Source{}, err
 		}
@@ -380,8 +459,9 @@ func (h fileHandler) optionsApply(kinds map[string]bool) error {
 
 // parseHandler validates h; options h leaves unset come from defaults (the
 // source's, for a route), else from the handler kind's defaults. strict
-// refuses options of the other handler kind.
-func parseHandler(h, defaults fileHandler, baseDir string, strict bool) (Handler, error) {
+// refuses options of the other handler kind; checkProgram, when set,
+// checks an exec handler's program.
+func parseHandler(h, defaults fileHandler, baseDir string, strict bool, checkProgram func(string) error) (Handler, error) {
 	if h.Forward != "" && h.Exec != nil {
 		return Handler{}, errors.New("set only one of forward and exec")
 	}
@@ -405,8 +485,16 @@ func parseHandler(h, defaults fileHandler, baseDir string, strict bool) (Handler
 			return Handler{}, at("connect_timeout_s", errors.New("applies to forward handlers, not exec"))
 		}
 		argv := slices.Clone(h.Exec)
-		if !filepath.IsAbs(argv[0]) && strings.ContainsRune(argv[0], '/') {
-			argv[0] = filepath.Join(baseDir, argv[0])
+		argv[0] = ResolveProgram(argv[0], baseDir)
+		if checkProgram != nil {
+			if err := checkProgram(argv[0]); err != nil {
+				if argv[0] != h.Exec[0] {
+					err = fmt.Errorf("%q (%s): %w", h.Exec[0], argv[0], err)
+				} else {
+					err = fmt.Errorf("%q: %w", h.Exec[0], err)
+				}
+				return Handler{}, at("exec", err)
+			}
 		}
 		out.Exec, out.Timeout = argv, DefaultExecTimeout
 	}
@@ -441,6 +529,46 @@ func parseHandler(h, defaults fileHandler, baseDir string, strict bool) (Handler
 		}
 	}
 	return out, nil
+}
+
+// ResolveProgram is where an exec program runs from: a relative path with
+// a separator ("./x.sh", "scripts/x.sh", "../bin/x") joined to baseDir
+// (the configuration file's directory), an absolute path as it is, and a
+// bare name ("python3") as it is, for $PATH to find when it runs.
+func ResolveProgram(program, baseDir string) string {
+	if filepath.IsAbs(program) || bare(program) {
+		return program
+	}
+	return filepath.Join(baseDir, program)
+}
+
+// bare reports whether a program is a name alone, without a directory.
+func bare(program string) bool {
+	return !strings.ContainsRune(program, '/') && !strings.ContainsRune(program, filepath.Separator)
+}
+
+// CheckProgram says why a resolved exec program could not run: a path
+// that does not exist, is a directory or is not executable, or a bare name
+// that $PATH does not hold.
+func CheckProgram(program string) error {
+	if bare(program) {
+		if _, err := exec.LookPath(program); err != nil {
+			return fmt.Errorf(`not found in $PATH (a program without a "/" is looked up in $PATH; write "./%s" for one beside the configuration file)`, program)
+		}
+		return nil
+	}
+	st, err := os.Stat(program)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return errors.New("no such file (a relative program is resolved against the configuration file's directory)")
+	case err != nil:
+		return err
+	case st.IsDir():
+		return errors.New("is a directory, not a program")
+	case st.Mode().Perm()&0o111 == 0:
+		return errors.New("is not executable (chmod +x it)")
+	}
+	return nil
 }
 
 // eventName is an event type, optionally with its action after a dot

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +248,127 @@ func TestResolve(t *testing.T) {
 	require.Equal(t, "0.0.0.0:1", ListenAddr("0.0.0.0:1", getenv))
 	require.Equal(t, "127.0.0.1:9", ListenAddr("", getenv))
 	require.Equal(t, DefaultListen, ListenAddr("", none))
+}
+
+// programTree lays out a configuration directory: conf/ with x.sh and
+// sub/y.sh beside the configuration file, z.sh one level up, and a
+// file that is not executable; it returns the top directory.
+func programTree(t *testing.T) string {
+	t.Helper()
+	top := t.TempDir()
+	for _, p := range []string{"conf/x.sh", "conf/sub/y.sh", "z.sh"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(top, filepath.Dir(p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(top, p), []byte("#!/bin/sh\n"), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(top, "conf/plain.sh"), []byte("#!/bin/sh\n"), 0o644))
+	return top
+}
+
+func execConfig(program string) string {
+	return `{"webhooks": {"deploy": {"enabled": true, "exec": ["` + program + `", "--flag"]}}}`
+}
+
+// TestLoadResolvesPrograms: a relative exec program (with a "/") runs
+// from the configuration file's directory, made absolute, whichever
+// directory the host was started in and however the file was named; an
+// absolute one as it is; a bare name is left to $PATH.
+func TestLoadResolvesPrograms(t *testing.T) {
+	// Not parallel: it changes the working directory.
+	top := programTree(t)
+	conf := filepath.Join(top, "conf")
+	for _, tc := range []struct {
+		name    string
+		program string
+		wd      string // the directory the host starts in
+		path    string // the configuration file as given
+		want    string
+	}{
+		{"dot slash, config relative from its own directory", "./x.sh", conf, "host.json", filepath.Join(conf, "x.sh")},
+		{"dot slash, config relative from above", "./x.sh", top, "conf/host.json", filepath.Join(conf, "x.sh")},
+		{"dot slash, config absolute", "./x.sh", t.TempDir(), filepath.Join(conf, "host.json"), filepath.Join(conf, "x.sh")},
+		{"subdirectory, config relative", "sub/y.sh", conf, "host.json", filepath.Join(conf, "sub", "y.sh")},
+		{"subdirectory, config absolute", "sub/y.sh", top, filepath.Join(conf, "host.json"), filepath.Join(conf, "sub", "y.sh")},
+		{"parent, config relative", "../z.sh", conf, "./host.json", filepath.Join(top, "z.sh")},
+		{"parent, config absolute", "../z.sh", top, filepath.Join(conf, "host.json"), filepath.Join(top, "z.sh")},
+		{"absolute", filepath.Join(top, "z.sh"), conf, "host.json", filepath.Join(top, "z.sh")},
+		{"bare name, in $PATH", "sh", conf, "host.json", "sh"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeConfig(t, filepath.Join(conf, "host.json"), execConfig(tc.program))
+			t.Chdir(tc.wd)
+			c, err := Load(tc.path)
+			require.NoError(t, err)
+			require.Equal(t, []string{tc.want, "--flag"}, c.Webhooks["deploy"].Routes[0].Handler.Exec)
+		})
+	}
+}
+
+// TestLoadRefusesProgramsThatCannotRun: an enabled source's exec program
+// must exist and be executable; the error names the key, the program as
+// written and where it was looked for. A disabled source's is not looked at.
+func TestLoadRefusesProgramsThatCannotRun(t *testing.T) {
+	// Not parallel: it changes the working directory.
+	top := programTree(t)
+	conf := filepath.Join(top, "conf")
+	t.Chdir(conf)
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"missing, dot slash", execConfig("./nope.sh"),
+			[]string{`config host.json: webhooks.deploy.exec: "./nope.sh" (` + filepath.Join(conf, "nope.sh") + `): no such file`}},
+		{"missing, parent", execConfig("../nope.sh"),
+			[]string{`webhooks.deploy.exec: "../nope.sh" (` + filepath.Join(top, "nope.sh") + `): no such file`}},
+		{"missing, absolute", execConfig("/nonexistent/relay/x.sh"),
+			[]string{`webhooks.deploy.exec: "/nonexistent/relay/x.sh": no such file`}},
+		{"not executable", execConfig("./plain.sh"),
+			[]string{`webhooks.deploy.exec: "./plain.sh" (` + filepath.Join(conf, "plain.sh") + `): is not executable`}},
+		{"a directory", execConfig("./sub"),
+			[]string{`webhooks.deploy.exec: "./sub" (` + filepath.Join(conf, "sub") + `): is a directory`}},
+		{"bare name beside the file, not in $PATH", execConfig("x.sh"),
+			[]string{`webhooks.deploy.exec: "x.sh": not found in $PATH`, `write "./x.sh" for one beside the configuration file`}},
+		{"in a route", `{"webhooks": {"slack": {"enabled": true, "routes": [{"events": ["message"], "exec": ["./x.sh"]},
+			{"events": ["app_mention"], "exec": ["./gone.sh"]}]}}}`,
+			[]string{`webhooks.slack.routes[1].exec: "./gone.sh" (` + filepath.Join(conf, "gone.sh") + `): no such file`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeConfig(t, filepath.Join(conf, "host.json"), tc.config)
+			_, err := Load("host.json")
+			require.Error(t, err)
+			for _, want := range tc.want {
+				require.ErrorContains(t, err, want)
+			}
+		})
+	}
+	writeConfig(t, filepath.Join(conf, "host.json"), `{"webhooks": {"deploy": {"enabled": false, "exec": ["./nope.sh"]}}}`)
+	_, err := Load("host.json")
+	require.NoError(t, err, "a disabled source's handler never runs")
+}
+
+// TestLoadSyntaxErrorsHaveLineAndColumn: JSON that does not parse is
+// reported as path:line:column, the column counted in characters.
+func TestLoadSyntaxErrorsHaveLineAndColumn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, json, want string }{
+		{"missing comma", "{\"workers\": 2\n \"webhooks\": {}}", ":2:2: invalid JSON: invalid character '\"' after object key:value pair"},
+		{"trailing comma", "{\"webhooks\": {\n  \"github\": {\"enabled\": false},\n}}", ":3:1: invalid JSON: invalid character '}' looking for beginning of object key string"},
+		{"after a multi-byte character", "{\"webhooks\": {\"é\": {\"enabled\": tru}}}", ":1:35: invalid JSON: invalid character '}' in literal true"},
+		{"cut short", "{\"webhooks\": {\n", ":2:1: invalid JSON: the file ends before the JSON does"},
+		{"trailing data", "{}\n\n  {}", ":3:3: invalid JSON: unexpected data after the top-level object"},
+		{"empty", "", "invalid JSON: the file is empty"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+		writeConfig(t, path, tc.json)
+		_, err := Load(path)
+		require.ErrorContains(t, err, tc.want, tc.name)
+		if tc.name != "empty" {
+			require.True(t, strings.HasPrefix(err.Error(), path+":"), "%s: %v", tc.name, err)
+		}
+	}
+}
+
+func writeConfig(t *testing.T, path, content string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
 }
