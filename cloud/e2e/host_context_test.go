@@ -103,12 +103,23 @@ cat > "$1/$RELAY_DELIVERY_ID.body"
 	require.Equal(t, "pull_request.opened Codertocat/Hello-World #2 (changes) by Codertocat", le.Summary)
 	require.Equal(t, "2", le.Fields["github.number"])
 
-	// The cloud filters on the subscription the host sent: github wants
-	// pull_request only, and slack what its one route takes.
-	status, resp, err := signGitHub(secret, "push", "ctx-push-1", hostPayload(t, "github/push.json")).send(s.cloud.url, s.hostID)
-	require.NoError(t, err)
-	require.Equal(t, 200, status)
-	require.Equal(t, "filtered", resp.Status)
-	require.Equal(t, "filtered", sendSlackStatus(t, s.cloud.url, s.hostID, "slack", slackSecret,
-		hostPayload(t, "slack/event_callback.reaction_added.json")))
+	// The host's own filters (github wants pull_request only, slack what
+	// its one route takes) do not make the cloud drop anything: the
+	// webhooks are stored and handed over, and the host skips them, saying
+	// why, beside the delivery in the cloud.
+	pushID := sendGitHub(t, s.cloud.url, s.hostID, "push", "ctx-push-1", hostPayload(t, "github/push.json"))
+	reactionID := sendSlack(t, s.cloud.url, s.hostID, "slack", slackSecret, hostPayload(t, "slack/event_callback.reaction_added.json"))
+	for id, why := range map[string]string{
+		pushID:     `event "push" is not among source "github"'s events in this host's configuration`,
+		reactionID: `no route of source "slack" takes event "reaction_added"`,
+	} {
+		eventually(t, 30*time.Second, id+" skipped and acked", func() bool {
+			d := s.cloud.delivery(s.hostID, id)
+			return d.Delivery.Status == "acked" && d.HostResult != nil
+		})
+		d := s.cloud.delivery(s.hostID, id)
+		require.Equal(t, "skipped", d.HostResult.Result)
+		require.Equal(t, why, d.HostResult.Error)
+		require.Equal(t, "skipped", mustLedger(t, h, id).Result)
+	}
 }

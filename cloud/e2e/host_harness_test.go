@@ -159,6 +159,10 @@ type cloudDelivery struct {
 		Reason  string `json:"reason"`
 		Attempt int    `json:"attempt"`
 	} `json:"events"`
+	HostResult *struct {
+		Result string `json:"result"`
+		Error  string `json:"error"`
+	} `json:"host_result"`
 }
 
 func (c *cloud) delivery(hostID, id string) cloudDelivery {
@@ -194,14 +198,6 @@ func sendSlack(t *testing.T, cloudURL, hostID, source, slackSecret string, body 
 	id, status := postSlack(t, cloudURL, hostID, source, slackSecret, body)
 	require.Equal(t, shared.IntakeQueued, status)
 	return id
-}
-
-// sendSlackStatus is sendSlack for a webhook that may not be queued: it
-// returns the intake status.
-func sendSlackStatus(t *testing.T, cloudURL, hostID, source, slackSecret string, body []byte) string {
-	t.Helper()
-	_, status := postSlack(t, cloudURL, hostID, source, slackSecret, body)
-	return status
 }
 
 func postSlack(t *testing.T, cloudURL, hostID, source, slackSecret string, body []byte) (string, string) {

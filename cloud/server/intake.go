@@ -173,7 +173,14 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	if ev.Note != "" {
 		note = strings.TrimPrefix(note+"; "+truncate(ev.Note, 200), "; ")
 	}
-	if !shared.EventWanted(src.Events, ev.Type, ev.Action) || !t.subscribed(ev) {
+	// Only the operator's event filter drops a webhook here. The host's own
+	// configuration (its sources and their events, reported as its
+	// subscription) never does: a webhook the host does not handle is
+	// stored and handed to it like any other, and the host records it as
+	// skipped, with why, in its ledger and in the cloud — kept for the
+	// retention window and replayable. A typo in a host's source name must
+	// not make the cloud throw webhooks away while answering 200.
+	if !shared.EventWanted(src.Events, ev.Type, ev.Action) {
 		return s.answer(provider, req, &admitted{outcome: outcomeFiltered, status: provider.SuccessStatus(),
 			resp: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"container/list"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -21,9 +20,8 @@ type target struct {
 	host     *store.Host
 	src      *store.Source
 	provider verify.Provider
-	sub      *shared.Subscription // the host's reported subscription; nil: none
-	keys     [][]byte             // the source's secrets, opened
-	keysErr  error                // why they did not open (no key configured decrypts them)
+	keys     [][]byte // the source's secrets, opened
+	keysErr  error    // why they did not open (no key configured decrypts them)
 }
 
 // resolveTarget reads an active host, its enabled source and the source's
@@ -55,7 +53,7 @@ func (s *Server) resolveTarget(ctx context.Context, hostID, name string) (*targe
 		return nil, &apiError{code: shared.CodeInternal, message: "internal error",
 			cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
 	}
-	t := &target{host: host, src: src, provider: provider, sub: parseSubscription(host.Subscription)}
+	t := &target{host: host, src: src, provider: provider}
 	t.keys, t.keysErr = s.openSecrets(src)
 	return t, nil
 }
@@ -70,31 +68,6 @@ func checkTargetNames(hostID, name string) error {
 		return errNotFound("no such source on this host")
 	}
 	return nil
-}
-
-// parseSubscription reads a host's reported subscription; nil when it sent
-// none (or one that does not parse), which filters nothing.
-func parseSubscription(raw json.RawMessage) *shared.Subscription {
-	if len(raw) == 0 {
-		return nil
-	}
-	var sub shared.Subscription
-	if json.Unmarshal(raw, &sub) != nil || sub.Webhooks == nil {
-		return nil
-	}
-	return &sub
-}
-
-// subscribed applies the host's own reported subscription, if it sent one.
-func (t *target) subscribed(ev verify.Event) bool {
-	if t.sub == nil {
-		return true
-	}
-	ss, ok := t.sub.Webhooks[t.src.Name]
-	if !ok || !ss.Enabled {
-		return false
-	}
-	return shared.EventWanted(ss.Events, ev.Type, ev.Action)
 }
 
 // targetCache keeps resolved targets — and the answers for unknown hosts
@@ -241,7 +214,7 @@ func (e *cachedTarget) estimate() int64 {
 	}
 	h, src := e.t.host, e.t.src
 	n += len(h.ID) + len(h.Name) + len(h.AgentVersion) + len(h.CredentialHash) + len(h.ClaimCodeHash)
-	n += 3 * len(h.Subscription) // the raw text and its parsed form
+	n += len(h.Subscription)
 	n += len(src.HostID) + len(src.Name) + len(src.Provider) + 8*len(src.RetryDelays)
 	for _, ev := range src.Events {
 		n += 16 + len(ev)

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,10 +33,8 @@ func TestTargetCacheSeesChangesAtOnce(t *testing.T) {
 	a = b.do("POST", "/api/webhooks/"+g.id+"/github", jsonBody(nil), nil)
 	require.Equal(t, 401, a.status)
 
-	// The host's subscription (sent with a heartbeat) filters at once.
-	a = b.heartbeat(g.token, shared.HeartbeatRequest{Config: &shared.Subscription{Webhooks: map[string]shared.SourceSubscription{
-		"github": {Enabled: false},
-	}}})
+	// The operator's event filter applies at once.
+	a = b.admin("PATCH", "/api/hosts/"+g.id+"/sources/github", map[string]any{"events": []string{"push"}})
 	require.Equal(t, 200, a.status, string(a.body))
 	hd := ghHeaders("rotated", "d-3", prBody)
 	a = b.do("POST", "/api/webhooks/"+g.id+"/github", bytes.NewReader(prBody), hd)
@@ -204,4 +203,31 @@ func TestTargetCacheEvictsExpired(t *testing.T) {
 	c.mu.Lock()
 	require.Empty(t, c.hosts)
 	c.mu.Unlock()
+}
+
+// A host's own configuration never makes the cloud drop a webhook: a
+// subscription that lacks the source (a typo on the host) or its event
+// still gets the webhook stored and handed to the host, which records why
+// it skips it. Only the operator's event filter answers "filtered".
+func TestHostSubscriptionNeverDropsAWebhook(t *testing.T) {
+	b := setup(t)
+	g := b.claimAgent("h")
+	for _, sub := range []map[string]shared.SourceSubscription{
+		{"githb": {Enabled: true}},                            // a typo: no github at all
+		{"github": {Enabled: false}},                          // disabled on the host
+		{"github": {Enabled: true, Events: []string{"push"}}}, // not this event
+		{}, // no sources
+	} {
+		g.beat(shared.HeartbeatRequest{Config: &shared.Subscription{Webhooks: sub}})
+		id := fmt.Sprintf("sub-%d", b.count(g.id))
+		a := b.sendGitHub(g.id, id, prBody)
+		require.Equal(t, 200, a.status, string(a.body))
+		var ir shared.IntakeResponse
+		a.json(t, &ir)
+		require.Equal(t, shared.IntakeQueued, ir.Status, "subscription %v", sub)
+		leased := g.beat(shared.HeartbeatRequest{})
+		require.Len(t, leased.Webhooks, 1, "handed to the host, which decides: subscription %v", sub)
+		require.Equal(t, ir.DeliveryID, leased.Webhooks[0].DeliveryID)
+		g.beat(shared.HeartbeatRequest{WebhookAcks: []string{ir.DeliveryID}})
+	}
 }

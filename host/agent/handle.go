@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"time"
@@ -44,14 +45,11 @@ func (a *Agent) run(w *shared.Webhook) outcome {
 	}}
 	e := &o.entry
 	route, routed := pickRoute(src, *w)
-	switch {
-	case !known || !src.Enabled:
-		e.Result, e.Output = ledger.ResultSkipped, "skipped: source not enabled on this host"
-	case !shared.EventWanted(src.Events, w.EventType, w.EventAction):
-		e.Result, e.Output = ledger.ResultSkipped, "skipped: event not in the source's events"
-	case !routed:
-		e.Result, e.Output = ledger.ResultSkipped, "skipped: no route for this event"
-	default:
+	if why := skipReason(w, src, known, routed); why != "" {
+		// The reason goes to the cloud with the result (its error field),
+		// where an operator sees why and can replay the webhook.
+		e.Result, e.Output, e.Error = ledger.ResultSkipped, "skipped: "+why, why
+	} else {
 		e.Handler = route.Handler.Name()
 		logWebhook(a.log, slog.LevelDebug, "running handler", w, slog.String("handler", e.Handler))
 		// The handler's span continues the webhook's trace; the handler
@@ -87,6 +85,25 @@ func (a *Agent) run(w *shared.Webhook) outcome {
 	e.ProcessedAt = a.clock.Now()
 	e.DurationMS = e.ProcessedAt.Sub(start).Milliseconds()
 	return o
+}
+
+// skipReason says why w is not run on this host, or "" when it is.
+func skipReason(w *shared.Webhook, src Source, known, routed bool) string {
+	event := w.EventType
+	if w.EventAction != "" {
+		event += "." + w.EventAction
+	}
+	switch {
+	case !known:
+		return fmt.Sprintf("this host's configuration has no source %q (check the name under \"webhooks\"; `host run --check` compares it with the cloud's)", w.Source)
+	case !src.Enabled:
+		return fmt.Sprintf("source %q is disabled in this host's configuration", w.Source)
+	case !shared.EventWanted(src.Events, w.EventType, w.EventAction):
+		return fmt.Sprintf("event %q is not among source %q's events in this host's configuration", event, w.Source)
+	case !routed:
+		return fmt.Sprintf("no route of source %q takes event %q", w.Source, event)
+	}
+	return ""
 }
 
 // pickRoute returns the first route of src whose events match w.

@@ -256,7 +256,8 @@ func TestRoutes(t *testing.T) {
 	require.Equal(t, "7", job.Summary.Fields["github.number"])
 	e, err := b.ledger.DeliveryGet(context.Background(), issue.DeliveryID)
 	require.NoError(t, err)
-	require.Equal(t, "skipped: no route for this event", e.Output)
+	require.Equal(t, `skipped: no route of source "github" takes event "issues.opened"`, e.Output)
+	require.Equal(t, `no route of source "github" takes event "issues.opened"`, e.Error, "the reason goes to the cloud with the result")
 	require.Empty(t, e.Handler)
 }
 
