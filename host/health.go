@@ -20,7 +20,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	fs := newFlagSet("health", stderr)
 	listen := fs.String("listen", "", "the local API's address")
 	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+		return flagExit(fs, err, stdout)
 	}
 	host, port, err := net.SplitHostPort(config.ListenAddr(*listen, getenv))
 	if err != nil {

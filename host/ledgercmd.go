@@ -25,6 +25,11 @@ import (
 // runLedger is `host ledger list|show`: it reads the ledger of the state
 // directory, read-only, while `host run` may be writing it.
 func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if wantsHelp(args) {
+		fmt.Fprintf(stdout, "usage:\n  %s\n  %s\n\nhost ledger list -h and host ledger show -h print each one's flags.\n",
+			synopsis("ledger list"), synopsis("ledger show"))
+		return exitOK
+	}
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "host ledger: list or show?\n%s", usage)
 		return exitUsage
@@ -79,7 +84,7 @@ func ledgerList(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	asJSON := fs.Bool("json", false, "print JSON")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
-		return flagExit(err)
+		return flagExit(fs, err, stdout)
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "host ledger list: unexpected argument %q\n", rest[0])
@@ -159,7 +164,7 @@ func ledgerShow(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	asJSON := fs.Bool("json", false, "print JSON")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
-		return flagExit(err)
+		return flagExit(fs, err, stdout)
 	}
 	if len(rest) != 1 {
 		fmt.Fprint(stderr, "host ledger show: give one delivery id\n")

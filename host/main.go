@@ -48,16 +48,46 @@ const (
 	exitRevoked = 3
 )
 
-const usage = `usage:
-  host claim --cloud URL --code CODE [--state DIR] [--insecure-http]
-  host run --config FILE [--check [--offline]] [--state DIR] [--listen ADDR] [--log-level LEVEL]
-  host ledger list [--result success|error|skipped] [--source NAME] [--since 1h|TIME]
-                   [--limit N] [--cursor C] [--json] [--state DIR]
-  host ledger show DELIVERY_ID [--json] [--state DIR]
-  host reconcile [--since 24h|TIME] [--fix] [--json] [--state DIR] [--cloud URL]
-  host health [--listen ADDR]
-  host version
+// synopses are each command's usage line, after "host NAME ": its own
+// help (-h) starts with it, and the global usage lists them all.
+var synopses = []struct{ name, synopsis, about string }{
+	{"claim", "--cloud URL --code CODE [--state DIR] [--insecure-http]",
+		"Exchanges a one-time claim code for this host's credential, stored in the state directory.\n" +
+			"A plain http:// cloud other than a loopback address is refused unless --insecure-http is given."},
+	{"run", "--config FILE [--check [--offline]] [--state DIR] [--listen ADDR] [--log-level LEVEL]",
+		"Heartbeats the cloud, runs each webhook's handler and serves the local API.\n" +
+			"--check validates the configuration and the credential with the cloud, compares the\n" +
+			"configuration's sources with the cloud's (warnings), and exits (--check --offline: the\n" +
+			"files alone). SIGHUP makes a running host reload its sources from the configuration file."},
+	{"ledger list", "[--result success|error|skipped] [--source NAME] [--since 1h|TIME]\n" +
+		"                   [--limit N] [--cursor C] [--json] [--state DIR]",
+		"Lists the ledger's rows, newest first."},
+	{"ledger show", "DELIVERY_ID [--json] [--state DIR]", "Shows one ledger row: the handler's outcome and output."},
+	{"reconcile", "[--since 24h|TIME] [--fix] [--json] [--state DIR] [--cloud URL]",
+		"Compares the ledger with the cloud's record of the deliveries received since, prints each\n" +
+			"disagreement with what it means and what to do, and exits 4 when there is one;\n" +
+			"--fix sends the acks the cloud is missing."},
+	{"health", "[--listen ADDR]", "Exits 0 when the running host's local API says it is well, else 1."},
+	{"version", "", "Prints the host's version."},
+}
 
+// synopsis is the usage line of command name ("ledger list").
+func synopsis(name string) string {
+	for _, s := range synopses {
+		if s.name == name {
+			return strings.TrimSpace("host " + s.name + " " + s.synopsis)
+		}
+	}
+	panic("host: no synopsis of " + name)
+}
+
+var usage = func() string {
+	var b strings.Builder
+	b.WriteString("usage:\n")
+	for _, s := range synopses {
+		b.WriteString("  " + synopsis(s.name) + "\n")
+	}
+	b.WriteString(`
 The state directory is --state, else $RELAY_HOST_STATE, else ~/.relay-host.
 The local API listens on --listen, else $RELAY_HOST_LISTEN, else 127.0.0.1:7071.
 run --check validates the configuration, and the credentials with the cloud
@@ -69,7 +99,10 @@ claim refuses a plain http:// cloud other than a loopback address unless
 --insecure-http is given.
 SIGHUP makes a running host reload its sources from the configuration file.
 health exits 0 when the running host's local API says it is well, else 1.
-`
+host COMMAND -h prints the command's own usage and flags.
+`)
+	return b.String()
+}()
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -96,6 +129,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "health":
 		return runHealth(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "-v", "--version":
+		if wantsHelp(args[1:]) {
+			printHelp(stdout, "version", nil)
+			return exitOK
+		}
 		fmt.Fprintln(stdout, buildinfo.String("host", version, commit))
 		return exitOK
 	case "-h", "-help", "--help", "help":
@@ -106,20 +143,58 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	return exitUsage
 }
 
+// newFlagSet makes command name's flags. A flag that does not parse is
+// reported on stderr with the command's usage line; -h or --help prints
+// the command's usage and flags on stdout (flagExit).
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("host "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.Usage = func() {} // flagExit says what is wanted
 	return fs
 }
 
 // flagExit is the exit code of a command whose flags did not parse: -h
-// (usage printed as asked) is a success, anything else a usage error.
-func flagExit(err error) int {
+// (the command's usage and flags printed on stdout, as asked) is a
+// success, anything else a usage error, its usage line on stderr.
+func flagExit(fs *flag.FlagSet, err error, stdout io.Writer) int {
+	name := strings.TrimPrefix(fs.Name(), "host ")
 	if errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout, name, fs)
 		return exitOK
 	}
+	fmt.Fprintf(fs.Output(), "usage: %s\n", synopsis(name))
 	return exitUsage
+}
+
+// printHelp prints command name's usage line, what it does and its flags
+// (fs nil: it has none).
+func printHelp(w io.Writer, name string, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s\n\n", synopsis(name))
+	for _, s := range synopses {
+		if s.name == name {
+			fmt.Fprintf(w, "%s\n", s.about)
+		}
+	}
+	if fs == nil {
+		return
+	}
+	fmt.Fprint(w, "\nflags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, help := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			help += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n      %s\n", line, help)
+	})
+}
+
+// wantsHelp reports whether args ask for help (-h, -help, --help).
+func wantsHelp(args []string) bool {
+	return len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help")
 }
 
 func cloudClient() *http.Client {
@@ -143,7 +218,7 @@ func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	stateFlag := fs.String("state", "", "state directory")
 	insecure := fs.Bool("insecure-http", false, "allow a plain http:// cloud that is not on this machine")
 	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+		return flagExit(fs, err, stdout)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "host claim: unexpected argument %q\n", fs.Arg(0))

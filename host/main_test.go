@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,13 +62,52 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-func TestHelpIsNotAnError(t *testing.T) {
+// TestHelpOfEachCommand: every command answers -h and --help with its own
+// usage line and flags on stdout, and exits 0; the global usage is not it.
+func TestHelpOfEachCommand(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"-h"}, {"claim", "-h"}, {"run", "-h"}, {"ledger", "list", "-h"}, {"ledger", "show", "-h"}} {
-		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), args, &stdout, &stderr, noEnv)
-		require.Equal(t, exitOK, code, "%q", args)
-		require.Contains(t, stdout.String()+stderr.String(), "host", "%q: usage printed", args)
+	for _, tc := range []struct {
+		args  []string
+		usage string   // the first line
+		flags []string // each listed
+	}{
+		{[]string{"claim"}, "usage: host claim --cloud URL --code CODE", []string{"--cloud string", "--code string", "--state string", "--insecure-http"}},
+		{[]string{"run"}, "usage: host run --config FILE [--check [--offline]]", []string{"--config string", "--check", "--offline", "--state string", "--listen string", "--log-level string"}},
+		{[]string{"ledger"}, "usage:\n  host ledger list [--result", []string{"host ledger show DELIVERY_ID [--json] [--state DIR]"}},
+		{[]string{"ledger", "list"}, "usage: host ledger list [--result", []string{"--result string", "--source string", "--since string", "--limit int", "--cursor string", "--json", "--state string"}},
+		{[]string{"ledger", "show"}, "usage: host ledger show DELIVERY_ID", []string{"--json", "--state string"}},
+		{[]string{"reconcile"}, "usage: host reconcile [--since 24h|TIME]", []string{"--since string", "--fix", "--json", "--state string", "--cloud URL"}},
+		{[]string{"health"}, "usage: host health [--listen ADDR]", []string{"--listen string"}},
+		{[]string{"version"}, "usage: host version", nil},
+	} {
+		for _, help := range []string{"-h", "--help"} {
+			args := append(slices.Clone(tc.args), help)
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), args, &stdout, &stderr, noEnv)
+			require.Equal(t, exitOK, code, "%q: %s", args, stderr.String())
+			require.Empty(t, stderr.String(), "%q", args)
+			out := stdout.String()
+			require.True(t, strings.HasPrefix(out, tc.usage), "%q: %s", args, out)
+			for _, f := range tc.flags {
+				require.Contains(t, out, "\n  "+f+"\n", "%q", args)
+			}
+			if len(tc.args) > 0 && tc.args[0] != "ledger" {
+				require.NotContains(t, out, "host ledger", "%q: its own usage, not the global one", args)
+			}
+		}
+	}
+	// A flag that does not parse: the error and the command's usage line
+	// on stderr, exit 2.
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"ledger", "list", "--bogus"}, &stdout, &stderr, noEnv)
+	require.Equal(t, exitUsage, code)
+	require.Empty(t, stdout.String())
+	require.Equal(t, "flag provided but not defined: -bogus\nusage: "+synopsis("ledger list")+"\n", stderr.String())
+	// The global usage lists every command's synopsis.
+	stdout.Reset()
+	require.Equal(t, exitOK, run(context.Background(), []string{"-h"}, &stdout, &stderr, noEnv))
+	for _, s := range synopses {
+		require.Contains(t, stdout.String(), synopsis(s.name))
 	}
 }
 

@@ -121,11 +121,11 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	stateFlag := fs.String("state", "", "state directory")
 	sinceFlag := fs.String("since", "24h", "deliveries received since: a duration (24h) or an RFC 3339 time")
 	fix := fs.Bool("fix", false, "send the cloud the acks it is missing (nothing else changes)")
-	cloudFlag := fs.String("cloud", "", "the cloud's URL (default: the one `host claim` recorded)")
+	cloudFlag := fs.String("cloud", "", "the cloud's `URL` (default: the one host claim recorded)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
-		return flagExit(err)
+		return flagExit(fs, err, stdout)
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(stderr, "host reconcile: unexpected argument %q\n", rest[0])

@@ -120,7 +120,7 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	listenFlag := fs.String("listen", "", "local API address")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return flagExit(err)
+		return flagExit(fs, err, stdout)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "host run: unexpected argument %q\n", fs.Arg(0))
