@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -15,12 +14,7 @@ import (
 // writer, nor it them) and writes a compact copy. Postgres has pg_dump.
 func backup(ctx context.Context, args []string) error {
 	var o options
-	fs := flag.NewFlagSet("cloud backup", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: cloud backup [flags] FILE\n\nCopies the SQLite database of RELAY_DATABASE_URL to FILE (new, 0600) while the cloud runs.\n\n")
-		fs.PrintDefaults()
-	}
-	o.register(fs, false)
+	fs := o.flagSet("backup")
 	if _, err := o.parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 // does, without verifying the certificate: it only ever dials this
 // machine, and sends nothing secret.
 func health(ctx context.Context, args []string) error {
-	o, _, err := parse("cloud health", args, true)
+	o, _, err := parse("health", args)
 	if err != nil {
 		return err
 	}

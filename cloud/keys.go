@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,9 +19,7 @@ import (
 // RELAY_SECRET_KEYS_FILE): a source changed meanwhile is read again.
 func rekey(ctx context.Context, args []string) error {
 	var o options
-	fs := flag.NewFlagSet("cloud rekey", flag.ContinueOnError)
-	o.register(fs, false)
-	o.registerKeys(fs)
+	fs := o.flagSet("rekey")
 	log, err := o.parseFlags(fs, args)
 	if err != nil {
 		return err

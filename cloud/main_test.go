@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,12 +26,7 @@ func commandFlags(t *testing.T) map[string]*flag.FlagSet {
 	out := map[string]*flag.FlagSet{}
 	for _, cmd := range []string{"serve", "migrate", "rekey"} {
 		var o options
-		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-		o.register(fs, cmd == "serve")
-		if cmd == "rekey" {
-			o.registerKeys(fs)
-		}
-		out[cmd] = fs
+		out[cmd] = o.flagSet(cmd)
 	}
 	return out
 }
@@ -173,12 +169,7 @@ func TestEverySettingChecked(t *testing.T) {
 				hermetic(t)
 				t.Setenv(env, c.good)
 				var o options
-				fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-				o.register(fs, cmd == "serve")
-				if cmd == "rekey" {
-					o.registerKeys(fs)
-				}
-				_, err := o.parseFlags(fs, nil)
+				_, err := o.parseFlags(o.flagSet(cmd), nil)
 				require.NoError(t, err, "%s=%q is good", env, c.good)
 			})
 		})
@@ -238,4 +229,74 @@ func TestBadOTLPEndpoint(t *testing.T) {
 	require.Equal(t, 2, run(ctx, []string{"serve"}, &stderr), stderr.String())
 	require.Contains(t, stderr.String(), "OTEL_EXPORTER_OTLP_ENDPOINT")
 	require.Contains(t, stderr.String(), "want")
+}
+
+// usageCommands are the commands the top-level usage lists.
+func usageCommands(t *testing.T) []string {
+	t.Helper()
+	_, list, ok := strings.Cut(usage, "commands:\n")
+	require.True(t, ok)
+	list, _, _ = strings.Cut(list, "\n\n")
+	var names []string
+	for _, line := range strings.Split(list, "\n") {
+		if strings.HasPrefix(line, "  ") && line[2] != ' ' {
+			names = append(names, strings.Fields(line)[0])
+		}
+	}
+	return names
+}
+
+// TestEveryCommandHelp: every command the usage lists answers -h, -help
+// and --help with its own usage, what it does and every one of its flags,
+// on stdout, exit 0, and starts nothing; a secret set in the environment
+// is never printed as a default.
+func TestEveryCommandHelp(t *testing.T) {
+	dir := hermetic(t)
+	t.Setenv("RELAY_ADMIN_TOKEN", strings.Repeat("s3cret", 6))
+	t.Setenv("RELAY_DATABASE_URL", "postgres://relay:pw@db.example.com/relay")
+	names := usageCommands(t)
+	require.ElementsMatch(t, []string{"serve", "migrate", "rekey", "backup", "health", "ctl", "version"}, names)
+	for _, name := range names {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			t.Run(name+"/"+h, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				code := runIO(context.Background(), []string{name, h}, &stdout, &stderr)
+				out := stdout.String()
+				require.Equal(t, 0, code, "stderr: %s", stderr.String())
+				require.Empty(t, stderr.String())
+				require.True(t, strings.HasPrefix(out, "usage: cloud "+name), "its own usage first:\n%s", out)
+				require.NotContains(t, out, "s3cret", "a secret is never printed")
+				require.NotContains(t, out, "pw@", "a database password is never printed")
+				if _, ok := commands[name]; !ok {
+					return // ctl (its own tests) and version: no settings
+				}
+				require.Contains(t, out, commands[name].about)
+				var o options
+				o.flagSet(name).VisitAll(func(f *flag.Flag) {
+					require.Contains(t, out, "  -"+f.Name+" ", "-%s is listed", f.Name)
+					require.Contains(t, out, settingEnv(t, f), "-%s names its variable", f.Name)
+				})
+			})
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "help opened no database and wrote no key")
+
+	var stdout bytes.Buffer
+	require.Equal(t, 0, runIO(context.Background(), []string{"rekey", "-h"}, &stdout, io.Discard))
+	require.Contains(t, stdout.String(), "alert sinks")
+	require.Contains(t, stdout.String(), "RELAY_SECRET_KEYS_FILE")
+	require.Contains(t, usage, "RELAY_SECRET_KEYS_FILE", "the usage's line for rekey names the keys file")
+}
+
+// TestBadFlagOnce: a flag a command does not have is reported once, on
+// stderr, with where to find the flags; nothing goes to stdout.
+func TestBadFlagOnce(t *testing.T) {
+	hermetic(t)
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 2, runIO(context.Background(), []string{"migrate", "-bogus"}, &stdout, &stderr))
+	require.Empty(t, stdout.String())
+	require.Equal(t, 1, strings.Count(stderr.String(), "-bogus"), stderr.String())
+	require.Contains(t, stderr.String(), "cloud migrate -h")
 }
