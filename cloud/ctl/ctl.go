@@ -23,32 +23,54 @@ const (
 	EnvTokenFile = "RELAY_ADMIN_TOKEN_FILE"
 )
 
-const usage = `usage: cloud ctl [--url URL] [--token-file FILE] <command> [flags] [args]
+const usageHead = `usage: cloud ctl [--url URL] [--token-file FILE] <command> [flags] [args]
 
 The admin token is read from $RELAY_ADMIN_TOKEN, or from the file named by
 --token-file or $RELAY_ADMIN_TOKEN_FILE (never from a flag's value, which
 would land in shell history). The cloud is --url or $RELAY_URL (default
 http://127.0.0.1:8080). Every command takes --json (print the API's JSON)
-and -h.
+and -h (its usage and flags).
+
+global flags:
+  --url URL          the cloud's base URL (default $RELAY_URL or http://127.0.0.1:8080)
+  --token-file FILE  a file holding the admin token (default $RELAY_ADMIN_TOKEN_FILE)
+  --json             print the API's JSON
 
 commands:
-  hosts list | show ID | create NAME | rename ID NAME | limits ID --per-min N [--burst N]
-        | deactivate ID | claim-code ID
-  sources list HOST | show HOST SOURCE | put HOST SOURCE [flags] | enable HOST SOURCE
-        | disable HOST SOURCE | events HOST SOURCE [EVENT...]
-  deliveries list [--host H] [--status S] [--provider P] [--event-id E] [--correlation-id C] [--since 24h]
-        | retry DELIVERY_ID | purge-dlq HOST
-  inspect ID          a webhook's whole life: ID is a delivery id, a provider event id or a correlation id
-  tail                follow new deliveries and their transitions
-  rejections HOST     refused intake requests
-  quarantine list | release
-  alerts list | rules | set-rule RULE [--host H] [--threshold N] [--off|--on] | reset-rule RULE [--host H]
-        | sinks | add-sink webhook|slack --url-file FILE|- | remove-sink ID
+`
 
+const usageTail = `
 exit codes: 0 ok, 1 failed (cloud unreachable or failing), 2 bad usage,
 3 not found (or deactivated), 4 wrong or missing admin token, 5 conflict
 (wrong state).
 `
+
+// usage is what `cloud ctl -h` prints: every command with its arguments
+// and every flag it takes, as its own -h gives them.
+func usage() string {
+	var b strings.Builder
+	b.WriteString(usageHead)
+	for _, c := range commandList {
+		if c.subs == nil {
+			fmt.Fprintf(&b, "  %s\n", synopsis(c.run))
+			continue
+		}
+		for _, sub := range c.subs {
+			fmt.Fprintf(&b, "  %s\n", synopsis(sub.run))
+		}
+	}
+	b.WriteString(usageTail)
+	return b.String()
+}
+
+// synopsis is a command's usage line as its -h prints it, without
+// "usage: cloud ctl ".
+func synopsis(cmd command) string {
+	var out strings.Builder
+	_ = cmd(context.Background(), &env{stdout: &out, stderr: io.Discard}, []string{"-h"}, nil)
+	line, _, _ := strings.Cut(out.String(), "\n")
+	return strings.TrimPrefix(line, "usage: cloud ctl ")
+}
 
 // env is what a command runs with.
 type env struct {
@@ -74,25 +96,25 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage)
+			fmt.Fprint(stdout, usage())
 			return ExitOK
 		}
-		fmt.Fprintf(stderr, "cloud ctl: %v\n%s", err, usage)
+		fmt.Fprintf(stderr, "cloud ctl: %v\n%s", err, usage())
 		return ExitUsage
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return ExitUsage
 	}
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now, json: *asJSON}
 	name, rest := fs.Arg(0), fs.Args()[1:]
 	if name == "help" {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return ExitOK
 	}
-	cmd, ok := commands[name]
+	cmd, ok := lookup(name)
 	if !ok {
-		fmt.Fprintf(stderr, "cloud ctl: unknown command %q\n%s", name, usage)
+		fmt.Fprintf(stderr, "cloud ctl: unknown command %q\n%s", name, usage())
 		return ExitUsage
 	}
 	base, from := *urlFlag, "--url"
@@ -179,43 +201,72 @@ func readToken(getenv func(string) string, file string) (string, error) {
 // command runs one command; auth reads the token before the first call.
 type command func(ctx context.Context, e *env, args []string, auth func() error) error
 
-var commands map[string]command
+// entry is a command in the list: one that runs, or a group of them.
+type entry struct {
+	name string
+	run  command
+	subs []entry
+}
+
+// commandList is every command, in the order `cloud ctl -h` lists them.
+var commandList []entry
 
 func init() {
-	commands = map[string]command{
-		"hosts":      group("hosts", map[string]command{"list": hostsList, "show": hostsShow, "create": hostsCreate, "rename": hostsRename, "limits": hostsLimits, "deactivate": hostsDeactivate, "claim-code": hostsClaimCode}),
-		"sources":    group("sources", map[string]command{"list": sourcesList, "show": sourcesShow, "put": sourcesPut, "enable": sourcesEnable, "disable": sourcesDisable, "events": sourcesEvents}),
-		"deliveries": group("deliveries", map[string]command{"list": deliveriesList, "retry": deliveriesRetry, "purge-dlq": deliveriesPurge}),
-		"inspect":    inspect,
-		"tail":       tail,
-		"rejections": rejections,
-		"quarantine": group("quarantine", map[string]command{"list": quarantineList, "release": quarantineRelease}),
-		"alerts": group("alerts", map[string]command{"list": alertsList, "rules": alertsRules, "set-rule": alertsSetRule,
-			"reset-rule": alertsResetRule, "sinks": alertsSinks, "add-sink": alertsAddSink, "remove-sink": alertsRemoveSink}),
+	commandList = []entry{
+		{name: "hosts", subs: []entry{{"list", hostsList, nil}, {"show", hostsShow, nil}, {"create", hostsCreate, nil},
+			{"rename", hostsRename, nil}, {"limits", hostsLimits, nil}, {"deactivate", hostsDeactivate, nil}, {"claim-code", hostsClaimCode, nil}}},
+		{name: "sources", subs: []entry{{"list", sourcesList, nil}, {"show", sourcesShow, nil}, {"put", sourcesPut, nil},
+			{"enable", sourcesEnable, nil}, {"disable", sourcesDisable, nil}, {"events", sourcesEvents, nil}}},
+		{name: "deliveries", subs: []entry{{"list", deliveriesList, nil}, {"retry", deliveriesRetry, nil}, {"purge-dlq", deliveriesPurge, nil}}},
+		{name: "inspect", run: inspect},
+		{name: "tail", run: tail},
+		{name: "rejections", run: rejections},
+		{name: "quarantine", subs: []entry{{"list", quarantineList, nil}, {"release", quarantineRelease, nil}}},
+		{name: "alerts", subs: []entry{{"list", alertsList, nil}, {"rules", alertsRules, nil}, {"set-rule", alertsSetRule, nil},
+			{"reset-rule", alertsResetRule, nil}, {"sinks", alertsSinks, nil}, {"add-sink", alertsAddSink, nil}, {"remove-sink", alertsRemoveSink, nil}}},
+	}
+	for i, c := range commandList {
+		if c.subs != nil {
+			commandList[i].run = group(c.name, c.subs)
+		}
 	}
 }
 
-// group is a command with subcommands.
-func group(name string, subs map[string]command) command {
+// lookup finds a top-level command by name.
+func lookup(name string) (command, bool) {
+	for _, c := range commandList {
+		if c.name == name {
+			return c.run, true
+		}
+	}
+	return nil, false
+}
+
+// group is a command with subcommands: -h lists each with its arguments
+// and flags.
+func group(name string, subs []entry) command {
 	return func(ctx context.Context, e *env, args []string, auth func() error) error {
-		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
 			names := make([]string, 0, len(subs))
-			for n := range subs {
-				names = append(names, n)
+			for _, sub := range subs {
+				names = append(names, sub.name)
 			}
-			slices.Sort(names)
 			msg := fmt.Sprintf("usage: cloud ctl %s <%s> [flags] [args]\n", name, strings.Join(names, "|"))
 			if len(args) == 0 {
 				return usagef("%s", strings.TrimSpace(msg))
 			}
-			fmt.Fprint(e.stdout, msg)
+			fmt.Fprint(e.stdout, msg+"\ncommands:\n")
+			for _, sub := range subs {
+				fmt.Fprintf(e.stdout, "  %s\n", synopsis(sub.run))
+			}
+			fmt.Fprintf(e.stdout, "\nRun \"cloud ctl %s <command> -h\" for a command's flags.\n", name)
 			return flag.ErrHelp
 		}
-		sub, ok := subs[args[0]]
-		if !ok {
+		i := slices.IndexFunc(subs, func(sub entry) bool { return sub.name == args[0] })
+		if i < 0 {
 			return usagef("unknown subcommand %q", args[0])
 		}
-		return sub(ctx, e, args[1:], auth)
+		return subs[i].run(ctx, e, args[1:], auth)
 	}
 }
 

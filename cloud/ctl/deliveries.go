@@ -11,7 +11,7 @@ import (
 )
 
 func deliveriesList(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "deliveries list [flags]  (every host's, newest first)")
+	f := newFlags(e, "deliveries list [--host H] [--status S] [--source S] [--provider P] [--event-id E] [--correlation-id C] [--since 24h|TIME] [--limit N] [--cursor C] [--json]  (every host's, newest first)")
 	hostID := f.String("host", "", "only this host's")
 	status := f.String("status", "", "queued, delivering, delivered, acked, retrying or dlq")
 	src := f.String("source", "", "only this source")

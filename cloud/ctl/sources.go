@@ -88,7 +88,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func sourcesPut(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "sources put HOST_ID SOURCE [flags]  (replaces the source; omitted secrets keep the stored ones)")
+	f := newFlags(e, "sources put HOST_ID SOURCE [--provider P] [--events E,…] [--secrets-file FILE|-] [--retry-schedule 0,10,60] [--max-attempts N] [--max-body-bytes N] [--option K=V]… [--disabled] [--json]  (replaces the source; omitted secrets keep the stored ones)")
 	provider := f.String("provider", "", "the provider (default: the source's name)")
 	evs := f.String("events", "", "comma-separated events to take (default: every event)")
 	secretsFile := f.String("secrets-file", "", `a file of secrets, one a line ("-": standard input); never a flag's value`)
