@@ -127,7 +127,7 @@ func (cn *Console) deliveryPage(c *gin.Context) {
 	}
 	p := &page{Title: "Delivery " + d.D.EventID, Nav: "deliveries", Data: d}
 	if c.Query("retried") == "1" {
-		p.Flash = "Retried: it is queued again, with its attempts reset, for the host’s next heartbeat."
+		p.Flash = "Retried: it is queued again, with its attempts reset; the host gets it next, over its socket or with its next heartbeat."
 	}
 	cn.render(c, 200, "delivery", p)
 }

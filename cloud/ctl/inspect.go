@@ -141,7 +141,7 @@ func advise(d delivery, r *shared.HostResult, failure string, now time.Time) nex
 	}
 	if done {
 		return nextAction{RetrySafe: false, Action: "wait",
-			Why: d.Status + " in the cloud, but " + ledger + ": the side effect is done and the ack is still to come (the host's next heartbeat sends it). Do not retry by hand; if it stays, run `host reconcile` on host " + d.HostID + "."}
+			Why: d.Status + " in the cloud, but " + ledger + ": the side effect is done and the ack is still to come (the host's next report sends it, over its socket or with a heartbeat). Do not retry by hand; if it stays, run `host reconcile` on host " + d.HostID + "."}
 	}
 	if r == nil && mayHaveRun(failure) && (d.Status == "retrying" || d.Status == "dlq") {
 		ended := "its lease ended"
@@ -182,7 +182,7 @@ func advise(d delivery, r *shared.HostResult, failure string, now time.Time) nex
 			Why: "handed to host " + d.HostID + ", whose handler may be running now (" + ledger + "). Wait for its ack or the lease's end."}
 	case "queued":
 		return nextAction{RetrySafe: true, Action: "wait",
-			Why: "queued for host " + d.HostID + "'s next heartbeat; nothing ran since it was queued. If it waits long, see `cloud ctl hosts show " + d.HostID + "`."}
+			Why: "queued for host " + d.HostID + " (pushed over its socket, or in the answer to its next heartbeat); nothing ran since it was queued. If it waits long, see `cloud ctl hosts show " + d.HostID + "`."}
 	}
 	return nextAction{RetrySafe: false, Action: "investigate", Why: "unknown status " + d.Status}
 }

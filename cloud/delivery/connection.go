@@ -110,7 +110,7 @@ func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store
 			return &store.DeliveryLeaseResult{Deliveries: ds}, nil
 		}
 		if n := o.Room(); n > 0 && look {
-			p := &store.DeliveryLeaseParams{HostID: host.ID, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
+			p := &store.DeliveryLeaseParams{HostID: host.ID, Via: store.ViaSocket, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
 			began := steptime.Now()
 			res, err := s.store.DeliveryLease(ctx, p)
 			if err != nil {

@@ -223,7 +223,7 @@ func (o *Outbox) reserve(size int) *Reservation {
 	if o.closed || !o.caughtUp || len(o.wake) > 0 || o.room() <= 0 || !o.held.reserve(size) {
 		return nil
 	}
-	return &Reservation{h: o, leaseFor: o.leaseFor, size: size}
+	return &Reservation{h: o, leaseFor: o.leaseFor, via: store.ViaSocket, size: size}
 }
 
 // take returns what was handed in, counted pushed already.
@@ -275,7 +275,8 @@ func (o *Outbox) pending() {
 type Reservation struct {
 	h        holder
 	leaseFor time.Duration
-	size     int // the body's bytes
+	via      store.Via // the transport the holder hands it out on
+	size     int       // the body's bytes
 	settled  bool
 }
 
@@ -293,7 +294,7 @@ func (v *Reservation) Lease() *store.InsertLease {
 	if v == nil {
 		return nil
 	}
-	return &store.InsertLease{For: v.leaseFor}
+	return &store.InsertLease{For: v.leaseFor, Via: v.via}
 }
 
 // Settle says how the insert ended: a delivery stored leased goes to the

@@ -49,7 +49,7 @@ func (p *poll) reserve(leaseFor time.Duration, size int) *Reservation {
 	if !p.open || len(p.wake) > 0 || len(p.held.handed) > 0 || p.held.reserved >= p.max || !p.held.reserve(size) {
 		return nil
 	}
-	return &Reservation{h: p, leaseFor: leaseFor, size: size}
+	return &Reservation{h: p, leaseFor: leaseFor, via: store.ViaHeartbeat, size: size}
 }
 
 func (p *poll) settle(d *store.Delivery, size int) {

@@ -270,7 +270,7 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 		pl = newPoll(max, s.cfg.MaxBatchBytes, ch)
 		defer s.wakeups.watch(host.ID, pl)()
 	}
-	p := &store.DeliveryLeaseParams{HostID: host.ID, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
+	p := &store.DeliveryLeaseParams{HostID: host.ID, Via: store.ViaHeartbeat, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
 	began := steptime.Now()
 	res, err := s.store.DeliveryLease(ctx, p)
 	if err == nil {

@@ -22,7 +22,7 @@ import (
 
 // TestHostSocketDelivers: a host on the socket, with an hour between
 // heartbeats, gets each webhook pushed as it arrives, and the cloud's audit
-// trail is the heartbeat's: leased, written, acked.
+// trail names the socket: pushed, written, acked.
 func TestHostSocketDelivers(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "socket")
@@ -44,7 +44,7 @@ func TestHostSocketDelivers(t *testing.T) {
 		eventually(t, 20*time.Second, "acked over the socket", func() bool { return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked" })
 		d := s.cloud.delivery(s.hostID, id)
 		require.Equal(t, 1, d.Delivery.Attempts, d.reasons())
-		require.Equal(t, "→queued: received | queued→delivering: leased to heartbeat | delivering→delivered: response written | delivered→acked: acked by host", d.reasons())
+		require.Equal(t, "→queued: received | queued→delivering: pushed over the host's socket | delivering→delivered: written to the host | delivered→acked: acked by host", d.reasons())
 	}
 	log := tail(h.logPath, 400)
 	require.NotContains(t, log, "heartbeat failed")

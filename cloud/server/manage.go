@@ -111,7 +111,7 @@ func errRateLimit(field string) error {
 
 // retryDelivery is POST /api/hosts/:id/webhooks/:deliveryId/retry: a
 // dead-lettered or retrying delivery goes back to the queue with its
-// attempts reset, for the host's next heartbeat.
+// attempts reset, for the host's next lease (its socket or its next heartbeat).
 func (s *Server) retryDelivery(c *gin.Context) {
 	d, err := s.RetryDelivery(c.Request.Context(), c.Param("id"), c.Param("deliveryId"))
 	if err != nil {

@@ -216,11 +216,11 @@ func TestScheduleLeaseExpiry(t *testing.T) {
 	require.Equal(t, 2, d.Attempts)
 	require.Equal(t, []string{
 		">queued#0 received",
-		"queued>delivering#1 leased to heartbeat",
-		"delivering>delivered#1 response written",
+		"queued>delivering#1 leased to a heartbeat",
+		"delivering>delivered#1 written to the host",
 		"delivered>retrying#1 lease expired",
-		"retrying>delivering#2 leased to heartbeat",
-		"delivering>delivered#2 response written",
+		"retrying>delivering#2 leased to a heartbeat",
+		"delivering>delivered#2 written to the host",
 		"delivered>retrying#2 lease expired",
 	}, g.trail(id))
 }

@@ -114,7 +114,7 @@ func TestSocketIntakeLeasesToTheSocket(t *testing.T) {
 	require.Equal(t, store.StatusAcked, b.status(hostID, id))
 	require.Equal(t, []store.DeliveryEvent{
 		{To: store.StatusQueued, Reason: store.TransitionReceive.Reason},
-		{From: store.StatusQueued, To: store.StatusDelivering, Reason: store.TransitionLease.Reason, Attempt: 1},
+		{From: store.StatusQueued, To: store.StatusDelivering, Reason: store.TransitionPush.Reason, Attempt: 1},
 		{From: store.StatusDelivering, To: store.StatusDelivered, Reason: store.TransitionDelivered.Reason, Attempt: 1},
 		{From: store.StatusDelivered, To: store.StatusAcked, Reason: store.TransitionAck.Reason, Attempt: 1},
 	}, b.trail(id), "acked once, recorded delivered by the ack")

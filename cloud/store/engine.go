@@ -223,6 +223,15 @@ func (r *InsertRow) Attempts() int {
 	return 0
 }
 
+// LeaseReason is the reason of r's lease event, naming its transport; ""
+// when it is not leased.
+func (r *InsertRow) LeaseReason() string {
+	if !r.Leased() {
+		return ""
+	}
+	return LeaseOn(r.Lease.Via).Reason
+}
+
 // LeaseUntil is when the lease of r, stored new at at, ends; nil when it
 // is not leased.
 func (r *InsertRow) LeaseUntil(at time.Time) *time.Time {
@@ -239,7 +248,7 @@ func (r *InsertRow) Events(at time.Time) []DeliveryEvent {
 	evs := []DeliveryEvent{{DeliveryID: r.ID, At: at, To: TransitionReceive.To, Reason: r.ReceiveReason()}}
 	if r.Leased() {
 		evs = append(evs, DeliveryEvent{DeliveryID: r.ID, At: at, From: TransitionReceive.To, To: TransitionLease.To,
-			Reason: TransitionLease.Reason, Attempt: 1})
+			Reason: r.LeaseReason(), Attempt: 1})
 	}
 	return evs
 }

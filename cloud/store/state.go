@@ -7,7 +7,7 @@ import (
 
 // Status is a delivery's state.
 //
-//	queued ──lease──▶ delivering ──response written──▶ delivered ──ack──▶ acked
+//	queued ──lease──▶ delivering ──written to the host──▶ delivered ──ack──▶ acked
 //	delivering ──answer not written, or lease expiry before it was──▶ retrying, due at once
 //	delivering/delivered ──handed back unstarted──▶ retrying, due at once, the attempt given back
 //	delivering/delivered ──nack or lease expiry──▶ retrying ──lease──▶ delivering …
@@ -68,10 +68,14 @@ func (t Transition) Allows(s Status) bool {
 // (nack, lease expiry, release) take their target from the delivery core's
 // decision (a FailFunc).
 var (
-	TransitionReceive   = Transition{From: nil, To: StatusQueued, Reason: "received"}
-	TransitionRevive    = Transition{From: []Status{StatusDLQ}, To: StatusQueued, Reason: "revived by a repeat from the provider"}
-	TransitionLease     = Transition{From: []Status{StatusQueued, StatusRetrying}, To: StatusDelivering, Reason: "leased to heartbeat"}
-	TransitionDelivered = Transition{From: []Status{StatusDelivering}, To: StatusDelivered, Reason: "response written"}
+	TransitionReceive = Transition{From: nil, To: StatusQueued, Reason: "received"}
+	TransitionRevive  = Transition{From: []Status{StatusDLQ}, To: StatusQueued, Reason: "revived by a repeat from the provider"}
+	// A lease says which transport carried the deliveries: a heartbeat's
+	// answer (TransitionLease) or the host's socket (TransitionPush); see
+	// LeaseOn.
+	TransitionLease     = Transition{From: []Status{StatusQueued, StatusRetrying}, To: StatusDelivering, Reason: "leased to a heartbeat"}
+	TransitionPush      = Transition{From: []Status{StatusQueued, StatusRetrying}, To: StatusDelivering, Reason: "pushed over the host's socket"}
+	TransitionDelivered = Transition{From: []Status{StatusDelivering}, To: StatusDelivered, Reason: "written to the host"}
 	// A delivery still delivering did not reach its host: the answer
 	// carrying it failed to write (at once), or the cloud stopped before
 	// writing it (when the lease ends). The handler never ran, so there is
@@ -110,9 +114,26 @@ var (
 	// Extending only renews an existing lease.
 	TransitionExtend = Transition{From: []Status{StatusDelivering, StatusDelivered}, To: "", Reason: "lease extended"}
 	// A manual retry puts a failed delivery back in the queue with its
-	// attempts reset, to be handed out on the host's next heartbeat.
+	// attempts reset, to be handed out on the host's next lease.
 	TransitionRetry = Transition{From: []Status{StatusDLQ, StatusRetrying}, To: StatusQueued, Reason: "retried by an operator"}
 )
+
+// Via is the transport a lease hands deliveries out on.
+type Via string
+
+const (
+	ViaHeartbeat Via = "heartbeat" // a heartbeat's answer (a long poll's included)
+	ViaSocket    Via = "socket"    // pushed over the host's WebSocket
+)
+
+// LeaseOn is the lease transition of deliveries handed out on via: the
+// same change of status, its audit reason naming the transport.
+func LeaseOn(via Via) Transition {
+	if via == ViaSocket {
+		return TransitionPush
+	}
+	return TransitionLease
+}
 
 // Requeued lists the transitions that put a delivery back in the queue
 // with its attempts reset (RequeueMaxAttempts).

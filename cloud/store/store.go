@@ -378,6 +378,7 @@ type DeliveryInsertParams struct {
 // it; engines only write it (InsertRow).
 type InsertLease struct {
 	For time.Duration
+	Via Via // the transport that carries it (its lease event's reason)
 }
 
 // InsertOutcome says what DeliveryInsert did.
@@ -417,6 +418,7 @@ type DeliveryEvent struct {
 
 type DeliveryLeaseParams struct {
 	HostID   string
+	Via      Via // the transport that carries them (the audit reason); "": a heartbeat
 	Max      int
 	MaxBytes int
 	LeaseFor time.Duration

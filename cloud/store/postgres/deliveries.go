@@ -235,6 +235,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		statuses = make([]string, n)
 		tries    = make([]int32, n)
 		leases   = make([]*time.Time, n)
+		leasedBy = make([]string, n)
 	)
 	byKey := make(map[string]int, n)
 	for j, i := range first {
@@ -244,7 +245,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			r.ReceiveReason()
 		bodies[j], sizes[j], attempts[j], delays[j], times[j] =
 			r.Body, int32(len(r.Body)), int32(r.MaxAttempts), r.Delays, ms(r.ReceivedAt)
-		statuses[j], tries[j], leases[j] = string(r.Status()), int32(r.Attempts()), r.LeaseUntil(ms(r.ReceivedAt))
+		statuses[j], tries[j], leases[j], leasedBy[j] = string(r.Status()), int32(r.Attempts()), r.LeaseUntil(ms(r.ReceivedAt)), r.LeaseReason()
 		byKey[r.Key()] = i
 	}
 	// A row whose event is stored, or whose delivery id another event has,
@@ -256,8 +257,8 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		WITH r AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
 				$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[],
-				$17::text[], $18::integer[], $19::timestamptz[])
-				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease)
+				$17::text[], $18::integer[], $19::timestamptz[], $20::text[])
+				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease, lreason)
 		), ins AS (
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
@@ -266,7 +267,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			ON CONFLICT DO NOTHING
 			RETURNING delivery_id, host_id, source, event_id, received_at, status
 		), new AS (
-			SELECT ins.delivery_id, ins.received_at, ins.status, r.body, r.reason FROM ins
+			SELECT ins.delivery_id, ins.received_at, ins.status, r.body, r.reason, r.lreason FROM ins
 				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
 		), bodies AS (
 			INSERT INTO delivery_bodies (delivery_id, raw_body) SELECT delivery_id, body FROM new
@@ -276,14 +277,14 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 				SELECT delivery_id, received_at AS at, '' AS from_status, $15 AS to_status, reason, 0 AS attempt, 0 AS k
 				FROM new
 				UNION ALL
-				SELECT delivery_id, received_at, $15, status, $20, 1, 1 FROM new WHERE status <> $15
+				SELECT delivery_id, received_at, $15, status, lreason, 1, 1 FROM new WHERE status <> $15
 			) e ORDER BY delivery_id, k
 		)
 		SELECT host_id, source, event_id, (SELECT count(*) FROM (
 			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins WHERE status = $15) hosts) woken)
 		FROM ins`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
-		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, store.TransitionLease.Reason)
+		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, leasedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -620,7 +621,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	}
 	now := ms(p.Now)
 	leaseUntil := ms(p.Now.Add(p.LeaseFor))
-	tr := store.TransitionLease
+	tr := store.LeaseOn(p.Via)
 
 	var leased []*store.Delivery
 	var more bool

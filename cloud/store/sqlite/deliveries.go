@@ -582,7 +582,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	}
 	now := ms(p.Now)
 	leaseUntil := ms(p.Now.Add(p.LeaseFor))
-	tr := store.TransitionLease
+	tr := store.LeaseOn(p.Via)
 
 	// Most leases find nothing (a long poll or a push loop looking before
 	// it waits): a read says so without taking the write lock, which the

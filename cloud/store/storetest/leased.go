@@ -83,6 +83,51 @@ func exerciseInsertLeased(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.StatusAcked, get(ctx, t, s, b.host.ID, pushed.ID).Status)
 	})
 
+	t.Run("LeaseNamesItsTransport", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		// A lease on the socket, a lease for a heartbeat, a delivery stored
+		// leased to a socket and one stored leased to a waiting long poll:
+		// each lease event names the transport that carried it.
+		polled := insert(ctx, t, s, b.host.ID, "evt-polled", base, deliveryOpts{})
+		lp := &store.DeliveryLeaseParams{HostID: b.host.ID, Via: store.ViaHeartbeat, Max: 10, MaxBytes: 1 << 20, LeaseFor: leaseFor, Now: base}
+		res, err := s.DeliveryLease(ctx, lp)
+		require.NoError(t, err)
+		require.Equal(t, []string{polled.ID}, ids(res.Deliveries))
+		pushed := insert(ctx, t, s, b.host.ID, "evt-pushed", base.Add(time.Second), deliveryOpts{})
+		lp.Via, lp.Now = store.ViaSocket, base.Add(time.Second)
+		res, err = s.DeliveryLease(ctx, lp)
+		require.NoError(t, err)
+		require.Equal(t, []string{pushed.ID}, ids(res.Deliveries))
+		atIntake := map[store.Via]string{}
+		for _, via := range []store.Via{store.ViaSocket, store.ViaHeartbeat} {
+			p := leasedParams(b.host.ID, "evt-at-intake-"+string(via), base.Add(2*time.Second), deliveryOpts{})
+			p.Lease.Via = via
+			r, err := s.DeliveryInsert(ctx, p)
+			require.NoError(t, err)
+			atIntake[via] = r.Delivery.ID
+		}
+		// And in one batch, the two side by side.
+		var batch []*store.DeliveryInsertParams
+		for _, via := range []store.Via{store.ViaSocket, store.ViaHeartbeat} {
+			p := leasedParams(b.host.ID, "evt-batch-"+string(via), base.Add(3*time.Second), deliveryOpts{})
+			p.Lease.Via = via
+			batch = append(batch, p)
+		}
+		rs, err := s.DeliveryInsertBatch(ctx, batch)
+		require.NoError(t, err)
+		for id, want := range map[string]store.Transition{
+			polled.ID: store.TransitionLease, pushed.ID: store.TransitionPush,
+			atIntake[store.ViaSocket]: store.TransitionPush, atIntake[store.ViaHeartbeat]: store.TransitionLease,
+			rs[0].Delivery.ID: store.TransitionPush, rs[1].Delivery.ID: store.TransitionLease,
+		} {
+			ev := lastEvent(ctx, t, s, id)
+			require.Equal(t, store.StatusDelivering, ev.To, id)
+			require.Equal(t, want.Reason, ev.Reason, id)
+		}
+		require.NotEqual(t, store.TransitionLease.Reason, store.TransitionPush.Reason)
+	})
+
 	t.Run("InsertLeasedExpires", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
