@@ -46,6 +46,12 @@ const (
 	HeaderSource         = "X-Relay-Source"
 	HeaderAttempt        = "X-Relay-Attempt"
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderReplayOf names, on a replay (a new delivery an operator made
+	// of a stored one), the delivery it replays. The cloud stores it among
+	// the delivery's headers (lower-cased) and drops any a sender sent, so
+	// only a replay has it; the host forwards it as it forwards the
+	// provider's headers, and gives an exec program RELAY_REPLAY_OF.
+	HeaderReplayOf = "X-Relay-Replay-Of"
 )
 
 // Intake statuses answered to a provider.

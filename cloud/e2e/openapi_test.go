@@ -362,6 +362,12 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Len(t, hb.Webhooks, 1)
 	heartbeat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: queued.DeliveryID, Error: "no", Retryable: false}}})
 	eventually(t, 30*time.Second, "a second dead_letters alert firing", deadLetters)
+	// A replay of the dead letter (a new delivery, queued), before the
+	// dead letters are purged; a made-up host id is refused.
+	st, _ = a.call("POST", one+"/replay", adminToken, nil)
+	require.Equal(t, 201, st)
+	st, _ = a.call("POST", one+"/replay", adminToken, map[string]string{"host_id": "not-a-host"})
+	require.Equal(t, 400, st)
 	st, b = a.call("DELETE", deliveries+"/dlq", adminToken, nil)
 	require.Equal(t, 200, st)
 	require.JSONEq(t, `{"purged":1}`, string(b))

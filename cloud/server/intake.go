@@ -416,6 +416,8 @@ var dropHeaders = map[string]bool{
 	"host": true, "content-length": true, "forwarded": true, "x-forwarded-for": true,
 	"x-forwarded-host": true, "x-forwarded-proto": true, "x-forwarded-port": true, "x-real-ip": true,
 	"expect": true,
+	// The relay's own: a sender cannot make a webhook pass for a replay.
+	strings.ToLower(shared.HeaderReplayOf): true,
 }
 
 // providerHeaders keeps the provider's headers with their values exactly as

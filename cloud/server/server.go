@@ -279,6 +279,7 @@ func (s *Server) Handler() http.Handler {
 	admin.GET("/:id/webhooks", s.listDeliveries)
 	admin.GET("/:id/webhooks/:deliveryId", s.getDelivery)
 	admin.POST("/:id/webhooks/:deliveryId/retry", s.retryDelivery)
+	admin.POST("/:id/webhooks/:deliveryId/replay", s.replayDelivery)
 	// Another method than GET's /:id/webhooks/:deliveryId: no clash.
 	admin.DELETE("/:id/webhooks/dlq", s.purgeDLQ)
 	admin.PUT("/:id/alert-rules/:rule", s.putAlertRule)

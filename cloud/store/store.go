@@ -370,6 +370,18 @@ type DeliveryInsertParams struct {
 	// connection that reserved room for it (see InsertLease). A repeat of
 	// a stored event (duplicate or revived) is not leased.
 	Lease *InsertLease
+	// ReplayOf, when set, says the delivery replays another one: when it
+	// is stored new, the other one's audit trail gets ReplayOf.Note (its
+	// status unchanged) in the same transaction. A delivery gone
+	// meanwhile (pruned) gets nothing; the replay is stored all the same.
+	ReplayOf *ReplayOf
+}
+
+// ReplayOf names the delivery a replay was made from, and the note its
+// audit trail gets.
+type ReplayOf struct {
+	HostID, ID string
+	Note       string
 }
 
 // InsertLease leases a delivery as it is stored: the row and audit trail

@@ -45,7 +45,8 @@ func (e *Exec) Name() string { return "exec " + filepath.Base(e.opts.Argv[0]) }
 // Env is what a job adds to the program's environment: RELAY_DELIVERY_ID,
 // RELAY_SOURCE, RELAY_EVENT_TYPE, RELAY_EVENT_ACTION, RELAY_ATTEMPT,
 // RELAY_CORRELATION_ID, IDEMPOTENCY_KEY, RELAY_SUMMARY, TRACEPARENT (the
-// W3C trace context, when the webhook carries one) and the summary's
+// W3C trace context, when the webhook carries one), RELAY_REPLAY_OF (on a
+// replay: the delivery it replays) and the summary's
 // fields (RELAY_GITHUB_REPO, RELAY_SLACK_THREAD_TS, …). No value holds a
 // NUL or more than 4 KiB, and the summary's fields stop where the job's
 // variables would pass 64 KiB, so the program always starts.
@@ -65,6 +66,9 @@ func Env(job Job) []string {
 	if tp := w.Headers[shared.HeaderTraceParent]; shared.TraceIDOf(tp) != "" {
 		env = append(env, "TRACEPARENT="+tp)
 	}
+	if of := w.Headers[replayOfKey]; of != "" {
+		env = append(env, "RELAY_REPLAY_OF="+safeID(of))
+	}
 	size := 0
 	for _, kv := range env {
 		size += len(kv) + 1
@@ -80,6 +84,9 @@ func Env(job Job) []string {
 	return env
 }
 
+// replayOfKey is shared.HeaderReplayOf as a webhook's headers hold it.
+var replayOfKey = strings.ToLower(shared.HeaderReplayOf)
+
 // inherited is the host's own environment without the variables a job sets,
 // so that a field a webhook lacks is absent rather than inherited.
 func inherited() []string {
@@ -88,7 +95,7 @@ func inherited() []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case "RELAY_DELIVERY_ID", "RELAY_SOURCE", "RELAY_EVENT_TYPE", "RELAY_EVENT_ACTION", "RELAY_ATTEMPT",
-			"RELAY_CORRELATION_ID", "IDEMPOTENCY_KEY", "RELAY_SUMMARY", "TRACEPARENT":
+			"RELAY_CORRELATION_ID", "IDEMPOTENCY_KEY", "RELAY_SUMMARY", "TRACEPARENT", "RELAY_REPLAY_OF":
 			continue
 		}
 		drop := false

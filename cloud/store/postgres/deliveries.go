@@ -119,7 +119,19 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		return nil, err
 	}
 	results := make([]*store.DeliveryInsertResult, len(ps))
-	inserted, err := insertRows(ctx, s.pool, rows, order)
+	var inserted map[string]*store.Delivery
+	if slices.ContainsFunc(ps, func(p *store.DeliveryInsertParams) bool { return p.ReplayOf != nil }) {
+		// A replay's note goes into its original's trail with it: one
+		// transaction, off the intake's one-statement path.
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			if inserted, err = insertRows(ctx, tx, rows, order); err != nil {
+				return err
+			}
+			return noteReplays(ctx, tx, ps, inserted)
+		})
+	} else {
+		inserted, err = insertRows(ctx, s.pool, rows, order)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
 	}
@@ -186,6 +198,25 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		return results, fmt.Errorf("delivery insert: %w", interpretError(err))
 	}
 	return results, nil
+}
+
+// noteReplays records, for each replay among ps stored new (inserted), its
+// note in the audit trail of the delivery it replays (its status and
+// attempts as they are), if that one is still stored.
+func noteReplays(ctx context.Context, tx pgx.Tx, ps []*store.DeliveryInsertParams, inserted map[string]*store.Delivery) error {
+	for _, p := range ps {
+		d := inserted[p.Key()]
+		if p.ReplayOf == nil || d == nil {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			SELECT delivery_id, $1, status, status, $2, attempts FROM deliveries WHERE delivery_id = $3 AND host_id = $4`,
+			d.ReceivedAt, p.ReplayOf.Note, p.ReplayOf.ID, p.ReplayOf.HostID); err != nil {
+			return fmt.Errorf("replay note: %w", err)
+		}
+	}
+	return nil
 }
 
 // answerInserted sets results[i] for each i of idx whose event was just

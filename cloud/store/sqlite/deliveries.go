@@ -287,6 +287,11 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			}
 			d := r.Inserted(now) // what was written need not be read back
 			results[i] = &store.DeliveryInsertResult{Delivery: d, Outcome: store.InsertQueued}
+			if r.ReplayOf != nil {
+				if err := noteReplay(ctx, tx, r.ReplayOf, now); err != nil {
+					return err
+				}
+			}
 			received = append(received, r.Events(now)...)
 		}
 		return insertReceived(ctx, tx, st, received)
@@ -305,6 +310,20 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		}
 	}
 	return results, nil
+}
+
+// noteReplay records a replay's note in the audit trail of the delivery it
+// replays (its status and attempts as they are), if that one is still
+// stored.
+func noteReplay(ctx context.Context, tx *sql.Tx, of *store.ReplayOf, at time.Time) error {
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+		SELECT delivery_id, ?, status, status, ?, attempts FROM deliveries WHERE `+ofHost,
+		dbTime(at), of.Note, of.ID, of.ID, of.HostID)
+	if err != nil {
+		return fmt.Errorf("replay note: %w", err)
+	}
+	return nil
 }
 
 // insertReceived writes the audit events of a batch's new deliveries, in

@@ -69,6 +69,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseInsertRace(ctx, t, setup)
 	exerciseBatch(ctx, t, setup)
 	exerciseInsertLeased(ctx, t, setup)
+	exerciseReplay(ctx, t, setup)
 	exerciseChanged(ctx, t, setup)
 	exerciseInspect(ctx, t, setup)
 	exerciseAlerts(ctx, t, setup)
