@@ -26,12 +26,19 @@ type tokenCloud struct {
 	url      string
 	requests atomic.Int32
 	status   atomic.Int32
+	// sources, when set, answers GET /api/hosts/sources to h_1's token;
+	// else that path is unknown (a cloud that predates it).
+	sources []shared.HostSource
 }
 
-func startTokenCloud(t *testing.T) *tokenCloud {
-	tc := &tokenCloud{}
+func startTokenCloud(t *testing.T, sources ...shared.HostSource) *tokenCloud {
+	tc := &tokenCloud{sources: sources}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tc.requests.Add(1)
+		if r.URL.Path == shared.PathHostSources && tc.sources != nil && r.Header.Get("Authorization") == "Bearer tok-s3cret" {
+			json.NewEncoder(w).Encode(shared.HostSourcesResponse{Sources: tc.sources})
+			return
+		}
 		var req shared.TokenRequest
 		if r.URL.Path != shared.PathToken || json.NewDecoder(r.Body).Decode(&req) != nil {
 			http.NotFound(w, r)
@@ -176,4 +183,53 @@ func TestRunCheckExecPrograms(t *testing.T) {
 			require.Contains(t, stderr.String(), tc.want)
 		})
 	}
+}
+
+// TestRunCheckComparesSources: once the cloud accepts the credential, `run
+// --check` compares the configuration's sources with the cloud's and
+// prints each difference as a warning on stderr — a source name the cloud
+// does not have with the nearest one it has — and still exits 0. A cloud
+// that cannot say (one that predates the call) is a warning too; --offline
+// says it compared nothing.
+func TestRunCheckComparesSources(t *testing.T) {
+	t.Parallel()
+	tc := startTokenCloud(t, shared.HostSource{Name: "github", Provider: "github", Enabled: true, Events: []string{}})
+	old := startTokenCloud(t)
+	dir := t.TempDir()
+	typo := writeFile(t, dir, "typo.json", `{"webhooks": {"githb": {"enabled": true, "forward": "http://127.0.0.1:3000/gh"}}}`)
+	good := writeFile(t, dir, "good.json", `{"webhooks": {"github": {"enabled": true, "forward": "http://127.0.0.1:3000/gh"}}}`)
+	check := func(cloudURL, cfg string, extra ...string) (int, string, string) {
+		t.Helper()
+		state := claimedState(t, cloudURL)
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"run", "--check", "--config", cfg, "--state", state}, extra...), &stdout, &stderr, noEnv)
+		return code, stdout.String(), stderr.String()
+	}
+
+	code, out, errOut := check(tc.url, typo)
+	require.Equal(t, exitOK, code, "a warning, not an error: %s", errOut)
+	require.Contains(t, out, "credential accepted by the cloud")
+	require.Contains(t, out, "sources: 2 differ from the cloud's (the warnings on stderr)")
+	require.Contains(t, errOut, `host run --check: warning: webhooks.githb: the cloud has no source "githb" for this host, so this handler never runs; `+
+		`did you mean "github"? Rename webhooks.githb to webhooks.github`)
+	require.Contains(t, errOut, `host run --check: warning: the cloud's source "github" is enabled, and the host's configuration has no webhooks.github: `+
+		`its webhooks are still stored and handed to this host, which skips them`)
+	require.NotContains(t, out+errOut, "s3cret")
+
+	code, out, errOut = check(tc.url, good)
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "sources match the cloud's (1)")
+	require.Empty(t, errOut)
+
+	code, out, errOut = check(old.url, typo)
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "sources not compared with the cloud's (see the warning)")
+	require.Contains(t, errOut, "host run --check: warning: the sources were not compared with the cloud's: the cloud does not list a host's sources (it predates GET /api/hosts/sources)")
+
+	before := tc.requests.Load()
+	code, out, errOut = check(tc.url, typo, "--offline")
+	require.Equal(t, exitOK, code, errOut)
+	require.Contains(t, out, "sources not compared with the cloud's (--offline)")
+	require.Empty(t, errOut)
+	require.Equal(t, before, tc.requests.Load(), "--offline contacts no cloud")
 }

@@ -244,6 +244,10 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		switch r.URL.Path {
 		case shared.PathToken:
 			json.NewEncoder(w).Encode(shared.TokenResponse{Token: "tok", TokenExpiresAt: time.Now().Add(15 * time.Minute)})
+		case shared.PathHostSources:
+			json.NewEncoder(w).Encode(shared.HostSourcesResponse{Sources: []shared.HostSource{
+				{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
+				{Name: "slack", Provider: "slack", Enabled: true, Events: []string{}}}})
 		case shared.PathHeartbeat:
 			var req shared.HeartbeatRequest
 			json.NewDecoder(r.Body).Decode(&req)
@@ -277,6 +281,9 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"github"}, keys(next().Webhooks))
+	// At start its sources are compared with the cloud's: slack is missing.
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), `msg="source differs from the cloud's" kind=not-on-host source=slack`) },
+		10*time.Second, 10*time.Millisecond)
 
 	// A broken file (github has no handler) is refused: the stripe source it
 	// adds is never sent, even heartbeats later.
@@ -305,6 +312,10 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	require.Equal(t, []string{"github", "slack"}, keys(sub.Webhooks))
 	require.Equal(t, []string{"app_mention"}, sub.Webhooks["slack"].Events)
 	require.Contains(t, stderr.String(), `msg="configuration reloaded" sources="[github slack]"`)
+	// The reload is compared in turn; the refused ones were not.
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), `msg="sources match the cloud's" cloud_sources=2`) },
+		10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, strings.Count(stderr.String(), "source differs from the cloud's"), stderr.String())
 
 	cancel()
 	select {

@@ -83,13 +83,20 @@ func prepare(configPath, stateFlag string, getenv func(string) string) (*prepare
 const checkTimeout = 15 * time.Second
 
 // checkCredential exchanges the host's credential for a token, as `host run`
-// does before its first heartbeat, and returns the exit code `host run`
-// would end with and why; exitOK and nil when the cloud accepts it.
-func checkCredential(ctx context.Context, p *prepared) (int, error) {
+// does before its first heartbeat, and returns the token, or the exit code
+// `host run` would end with and why; exitOK and nil when the cloud accepts
+// it.
+func checkCredential(ctx context.Context, p *prepared) (string, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	client := cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version)
-	_, err := client.Token(ctx, shared.TokenRequest{HostID: p.creds.HostID, HostCredential: p.creds.HostCredential})
+	resp, err := client.Token(ctx, shared.TokenRequest{HostID: p.creds.HostID, HostCredential: p.creds.HostCredential})
+	code, err := credentialError(p, err)
+	return resp.Token, code, err
+}
+
+// credentialError is the exit code and message of a failed token exchange.
+func credentialError(p *prepared, err error) (int, error) {
 	var ce *cloudapi.Error
 	var ue *url.Error
 	switch {
@@ -157,8 +164,10 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	if *check {
 		credential := "credential not checked with the cloud (--offline)"
+		var token string
 		if !*offline {
-			if code, err := checkCredential(ctx, p); err != nil {
+			var code int
+			if token, code, err = checkCredential(ctx, p); err != nil {
 				fmt.Fprintf(stderr, "host run --check: %s is valid, but %v\n", *configPath, err)
 				return code
 			}
@@ -168,6 +177,11 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stdout, "host %s, cloud %s, state %s\n", p.creds.HostID, p.cloudURL, p.stateDir)
 		fmt.Fprintln(stdout, credential)
 		describeSources(stdout, p.cfg)
+		if *offline {
+			fmt.Fprintln(stdout, "sources not compared with the cloud's (--offline): a source name the cloud does not have goes unnoticed")
+			return exitOK
+		}
+		checkSources(ctx, p, token, stdout, stderr)
 		return exitOK
 	}
 
@@ -207,8 +221,9 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}()
 
 	var api *localapi.Server // set below; its metrics observe handler runs
+	cloud := cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version, cloudapi.Compress(p.cfg.Compress))
 	a := agent.New(agent.Options{
-		Cloud:        cloudapi.New(p.cloudURL, cloudClient(), "relay-host/"+agent.Version, cloudapi.Compress(p.cfg.Compress)),
+		Cloud:        cloud,
 		HostID:       p.creds.HostID,
 		Credential:   p.creds.HostCredential,
 		Ledger:       l,
@@ -257,7 +272,17 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	retention := &ledger.Retention{Ledger: l, MaxAge: p.cfg.LedgerRetention, Clock: clock, CloudNow: a.CloudNow, Logger: log}
 	background.Go(func() { retention.Run(bgCtx) })
-	background.Go(func() { reloadOnHangup(bgCtx, hup, *configPath, p.cfg, a, log) })
+	// The sources are compared with the cloud's beside the agent, with its
+	// token: a slow cloud delays no heartbeat.
+	sources := newSourceCheck(func(ctx context.Context) ([]shared.HostSource, error) {
+		token, err := a.Token(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return cloudSources(ctx, cloud, token)
+	}, clock, log)
+	background.Go(func() { sources.run(bgCtx, p.cfg.Subscription()) })
+	background.Go(func() { reloadOnHangup(bgCtx, hup, *configPath, p.cfg, a, sources, log) })
 
 	runErr := a.Run(ctx)
 	stopBackground()
@@ -299,9 +324,11 @@ func localAPIServer(h http.Handler) *http.Server {
 }
 
 // reloadOnHangup re-reads the configuration on SIGHUP and hands the new
-// sources and subscription to the agent. A configuration that does not
-// validate is refused and the running one kept.
-func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, running *config.Config, a *agent.Agent, log *slog.Logger) {
+// sources and subscription to the agent, and to sources to compare with
+// the cloud's. A configuration that does not validate is refused and the
+// running one kept.
+func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, running *config.Config, a *agent.Agent,
+	sources *sourceCheck, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -310,15 +337,16 @@ func reloadOnHangup(ctx context.Context, hup <-chan os.Signal, path string, runn
 		}
 		cfg, err := config.Load(path)
 		if err == nil {
-			var sources map[string]agent.Source
-			if sources, err = buildSources(cfg); err == nil {
+			var built map[string]agent.Source
+			if built, err = buildSources(cfg); err == nil {
 				if cfg.CloudURL != running.CloudURL || cfg.Workers != running.Workers ||
 					cfg.HeartbeatInterval != running.HeartbeatInterval || cfg.MaxBackoff != running.MaxBackoff ||
 					cfg.ShutdownGrace != running.ShutdownGrace || cfg.LedgerRetention != running.LedgerRetention ||
 					cfg.Transport != running.Transport || cfg.Compress != running.Compress {
 					log.Warn("reload: only webhooks are reloaded; the other settings take effect at the next start")
 				}
-				a.Reload(sources, cfg.Subscription())
+				a.Reload(built, cfg.Subscription())
+				sources.reload(cfg.Subscription())
 				continue
 			}
 		}

@@ -273,21 +273,21 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 		if since, ok := offlineSince[b.HostID]; ok && b.Pending > 0 {
 			if thr, on := sets.of(mustRule(RuleOfflineWithWork), b.HostID); on && now.Sub(since) >= store.Millis(thr) {
 				add(&condition{rule: RuleOfflineWithWork, key: hostKey(b.HostID), hostID: b.HostID,
-					what: fmt.Sprintf("offline since %s (%s) with %d webhooks waiting", since.Format(time.RFC3339), ago(now, since), b.Pending),
+					what: fmt.Sprintf("offline since %s (%s) with %s waiting", since.Format(time.RFC3339), ago(now, since), count(b.Pending, "webhook")),
 					link: e.hostLink(b.HostID) + "/webhooks"})
 			}
 		}
 		if b.OldestPending != nil {
 			if thr, on := sets.of(mustRule(RuleOldestPending), b.HostID); on && now.Sub(*b.OldestPending) >= store.Millis(thr) {
 				add(&condition{rule: RuleOldestPending, key: hostKey(b.HostID), hostID: b.HostID,
-					what: fmt.Sprintf("oldest of %d waiting webhooks received %s ago", b.Pending, ago(now, *b.OldestPending)),
+					what: fmt.Sprintf("oldest of %s waiting received %s", count(b.Pending, "webhook"), ago(now, *b.OldestPending)),
 					link: e.hostLink(b.HostID) + "/webhooks"})
 			}
 		}
 		if b.NewDLQ > 0 {
 			if _, on := sets.of(mustRule(RuleDeadLetters), b.HostID); on {
 				add(&condition{rule: RuleDeadLetters, key: hostKey(b.HostID), hostID: b.HostID,
-					what: fmt.Sprintf("%d webhooks dead-lettered in the last %s (%d in all)", b.NewDLQ, dlqWindow, b.DLQ),
+					what: fmt.Sprintf("%s dead-lettered %s (%d in all)", count(b.NewDLQ, "webhook"), inLast(dlqWindow), b.DLQ),
 					link: e.hostLink(b.HostID) + "/webhooks?status=dlq"})
 			}
 		}
@@ -304,7 +304,7 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 	for _, f := range failing {
 		if thr, on := sets.of(rf, f.HostID); on && int64(f.Attempts) >= thr {
 			add(&condition{rule: RuleRepeatedFailures, key: hostKey(f.HostID) + "/" + f.Source, hostID: f.HostID, source: f.Source,
-				what: fmt.Sprintf("source %s: a webhook failed %d attempts in a row (%d retrying)", f.Source, f.Attempts, f.Retrying),
+				what: fmt.Sprintf("source %s: a webhook failed %s in a row (%d retrying)", f.Source, count(f.Attempts, "attempt"), f.Retrying),
 				link: e.hostLink(f.HostID) + "/webhooks?status=retrying&source=" + f.Source})
 		}
 	}
@@ -315,7 +315,7 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 			return err
 		}
 		if n > 0 {
-			add(&condition{rule: RuleQuarantine, key: "cloud", what: fmt.Sprintf("%d intake requests quarantined", n), link: e.cfg.PublicURL + "/api/quarantine"})
+			add(&condition{rule: RuleQuarantine, key: "cloud", what: count(n, "intake request") + " quarantined", link: e.cfg.PublicURL + "/api/quarantine"})
 		}
 	}
 	complete[RuleQuarantine] = true
@@ -338,7 +338,7 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 		n += int64(e.unwritten) // this replica's, when the store would not take them
 		if n > 0 && n >= thr {
 			add(&condition{rule: RuleIntake5xx, key: "cloud",
-				what: fmt.Sprintf("intake answered %d requests with 5xx since %s, over every replica", n, since.Format(time.RFC3339))})
+				what: fmt.Sprintf("intake answered %s with 5xx since %s, over every replica", count(n, "request"), since.Format(time.RFC3339))})
 		}
 	}
 	complete[RuleIntake5xx] = true
@@ -458,8 +458,9 @@ func mustRule(name string) Rule {
 	return r
 }
 
+// ago says how long before now t was: "an hour ago", "5 minutes ago".
 func ago(now, t time.Time) string {
-	return now.Sub(t).Round(time.Second).String()
+	return span(now.Sub(t)) + " ago"
 }
 
 // Notification is what a sink receives: a Standard Webhooks payload

@@ -210,7 +210,7 @@ func TestOfflineWithWork(t *testing.T) {
 	n := e.sink.notifications(t)[0]
 	require.Equal(t, "https://relay.example/api/hosts/h_one/webhooks", n.Data.Link)
 	require.Contains(t, n.Data.Summary, "Host one (h_one): offline since")
-	require.Contains(t, n.Data.Summary, "with 1 webhooks waiting")
+	require.Contains(t, n.Data.Summary, "(less than a second ago) with 1 webhook waiting")
 
 	for d := 3 * time.Minute; d < 34*time.Minute; d += 10 * time.Second {
 		e.at(d + 10*time.Second)
@@ -303,6 +303,7 @@ func TestRules(t *testing.T) {
 		fail(0)
 		e.at(time.Second)
 		require.Equal(t, []string{"alert.firing dead_letters"}, e.sink.types(t))
+		require.Equal(t, "Host one (h_one): 1 webhook dead-lettered in the last hour (1 in all)", e.sink.notifications(t)[0].Data.Summary)
 		fail(10 * time.Second)
 		fail(20 * time.Second)
 		e.at(21 * time.Second)

@@ -353,6 +353,8 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Equal(t, 200, st)
 	st, _ = a.call("GET", "/api/hosts/deliveries", "not-a-token", nil)
 	require.Equal(t, 401, st)
+	st, _ = a.call("GET", "/api/hosts/sources", tok.Token, nil)
+	require.Equal(t, 200, st)
 	st, _ = a.call("POST", one+"/retry", adminToken, nil)
 	require.Equal(t, 200, st)
 	st, _ = a.call("POST", one+"/retry", adminToken, nil)

@@ -260,6 +260,7 @@ func (s *Server) Handler() http.Handler {
 	r.POST("/api/hosts/heartbeat", s.heartbeat)
 	r.GET(shared.PathSocket, s.socket)
 	r.GET(shared.PathHostDeliveries, s.hostDeliveries)
+	r.GET(shared.PathHostSources, s.hostSources)
 
 	r.GET("/api/deliveries", s.requireAdmin, s.findDeliveries)
 	r.GET("/api/events", s.requireAdmin, s.listEvents)

@@ -212,6 +212,12 @@ func enabledNames(sources map[string]Source) []string {
 	return names
 }
 
+// Token returns the host's current token, the one the transport uses,
+// exchanging the credential for one first if there is none or it is due
+// for renewal. An error wraps ErrRevoked when the cloud refuses the
+// credential.
+func (a *Agent) Token(ctx context.Context) (string, error) { return a.tokens.Token(ctx) }
+
 // LastHeartbeat returns when the last heartbeat succeeded (zero if none).
 func (a *Agent) LastHeartbeat() time.Time {
 	a.mu.Lock()

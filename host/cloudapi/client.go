@@ -1,5 +1,5 @@
 // Package cloudapi is the host's client for the cloud's host API: claim,
-// token and heartbeat, speaking the shapes of package shared. Answers are
+// token, heartbeat, and the host's own deliveries and sources, speaking the shapes of package shared. Answers are
 // requested gzip-compressed — heartbeat answers in the binary layout
 // (shared.MediaTypeWebhooksBinary) first, unless the client compresses
 // (Compress) — and decoded here.
@@ -125,6 +125,17 @@ func (c *Client) HostDeliveries(ctx context.Context, token string, since time.Ti
 	var resp shared.HostDeliveriesResponse
 	if err := c.send(ctx, http.MethodGet, shared.PathHostDeliveries+"?"+q.Encode(), token, "", nil, &resp); err != nil {
 		return shared.HostDeliveriesResponse{}, fmt.Errorf("host deliveries: %w", err)
+	}
+	return resp, nil
+}
+
+// Sources reads this host's sources as the cloud has them (name, provider,
+// enabled, event filter), authenticated by token, to compare with the
+// host's configuration (shared.CompareSources).
+func (c *Client) Sources(ctx context.Context, token string) (shared.HostSourcesResponse, error) {
+	var resp shared.HostSourcesResponse
+	if err := c.send(ctx, http.MethodGet, shared.PathHostSources, token, "", nil, &resp); err != nil {
+		return shared.HostSourcesResponse{}, fmt.Errorf("host sources: %w", err)
 	}
 	return resp, nil
 }

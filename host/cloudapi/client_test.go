@@ -119,3 +119,27 @@ func TestAnswerBufferKeptWhileAnswersAreLarge(t *testing.T) {
 	putAnswerBuffer(small)
 	require.Same(t, small, getAnswerBuffer(), "a small buffer is kept")
 }
+
+// TestSources: GET /api/hosts/sources with the host's token; a cloud that
+// predates it answers 404, which the caller can tell.
+func TestSources(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		require.Equal(t, http.MethodGet, r.Method)
+		require.Equal(t, shared.PathHostSources, r.URL.Path)
+		json.NewEncoder(w).Encode(shared.HostSourcesResponse{Sources: []shared.HostSource{
+			{Name: "github", Provider: "github", Enabled: true, Events: []string{"push"}}}})
+	}))
+	t.Cleanup(srv.Close)
+	c := New(srv.URL, srv.Client(), "test")
+	got, err := c.Sources(context.Background(), "tok")
+	require.NoError(t, err)
+	require.Equal(t, []shared.HostSource{{Name: "github", Provider: "github", Enabled: true, Events: []string{"push"}}}, got.Sources)
+	_, err = c.Sources(context.Background(), "other")
+	require.Equal(t, http.StatusNotFound, StatusOf(err))
+	require.ErrorContains(t, err, "host sources: cloud answered 404")
+}

@@ -1,0 +1,34 @@
+package server
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/shared"
+)
+
+// hostSources answers GET /api/hosts/sources, authenticated by a host's
+// token: the host's own sources as the cloud has them (name, provider,
+// enabled, the event filter; never a secret or its fingerprint), ordered by
+// name, so that the host can compare them with its configuration
+// (shared.CompareSources) and warn of a source name it got wrong.
+func (s *Server) hostSources(c *gin.Context) {
+	host, err := s.authHost(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	srcs, err := s.store.SourceList(c.Request.Context(), host.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	out := shared.HostSourcesResponse{Sources: make([]shared.HostSource, 0, len(srcs))}
+	for _, src := range srcs {
+		events := src.Events
+		if events == nil {
+			events = []string{}
+		}
+		out.Sources = append(out.Sources, shared.HostSource{Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events})
+	}
+	c.JSON(200, out)
+}
