@@ -282,7 +282,9 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	}
 	require.Equal(t, []string{"github"}, keys(next().Webhooks))
 	// At start its sources are compared with the cloud's: slack is missing.
-	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), `msg="source differs from the cloud's" kind=not-on-host source=slack`) },
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), `msg="source differs from the cloud's" kind=not-on-host source=slack`)
+	},
 		10*time.Second, 10*time.Millisecond)
 
 	// A broken file (github has no handler) is refused: the stripe source it
@@ -313,7 +315,9 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	require.Equal(t, []string{"app_mention"}, sub.Webhooks["slack"].Events)
 	require.Contains(t, stderr.String(), `msg="configuration reloaded" sources="[github slack]"`)
 	// The reload is compared in turn; the refused ones were not.
-	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), `msg="sources match the cloud's" cloud_sources=2`) },
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), `msg="sources match the cloud's" cloud_sources=2`)
+	},
 		10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, strings.Count(stderr.String(), "source differs from the cloud's"), stderr.String())
 
