@@ -139,18 +139,22 @@ func newClient(base, token string) *client {
 // The admin API's shapes, as ctl reads them.
 
 type host struct {
-	ID              string         `json:"id"`
-	Name            string         `json:"name"`
-	Status          string         `json:"status"`
-	Claimed         bool           `json:"claimed"`
-	Presence        string         `json:"presence,omitempty"` // online, late or offline, as the cloud judges it
-	AgentVersion    string         `json:"agent_version"`
-	LastHeartbeatAt *time.Time     `json:"last_heartbeat_at"`
-	RateLimitPerMin int            `json:"rate_limit_per_min"`
-	RateLimitBurst  int            `json:"rate_limit_burst"`
-	CreatedAt       time.Time      `json:"created_at"`
-	Counts          map[string]int `json:"counts"`
-	WebhookURL      string         `json:"webhook_url"`
+	ID              string     `json:"id"`
+	Name            string     `json:"name"`
+	Status          string     `json:"status"`
+	Claimed         bool       `json:"claimed"`
+	Presence        string     `json:"presence,omitempty"` // online, late or offline, as the cloud judges it
+	AgentVersion    string     `json:"agent_version"`
+	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"`
+	RateLimitPerMin int        `json:"rate_limit_per_min"`
+	RateLimitBurst  int        `json:"rate_limit_burst"`
+	RateLimit       struct {
+		PerMin int `json:"per_min"`
+		Burst  int `json:"burst"`
+	} `json:"rate_limit"`
+	CreatedAt  time.Time      `json:"created_at"`
+	Counts     map[string]int `json:"counts"`
+	WebhookURL string         `json:"webhook_url"`
 }
 
 type delivery struct {

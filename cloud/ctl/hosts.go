@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strconv"
 
@@ -67,11 +68,28 @@ func (e *env) printHost(h host) error {
 	e.table([]string{"FIELD", "VALUE"}, [][]string{
 		{"id", h.ID}, {"name", h.Name}, {"status", h.Status}, {"presence", e.presence(h)},
 		{"last contact", e.ago(h.LastHeartbeatAt)}, {"agent", orDash(h.AgentVersion)},
-		{"rate limit", strconv.Itoa(h.RateLimitPerMin) + "/min, burst " + strconv.Itoa(h.RateLimitBurst)},
+		{"rate limit", rateLimit(h)},
 		{"backlog", backlog(h)}, {"acked", strconv.Itoa(h.Counts["acked"])}, {"dlq", strconv.Itoa(h.Counts["dlq"])},
 		{"webhook url", h.WebhookURL},
 	})
 	return nil
+}
+
+// rateLimit says a host's intake limit, naming the cloud's default where
+// the host has no setting of its own (0): "the cloud's default (100/min,
+// burst 100)", "60/min, burst 100 (the cloud's default)".
+func rateLimit(h host) string {
+	perMin := strconv.Itoa(h.RateLimit.PerMin) + "/min"
+	burst := "burst " + strconv.Itoa(h.RateLimit.Burst)
+	switch {
+	case h.RateLimitPerMin == 0 && h.RateLimitBurst == 0:
+		return "the cloud's default (" + perMin + ", " + burst + ")"
+	case h.RateLimitPerMin == 0:
+		perMin += " (the cloud's default)"
+	case h.RateLimitBurst == 0:
+		burst += " (the cloud's default)"
+	}
+	return perMin + ", " + burst
 }
 
 func hostsCreate(ctx context.Context, e *env, args []string, auth func() error) error {
@@ -94,7 +112,14 @@ func (e *env) printClaim(out shared.CreateHostResponse) error {
 	e.table([]string{"FIELD", "VALUE"}, [][]string{
 		{"id", out.ID}, {"name", out.Name}, {"claim code", out.ClaimCode}, {"claim expires", stamp(&out.ClaimExpiresAt)},
 	})
+	fmt.Fprintf(e.stdout, "\nOn the host, before the code expires:\n\n    %s\n", claimCommand(e.client.base, out.ClaimCode))
 	return nil
+}
+
+// claimCommand is the command that claims a host with code, against the
+// cloud ctl talks to (the console shows the same).
+func claimCommand(cloud, code string) string {
+	return "host claim --cloud " + cloud + " --code " + code
 }
 
 func hostsRename(ctx context.Context, e *env, args []string, auth func() error) error {

@@ -30,12 +30,20 @@ type hostJSON struct {
 	DeactivatedAt   *time.Time           `json:"deactivated_at,omitempty"`
 	Counts          map[store.Status]int `json:"counts"`
 	WebhookURL      string               `json:"webhook_url"`
+	// RateLimit is what intake applies: the host's own limits, the
+	// cloud's default for each that is 0.
+	RateLimit rateLimitJSON `json:"rate_limit"`
 	// Presence is online, late or offline for an active, claimed host
 	// (from its last contact), else left out.
 	Presence store.Presence `json:"presence,omitempty"`
 	// PresenceHistory is the host's recorded presence changes, newest
 	// first (GET /api/hosts/:id only).
 	PresenceHistory []presenceEventJSON `json:"presence_history,omitempty"`
+}
+
+type rateLimitJSON struct {
+	PerMin int `json:"per_min"`
+	Burst  int `json:"burst"`
 }
 
 // presenceEventJSON is one presence change: went to To at At, after From
@@ -62,6 +70,7 @@ func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status
 	if h.ClaimCodeHash != nil {
 		v.ClaimExpiresAt = h.ClaimExpiresAt
 	}
+	v.RateLimit.PerMin, v.RateLimit.Burst = s.hostRate(h)
 	v.Presence = s.Presence(h)
 	return v
 }

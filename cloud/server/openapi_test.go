@@ -82,3 +82,34 @@ func TestOpenAPIMatch(t *testing.T) {
 	_, ok := doc.Match("POST", "/api/hosts/h_1")
 	require.False(t, ok)
 }
+
+// TestHostRateLimitApplied: a host's answer carries the limit intake
+// applies, the cloud's default standing in for each of the host's own
+// settings that is 0, and that answer is what the document says.
+func TestHostRateLimitApplied(t *testing.T) {
+	doc, err := openapitest.Load()
+	require.NoError(t, err)
+	b := setup(t)
+	id, _ := b.newHost("limited")
+	get := func() hostJSON {
+		t.Helper()
+		a := b.admin("GET", "/api/hosts/"+id, nil)
+		require.Equal(t, 200, a.status, string(a.body))
+		op, ok := doc.Match("GET", "/api/hosts/"+id)
+		require.True(t, ok)
+		require.NoError(t, doc.ValidateResponse(op, a.status, a.header.Get("Content-Type"), a.body))
+		var h hostJSON
+		a.json(t, &h)
+		return h
+	}
+	perMin, burst := b.server.cfg.RateLimitPerMin, b.server.cfg.RateLimitBurst
+	require.Positive(t, perMin)
+	h := get()
+	require.Equal(t, 0, h.RateLimitPerMin)
+	require.Equal(t, rateLimitJSON{PerMin: perMin, Burst: burst}, h.RateLimit)
+
+	require.Equal(t, 200, b.admin("PATCH", "/api/hosts/"+id, map[string]int{"rate_limit_per_min": 7}).status)
+	require.Equal(t, rateLimitJSON{PerMin: 7, Burst: burst}, get().RateLimit)
+	require.Equal(t, 200, b.admin("PATCH", "/api/hosts/"+id, map[string]int{"rate_limit_burst": 3}).status)
+	require.Equal(t, rateLimitJSON{PerMin: 7, Burst: 3}, get().RateLimit)
+}
