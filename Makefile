@@ -1,6 +1,12 @@
 # The relay's two set-up commands are `make run` and `make test`.
 .PHONY: run test bench chaos soak build release vet fmt clean
 
+# The version every build carries is shared/buildinfo/VERSION (embedded);
+# make build and make release link the commit (scripts/commit.sh), which a
+# plain go build shows only where Go stamps its VCS information.
+COMMIT ?= $(shell scripts/commit.sh)
+BIN ?= bin
+
 run:  ## the demo: cloud on embedded SQLite, a claimed host, a receiver
 	scripts/run.sh
 
@@ -16,10 +22,10 @@ chaos: ## the fault suite, every scenario at full length
 soak: ## an hour of steady traffic with nothing allowed to grow; writes SOAK.md and soak.svg (make soak SOAK_FLAGS=-short: 4 minutes, printed only)
 	go run ./scripts/soak $(SOAK_FLAGS)
 
-build: ## bin/cloud, bin/host, bin/demo-receiver, bin/send-sample (a plain `go build ./cloud` would collide with the cloud/ directory)
-	go build -o bin/ ./cloud ./host ./scripts/demo-receiver ./scripts/send-sample
+build: ## bin/cloud, bin/host, bin/demo-receiver, bin/send-sample (a plain `go build ./cloud` would collide with the cloud/ directory); the version is shared/buildinfo/VERSION's, as in every build (BIN: another directory)
+	go build -ldflags "-X github.com/relaykit/relay/shared/buildinfo.commit=$(COMMIT)" -o $(BIN)/ ./cloud ./host ./scripts/demo-receiver ./scripts/send-sample
 
-release: ## static cloud and host binaries for linux and darwin on amd64 and arm64 with SHA256SUMS, in dist/VERSION/ (VERSION, COMMIT, RELEASE_PLATFORMS override)
+release: ## static cloud and host binaries for linux and darwin on amd64 and arm64 with SHA256SUMS, in dist/VERSION/ (VERSION: shared/buildinfo/VERSION's unless given; COMMIT, RELEASE_PLATFORMS override)
 	scripts/release.sh
 
 vet:

@@ -51,16 +51,6 @@ import (
 	"github.com/relaykit/relay/shared/telemetry"
 )
 
-// version and commit are set at build time with -ldflags "-X
-// main.version=… -X main.commit=…" (make release).
-var (
-	version = "dev"
-	commit  = ""
-)
-
-// commitOf is the commit the binary was built from.
-func commitOf() string { return buildinfo.Commit(commit) }
-
 const usage = `usage: cloud <command> [flags]
 
 commands:
@@ -188,7 +178,7 @@ func runIO(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, "usage: cloud version\n\nPrints the version, the commit it was built from, the Go version and the platform.\n")
 			return 0
 		}
-		fmt.Fprintln(stdout, buildinfo.String("cloud", version, commit))
+		fmt.Fprintln(stdout, buildinfo.String("cloud"))
 	case "-h", "--help", "-help", "help":
 		fmt.Fprint(stdout, usage)
 	default:
@@ -679,7 +669,7 @@ func serve(ctx context.Context, args []string) error {
 		go func() { errc <- redirectSrv.Serve(redirectLn) }()
 		log.Info("redirecting plain HTTP to HTTPS", "addr", redirectLn.Addr().String())
 	}
-	log.Info("cloud listening", "addr", ln.Addr().String(), "tls", tlsMode(o), "database", redactURL(o.databaseURL), "version", version, "commit", commitOf())
+	log.Info("cloud listening", "addr", ln.Addr().String(), "tls", tlsMode(o), "database", redactURL(o.databaseURL), "version", buildinfo.Version(), "commit", buildinfo.Commit())
 
 	select {
 	case err := <-errc:

@@ -33,14 +33,6 @@ import (
 	"github.com/relaykit/relay/shared/buildinfo"
 )
 
-// version and commit are set at build time with -ldflags "-X
-// main.version=… -X main.commit=…" (make release); a build without them
-// is the agent's protocol version.
-var (
-	version = agent.Version
-	commit  = ""
-)
-
 const (
 	exitOK      = 0
 	exitFailure = 1
@@ -133,7 +125,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			printHelp(stdout, "version", nil)
 			return exitOK
 		}
-		fmt.Fprintln(stdout, buildinfo.String("host", version, commit))
+		// The build's version, the cloud's; the protocol version is what
+		// the host reports to the cloud (agent_version).
+		fmt.Fprintln(stdout, buildinfo.String("host", "protocol "+agent.Version))
 		return exitOK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)

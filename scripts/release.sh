@@ -7,12 +7,15 @@
 #   scripts/release.sh                       every platform, into dist/$VERSION/
 #   scripts/release.sh --out DIR --flat      this GOOS/GOARCH only, as DIR/cloud and DIR/host
 #
-# VERSION defaults to `git describe`, COMMIT to the checked-out commit.
+# VERSION defaults to shared/buildinfo/VERSION, the version every build of
+# cloud and host carries (make build and a plain go build embed the same
+# file). COMMIT defaults to the checkout's (scripts/commit.sh), as make
+# build's; set it where the build has no checkout (the Dockerfile).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
-COMMIT=${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+VERSION=${VERSION:-$(cat shared/buildinfo/VERSION)}
+COMMIT=${COMMIT:-$(scripts/commit.sh)}
 PLATFORMS=${RELEASE_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
 out="" flat=0
 while [ $# -gt 0 ]; do
@@ -29,9 +32,10 @@ esac
 # build GOOS GOARCH BINARY OUTPUT: the one way a release binary is built.
 # CGO_ENABLED=0: static (SQLite is modernc's, in Go); -trimpath: no build
 # paths in the binary; the version and commit are what `version` prints.
+pkg=github.com/relaykit/relay/shared/buildinfo
 build() {
 	CGO_ENABLED=0 GOOS=$1 GOARCH=$2 go build -trimpath \
-		-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" -o "$4" "./$3"
+		-ldflags "-s -w -X $pkg.version=$VERSION${COMMIT:+ -X $pkg.commit=$COMMIT}" -o "$4" "./$3"
 }
 
 if [ "$flat" = 1 ]; then
