@@ -1,6 +1,9 @@
 package shared
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The admin API's answers that both the cloud and `cloud ctl` read: the
 // cloud writes them, ctl decodes them and prints them (--json as they are).
@@ -33,6 +36,28 @@ type HostResult struct {
 	DurationMS     int64     `json:"duration_ms"`
 	Error          string    `json:"error"`
 	ReportedAt     time.Time `json:"reported_at"`
+}
+
+// NextAction is what an operator can do about a delivery, and why: the
+// cloud decides it (delivery.Advise) for the admin API's delivery, `cloud
+// ctl inspect` and the console.
+type NextAction struct {
+	// RetrySafe says whether running the handler again is safe: false when
+	// the host's ledger records the side effect as done.
+	RetrySafe bool   `json:"retry_safe"`
+	Action    string `json:"action"` // none, wait, retry, replay, ack, investigate
+	Why       string `json:"why"`
+}
+
+func (a NextAction) String() string {
+	if a.Action == "none" {
+		return "none: " + a.Why
+	}
+	safe := "retry-safe"
+	if !a.RetrySafe {
+		safe = "NOT retry-safe"
+	}
+	return fmt.Sprintf("%s (%s): %s", a.Action, safe, a.Why)
 }
 
 // Alert is an alert as the admin API shows it.

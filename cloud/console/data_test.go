@@ -89,7 +89,7 @@ func TestDeliveryPageData(t *testing.T) {
 	ctx := context.Background()
 	s := dataStore(t)
 	x := insertDelivery(t, s, "h1", "e1", dataBase, `{"a":[1,2],"html":"<script>alert(1)</script>"}`)
-	d, err := loadDelivery(ctx, s, "h1", x.ID, false)
+	d, err := loadDelivery(ctx, s, "h1", x.ID, false, dataBase)
 	require.NoError(t, err)
 	require.True(t, d.IsJSON)
 	require.Equal(t, "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"html\": \"<script>alert(1)</script>\"\n}", d.Body)
@@ -98,12 +98,14 @@ func TestDeliveryPageData(t *testing.T) {
 	require.Equal(t, "received", d.Timeline[0].Reason)
 	require.False(t, d.CanRetry)
 	require.Nil(t, d.Result)
+	require.Equal(t, "wait", d.Next.Action, "the next action, as inspect gives it")
+	require.Contains(t, d.Next.Why, "nothing ran since it was queued")
 
-	d, err = loadDelivery(ctx, s, "h1", x.ID, true)
+	d, err = loadDelivery(ctx, s, "h1", x.ID, true, dataBase)
 	require.NoError(t, err)
 	require.Equal(t, `{"a":[1,2],"html":"<script>alert(1)</script>"}`, d.Body, "raw")
 
-	_, err = loadDelivery(ctx, s, "h2", x.ID, false)
+	_, err = loadDelivery(ctx, s, "h2", x.ID, false, dataBase)
 	require.ErrorIs(t, err, store.ErrNotFound, "another host's")
 
 	body, isJSON, cut := showBody([]byte("not json \xff"), false)

@@ -214,6 +214,7 @@ func encodeQuery(q url.Values) string {
 // API's own functions (cloud/server's Server).
 type deliveryOps interface {
 	RetryDelivery(ctx context.Context, hostID, id string) (*store.Delivery, error)
+	ReplayDelivery(ctx context.Context, hostID, id, toHostID string) (*store.Delivery, error)
 	PurgeDLQ(ctx context.Context, hostID string) (int, error)
 	ReleaseQuarantine(ctx context.Context) (server.ReleaseResult, error)
 }
@@ -232,6 +233,7 @@ func (cn *Console) ops(c *gin.Context) (deliveryOps, bool) {
 func (cn *Console) deliveryRoutes(a gin.IRouter) {
 	a.GET("/deliveries", cn.deliveriesPage)
 	a.POST("/deliveries/retry", cn.checkCSRF, cn.retry)
+	a.POST("/deliveries/replay", cn.checkCSRF, cn.replay)
 	// The catch-all keeps a delivery id with a slash in it whole.
 	a.GET("/hosts/:id/deliveries/*delivery", cn.deliveryPage)
 	a.GET("/hosts/:id/dlq/purge", cn.purgePage)

@@ -194,3 +194,48 @@ func TestDeliveryFormsNeedCSRF(t *testing.T) {
 	checkPage(t, "released", a)
 	require.Contains(t, a.body, "Release pass done: 0 admitted, 0 rejected, 0 still held.")
 }
+
+// The delivery page says what to do next (as inspect does), replays with
+// the session's CSRF token — to its host, or another — and links a replay
+// and its original both ways.
+func TestDeliveryReplayPage(t *testing.T) {
+	b := setup(t)
+	cl := b.client()
+	cl.login()
+	h := pagesHost(t, b, "office")
+	other := pagesHost(t, b, "laptop")
+	d := pagesInsert(t, b, h, "evt-1", "push", map[string]string{"x-github-event": "push"}, `{"n":1}`)
+
+	a := cl.get(deliveryHref(h, d.ID))
+	checkPage(t, "delivery, queued", a)
+	require.Contains(t, a.body, `id="next-action"`)
+	require.Contains(t, a.body, "nothing ran since it was queued")
+	require.Contains(t, a.body, `id="replay"`, "any delivery can be replayed")
+
+	replay := url.Values{"host": {h}, "id": {d.ID}}
+	a = cl.do("POST", "/console/deliveries/replay", replay, map[string]string{"Origin": b.srv.URL})
+	require.Equal(t, 403, a.status, "no CSRF token")
+
+	a = cl.post("/console/deliveries/replay", replay)
+	require.Equal(t, 303, a.status, a.body)
+	loc := a.header.Get("Location")
+	require.True(t, strings.HasPrefix(loc, "/console/hosts/"+h+"/deliveries/"), loc)
+	require.True(t, strings.HasSuffix(loc, "?replayed=1"), loc)
+	a = cl.get(loc)
+	checkPage(t, "a replay", a)
+	require.Contains(t, a.body, "Replayed: this is a new delivery")
+	require.Contains(t, a.body, `id="replay-of" href="`+deliveryHref(h, d.ID)+`"`)
+
+	a = cl.post("/console/deliveries/replay", url.Values{"host": {h}, "id": {d.ID}, "to": {other}})
+	require.Equal(t, 303, a.status, a.body)
+	require.True(t, strings.HasPrefix(a.header.Get("Location"), "/console/hosts/"+other+"/deliveries/"))
+
+	a = cl.get(deliveryHref(h, d.ID))
+	require.Contains(t, a.body, `id="replays"`)
+	require.Equal(t, 2, strings.Count(a.body, "replayed as "), "both notes in the timeline")
+	require.Contains(t, a.body, "/console/hosts/"+other+"/deliveries/")
+
+	a = cl.post("/console/deliveries/replay", url.Values{"host": {h}, "id": {d.ID}, "to": {"h_nosuchhostaaaaaaaaaaaaa"}})
+	require.Equal(t, 404, a.status, "the API's answer")
+	checkPage(t, "replay refused", a)
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
@@ -47,7 +48,16 @@ type deliveryData struct {
 	RawHref   string
 	PrettyRef string
 	Retried   bool // it was just retried (the redirect after the retry says so)
+	// Next is what an operator can do about it, as `cloud ctl inspect`
+	// and the API say (delivery.Advise).
+	Next shared.NextAction
+	// ReplayOf is the delivery this one replays ("": none), ReplayOfHref
+	// its page; Replays are the replays made of this one.
+	ReplayOf *replayLink
+	Replays  []replayLink
 }
+
+type replayLink struct{ ID, HostID, Href string }
 
 type header struct{ Name, Value string }
 
@@ -59,7 +69,7 @@ type timelineEntry struct {
 }
 
 // loadDelivery is a delivery's page data, or store.ErrNotFound.
-func loadDelivery(ctx context.Context, r deliveryReader, hostID, id string, raw bool) (*deliveryData, error) {
+func loadDelivery(ctx context.Context, r deliveryReader, hostID, id string, raw bool, now time.Time) (*deliveryData, error) {
 	d, err := r.DeliveryGet(ctx, hostID, id)
 	if err != nil {
 		return nil, err
@@ -83,6 +93,13 @@ func loadDelivery(ctx context.Context, r deliveryReader, hostID, id string, raw 
 	}
 	sort.Slice(out.Headers, func(i, j int) bool { return out.Headers[i].Name < out.Headers[j].Name })
 	out.Body, out.IsJSON, out.BodyCut = showBody(d.RawBody, raw)
+	out.Next = delivery.Advise(d, evs, res, now)
+	if of, ok := delivery.ReplayOf(evs); ok {
+		out.ReplayOf = &replayLink{ID: of.ID, HostID: of.HostID, Href: deliveryHref(of.HostID, of.ID)}
+	}
+	for _, r := range delivery.Replays(evs) {
+		out.Replays = append(out.Replays, replayLink{ID: r.ID, HostID: r.HostID, Href: deliveryHref(r.HostID, r.ID)})
+	}
 	var prev time.Time
 	for i, e := range evs {
 		t := timelineEntry{DeliveryEvent: e, FromLabel: statusLabel(e.From), ToLabel: statusLabel(e.To)}
@@ -116,7 +133,7 @@ func showBody(b []byte, raw bool) (body string, isJSON, cut bool) {
 
 func (cn *Console) deliveryPage(c *gin.Context) {
 	hostID, id := c.Param("id"), strings.TrimPrefix(c.Param("delivery"), "/")
-	d, err := loadDelivery(c.Request.Context(), cn.d.Store, hostID, id, c.Query("raw") == "1")
+	d, err := loadDelivery(c.Request.Context(), cn.d.Store, hostID, id, c.Query("raw") == "1", cn.now())
 	if errors.Is(err, store.ErrNotFound) {
 		cn.failCode(c, shared.CodeNotFound, "no such delivery on this host")
 		return
@@ -129,7 +146,26 @@ func (cn *Console) deliveryPage(c *gin.Context) {
 	if c.Query("retried") == "1" {
 		p.Flash = "Retried: it is queued again, with its attempts reset; the host gets it next, over its socket or with its next heartbeat."
 	}
+	if c.Query("replayed") == "1" {
+		p.Flash = "Replayed: this is a new delivery of the same body and headers, queued for its host, which runs it as new work."
+	}
 	cn.render(c, 200, "delivery", p)
+}
+
+// replay makes a new delivery of a stored one, to its host or the one the
+// form names, as POST /api/hosts/:id/webhooks/:deliveryId/replay does, and
+// shows the new one.
+func (cn *Console) replay(c *gin.Context) {
+	ops, ok := cn.ops(c)
+	if !ok {
+		return
+	}
+	d, err := ops.ReplayDelivery(c.Request.Context(), c.PostForm("host"), c.PostForm("id"), strings.TrimSpace(c.PostForm("to")))
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
+	c.Redirect(303, deliveryHref(d.HostID, d.ID)+"?replayed=1")
 }
 
 // retry puts a dead-lettered or retrying delivery back in the queue, as

@@ -159,6 +159,7 @@ type host struct {
 
 type delivery struct {
 	DeliveryID    string     `json:"delivery_id"`
+	ReplayOf      string     `json:"replay_of,omitempty"`
 	HostID        string     `json:"host_id"`
 	Source        string     `json:"source"`
 	EventID       string     `json:"event_id"`

@@ -217,7 +217,7 @@ func init() {
 			{"rename", hostsRename, nil}, {"limits", hostsLimits, nil}, {"deactivate", hostsDeactivate, nil}, {"claim-code", hostsClaimCode, nil}}},
 		{name: "sources", subs: []entry{{"list", sourcesList, nil}, {"show", sourcesShow, nil}, {"put", sourcesPut, nil},
 			{"enable", sourcesEnable, nil}, {"disable", sourcesDisable, nil}, {"events", sourcesEvents, nil}}},
-		{name: "deliveries", subs: []entry{{"list", deliveriesList, nil}, {"retry", deliveriesRetry, nil}, {"purge-dlq", deliveriesPurge, nil}}},
+		{name: "deliveries", subs: []entry{{"list", deliveriesList, nil}, {"retry", deliveriesRetry, nil}, {"replay", deliveriesReplay, nil}, {"purge-dlq", deliveriesPurge, nil}}},
 		{name: "inspect", run: inspect},
 		{name: "tail", run: tail},
 		{name: "rejections", run: rejections},

@@ -161,6 +161,35 @@ func deliveriesRetry(ctx context.Context, e *env, args []string, auth func() err
 	return nil
 }
 
+func deliveriesReplay(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "deliveries replay DELIVERY_ID [--to HOST_ID] [--json]  (a new delivery of a stored one, any status: its body and headers as received, X-Relay-Replay-Of naming it)")
+	to := f.String("to", "", "the host to send it to (default: its own host)")
+	pos, err := f.parseAuthed(args, 1, 1, auth)
+	if err != nil {
+		return err
+	}
+	d, err := e.findOne(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	var in any
+	if *to != "" {
+		in = map[string]string{"host_id": *to}
+	}
+	var out struct {
+		Delivery delivery `json:"delivery"`
+		ReplayOf string   `json:"replay_of"`
+	}
+	if err := e.client.do(ctx, "POST", deliveryPath(d)+"/replay", nil, in, &out); err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(out)
+	}
+	e.deliveryTable([]delivery{out.Delivery})
+	return nil
+}
+
 func deliveriesPurge(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "deliveries purge-dlq HOST_ID [--json]  (deletes the host's dead letters)")
 	pos, err := f.parseAuthed(args, 1, 1, auth)

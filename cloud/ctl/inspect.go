@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -20,27 +19,9 @@ type inspection struct {
 	HostResult *shared.HostResult `json:"host_result"`
 	Edge       string             `json:"edge"`
 	Lease      string             `json:"lease,omitempty"`
-	NextAction nextAction         `json:"next_action"`
-}
-
-// nextAction is what an on-call can do about a delivery, and why.
-type nextAction struct {
-	// RetrySafe says whether running the handler again is safe: false when
-	// the host's ledger records the side effect as done.
-	RetrySafe bool   `json:"retry_safe"`
-	Action    string `json:"action"` // none, wait, retry, ack, investigate
-	Why       string `json:"why"`
-}
-
-func (a nextAction) String() string {
-	if a.Action == "none" {
-		return "none: " + a.Why
-	}
-	safe := "retry-safe"
-	if !a.RetrySafe {
-		safe = "NOT retry-safe"
-	}
-	return fmt.Sprintf("%s (%s): %s", a.Action, safe, a.Why)
+	Replays    []string           `json:"replays"`
+	// NextAction is the cloud's (delivery.Advise), as the API gives it.
+	NextAction shared.NextAction `json:"next_action"`
 }
 
 func inspect(ctx context.Context, e *env, args []string, auth func() error) error {
@@ -61,7 +42,6 @@ func inspect(ctx context.Context, e *env, args []string, auth func() error) erro
 	now := e.now()
 	out.Edge = edgeVerdict(out.Events)
 	out.Lease = leaseLine(out.Delivery, now)
-	out.NextAction = advise(out.Delivery, out.HostResult, lastFailure(out.Events), now)
 	if e.json {
 		return e.printJSON(out)
 	}
@@ -91,115 +71,18 @@ func leaseLine(d delivery, now time.Time) string {
 	return "claimed_until " + stamp(d.LeaseExpires) + " (expired " + since(now, *d.LeaseExpires) + ")"
 }
 
-// lastFailure is the audit reason of the delivery's last failed attempt
-// since it was last queued ("" when none).
-func lastFailure(evs []event) string {
-	for i := len(evs) - 1; i >= 0; i-- {
-		switch evs[i].To {
-		case "retrying", "dlq":
-			return evs[i].Reason
-		case "queued":
-			return ""
-		}
-	}
-	return ""
-}
-
-// mayHaveRun says whether a failure leaves open whether the handler ran:
-// the lease ended, or the socket that carried it closed, while the host
-// held the webhook, and it reported nothing. (A nack says it failed; the
-// other failures say it never reached the host.)
-func mayHaveRun(failure string) bool {
-	for _, tr := range []store.Transition{store.TransitionExpire, store.TransitionConnectionLost} {
-		if failure == tr.Reason || strings.HasPrefix(failure, tr.Reason+":") {
-			return true
-		}
-	}
-	return false
-}
-
-// advise decides the next action from the cloud's record, the host ledger's
-// result and the last failure: a handler that succeeded must not run again
-// by hand, whatever the cloud says, and one that may have run is not called
-// retry-safe.
-func advise(d delivery, r *shared.HostResult, failure string, now time.Time) nextAction {
-	done := r != nil && (r.Result == "success" || r.Result == "skipped")
-	ledger := "the host has reported no run"
-	if r != nil {
-		ledger = fmt.Sprintf("the host's ledger records %s at attempt %d (%s)", r.Result, r.Attempt, stamp(&r.ReportedAt))
-		if r.Error != "" {
-			ledger += ": " + cut(r.Error, 120)
-		}
-	}
-	retryCmd := "cloud ctl deliveries retry " + d.DeliveryID
-	if d.Status == "acked" {
-		return nextAction{RetrySafe: false, Action: "none", Why: "acked " + sinceP(now, d.AckedAt) + "; " + ledger + ". Nothing to do."}
-	}
-	if done && d.Status == "dlq" {
-		return nextAction{RetrySafe: false, Action: "ack",
-			Why: "dead-lettered, yet " + ledger + ": the side effect is done. Do not retry; run `host reconcile --fix` on host " + d.HostID + " to send the missing ack."}
-	}
-	if done {
-		return nextAction{RetrySafe: false, Action: "wait",
-			Why: d.Status + " in the cloud, but " + ledger + ": the side effect is done and the ack is still to come (the host's next report sends it, over its socket or with a heartbeat). Do not retry by hand; if it stays, run `host reconcile` on host " + d.HostID + "."}
-	}
-	if r == nil && mayHaveRun(failure) && (d.Status == "retrying" || d.Status == "dlq") {
-		ended := "its lease ended"
-		if strings.HasPrefix(failure, store.TransitionConnectionLost.Reason) {
-			ended = "the socket carrying it closed"
-		}
-		unknown := ended + " while host " + d.HostID + " held it and the host reported no result: whether the handler ran is unknown. "
-		if d.Status == "dlq" {
-			return nextAction{RetrySafe: false, Action: "investigate",
-				Why: "dead-lettered: " + unknown + "Run `host reconcile` on the host: if its ledger records success, `--fix` sends the ack; if not, `" + retryCmd + "`."}
-		}
-		return nextAction{RetrySafe: false, Action: "wait",
-			Why: "retrying: " + unknown + "The next attempt (" + sinceP(now, d.NextRetryAt) + ") goes to the same host, whose ledger runs it only if it did not succeed; `host reconcile` there tells which."}
-	}
-	if r == nil {
-		ledger += " (the cloud's record: " + orDash(failure) + ")"
-	}
-	if d.Status == "dlq" {
-		return nextAction{RetrySafe: true, Action: "retry",
-			Why: fmt.Sprintf("dead-lettered after %d attempts (%s); %s, side effect not committed. Fix the cause, then `%s`.", d.Attempts, orDash(cut(d.LastError, 120)), ledger, retryCmd)}
-	}
-	switch d.Status {
-	case "retrying":
-		cause := "the handler failed (" + orDash(cut(d.LastError, 120)) + ")"
-		if r == nil && !strings.HasPrefix(failure, store.TransitionNack.Reason) {
-			cause = "it did not reach the host's handler (" + orDash(failure) + ")"
-		}
-		return nextAction{RetrySafe: true, Action: "wait",
-			Why: fmt.Sprintf("%s; %s, side effect not committed. Next attempt %s (attempt %d of %d), or now with `%s`.",
-				cause, ledger, sinceP(now, d.NextRetryAt), d.Attempts+1, d.MaxAttempts, retryCmd)}
-	case "delivering", "delivered":
-		if d.LeaseExpires != nil && !d.LeaseExpires.After(now) {
-			// Delivered: the host got it, and may have run it.
-			return nextAction{RetrySafe: d.Status == "delivering", Action: "wait",
-				Why: "the lease expired " + since(now, *d.LeaseExpires) + " and " + ledger + "; the cloud's sweep counts a failed attempt and hands it out again. If the host is down, see `cloud ctl hosts show " + d.HostID + "`."}
-		}
-		return nextAction{RetrySafe: false, Action: "wait",
-			Why: "handed to host " + d.HostID + ", whose handler may be running now (" + ledger + "). Wait for its ack or the lease's end."}
-	case "queued":
-		return nextAction{RetrySafe: true, Action: "wait",
-			Why: "queued for host " + d.HostID + " (pushed over its socket, or in the answer to its next heartbeat); nothing ran since it was queued. If it waits long, see `cloud ctl hosts show " + d.HostID + "`."}
-	}
-	return nextAction{RetrySafe: false, Action: "investigate", Why: "unknown status " + d.Status}
-}
-
-func sinceP(now time.Time, t *time.Time) string {
-	if t == nil {
-		return "-"
-	}
-	return since(now, *t)
-}
-
 func (e *env) printInspection(in inspection) {
 	d := in.Delivery
 	w := e.stdout
 	fmt.Fprintf(w, "delivery     %s\n", d.DeliveryID)
 	fmt.Fprintf(w, "host         %s   source %s   event %s (%s)\n", d.HostID, d.Source, eventName(d), d.EventID)
 	fmt.Fprintf(w, "correlation  %s\n", orDash(d.CorrelationID))
+	if d.ReplayOf != "" {
+		fmt.Fprintf(w, "replay of    %s\n", d.ReplayOf)
+	}
+	for _, id := range in.Replays {
+		fmt.Fprintf(w, "replayed as  %s\n", id)
+	}
 	fmt.Fprintf(w, "edge         %s\n", in.Edge)
 	fmt.Fprintf(w, "status       %s, attempt %d of %d\n", d.Status, d.Attempts, d.MaxAttempts)
 	if in.Lease != "" {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -43,6 +44,13 @@ func testConsoleDeliveries(t *testing.T, dbURL string) {
 	c.waitStatus(hostID, id, "dlq")
 	open("/console/deliveries", `tr[data-delivery="`+id+`"]`)
 	require.Equal(t, "dead-lettered", textOf(`tr[data-delivery="`+id+`"] .status`))
+	// The host by its name, its id as the title; the badge on one line.
+	require.Equal(t, "office", textOf(`tr[data-delivery="`+id+`"] td.host`))
+	require.Equal(t, hostID, get(t, ctx, "the host's title",
+		chromedp.Evaluate[string](`document.querySelector('tr[data-delivery="`+id+`"] td.host a').title`)))
+	badge := `document.querySelector('tr[data-delivery="` + id + `"] .status')`
+	require.Equal(t, "nowrap", get(t, ctx, "the badge's white-space", chromedp.Evaluate[string](`getComputedStyle(`+badge+`).whiteSpace`)))
+	require.Equal(t, 1, get(t, ctx, "the badge's lines", chromedp.Evaluate[int](badge+`.getClientRects().length`)))
 	screenshot(t, ctx, "deliveries")
 
 	click("open the delivery", `tr[data-delivery="`+id+`"] td a`, "#body")
@@ -70,7 +78,21 @@ func testConsoleDeliveries(t *testing.T, dbURL string) {
 	open(deliveryPath(hostID, id), "#delivery-status")
 	require.Equal(t, "acked", textOf("#delivery-status"))
 	require.Contains(t, textOf(".timeline"), "retried by an operator")
+	require.Contains(t, textOf("#next-action"), "none")
 	screenshot(t, ctx, "delivery-acked")
+
+	// Replay the handled webhook from the console: a new delivery, run and
+	// acked again, linked to the original both ways.
+	click("replay", "#replay", ".flash")
+	require.Contains(t, textOf(".flash"), "Replayed")
+	require.Contains(t, textOf("#replay-of"), id)
+	loc := get(t, ctx, "location", chromedp.Evaluate[string](`location.pathname`))
+	replayID := strings.TrimPrefix(loc, "/console/hosts/"+hostID+"/deliveries/")
+	require.NotEqual(t, id, replayID)
+	screenshot(t, ctx, "delivery-replayed")
+	c.waitStatus(hostID, replayID, "acked")
+	open(deliveryPath(hostID, id), "#replays")
+	require.Contains(t, textOf("#replays"), replayID)
 
 	// Another dead letter, purged from the dead letters page.
 	app.status.Store(500)

@@ -9,13 +9,16 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 // deliveryJSON is a delivery as the admin API shows it. RawBody is set only
 // in the one-delivery answer.
 type deliveryJSON struct {
 	DeliveryID    string            `json:"delivery_id"`
+	ReplayOf      string            `json:"replay_of,omitempty"` // a replay's original (X-Relay-Replay-Of)
 	HostID        string            `json:"host_id"`
 	Source        string            `json:"source"`
 	EventID       string            `json:"event_id"`
@@ -51,7 +54,7 @@ func deliveryView(d *store.Delivery, withBody bool) deliveryJSON {
 		Status: d.Status, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextRetryAt: d.NextRetryAt,
 		LeaseExpires: d.LeaseExpiresAt, LastError: d.LastError, ReceivedAt: d.ReceivedAt,
 		DeliveredAt: d.DeliveredAt, AckedAt: d.AckedAt, DLQAt: d.DLQAt, CorrelationID: d.CorrelationID,
-		BodySize: d.BodySize,
+		BodySize: d.BodySize, ReplayOf: d.Headers[replayHeader],
 	}
 	if withBody {
 		v.Headers = d.Headers
@@ -115,12 +118,24 @@ func (s *Server) getDelivery(c *gin.Context) {
 	for _, e := range evs {
 		events = append(events, eventJSON{At: e.At, From: e.From, To: e.To, Reason: e.Reason, Attempt: e.Attempt})
 	}
-	result, err := s.hostResult(c, d.ID)
+	result, err := s.store.DeliveryResultGet(c.Request.Context(), d.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		result, err = nil, nil
+	}
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(200, gin.H{"delivery": deliveryView(d, true), "events": events, "host_result": result})
+	var view *shared.HostResult
+	if result != nil {
+		view = resultView(result)
+	}
+	replays := []string{}
+	for _, r := range delivery.Replays(evs) {
+		replays = append(replays, r.ID)
+	}
+	c.JSON(200, gin.H{"delivery": deliveryView(d, true), "events": events, "host_result": view,
+		"replays": replays, "next_action": delivery.Advise(d, evs, result, s.now())})
 }
 
 // Cursors are opaque to clients: base64url of "<received unix ms>:<delivery id>".

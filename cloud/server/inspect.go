@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
@@ -14,18 +13,6 @@ import (
 func resultView(r *store.DeliveryResult) *shared.HostResult {
 	return &shared.HostResult{Attempt: r.Attempt, Result: r.Result, Handler: r.Handler, ResponseStatus: r.ResponseStatus,
 		ExitCode: r.ExitCode, DurationMS: r.DurationMS, Error: r.Error, ReportedAt: r.ReportedAt}
-}
-
-// hostResult is the result the host reported for a delivery, or nil.
-func (s *Server) hostResult(c *gin.Context, deliveryID string) (*shared.HostResult, error) {
-	r, err := s.store.DeliveryResultGet(c.Request.Context(), deliveryID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return resultView(r), nil
 }
 
 // findDeliveries answers GET /api/deliveries: deliveries of every host (or

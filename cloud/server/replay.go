@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
@@ -82,10 +82,10 @@ func (s *Server) ReplayDelivery(ctx context.Context, hostID, id, toHostID string
 		RetryDelays:   delays,
 		MaxAttempts:   maxAttempts,
 		CorrelationID: newCorrelationID(),
-		ReceiveNote:   fmt.Sprintf("replay of %s of host %s, by an operator", orig.ID, orig.HostID),
+		ReceiveNote:   delivery.ReplayReceiveNote(orig.ID, orig.HostID),
 		ReceivedAt:    now,
 		ReplayOf: &store.ReplayOf{HostID: orig.HostID, ID: orig.ID,
-			Note: fmt.Sprintf("replayed as %s to host %s, by an operator", newID, to.ID)},
+			Note: delivery.ReplayNote(newID, to.ID)},
 	})
 	if err != nil {
 		return nil, errUnavailable(err)

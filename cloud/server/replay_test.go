@@ -16,6 +16,7 @@ import (
 type replayAnswer struct {
 	Delivery struct {
 		DeliveryID string       `json:"delivery_id"`
+		ReplayOf   string       `json:"replay_of"`
 		HostID     string       `json:"host_id"`
 		EventID    string       `json:"event_id"`
 		Status     store.Status `json:"status"`
@@ -45,6 +46,7 @@ func TestReplayAnAckedDelivery(t *testing.T) {
 	var r replayAnswer
 	a.json(t, &r)
 	require.Equal(t, id, r.ReplayOf)
+	require.Equal(t, id, r.Delivery.ReplayOf, "a replay's view names its original")
 	require.NotEqual(t, id, r.Delivery.DeliveryID)
 	require.Equal(t, g.id, r.Delivery.HostID)
 	require.Equal(t, store.StatusQueued, r.Delivery.Status)
