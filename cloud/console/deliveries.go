@@ -87,6 +87,25 @@ type deliveryRow struct {
 	*store.Delivery
 	StatusLabel string
 	Href        string
+	HostName    string // the host's name, its id when it has none
+}
+
+// hostNames maps each host's id to its name, for lists that show hosts by
+// name (a host without one by its id).
+func hostNames(hosts []*store.Host) map[string]string {
+	names := make(map[string]string, len(hosts))
+	for _, h := range hosts {
+		names[h.ID] = h.Name
+	}
+	return names
+}
+
+// hostName is the name a list shows for hostID.
+func hostName(names map[string]string, hostID string) string {
+	if n := names[hostID]; n != "" {
+		return n
+	}
+	return hostID
 }
 
 // errFilter is a filter the page cannot read; its message says why.
@@ -192,8 +211,10 @@ func loadDeliveries(ctx context.Context, r deliveriesReader, q url.Values) (*del
 		d.First = "/console/deliveries" + encodeQuery(f.query(false))
 	}
 	d.Deliveries = make([]deliveryRow, 0, len(ds))
+	names := hostNames(hosts)
 	for _, x := range ds {
-		d.Deliveries = append(d.Deliveries, deliveryRow{Delivery: x, StatusLabel: statusLabel(x.Status), Href: deliveryHref(x.HostID, x.ID)})
+		d.Deliveries = append(d.Deliveries, deliveryRow{Delivery: x, StatusLabel: statusLabel(x.Status), Href: deliveryHref(x.HostID, x.ID),
+			HostName: hostName(names, x.HostID)})
 	}
 	return d, nil
 }

@@ -47,6 +47,7 @@ type rejectionsData struct {
 type quarantineRow struct {
 	ID          int64
 	HostID      string
+	HostName    string
 	Source      string
 	ReceivedAt  time.Time
 	ClientIP    string
@@ -131,7 +132,7 @@ func loadRejections(ctx context.Context, r rejectionsReader, q url.Values) (*rej
 			names = append(names, strings.ToLower(http.CanonicalHeaderKey(k)))
 		}
 		sort.Strings(names)
-		d.Quarantine = append(d.Quarantine, quarantineRow{ID: x.ID, HostID: x.HostID, Source: x.Source, ReceivedAt: x.ReceivedAt,
+		d.Quarantine = append(d.Quarantine, quarantineRow{ID: x.ID, HostID: x.HostID, HostName: hostName(hostNames(hosts), x.HostID), Source: x.Source, ReceivedAt: x.ReceivedAt,
 			ClientIP: x.ClientIP, HeaderNames: store.CutHeaderNames(names), BodySize: len(x.Body)})
 	}
 	return d, nil
