@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 // TestHostWarnsOfASourceTypo: a host whose configuration names "githb"
 // while the cloud's source is "github" is warned — by `host run --check`
 // (exit 0, the nearest name given) and in `host run`'s log at start — that
-// the handler never runs and which name was meant.
+// the handler never runs and which name was meant; a webhook sent
+// meanwhile is kept, shown with why the host skipped it, and replayed once
+// the name is fixed.
 func TestHostWarnsOfASourceTypo(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "typo")
@@ -45,4 +48,51 @@ func TestHostWarnsOfASourceTypo(t *testing.T) {
 		return strings.Contains(string(b), `level=WARN msg="source differs from the cloud's" kind=not-in-cloud source=githb detail=`) &&
 			strings.Contains(string(b), `nearest=github`)
 	})
+
+	// A real webhook to the cloud's github source meanwhile is not lost:
+	// stored, handed to the host, skipped there with the reason, which
+	// the cloud shows beside it, with a replay as the next action.
+	payload := hostPayload(t, "github/pull_request.opened.json")
+	id := sendGitHub(t, s.cloud.url, s.hostID, "pull_request", "typo-1", payload)
+	eventually(t, 30*time.Second, "skipped by the host, acked", func() bool {
+		d := s.cloud.delivery(s.hostID, id)
+		return d.Delivery.Status == "acked" && d.HostResult != nil
+	})
+	d := s.cloud.delivery(s.hostID, id)
+	require.Equal(t, "skipped", d.HostResult.Result)
+	require.Contains(t, d.HostResult.Error, `this host's configuration has no source "github"`)
+	inspect := ctlOK(t, s.cloud.url, "inspect", id)
+	require.Contains(t, inspect, `host ledger  skipped at attempt 1`)
+	require.Contains(t, inspect, "next_action  replay (retry-safe): acked")
+	require.Contains(t, inspect, "cloud ctl deliveries replay "+id)
+
+	// The name fixed and the configuration reloaded, the operator sends it
+	// on: the handler runs it, told which delivery it replays.
+	rc := startReceiver(t)
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"cloud_url": "`+s.cloud.url+`", "heartbeat_interval_s": 1,
+		"webhooks": {"github": {"enabled": true, "forward": "`+rc.url+`"}}}`), 0o600))
+	require.NoError(t, h.cmd.Process.Signal(syscall.SIGHUP))
+	eventually(t, 30*time.Second, "the configuration reloaded", func() bool {
+		b, _ := os.ReadFile(h.logPath)
+		return strings.Contains(string(b), "configuration reloaded")
+	})
+	var replayed struct {
+		Delivery struct {
+			DeliveryID string `json:"delivery_id"`
+			ReplayOf   string `json:"replay_of"`
+		} `json:"delivery"`
+	}
+	ctlJSON(t, s.cloud.url, &replayed, "deliveries", "replay", id)
+	require.Equal(t, id, replayed.Delivery.ReplayOf)
+	rid := replayed.Delivery.DeliveryID
+	eventually(t, 30*time.Second, "the replay run and acked", func() bool {
+		return s.cloud.delivery(s.hostID, rid).Delivery.Status == "acked"
+	})
+	got := rc.snapshot()[rid]
+	require.Len(t, got, 1, "run once, under its own idempotency key")
+	require.Equal(t, payload, got[0].Body, "the body as the provider sent it")
+	require.Equal(t, id, got[0].Header.Get("X-Relay-Replay-Of"))
+	require.Equal(t, "typo-1", got[0].Header.Get("X-GitHub-Delivery"), "the provider's headers as sent")
+	require.Equal(t, "success", s.cloud.delivery(s.hostID, rid).HostResult.Result)
+	require.Contains(t, ctlOK(t, s.cloud.url, "inspect", id), "replayed as  "+rid)
 }
