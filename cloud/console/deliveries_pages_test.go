@@ -239,3 +239,33 @@ func TestDeliveryReplayPage(t *testing.T) {
 	require.Equal(t, 404, a.status, "the API's answer")
 	checkPage(t, "replay refused", a)
 }
+
+// The host's page compares the configuration the host reported with the
+// cloud's sources, as `host run --check` does: a typo is named with the
+// name it likely stands for.
+func TestHostPageComparesTheHostsConfiguration(t *testing.T) {
+	b := setup(t)
+	cl := b.client()
+	cl.login()
+	h := pagesHost(t, b, "office")
+	a := cl.get("/console/hosts/" + h)
+	checkPage(t, "host, nothing reported", a)
+	require.Contains(t, a.body, "has not told the cloud its configuration yet")
+
+	report := func(sub string) {
+		t.Helper()
+		require.NoError(t, b.store.HostHeartbeat(context.Background(), &store.HostHeartbeatParams{HostID: h,
+			Subscription: []byte(sub), Now: b.clock.Now()}))
+	}
+	report(`{"webhooks":{"githb":{"enabled":true}}}`)
+	a = cl.get("/console/hosts/" + h)
+	checkPage(t, "host, a typo", a)
+	require.Contains(t, a.body, `class="mismatch mismatch-not-in-cloud"`)
+	require.Contains(t, a.body, "did you mean <b>github</b>?")
+	require.Contains(t, a.body, `class="mismatch mismatch-not-on-host"`)
+
+	report(`{"webhooks":{"github":{"enabled":true}}}`)
+	a = cl.get("/console/hosts/" + h)
+	require.Contains(t, a.body, `id="config-matches"`)
+	require.NotContains(t, a.body, `class="mismatch`)
+}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -21,6 +22,11 @@ type hostData struct {
 	Counts    map[store.Status]int
 	Statuses  []store.Status
 	Sources   []shared.Source
+	// Reported says whether the host has told the cloud its configuration
+	// (its subscription); Mismatches are where that and the cloud's
+	// sources differ, as `host run --check` warns of them.
+	Reported   bool
+	Mismatches []shared.SourceMismatch
 	History   []*store.PresenceEvent
 	Alerts    []*store.Alert // firing alerts about this host
 	Providers []string
@@ -71,6 +77,13 @@ func (cn *Console) renderHost(c *gin.Context, status int, flash string, form sou
 		Statuses: store.Statuses, History: history, Providers: verify.Names(), Form: form}
 	for _, s := range srcs {
 		d.Sources = append(d.Sources, cn.d.App.SourceView(c, s))
+	}
+	if len(h.Subscription) > 0 {
+		var sub shared.Subscription
+		if json.Unmarshal(h.Subscription, &sub) == nil {
+			d.Reported = true
+			d.Mismatches = shared.CompareSources(&sub, server.HostSourcesOf(srcs))
+		}
 	}
 	for _, a := range firing {
 		if a.HostID == h.ID {

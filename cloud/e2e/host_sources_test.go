@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,6 +49,16 @@ func TestHostWarnsOfASourceTypo(t *testing.T) {
 		return strings.Contains(string(b), `level=WARN msg="source differs from the cloud's" kind=not-in-cloud source=githb detail=`) &&
 			strings.Contains(string(b), `nearest=github`)
 	})
+
+	// The console's host page shows the same, in a real browser.
+	ctx := newBrowser(t)
+	consoleLogin(t, ctx, s.cloud)
+	do(t, ctx, "open the host's page", chromedp.Navigate(s.cloud.url+"/console/hosts/"+s.hostID),
+		chromedp.WaitVisible(chromedp.CSS("#host-config .mismatch")))
+	config := text(t, ctx, "#host-config")
+	require.Contains(t, config, "githb (did you mean github?)")
+	require.Contains(t, config, `the cloud has no source "githb" for this host`)
+	screenshot(t, ctx, "host-config-typo")
 
 	// A real webhook to the cloud's github source meanwhile is not lost:
 	// stored, handed to the host, skipped there with the reason, which

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -22,13 +23,20 @@ func (s *Server) hostSources(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	out := shared.HostSourcesResponse{Sources: make([]shared.HostSource, 0, len(srcs))}
+	c.JSON(200, shared.HostSourcesResponse{Sources: HostSourcesOf(srcs)})
+}
+
+// HostSourcesOf is a host's sources as the host compares them with its
+// configuration (shared.CompareSources): what GET /api/hosts/sources
+// answers, and what the console's host page compares.
+func HostSourcesOf(srcs []*store.Source) []shared.HostSource {
+	out := make([]shared.HostSource, 0, len(srcs))
 	for _, src := range srcs {
 		events := src.Events
 		if events == nil {
 			events = []string{}
 		}
-		out.Sources = append(out.Sources, shared.HostSource{Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events})
+		out = append(out, shared.HostSource{Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events})
 	}
-	c.JSON(200, out)
+	return out
 }
