@@ -205,7 +205,7 @@ func (l *Ledger) apply(ops []*op) error {
 				e.DeliveryID, e.Source, e.EventType, e.EventAction, unixMilliOrZero(e.ReceivedAt),
 				e.ProcessedAt.UnixMilli(), string(e.Result), e.CloudAttempt, e.Error, e.DurationMS, e.CorrelationID,
 				e.Handler, nullable(e.ResponseStatus), nullable(e.ExitCode), e.Output, e.Summary,
-				o.fields)
+				o.fields, nullable(e.Retryable))
 			if err != nil {
 				err = fmt.Errorf("upsert ledger row: %w", err)
 				break

@@ -72,6 +72,12 @@ type Entry struct {
 	// program's exit code; nil when there was none.
 	ResponseStatus *int `json:"response_status"`
 	ExitCode       *int `json:"exit_code"`
+	// Retryable says, for an error, whether the host asked the cloud to
+	// try again (its nack's retryable): true, the cloud hands it out again
+	// after its retry delay unless that was its last attempt; false, the
+	// cloud dead-letters it. nil for success and skipped, and for errors
+	// recorded before the ledger kept it.
+	Retryable *bool `json:"retryable,omitempty"`
 	// Output is the start of the forward target's answer or the end of the
 	// program's output (truncated), or why the webhook was skipped.
 	Output string `json:"output"`
@@ -277,7 +283,7 @@ func (l *Ledger) prepare(ctx context.Context) error {
 	l.done = prep(l.read, doneQuery)
 	if l.write != nil {
 		l.upsert = prep(l.write, `INSERT INTO ledger (`+entryColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (substr(delivery_id, -13), delivery_id) DO UPDATE SET
 				source = excluded.source, event_type = excluded.event_type,
 				event_action = excluded.event_action, received_at = excluded.received_at,
@@ -286,7 +292,8 @@ func (l *Ledger) prepare(ctx context.Context) error {
 				error = excluded.error, duration_ms = excluded.duration_ms,
 				correlation_id = excluded.correlation_id, handler = excluded.handler,
 				response_status = excluded.response_status, exit_code = excluded.exit_code,
-				output = excluded.output, summary = excluded.summary, fields = excluded.fields`)
+				output = excluded.output, summary = excluded.summary, fields = excluded.fields,
+				retryable = excluded.retryable`)
 		// The attempts of a transaction's rows, read once for all of them:
 		// RETURNING on each upsert cost SQLite a temporary table per row,
 		// a third of a record's CPU.
@@ -417,6 +424,9 @@ var migrations = []string{
 	// knows (outbox.go): the index of delivery ids had no other reader, and
 	// each entry cost an insert into it and a delete from it.
 	`DROP INDEX outbox_delivery_id;`,
+	// Whether a failed run is tried again (its nack's retryable), for the
+	// host page and the ledger's commands; NULL for other results.
+	`ALTER TABLE ledger ADD COLUMN retryable INTEGER;`,
 }
 
 // unsuccessful is the condition of the ledger_unsuccessful index; a query
@@ -449,7 +459,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 
 const entryColumns = `delivery_id, source, event_type, event_action, received_at, processed_at, result,
 	attempts, cloud_attempt, error, duration_ms, correlation_id, handler, response_status, exit_code,
-	output, summary, fields`
+	output, summary, fields, retryable`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -458,11 +468,12 @@ func scanEntry(s scanner) (Entry, error) {
 		e                       Entry
 		receivedAt, processedAt int64
 		status, exitCode        sql.NullInt64
+		retryable               sql.NullBool
 		fields                  string
 	)
 	err := s.Scan(&e.DeliveryID, &e.Source, &e.EventType, &e.EventAction, &receivedAt, &processedAt, &e.Result,
 		&e.Attempts, &e.CloudAttempt, &e.Error, &e.DurationMS, &e.CorrelationID, &e.Handler, &status, &exitCode,
-		&e.Output, &e.Summary, &fields)
+		&e.Output, &e.Summary, &fields, &retryable)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -475,6 +486,9 @@ func scanEntry(s scanner) (Entry, error) {
 	}
 	if exitCode.Valid {
 		e.ExitCode = ptr(int(exitCode.Int64))
+	}
+	if retryable.Valid {
+		e.Retryable = ptr(retryable.Bool)
 	}
 	if err := json.Unmarshal([]byte(fields), &e.Fields); err != nil {
 		return Entry{}, fmt.Errorf("fields of %q: %w", e.DeliveryID, err)
@@ -512,7 +526,7 @@ func encodeFields(fields map[string]string) (string, error) {
 }
 
 // nullable stores nil as NULL.
-func nullable(p *int) any {
+func nullable[T any](p *T) any {
 	if p == nil {
 		return nil
 	}
@@ -596,8 +610,10 @@ func (l *Ledger) DeliveryRecord(ctx context.Context, p RecordParams) (int, error
 	}
 	o := &op{kind: opRecord, entry: e, fields: "{}"}
 	o.ob = OutboxEntry{DeliveryID: e.DeliveryID, Kind: OutboxAck, CreatedAt: e.ProcessedAt}
+	o.entry.Retryable = nil
 	if e.Result == ResultError {
 		o.ob.Kind, o.ob.Error, o.ob.Retryable, o.ob.Attempt = OutboxNack, e.Error, p.Retryable, e.CloudAttempt
+		o.entry.Retryable = ptr(p.Retryable)
 	}
 	if len(e.Fields) > 0 {
 		fields, err := encodeFields(e.Fields)

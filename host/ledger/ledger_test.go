@@ -85,9 +85,25 @@ func TestRecordAndGet(t *testing.T) {
 	got, err = l.DeliveryGet(ctx, "github:a:1")
 	require.NoError(t, err)
 	again.Attempts = 2
+	again.Retryable = ptr(true) // the nack's, kept with the row
 	require.Equal(t, again, got)
 	require.Nil(t, got.ResponseStatus)
 	require.Nil(t, got.Fields)
+
+	// A success after it: retryable is an error's only.
+	e.ProcessedAt = t0.Add(2 * time.Minute)
+	e.Retryable = ptr(false) // ignored: the ledger decides
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: e})
+	require.NoError(t, err)
+	got, err = l.DeliveryGet(ctx, "github:a:1")
+	require.NoError(t, err)
+	require.Nil(t, got.Retryable)
+	final := entry("github:a:2", ResultError, t0)
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: final, Retryable: false})
+	require.NoError(t, err)
+	got, err = l.DeliveryGet(ctx, "github:a:2")
+	require.NoError(t, err)
+	require.Equal(t, ptr(false), got.Retryable, "a failure not tried again says so")
 }
 
 func TestRecordWritesOutboxInSameTransaction(t *testing.T) {

@@ -94,6 +94,8 @@ type row struct {
 	// the Slack thread it belongs to; Preview the end of the output.
 	Link, Thread, Preview string
 	Runs                  int // runs on this host, when more than one
+	// Again says whether a failed run is tried again (again).
+	Again string
 }
 
 func rows(es []ledger.Entry) []row {
@@ -101,7 +103,7 @@ func rows(es []ledger.Entry) []row {
 	for i, e := range es {
 		r := row{Entry: e, When: fmtTime(e.ProcessedAt), Event: event(e.EventType, e.EventAction),
 			Label: resultLabel(e.Result), Took: fmtDuration(time.Duration(e.DurationMS) * time.Millisecond),
-			Detail: "/delivery?id=" + url.QueryEscape(e.DeliveryID), Preview: preview(e.Output)}
+			Detail: "/delivery?id=" + url.QueryEscape(e.DeliveryID), Preview: preview(e.Output), Again: again(e)}
 		if e.Summary != "" {
 			r.Link, r.Thread = safeLink(e.Fields["github.url"]), e.Fields["slack.thread_ts"]
 		}
@@ -111,6 +113,19 @@ func rows(es []ledger.Entry) []row {
 		out[i] = r
 	}
 	return out
+}
+
+// again says whether a failed run is tried again, as the host's nack asked
+// the cloud; "" when the ledger does not know (a success, a skip, an
+// error recorded before it kept this).
+func again(e ledger.Entry) string {
+	switch {
+	case e.Result != ledger.ResultError || e.Retryable == nil:
+		return ""
+	case *e.Retryable:
+		return fmt.Sprintf("Runs again: the cloud hands it out again after its retry delay, unless attempt %d was its last (then it is dead-lettered; `cloud ctl inspect %s` tells which).", e.CloudAttempt, e.DeliveryID)
+	}
+	return fmt.Sprintf("Does not run again: this failure is not retried (the handler's retry_4xx or retry_nonzero_exit), so the cloud dead-letters it. Once the cause is fixed, `cloud ctl deliveries retry %s` sends it again.", e.DeliveryID)
 }
 
 func event(typ, action string) string {

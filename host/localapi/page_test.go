@@ -297,3 +297,27 @@ func TestPageNotFoundStaysJSON(t *testing.T) {
 	require.Equal(t, "application/json", h.Get("Content-Type"))
 	require.Contains(t, body, fmt.Sprintf("%q", "not_found"))
 }
+
+// A failed delivery says whether it runs again: the cloud tries it again
+// after its retry delay when the host asked it to, else it is
+// dead-lettered and the page says how to send it again.
+func TestPageSaysWhetherAFailureRunsAgain(t *testing.T) {
+	t.Parallel()
+	srv, l := setup(t, pageAgent())
+	for id, retryable := range map[string]bool{"github:again:1": true, "github:final:1": false} {
+		_, err := l.DeliveryRecord(context.Background(), ledger.RecordParams{Retryable: retryable, Entry: ledger.Entry{
+			DeliveryID: id, Source: "github", EventType: "push", Result: ledger.ResultError, Error: "HTTP 500",
+			ProcessedAt: now, CloudAttempt: 2}})
+		require.NoError(t, err)
+	}
+	_, _, body := getPage(t, srv.URL, "/delivery?id=github%3Aagain%3A1")
+	require.Contains(t, body, `<dd id="again">Runs again: the cloud hands it out again after its retry delay, unless attempt 2 was its last`)
+	_, _, body = getPage(t, srv.URL, "/delivery?id=github%3Afinal%3A1")
+	require.Contains(t, body, `<dd id="again">Does not run again: this failure is not retried`)
+	require.Contains(t, body, "cloud ctl deliveries retry github:final:1")
+	_, _, body = getPage(t, srv.URL, "/errors")
+	require.Contains(t, body, `<p class="again">Runs again:`)
+	require.Contains(t, body, `<p class="again">Does not run again:`)
+	_, _, body = getPage(t, srv.URL, "/delivery?id=github%3Afinal%3A1")
+	require.NotContains(t, body, "Runs again:")
+}
