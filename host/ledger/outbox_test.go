@@ -101,10 +101,11 @@ func TestOutboxHeldMatchesTheTable(t *testing.T) {
 	same(l)
 }
 
-// TestOutboxHeldKeepsTheRunOfAPrunedRow: an outcome waiting to be reported
-// still carries the run its row recorded after retention pruned the row;
-// the table, read again at open, no longer has it to give.
-func TestOutboxHeldKeepsTheRunOfAPrunedRow(t *testing.T) {
+// TestPruneKeepsRowsWithPendingOutcomes: retention does not prune a row
+// whose outcome still waits to be reported, so the report carries its run
+// (across a restart too) and the row still says the delivery is done; once
+// the cloud has the outcome, the row goes.
+func TestPruneKeepsRowsWithPendingOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, path := setup(t)
@@ -112,16 +113,20 @@ func TestOutboxHeldKeepsTheRunOfAPrunedRow(t *testing.T) {
 	e.ResponseStatus = ptr(204)
 	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: e})
 	require.NoError(t, err)
-	n, err := l.DeliveryPrune(ctx, t0.Add(time.Hour), 10)
+	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("github:b:1", ResultSuccess, t0)})
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
-
 	ob, err := l.OutboxList(ctx, 10)
 	require.NoError(t, err)
-	require.Len(t, ob, 1)
-	require.Equal(t, &RunResult{Result: ResultSuccess, Handler: e.Handler, ResponseStatus: ptr(204), DurationMS: 12}, ob[0].Ran)
-	*e.ResponseStatus = 500
-	require.Equal(t, 204, *ob[0].Ran.ResponseStatus, "the entry's own copy")
+	require.Len(t, ob, 2)
+	require.NoError(t, l.OutboxDelete(ctx, []int64{ob[1].Seq}), "b's ack reached the cloud")
+
+	n, err := l.DeliveryPrune(ctx, t0.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only b, whose outcome the cloud has")
+	_, err = l.DeliveryGet(ctx, "github:b:1")
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = l.DeliveryGet(ctx, "github:a:1")
+	require.NoError(t, err, "a's ack is still to go")
 
 	require.NoError(t, l.Close())
 	l, err = Open(ctx, path)
@@ -130,5 +135,11 @@ func TestOutboxHeldKeepsTheRunOfAPrunedRow(t *testing.T) {
 	ob, err = l.OutboxList(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, ob, 1)
-	require.Nil(t, ob[0].Ran)
+	require.Equal(t, &RunResult{Result: ResultSuccess, Handler: e.Handler, ResponseStatus: ptr(204), DurationMS: 12}, ob[0].Ran,
+		"reported with its run after a restart")
+
+	require.NoError(t, l.OutboxDelete(ctx, []int64{ob[0].Seq}))
+	n, err = l.DeliveryPrune(ctx, t0.Add(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "its outcome delivered, a goes too")
 }

@@ -11,13 +11,17 @@ import (
 )
 
 // DeliveryPrune deletes up to limit ledger rows processed before before,
-// oldest first, and returns how many it deleted. Pending outbox entries are
-// kept: an ack still goes out for a row pruned meanwhile.
+// oldest first, and returns how many it deleted. A row whose outcome still
+// waits in the outbox is kept until the cloud has it: the report carries
+// the row's run, and the row is what says the delivery is done should the
+// cloud hand it out again meanwhile. (The outbox is read once per call:
+// NOT IN over a subquery that names no column of the row.)
 func (l *Ledger) DeliveryPrune(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int64
 	err := l.inTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM ledger WHERE rowid IN (
-			SELECT rowid FROM ledger WHERE processed_at < ? ORDER BY processed_at LIMIT ?)`,
+			SELECT rowid FROM ledger WHERE processed_at < ? AND delivery_id NOT IN (SELECT delivery_id FROM outbox)
+			ORDER BY processed_at LIMIT ?)`,
 			before.UnixMilli(), limit)
 		if err != nil {
 			return err
