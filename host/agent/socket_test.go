@@ -510,3 +510,37 @@ func TestSocketTransportStopSaysSo(t *testing.T) {
 	b.stopped(t)
 	require.Equal(t, int32(1), b.handler.calls.Load(), "nothing started after the stop")
 }
+
+// TestSocketTransportStopAcksWhatIsDone: a webhook pushed again while the
+// host stops, which its ledger already records as done, is acked again,
+// not handed back: its side effect happened, and a nack would only cost
+// the cloud a retry the ledger then skips.
+func TestSocketTransportStopAcksWhatIsDone(t *testing.T) {
+	b, fs := socketSetup(t, TransportWebSocket, nil)
+	ce := fs.accepted()
+	ce.next(shared.FrameHello)
+	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+	first := webhook("github:1:1", "push")
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{first}})
+	acked := ce.next(shared.FrameReport)
+	require.Equal(t, []string{first.DeliveryID}, acked.Acks)
+	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: acked.ID})
+	b.cancel()
+	stop := ce.next(shared.FrameReport)
+	require.True(t, stop.Stopping)
+	late := webhook("github:9:1", "push")
+	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{first, late}})
+	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: stop.ID})
+	var acks []string
+	var nacks []shared.Nack
+	for len(acks) < 1 || len(nacks) < 1 {
+		f := ce.next(shared.FrameReport)
+		acks, nacks = append(acks, f.Acks...), append(nacks, f.Nacks...)
+		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	}
+	require.Equal(t, []string{first.DeliveryID}, acks, "done: acked again")
+	require.Equal(t, []shared.Nack{{DeliveryID: late.DeliveryID, Error: "host stopping: not started", Retryable: true,
+		Attempt: 1, NotStarted: true}}, nacks, "not started: handed back")
+	b.stopped(t)
+	require.Equal(t, int32(1), b.handler.calls.Load(), "the done one did not run again")
+}
