@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The `make run` demo: the cloud on embedded SQLite, a host created and
 # claimed, a demo receiver behind it, and the command that sends a signed
-# GitHub webhook through the whole relay. Ctrl-C stops everything (exit 0).
+# GitHub webhook through the whole relay. Ctrl-C stops everything: the
+# script exits 0 on SIGINT or SIGTERM; on a terminal, so does make run.
 #
 # Settings: RELAY_DEMO_PORT (cloud, default 8080), RELAY_DEMO_RECEIVER_PORT
 # (default 3000), RELAY_DEMO_HOST_PORT (host local API, default 7071),
@@ -128,7 +129,12 @@ echo "==> host $host_id connected (local API on http://127.0.0.1:$hport, log $ru
 
 cat <<MSG
 
-The relay is running. In another terminal, send a signed GitHub webhook:
+The relay is running.
+
+    console:   $cloud/console/  (log in with the admin token in $run/admin-token)
+    host page: http://127.0.0.1:$hport/
+
+In another terminal, send a signed GitHub webhook:
 
     bin/send-sample -cloud $cloud -host $host_id -secret-file $run/github-secret
 

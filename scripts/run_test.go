@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +52,42 @@ func requireDemoUp(t *testing.T, cloud, receiver, host int) {
 	require.NotNil(t, health.LastHeartbeatAt, "the host has heartbeated")
 }
 
+// requireDemoPages checks the lines that say where the console and the
+// host page are and how to log in, with the settings' ports and state
+// directory, and that each page is there and the token logs in.
+func requireDemoPages(t *testing.T, out, state string, cloud, host int) {
+	t.Helper()
+	console := fmt.Sprintf("http://127.0.0.1:%d/console/", cloud)
+	tokenFile := filepath.Join(state, "admin-token")
+	page := fmt.Sprintf("http://127.0.0.1:%d/", host)
+	require.Contains(t, out, "    console:   "+console+"  (log in with the admin token in "+tokenFile+")\n")
+	require.Contains(t, out, "    host page: "+page+"\n")
+
+	resp, err := http.Get(page)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the host page")
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
+
+	token, err := os.ReadFile(tokenFile)
+	require.NoError(t, err)
+	// The login form's answer, without following it: a session cookie.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = noFollow.Get(console)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Contains(t, []int{http.StatusOK, http.StatusFound, http.StatusSeeOther}, resp.StatusCode, "the console")
+	req, err := http.NewRequest("POST", console+"login", strings.NewReader(url.Values{"token": {strings.TrimSpace(string(token))}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", fmt.Sprintf("http://127.0.0.1:%d", cloud))
+	resp, err = noFollow.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the token in the file logs in")
+	require.NotEmpty(t, resp.Cookies(), "a session")
+}
+
 func requireDemoDown(t *testing.T, ports ...int) {
 	t.Helper()
 	for _, p := range ports {
@@ -74,6 +111,7 @@ func TestRunDemo(t *testing.T) {
 	require.True(t, ok, "no readiness line; output:\n%s", out)
 	requireDemoUp(t, ports[0], ports[1], ports[2])
 	require.NotContains(t, out, "run:", "no error before readiness")
+	requireDemoPages(t, out, state, ports[0], ports[2])
 
 	// The command the script prints, as printed.
 	var send string
@@ -238,6 +276,35 @@ func TestMakeRunCtrlC(t *testing.T) {
 	require.Contains(t, got, "==> stopped")
 	require.NotRegexp(t, `make(\[\d+\])?: \*\*\*`, got)
 	require.NotContains(t, got, "run:")
+	requireDemoDown(t, ports...)
+}
+
+// TestMakeRunGroupInterrupt: a SIGINT to the whole process group of `make
+// run` when no terminal runs it (kill -INT -PGID, as a terminal signals
+// its foreground job) stops the demo as Ctrl-C does, and the script exits
+// 0; GNU make, interrupted itself, dies of the signal once the script has
+// exited (130 in a shell), as the README says.
+func TestMakeRunGroupInterrupt(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	root := repoRoot(t)
+	ports := freePorts(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	s := startScript(t, root, demoEnv(t.TempDir(), ports[0], ports[1], ports[2]), "make", "--no-print-directory", "run")
+	out, ok := s.out.waitFor(ctx, s.done, "Ctrl-C stops everything.")
+	require.True(t, ok, "no readiness; output:\n%s", out)
+	requireDemoUp(t, ports[0], ports[1], ports[2])
+
+	require.NoError(t, syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT))
+	s.wait(t, time.Minute)
+	ws := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGINT, "make dies of SIGINT (130 in a shell): %v", ws)
+	out = s.out.String()
+	require.Contains(t, out, "==> stopped", "the script stopped the demo and exited 0")
+	require.NotContains(t, out, "run: ", "no error of the script's")
 	requireDemoDown(t, ports...)
 }
 
