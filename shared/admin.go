@@ -89,3 +89,34 @@ type AlertSink struct {
 	LastErrorAt  *time.Time `json:"last_error_at,omitempty"`
 	Secret       string     `json:"secret,omitempty"`
 }
+
+// How the admin API's prose and `cloud ctl` say times and missing values
+// to a person, the same everywhere.
+
+// Since is t relative to now, to the second: "41s ago", "in 1m0s", "now".
+func Since(now, t time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	switch {
+	case d < 0:
+		return "in " + (-d).String()
+	case d == 0:
+		return "now"
+	}
+	return d.String() + " ago"
+}
+
+// Stamp is t in RFC 3339, UTC; "-" for none.
+func Stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// OrDash is s, or "-" when it is empty.
+func OrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -16,20 +16,20 @@ import (
 )
 
 type hostData struct {
-	Host      *store.Host
-	Claimed   bool
-	Presence  store.Presence
-	Counts    map[store.Status]int
-	Statuses  []store.Status
-	Sources   []shared.Source
+	Host     *store.Host
+	Claimed  bool
+	Presence store.Presence
+	Counts   map[store.Status]int
+	Statuses []store.Status
+	Sources  []shared.Source
 	// Reported says whether the host has told the cloud its configuration
 	// (its subscription); Mismatches are where that and the cloud's
 	// sources differ, as `host run --check` warns of them.
 	Reported   bool
 	Mismatches []shared.SourceMismatch
-	History   []*store.PresenceEvent
-	Alerts    []*store.Alert // firing alerts about this host
-	Providers []string
+	History    []*store.PresenceEvent
+	Alerts     []*store.Alert // firing alerts about this host
+	Providers  []string
 	// Form is the add-source form's values after a refused attempt.
 	Form sourceForm
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/relaykit/relay/shared"
 )
 
 // Environment of every command.
@@ -362,27 +364,10 @@ func (e *env) ago(t *time.Time) string {
 	return since(e.now(), *t)
 }
 
-func since(now, t time.Time) string {
-	d := now.Sub(t).Round(time.Second)
-	switch {
-	case d < 0:
-		return "in " + (-d).String()
-	case d == 0:
-		return "now"
-	}
-	return d.String() + " ago"
-}
-
-func stamp(t *time.Time) string {
-	if t == nil {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+// since, stamp and orDash say times and missing values as the cloud's
+// own prose does (shared.Since, …).
+var (
+	since  = shared.Since
+	stamp  = shared.Stamp
+	orDash = shared.OrDash
+)

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -140,30 +141,24 @@ func deliveryPath(d delivery) string {
 
 func deliveriesRetry(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "deliveries retry DELIVERY_ID [--json]  (a dead-lettered or retrying delivery, attempts reset)")
-	pos, err := f.parseAuthed(args, 1, 1, auth)
-	if err != nil {
-		return err
-	}
-	d, err := e.findOne(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	var out struct {
-		Delivery delivery `json:"delivery"`
-	}
-	if err := e.client.do(ctx, "POST", deliveryPath(d)+"/retry", nil, nil, &out); err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(out)
-	}
-	e.deliveryTable([]delivery{out.Delivery})
-	return nil
+	return e.deliveryAction(ctx, f, args, auth, "retry", func() any { return nil })
 }
 
 func deliveriesReplay(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "deliveries replay DELIVERY_ID [--to HOST_ID] [--json]  (a new delivery of a stored one, any status: its body and headers as received, X-Relay-Replay-Of naming it)")
 	to := f.String("to", "", "the host to send it to (default: its own host)")
+	return e.deliveryAction(ctx, f, args, auth, "replay", func() any {
+		if *to == "" {
+			return nil
+		}
+		return map[string]string{"host_id": *to}
+	})
+}
+
+// deliveryAction is a command that posts to one delivery's action (retry,
+// replay) with the body in gives once the flags are read, and prints the
+// delivery it answers (with --json, the whole answer).
+func (e *env) deliveryAction(ctx context.Context, f *flags, args []string, auth func() error, action string, in func() any) error {
 	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
 		return err
@@ -172,21 +167,18 @@ func deliveriesReplay(ctx context.Context, e *env, args []string, auth func() er
 	if err != nil {
 		return err
 	}
-	var in any
-	if *to != "" {
-		in = map[string]string{"host_id": *to}
-	}
-	var out struct {
-		Delivery delivery `json:"delivery"`
-		ReplayOf string   `json:"replay_of"`
-	}
-	if err := e.client.do(ctx, "POST", deliveryPath(d)+"/replay", nil, in, &out); err != nil {
+	var out map[string]json.RawMessage
+	if err := e.client.do(ctx, "POST", deliveryPath(d)+"/"+action, nil, in(), &out); err != nil {
 		return err
 	}
 	if e.json {
 		return e.printJSON(out)
 	}
-	e.deliveryTable([]delivery{out.Delivery})
+	var got delivery
+	if err := json.Unmarshal(out["delivery"], &got); err != nil {
+		return fmt.Errorf("the cloud's answer: %w", err)
+	}
+	e.deliveryTable([]delivery{got})
 	return nil
 }
 

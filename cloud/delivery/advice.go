@@ -20,7 +20,7 @@ func Advise(d *store.Delivery, evs []*store.DeliveryEvent, r *store.DeliveryResu
 	done := r != nil && (r.Result == "success" || r.Result == "skipped")
 	ledger := "the host has reported no run"
 	if r != nil {
-		ledger = fmt.Sprintf("the host's ledger records %s at attempt %d (%s)", r.Result, r.Attempt, rfc3339(&r.ReportedAt))
+		ledger = fmt.Sprintf("the host's ledger records %s at attempt %d (%s)", r.Result, r.Attempt, shared.Stamp(&r.ReportedAt))
 		if r.Error != "" {
 			ledger += ": " + cut(r.Error, 120)
 		}
@@ -57,16 +57,16 @@ func Advise(d *store.Delivery, evs []*store.DeliveryEvent, r *store.DeliveryResu
 			Why: "retrying: " + unknown + "The next attempt (" + sinceP(now, d.NextRetryAt) + ") goes to the same host, whose ledger runs it only if it did not succeed; `host reconcile` there tells which."}
 	}
 	if r == nil {
-		ledger += " (the cloud's record: " + orDash(failure) + ")"
+		ledger += " (the cloud's record: " + shared.OrDash(failure) + ")"
 	}
 	switch d.Status {
 	case store.StatusDLQ:
 		return shared.NextAction{RetrySafe: true, Action: "retry",
-			Why: fmt.Sprintf("dead-lettered after %d attempts (%s); %s, side effect not committed. Fix the cause, then `%s`.", d.Attempts, orDash(cut(d.LastError, 120)), ledger, retryCmd)}
+			Why: fmt.Sprintf("dead-lettered after %d attempts (%s); %s, side effect not committed. Fix the cause, then `%s`.", d.Attempts, shared.OrDash(cut(d.LastError, 120)), ledger, retryCmd)}
 	case store.StatusRetrying:
-		cause := "the handler failed (" + orDash(cut(d.LastError, 120)) + ")"
+		cause := "the handler failed (" + shared.OrDash(cut(d.LastError, 120)) + ")"
 		if r == nil && !strings.HasPrefix(failure, store.TransitionNack.Reason) {
-			cause = "it did not reach the host's handler (" + orDash(failure) + ")"
+			cause = "it did not reach the host's handler (" + shared.OrDash(failure) + ")"
 		}
 		return shared.NextAction{RetrySafe: true, Action: "wait",
 			Why: fmt.Sprintf("%s; %s, side effect not committed. Next attempt %s (attempt %d of %d), or now with `%s`.",
@@ -75,7 +75,7 @@ func Advise(d *store.Delivery, evs []*store.DeliveryEvent, r *store.DeliveryResu
 		if d.LeaseExpiresAt != nil && !d.LeaseExpiresAt.After(now) {
 			// Delivered: the host got it, and may have run it.
 			return shared.NextAction{RetrySafe: d.Status == store.StatusDelivering, Action: "wait",
-				Why: "the lease expired " + since(now, *d.LeaseExpiresAt) + " and " + ledger + "; the cloud's sweep counts a failed attempt and hands it out again. If the host is down, see `cloud ctl hosts show " + d.HostID + "`."}
+				Why: "the lease expired " + shared.Since(now, *d.LeaseExpiresAt) + " and " + ledger + "; the cloud's sweep counts a failed attempt and hands it out again. If the host is down, see `cloud ctl hosts show " + d.HostID + "`."}
 		}
 		return shared.NextAction{RetrySafe: false, Action: "wait",
 			Why: "handed to host " + d.HostID + ", whose handler may be running now (" + ledger + "). Wait for its ack or the lease's end."}
@@ -169,36 +169,11 @@ func cutRef(s, prefix, mid string) (Ref, bool) {
 	return Ref{ID: id, HostID: host}, true
 }
 
-func since(now, t time.Time) string {
-	d := now.Sub(t).Round(time.Second)
-	switch {
-	case d < 0:
-		return "in " + (-d).String()
-	case d == 0:
-		return "now"
-	}
-	return d.String() + " ago"
-}
-
 func sinceP(now time.Time, t *time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return since(now, *t)
-}
-
-func rfc3339(t *time.Time) string {
-	if t == nil {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return shared.Since(now, *t)
 }
 
 // cut shortens s to n runes, marking the cut.
