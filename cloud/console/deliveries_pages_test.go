@@ -261,7 +261,7 @@ func TestHostPageComparesTheHostsConfiguration(t *testing.T) {
 	a = cl.get("/console/hosts/" + h)
 	checkPage(t, "host, a typo", a)
 	require.Contains(t, a.body, `class="mismatch mismatch-not-in-cloud"`)
-	require.Contains(t, a.body, "did you mean <b>github</b>?")
+	require.Contains(t, a.body, "did you mean &#34;github&#34;?")
 	require.Contains(t, a.body, `class="mismatch mismatch-not-on-host"`)
 
 	report(`{"webhooks":{"github":{"enabled":true}}}`)

@@ -56,7 +56,7 @@ func TestHostWarnsOfASourceTypo(t *testing.T) {
 	do(t, ctx, "open the host's page", chromedp.Navigate(s.cloud.url+"/console/hosts/"+s.hostID),
 		chromedp.WaitVisible(chromedp.CSS("#host-config .mismatch")))
 	config := text(t, ctx, "#host-config")
-	require.Contains(t, config, "githb (did you mean github?)")
+	require.Contains(t, config, `githb: webhooks.githb: the cloud has no source "githb" for this host, so this handler never runs; did you mean "github"?`)
 	require.Contains(t, config, `the cloud has no source "githb" for this host`)
 	screenshot(t, ctx, "host-config-typo")
 
