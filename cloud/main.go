@@ -528,6 +528,16 @@ func serve(ctx context.Context, args []string) error {
 	defer st.Close()
 	if o.adminToken == "" {
 		log.Warn("RELAY_ADMIN_TOKEN is not set: the admin API refuses every request")
+		// No console session is valid without a token; deleting them makes
+		// removing the token final: setting the same token again later
+		// brings none of them back.
+		n, err := st.SessionDeleteAll(ctx)
+		if err != nil {
+			return fmt.Errorf("end console sessions: %w", err)
+		}
+		if n > 0 {
+			log.Info("console sessions ended: RELAY_ADMIN_TOKEN is not set", "ended", n)
+		}
 	}
 	if o.publicURL == "" && !loopbackListen(o.listen) {
 		log.Warn("RELAY_PUBLIC_URL is not set: webhook URLs the admin API answers are built from each request's Host header, which the client chooses; set RELAY_PUBLIC_URL in production", "listen", o.listen)

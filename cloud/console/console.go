@@ -6,7 +6,9 @@
 // functions the JSON API's handlers call (cloud/server) and reads the store.
 //
 // Logging in with the admin token opens a session (sessions.go): a random
-// id in an HttpOnly, SameSite=Strict cookie, only its SHA-256 stored. Every
+// id in an HttpOnly, SameSite=Strict cookie, only its HMAC under a key
+// derived from the admin token stored, so that a session lives only as
+// long as the token it was opened under. Every
 // state change is a form POST carrying the session's CSRF token and coming
 // from the console's own origin (csrf.go); every answer carries a strict
 // Content-Security-Policy (headers.go).
@@ -38,6 +40,9 @@ type App interface {
 	SourceView(c *gin.Context, src *store.Source) shared.Source
 	Presence(h *store.Host) store.Presence
 	PublicURL(c *gin.Context) string
+	// ConsoleSessionKey keys the stored session hashes: derived from the
+	// admin token in force; nil without one (then no session is valid).
+	ConsoleSessionKey() []byte
 }
 
 var _ App = (*server.Server)(nil)
@@ -74,8 +79,9 @@ const (
 
 // Console serves the console's pages.
 type Console struct {
-	d     Deps
-	pages *pages
+	d          Deps
+	pages      *pages
+	sessionKey []byte // App.ConsoleSessionKey(): the admin token is fixed while the cloud runs
 }
 
 // New returns the console.
@@ -83,7 +89,7 @@ func New(d Deps) *Console {
 	if d.MaxSessions <= 0 {
 		d.MaxSessions = DefaultMaxSessions
 	}
-	return &Console{d: d, pages: mustParsePages()}
+	return &Console{d: d, pages: mustParsePages(), sessionKey: d.App.ConsoleSessionKey()}
 }
 
 // Path is where the console is mounted.

@@ -53,12 +53,19 @@ func setup(t *testing.T, opts ...options) *bundle {
 	}
 	st := sqlitetest.Open(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
+	return serve(t, st, clock, testAdmin, o)
+}
+
+// serve runs a cloud's API and console over st with the admin token: a
+// replica, or the cloud restarted with another token, when st is shared.
+func serve(t *testing.T, st store.Store, clock *clockwork.FakeClock, adminToken string, o options) *bundle {
+	t.Helper()
 	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
 	require.NoError(t, err)
 	tokens, err := auth.NewTokens([]byte("jwt-key-for-tests-32-bytes-long!"), 0, clock)
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: testAdmin})
+	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: adminToken})
 	con := New(Deps{App: app, Store: st, Clock: clock, Log: log, CSRFKey: tokens.DerivedKey("console csrf"),
 		SecureCookie: o.secureCookie, Volume: o.volume, MaxSessions: o.maxSessions})
 	app.Mount(Path+"/", con.Routes, con.NotFound)
@@ -217,16 +224,19 @@ func TestLogin(t *testing.T) {
 	require.Contains(t, setCookie, "HttpOnly")
 	require.Contains(t, setCookie, "SameSite=Strict")
 
-	// Only the id's hash is stored.
+	// Only the id's hash, keyed by the admin token, is stored.
 	id, err := base64.RawURLEncoding.DecodeString(ck.Value)
 	require.NoError(t, err)
 	require.Len(t, id, 32)
-	sum := sha256.Sum256(id)
-	s, err := b.store.SessionGet(ctx, sum[:])
+	keyed := b.con.sessionHash(id)
+	s, err := b.store.SessionGet(ctx, keyed)
 	require.NoError(t, err)
 	require.Equal(t, b.clock.Now().Add(SessionMaxAge), s.ExpiresAt)
 	_, err = b.store.SessionGet(ctx, id)
 	require.ErrorIs(t, err, store.ErrNotFound)
+	sum := sha256.Sum256(id)
+	_, err = b.store.SessionGet(ctx, sum[:])
+	require.ErrorIs(t, err, store.ErrNotFound, "not the id's plain SHA-256")
 
 	require.Equal(t, 200, cl.get("/console/").status)
 	a = cl.get("/console/login")
@@ -235,7 +245,7 @@ func TestLogin(t *testing.T) {
 	// Logging in again replaces the session: a new id, the old one gone.
 	cl.login()
 	require.NotEqual(t, ck.Value, cl.cookie.Value)
-	_, err = b.store.SessionGet(ctx, sum[:])
+	_, err = b.store.SessionGet(ctx, keyed)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	n, err := b.store.SessionCount(ctx)
 	require.NoError(t, err)
@@ -313,12 +323,12 @@ func TestSessionExpiry(t *testing.T) {
 		id, _ := base64.RawURLEncoding.DecodeString(cl.cookie.Value)
 		b.clock.Advance(30 * time.Second)
 		cl.get("/console/")
-		s, err := b.store.SessionGet(context.Background(), hashID(id))
+		s, err := b.store.SessionGet(context.Background(), b.con.sessionHash(id))
 		require.NoError(t, err)
 		require.Equal(t, b.clock.Now().Add(-30*time.Second), s.LastSeenAt, "not written within a minute")
 		b.clock.Advance(time.Minute)
 		cl.get("/console/")
-		s, err = b.store.SessionGet(context.Background(), hashID(id))
+		s, err = b.store.SessionGet(context.Background(), b.con.sessionHash(id))
 		require.NoError(t, err)
 		require.Equal(t, b.clock.Now(), s.LastSeenAt)
 	})

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -25,7 +26,7 @@ const CookieName = "relay_session"
 // session is the logged-in session of a request.
 type session struct {
 	id   []byte // the random id, as the cookie holds it (decoded)
-	hash []byte // its SHA-256, as stored
+	hash []byte // its keyed hash, as stored (sessionHash)
 	csrf string // its CSRF token
 }
 
@@ -45,9 +46,22 @@ func newSessionID() []byte {
 	return id
 }
 
-func hashID(id []byte) []byte {
-	sum := sha256.Sum256(id)
-	return sum[:]
+// errNoAdminToken: without an admin token there are no sessions.
+var errNoAdminToken = errors.New("console sessions need an admin token: set RELAY_ADMIN_TOKEN")
+
+// sessionHash is what the store knows a session by: an HMAC-SHA256 of
+// its id under the key derived from the admin token in force
+// (App.ConsoleSessionKey). Under another token the same cookie hashes to
+// a row that does not exist, so rotating the token ends every session on
+// every replica; nil when there is no token.
+func (cn *Console) sessionHash(id []byte) []byte {
+	if len(cn.sessionKey) == 0 {
+		return nil
+	}
+	m := hmac.New(sha256.New, cn.sessionKey)
+	m.Write([]byte("relay console session\x00"))
+	m.Write(id)
+	return m.Sum(nil)
 }
 
 // cookieSession decodes the session cookie: nil when absent or malformed.
@@ -64,12 +78,17 @@ func cookieSession(r *http.Request) []byte {
 }
 
 // StartSession stores a new session as of now and returns its id. The
-// oldest sessions beyond Deps.MaxSessions go, as do ended ones.
+// oldest sessions beyond Deps.MaxSessions go, as do ended ones. Without
+// an admin token it stores nothing and fails.
 func (cn *Console) StartSession(ctx context.Context) ([]byte, *store.Session, error) {
 	id := newSessionID()
+	h := cn.sessionHash(id)
+	if h == nil {
+		return nil, nil, errNoAdminToken
+	}
 	now := cn.now()
 	s, err := cn.d.Store.SessionCreate(ctx, &store.SessionCreateParams{
-		IDHash: hashID(id), Now: now, ExpiresAt: now.Add(SessionMaxAge),
+		IDHash: h, Now: now, ExpiresAt: now.Add(SessionMaxAge),
 		IdleBefore: now.Add(-SessionIdle), Max: cn.d.MaxSessions,
 	})
 	if err != nil {
@@ -79,10 +98,14 @@ func (cn *Console) StartSession(ctx context.Context) ([]byte, *store.Session, er
 }
 
 // LookupSession finds the live session with the id: ErrNotFound when
-// there is none or it ended (idle too long, or too old); a session whose
-// last-seen time is stale moves it to now.
+// there is none, it ended (idle too long, or too old), it was opened
+// under another admin token or there is no admin token now; a session
+// whose last-seen time is stale moves it to now.
 func (cn *Console) LookupSession(ctx context.Context, id []byte) (*store.Session, error) {
-	h := hashID(id)
+	h := cn.sessionHash(id)
+	if h == nil {
+		return nil, fmt.Errorf("no admin token: %w", store.ErrNotFound)
+	}
 	s, err := cn.d.Store.SessionGet(ctx, h)
 	if err != nil {
 		return nil, err
@@ -110,7 +133,7 @@ func (cn *Console) requireSession(c *gin.Context) {
 		_, err := cn.LookupSession(c.Request.Context(), id)
 		switch {
 		case err == nil:
-			c.Set(sessionKey, &session{id: id, hash: hashID(id), csrf: cn.csrfToken(id)})
+			c.Set(sessionKey, &session{id: id, hash: cn.sessionHash(id), csrf: cn.csrfToken(id)})
 			c.Next()
 			return
 		case !errors.Is(err, store.ErrNotFound):
@@ -178,7 +201,7 @@ func (cn *Console) login(c *gin.Context) {
 	}
 	// A login replaces the session the browser held, if any.
 	if old := cookieSession(c.Request); old != nil {
-		if err := cn.d.Store.SessionDelete(c.Request.Context(), hashID(old)); err != nil {
+		if err := cn.d.Store.SessionDelete(c.Request.Context(), cn.sessionHash(old)); err != nil {
 			cn.fail(c, err)
 			return
 		}

@@ -224,6 +224,7 @@ func init() {
 		{name: "tail", run: tail},
 		{name: "rejections", run: rejections},
 		{name: "quarantine", subs: []entry{{"list", quarantineList, nil}, {"release", quarantineRelease, nil}}},
+		{name: "sessions", subs: []entry{{"end-all", sessionsEndAll, nil}}},
 		{name: "alerts", subs: []entry{{"list", alertsList, nil}, {"rules", alertsRules, nil}, {"set-rule", alertsSetRule, nil},
 			{"reset-rule", alertsResetRule, nil}, {"sinks", alertsSinks, nil}, {"add-sink", alertsAddSink, nil}, {"remove-sink", alertsRemoveSink, nil}}},
 	}

@@ -440,6 +440,11 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Equal(t, 200, st)
 	st, _ = a.call("POST", "/api/quarantine/release", adminToken, nil)
 	require.Equal(t, 200, st)
+	st, _ = a.call("DELETE", "/api/console/sessions", "", nil)
+	require.Equal(t, 401, st)
+	st, b = a.call("DELETE", "/api/console/sessions", adminToken, nil)
+	require.Equal(t, 200, st)
+	require.JSONEq(t, `{"ended":0}`, string(b))
 
 	st, _ = a.call("POST", "/api/hosts/"+hostID+"/claim-code", adminToken, nil)
 	require.Equal(t, 200, st)

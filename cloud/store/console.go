@@ -7,7 +7,8 @@ import (
 )
 
 // ConsoleStore keeps the console's login sessions. A session is known by
-// the SHA-256 of its id only: the id itself lives in the browser's cookie.
+// a keyed hash of its id only (the console's): the id itself lives in the
+// browser's cookie.
 type ConsoleStore interface {
 	// SessionCreate stores a new session and, in the same transaction,
 	// deletes sessions that ended (absolute expiry at or before Now, or
@@ -22,6 +23,9 @@ type ConsoleStore interface {
 	SessionTouch(ctx context.Context, idHash []byte, now time.Time) error
 	// SessionDelete deletes a session (a no-op if there is none).
 	SessionDelete(ctx context.Context, idHash []byte) error
+	// SessionDeleteAll deletes every session, live or ended, and returns
+	// how many it deleted: every console login ends at once.
+	SessionDeleteAll(ctx context.Context) (int, error)
 	// SessionCount counts the stored sessions, ended ones included.
 	SessionCount(ctx context.Context) (int, error)
 }

@@ -66,6 +66,14 @@ func (s *Store) SessionDelete(ctx context.Context, idHash []byte) error {
 	return nil
 }
 
+func (s *Store) SessionDeleteAll(ctx context.Context) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM console_sessions`)
+	if err != nil {
+		return 0, fmt.Errorf("session delete all: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 func (s *Store) SessionCount(ctx context.Context) (int, error) {
 	var n int
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM console_sessions`).Scan(&n); err != nil {

@@ -64,6 +64,18 @@ func (s *Store) SessionDelete(ctx context.Context, idHash []byte) error {
 	return nil
 }
 
+func (s *Store) SessionDeleteAll(ctx context.Context) (int, error) {
+	res, err := s.write.ExecContext(ctx, `DELETE FROM console_sessions`)
+	if err != nil {
+		return 0, fmt.Errorf("session delete all: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("session delete all: %w", err)
+	}
+	return int(n), nil
+}
+
 func (s *Store) SessionCount(ctx context.Context) (int, error) {
 	var n int
 	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM console_sessions`).Scan(&n); err != nil {

@@ -69,6 +69,37 @@ func exerciseConsole(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, s.SessionDelete(ctx, idHash(1)), "deleting twice is a no-op")
 	})
 
+	t.Run("SessionDeleteAll", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		n, err := s.SessionDeleteAll(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "none to delete")
+		create(t, s, 1, base, 100)
+		create(t, s, 2, base.Add(time.Hour), 100)
+		create(t, s, 3, base.Add(2*time.Hour), 100)
+		n, err = s.SessionCount(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+
+		n, err = s.SessionDeleteAll(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, n, "every one")
+		for i := 1; i <= 3; i++ {
+			require.False(t, exists(t, s, i), "session %d", i)
+		}
+		n, err = s.SessionCount(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+
+		// Logging in again works as before.
+		create(t, s, 4, base.Add(3*time.Hour), 100)
+		require.True(t, exists(t, s, 4))
+		n, err = s.SessionDeleteAll(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+	})
+
 	t.Run("SessionBound", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setup(t)
