@@ -92,8 +92,14 @@ func New(l Ledger, a Agent, interval time.Duration, clock clockwork.Clock, log *
 }
 
 // ServeHTTP implements http.Handler. Only requests addressed to the host
-// itself are answered (see hostAllowed); others get 421.
+// itself are answered (see hostAllowed); others get 421. Every answer —
+// JSON, metrics, errors, and the pages, which add headers of their own —
+// is marked nosniff and readable by its own origin only, so no other
+// site's page can load it as a script, a stylesheet or an image.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 	if !s.hostAllowed(r.Host) {
 		writeError(w, shared.CodeMisdirected,
 			"the local API answers only requests to 127.0.0.1, localhost or [::1]")
