@@ -39,6 +39,7 @@ type App interface {
 	ChangeSource(ctx context.Context, hostID, name string, ch *server.SourceChange) (*store.Source, error)
 	SourceView(c *gin.Context, src *store.Source) shared.Source
 	Presence(h *store.Host) store.Presence
+	HostRate(h *store.Host) (perMin, burst int)
 	PublicURL(c *gin.Context) string
 	// ConsoleSessionKey keys the stored session hashes: derived from the
 	// admin token in force; nil without one (then no session is valid).

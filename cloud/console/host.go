@@ -27,9 +27,12 @@ type hostData struct {
 	// sources differ, as `host run --check` warns of them.
 	Reported   bool
 	Mismatches []shared.SourceMismatch
-	History    []*store.PresenceEvent
-	Alerts     []*store.Alert // firing alerts about this host
-	Providers  []string
+	// RatePerMin and RateBurst are the limits intake applies: the host's
+	// own, the cloud's default for each that is 0.
+	RatePerMin, RateBurst int
+	History               []*store.PresenceEvent
+	Alerts                []*store.Alert // firing alerts about this host
+	Providers             []string
 	// Form is the add-source form's values after a refused attempt.
 	Form sourceForm
 }
@@ -78,6 +81,7 @@ func (cn *Console) renderHost(c *gin.Context, status int, flash string, form sou
 	for _, s := range srcs {
 		d.Sources = append(d.Sources, cn.d.App.SourceView(c, s))
 	}
+	d.RatePerMin, d.RateBurst = cn.d.App.HostRate(h)
 	if len(h.Subscription) > 0 {
 		var sub shared.Subscription
 		if json.Unmarshal(h.Subscription, &sub) == nil {

@@ -207,8 +207,12 @@ func TestHostForms(t *testing.T) {
 	require.Equal(t, 400, cl.post(base+"/sources/github/secret", url.Values{"secret": {""}}).status)
 	require.Equal(t, 404, cl.post(base+"/sources/nope/enabled", url.Values{"enabled": {"true"}}).status)
 
-	// Rate limits.
+	// Rate limits: 0, the cloud's default, is said with its value.
+	a = cl.get(base)
+	require.Regexp(t, `In force: \d+ a minute, burst \d+ — 0 is the cloud's default`, a.body)
 	redirect(cl.post(base+"/limits", url.Values{"rate_limit_per_min": {"30"}, "rate_limit_burst": {"5"}}), "limits-saved")
+	a = cl.get(base)
+	require.Contains(t, a.body, "In force: 30 a minute, burst 5.")
 	h, err := b.store.HostGet(ctx, hostID)
 	require.NoError(t, err)
 	require.Equal(t, 30, h.RateLimitPerMin)

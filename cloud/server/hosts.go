@@ -70,7 +70,7 @@ func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status
 	if h.ClaimCodeHash != nil {
 		v.ClaimExpiresAt = h.ClaimExpiresAt
 	}
-	v.RateLimit.PerMin, v.RateLimit.Burst = s.hostRate(h)
+	v.RateLimit.PerMin, v.RateLimit.Burst = s.HostRate(h)
 	v.Presence = s.Presence(h)
 	return v
 }

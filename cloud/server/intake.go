@@ -69,7 +69,7 @@ func (s *Server) intake(c *gin.Context) {
 		return
 	}
 
-	perMin, burst := s.hostRate(host)
+	perMin, burst := s.HostRate(host)
 	allowed, wait := s.limits.allow(hostID, perMin, burst, now)
 	if !allowed && provider.Retries() {
 		// The provider will send it again: not even its body is read.
@@ -305,8 +305,9 @@ func (s *Server) tooLarge(c *gin.Context, src *store.Source, provider verify.Pro
 	s.writeError(c, &apiError{code: shared.CodeTooLarge, message: msg})
 }
 
-// hostRate is the host's rate limit: its own settings, else the server's.
-func (s *Server) hostRate(h *store.Host) (perMin, burst int) {
+// HostRate is the rate limit intake applies to a host: its own settings,
+// else the server's, each on its own.
+func (s *Server) HostRate(h *store.Host) (perMin, burst int) {
 	perMin = h.RateLimitPerMin
 	if perMin <= 0 {
 		perMin = s.cfg.RateLimitPerMin
