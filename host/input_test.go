@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -104,42 +103,6 @@ func TestClaimRefusesPlainHTTPToAnotherMachine(t *testing.T) {
 		require.Equal(t, exitOK, code, stderr.String())
 		require.NotContains(t, stderr.String(), "warning")
 	}
-}
-
-// TestRunRefusesPlainHTTPToAnotherMachine: a config's cloud_url cannot send
-// the host's credential and webhooks in clear to another machine that `host
-// claim` never accepted; the URL the claim accepted (with --insecure-http)
-// and a cloud on this machine still run.
-func TestRunRefusesPlainHTTPToAnotherMachine(t *testing.T) {
-	t.Parallel()
-	check := func(claimed, configured string) (int, string) {
-		t.Helper()
-		dir := t.TempDir()
-		state := filepath.Join(dir, "state")
-		require.NoError(t, config.WriteCredentials(state, config.Credentials{CloudURL: claimed, HostID: "h_1", HostCredential: "cred"}))
-		cfgJSON := `{"webhooks": {"github": {"enabled": true, "forward": "http://127.0.0.1:3000/gh"}}}`
-		if configured != "" {
-			cfgJSON = `{"cloud_url": "` + configured + `", "webhooks": {"github": {"enabled": true, "forward": "http://127.0.0.1:3000/gh"}}}`
-		}
-		cfg := writeFile(t, dir, "host.json", cfgJSON)
-		var stderr bytes.Buffer
-		code := run(context.Background(), []string{"run", "--check", "--offline", "--config", cfg, "--state", state}, io.Discard, &stderr, noEnv)
-		return code, stderr.String()
-	}
-
-	code, errOut := check("https://relay.example.com", "http://relay.example.com")
-	require.Equal(t, exitUsage, code)
-	require.Contains(t, errOut, "config cloud_url http://relay.example.com: plain http to another machine")
-	code, errOut = check("https://relay.example.com", "http://u:pw@192.0.2.1:8080")
-	require.Equal(t, exitUsage, code)
-	require.NotContains(t, errOut, "pw", "the URL's password is not echoed")
-
-	code, errOut = check("http://192.0.2.1:8080", "")
-	require.Equal(t, exitOK, code, "the URL the claim accepted: %s", errOut)
-	code, errOut = check("https://relay.example.com", "http://127.0.0.1:8080")
-	require.Equal(t, exitOK, code, "a cloud on this machine: %s", errOut)
-	code, errOut = check("https://relay.example.com", "https://relay2.example.com")
-	require.Equal(t, exitOK, code, errOut)
 }
 
 // TestLocalAPIServerTimeouts: no client holds the local API's connections

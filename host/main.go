@@ -16,9 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -46,22 +44,32 @@ var synopses = []struct{ name, synopsis, about string }{
 	{"claim", "--cloud URL --code CODE [--state DIR] [--insecure-http]",
 		"Exchanges a one-time claim code for this host's credential, stored in the state directory.\n" +
 			"A plain http:// cloud other than a loopback address is refused unless --insecure-http is given."},
-	{"run", "--config FILE [--check [--offline]] [--state DIR] [--listen ADDR] [--log-level LEVEL]",
+	{"run", "--config FILE [--check [--offline]] [--state DIR] [--listen ADDR [--listen-public]]\n" +
+		"           [--log-level LEVEL] [--insecure-http] [--other-cloud]",
 		"Heartbeats the cloud, runs each webhook's handler and serves the local API.\n" +
 			"--check validates the configuration and the credential with the cloud, compares the\n" +
 			"configuration's sources with the cloud's (warnings), and exits (--check --offline: the\n" +
-			"files alone). SIGHUP makes a running host reload its sources from the configuration file."},
+			"files alone). SIGHUP makes a running host reload its sources from the configuration file.\n" +
+			"A local API address that is not loopback is refused unless --listen-public is given.\n" +
+			cloudRule},
 	{"ledger list", "[--result success|error|skipped] [--source NAME] [--since 1h|TIME]\n" +
 		"                   [--limit N] [--cursor C] [--json] [--state DIR]",
 		"Lists the ledger's rows, newest first."},
 	{"ledger show", "DELIVERY_ID [--json] [--state DIR]", "Shows one ledger row: the handler's outcome and output."},
-	{"reconcile", "[--since 24h|TIME] [--fix] [--json] [--state DIR] [--cloud URL]",
+	{"reconcile", "[--since 24h|TIME] [--fix] [--json] [--state DIR]\n" +
+		"                 [--cloud URL [--other-cloud]] [--insecure-http]",
 		"Compares the ledger with the cloud's record of the deliveries received since, prints each\n" +
 			"disagreement with what it means and what to do, and exits 4 when there is one;\n" +
-			"--fix sends the acks the cloud is missing."},
+			"--fix sends the acks the cloud is missing.\n" + cloudRule},
 	{"health", "[--listen ADDR]", "Exits 0 when the running host's local API says it is well, else 1."},
 	{"version", "", "Prints the host's version."},
 }
+
+// cloudRule is checkCloud's rule, as run's and reconcile's help say it.
+const cloudRule = "The host's credential goes only to the cloud it was claimed from (credentials.json's\n" +
+	"cloud_url) unless --other-cloud is given, and a plain http:// cloud other than a loopback\n" +
+	"address is refused unless it is that cloud (claimed with --insecure-http) or --insecure-http\n" +
+	"is given."
 
 // synopsis is the usage line of command name ("ledger list").
 func synopsis(name string) string {
@@ -87,8 +95,12 @@ run --check validates the configuration, and the credentials with the cloud
 reconcile compares the ledger with the cloud's record of the deliveries
 received since, prints each disagreement with what it means and what to
 do, and exits 4 when there is one; --fix sends the acks the cloud is missing.
-claim refuses a plain http:// cloud other than a loopback address unless
---insecure-http is given.
+claim, run and reconcile refuse a plain http:// cloud other than a loopback
+address unless --insecure-http is given (run and reconcile accept the one
+claim accepted); run and reconcile send the host's credential to no cloud
+but the one it was claimed from unless --other-cloud is given.
+run refuses a local API address that is not loopback unless --listen-public
+is given.
 SIGHUP makes a running host reload its sources from the configuration file.
 health exits 0 when the running host's local API says it is well, else 1.
 host COMMAND -h prints the command's own usage and flags.
@@ -195,22 +207,12 @@ func cloudClient() *http.Client {
 	return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 }
 
-// loopbackHost reports whether a URL's host is this machine: "localhost" or
-// a loopback IP.
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := newFlagSet("claim", stderr)
 	cloudURL := fs.String("cloud", "", "URL of the relay cloud")
 	code := fs.String("code", "", "one-time claim code")
 	stateFlag := fs.String("state", "", "state directory")
-	insecure := fs.Bool("insecure-http", false, "allow a plain http:// cloud that is not on this machine")
+	consent := consentFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return flagExit(fs, err, stdout)
 	}
@@ -222,18 +224,13 @@ func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprint(stderr, "host claim: --cloud and --code are required\n")
 		return exitUsage
 	}
-	if err := config.CheckURL(*cloudURL); err != nil {
-		fmt.Fprintf(stderr, "host claim: --cloud: %v\n", err)
+	warnings, err := checkCloud("--cloud", *cloudURL, "", *consent)
+	if err != nil {
+		fmt.Fprintf(stderr, "host claim: %v\n", err)
 		return exitUsage
 	}
-	if u, _ := url.Parse(*cloudURL); u.Scheme == "http" && !loopbackHost(u.Hostname()) {
-		if !*insecure {
-			fmt.Fprintf(stderr, "host claim: --cloud %s: plain http to another machine sends the claim code, "+
-				"the host's credential and every webhook in clear; use https, or --insecure-http to accept that\n", u.Redacted())
-			return exitUsage
-		}
-		fmt.Fprintf(stderr, "host claim: warning: --insecure-http: the claim code, the host's credential and every webhook "+
-			"travel to %s in clear\n", u.Redacted())
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "host claim: warning: %s\n", w)
 	}
 	dir, err := config.StateDir(*stateFlag, getenv)
 	if err != nil {

@@ -123,6 +123,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	fix := fs.Bool("fix", false, "send the cloud the acks it is missing (nothing else changes)")
 	cloudFlag := fs.String("cloud", "", "the cloud's `URL` (default: the one host claim recorded)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	consent := consentFlags(fs, true)
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagExit(fs, err, stdout)
@@ -139,7 +140,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
-	r, code, err := newReconciler(ctx, *stateFlag, *cloudFlag, getenv)
+	r, code, err := newReconciler(ctx, *stateFlag, *cloudFlag, *consent, stderr, getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "host reconcile: %v\n", err)
 		return code
@@ -226,7 +227,11 @@ type reconciler struct {
 	token  string
 }
 
-func newReconciler(ctx context.Context, stateFlag, cloudURL string, getenv func(string) string) (*reconciler, int, error) {
+// newReconciler checks the cloud (checkCloud: --cloud, else the claimed
+// one), says its warnings on stderr, and exchanges the credential for a
+// token.
+func newReconciler(ctx context.Context, stateFlag, cloudURL string, consent cloudConsent, stderr io.Writer,
+	getenv func(string) string) (*reconciler, int, error) {
 	dir, err := config.StateDir(stateFlag, getenv)
 	if err != nil {
 		return nil, exitUsage, err
@@ -235,11 +240,16 @@ func newReconciler(ctx context.Context, stateFlag, cloudURL string, getenv func(
 	if err != nil {
 		return nil, exitUsage, err
 	}
+	from := "--cloud"
 	if cloudURL == "" {
-		cloudURL = creds.CloudURL
+		cloudURL, from = creds.CloudURL, config.CredentialsFile+"'s cloud_url"
 	}
-	if err := config.CheckURL(cloudURL); err != nil {
-		return nil, exitUsage, fmt.Errorf("cloud URL: %w", err)
+	warnings, err := checkCloud(from, cloudURL, creds.CloudURL, consent)
+	if err != nil {
+		return nil, exitUsage, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "host reconcile: warning: %s\n", w)
 	}
 	l, err := openLedger(ctx, stateFlag, getenv)
 	if err != nil {

@@ -40,11 +40,15 @@ type prepared struct {
 	stateDir string
 	creds    config.Credentials
 	cloudURL string
+	warnings []string // checkCloud's, said before the cloud is asked
 }
 
 // prepare loads and validates the configuration, the state directory and
-// the credentials. Its errors are the user's to fix (exit 2).
-func prepare(configPath, stateFlag string, getenv func(string) string) (*prepared, error) {
+// the credentials, and checks the cloud the host would talk to (checkCloud:
+// the config's cloud_url, else the claimed one). Its errors are the user's
+// to fix (exit 2); its warnings (prepared.warnings) are to be said before
+// anything is sent.
+func prepare(configPath, stateFlag string, consent cloudConsent, getenv func(string) string) (*prepared, error) {
 	cfg, err := config.Load(configPath)
 	if err != nil {
 		return nil, err
@@ -61,22 +65,18 @@ func prepare(configPath, stateFlag string, getenv func(string) string) (*prepare
 	if err != nil {
 		return nil, err
 	}
-	cloudURL := cfg.CloudURL
+	cloudURL, from := cfg.CloudURL, "config cloud_url"
 	if cloudURL == "" {
-		cloudURL = creds.CloudURL
+		cloudURL, from = creds.CloudURL, config.CredentialsFile+"'s cloud_url"
 	}
-	if err := config.CheckURL(cloudURL); err != nil {
-		return nil, fmt.Errorf("cloud URL (config cloud_url, else credentials.json): %w", err)
+	if cloudURL == "" {
+		return nil, fmt.Errorf("no cloud URL: neither the config's cloud_url nor %s's names one; claim the host again", config.CredentialsFile)
 	}
-	// A plain http:// cloud on another machine would carry the host's
-	// credential, its tokens and every webhook in clear. `host claim` refuses
-	// one unless told --insecure-http; a config's cloud_url must not slip
-	// past that by naming a different one.
-	if u, _ := url.Parse(cloudURL); u.Scheme == "http" && !loopbackHost(u.Hostname()) && cloudURL != creds.CloudURL {
-		return nil, fmt.Errorf("config cloud_url %s: plain http to another machine sends the host's credential and every webhook in clear; "+
-			"use https, or claim with that URL and --insecure-http to accept that", u.Redacted())
+	warnings, err := checkCloud(from, cloudURL, creds.CloudURL, consent)
+	if err != nil {
+		return nil, err
 	}
-	return &prepared{cfg: cfg, sources: sources, stateDir: dir, creds: creds, cloudURL: cloudURL}, nil
+	return &prepared{cfg: cfg, sources: sources, stateDir: dir, creds: creds, cloudURL: cloudURL, warnings: warnings}, nil
 }
 
 // checkTimeout bounds `run --check`'s exchange with the cloud.
@@ -125,6 +125,8 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	offline := fs.Bool("offline", false, "with --check: validate the files alone, without contacting the cloud")
 	stateFlag := fs.String("state", "", "state directory")
 	listenFlag := fs.String("listen", "", "local API address")
+	listenPublic := fs.Bool("listen-public", false, "accept a local API address that is not loopback (it has no authentication)")
+	consent := consentFlags(fs, true)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return flagExit(fs, err, stdout)
@@ -157,12 +159,23 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return exitUsage
 	}
 
-	p, err := prepare(*configPath, *stateFlag, getenv)
+	p, err := prepare(*configPath, *stateFlag, *consent, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "host run: %v\n", err)
+		return exitUsage
+	}
+	addr := config.ListenAddr(*listenFlag, getenv)
+	listenWarning, err := checkListen(addr, *listenPublic)
 	if err != nil {
 		fmt.Fprintf(stderr, "host run: %v\n", err)
 		return exitUsage
 	}
 	if *check {
+		for _, w := range append(p.warnings, listenWarning) {
+			if w != "" {
+				fmt.Fprintf(stderr, "host run --check: warning: %s\n", w)
+			}
+		}
 		credential := "credential not checked with the cloud (--offline)"
 		var token string
 		if !*offline {
@@ -193,6 +206,12 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if v := getenv(envTestClock); v != "" {
 		log.Warn("test clock armed: this host's clock is skewed on purpose (RELAY_HOST_TEST_CLOCK_OFFSET); never use this outside tests",
 			"offset", v, "host_now", clock.Now().UTC().Format(time.RFC3339))
+	}
+	for _, w := range p.warnings {
+		log.Warn(w, "cloud_url", p.cloudURL)
+	}
+	if listenWarning != "" {
+		log.Warn(listenWarning, "addr", addr)
 	}
 
 	l, err := ledger.Open(ctx, filepath.Join(p.stateDir, ledgerFile))
@@ -243,7 +262,6 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	})
 
 	// The local API is up before the first heartbeat.
-	addr := config.ListenAddr(*listenFlag, getenv)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "host run: local API: %v\n", err)
@@ -307,6 +325,27 @@ func runAgent(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		return exitFailure
 	}
 	return exitOK
+}
+
+// checkListen refuses a local API address beyond this machine unless
+// public (--listen-public) says so: the local API has no authentication,
+// and its check of the Host header (against DNS rebinding) stops a browser's
+// page, not a client on the network that sends "Host: localhost". It
+// returns the warning to log when public accepts such an address.
+func checkListen(addr string, public bool) (string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("local API address %q (--listen, else $%s): %v", addr, config.EnvListen, err)
+	}
+	if loopbackHost(host) {
+		return "", nil
+	}
+	if !public {
+		return "", fmt.Errorf("local API address %s (--listen, else $%s) is not loopback: the local API has no authentication, "+
+			"and anyone who can reach it would read the ledger (summaries, handlers' output), /healthz and /metrics; "+
+			"listen on 127.0.0.1, or give --listen-public to accept that", addr, config.EnvListen)
+	}
+	return fmt.Sprintf("--listen-public: the local API answers, without authentication, anyone who can reach %s", addr), nil
 }
 
 // localAPIServer serves the local API with every timeout set, so no client

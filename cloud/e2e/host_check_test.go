@@ -43,11 +43,15 @@ func TestHostRunCheckAsksTheCloud(t *testing.T) {
 	require.Contains(t, out, "configuration OK")
 	require.Contains(t, out, "credential accepted by the cloud")
 
+	// Another cloud than the claimed one takes --other-cloud.
 	unreachable := "http://" + deadAddr
 	code, out = check(unreachable)
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "config cloud_url "+unreachable+" is not the cloud this host was claimed from")
+	code, out = check(unreachable, "--other-cloud")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "the cloud at "+unreachable+" cannot be reached")
-	code, out = check(unreachable, "--offline")
+	code, out = check(unreachable, "--offline", "--other-cloud")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "credential not checked with the cloud (--offline)")
 
