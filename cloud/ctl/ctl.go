@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -25,16 +26,19 @@ const (
 	EnvTokenFile = "RELAY_ADMIN_TOKEN_FILE"
 )
 
-const usageHead = `usage: cloud ctl [--url URL] [--token-file FILE] <command> [flags] [args]
+const usageHead = `usage: cloud ctl [--url URL [--insecure-http]] [--token-file FILE] <command> [flags] [args]
 
 The admin token is read from $RELAY_ADMIN_TOKEN, or from the file named by
 --token-file or $RELAY_ADMIN_TOKEN_FILE (never from a flag's value, which
 would land in shell history). The cloud is --url or $RELAY_URL (default
-http://127.0.0.1:8080). Every command takes --json (print the API's JSON)
-and -h (its usage and flags).
+http://127.0.0.1:8080); a plain http:// URL other than this machine
+(localhost, a loopback address) is refused unless --insecure-http is given,
+since the admin token would cross the network in clear. Every command takes
+--json (print the API's JSON) and -h (its usage and flags).
 
 global flags:
   --url URL          the cloud's base URL (default $RELAY_URL or http://127.0.0.1:8080)
+  --insecure-http    accept a plain http:// URL to another machine (the admin token travels in clear)
   --token-file FILE  a file holding the admin token (default $RELAY_ADMIN_TOKEN_FILE)
   --json             print the API's JSON
 
@@ -90,6 +94,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(io.Discard)
 	urlFlag := fs.String("url", "", "the cloud's base URL (default $"+EnvURL+" or http://127.0.0.1:8080)")
 	tokenFile := fs.String("token-file", "", "a file holding the admin token (default $"+EnvTokenFile+")")
+	insecure := fs.Bool("insecure-http", false, "accept a plain http:// URL to another machine")
 	asJSON := fs.Bool("json", false, "print JSON")
 	args, err := hoistGlobals(args)
 	if err != nil {
@@ -126,9 +131,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if base == "" {
 		base = "http://127.0.0.1:8080"
 	}
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		fmt.Fprintf(stderr, "cloud ctl: %s=%q: want http://… or https://…\n", from, base)
+	warning, err := checkURL(from, base, *insecure)
+	if err != nil {
+		fmt.Fprintf(stderr, "cloud ctl: %v\n", err)
 		return ExitUsage
+	}
+	if warning != "" {
+		fmt.Fprintf(stderr, "cloud ctl: warning: %s\n", warning)
 	}
 	// The token is read only when a command runs, so that -h works without.
 	e.client = newClient(base, "")
@@ -151,8 +160,38 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitCode(err)
 }
 
-// hoistGlobals moves the global flags (--url, --token-file) to the front,
-// wherever they were given: `cloud ctl hosts list --url …` works too.
+// checkURL accepts the cloud's URL (from: where it was given) before the
+// admin token is sent to it: http or https with a host, and plain http
+// only to this machine ("localhost", a loopback IP) unless insecure
+// (--insecure-http), which has it say the warning it returns.
+func checkURL(from, base string, insecure bool) (warning string, err error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%s=%q: want http://… or https://…", from, base)
+	}
+	if u.Scheme == "https" || loopbackHost(u.Hostname()) {
+		return "", nil
+	}
+	if !insecure {
+		return "", fmt.Errorf("%s=%s: plain http to another machine sends the admin token in clear; "+
+			"use https, or --insecure-http to accept that", from, u.Redacted())
+	}
+	return fmt.Sprintf("--insecure-http: the admin token travels to %s in clear", u.Redacted()), nil
+}
+
+// loopbackHost reports whether a URL's host is this machine: "localhost"
+// or a loopback IP.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hoistGlobals moves the global flags (--url, --token-file,
+// --insecure-http) to the front, wherever they were given: `cloud ctl
+// hosts list --url …` works too.
 func hoistGlobals(args []string) ([]string, error) {
 	var globals, rest []string
 	for i := 0; i < len(args); i++ {
@@ -162,12 +201,12 @@ func hoistGlobals(args []string) ([]string, error) {
 			break
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != "url" && name != "token-file") {
+		if !strings.HasPrefix(a, "-") || (name != "url" && name != "token-file" && name != "insecure-http") {
 			rest = append(rest, a)
 			continue
 		}
 		globals = append(globals, a)
-		if !hasValue {
+		if !hasValue && name != "insecure-http" {
 			if i+1 >= len(args) {
 				return nil, fmt.Errorf("flag needs an argument: %s", a)
 			}
