@@ -237,6 +237,7 @@ type options struct {
 
 	// alerts and host presence
 	alertInterval, alertResend, hostLateAfter, hostOfflineAfter time.Duration
+	alertSinkAllow                                              string
 	// TLS: certificate files, or ACME; and the plain-HTTP listener
 	tlsCert, tlsKey                                  string
 	acmeDomains, acmeCache, acmeEmail, acmeDirectory string
@@ -313,6 +314,7 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.IntVar(&o.authFailures, "auth-failures-per-min", o.envInt("RELAY_AUTH_FAILURES_PER_MIN", 10), "failed claims, token requests and admin logins per minute per client IP before it gets 429 (RELAY_AUTH_FAILURES_PER_MIN)")
 	fs.DurationVar(&o.alertInterval, "alert-interval", o.envDuration("RELAY_ALERT_INTERVAL", 15*time.Second), "how often the alert rules are evaluated (RELAY_ALERT_INTERVAL)")
 	fs.DurationVar(&o.alertResend, "alert-resend", o.envDuration("RELAY_ALERT_RESEND", time.Hour), "how often a firing alert is sent again while it lasts (RELAY_ALERT_RESEND)")
+	fs.StringVar(&o.alertSinkAllow, "alert-sink-allow", env("RELAY_ALERT_SINK_ALLOW", ""), "comma-separated IPs or CIDRs alert sinks may reach although loopback, link-local or private (RELAY_ALERT_SINK_ALLOW; default: none)")
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
 	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache: the writer's, and one pool for every connection's pages (each reader keeps at most an eighth) (RELAY_SQLITE_CACHE_MB)")
@@ -553,6 +555,7 @@ func serve(ctx context.Context, args []string) error {
 		QuarantinePerMin:   o.quarantinePerMin,
 		AuthFailuresPerMin: o.authFailures,
 		Presence:           presence,
+		AlertSinkAllow:     o.sinkAllow(),
 		Tracer:             tracer,
 		InflightBytes:      int64(o.inflightMB) << 20,
 		InflightHostBytes:  int64(o.inflightHostMB) << 20,
@@ -566,7 +569,7 @@ func serve(ctx context.Context, args []string) error {
 	// The alert rules run on every replica; the one holding the
 	// evaluator's lease evaluates and notifies.
 	alerts := alert.New(st, ring, alert.Config{
-		Interval: o.alertInterval, Resend: o.alertResend, Presence: presence, PublicURL: o.publicURL,
+		Interval: o.alertInterval, Resend: o.alertResend, Presence: presence, PublicURL: o.publicURL, SinkAllow: o.sinkAllow(),
 		KeysOK: func(ctx context.Context) (bool, error) {
 			cs, err := server.CheckCanary(ctx, st, ring)
 			return cs.OK, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/secrets"
 )
 
@@ -132,6 +134,12 @@ var settingChecks = []settingCheck{
 	}},
 	{flag: "alert-interval", env: "RELAY_ALERT_INTERVAL", want: func(o *options) string { return positive(o.alertInterval > 0) }},
 	{flag: "alert-resend", env: "RELAY_ALERT_RESEND", want: func(o *options) string { return positive(o.alertResend > 0) }},
+	{flag: "alert-sink-allow", env: "RELAY_ALERT_SINK_ALLOW", want: func(o *options) string {
+		if _, err := alert.ParseSinkAllow(o.alertSinkAllow); err != nil {
+			return "comma-separated IPs or CIDRs, such as 127.0.0.1,10.20.0.0/16"
+		}
+		return ""
+	}},
 	{flag: "host-late-after", env: "RELAY_HOST_LATE_AFTER", want: func(o *options) string { return positive(o.hostLateAfter > 0) }},
 	{flag: "host-offline-after", env: "RELAY_HOST_OFFLINE_AFTER", want: func(o *options) string {
 		if o.hostOfflineAfter <= o.hostLateAfter {
@@ -142,6 +150,13 @@ var settingChecks = []settingCheck{
 	{flag: "auth-failures-per-min", env: "RELAY_AUTH_FAILURES_PER_MIN", want: func(o *options) string { return inRange(o.authFailures, 1, 1_000_000) }},
 	{flag: "sqlite-cache-mb", env: "RELAY_SQLITE_CACHE_MB", want: func(o *options) string { return inRange(o.sqliteCacheMB, 1, 65536) }},
 	{flag: "go-memory-limit-mb", env: "RELAY_GO_MEMORY_LIMIT_MB", want: func(o *options) string { return inRange(o.goMemoryLimitMB, 0, 1<<20) }},
+}
+
+// sinkAllow is RELAY_ALERT_SINK_ALLOW, checked: the networks alert sinks
+// may reach although refused by default.
+func (o *options) sinkAllow() []netip.Prefix {
+	allow, _ := alert.ParseSinkAllow(o.alertSinkAllow)
+	return allow
 }
 
 func positive(ok bool) string {

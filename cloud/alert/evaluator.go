@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -71,8 +72,10 @@ type Config struct {
 	// it counted since to its count in the store, which RuleIntake5xx
 	// sums over every replica.
 	Intake5xx func() uint64
-	// Client sends notifications (default: 10 s timeout).
-	Client *http.Client
+	// SinkAllow lists the networks sinks may reach although they are
+	// loopback, link-local, private, unspecified or multicast (see
+	// refusedNets); none by default.
+	SinkAllow []netip.Prefix
 }
 
 func (c *Config) setDefaults() {
@@ -89,9 +92,6 @@ func (c *Config) setDefaults() {
 		_, _ = rand.Read(b)
 		c.Holder = hex.EncodeToString(b)
 	}
-	if c.Client == nil {
-		c.Client = &http.Client{Timeout: 10 * time.Second}
-	}
 }
 
 // Evaluator evaluates the rules and sends notifications, on the replica
@@ -103,6 +103,7 @@ type Evaluator struct {
 	clock   clockwork.Clock
 	log     *slog.Logger
 	metrics *Metrics
+	client  *http.Client // sends notifications (see sinkClient)
 
 	mu         sync.Mutex
 	nextEval   time.Time
@@ -114,7 +115,8 @@ type Evaluator struct {
 // New returns an evaluator; ring opens the sinks' URLs and secrets.
 func New(st Store, ring *secrets.Ring, cfg Config, clock clockwork.Clock, log *slog.Logger) *Evaluator {
 	cfg.setDefaults()
-	e := &Evaluator{store: st, ring: ring, cfg: cfg, clock: clock, log: log, metrics: newMetrics()}
+	e := &Evaluator{store: st, ring: ring, cfg: cfg, clock: clock, log: log, metrics: newMetrics(),
+		client: sinkClient(cfg.SinkAllow)}
 	if cfg.Intake5xx != nil {
 		e.last5xx = cfg.Intake5xx()
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,15 +119,20 @@ func evalConfig(cfg alert.Config) alert.Config {
 	}
 	cfg.Presence = alert.PresenceConfig{LateAfter: time.Minute, OfflineAfter: 3 * time.Minute}
 	cfg.PublicURL = "https://relay.example"
+	// The receivers are on loopback, which sinks reach only when allowed.
+	cfg.SinkAllow = loopback
 	return cfg
 }
+
+// loopback is what RELAY_ALERT_SINK_ALLOW=127.0.0.0/8 allows.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 
 func newEnv(t *testing.T, st store.Store, cfg alert.Config) *env {
 	t.Helper()
 	ctx := context.Background()
 	e := &env{st: st, ring: newRing(t), clock: clockwork.NewFakeClockAt(base), sink: newReceiver(t)}
 	e.eval = alert.New(st, e.ring, evalConfig(cfg), e.clock, slog.New(slog.DiscardHandler))
-	sink, secret, err := alert.NewSink(e.ring, alert.SinkWebhook, e.sink.srv.URL, base)
+	sink, secret, err := alert.NewSink(e.ring, alert.SinkWebhook, e.sink.srv.URL, loopback, base)
 	require.NoError(t, err)
 	require.NoError(t, st.AlertSinkCreate(ctx, sink))
 	e.secret = secret
@@ -469,7 +475,7 @@ func TestSinkDownThenUp(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, openSQLite(t), alert.Config{Resend: time.Minute})
 	slack := newReceiver(t)
-	sink, secret, err := alert.NewSink(e.ring, alert.SinkSlack, slack.srv.URL+"/services/T0/B0/token", base)
+	sink, secret, err := alert.NewSink(e.ring, alert.SinkSlack, slack.srv.URL+"/services/T0/B0/token", loopback, base)
 	require.NoError(t, err)
 	require.Empty(t, secret, "a Slack sink has no signing secret")
 	require.NoError(t, e.st.AlertSinkCreate(ctx, sink))

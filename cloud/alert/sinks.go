@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -37,14 +38,20 @@ var (
 // NewSink returns a sink of kind to rawURL, its URL (which may carry a
 // token, as Slack's do) and, for a webhook sink, a new Standard Webhooks
 // signing secret sealed by ring. The secret is returned in clear once, to
-// be shown to the admin; it is never shown again.
-func NewSink(ring *secrets.Ring, kind, rawURL string, now time.Time) (*store.AlertSink, string, error) {
+// be shown to the admin; it is never shown again. A URL whose host is an
+// IP address in a refused network that allow does not list is an error
+// wrapping ErrSinkAddress; the address a name resolves to is checked each
+// time a notification is sent.
+func NewSink(ring *secrets.Ring, kind, rawURL string, allow []netip.Prefix, now time.Time) (*store.AlertSink, string, error) {
 	if kind != SinkWebhook && kind != SinkSlack {
 		return nil, "", fmt.Errorf("kind must be %q or %q", SinkWebhook, SinkSlack)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || len(rawURL) > 2000 {
 		return nil, "", errors.New("url must be an http:// or https:// URL without credentials, at most 2000 bytes")
+	}
+	if err := checkSinkHost(u, allow); err != nil {
+		return nil, "", err
 	}
 	urlSealed, err := ring.Seal([]byte(rawURL), sinkURLContext)
 	if err != nil {
@@ -179,7 +186,7 @@ func (e *Evaluator) deliver(ctx context.Context, n *store.AlertNotification, now
 		return fmt.Errorf("sink request: %w", err)
 	}
 	req.Header = header
-	resp, err := e.cfg.Client.Do(req)
+	resp, err := e.client.Do(req)
 	if err != nil {
 		// The error names the URL, which may carry a token: say only
 		// what failed.
@@ -191,6 +198,9 @@ func (e *Evaluator) deliver(ctx context.Context, n *store.AlertNotification, now
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return fmt.Errorf("post to %s: answered %d, a redirect: not followed", n.Sink.Target, resp.StatusCode)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("post to %s: answered %d", n.Sink.Target, resp.StatusCode)
 	}

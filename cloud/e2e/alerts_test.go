@@ -95,7 +95,10 @@ func TestHostOfflineAlert(t *testing.T) {
 	for name, newDB := range engines(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c := startCloud(t, newDB(t), "RELAY_ALERT_INTERVAL=1s", "RELAY_HOST_LATE_AFTER=2s", "RELAY_HOST_OFFLINE_AFTER=3s")
+			// The sinks' endpoints are on loopback, which sinks reach only
+			// when allowed.
+			c := startCloud(t, newDB(t), "RELAY_ALERT_INTERVAL=1s", "RELAY_HOST_LATE_AFTER=2s", "RELAY_HOST_OFFLINE_AFTER=3s",
+				"RELAY_ALERT_SINK_ALLOW=127.0.0.1")
 			standard, slack := startSinkEndpoint(t), startSinkEndpoint(t)
 			var sink struct {
 				ID     string `json:"id"`

@@ -85,8 +85,9 @@ func TestOpenAPIResponses(t *testing.T) {
 func openAPIResponses(t *testing.T, dbURL string) {
 	doc, err := openapitest.Load()
 	require.NoError(t, err)
-	// Alerts evaluated each second: the dead letters below fire one.
-	c := startCloud(t, dbURL, "RELAY_ALERT_INTERVAL=1s")
+	// Alerts evaluated each second: the dead letters below fire one. The
+	// sinks below are on loopback, which sinks reach only when allowed.
+	c := startCloud(t, dbURL, "RELAY_ALERT_INTERVAL=1s", "RELAY_ALERT_SINK_ALLOW=127.0.0.1")
 	a := &apiCaller{t: t, doc: doc, url: c.url, ok: map[string]bool{}}
 
 	for _, p := range []string{"/healthz", "/readyz", "/api/openapi.json"} {
@@ -198,6 +199,8 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Equal(t, 400, st)
 	st, _ = a.call("POST", "/api/alerts/sinks", adminToken, map[string]string{"kind": "webhook", "url": "ftp://example.com/alerts"})
 	require.Equal(t, 400, st)
+	st, _ = a.call("POST", "/api/alerts/sinks", adminToken, map[string]string{"kind": "webhook", "url": "http://169.254.169.254/latest/meta-data/"})
+	require.Equal(t, 400, st, "a link-local address is refused")
 	st, b = a.call("GET", "/api/alerts/sinks", adminToken, nil)
 	require.Equal(t, 200, st)
 	require.NotContains(t, string(b), "slack-token")

@@ -234,7 +234,7 @@ func (s *Server) createSink(c *gin.Context) {
 		s.writeError(c, errInvalid("at most 20 sinks: delete one first"))
 		return
 	}
-	k, secret, err := alert.NewSink(s.ring, req.Kind, req.URL, s.now())
+	k, secret, err := alert.NewSink(s.ring, req.Kind, req.URL, s.cfg.AlertSinkAllow, s.now())
 	if err != nil {
 		s.writeError(c, errInvalid(err.Error()))
 		return

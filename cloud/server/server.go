@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,10 @@ type Config struct {
 	AuthFailuresPerMin int
 	// Presence says when a host is late or offline (GET /api/hosts).
 	Presence alert.PresenceConfig
+	// AlertSinkAllow lists the networks alert sinks may reach although
+	// they are refused by default (see alert.Config.SinkAllow): a sink
+	// whose URL is a refused IP address not listed here is not added.
+	AlertSinkAllow []netip.Prefix
 	// Tracer starts the intake, store and lease spans of each webhook's
 	// trace (nil: none exported).
 	Tracer *telemetry.Tracer
