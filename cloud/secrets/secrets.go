@@ -6,6 +6,7 @@ package secrets
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -189,11 +190,35 @@ func KeyID(sealed string) string {
 	return parts[1]
 }
 
-// Fingerprint is a short, non-reversible name for a secret that may be shown
-// to operators: the first 12 hex of sha256 over a domain-separated input.
-func Fingerprint(secret []byte) string {
-	h := sha256.New()
-	h.Write([]byte("relay-secret-fingerprint\x00"))
-	h.Write(secret)
-	return hex.EncodeToString(h.Sum(nil))[:12]
+// Fingerprint is a short name for a secret that may be shown to operators:
+// the first 16 hex of HMAC-SHA256 of the secret under key, a key only the
+// cloud holds. Without the key, a fingerprint tells nothing about the
+// secret: it cannot be used to test guessed secrets. The same secret gets
+// the same fingerprint under the same key, so secrets set at different
+// times can be told apart or matched.
+func Fingerprint(key, secret []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("relay-secret-fingerprint\x00"))
+	m.Write(secret)
+	return hex.EncodeToString(m.Sum(nil))[:fingerprintLen]
+}
+
+// fingerprintLen is the length of a Fingerprint, longer than the 12 hex of
+// the unkeyed fingerprints stored before fingerprints were keyed, so that
+// those can be told apart (see Unkeyed).
+const fingerprintLen = 16
+
+// Unkeyed reports whether a stored fingerprint was made the old way, as
+// the first 12 hex of an unkeyed SHA-256 of the secret: one that must not
+// be shown, since it lets whoever sees it test guessed secrets offline.
+func Unkeyed(fp string) bool {
+	if len(fp) != 12 {
+		return false
+	}
+	for _, c := range fp {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

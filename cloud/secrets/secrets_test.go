@@ -2,7 +2,9 @@ package secrets
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -133,9 +135,25 @@ func TestKeyFile(t *testing.T) {
 	require.Error(t, err)
 }
 
+// TestFingerprint: a fingerprint is keyed. Two clouds with different keys
+// name the same secret differently, and no fingerprint is a hash of the
+// secret anyone could compute (as the unkeyed ones stored before were).
 func TestFingerprint(t *testing.T) {
-	f := Fingerprint([]byte("a"))
-	require.Len(t, f, 12)
-	require.Equal(t, f, Fingerprint([]byte("a")))
-	require.NotEqual(t, f, Fingerprint([]byte("b")))
+	keyA, keyB := testKey(1), testKey(2)
+	secret := []byte("a webhook secret")
+	f := Fingerprint(keyA, secret)
+	require.Len(t, f, 16)
+	require.Equal(t, f, Fingerprint(keyA, secret), "the same under the same key: every replica shows the same")
+	require.NotEqual(t, f, Fingerprint(keyA, []byte("another secret")))
+	require.NotEqual(t, f, Fingerprint(keyB, secret), "another cloud's key names the secret differently")
+
+	plain := sha256.Sum256(secret)
+	require.NotContains(t, hex.EncodeToString(plain[:]), f, "not SHA-256 of the secret")
+	old := sha256.Sum256(append([]byte("relay-secret-fingerprint\x00"), secret...))
+	unkeyed := hex.EncodeToString(old[:])[:12]
+	require.NotContains(t, f, unkeyed, "not the unkeyed fingerprint of before")
+	require.False(t, Unkeyed(f))
+	require.True(t, Unkeyed(unkeyed), "a stored fingerprint of before is told apart")
+	require.False(t, Unkeyed("f1"))
+	require.False(t, Unkeyed("ABCDEF012345"))
 }

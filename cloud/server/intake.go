@@ -396,13 +396,13 @@ func budgetErr(err error) error {
 
 func (s *Server) openSecrets(src *store.Source) ([][]byte, error) {
 	keys := make([][]byte, 0, len(src.Secrets))
-	for _, sec := range src.Secrets {
+	for i, sec := range src.Secrets {
 		k, err := s.ring.Open(sec.Ciphertext, sealContext(src.HostID, src.Name))
 		if err != nil {
 			if errors.Is(err, secrets.ErrNoKey) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("secret %s: %w", sec.Fingerprint, err)
+			return nil, fmt.Errorf("secret %s: %w", secretLabel(i, sec), err)
 		}
 		keys = append(keys, k)
 	}

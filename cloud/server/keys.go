@@ -181,7 +181,7 @@ func rekeySource(ctx context.Context, st store.Store, ring *secrets.Ring, src *s
 		ctxt := sealContext(src.HostID, src.Name)
 		pt, err := ring.Open(sec.Ciphertext, ctxt)
 		if err != nil {
-			return 0, &openError{fmt.Errorf("secret %s: %w", sec.Fingerprint, err)}
+			return 0, &openError{fmt.Errorf("secret %s: %w", secretLabel(i, sec), err)}
 		}
 		if out[i].Ciphertext, err = ring.Seal(pt, ctxt); err != nil {
 			return 0, err

@@ -702,7 +702,7 @@ func TestAdminAPI(t *testing.T) {
 	require.NotContains(t, string(a.body), testSecret)
 	var src shared.Source
 	a.json(t, &src)
-	require.Equal(t, []string{secrets.Fingerprint([]byte(testSecret))}, src.SecretFingerprints)
+	require.Equal(t, []string{secrets.Fingerprint(b.server.fingerprintKey(), []byte(testSecret))}, src.SecretFingerprints)
 	require.Equal(t, int64(25<<20), src.MaxBodyBytes)
 	a = b.admin("GET", "/api/hosts/"+hostID+"/sources", nil)
 	require.NotContains(t, string(a.body), testSecret)

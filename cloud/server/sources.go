@@ -77,11 +77,11 @@ func retrySchedule(req *SourceRequest) ([]time.Duration, int, error) {
 }
 
 // SourceView is a source as the admin API shows it: secrets as their
-// fingerprints only.
+// keyed fingerprints only.
 func (s *Server) SourceView(c *gin.Context, src *store.Source) shared.Source {
 	fps := make([]string, 0, len(src.Secrets))
 	for _, sec := range src.Secrets {
-		fps = append(fps, sec.Fingerprint)
+		fps = append(fps, s.shownFingerprint(src, sec))
 	}
 	events := src.Events
 	if events == nil {
@@ -116,6 +116,37 @@ func scheduleSeconds(delays []time.Duration) []float64 {
 
 // sealContext binds a sealed secret to its host and source.
 func sealContext(hostID, source string) []byte { return []byte(hostID + "/" + source) }
+
+// fingerprintKey keys the fingerprints of source secrets (see
+// secrets.Fingerprint). It is derived from the JWT key, which every replica
+// holds, rather than from the secret key ring, whose first key changes at
+// each rotation: a secret keeps its fingerprint across key rotations.
+func (s *Server) fingerprintKey() []byte { return s.tokens.DerivedKey("secret fingerprints") }
+
+// shownFingerprint is a secret's fingerprint as the API and the console
+// show it: the stored one, unless it was stored unkeyed (before
+// fingerprints were keyed), which is never shown: the keyed fingerprint is
+// made from the secret instead, or, when no configured key opens it, the
+// key it is sealed with is named.
+func (s *Server) shownFingerprint(src *store.Source, sec store.SealedSecret) string {
+	if !secrets.Unkeyed(sec.Fingerprint) {
+		return sec.Fingerprint
+	}
+	pt, err := s.ring.Open(sec.Ciphertext, sealContext(src.HostID, src.Name))
+	if err != nil {
+		return "unreadable (key " + secrets.KeyID(sec.Ciphertext) + ")"
+	}
+	return secrets.Fingerprint(s.fingerprintKey(), pt)
+}
+
+// secretLabel names a source's i-th secret in errors and logs: by its
+// fingerprint, or by its place when the fingerprint stored is unkeyed.
+func secretLabel(i int, sec store.SealedSecret) string {
+	if secrets.Unkeyed(sec.Fingerprint) {
+		return fmt.Sprintf("#%d", i+1)
+	}
+	return sec.Fingerprint
+}
 
 func (s *Server) putSource(c *gin.Context) {
 	var req SourceRequest
@@ -229,7 +260,7 @@ func (s *Server) sealSecrets(p verify.Provider, hostID, name string, secs []stri
 		if err != nil {
 			return nil, err
 		}
-		sealed = append(sealed, store.SealedSecret{Ciphertext: ct, Fingerprint: secrets.Fingerprint([]byte(sec))})
+		sealed = append(sealed, store.SealedSecret{Ciphertext: ct, Fingerprint: secrets.Fingerprint(s.fingerprintKey(), []byte(sec))})
 	}
 	return sealed, nil
 }
