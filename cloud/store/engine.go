@@ -116,6 +116,15 @@ func (p *SourceUpsertParams) JSONFields() (events, secrets, options []byte, err 
 	return events, secrets, options, nil
 }
 
+// AllowedIPsJSON encodes a source's allowlist as stored, nil as empty.
+func (p *SourceUpsertParams) AllowedIPsJSON() string {
+	if len(p.AllowedIPs) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(p.AllowedIPs) // strings always encode
+	return string(b)
+}
+
 // InsertRow is a DeliveryInsertParams made ready to write: what both
 // engines store the same way.
 type InsertRow struct {

@@ -196,6 +196,8 @@ type Store interface {
 	ConsoleStore
 	// What the console charts (volume.go).
 	VolumeStore
+	// Named sets of sender addresses (ipset.go).
+	IPSetStore
 }
 
 // HostStatus is a host's lifecycle state.
@@ -289,6 +291,9 @@ type Source struct {
 	Secrets      []SealedSecret
 	Options      map[string]string
 	MaxBodyBytes int64 // 0: the provider's default
+	// AllowedIPs lists the addresses a webhook may come from: CIDRs,
+	// single IPs and names of IP sets. Empty: any address.
+	AllowedIPs []string
 	// RetryDelays is the source's retry schedule: RetryDelays[i] is the wait
 	// before attempt i+1 (the first entry, the first attempt, is 0). nil: the
 	// default policy.
@@ -316,6 +321,7 @@ type SourceUpsertParams struct {
 	Secrets      []SealedSecret
 	Options      map[string]string
 	MaxBodyBytes int64
+	AllowedIPs   []string        // empty: any address
 	RetryDelays  []time.Duration // nil: the default policy
 	MaxAttempts  int             // 0: len(RetryDelays), or the default policy's
 	Now          time.Time
@@ -549,6 +555,11 @@ type DeliveryListenParams struct {
 	// was called for it in any process sharing the database, its own
 	// included. Must not block.
 	Stopping func(hostID string)
+	// IPSetChanged, when set, is called with a set's name each time
+	// IPSetPut stored it in any process sharing the database, its own
+	// included: what caches of sources' allowlists must drop. Must not
+	// block.
+	IPSetChanged func(name string)
 }
 
 // SocketEvent says that a host's socket of Epoch opened (Open) or closed.

@@ -458,7 +458,7 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 	// pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, channel := range []string{availableChannel, changedChannel, socketChannel, stoppingChannel} {
+	for _, channel := range []string{availableChannel, changedChannel, socketChannel, stoppingChannel, ipSetChannel} {
 		if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{channel}.Sanitize()); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -489,6 +489,10 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 		case n.Channel == stoppingChannel:
 			if p.Stopping != nil {
 				p.Stopping(n.Payload)
+			}
+		case n.Channel == ipSetChannel:
+			if p.IPSetChanged != nil {
+				p.IPSetChanged(n.Payload)
 			}
 		case p.Changed != nil:
 			p.Changed(n.Payload)

@@ -299,13 +299,13 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 // --- sources ---
 
 const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-	retry_delays_ms, max_attempts, created_at, updated_at`
+	retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips`
 
 func scanSource(row pgx.Row) (*store.Source, error) {
 	var src store.Source
-	var events, secrets, options, delays []byte
+	var events, secrets, options, delays, allowed []byte
 	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
-		&src.MaxBodyBytes, &delays, &src.MaxAttempts, &src.CreatedAt, &src.UpdatedAt)
+		&src.MaxBodyBytes, &delays, &src.MaxAttempts, &src.CreatedAt, &src.UpdatedAt, &allowed)
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +321,12 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	if err := json.Unmarshal(options, &src.Options); err != nil {
 		return nil, fmt.Errorf("options: %w", err)
 	}
+	if err := json.Unmarshal(allowed, &src.AllowedIPs); err != nil {
+		return nil, fmt.Errorf("allowed_ips: %w", err)
+	}
+	if len(src.AllowedIPs) == 0 {
+		src.AllowedIPs = nil
+	}
 	src.CreatedAt = src.CreatedAt.UTC()
 	src.UpdatedAt = src.UpdatedAt.UTC()
 	return &src, nil
@@ -335,16 +341,17 @@ func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (
 	err = s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
 		src, err = scanSource(tx.QueryRow(ctx, `
 		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-			retry_delays_ms, max_attempts, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+			retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)
 		ON CONFLICT (host_id, name) DO UPDATE
 		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
 			secrets = excluded.secrets, options = excluded.options,
 			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
-			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at
+			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
+			allowed_ips = excluded.allowed_ips
 		RETURNING `+sourceColumns,
 			p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-			p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), ms(p.Now)))
+			p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), ms(p.Now), p.AllowedIPsJSON()))
 		return err
 	})
 	if err != nil {

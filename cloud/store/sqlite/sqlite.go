@@ -33,6 +33,8 @@ type Store struct {
 	// wake, changed and stopping hold DeliveryListen's callbacks: one
 	// process owns the file, so wake-ups stay in memory.
 	wake, changed, stopping listeners
+	// ipsets holds DeliveryListen's IPSetChanged callbacks.
+	ipsets listeners
 	// sockets is each host's open socket, in memory: one process owns the
 	// file, so one replica holds every socket.
 	sockets sockets
@@ -176,7 +178,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
 	ckptCtx, stop := context.WithCancel(context.Background())
-	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(),
+	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(), ipsets: newListeners(),
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
 	go s.checkpointer(ckptCtx)
@@ -521,14 +523,14 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 // --- sources ---
 
 const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-	retry_delays_ms, max_attempts, created_at, updated_at`
+	retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips`
 
 func scanSource(row scanner) (*store.Source, error) {
 	var src store.Source
-	var events, secrets, options string
+	var events, secrets, options, allowed string
 	var delays *string
 	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
-		&src.MaxBodyBytes, &delays, &src.MaxAttempts, timeCol{&src.CreatedAt}, timeCol{&src.UpdatedAt})
+		&src.MaxBodyBytes, &delays, &src.MaxAttempts, timeCol{&src.CreatedAt}, timeCol{&src.UpdatedAt}, &allowed)
 	if err != nil {
 		return nil, err
 	}
@@ -544,6 +546,12 @@ func scanSource(row scanner) (*store.Source, error) {
 	if err := json.Unmarshal([]byte(options), &src.Options); err != nil {
 		return nil, fmt.Errorf("options: %w", err)
 	}
+	if err := json.Unmarshal([]byte(allowed), &src.AllowedIPs); err != nil {
+		return nil, fmt.Errorf("allowed_ips: %w", err)
+	}
+	if len(src.AllowedIPs) == 0 {
+		src.AllowedIPs = nil
+	}
 	return &src, nil
 }
 
@@ -555,16 +563,17 @@ func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (
 	now := dbTime(p.Now)
 	src, err := scanSource(s.write.QueryRowContext(ctx, `
 		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-			retry_delays_ms, max_attempts, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (host_id, name) DO UPDATE
 		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
 			secrets = excluded.secrets, options = excluded.options,
 			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
-			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at
+			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
+			allowed_ips = excluded.allowed_ips
 		RETURNING `+sourceColumns,
 		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), now, now))
+		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), now, now, p.AllowedIPsJSON()))
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
 	}
@@ -729,6 +738,10 @@ func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParam
 	if p.Stopping != nil {
 		removeStopping := s.stopping.add(p.Stopping)
 		defer removeStopping()
+	}
+	if p.IPSetChanged != nil {
+		removeIPSets := s.ipsets.add(p.IPSetChanged)
+		defer removeIPSets()
 	}
 	if p.Listening != nil {
 		p.Listening()
