@@ -105,6 +105,7 @@ func (o *options) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("cloud "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.register(fs, ci.serve)
+	o.registerSecretFiles(fs)
 	if ci.keys {
 		o.registerKeys(fs)
 	}
@@ -242,6 +243,10 @@ type options struct {
 	tlsCert, tlsKey                                  string
 	acmeDomains, acmeCache, acmeEmail, acmeDirectory string
 	httpRedirectListen                               string
+
+	// secrets given as files (secretfiles.go), and what went wrong reading them
+	adminTokenFile, jwtKeyFile string
+	fileErrs                   map[string]string
 
 	envErrs []error // environment values that do not parse
 }
@@ -407,10 +412,15 @@ func (o *options) parseFlags(fs *flag.FlagSet, args []string) (*slog.Logger, err
 	if len(o.envErrs) > 0 {
 		return nil, usageError{errors.Join(o.envErrs...)}
 	}
+	o.readSecretFiles(fs)
 	if err := o.check(fs); err != nil {
 		return nil, err
 	}
-	return o.logger(), nil
+	log := o.logger()
+	for _, w := range secretFlagWarnings(fs) {
+		log.Warn(w)
+	}
+	return log, nil
 }
 
 // openMigrated opens the store and applies pending migrations.
@@ -595,6 +605,9 @@ func serve(ctx context.Context, args []string) error {
 		SecureCookie: tlsSetup != nil || strings.HasPrefix(strings.ToLower(o.publicURL), "https://"),
 		Volume:       console.ReceivedPerHour(st),
 	})
+	if w := plainHTTPWarning(&o, tlsSetup != nil); w != "" {
+		log.Warn(w, "listen", o.listen, "public_url", o.publicURL)
+	}
 	srv.Mount(console.Path+"/", con.Routes, con.NotFound)
 	handler := srv.Handler()
 	if tlsSetup != nil {

@@ -79,6 +79,10 @@ func settingCases(t *testing.T, dir string) map[string]settingCase {
 	if err := os.WriteFile(badKeys, []byte(key32(1)+"\nnot-a-key\n"), 0o600); err != nil {
 		panic(err)
 	}
+	tokenFile := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(strings.Repeat("f", 32)+"\n"), 0o600); err != nil {
+		panic(err)
+	}
 	goodKeys := filepath.Join(dir, "keys")
 	if err := os.WriteFile(goodKeys, []byte(key32(2)+"\n"+key32(1)+"\n"), 0o600); err != nil {
 		panic(err)
@@ -99,6 +103,8 @@ func settingCases(t *testing.T, dir string) map[string]settingCase {
 		"RELAY_ADMIN_TOKEN":           {bad: []string{"five!", strings.Repeat("x", 31), strings.Repeat("x", 32) + " y"}, good: strings.Repeat("t", 32), secret: true},
 		"RELAY_SECRET_KEYS":           {bad: []string{"abc", key32(1) + ",short"}, good: key32(1) + "," + key32(2), secret: true},
 		"RELAY_SECRET_KEYS_FILE":      {bad: []string{filepath.Join(dir, "missing"), badKeys, dir}, good: goodKeys},
+		"RELAY_ADMIN_TOKEN_FILE":      {bad: []string{filepath.Join(dir, "missing"), dir}, good: tokenFile},
+		"RELAY_JWT_KEY_FILE":          {bad: []string{filepath.Join(dir, "missing"), dir}, good: tokenFile},
 		"RELAY_JWT_KEY":               {bad: []string{"short"}, good: strings.Repeat("j", 32), secret: true},
 		"RELAY_PUBLIC_URL":            {bad: []string{"relay.example.com", "ftp://relay.example.com", "https://", "https://relay.example.com/?a=b", "https://u:p@relay.example.com"}, good: "https://relay.example.com/base/"},
 		"RELAY_LEASE":                 {bad: []string{"7d", "0s", "-1m"}, good: "90s"},
@@ -189,6 +195,74 @@ func TestSecretKeysOneSource(t *testing.T) {
 	require.Equal(t, 2, run(context.Background(), []string{"rekey"}, &stderr))
 	require.Contains(t, stderr.String(), "either RELAY_SECRET_KEYS or RELAY_SECRET_KEYS_FILE, not both")
 	require.NotContains(t, stderr.String(), key32(2))
+}
+
+// A plain-http public URL on a listener other machines reach is warned of
+// at start; TLS served here, a loopback listener, or an https URL are not.
+func TestPlainHTTPWarning(t *testing.T) {
+	for _, c := range []struct {
+		listen, public string
+		tls            bool
+		warn           bool
+	}{
+		{":8080", "http://relay.example.com", false, true},
+		{"0.0.0.0:8080", "HTTP://relay.example.com", false, true},
+		{":8080", "http://relay.example.com", true, false},
+		{"127.0.0.1:8080", "http://127.0.0.1:8080", false, false},
+		{":8080", "https://relay.example.com", false, false},
+		{":8080", "", false, false},
+	} {
+		got := plainHTTPWarning(&options{listen: c.listen, publicURL: c.public}, c.tls)
+		require.Equal(t, c.warn, got != "", "%+v", c)
+	}
+}
+
+// A secret can come from a file (its path is no secret): read, a trailing
+// line break dropped, and never both the file and the value.
+func TestSecretFromFile(t *testing.T) {
+	dir := hermetic(t)
+	path := filepath.Join(dir, "token")
+	token := strings.Repeat("k", 40)
+	require.NoError(t, os.WriteFile(path, []byte(token+"\n"), 0o600))
+	t.Setenv("RELAY_ADMIN_TOKEN_FILE", path)
+	var o options
+	_, err := o.parseFlags(o.flagSet("serve"), nil)
+	require.NoError(t, err)
+	require.Equal(t, token, o.adminToken)
+
+	var o2 options
+	_, err = o2.parseFlags(o2.flagSet("serve"), []string{"-admin-token=" + strings.Repeat("x", 40)})
+	require.ErrorContains(t, err, "either RELAY_ADMIN_TOKEN or RELAY_ADMIN_TOKEN_FILE, not both")
+	require.NotContains(t, err.Error(), strings.Repeat("x", 40))
+
+	require.NoError(t, os.WriteFile(path, []byte("short\n"), 0o600))
+	var o3 options
+	_, err = o3.parseFlags(o3.flagSet("serve"), nil)
+	require.ErrorContains(t, err, "RELAY_ADMIN_TOKEN: want at least 32 characters", "the file's value is checked as the value is")
+}
+
+// A secret given as a flag is warned of, never printed; the same from the
+// environment, or a database URL without a password, is not.
+func TestSecretFlagWarnings(t *testing.T) {
+	hermetic(t)
+	var o options
+	fs := o.flagSet("serve")
+	token, jwt := strings.Repeat("t", 40), strings.Repeat("j", 40)
+	require.NoError(t, fs.Parse([]string{"-admin-token=" + token, "-jwt-key=" + jwt,
+		"-database-url=postgres://relay:pw@db.example.com/relay", "-listen=:9090"}))
+	ws := secretFlagWarnings(fs)
+	require.Len(t, ws, 3, "%q", ws)
+	all := strings.Join(ws, "\n")
+	for _, want := range []string{"-admin-token given on the command line", "-jwt-key given", "-database-url given", "PGPASSFILE"} {
+		require.Contains(t, all, want)
+	}
+	for _, secret := range []string{token, jwt, "pw@"} {
+		require.NotContains(t, all, secret)
+	}
+	var o2 options
+	fs = o2.flagSet("serve")
+	require.NoError(t, fs.Parse([]string{"-database-url=postgres://relay@db.example.com/relay"}))
+	require.Empty(t, secretFlagWarnings(fs))
 }
 
 func TestLoopbackListen(t *testing.T) {

@@ -87,6 +87,8 @@ var settingChecks = []settingCheck{
 		}
 		return ""
 	}},
+	{flag: "admin-token-file", env: "RELAY_ADMIN_TOKEN_FILE", want: func(o *options) string { return o.fileErr("admin-token-file") }},
+	{flag: "jwt-key-file", env: "RELAY_JWT_KEY_FILE", want: func(o *options) string { return o.fileErr("jwt-key-file") }},
 	{flag: "jwt-key", env: "RELAY_JWT_KEY", hide: true, want: func(o *options) string {
 		if o.jwtKey != "" && len(o.jwtKey) < 32 {
 			return fmt.Sprintf("at least 32 bytes (got %d)", len(o.jwtKey))
@@ -252,6 +254,21 @@ func (o *options) check(fs *flag.FlagSet) error {
 		return usageError{errors.Join(errs...)}
 	}
 	return nil
+}
+
+// plainHTTPWarning is what `cloud serve` warns of at start when its public
+// URL is plain http while it listens where other machines reach it and
+// serves no TLS itself: logins, session cookies and the admin token would
+// cross the network in clear, unless a proxy in front terminates TLS (then
+// the public URL should say https). "" when there is nothing to warn of.
+func plainHTTPWarning(o *options, servesTLS bool) string {
+	if servesTLS || loopbackListen(o.listen) || !strings.HasPrefix(strings.ToLower(o.publicURL), "http://") {
+		return ""
+	}
+	return "RELAY_PUBLIC_URL is plain http:// on a listener other machines reach: console logins, session cookies " +
+		"and the admin token cross the network in clear; serve TLS (RELAY_TLS_*), or put a proxy that terminates " +
+		"TLS in front and set RELAY_PUBLIC_URL=https://… (with RELAY_TRUSTED_PROXIES naming the proxy, its " +
+		"X-Forwarded-Proto: https also marks the session cookie Secure)"
 }
 
 // loopbackListen reports whether a listen address only takes connections

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,4 +117,36 @@ func TestLocalAPIServerTimeouts(t *testing.T) {
 		require.LessOrEqual(t, d, time.Minute, name)
 	}
 	require.Positive(t, srv.MaxHeaderBytes)
+}
+
+// TestClaimCodeOutOfTheProcessList: the claim code can come from a file or
+// the environment instead of --code; from one place only.
+func TestClaimCodeOutOfTheProcessList(t *testing.T) {
+	t.Parallel()
+	srv := fakeClaimCloud(t)
+	file := filepath.Join(t.TempDir(), "code")
+	require.NoError(t, os.WriteFile(file, []byte("good\n"), 0o600))
+	envCode := func(k string) string {
+		if k == "RELAY_CLAIM_CODE" {
+			return "good"
+		}
+		return ""
+	}
+	for name, c := range map[string]struct {
+		args []string
+		env  func(string) string
+		exit int
+		msg  string
+	}{
+		"file":        {[]string{"--code-file", file}, noEnv, exitOK, ""},
+		"environment": {nil, envCode, exitOK, ""},
+		"both":        {[]string{"--code", "good"}, envCode, exitUsage, "give the claim code once"},
+		"no file":     {[]string{"--code-file", file + ".missing"}, noEnv, exitUsage, "--code-file:"},
+		"none":        {nil, noEnv, exitUsage, "--cloud and --code (or $RELAY_CLAIM_CODE, or --code-file) are required"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"claim", "--cloud", srv.URL, "--state", t.TempDir()}, c.args...)
+		require.Equal(t, c.exit, run(context.Background(), args, &stdout, &stderr, c.env), "%s: %s", name, stderr.String())
+		require.Contains(t, stderr.String(), c.msg, name)
+	}
 }

@@ -41,8 +41,9 @@ const (
 // synopses are each command's usage line, after "host NAME ": its own
 // help (-h) starts with it, and the global usage lists them all.
 var synopses = []struct{ name, synopsis, about string }{
-	{"claim", "--cloud URL --code CODE [--state DIR] [--insecure-http]",
+	{"claim", "--cloud URL --code CODE|--code-file FILE [--state DIR] [--insecure-http]",
 		"Exchanges a one-time claim code for this host's credential, stored in the state directory.\n" +
+			"The code may come from --code-file or $RELAY_CLAIM_CODE instead, out of the process list.\n" +
 			"A plain http:// cloud other than a loopback address is refused unless --insecure-http is given."},
 	{"run", "--config FILE [--check [--offline]] [--state DIR] [--listen ADDR [--listen-public]]\n" +
 		"           [--log-level LEVEL] [--insecure-http] [--other-cloud]",
@@ -207,10 +208,39 @@ func cloudClient() *http.Client {
 	return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 }
 
+// claimCode takes the claim code from --code, else --code-file, else
+// $RELAY_CLAIM_CODE: one of them only. The code is used once and expires,
+// so a --code in the process list is worth little once the host is
+// claimed; the other two keep it out of the list and of shell history.
+func claimCode(code *string, file string, getenv func(string) string) error {
+	fromEnv := getenv("RELAY_CLAIM_CODE")
+	given := 0
+	for _, v := range []string{*code, file, fromEnv} {
+		if v != "" {
+			given++
+		}
+	}
+	if given > 1 {
+		return errors.New("give the claim code once: --code, --code-file or $RELAY_CLAIM_CODE")
+	}
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("--code-file: %w", err)
+		}
+		*code = strings.TrimSpace(string(b))
+	case fromEnv != "":
+		*code = strings.TrimSpace(fromEnv)
+	}
+	return nil
+}
+
 func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := newFlagSet("claim", stderr)
 	cloudURL := fs.String("cloud", "", "URL of the relay cloud")
-	code := fs.String("code", "", "one-time claim code")
+	code := fs.String("code", "", "one-time claim code (else $RELAY_CLAIM_CODE, or --code-file)")
+	codeFile := fs.String("code-file", "", "file holding the claim code, kept out of the process list")
 	stateFlag := fs.String("state", "", "state directory")
 	consent := consentFlags(fs, false)
 	if err := fs.Parse(args); err != nil {
@@ -220,8 +250,12 @@ func runClaim(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		fmt.Fprintf(stderr, "host claim: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
+	if err := claimCode(code, *codeFile, getenv); err != nil {
+		fmt.Fprintf(stderr, "host claim: %v\n", err)
+		return exitUsage
+	}
 	if *cloudURL == "" || *code == "" {
-		fmt.Fprint(stderr, "host claim: --cloud and --code are required\n")
+		fmt.Fprint(stderr, "host claim: --cloud and --code (or $RELAY_CLAIM_CODE, or --code-file) are required\n")
 		return exitUsage
 	}
 	warnings, err := checkCloud("--cloud", *cloudURL, "", *consent)

@@ -40,6 +40,7 @@ type App interface {
 	SourceView(c *gin.Context, src *store.Source) shared.Source
 	Presence(h *store.Host) store.Presence
 	HostRate(h *store.Host) (perMin, burst int)
+	ViaHTTPS(c *gin.Context) bool
 	PublicURL(c *gin.Context) string
 	// ConsoleSessionKey keys the stored session hashes: derived from the
 	// admin token in force; nil without one (then no session is valid).
@@ -58,7 +59,8 @@ type Deps struct {
 	// every replica, e.g. auth.Tokens.DerivedKey("console csrf").
 	CSRFKey []byte
 	// SecureCookie marks the session cookie Secure: set it when the cloud
-	// serves TLS or RELAY_PUBLIC_URL is https.
+	// serves TLS or RELAY_PUBLIC_URL is https. Without it, a request that
+	// a trusted proxy says came over HTTPS (App.ViaHTTPS) gets it Secure.
 	SecureCookie bool
 	// Volume gives a host's webhooks per hour over the last 24 hours,
 	// oldest first, for the hosts page's sparklines; nil: none drawn.

@@ -40,7 +40,8 @@ type bundle struct {
 }
 
 type options struct {
-	secureCookie bool
+	secureCookie   bool
+	trustedProxies []string
 	volume       func(ctx context.Context, hostID string, now time.Time) ([]int, error)
 	maxSessions  int
 }
@@ -65,7 +66,7 @@ func serve(t *testing.T, st store.Store, clock *clockwork.FakeClock, adminToken 
 	tokens, err := auth.NewTokens([]byte("jwt-key-for-tests-32-bytes-long!"), 0, clock)
 	require.NoError(t, err)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: adminToken})
+	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: adminToken, TrustedProxies: o.trustedProxies})
 	con := New(Deps{App: app, Store: st, Clock: clock, Log: log, CSRFKey: tokens.DerivedKey("console csrf"),
 		SecureCookie: o.secureCookie, Volume: o.volume, MaxSessions: o.maxSessions})
 	app.Mount(Path+"/", con.Routes, con.NotFound)
@@ -262,6 +263,31 @@ func TestLoginSecureCookie(t *testing.T) {
 	cl := b.client()
 	cl.login()
 	require.True(t, cl.cookie.Secure)
+}
+
+// Behind a proxy that terminates TLS, the session cookie is Secure when a
+// trusted proxy says the request came over HTTPS, and only then: anyone
+// else's X-Forwarded-Proto is not believed.
+func TestLoginSecureCookieBehindTrustedProxy(t *testing.T) {
+	login := func(b *bundle, proto string) *http.Cookie {
+		t.Helper()
+		cl := b.client()
+		h := map[string]string{}
+		if proto != "" {
+			h["X-Forwarded-Proto"] = proto
+		}
+		a := cl.do("POST", "/console/login", url.Values{"token": {testAdmin}, "next": {"/console/"}}, h)
+		require.Equal(t, 303, a.status, a.body)
+		require.NotNil(t, cl.cookie)
+		return cl.cookie
+	}
+	trusted := setup(t, options{trustedProxies: []string{"127.0.0.0/8"}})
+	require.True(t, login(trusted, "https").Secure, "a trusted proxy says https")
+	require.True(t, login(trusted, "HTTPS, http").Secure, "the first proxy's word")
+	require.False(t, login(trusted, "http").Secure)
+	require.False(t, login(trusted, "").Secure)
+	untrusted := setup(t, options{trustedProxies: []string{"10.0.0.0/8"}})
+	require.False(t, login(untrusted, "https").Secure, "not from a trusted proxy")
 }
 
 func TestLoginThrottleSharedWithAPI(t *testing.T) {

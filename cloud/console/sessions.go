@@ -153,7 +153,7 @@ func (cn *Console) setCookie(c *gin.Context, value string, expires time.Time, ma
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: CookieName, Value: value, Path: Path,
 		Expires: expires, MaxAge: maxAge,
-		HttpOnly: true, Secure: cn.d.SecureCookie, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: cn.d.SecureCookie || cn.d.App.ViaHTTPS(c), SameSite: http.SameSiteStrictMode,
 	})
 }
 

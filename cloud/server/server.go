@@ -151,6 +151,9 @@ type Server struct {
 	log    *slog.Logger
 	cfg    Config
 
+	// proxies are Config.TrustedProxies, for ViaHTTPS.
+	proxies []netip.Prefix
+
 	limits      *hostLimiters // intake rate limits
 	auditSample *sampler      // rejections recorded per host and minute
 	logSample   *sampler      // over-limit warnings logged per host and minute
@@ -192,7 +195,7 @@ const targetTTL = 10 * time.Second
 func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
 	cfg.setDefaults()
 	s := &Server{
-		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg,
+		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg, proxies: trustedPrefixes(cfg.TrustedProxies),
 		limits:      newHostLimiters(),
 		auditSample: newSampler(60, 60),
 		logSample:   newSampler(6, 1),
