@@ -22,6 +22,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
+	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -303,7 +304,7 @@ func TestHopByHopHeadersAreDropped(t *testing.T) {
 	h := ghHeaders(testSecret, "d-1", prBody)
 	h["Connection"] = "X-Hop-One, keep-alive"
 	h["X-Hop-One"] = "1"
-	h["X-Kept"] = "2"
+	h["X-GitHub-Hook-ID"] = "2"
 	h["Expect"] = "100-continue"
 	a := b.do("POST", "/api/webhooks/"+hostID+"/github", bytes.NewReader(prBody), h)
 	require.Equal(t, 200, a.status, string(a.body))
@@ -311,14 +312,16 @@ func TestHopByHopHeadersAreDropped(t *testing.T) {
 	a.json(t, &r)
 	d, err := b.store.DeliveryGet(context.Background(), hostID, r.DeliveryID)
 	require.NoError(t, err)
-	require.Equal(t, "2", d.Headers["x-kept"])
+	require.Equal(t, "2", d.Headers["x-github-hook-id"])
 	require.NotContains(t, d.Headers, "x-hop-one")
 	require.NotContains(t, d.Headers, "expect")
 	require.NotContains(t, d.Headers, "connection")
 
-	// Several Connection headers, names in any case and spacing.
+	// Several Connection headers, names in any case and spacing, under a
+	// filter that keeps every header.
+	gh, _ := verify.Lookup("github")
 	got := providerHeaders(http.Header{
 		"Connection": {"close", " X-A ,x-b"}, "X-A": {"1"}, "X-B": {"2"}, "X-C": {"3"}, "Expect": {"100-continue"},
-	}, nil)
+	}, verify.ForwardedHeaders(gh, map[string]string{verify.ForwardOption: "*"}), nil)
 	require.Equal(t, map[string]string{"x-c": "3"}, got)
 }

@@ -191,7 +191,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	id := store.DeliveryID(src.Name, ev.ID, received)
 	ctx, span, traceparent := s.cfg.Tracer.Start(ctx, "intake", req.Header.Get(shared.HeaderTraceParent),
 		attribute.String("relay.delivery_id", id), attribute.String("relay.host_id", host.ID), attribute.String("relay.source", src.Name))
-	headers := providerHeaders(req.Header, verify.SecretHeaders(provider, src.Options))
+	headers := providerHeaders(req.Header, verify.ForwardedHeaders(provider, src.Options), verify.SecretHeaders(provider, src.Options))
 	headers[shared.HeaderTraceParent] = traceparent
 	steptime.Stamp(headers, "verified", steptime.Now())
 	correlationID := newCorrelationID()
@@ -422,15 +422,19 @@ var dropHeaders = map[string]bool{
 }
 
 // providerHeaders keeps the provider's headers with their values exactly as
-// sent, names lower-cased; repeated headers are joined with ", ". Hop-by-hop
-// headers — dropHeaders and those the request's Connection header names —
-// and the secret-bearing ones (token schemes) are left out.
-func providerHeaders(h http.Header, secret []string) map[string]string {
+// sent, names lower-cased; repeated headers are joined with ", ". Kept are
+// those the source's filter keeps (the provider's documented headers and
+// its forward_headers; see verify.ForwardedHeaders), so a sender cannot
+// hand the local app headers of its choosing; stored, they are what the
+// host forwards and the console and API show. Hop-by-hop headers —
+// dropHeaders and those the request's Connection header names — and the
+// secret-bearing ones (token schemes) are left out whatever the filter says.
+func providerHeaders(h http.Header, keep verify.HeaderFilter, secret []string) map[string]string {
 	hop := connectionNamed(h)
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
 		lk := strings.ToLower(k)
-		if dropHeaders[lk] || hop[lk] || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, k) }) {
+		if !keep.Keep(lk) || dropHeaders[lk] || hop[lk] || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, k) }) {
 			continue
 		}
 		out[lk] = strings.Join(vs, ", ")

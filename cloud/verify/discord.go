@@ -145,6 +145,11 @@ func (discord) CheckSecret(secret []byte) error {
 	return nil
 }
 
+// SentHeaders: the Ed25519 signature and its timestamp.
+func (discord) SentHeaders(map[string]string) []string {
+	return []string{"X-Signature-Ed25519", "X-Signature-Timestamp"}
+}
+
 func (discord) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("discord", opts)
 }

@@ -76,6 +76,20 @@ func (generic) SecretHeaders(opts map[string]string) []string {
 	return []string{opt(opts, "signature_header", "X-Webhook-Secret")}
 }
 
+// SentHeaders: the headers the options read. They count only when the
+// source's forward_headers names a list; else a generic source keeps every
+// header (ForwardedHeaders).
+func (generic) SentHeaders(opts map[string]string) []string {
+	sent := []string{opt(opts, "event_type_header", "X-Event-Type")}
+	if opts["mode"] != "token" {
+		sent = append(sent, opt(opts, "signature_header", "X-Signature"))
+	}
+	if h := opts["event_id_header"]; h != "" {
+		return append(sent, h)
+	}
+	return append(sent, "X-Event-Id", "Idempotency-Key")
+}
+
 func (generic) CheckOptions(opts map[string]string) error {
 	return optionSpec{
 		"signature_header":  headerName,

@@ -46,6 +46,12 @@ func (github) Event(r *Request, _ map[string]string) Event {
 	}
 }
 
+// SentHeaders: GitHub's documented delivery headers.
+func (github) SentHeaders(map[string]string) []string {
+	return []string{"X-GitHub-Event", "X-GitHub-Delivery", "X-GitHub-Hook-ID", "X-GitHub-Hook-Installation-Target-*",
+		"X-GitHub-Enterprise-Version", "X-GitHub-Enterprise-Host", "X-Hub-Signature", "X-Hub-Signature-256"}
+}
+
 func (github) CheckOptions(opts map[string]string) error {
 	return optionSpec{"allow_sha1": oneOf("true", "false")}.check("github", opts)
 }

@@ -70,6 +70,14 @@ func (gitlab) CheckSecret(secret []byte) error {
 	return nil
 }
 
+// SentHeaders: GitLab's event, UUID and instance headers, the idempotency
+// key and a signing token's Standard Webhooks headers. X-Gitlab-Token is the
+// secret itself: never kept (SecretHeaders).
+func (gitlab) SentHeaders(map[string]string) []string {
+	return append([]string{"X-Gitlab-Event", "X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID", "X-Gitlab-Instance",
+		"Idempotency-Key"}, standardSent[:3]...)
+}
+
 func (gitlab) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("gitlab", opts)
 }

@@ -68,6 +68,11 @@ func (linear) Event(r *Request, _ map[string]string) Event {
 	}
 }
 
+// SentHeaders: Linear's signature, delivery, event and timestamp headers.
+func (linear) SentHeaders(map[string]string) []string {
+	return []string{"Linear-Signature", "Linear-Delivery", "Linear-Event", "Linear-Timestamp"}
+}
+
 func (linear) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("linear", opts)
 }

@@ -302,7 +302,8 @@ func firstOf(vals ...string) string {
 
 // --- Options --------------------------------------------------------------
 
-// optionSpec lists the options a provider takes, each with its check.
+// optionSpec lists the options a provider takes, each with its check;
+// every provider takes forward_headers too (ForwardOption).
 type optionSpec map[string]func(value string) error
 
 // check validates a source's options against the spec.
@@ -314,11 +315,11 @@ func (spec optionSpec) check(provider string, opts map[string]string) error {
 	sort.Strings(names)
 	for _, k := range names {
 		check, ok := spec[k]
+		if k == ForwardOption {
+			check, ok = checkForwardHeaders, true
+		}
 		if !ok {
-			if len(spec) == 0 {
-				return fmt.Errorf("%s sources take no options (got %q)", provider, k)
-			}
-			known := make([]string, 0, len(spec))
+			known := []string{ForwardOption}
 			for n := range spec {
 				known = append(known, n)
 			}

@@ -46,6 +46,11 @@ func (shopify) Event(r *Request, _ map[string]string) Event {
 	return Event{ID: idOrHash(id, r.Body), Type: typ, Action: action}
 }
 
+// SentHeaders: Shopify's header family, with and without the X- prefix
+// (topic, HMAC, shop domain, API version, webhook and event ids, trigger
+// time, …).
+func (shopify) SentHeaders(map[string]string) []string { return []string{"X-Shopify-*", "Shopify-*"} }
+
 func (shopify) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("shopify", opts)
 }

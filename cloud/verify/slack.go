@@ -130,6 +130,11 @@ func (slack) Handshake(r *Request) (*Reply, bool) {
 	return &Reply{Status: 200, ContentType: "application/json", Body: body}, true
 }
 
+// SentHeaders: the signature, its timestamp and the retry headers.
+func (slack) SentHeaders(map[string]string) []string {
+	return []string{"X-Slack-Signature", "X-Slack-Request-Timestamp", "X-Slack-Retry-Num", "X-Slack-Retry-Reason"}
+}
+
 func (slack) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("slack", opts)
 }

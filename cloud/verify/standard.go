@@ -45,6 +45,11 @@ func (standard) CheckSecret(secret []byte) error {
 	return checkStandardKey(rest)
 }
 
+// SentHeaders: the three Standard Webhooks headers, under either prefix.
+func (standard) SentHeaders(map[string]string) []string { return standardSent }
+
+var standardSent = []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature", "Svix-Id", "Svix-Timestamp", "Svix-Signature"}
+
 func (standard) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("standard", opts)
 }

@@ -83,6 +83,9 @@ func (stripe) Event(r *Request, _ map[string]string) Event {
 	return Event{ID: idOrHash(f.str("id"), r.Body), Type: f.str("type")}
 }
 
+// SentHeaders: Stripe signs in one header.
+func (stripe) SentHeaders(map[string]string) []string { return []string{"Stripe-Signature"} }
+
 func (stripe) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("stripe", opts)
 }

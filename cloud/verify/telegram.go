@@ -55,6 +55,10 @@ func (telegram) CheckSecret(secret []byte) error {
 	return nil
 }
 
+// SentHeaders: Telegram sends only its secret token (never kept) besides
+// the generic headers.
+func (telegram) SentHeaders(map[string]string) []string { return nil }
+
 func (telegram) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("telegram", opts)
 }

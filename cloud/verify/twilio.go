@@ -211,6 +211,12 @@ func (twilio) Ack(r *Request) (*Reply, bool) {
 		Body: []byte(`<?xml version="1.0" encoding="UTF-8"?><Response></Response>`)}, true
 }
 
+// SentHeaders: the signature (and, under a Webhooks Rule, how it was
+// made), the idempotency token and the account's home region.
+func (twilio) SentHeaders(map[string]string) []string {
+	return []string{"X-Twilio-Signature", "X-Twilio-Webhooks-Signature-Settings", "I-Twilio-Idempotency-Token", "X-Home-Region"}
+}
+
 func (twilio) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("twilio", opts)
 }

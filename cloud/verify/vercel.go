@@ -34,6 +34,9 @@ func (vercel) Event(r *Request, _ map[string]string) Event {
 	return Event{ID: idOrHash(f.str("id"), r.Body), Type: f.str("type")}
 }
 
+// SentHeaders: Vercel signs in one header.
+func (vercel) SentHeaders(map[string]string) []string { return []string{"X-Vercel-Signature"} }
+
 func (vercel) CheckOptions(opts map[string]string) error {
 	return optionSpec{}.check("vercel", opts)
 }

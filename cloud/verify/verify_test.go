@@ -282,7 +282,7 @@ func TestCheckOptions(t *testing.T) {
 	require.ErrorContains(t, gc.CheckOptions(map[string]string{"signature_header": "X Sig"}), "signature_header")
 	require.ErrorContains(t, gc.CheckOptions(map[string]string{"event_id_header": ""}), "event_id_header")
 	err := gc.CheckOptions(map[string]string{"secret": "x"})
-	require.ErrorContains(t, err, "known: encoding, event_id_header, event_type_header, mode, signature_header")
+	require.ErrorContains(t, err, "known: encoding, event_id_header, event_type_header, forward_headers, mode, signature_header")
 }
 
 func TestBodyHashID(t *testing.T) {
