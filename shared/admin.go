@@ -20,9 +20,12 @@ type Source struct {
 	MaxBodyBytes       int64             `json:"max_body_bytes"`
 	RetrySchedule      []float64         `json:"retry_schedule_s"`
 	MaxAttempts        int               `json:"max_attempts"`
-	WebhookURL         string            `json:"webhook_url"`
-	CreatedAt          time.Time         `json:"created_at"`
-	UpdatedAt          time.Time         `json:"updated_at"`
+	// AllowedIPs lists the addresses the source takes webhooks from:
+	// CIDRs, single IPs, names of IP sets. Empty: any address.
+	AllowedIPs []string  `json:"allowed_ips"`
+	WebhookURL string    `json:"webhook_url"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // HostResult is what a host's ledger recorded of a delivery's last handler
@@ -119,4 +122,18 @@ func OrDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// IPSet is a named set of sender addresses (GET /api/ipsets): a
+// provider's published webhook ranges, as shipped or last refreshed.
+type IPSet struct {
+	Name        string     `json:"name"`
+	URL         string     `json:"url"`    // where the provider publishes it
+	Size        int        `json:"size"`   // prefixes in force
+	Origin      string     `json:"origin"` // "shipped", "file" or the URL refreshed from
+	TakenAt     *time.Time `json:"taken_at"`
+	RefreshedAt *time.Time `json:"refreshed_at"` // null: never refreshed (the shipped list, if any, is in force)
+	CheckedAt   *time.Time `json:"checked_at"`   // the last refresh attempt
+	LastError   string     `json:"last_error"`   // why the last attempt failed; "" when it did not
+	Prefixes    []string   `json:"prefixes"`
 }

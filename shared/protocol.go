@@ -80,6 +80,7 @@ const (
 	CodeNotFound         = "not_found"          // 404
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeConflict         = "conflict"           // 409
+	CodeForbidden        = "forbidden"          // 403: the sender's address is not in the source's allowlist
 	CodeGone             = "gone"               // 410: host deactivated
 	CodeTooLarge         = "too_large"          // 413: body over the source's limit
 	CodeMisdirected      = "misdirected"        // 421: the host's local API asked under a name it does not answer
@@ -95,6 +96,7 @@ const (
 var codeStatus = map[string]int{
 	CodeInvalid:          400,
 	CodeUnauthorized:     401,
+	CodeForbidden:        403,
 	CodeNotFound:         404,
 	CodeMethodNotAllowed: 405,
 	CodeConflict:         409,

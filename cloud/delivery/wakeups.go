@@ -14,14 +14,15 @@ import (
 // it: in process on SQLite, through LISTEN/NOTIFY across replicas on
 // Postgres.
 type wakeups struct {
-	mu      sync.Mutex
-	waiting map[string]map[chan struct{}]bool // host id → waiting subscribers
-	stop    chan struct{}                     // closed when the service stops waiting
-	stopped bool
-	ready   chan struct{} // closed once the store's listener first listens
-	once    sync.Once
-	socket  func(store.SocketEvent)   // OnSocket's
-	polls   map[string]map[*poll]bool // host id → its long polls (watch)
+	mu           sync.Mutex
+	waiting      map[string]map[chan struct{}]bool // host id → waiting subscribers
+	stop         chan struct{}                     // closed when the service stops waiting
+	stopped      bool
+	ready        chan struct{} // closed once the store's listener first listens
+	once         sync.Once
+	socket       func(store.SocketEvent)   // OnSocket's
+	ipSetChanged func(name string)         // OnIPSetChanged's
+	polls        map[string]map[*poll]bool // host id → its long polls (watch)
 	// notified is when each host was last woken, kept only while
 	// steptime stamps (the benchmark's latency breakdown).
 	notified map[string]time.Time
@@ -136,6 +137,10 @@ func (s *Service) Ready() <-chan struct{} { return s.wakeups.ready }
 // any replica (Connections.Observe). Call it before Listen.
 func (s *Service) OnSocket(fn func(store.SocketEvent)) { s.wakeups.socket = fn }
 
+// OnIPSetChanged sets what Listen tells of named IP sets stored anew in any
+// replica (store.DeliveryListenParams.IPSetChanged). Call it before Listen.
+func (s *Service) OnIPSetChanged(fn func(name string)) { s.wakeups.ipSetChanged = fn }
+
 // Listen feeds subscribers from the store's listener until ctx ends,
 // listening again a second after a failure. listening, when set, is called
 // each time the listener is in place (changes made while no one listened
@@ -150,8 +155,9 @@ func (s *Service) Listen(ctx context.Context, listening func(), changed func(hos
 				}
 				s.wakeups.once.Do(func() { close(s.wakeups.ready) })
 			},
-			Available: s.wakeups.wake,
-			Socket:    s.wakeups.socket,
+			Available:    s.wakeups.wake,
+			Socket:       s.wakeups.socket,
+			IPSetChanged: s.wakeups.ipSetChanged,
 			// A host that is stopping has its polls answered, on every
 			// replica (HostStopping).
 			Stopping: s.endPolls,

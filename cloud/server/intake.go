@@ -33,7 +33,8 @@ var errBadSignature = &apiError{code: shared.CodeUnauthorized, message: "signatu
 var errRateLimited = &apiError{code: shared.CodeRateLimited, message: "over this host's rate limit, retry later"}
 
 // intake takes POST /api/webhooks/:hostId/:source, in DESIGN.md's order:
-// host exists and is active, source configured and enabled, body within the
+// host exists and is active, source configured and enabled, the client
+// address within the source's allowlist, body within the
 // limit, per-host rate limit, the body's share of the bytes in flight
 // (bodyBudget), signature, handshakes, event filter, dedupe
 // and durable insert — and only then 2xx.
@@ -60,6 +61,12 @@ func (s *Server) intake(c *gin.Context) {
 		return
 	}
 	host, src, provider := t.host, t.src, t.provider
+
+	if ok, ip := clientAllowed(c, t.allow); !ok {
+		// Refused unread, before it costs a token or a byte of the budget.
+		s.notAllowed(c, t, ip)
+		return
+	}
 
 	limit := bodyLimit(src, provider)
 	if c.Request.ContentLength > limit {

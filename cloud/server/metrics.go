@@ -29,6 +29,7 @@ const (
 	outcomeQuarantined     = "quarantined"
 	outcomeUnavailable     = "unavailable"
 	outcomeOverBudget      = "over_budget"
+	outcomeIPNotAllowed    = "ip_not_allowed"
 )
 
 // Not quarantined, answered 503: no room (in the quarantine or the host's

@@ -82,6 +82,13 @@ type Config struct {
 	// writes them to hosts (socket pushes, heartbeat answers): the cloud
 	// raises Go's memory limit by them too.
 	OutgoingChanged func(delta int64)
+	// IPSetRefresh is how often the named IP sets are refreshed from
+	// where their providers publish them (0: never; RunIPSetRefresh).
+	// IPSetURLs gives a set another URL to be refreshed from, by name;
+	// IPSetClient fetches them (nil: http.DefaultClient).
+	IPSetRefresh time.Duration
+	IPSetURLs    map[string]string
+	IPSetClient  *http.Client
 }
 
 func (c *Config) setDefaults() {
@@ -170,6 +177,9 @@ type Server struct {
 	quarantineRate, quarantineLog *sampler
 	bodies                        *bodyBudget // intake's request bodies in flight
 	mounts                        []mount
+	// ipSetsRefreshed, when set (by tests), is called after each
+	// scheduled refresh of the named IP sets.
+	ipSetsRefreshed func()
 }
 
 // mount is what Mount added.
@@ -214,6 +224,9 @@ func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwor
 	s.sockets = &sockets{conns: delivery.NewConnections(st, clock, log, socketTakeover)}
 	s.leaser = delivery.NewIntake(s.sockets.conns, s.deliveries)
 	s.deliveries.OnSocket(s.sockets.conns.Observe)
+	// Targets hold their sets' prefixes: a set stored anew by any replica
+	// drops them all.
+	s.deliveries.OnIPSetChanged(func(string) { s.targets.reset() })
 	s.bodies.changed = cfg.InflightChanged
 	s.metrics.reg.MustRegister(s.bodies.gauge())
 	return s
@@ -273,6 +286,9 @@ func (s *Server) Handler() http.Handler {
 
 	r.GET("/api/deliveries", s.requireAdmin, s.findDeliveries)
 	r.GET("/api/events", s.requireAdmin, s.listEvents)
+
+	r.GET("/api/ipsets", s.requireAdmin, s.listIPSets)
+	r.PUT("/api/ipsets/:name", s.requireAdmin, s.refreshIPSet)
 
 	admin := r.Group("/api/hosts", s.requireAdmin)
 	admin.POST("", s.createHost)

@@ -14,8 +14,9 @@ import (
 // sourcePatch is PATCH /api/hosts/:id/sources/:source: the fields given
 // change, the rest (secrets, options, limits, retry schedule) stay as stored.
 type sourcePatch struct {
-	Enabled *bool     `json:"enabled"`
-	Events  *[]string `json:"events"`
+	Enabled    *bool     `json:"enabled"`
+	Events     *[]string `json:"events"`
+	AllowedIPs *[]string `json:"allowed_ips"`
 }
 
 // patchSource turns a source on or off, or changes the events it takes,
@@ -26,12 +27,12 @@ func (s *Server) patchSource(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	if req.Enabled == nil && req.Events == nil {
-		s.writeError(c, errInvalid("give enabled, events or both"))
+	if req.Enabled == nil && req.Events == nil && req.AllowedIPs == nil {
+		s.writeError(c, errInvalid("give enabled, events, allowed_ips or several"))
 		return
 	}
 	src, err := s.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"),
-		&SourceChange{Enabled: req.Enabled, Events: req.Events})
+		&SourceChange{Enabled: req.Enabled, Events: req.Events, AllowedIPs: req.AllowedIPs})
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -44,6 +45,8 @@ func (s *Server) patchSource(c *gin.Context) {
 type SourceChange struct {
 	Enabled *bool
 	Events  *[]string
+	// AllowedIPs replaces the source's allowlist (empty: any address).
+	AllowedIPs *[]string
 	// NewSecret, when not "", becomes the source's secret: the only one,
 	// or the first beside the stored ones when KeepSecrets (a changeover,
 	// at most maxSecrets in all).
@@ -63,7 +66,7 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 	}
 	p := &store.SourceUpsertParams{
 		HostID: hostID, Name: name, Provider: src.Provider, Enabled: src.Enabled, Events: src.Events,
-		Secrets: src.Secrets, Options: src.Options, MaxBodyBytes: src.MaxBodyBytes,
+		Secrets: src.Secrets, Options: src.Options, MaxBodyBytes: src.MaxBodyBytes, AllowedIPs: src.AllowedIPs,
 		RetryDelays: src.RetryDelays, MaxAttempts: src.MaxAttempts, Now: s.now(),
 	}
 	if ch.Enabled != nil {
@@ -74,6 +77,13 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 			return nil, err
 		}
 		p.Events = *ch.Events
+	}
+	if ch.AllowedIPs != nil {
+		allowed, err := s.checkAllowedIPs(ctx, *ch.AllowedIPs)
+		if err != nil {
+			return nil, err
+		}
+		p.AllowedIPs = allowed
 	}
 	if ch.NewSecret != "" {
 		prov, ok := verify.Lookup(src.Provider)

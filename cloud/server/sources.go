@@ -37,6 +37,9 @@ type SourceRequest struct {
 	// MaxAttempts dead-letters after that many failed attempts; absent or
 	// 0: one per entry of the schedule.
 	MaxAttempts int `json:"max_attempts"`
+	// AllowedIPs: CIDRs, single IPs and names of IP sets the source takes
+	// webhooks from; absent or empty: any address.
+	AllowedIPs []string `json:"allowed_ips"`
 }
 
 // Bounds of a source's retry schedule.
@@ -91,6 +94,10 @@ func (s *Server) SourceView(c *gin.Context, src *store.Source) shared.Source {
 	if opts == nil {
 		opts = map[string]string{}
 	}
+	allowed := src.AllowedIPs
+	if allowed == nil {
+		allowed = []string{}
+	}
 	limit := src.MaxBodyBytes
 	if p, ok := verify.Lookup(src.Provider); ok {
 		limit = bodyLimit(src, p)
@@ -100,6 +107,7 @@ func (s *Server) SourceView(c *gin.Context, src *store.Source) shared.Source {
 		SecretFingerprints: fps, Options: opts, MaxBodyBytes: limit,
 		RetrySchedule: scheduleSeconds(delivery.PolicyFor(src.RetryDelays, s.deliveries.Policy()).Delays),
 		MaxAttempts:   store.MaxAttemptsFor(src.MaxAttempts, src.RetryDelays),
+		AllowedIPs:    allowed,
 		WebhookURL:    s.publicURL(c) + "/api/webhooks/" + src.HostID + "/" + src.Name,
 		CreatedAt:     src.CreatedAt, UpdatedAt: src.UpdatedAt,
 	}
@@ -201,6 +209,10 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 	if req.MaxBodyBytes < 0 || req.MaxBodyBytes > 100<<20 {
 		return nil, false, errInvalid("max_body_bytes must be between 0 (provider default) and 104857600")
 	}
+	allowed, err := s.checkAllowedIPs(ctx, req.AllowedIPs)
+	if err != nil {
+		return nil, false, err
+	}
 
 	existing, err := s.store.SourceGet(ctx, hostID, name)
 	switch {
@@ -227,7 +239,7 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 	}
 	src, err := s.store.SourceUpsert(ctx, &store.SourceUpsertParams{
 		HostID: hostID, Name: name, Provider: p.Name(), Enabled: enabled, Events: req.Events,
-		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes,
+		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes, AllowedIPs: allowed,
 		RetryDelays: delays, MaxAttempts: maxAttempts, Now: s.now(),
 	})
 	s.targets.drop(hostID)

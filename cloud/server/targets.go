@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/ipallow"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
@@ -22,6 +23,9 @@ type target struct {
 	provider verify.Provider
 	keys     [][]byte // the source's secrets, opened
 	keysErr  error    // why they did not open (no key configured decrypts them)
+	// allow is the source's allowlist, its sets' prefixes included; nil:
+	// any address.
+	allow *ipallow.List
 }
 
 // resolveTarget reads an active host, its enabled source and the source's
@@ -53,7 +57,11 @@ func (s *Server) resolveTarget(ctx context.Context, hostID, name string) (*targe
 		return nil, &apiError{code: shared.CodeInternal, message: "internal error",
 			cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
 	}
-	t := &target{host: host, src: src, provider: provider}
+	allow, err := s.resolveAllow(ctx, src)
+	if err != nil {
+		return nil, errUnavailable(err)
+	}
+	t := &target{host: host, src: src, provider: provider, allow: allow}
 	t.keys, t.keysErr = s.openSecrets(src)
 	return t, nil
 }
@@ -74,7 +82,9 @@ func checkTargetNames(hostID, name string) error {
 // and sources — so that a webhook costs no look-up queries. An entry goes
 // when its host or one of its sources changes: this server drops it as it
 // makes the change, every other replica when the store tells it
-// (DeliveryListenParams.Changed), and all entries when the store's
+// (DeliveryListenParams.Changed); every entry when a named IP set changes
+// (DeliveryListenParams.IPSetChanged: entries hold their sets' prefixes);
+// and all entries when the store's
 // listener starts again (changes may have gone untold meanwhile). Entries
 // also expire after ttl, a bound on staleness should a notification be
 // lost; every use of the cache first removes the entries that expired.
@@ -227,6 +237,12 @@ func (e *cachedTarget) estimate() int64 {
 	}
 	for _, k := range e.t.keys {
 		n += 24 + len(k)
+	}
+	for _, a := range src.AllowedIPs {
+		n += 16 + len(a)
+	}
+	if e.t.allow != nil {
+		n += 32 * len(e.t.allow.Prefixes)
 	}
 	return int64(n)
 }

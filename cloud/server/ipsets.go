@@ -1,0 +1,303 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/relaykit/relay/cloud/ipallow"
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
+)
+
+var errNotAllowed = &apiError{code: shared.CodeForbidden, message: "this address may not send webhooks to this source"}
+
+// clientAllowed says whether the request's client address — the TCP peer,
+// or X-Forwarded-For's through RELAY_TRUSTED_PROXIES, as gin's ClientIP
+// decides — is in the target's allowlist, and the address it checked.
+func clientAllowed(c *gin.Context, allow *ipallow.List) (bool, string) {
+	ip := c.ClientIP()
+	if allow == nil || !allow.Restricted {
+		return true, ip
+	}
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false, ip
+	}
+	return allow.Allows(addr), ip
+}
+
+// notAllowed answers 403 to a sender outside the source's allowlist, unread
+// (the connection is closed rather than its body drained), and audits it.
+func (s *Server) notAllowed(c *gin.Context, t *target, ip string) {
+	c.Header("Connection", "close")
+	s.reject(c, t.src, t.provider, 403, "client address "+ip+" is not in the source's allowed_ips", outcomeIPNotAllowed)
+	s.writeError(c, errNotAllowed)
+}
+
+// resolveAllow turns a source's allowlist into the prefixes intake checks:
+// its CIDRs, and the prefixes of the sets it names as stored, else as
+// shipped. A set that holds none yet allows nothing. Errors are storage
+// failures.
+func (s *Server) resolveAllow(ctx context.Context, src *store.Source) (*ipallow.List, error) {
+	if len(src.AllowedIPs) == 0 {
+		return nil, nil
+	}
+	l := &ipallow.List{Restricted: true}
+	for _, raw := range src.AllowedIPs {
+		e, err := ipallow.ParseEntry(raw)
+		if err != nil {
+			// Stored by an older build that knew a set this one does not:
+			// it allows nothing.
+			s.log.Warn("source allowlist entry ignored", "host", src.HostID, "source", src.Name, "err", err)
+			continue
+		}
+		if e.Set == "" {
+			l.Prefixes = append(l.Prefixes, e.Prefix)
+			continue
+		}
+		set, err := s.ipSet(ctx, e.Set)
+		if err != nil {
+			return nil, err
+		}
+		l.Prefixes = append(l.Prefixes, ipallow.Prefixes(set.Prefixes)...)
+	}
+	return l, nil
+}
+
+// ipSet is a named set as in force: stored by a refresh, else as shipped.
+func (s *Server) ipSet(ctx context.Context, name string) (*shared.IPSet, error) {
+	pub, _ := ipallow.Lookup(name)
+	out := &shared.IPSet{Name: name, Prefixes: []string{}}
+	if pub != nil {
+		out.URL = s.ipSetURL(pub)
+	}
+	stored, err := s.store.IPSetGet(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		stored = nil
+	case err != nil:
+		return nil, err
+	}
+	if stored != nil {
+		out.LastError = stored.LastError
+		out.CheckedAt = timePtr(stored.CheckedAt)
+	}
+	switch {
+	case stored != nil && len(stored.Prefixes) > 0:
+		out.Prefixes, out.Origin = stored.Prefixes, stored.Origin
+		out.TakenAt, out.RefreshedAt = timePtr(stored.TakenAt), timePtr(stored.RefreshedAt)
+	case pub != nil && len(pub.Shipped) > 0:
+		out.Prefixes = ipallow.Strings(ipallow.Prefixes(pub.Shipped))
+		out.Origin, out.TakenAt = "shipped", timePtr(pub.ShippedAt)
+	}
+	out.Size = len(out.Prefixes)
+	return out, nil
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// ipSetURL is where a set is refreshed from: the setting's URL for it,
+// else the provider's.
+func (s *Server) ipSetURL(pub *ipallow.Publisher) string {
+	if u := s.cfg.IPSetURLs[pub.Name]; u != "" {
+		return u
+	}
+	return pub.URL
+}
+
+// checkAllowedIPs checks a source's allowlist as given to the API and
+// returns it as stored; a bad entry is a 400 naming it, as is a set that
+// holds no address yet (naming it would refuse every sender).
+func (s *Server) checkAllowedIPs(ctx context.Context, entries []string) ([]string, error) {
+	parsed, err := ipallow.ParseList(entries)
+	if err != nil {
+		return nil, errInvalid("allowed_ips: " + err.Error())
+	}
+	for _, e := range parsed {
+		if e.Set == "" {
+			continue
+		}
+		set, err := s.ipSet(ctx, e.Set)
+		if err != nil {
+			return nil, err
+		}
+		if set.Size == 0 {
+			return nil, errInvalid(fmt.Sprintf("allowed_ips: the IP set %q holds no address yet: refresh it first (cloud ctl ipsets refresh %s)", e.Set, e.Set))
+		}
+	}
+	out := ipallow.Normalize(parsed)
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// listIPSets is GET /api/ipsets: every named set as in force.
+func (s *Server) listIPSets(c *gin.Context) {
+	out := make([]*shared.IPSet, 0, len(ipallow.Publishers))
+	for _, pub := range ipallow.Publishers {
+		set, err := s.ipSet(c.Request.Context(), pub.Name)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		out = append(out, set)
+	}
+	c.JSON(200, gin.H{"ip_sets": out})
+}
+
+// ipSetRefresh is PUT /api/ipsets/:name's body: the list as the provider
+// publishes it (its JSON, or CIDRs one a line).
+type ipSetRefresh struct {
+	Data string `json:"data"`
+}
+
+// maxIPSetBytes bounds a published list, read or sent.
+const maxIPSetBytes = 4 << 20
+
+// refreshIPSet is PUT /api/ipsets/:name: an operator's refresh of a set.
+// One that does not parse or holds no address keeps the set as it was,
+// records why, and is a 400.
+func (s *Server) refreshIPSet(c *gin.Context) {
+	pub, ok := ipallow.Lookup(c.Param("name"))
+	if !ok {
+		s.writeError(c, errNotFound(fmt.Sprintf("no IP set %q; known: %v", c.Param("name"), ipallow.Names())))
+		return
+	}
+	var req ipSetRefresh
+	if err := decodeJSON(c, 2*maxIPSetBytes, &req); err != nil {
+		s.writeError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	if err := s.storeIPSet(ctx, pub, []byte(req.Data), "file"); err != nil {
+		if isUnavailable(err) {
+			s.writeError(c, err)
+			return
+		}
+		s.writeError(c, errInvalid(err.Error()))
+		return
+	}
+	set, err := s.ipSet(ctx, pub.Name)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	c.JSON(200, set)
+}
+
+// storeIPSet parses a published list and stores it as the set's, dropping
+// every cached target at once (other replicas drop theirs when the store
+// tells them). A list that does not parse or is empty is recorded as the
+// set's last error, logged, and returned; the set stays as it was.
+// Storage failures are errUnavailable.
+func (s *Server) storeIPSet(ctx context.Context, pub *ipallow.Publisher, data []byte, origin string) error {
+	now := s.now()
+	prefixes, err := ipallow.ParsePublished(data, pub.Field)
+	if err != nil {
+		return s.ipSetFailed(ctx, pub, origin, fmt.Errorf("IP set %s from %s: %w", pub.Name, origin, err))
+	}
+	_, err = s.store.IPSetPut(ctx, &store.IPSetPutParams{Name: pub.Name, Prefixes: ipallow.Strings(prefixes),
+		Origin: origin, TakenAt: now, Now: now})
+	s.targets.reset()
+	if err != nil {
+		return errUnavailable(err)
+	}
+	s.log.Info("IP set refreshed", "set", pub.Name, "origin", origin, "prefixes", len(prefixes))
+	return nil
+}
+
+// ipSetFailed records and logs a refresh that failed, and returns its
+// error.
+func (s *Server) ipSetFailed(ctx context.Context, pub *ipallow.Publisher, origin string, cause error) error {
+	s.log.Warn("IP set not refreshed; the last good set stays", "set", pub.Name, "origin", origin, "err", cause)
+	if _, err := s.store.IPSetFailed(ctx, &store.IPSetFailedParams{Name: pub.Name, Origin: origin,
+		Error: cause.Error(), Now: s.now()}); err != nil {
+		return errUnavailable(err)
+	}
+	return cause
+}
+
+// RefreshIPSets refreshes every named set from where its provider
+// publishes it (or the URL its setting gives). A set that cannot be read,
+// parsed or is empty keeps its last good prefixes; its error is recorded
+// (GET /api/ipsets) and logged.
+func (s *Server) RefreshIPSets(ctx context.Context) {
+	for _, pub := range ipallow.Publishers {
+		url := s.ipSetURL(pub)
+		data, err := s.fetchIPSet(ctx, url)
+		if err != nil {
+			_ = s.ipSetFailed(ctx, pub, url, fmt.Errorf("IP set %s from %s: %w", pub.Name, url, err))
+			continue
+		}
+		_ = s.storeIPSet(ctx, pub, data, url)
+	}
+}
+
+// ipSetFetchTimeout bounds one fetch of a published list.
+const ipSetFetchTimeout = 30 * time.Second
+
+func (s *Server) fetchIPSet(ctx context.Context, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, ipSetFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json, text/plain")
+	client := s.cfg.IPSetClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("answered %s", resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxIPSetBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxIPSetBytes {
+		return nil, fmt.Errorf("over %d bytes", maxIPSetBytes)
+	}
+	return data, nil
+}
+
+// RunIPSetRefresh refreshes the named sets every Config.IPSetRefresh until
+// ctx ends, the first time at once; it returns at once when the setting is
+// 0 (off).
+func (s *Server) RunIPSetRefresh(ctx context.Context) {
+	every := s.cfg.IPSetRefresh
+	if every <= 0 {
+		return
+	}
+	t := s.clock.NewTicker(every)
+	defer t.Stop()
+	for {
+		s.RefreshIPSets(ctx)
+		if s.ipSetsRefreshed != nil {
+			s.ipSetsRefreshed()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+		}
+	}
+}
