@@ -239,6 +239,9 @@ type options struct {
 	// alerts and host presence
 	alertInterval, alertResend, hostLateAfter, hostOfflineAfter time.Duration
 	alertSinkAllow                                              string
+	// named IP sets: the scheduled refresh, and where each set is read
+	ipSetRefresh time.Duration
+	ipSetURLs    string
 	// TLS: certificate files, or ACME; and the plain-HTTP listener
 	tlsCert, tlsKey                                  string
 	acmeDomains, acmeCache, acmeEmail, acmeDirectory string
@@ -320,6 +323,8 @@ func (o *options) register(fs *flag.FlagSet, withServe bool) {
 	fs.DurationVar(&o.alertInterval, "alert-interval", o.envDuration("RELAY_ALERT_INTERVAL", 15*time.Second), "how often the alert rules are evaluated (RELAY_ALERT_INTERVAL)")
 	fs.DurationVar(&o.alertResend, "alert-resend", o.envDuration("RELAY_ALERT_RESEND", time.Hour), "how often a firing alert is sent again while it lasts (RELAY_ALERT_RESEND)")
 	fs.StringVar(&o.alertSinkAllow, "alert-sink-allow", env("RELAY_ALERT_SINK_ALLOW", ""), "comma-separated IPs or CIDRs alert sinks may reach although loopback, link-local or private (RELAY_ALERT_SINK_ALLOW; default: none)")
+	fs.DurationVar(&o.ipSetRefresh, "ipset-refresh", o.envDuration("RELAY_IPSET_REFRESH", 0), "how often the named IP sets are refreshed from their providers' URLs, the first time at start; 0 is never (RELAY_IPSET_REFRESH)")
+	fs.StringVar(&o.ipSetURLs, "ipset-urls", env("RELAY_IPSET_URLS", ""), "comma-separated NAME=URL: read a named IP set from another URL than its provider's (RELAY_IPSET_URLS; default: none)")
 	fs.DurationVar(&o.hostLateAfter, "host-late-after", o.envDuration("RELAY_HOST_LATE_AFTER", time.Minute), "a host not heard from for this long is late (RELAY_HOST_LATE_AFTER)")
 	fs.DurationVar(&o.hostOfflineAfter, "host-offline-after", o.envDuration("RELAY_HOST_OFFLINE_AFTER", 3*time.Minute), "a host not heard from for this long is offline (RELAY_HOST_OFFLINE_AFTER)")
 	fs.IntVar(&o.sqliteCacheMB, "sqlite-cache-mb", o.envInt("RELAY_SQLITE_CACHE_MB", sqlite.DefaultCacheMB), "MiB of SQLite page cache: the writer's, and one pool for every connection's pages (each reader keeps at most an eighth) (RELAY_SQLITE_CACHE_MB)")
@@ -572,6 +577,8 @@ func serve(ctx context.Context, args []string) error {
 		InflightIPBytes:    int64(o.inflightIPMB) << 20,
 		InflightChanged:    mem.inflightFunc(),
 		OutgoingChanged:    mem.outgoingFunc(),
+		IPSetRefresh:       o.ipSetRefresh,
+		IPSetURLs:          o.ipSetURLMap(),
 	})
 	if err := srv.ReportCanary(ctx); err != nil {
 		return err
@@ -664,6 +671,8 @@ func serve(ctx context.Context, args []string) error {
 	go func() { defer close(releaseDone); srv.RunQuarantineRelease(sweepCtx, time.Minute) }()
 	wakeDone := make(chan struct{})
 	go func() { defer close(wakeDone); srv.RunWakeups(sweepCtx) }()
+	ipSetsDone := make(chan struct{})
+	go func() { defer close(ipSetsDone); srv.RunIPSetRefresh(sweepCtx) }()
 	alertsDone := make(chan struct{})
 	go func() { defer close(alertsDone); alerts.Run(sweepCtx) }()
 	hupDone := make(chan struct{})
@@ -703,6 +712,7 @@ func serve(ctx context.Context, args []string) error {
 		<-sweepDone
 		<-releaseDone
 		<-wakeDone
+		<-ipSetsDone
 		<-alertsDone
 		<-hupDone
 		return fmt.Errorf("serve: %w", err)
@@ -724,6 +734,7 @@ func serve(ctx context.Context, args []string) error {
 	<-sweepDone
 	<-releaseDone
 	<-wakeDone
+	<-ipSetsDone
 	<-alertsDone
 	<-hupDone
 	if err != nil {

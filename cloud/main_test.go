@@ -117,6 +117,8 @@ func settingCases(t *testing.T, dir string) map[string]settingCase {
 		"RELAY_AUTH_FAILURES_PER_MIN": {bad: []string{"ten", "0", "-1"}, good: "30"},
 		"RELAY_ALERT_INTERVAL":        {bad: []string{"soon", "0s"}, good: "30s"},
 		"RELAY_ALERT_RESEND":          {bad: []string{"often", "0s"}, good: "2h"},
+		"RELAY_IPSET_URLS":            {bad: []string{"github", "slack=https://hooks.example/ips", "github=ftp://mirror.example/meta", "stripe=https://"}, good: "github=http://127.0.0.1:9/meta, stripe=https://mirror.example/ips.txt"},
+		"RELAY_IPSET_REFRESH":         {bad: []string{"30s", "-1h", "daily"}, good: "24h"},
 		"RELAY_ALERT_SINK_ALLOW":      {bad: []string{"10.0.0.0/33", "hooks.local", "127.0.0.1, ::1%eth0"}, good: "127.0.0.1, 10.20.0.0/16,fd00::/8"},
 		"RELAY_HOST_LATE_AFTER":       {bad: []string{"late", "0s"}, good: "30s"},
 		"RELAY_HOST_OFFLINE_AFTER":    {bad: []string{"gone", "30s", "1m"}, good: "10m"},

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/relaykit/relay/cloud/alert"
+	"github.com/relaykit/relay/cloud/ipallow"
 	"github.com/relaykit/relay/cloud/secrets"
 )
 
@@ -142,6 +143,18 @@ var settingChecks = []settingCheck{
 		}
 		return ""
 	}},
+	{flag: "ipset-refresh", env: "RELAY_IPSET_REFRESH", want: func(o *options) string {
+		if o.ipSetRefresh != 0 && o.ipSetRefresh < time.Minute {
+			return "0 (never) or a duration of a minute or more, such as 24h"
+		}
+		return ""
+	}},
+	{flag: "ipset-urls", env: "RELAY_IPSET_URLS", want: func(o *options) string {
+		if _, err := parseIPSetURLs(o.ipSetURLs); err != nil {
+			return fmt.Sprintf("comma-separated NAME=URL, NAME one of %s and URL http(s)://, such as github=https://mirror.example/meta (%v)", strings.Join(ipallow.Names(), ", "), err)
+		}
+		return ""
+	}},
 	{flag: "host-late-after", env: "RELAY_HOST_LATE_AFTER", want: func(o *options) string { return positive(o.hostLateAfter > 0) }},
 	{flag: "host-offline-after", env: "RELAY_HOST_OFFLINE_AFTER", want: func(o *options) string {
 		if o.hostOfflineAfter <= o.hostLateAfter {
@@ -152,6 +165,36 @@ var settingChecks = []settingCheck{
 	{flag: "auth-failures-per-min", env: "RELAY_AUTH_FAILURES_PER_MIN", want: func(o *options) string { return inRange(o.authFailures, 1, 1_000_000) }},
 	{flag: "sqlite-cache-mb", env: "RELAY_SQLITE_CACHE_MB", want: func(o *options) string { return inRange(o.sqliteCacheMB, 1, 65536) }},
 	{flag: "go-memory-limit-mb", env: "RELAY_GO_MEMORY_LIMIT_MB", want: func(o *options) string { return inRange(o.goMemoryLimitMB, 0, 1<<20) }},
+}
+
+// parseIPSetURLs reads RELAY_IPSET_URLS: NAME=URL, comma-separated, each
+// NAME a known IP set and each URL http or https.
+func parseIPSetURLs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, raw, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not NAME=URL", item)
+		}
+		if _, known := ipallow.Lookup(name); !known {
+			return nil, fmt.Errorf("no IP set %q", name)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%q is not an http(s) URL", raw)
+		}
+		out[name] = raw
+	}
+	return out, nil
+}
+
+// ipSetURLMap is RELAY_IPSET_URLS, checked.
+func (o *options) ipSetURLMap() map[string]string {
+	m, _ := parseIPSetURLs(o.ipSetURLs)
+	return m
 }
 
 // sinkAllow is RELAY_ALERT_SINK_ALLOW, checked: the networks alert sinks

@@ -40,6 +40,14 @@ func sourcesList(ctx context.Context, e *env, args []string, auth func() error) 
 	return nil
 }
 
+// allowedIPs is a source's allowlist as shown: "*" for any address.
+func allowedIPs(as []string) string {
+	if len(as) == 0 {
+		return "*"
+	}
+	return strings.Join(as, ",")
+}
+
 func events(es []string) string {
 	if len(es) == 0 {
 		return "*"
@@ -76,7 +84,7 @@ func (e *env) printSource(s shared.Source) error {
 		{"name", s.Name}, {"provider", s.Provider}, {"enabled", strconv.FormatBool(s.Enabled)}, {"events", events(s.Events)},
 		{"secrets", orDash(strings.Join(s.SecretFingerprints, ", "))}, {"options", orDash(strings.Join(opts, ", "))},
 		{"max body bytes", strconv.FormatInt(s.MaxBodyBytes, 10)}, {"retry schedule (s)", strings.Join(sched, ", ")},
-		{"max attempts", strconv.Itoa(s.MaxAttempts)}, {"webhook url", s.WebhookURL},
+		{"max attempts", strconv.Itoa(s.MaxAttempts)}, {"allowed ips", allowedIPs(s.AllowedIPs)}, {"webhook url", s.WebhookURL},
 	})
 	return nil
 }
@@ -88,7 +96,7 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func sourcesPut(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "sources put HOST_ID SOURCE [--provider P] [--events E,…] [--secrets-file FILE|-] [--retry-schedule 0,10,60] [--max-attempts N] [--max-body-bytes N] [--option K=V]… [--disabled] [--json]  (replaces the source; omitted secrets keep the stored ones)")
+	f := newFlags(e, "sources put HOST_ID SOURCE [--provider P] [--events E,…] [--secrets-file FILE|-] [--retry-schedule 0,10,60] [--max-attempts N] [--max-body-bytes N] [--option K=V]… [--allowed-ips CIDR|IP|SET,…] [--disabled] [--json]  (replaces the source; omitted secrets keep the stored ones)")
 	provider := f.String("provider", "", "the provider (default: the source's name)")
 	evs := f.String("events", "", "comma-separated events to take (default: every event)")
 	secretsFile := f.String("secrets-file", "", `a file of secrets, one a line ("-": standard input); never a flag's value`)
@@ -96,6 +104,7 @@ func sourcesPut(ctx context.Context, e *env, args []string, auth func() error) e
 	maxAttempts := f.Int("max-attempts", 0, "dead-letter after this many failed attempts (0: one per schedule entry)")
 	maxBody := f.Int64("max-body-bytes", 0, "largest body taken (0: the provider's default)")
 	disabled := f.Bool("disabled", false, "create or keep the source disabled")
+	allowed := f.String("allowed-ips", "", "comma-separated CIDRs, IPs and IP set names webhooks may come from (default: any address)")
 	var options listFlag
 	f.Var(&options, "option", "a provider option KEY=VALUE (repeatable)")
 	pos, err := f.parse(args, 2, 2)
@@ -108,6 +117,9 @@ func sourcesPut(ctx context.Context, e *env, args []string, auth func() error) e
 	}
 	if *evs != "" {
 		body["events"] = strings.Split(*evs, ",")
+	}
+	if *allowed != "" {
+		body["allowed_ips"] = strings.Split(*allowed, ",")
 	}
 	if *schedule != "" {
 		var sched []float64
@@ -216,4 +228,13 @@ func sourcesEvents(ctx context.Context, e *env, args []string, auth func() error
 		return err
 	}
 	return e.changeSource(ctx, auth, pos[0], pos[1], map[string]any{"events": append([]string{}, pos[2:]...)})
+}
+
+func sourcesAllow(ctx context.Context, e *env, args []string, auth func() error) error {
+	f := newFlags(e, "sources allow HOST_ID SOURCE [CIDR|IP|SET...] [--json]  (no entry: any address)")
+	pos, err := f.parse(args, 2, -1)
+	if err != nil {
+		return err
+	}
+	return e.changeSource(ctx, auth, pos[0], pos[1], map[string]any{"allowed_ips": append([]string{}, pos[2:]...)})
 }

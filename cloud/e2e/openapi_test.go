@@ -133,6 +133,29 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	st, _ = a.call("PATCH", src, adminToken, map[string]any{})
 	require.Equal(t, 400, st)
 
+	// Named IP sets, and a source whose allowlist refuses this sender.
+	st, _ = a.call("GET", "/api/ipsets", adminToken, nil)
+	require.Equal(t, 200, st)
+	st, _ = a.call("PUT", "/api/ipsets/github", adminToken, map[string]any{"data": `{"hooks": ["192.0.2.0/24"]}`})
+	require.Equal(t, 200, st)
+	st, _ = a.call("PUT", "/api/ipsets/github", adminToken, map[string]any{"data": ""})
+	require.Equal(t, 400, st)
+	st, _ = a.call("PUT", "/api/ipsets/slack", adminToken, map[string]any{"data": "192.0.2.1"})
+	require.Equal(t, 404, st)
+	strict := "/api/hosts/" + hostID + "/sources/strict"
+	st, _ = a.call("PUT", strict, adminToken, map[string]any{"provider": "github", "secrets": []string{secret}, "allowed_ips": []string{"github", "198.51.100.0/24"}})
+	require.Equal(t, 201, st)
+	st, _ = a.call("PATCH", strict, adminToken, map[string]any{"allowed_ips": []string{"not-an-ip"}})
+	require.Equal(t, 400, st)
+	refused := signGitHub(secret, "push", "openapi-refused", []byte(`{"ref":"refs/heads/main"}`))
+	req, err := http.NewRequest("POST", c.url+"/api/webhooks/"+hostID+"/strict", bytes.NewReader(refused.body))
+	require.NoError(t, err)
+	for k, v := range refused.headers {
+		req.Header.Set(k, v)
+	}
+	st, _ = a.do(req)
+	require.Equal(t, 403, st, "127.0.0.1 is not in the source's allowed_ips")
+
 	// Alert rules: every host's setting and one host's, refused ones, and
 	// the settings dropped again.
 	rules, hostRules := "/api/alerts/rules/", "/api/hosts/"+hostID+"/alert-rules/"
