@@ -132,6 +132,7 @@ func (cn *Console) Routes(r gin.IRouter) {
 	a.POST("/hosts/:id/sources", cn.checkCSRF, cn.addSource)
 	a.POST("/hosts/:id/sources/:source/enabled", cn.checkCSRF, cn.setEnabled)
 	a.POST("/hosts/:id/sources/:source/events", cn.checkCSRF, cn.setEvents)
+	a.POST("/hosts/:id/sources/:source/allowed-ips", cn.checkCSRF, cn.setAllowedIPs)
 	a.POST("/hosts/:id/sources/:source/secret", cn.checkCSRF, cn.rotateSecret)
 	a.GET("/alerts", cn.alertsPage)
 	cn.deliveryRoutes(a) // deliveries.go

@@ -415,13 +415,14 @@ func TestCSRF(t *testing.T) {
 
 	routes := map[string]url.Values{
 		"/console/hosts": {"name": {"new"}},
-		"/console/hosts/" + hostID + "/claim-code":             {},
-		"/console/hosts/" + hostID + "/limits":                 {"rate_limit_per_min": {"5"}},
-		"/console/hosts/" + hostID + "/deactivate":             {"confirm": {"yes"}},
-		"/console/hosts/" + hostID + "/sources":                {"name": {"stripe"}, "secret": {"whsec_x"}},
-		"/console/hosts/" + hostID + "/sources/github/enabled": {"enabled": {"false"}},
-		"/console/hosts/" + hostID + "/sources/github/events":  {"events": {"push"}},
-		"/console/hosts/" + hostID + "/sources/github/secret":  {"secret": {"new"}},
+		"/console/hosts/" + hostID + "/claim-code":                 {},
+		"/console/hosts/" + hostID + "/limits":                     {"rate_limit_per_min": {"5"}},
+		"/console/hosts/" + hostID + "/deactivate":                 {"confirm": {"yes"}},
+		"/console/hosts/" + hostID + "/sources":                    {"name": {"stripe"}, "secret": {"whsec_x"}},
+		"/console/hosts/" + hostID + "/sources/github/enabled":     {"enabled": {"false"}},
+		"/console/hosts/" + hostID + "/sources/github/events":      {"events": {"push"}},
+		"/console/hosts/" + hostID + "/sources/github/allowed-ips": {"allowed_ips": {"192.0.2.1"}},
+		"/console/hosts/" + hostID + "/sources/github/secret":      {"secret": {"new"}},
 		"/console/logout": {},
 	}
 	same := map[string]string{"Origin": b.srv.URL, "Sec-Fetch-Site": "same-origin"}

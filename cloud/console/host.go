@@ -195,6 +195,20 @@ func (cn *Console) setEvents(c *gin.Context) {
 	back(c, "events-saved", "source-"+c.Param("source"))
 }
 
+// setAllowedIPs sets the addresses a source takes webhooks from, typed as
+// the event filter is; none is any address.
+func (cn *Console) setAllowedIPs(c *gin.Context) {
+	ips := events(c.Request.PostForm.Get("allowed_ips"))
+	if ips == nil {
+		ips = []string{}
+	}
+	if _, err := cn.d.App.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"), &server.SourceChange{AllowedIPs: &ips}); err != nil {
+		cn.formFail(c, err, sourceForm{})
+		return
+	}
+	back(c, "ips-saved", "source-"+c.Param("source"))
+}
+
 func (cn *Console) rotateSecret(c *gin.Context) {
 	f := c.Request.PostForm
 	secret := f.Get("secret")

@@ -188,6 +188,18 @@ func TestHostForms(t *testing.T) {
 	redirect(cl.post(base+"/sources/github/events", url.Values{"events": {""}}), "events-saved")
 	require.Empty(t, source().Events)
 
+	// The allowed addresses, typed as the filter is; a bad entry is
+	// named and changes nothing; empty is any address.
+	redirect(cl.post(base+"/sources/github/allowed-ips", url.Values{"allowed_ips": {"203.0.113.0/24,\nstripe 198.51.100.7"}}), "ips-saved")
+	require.Equal(t, []string{"203.0.113.0/24", "stripe", "198.51.100.7/32"}, source().AllowedIPs)
+	require.Contains(t, cl.get(base).body, `value="203.0.113.0/24, stripe, 198.51.100.7/32"`)
+	a = cl.post(base+"/sources/github/allowed-ips", url.Values{"allowed_ips": {"203.0.113.0/24 hooks.example"}})
+	require.Equal(t, 400, a.status)
+	require.Contains(t, a.body, "hooks.example")
+	require.Equal(t, []string{"203.0.113.0/24", "stripe", "198.51.100.7/32"}, source().AllowedIPs)
+	redirect(cl.post(base+"/sources/github/allowed-ips", url.Values{"allowed_ips": {""}}), "ips-saved")
+	require.Empty(t, source().AllowedIPs)
+
 	// Rotate the secret: kept beside the old one, then alone. The page
 	// shows fingerprints, never a secret.
 	redirect(cl.post(base+"/sources/github/secret", url.Values{"secret": {"second-secret"}, "keep": {"on"}}), "secret-rotated")

@@ -100,6 +100,7 @@ var flashes = map[string]string{
 	"source-enabled":  "Source enabled.",
 	"source-disabled": "Source disabled: its webhooks are refused until it is enabled again.",
 	"events-saved":    "Event filter saved.",
+	"ips-saved":       "Allowed addresses saved.",
 	"secret-rotated":  "Secret rotated: the fingerprint below is the new secret's.",
 	"deactivated":     "Host deactivated: its tokens are revoked and its webhooks refused.",
 }
