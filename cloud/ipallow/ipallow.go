@@ -100,11 +100,8 @@ func ParseEntry(s string) (Entry, error) {
 	if p, err := ParsePrefix(s); err == nil {
 		return Entry{Prefix: p}, nil
 	}
-	if setNameRE.MatchString(s) {
-		if _, ok := Lookup(s); ok {
-			return Entry{Set: s}, nil
-		}
-		return Entry{}, fmt.Errorf("%q is not a CIDR, an IP address or a known IP set (%s)", s, strings.Join(Names(), ", "))
+	if _, ok := Lookup(s); ok && setNameRE.MatchString(s) {
+		return Entry{Set: s}, nil
 	}
 	return Entry{}, fmt.Errorf("%q is not a CIDR, an IP address or a known IP set (%s)", s, strings.Join(Names(), ", "))
 }
