@@ -198,7 +198,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 	id := store.DeliveryID(src.Name, ev.ID, received)
 	ctx, span, traceparent := s.cfg.Tracer.Start(ctx, "intake", req.Header.Get(shared.HeaderTraceParent),
 		attribute.String("relay.delivery_id", id), attribute.String("relay.host_id", host.ID), attribute.String("relay.source", src.Name))
-	headers := providerHeaders(req.Header, verify.ForwardedHeaders(provider, src.Options), verify.SecretHeaders(provider, src.Options))
+	headers := providerHeaders(req.Header, t.forward, verify.SecretHeaders(provider, src.Options))
 	headers[shared.HeaderTraceParent] = traceparent
 	steptime.Stamp(headers, "verified", steptime.Now())
 	correlationID := newCorrelationID()

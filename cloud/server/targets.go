@@ -26,6 +26,9 @@ type target struct {
 	// allow is the source's allowlist, its sets' prefixes included; nil:
 	// any address.
 	allow *ipallow.List
+	// forward is which of a request's headers are kept: its provider's,
+	// and those the source names (verify.ForwardedHeaders).
+	forward verify.HeaderFilter
 }
 
 // resolveTarget reads an active host, its enabled source and the source's
@@ -61,7 +64,7 @@ func (s *Server) resolveTarget(ctx context.Context, hostID, name string) (*targe
 	if err != nil {
 		return nil, errUnavailable(err)
 	}
-	t := &target{host: host, src: src, provider: provider, allow: allow}
+	t := &target{host: host, src: src, provider: provider, allow: allow, forward: verify.ForwardedHeaders(provider, src.Options)}
 	t.keys, t.keysErr = s.openSecrets(src)
 	return t, nil
 }
@@ -241,6 +244,7 @@ func (e *cachedTarget) estimate() int64 {
 	for _, a := range src.AllowedIPs {
 		n += 16 + len(a)
 	}
+	n += e.t.forward.Size()
 	if e.t.allow != nil {
 		n += 32 * len(e.t.allow.Prefixes)
 	}

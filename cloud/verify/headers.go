@@ -34,6 +34,18 @@ type HeaderFilter struct {
 	prefixes []string        // lower-case
 }
 
+// Size approximates the bytes f holds.
+func (f HeaderFilter) Size() int {
+	n := 0
+	for k := range f.names {
+		n += 48 + len(k)
+	}
+	for _, p := range f.prefixes {
+		n += 16 + len(p)
+	}
+	return n
+}
+
 // Keep reports whether the header named name (any case) is kept.
 func (f HeaderFilter) Keep(name string) bool {
 	if f.all {
