@@ -135,7 +135,7 @@ func inspectAndReconcile(t *testing.T, dbURL string) {
 	out := ctlOK(t, u, "inspect", w1)
 	require.Contains(t, out, "host ledger  success at attempt 1")
 	require.Contains(t, out, "edge         signature verified, stored: received")
-	require.Regexp(t, `queued → delivering\s+leased to heartbeat`, out)
+	require.Regexp(t, `queued → delivering\s+pushed over the host.s socket`, out, "the transport that carried it: the host is on its socket")
 	require.Contains(t, out, "next_action  none")
 	var in inspected
 	ctlJSON(t, u, &in, "inspect", "evt-acked") // by the provider's event id
