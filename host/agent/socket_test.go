@@ -478,12 +478,11 @@ func TestSocketTransportStopHandsBackNotStarted(t *testing.T) {
 	require.Empty(t, g.started, "nothing else started")
 }
 
-// TestSocketTransportStopSaysSo: a stopping host with nothing to report
-// still sends a report saying it is stopping, and closes only on its
-// confirm: a batch the cloud pushed before that confirm (the push raced the
-// stop) is read and handed back, not lost with the socket at the cost of
-// an attempt.
-func TestSocketTransportStopSaysSo(t *testing.T) {
+// handledThenStopping starts a host on the socket, has it run and ack one
+// webhook (first), then stops it: stop is its report saying it stops, not
+// yet confirmed.
+func handledThenStopping(t *testing.T) (*testBundle, *cloudEnd, shared.Webhook, *shared.Frame) {
+	t.Helper()
 	b, fs := socketSetup(t, TransportWebSocket, nil)
 	ce := fs.accepted()
 	ce.next(shared.FrameHello)
@@ -497,6 +496,16 @@ func TestSocketTransportStopSaysSo(t *testing.T) {
 	b.cancel()
 	stop := ce.next(shared.FrameReport)
 	require.True(t, stop.Stopping)
+	return b, ce, first, stop
+}
+
+// TestSocketTransportStopSaysSo: a stopping host with nothing to report
+// still sends a report saying it is stopping, and closes only on its
+// confirm: a batch the cloud pushed before that confirm (the push raced the
+// stop) is read and handed back, not lost with the socket at the cost of
+// an attempt.
+func TestSocketTransportStopSaysSo(t *testing.T) {
+	b, ce, _, stop := handledThenStopping(t)
 	require.Empty(t, stop.Acks)
 	require.Empty(t, stop.Nacks)
 	late := webhook("github:9:1", "push")
@@ -516,18 +525,7 @@ func TestSocketTransportStopSaysSo(t *testing.T) {
 // not handed back: its side effect happened, and a nack would only cost
 // the cloud a retry the ledger then skips.
 func TestSocketTransportStopAcksWhatIsDone(t *testing.T) {
-	b, fs := socketSetup(t, TransportWebSocket, nil)
-	ce := fs.accepted()
-	ce.next(shared.FrameHello)
-	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
-	first := webhook("github:1:1", "push")
-	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{first}})
-	acked := ce.next(shared.FrameReport)
-	require.Equal(t, []string{first.DeliveryID}, acked.Acks)
-	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: acked.ID})
-	b.cancel()
-	stop := ce.next(shared.FrameReport)
-	require.True(t, stop.Stopping)
+	b, ce, first, stop := handledThenStopping(t)
 	late := webhook("github:9:1", "push")
 	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{first, late}})
 	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: stop.ID})
