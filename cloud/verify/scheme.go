@@ -303,7 +303,8 @@ func firstOf(vals ...string) string {
 // --- Options --------------------------------------------------------------
 
 // optionSpec lists the options a provider takes, each with its check;
-// every provider takes forward_headers too (ForwardOption).
+// every provider takes forward_headers too (ForwardOption), and every
+// Untimed provider replay_guard (ReplayGuardOption).
 type optionSpec map[string]func(value string) error
 
 // check validates a source's options against the spec.
@@ -315,11 +316,17 @@ func (spec optionSpec) check(provider string, opts map[string]string) error {
 	sort.Strings(names)
 	for _, k := range names {
 		check, ok := spec[k]
-		if k == ForwardOption {
+		switch k {
+		case ForwardOption:
 			check, ok = checkForwardHeaders, true
+		case ReplayGuardOption:
+			check, ok = func(v string) error { return checkReplayGuard(provider, v) }, true
 		}
 		if !ok {
 			known := []string{ForwardOption}
+			if p, found := registry[provider]; found && isUntimed(p) {
+				known = append(known, ReplayGuardOption)
+			}
 			for n := range spec {
 				known = append(known, n)
 			}
