@@ -43,6 +43,9 @@ type EdgeStore interface {
 	// QuarantineList returns quarantined requests with their bodies, oldest
 	// first, with ids after AfterID.
 	QuarantineList(ctx context.Context, p *QuarantineListParams) ([]*QuarantinedRequest, error)
+	// QuarantineGet returns one quarantined request with its body, or
+	// ErrNotFound.
+	QuarantineGet(ctx context.Context, id int64) (*QuarantinedRequest, error)
 	// QuarantineDelete removes one quarantined request (a no-op if gone).
 	QuarantineDelete(ctx context.Context, id int64) error
 	// QuarantineCount says how many requests are quarantined.
@@ -139,8 +142,20 @@ type PruneParams struct {
 	Limit  int
 }
 
+// The kinds of quarantined request.
+const (
+	// QuarantineSecret waits for a key that decrypts its source's secret,
+	// and is released by the release passes.
+	QuarantineSecret = "secret"
+	// QuarantineReplay was verified and held as a suspected replay: its
+	// body is that of a delivery stored under another event id. Only an
+	// operator releases it, one by one.
+	QuarantineReplay = "replay"
+)
+
 // QuarantinedRequest is a raw intake request kept until a key that decrypts
-// its source's secret is configured. The headers that carried the source's
+// its source's secret is configured (Kind QuarantineSecret), or held as a
+// suspected replay until an operator releases it (QuarantineReplay). The headers that carried the source's
 // secret itself (token schemes) are not kept: TokenMACs holds an
 // HMAC-SHA256 of each under a server key instead, enough to check the token
 // once the secret opens again.
@@ -154,6 +169,8 @@ type QuarantinedRequest struct {
 	Body       []byte
 	ClientIP   string
 	ReceivedAt time.Time
+	Kind       string // QuarantineSecret ("" on insert) or QuarantineReplay
+	Reason     string // why it is held, for operators
 }
 
 type QuarantineInsertParams struct {
@@ -167,6 +184,16 @@ type QuarantineInsertParams struct {
 type QuarantineListParams struct {
 	AfterID int64
 	Limit   int
+	Kind    string // "": every kind
+}
+
+// KindOr is the kind a quarantined request is stored with: kind, or
+// QuarantineSecret when empty.
+func KindOr(kind string) string {
+	if kind == "" {
+		return QuarantineSecret
+	}
+	return kind
 }
 
 type SourceSetSecretsParams struct {

@@ -92,6 +92,10 @@ type Store interface {
 	// otherwise results[i] is non-nil for each insert that was stored (and
 	// is final), and the error concerns the others.
 	DeliveryInsertBatch(ctx context.Context, ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error)
+	// DeliveryByDigest finds a delivery of the host and source stored with
+	// BodyDigest p.Digest and received at or after p.Since: one with event
+	// id p.EventID if there is one, else the latest. ErrNotFound if none.
+	DeliveryByDigest(ctx context.Context, p *DigestLookupParams) (*DigestMatch, error)
 	// DeliveryGet returns one of a host's deliveries with its body, or
 	// ErrNotFound (also when it belongs to another host).
 	DeliveryGet(ctx context.Context, hostID, id string) (*Delivery, error)
@@ -381,6 +385,25 @@ type DeliveryInsertParams struct {
 	// status unchanged) in the same transaction. A delivery gone
 	// meanwhile (pruned) gets nothing; the replay is stored all the same.
 	ReplayOf *ReplayOf
+	// BodyDigest, when set, is stored with the delivery (the SHA-256 of
+	// RawBody, set for replay-guarded sources only) for DeliveryByDigest.
+	BodyDigest []byte
+}
+
+// DigestLookupParams asks for a delivery by its body's digest.
+type DigestLookupParams struct {
+	HostID  string
+	Source  string
+	Digest  []byte
+	Since   time.Time
+	EventID string // preferred: the event being admitted
+}
+
+// DigestMatch is a delivery found by its body's digest.
+type DigestMatch struct {
+	DeliveryID string
+	EventID    string
+	ReceivedAt time.Time
 }
 
 // ReplayOf names the delivery a replay was made from, and the note its

@@ -235,6 +235,20 @@ func answerInserted(ps []*store.DeliveryInsertParams, idx []int, inserted map[st
 	return repeats
 }
 
+func (s *Store) DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error) {
+	var m store.DigestMatch
+	err := s.pool.QueryRow(ctx, `
+		SELECT delivery_id, event_id, received_at FROM deliveries
+		WHERE host_id = $1 AND source = $2 AND body_sha256 = $3 AND received_at >= $4
+		ORDER BY event_id = $5 DESC, received_at DESC LIMIT 1`,
+		p.HostID, p.Source, p.Digest, ms(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, &m.ReceivedAt)
+	if err != nil {
+		return nil, fmt.Errorf("delivery by digest: %w", interpretError(err))
+	}
+	m.ReceivedAt = m.ReceivedAt.UTC()
+	return &m, nil
+}
+
 // querier runs a statement on the pool (a transaction of its own) or in a
 // transaction.
 type querier interface {
@@ -267,6 +281,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		tries    = make([]int32, n)
 		leases   = make([]*time.Time, n)
 		leasedBy = make([]string, n)
+		digests  = make([][]byte, n) // NULL where nil: unguarded sources
 	)
 	byKey := make(map[string]int, n)
 	for j, i := range first {
@@ -277,6 +292,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		bodies[j], sizes[j], attempts[j], delays[j], times[j] =
 			r.Body, int32(len(r.Body)), int32(r.MaxAttempts), r.Delays, ms(r.ReceivedAt)
 		statuses[j], tries[j], leases[j], leasedBy[j] = string(r.Status()), int32(r.Attempts()), r.LeaseUntil(ms(r.ReceivedAt)), r.LeaseReason()
+		digests[j] = r.BodyDigest
 		byKey[r.Key()] = i
 	}
 	// A row whose event is stored, or whose delivery id another event has,
@@ -288,13 +304,13 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		WITH r AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
 				$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[],
-				$17::text[], $18::integer[], $19::timestamptz[], $20::text[])
-				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease, lreason)
+				$17::text[], $18::integer[], $19::timestamptz[], $20::text[], $21::bytea[])
+				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease, lreason, dig)
 		), ins AS (
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
-				correlation_id, updated_at)
-			SELECT id, host, src, ev, typ, act, hdr, size, status, tries, att, delays, lease, at, corr, at FROM r
+				correlation_id, updated_at, body_sha256)
+			SELECT id, host, src, ev, typ, act, hdr, size, status, tries, att, delays, lease, at, corr, at, dig FROM r
 			ON CONFLICT DO NOTHING
 			RETURNING delivery_id, host_id, source, event_id, received_at, status
 		), new AS (
@@ -315,7 +331,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins WHERE status = $15) hosts) woken)
 		FROM ins`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
-		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, leasedBy)
+		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, leasedBy, digests)
 	if err != nil {
 		return nil, err
 	}

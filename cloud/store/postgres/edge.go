@@ -74,12 +74,12 @@ func (s *Store) RejectionPrune(ctx context.Context, p *store.PruneParams) (int, 
 
 // --- quarantine ---
 
-const quarantineColumns = `id, host_id, source, url, headers, token_macs, body, client_ip, received_at`
+const quarantineColumns = `id, host_id, source, url, headers, token_macs, body, client_ip, received_at, kind, reason`
 
 func scanQuarantined(row pgx.Row) (*store.QuarantinedRequest, error) {
 	var q store.QuarantinedRequest
 	var headers, macs []byte
-	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &macs, &q.Body, &q.ClientIP, &q.ReceivedAt); err != nil {
+	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &macs, &q.Body, &q.ClientIP, &q.ReceivedAt, &q.Kind, &q.Reason); err != nil {
 		return nil, err
 	}
 	q.ReceivedAt = q.ReceivedAt.UTC()
@@ -115,8 +115,8 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 	// The bounds are checked in the insert itself: concurrent inserts may
 	// overshoot them by at most their number.
 	q, err := scanQuarantined(s.pool.QueryRow(ctx, `
-		INSERT INTO quarantine (host_id, source, url, headers, token_macs, body, client_ip, received_at, size)
-		SELECT $1::text, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8, $9::bigint
+		INSERT INTO quarantine (host_id, source, url, headers, token_macs, body, client_ip, received_at, size, kind, reason)
+		SELECT $1::text, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8, $9::bigint, $14, $15
 		FROM (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes,
 		             count(*) FILTER (WHERE host_id = $1) AS host_n,
 		             coalesce(sum(size) FILTER (WHERE host_id = $1), 0) AS host_bytes
@@ -124,7 +124,8 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 		WHERE held.n < $10 AND held.bytes + $9 <= $11 AND held.host_n < $12 AND held.host_bytes + $9 <= $13
 		RETURNING `+quarantineColumns,
 		p.HostID, p.Source, p.URL, string(headers), string(macsJSON), store.OrEmpty(p.Body), p.ClientIP, ms(p.ReceivedAt), size,
-		bound(int64(p.MaxRows)), bound(p.MaxBytes), bound(int64(p.HostMaxRows)), bound(p.HostMaxBytes)))
+		bound(int64(p.MaxRows)), bound(p.MaxBytes), bound(int64(p.HostMaxRows)), bound(p.HostMaxBytes),
+		store.KindOr(p.Kind), p.Reason))
 	if err != nil {
 		err = interpretError(err)
 		if err == store.ErrNotFound {
@@ -152,8 +153,9 @@ func (s *Store) quarantineFull(ctx context.Context, p *store.QuarantineInsertPar
 }
 
 func (s *Store) QuarantineList(ctx context.Context, p *store.QuarantineListParams) ([]*store.QuarantinedRequest, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+quarantineColumns+` FROM quarantine WHERE id > $1 ORDER BY id LIMIT $2`,
-		p.AfterID, store.LimitOr(p.Limit, 100))
+	rows, err := s.pool.Query(ctx, `SELECT `+quarantineColumns+` FROM quarantine WHERE id > $1 AND ($3 = '' OR kind = $3)
+		ORDER BY id LIMIT $2`,
+		p.AfterID, store.LimitOr(p.Limit, 100), p.Kind)
 	if err != nil {
 		return nil, fmt.Errorf("quarantine list: %w", err)
 	}
@@ -162,6 +164,14 @@ func (s *Store) QuarantineList(ctx context.Context, p *store.QuarantineListParam
 		return nil, fmt.Errorf("quarantine list: %w", err)
 	}
 	return qs, nil
+}
+
+func (s *Store) QuarantineGet(ctx context.Context, id int64) (*store.QuarantinedRequest, error) {
+	q, err := scanQuarantined(s.pool.QueryRow(ctx, `SELECT `+quarantineColumns+` FROM quarantine WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("quarantine get: %w", interpretError(err))
+	}
+	return q, nil
 }
 
 func (s *Store) QuarantineDelete(ctx context.Context, id int64) error {

@@ -176,8 +176,8 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 		{&st.insert, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
-				correlation_id, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				correlation_id, updated_at, body_sha256)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT DO NOTHING`},
 		// Bodies are keyed in arrival order (see migration 7): appended,
 		// not written into an index at the random place of an event id.
@@ -251,7 +251,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				res, err := insert.ExecContext(ctx,
 					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
 					len(r.Body), bodyID, string(r.Status()), r.Attempts(), r.MaxAttempts, r.Delays,
-					dbTimePtr(r.LeaseUntil(now)), dbTime(now), r.CorrelationID, dbTime(now))
+					dbTimePtr(r.LeaseUntil(now)), dbTime(now), r.CorrelationID, dbTime(now), digestOrNull(r.BodyDigest))
 				if err != nil {
 					return err
 				}
@@ -1109,4 +1109,26 @@ func statusList(statuses []store.Status) string {
 		out[i] = "'" + string(s) + "'"
 	}
 	return strings.Join(out, ", ")
+}
+
+// digestOrNull is a body digest as stored: NULL for none (unguarded
+// sources), so that the partial index holds the guarded deliveries alone.
+func digestOrNull(d []byte) any {
+	if d == nil {
+		return nil
+	}
+	return d
+}
+
+func (s *Store) DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error) {
+	var m store.DigestMatch
+	err := s.read.QueryRowContext(ctx, `
+		SELECT delivery_id, event_id, received_at FROM deliveries
+		WHERE host_id = ? AND source = ? AND body_sha256 = ? AND received_at >= ?
+		ORDER BY event_id = ? DESC, received_at DESC LIMIT 1`,
+		p.HostID, p.Source, p.Digest, dbTime(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, timeCol{&m.ReceivedAt})
+	if err != nil {
+		return nil, fmt.Errorf("delivery by digest: %w", interpretError(err))
+	}
+	return &m, nil
 }

@@ -69,12 +69,12 @@ func (s *Store) RejectionPrune(ctx context.Context, p *store.PruneParams) (int, 
 
 // --- quarantine ---
 
-const quarantineColumns = `id, host_id, source, url, headers, token_macs, body, client_ip, received_at`
+const quarantineColumns = `id, host_id, source, url, headers, token_macs, body, client_ip, received_at, kind, reason`
 
 func scanQuarantined(row scanner) (*store.QuarantinedRequest, error) {
 	var q store.QuarantinedRequest
 	var headers, macs string
-	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &macs, &q.Body, &q.ClientIP, timeCol{&q.ReceivedAt}); err != nil {
+	if err := row.Scan(&q.ID, &q.HostID, &q.Source, &q.URL, &headers, &macs, &q.Body, &q.ClientIP, timeCol{&q.ReceivedAt}, &q.Kind, &q.Reason); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(headers), &q.Header); err != nil {
@@ -116,9 +116,10 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 		}
 		var err error
 		q, err = scanQuarantined(tx.QueryRowContext(ctx, `
-			INSERT INTO quarantine (host_id, source, url, headers, token_macs, body, client_ip, received_at, size)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+quarantineColumns,
-			p.HostID, p.Source, p.URL, string(headers), string(macs), store.OrEmpty(p.Body), p.ClientIP, dbTime(p.ReceivedAt), size))
+			INSERT INTO quarantine (host_id, source, url, headers, token_macs, body, client_ip, received_at, size, kind, reason)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+quarantineColumns,
+			p.HostID, p.Source, p.URL, string(headers), string(macs), store.OrEmpty(p.Body), p.ClientIP, dbTime(p.ReceivedAt), size,
+			store.KindOr(p.Kind), p.Reason))
 		return err
 	})
 	if err != nil {
@@ -129,12 +130,20 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 
 func (s *Store) QuarantineList(ctx context.Context, p *store.QuarantineListParams) ([]*store.QuarantinedRequest, error) {
 	qs, err := queryAll(ctx, s.read, scanQuarantined,
-		`SELECT `+quarantineColumns+` FROM quarantine WHERE id > ? ORDER BY id LIMIT ?`,
-		p.AfterID, store.LimitOr(p.Limit, 100))
+		`SELECT `+quarantineColumns+` FROM quarantine WHERE id > ? AND (? = '' OR kind = ?) ORDER BY id LIMIT ?`,
+		p.AfterID, p.Kind, p.Kind, store.LimitOr(p.Limit, 100))
 	if err != nil {
 		return nil, fmt.Errorf("quarantine list: %w", err)
 	}
 	return qs, nil
+}
+
+func (s *Store) QuarantineGet(ctx context.Context, id int64) (*store.QuarantinedRequest, error) {
+	q, err := scanQuarantined(s.read.QueryRowContext(ctx, `SELECT `+quarantineColumns+` FROM quarantine WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("quarantine get: %w", interpretError(err))
+	}
+	return q, nil
 }
 
 func (s *Store) QuarantineDelete(ctx context.Context, id int64) error {

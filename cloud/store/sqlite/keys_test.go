@@ -14,6 +14,10 @@ import (
 	"github.com/relaykit/relay/migrations"
 )
 
+// laterColumns came with migrations after those the dumps compare across,
+// and go with a migration down past them: left out of the dumps.
+var laterColumns = map[string]bool{"body_sha256": true}
+
 // dump is every row of table with its rowid, in rowid order.
 func dump(ctx context.Context, t *testing.T, s *Store, table string) [][]any {
 	t.Helper()
@@ -30,7 +34,13 @@ func dump(ctx context.Context, t *testing.T, s *Store, table string) [][]any {
 			ptrs[i] = &row[i]
 		}
 		require.NoError(t, rows.Scan(ptrs...))
-		out = append(out, row)
+		kept := row[:0:0]
+		for i, v := range row {
+			if !laterColumns[cols[i]] {
+				kept = append(kept, v)
+			}
+		}
+		out = append(out, kept)
 	}
 	require.NoError(t, rows.Err())
 	return out

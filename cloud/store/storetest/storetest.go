@@ -65,6 +65,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseConcurrency(ctx, t, setup)
 	exerciseManage(ctx, t, setup)
 	exerciseEdge(ctx, t, setup)
+	exerciseReplayGuard(ctx, t, setup)
 	exerciseStaleNack(ctx, t, setup)
 	exerciseInsertRace(ctx, t, setup)
 	exerciseBatch(ctx, t, setup)
