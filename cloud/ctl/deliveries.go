@@ -252,6 +252,8 @@ func quarantineList(ctx context.Context, e *env, args []string, auth func() erro
 			ReceivedAt time.Time `json:"received_at"`
 			ClientIP   string    `json:"client_ip"`
 			BodySize   int       `json:"body_size"`
+			Kind       string    `json:"kind"`
+			Reason     string    `json:"reason"`
 		} `json:"requests"`
 	}
 	if err := e.client.do(ctx, "GET", "/api/quarantine", url.Values{"limit": {strconv.Itoa(*limit)}}, nil, &out); err != nil {
@@ -260,19 +262,24 @@ func quarantineList(ctx context.Context, e *env, args []string, auth func() erro
 	if e.json {
 		return e.printJSON(out)
 	}
-	fmt.Fprintf(e.stdout, "%d requests quarantined (waiting for a key that decrypts their source's secret)\n", out.Count)
+	fmt.Fprintf(e.stdout, "%d requests quarantined (secret: waiting for a key that decrypts their source's secret; replay: held as a suspected replay, released with quarantine release ID)\n", out.Count)
 	rows := make([][]string, 0, len(out.Requests))
 	for _, r := range out.Requests {
-		rows = append(rows, []string{strconv.FormatInt(r.ID, 10), r.HostID, r.Source, stamp(&r.ReceivedAt), r.ClientIP, strconv.Itoa(r.BodySize)})
+		rows = append(rows, []string{strconv.FormatInt(r.ID, 10), r.Kind, r.HostID, r.Source, stamp(&r.ReceivedAt), r.ClientIP,
+			strconv.Itoa(r.BodySize), r.Reason})
 	}
-	e.table([]string{"ID", "HOST", "SOURCE", "RECEIVED", "CLIENT", "BYTES"}, rows)
+	e.table([]string{"ID", "KIND", "HOST", "SOURCE", "RECEIVED", "CLIENT", "BYTES", "REASON"}, rows)
 	return nil
 }
 
 func quarantineRelease(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "quarantine release [--json]  (a release pass now)")
-	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
+	f := newFlags(e, "quarantine release [ID] [--json]  (a release pass now; with ID, one held suspected replay delivered)")
+	pos, err := f.parseAuthed(args, 0, 1, auth)
+	if err != nil {
 		return err
+	}
+	if len(pos) == 1 {
+		return releaseHeld(ctx, e, pos[0])
 	}
 	var out struct {
 		Admitted int `json:"admitted"`
@@ -286,5 +293,25 @@ func quarantineRelease(ctx context.Context, e *env, args []string, auth func() e
 		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "admitted %d, rejected %d, held %d\n", out.Admitted, out.Rejected, out.Held)
+	return nil
+}
+
+// releaseHeld releases one held suspected replay: delivered past the
+// replay guard.
+func releaseHeld(ctx context.Context, e *env, id string) error {
+	if n, err := strconv.ParseInt(id, 10, 64); err != nil || n <= 0 {
+		return fmt.Errorf("quarantine release: %q is not a quarantined request's id (see quarantine list)", id)
+	}
+	var out struct {
+		DeliveryID string `json:"delivery_id"`
+		Status     string `json:"status"`
+	}
+	if err := e.client.do(ctx, "POST", "/api/quarantine/"+id+"/release", nil, nil, &out); err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(out)
+	}
+	fmt.Fprintf(e.stdout, "released %s: %s %s\n", id, out.Status, out.DeliveryID)
 	return nil
 }

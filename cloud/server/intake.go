@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -125,13 +126,18 @@ func (s *Server) intake(c *gin.Context) {
 				"host", hostID, "source", name, "provider", provider.Name(), "rate_limit_per_min", perMin)
 		}
 	}
-	res, err := s.admit(ctx, t, req, note, now)
+	res, err := s.admit(ctx, t, req, note, now, admitFrom{guard: true, clientIP: c.ClientIP()})
 	if err != nil {
+		if errors.Is(err, errReplayNotHeld) {
+			// A suspected replay with no room to be held: counted and audited.
+			s.writeError(c, errReplayNotHeld)
+			return
+		}
 		s.metrics.count(provider.Name(), outcomeUnavailable)
 		s.writeError(c, errUnavailable(err))
 		return
 	}
-	if !allowed && res.outcome != outcomeHandshake && res.outcome != outcomeFiltered {
+	if !allowed && res.outcome != outcomeHandshake && res.outcome != outcomeFiltered && res.outcome != outcomeReplayHeld {
 		s.metrics.count(provider.Name(), outcomeOverLimitStored)
 	}
 	res.write(c)
@@ -165,10 +171,20 @@ func (a *admitted) write(c *gin.Context) {
 	c.JSON(a.status, a.resp)
 }
 
+// admitFrom says where a request being admitted comes from.
+type admitFrom struct {
+	// guard: the source's replay guard applies (see holdReplay). Off only
+	// for a suspected replay an operator releases.
+	guard    bool
+	clientIP string
+}
+
 // admit takes a verified request the rest of the way: handshakes answered in
-// place, the event filter, then dedupe and the durable insert. Errors are
-// storage failures. Intake and the quarantine release share it.
-func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note string, received time.Time) (*admitted, error) {
+// place, the event filter, the replay guard, then dedupe and the durable
+// insert. Errors are storage failures, or errReplayNotHeld for a suspected
+// replay the quarantine had no room for. Intake and the quarantine
+// releases share it.
+func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note string, received time.Time, from admitFrom) (*admitted, error) {
 	host, src, provider := t.host, t.src, t.provider
 	if hs, ok := provider.(verify.Handshaker); ok {
 		if reply, ok := hs.Handshake(req); ok {
@@ -192,10 +208,26 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 			resp: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
 	}
 
+	id := store.DeliveryID(src.Name, ev.ID, received)
+	var digest []byte
+	if verify.ReplayGuarded(provider, src.Options) {
+		sum := sha256.Sum256(req.Body)
+		digest = sum[:]
+		if from.guard {
+			earlier, err := s.store.DeliveryByDigest(ctx, &store.DigestLookupParams{
+				HostID: host.ID, Source: src.Name, Digest: digest, Since: received.Add(-ReplayWindow), EventID: ev.ID})
+			switch {
+			case err == nil && earlier.EventID != ev.ID:
+				return s.holdReplay(ctx, t, req, ev, id, earlier, received, from.clientIP)
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				return nil, err
+			}
+		}
+	}
+
 	// The webhook's trace starts here, or continues the provider's; its
 	// traceparent is stored among the delivery's headers and goes on to
 	// the handler.
-	id := store.DeliveryID(src.Name, ev.ID, received)
 	ctx, span, traceparent := s.cfg.Tracer.Start(ctx, "intake", req.Header.Get(shared.HeaderTraceParent),
 		attribute.String("relay.delivery_id", id), attribute.String("relay.host_id", host.ID), attribute.String("relay.source", src.Name))
 	headers := providerHeaders(req.Header, t.forward, verify.SecretHeaders(provider, src.Options))
@@ -217,6 +249,7 @@ func (s *Server) admit(ctx context.Context, t *target, req *verify.Request, note
 		CorrelationID: correlationID,
 		ReceiveNote:   note,
 		ReceivedAt:    received,
+		BodyDigest:    digest,
 	}
 	// A host whose socket on this replica has room and waits with nothing
 	// to push, or whose long poll here waits having found nothing, gets the

@@ -30,6 +30,8 @@ const (
 	outcomeUnavailable     = "unavailable"
 	outcomeOverBudget      = "over_budget"
 	outcomeIPNotAllowed    = "ip_not_allowed"
+	// A suspected replay held (answered 2xx, not delivered; see holdReplay).
+	outcomeReplayHeld = "replay_held"
 )
 
 // Not quarantined, answered 503: no room (in the quarantine or the host's

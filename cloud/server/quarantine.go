@@ -164,7 +164,7 @@ func (s *Server) ReleaseQuarantine(ctx context.Context) (ReleaseResult, error) {
 	// its secrets opened once per pass, not once per request.
 	sources := make(map[[2]string]*releaseSource)
 	for {
-		qs, err := s.store.QuarantineList(ctx, &store.QuarantineListParams{AfterID: after, Limit: 100})
+		qs, err := s.store.QuarantineList(ctx, &store.QuarantineListParams{AfterID: after, Limit: 100, Kind: store.QuarantineSecret})
 		if err != nil {
 			return res, err
 		}
@@ -262,7 +262,7 @@ func (s *Server) releaseOne(ctx context.Context, q *store.QuarantinedRequest, rs
 	for _, name := range tokens {
 		header.Del(name)
 	}
-	if _, err := s.admit(ctx, rs.t, req, "released from quarantine", q.ReceivedAt); err != nil {
+	if _, err := s.admit(ctx, rs.t, req, "released from quarantine", q.ReceivedAt, admitFrom{guard: true, clientIP: q.ClientIP}); err != nil {
 		return false, false, err
 	}
 	return false, true, nil
@@ -293,11 +293,14 @@ type quarantinedJSON struct {
 	ClientIP    string    `json:"client_ip"`
 	HeaderNames []string  `json:"header_names"`
 	BodySize    int       `json:"body_size"`
+	Kind        string    `json:"kind"`
+	Reason      string    `json:"reason"`
 }
 
-// listQuarantine answers GET /api/quarantine: how many requests wait for a
-// key, and the oldest of them (no bodies, no header values); `limit` 1..500,
-// default 100.
+// listQuarantine answers GET /api/quarantine: how many requests wait, for a
+// key (kind secret) or for an operator (kind replay: held suspected
+// replays, each with why), and the oldest of them (no bodies, no header
+// values); `limit` 1..500, default 100.
 func (s *Server) listQuarantine(c *gin.Context) {
 	limit, err := queryLimit(c, 100, 500)
 	if err != nil {
@@ -320,6 +323,7 @@ func (s *Server) listQuarantine(c *gin.Context) {
 		out = append(out, quarantinedJSON{
 			ID: q.ID, HostID: q.HostID, Source: q.Source, ReceivedAt: q.ReceivedAt, ClientIP: q.ClientIP,
 			HeaderNames: store.CutHeaderNames(headerNames(http.Header(q.Header))), BodySize: len(q.Body),
+			Kind: q.Kind, Reason: q.Reason,
 		})
 	}
 	c.JSON(200, gin.H{"count": n, "requests": out})

@@ -31,7 +31,8 @@ func (b *bundle) claimAgent(name string) *agent {
 	b.t.Helper()
 	var h shared.CreateHostResponse
 	b.admin("POST", "/api/hosts", map[string]string{"name": name}).json(b.t, &h)
-	require.Equal(b.t, 201, b.admin("PUT", "/api/hosts/"+h.ID+"/sources/github", map[string]any{"secrets": []string{testSecret}}).status)
+	require.Equal(b.t, 201, b.admin("PUT", "/api/hosts/"+h.ID+"/sources/github", map[string]any{"secrets": []string{testSecret},
+		"options": unguarded}).status)
 	var c shared.ClaimResponse
 	a := b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: h.ClaimCode}), nil)
 	require.Equal(b.t, 200, a.status, string(a.body))
@@ -162,7 +163,7 @@ func TestScheduleOfTheSource(t *testing.T) {
 	b := setup(t)
 	step := b.upkeep()
 	g := b.claimAgent("h")
-	a := b.admin("PUT", "/api/hosts/"+g.id+"/sources/github", map[string]any{"retry_schedule_s": []float64{0, 5, 20}})
+	a := b.admin("PUT", "/api/hosts/"+g.id+"/sources/github", map[string]any{"retry_schedule_s": []float64{0, 5, 20}, "options": unguarded})
 	require.Equal(t, 200, a.status, string(a.body))
 	id := g.send("d-1")
 	require.Equal(t, 3, g.delivery(id).MaxAttempts)
@@ -182,7 +183,7 @@ func TestScheduleOfTheSource(t *testing.T) {
 	require.Equal(t, 3, d.Attempts)
 
 	// A schedule changed later applies to new deliveries only.
-	a = b.admin("PUT", "/api/hosts/"+g.id+"/sources/github", map[string]any{"retry_schedule_s": []float64{0, 1}, "max_attempts": 9})
+	a = b.admin("PUT", "/api/hosts/"+g.id+"/sources/github", map[string]any{"retry_schedule_s": []float64{0, 1}, "max_attempts": 9, "options": unguarded})
 	require.Equal(t, 200, a.status, string(a.body))
 	require.Equal(t, 3, g.delivery(id).MaxAttempts)
 	require.Equal(t, 9, g.delivery(g.send("d-2")).MaxAttempts)

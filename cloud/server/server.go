@@ -264,6 +264,7 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/metrics", s.requireAdmin, s.metrics.handler())
 	r.GET("/api/quarantine", s.requireAdmin, s.listQuarantine)
 	r.POST("/api/quarantine/release", s.requireAdmin, s.releaseQuarantine)
+	r.POST("/api/quarantine/:id/release", s.requireAdmin, s.releaseHeld)
 	r.DELETE("/api/console/sessions", s.requireAdmin, s.endConsoleSessions)
 
 	alerts := r.Group("/api/alerts", s.requireAdmin)

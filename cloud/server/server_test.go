@@ -30,6 +30,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
+	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -151,13 +152,19 @@ func (b *bundle) admin(method, path string, in any) answer {
 
 // newHost creates and claims a host with a github source; it returns the
 // host id and a valid token.
+// unguarded is the options of a GitHub source without the replay guard.
+var unguarded = map[string]string{verify.ReplayGuardOption: "off"}
+
 func (b *bundle) newHost(name string) (string, string) {
 	b.t.Helper()
 	var h shared.CreateHostResponse
 	a := b.admin("POST", "/api/hosts", map[string]string{"name": name})
 	require.Equal(b.t, 201, a.status, string(a.body))
 	a.json(b.t, &h)
-	a = b.admin("PUT", "/api/hosts/"+h.ID+"/sources/github", map[string]any{"secrets": []string{testSecret}})
+	// Tests send one body (prBody) under many delivery ids: the replay
+	// guard, tested on its own (replayguard_test.go), is off here.
+	a = b.admin("PUT", "/api/hosts/"+h.ID+"/sources/github", map[string]any{"secrets": []string{testSecret},
+		"options": unguarded})
 	require.Equal(b.t, 201, a.status, string(a.body))
 	var c shared.ClaimResponse
 	a = b.do("POST", "/api/hosts/claim", jsonBody(shared.ClaimRequest{ClaimCode: h.ClaimCode}), nil)
