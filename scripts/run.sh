@@ -103,7 +103,7 @@ if [ ! -f "$run/host/credentials.json" ]; then
   code=$(jq -r .claim_code <<<"$created")
   head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$run/github-secret"
   api PUT "/api/hosts/$host_id/sources/github" \
-    "$(jq -n --arg s "$(cat "$run/github-secret")" '{provider:"github", secrets:[$s]}')" >/dev/null
+    "$(jq -n --arg s "$(cat "$run/github-secret")" '{provider:"github", secrets:[$s], options:{replay_guard:"off"}}')" >/dev/null
   echo "==> host 'demo' created ($host_id) with a github source; claiming it"
   bin/host claim --cloud "$cloud" --code "$code" --state "$run/host" >/dev/null
 fi

@@ -276,7 +276,7 @@ func runHostFaults(ctx context.Context, e *env, f hostFaults) (r result) {
 	if f.oneAttempt {
 		for _, h := range s.hosts {
 			if err := admin(ctx, s.clouds[0].url, "PUT", "/api/hosts/"+h.id+"/sources/github", map[string]any{
-				"secrets": []string{h.secret}, "retry_schedule_s": []int{0}, "max_attempts": 1,
+				"secrets": []string{h.secret}, "retry_schedule_s": []int{0}, "max_attempts": 1, "options": replayGuardOff,
 			}, nil, 200); err != nil {
 				r.failf("one attempt for %s: %v", h.name, err)
 				return
