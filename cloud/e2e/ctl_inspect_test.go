@@ -48,7 +48,7 @@ func forwardTo(url string) map[string]any {
 func (c *cloud) retrySchedule(hostID string, schedule []int, maxAttempts int) {
 	c.t.Helper()
 	require.Equal(c.t, 200, c.admin("PUT", "/api/hosts/"+hostID+"/sources/github",
-		map[string]any{"retry_schedule_s": schedule, "max_attempts": maxAttempts}, nil))
+		map[string]any{"retry_schedule_s": schedule, "max_attempts": maxAttempts, "options": guardOff}, nil))
 }
 
 // waitStatus waits until a delivery is in status.

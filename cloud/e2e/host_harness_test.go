@@ -58,7 +58,7 @@ func newHostSetup(t *testing.T, name string, cloudEnv ...string) *hostSetup {
 func (c *cloud) fastRetries(hostID string) {
 	c.t.Helper()
 	require.Equal(c.t, 200, c.admin("PUT", "/api/hosts/"+hostID+"/sources/github",
-		map[string]any{"secrets": []string{secret}, "retry_schedule_s": []int{0, 2, 2, 2, 2}}, nil))
+		map[string]any{"secrets": []string{secret}, "retry_schedule_s": []int{0, 2, 2, 2, 2}, "options": guardOff}, nil))
 }
 
 // startConfiguredHost claims s's host and runs it with cfg (see startHost).
