@@ -466,6 +466,8 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	// A push sent again under a new delivery id is held (as a suspected
 	// replay): listed, and released by the operator. Sent after the alert
 	// checks above: a held request fires quarantine_not_empty.
+	st, _ = a.call("PUT", src, adminToken, map[string]any{"secrets": []string{secret}, "options": map[string]string{"replay_guard": "on"}})
+	require.Equal(t, 200, st)
 	fresh := signGitHub(secret, "push", "openapi-fresh", []byte(`{"ref":"refs/heads/fresh"}`))
 	st, _ = intake(fresh, hostID)
 	require.Equal(t, 200, st)

@@ -20,8 +20,9 @@ func TestReplayGuardEndToEnd(t *testing.T) {
 			c := startCloud(t, newDB(t))
 			const secret = "replay-secret"
 			hostID, code := c.newHost("replay", secret)
-			// The source as an operator configures it: the guard on by default.
-			require.Equal(t, 200, c.admin("PUT", "/api/hosts/"+hostID+"/sources/github", map[string]any{"secrets": []string{secret}}, nil))
+			// The source with its replay guard on, as an operator sets it.
+			require.Equal(t, 200, c.admin("PUT", "/api/hosts/"+hostID+"/sources/github", map[string]any{"secrets": []string{secret},
+				"options": map[string]string{"replay_guard": "on"}}, nil))
 			rc := startReceiver(t)
 			claimAndStartHost(t, c.url, code, rc.url)
 

@@ -44,23 +44,41 @@ import (
 // from outside.
 //
 //	go test -run '^$' -bench 'Intake/sqlite/random' -benchtime 20000x -cpu 2 ./cloud/server/
+//
+// guard=on and guard=off send a body of their own each (its first member
+// numbered, signed per request), the one with the GitHub source's replay
+// guard on (a digest looked up and stored per webhook), the other with it
+// off (the default): the guard's cost.
 func BenchmarkIntake(b *testing.B) {
 	for _, ids := range []string{"random", "counter"} {
 		b.Run("sqlite/"+ids, func(b *testing.B) {
 			st := sqlitetest.Open(b)
-			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), ids == "random")
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), ids == "random", "")
 		})
 		b.Run("postgres/"+ids, func(b *testing.B) {
 			st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
 			require.NoError(b, err)
-			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), ids == "random") // as the cloud runs it
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), ids == "random", "") // as the cloud runs it
+		})
+	}
+	for _, guard := range []string{"on", "off"} {
+		b.Run("sqlite/guard="+guard, func(b *testing.B) {
+			st := sqlitetest.Open(b)
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), true, guard)
+		})
+		b.Run("postgres/guard="+guard, func(b *testing.B) {
+			st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
+			require.NoError(b, err)
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), true, guard)
 		})
 	}
 }
 
 // benchIntake takes st migrated, as cloud serve wraps it: with group commit.
-// random: each delivery id a random UUID, else a counter.
-func benchIntake(b *testing.B, st store.Store, random bool) {
+// random: each delivery id a random UUID, else a counter. guard "": one
+// body for every request, the replay guard off (it would hold them); "on"
+// or "off": a body of its own each, with the guard so.
+func benchIntake(b *testing.B, st store.Store, random bool, guard string) {
 	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
 	require.NoError(b, err)
 	clock := clockwork.NewRealClock()
@@ -83,7 +101,11 @@ func benchIntake(b *testing.B, st store.Store, random bool) {
 	}
 	var h shared.CreateHostResponse
 	require.NoError(b, json.Unmarshal(admin("POST", "/api/hosts", `{"name":"bench"}`), &h))
-	admin("PUT", "/api/hosts/"+h.ID+"/sources/github", `{"secrets":["`+testSecret+`"]}`)
+	option := guard
+	if option == "" {
+		option = "off"
+	}
+	admin("PUT", "/api/hosts/"+h.ID+"/sources/github", `{"secrets":["`+testSecret+`"],"options":{"replay_guard":"`+option+`"}}`)
 	id := h.ID
 
 	body, err := os.ReadFile("testdata/installation.created.json")
@@ -100,15 +122,24 @@ func benchIntake(b *testing.B, st store.Store, random bool) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+			n := seq.Add(1)
+			send, signature := body, sig
+			if guard != "" {
+				// {"n":N, and the rest of the payload: a body of its own.
+				send = append([]byte(`{"n":`+strconv.FormatInt(n, 10)+`,`), body[1:]...)
+				m := hmac.New(sha256.New, []byte(testSecret))
+				m.Write(send)
+				signature = "sha256=" + hex.EncodeToString(m.Sum(nil))
+			}
+			req, _ := http.NewRequest("POST", url, bytes.NewReader(send))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-GitHub-Event", "installation")
-			delivery := "bench-" + strconv.FormatInt(seq.Add(1), 10)
+			delivery := "bench-" + strconv.FormatInt(n, 10)
 			if random {
 				delivery = uuid()
 			}
 			req.Header.Set("X-GitHub-Delivery", delivery)
-			req.Header.Set("X-Hub-Signature-256", sig)
+			req.Header.Set("X-Hub-Signature-256", signature)
 			resp, err := client.Do(req)
 			if err != nil {
 				b.Error(err)

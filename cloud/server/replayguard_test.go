@@ -36,12 +36,12 @@ func intakeAnswer(t *testing.T, a answer) shared.IntakeResponse {
 	return r
 }
 
-// guardedHost is a host whose github source has the replay guard as by
-// default (newHost turns it off).
+// guardedHost is a host whose github source has the replay guard on.
 func (b *edgeBundle) guardedHost() string {
 	b.t.Helper()
 	hostID, _ := b.newHost("h")
-	a := b.admin("PUT", "/api/hosts/"+hostID+"/sources/github", map[string]any{"secrets": []string{testSecret}})
+	a := b.admin("PUT", "/api/hosts/"+hostID+"/sources/github", map[string]any{"secrets": []string{testSecret},
+		"options": map[string]string{"replay_guard": "on"}})
 	require.Equal(b.t, 200, a.status, string(a.body))
 	return hostID
 }

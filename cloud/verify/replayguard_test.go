@@ -10,7 +10,8 @@ func TestReplayGuard(t *testing.T) {
 	for _, name := range Names() {
 		p, _ := Lookup(name)
 		untimed := name == "github" || name == "shopify" || name == "gitlab"
-		require.Equal(t, untimed, ReplayGuarded(p, nil), "%s: guarded by default only without a timestamp", name)
+		require.False(t, ReplayGuarded(p, nil), "%s: off unless a source turns it on", name)
+		require.Equal(t, untimed, ReplayGuarded(p, map[string]string{ReplayGuardOption: "on"}), "%s: only a provider without a timestamp has one", name)
 		oc, ok := p.(OptionsChecker)
 		if !ok {
 			continue
