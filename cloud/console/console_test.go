@@ -42,8 +42,8 @@ type bundle struct {
 type options struct {
 	secureCookie   bool
 	trustedProxies []string
-	volume       func(ctx context.Context, hostID string, now time.Time) ([]int, error)
-	maxSessions  int
+	volume         func(ctx context.Context, hostID string, now time.Time) ([]int, error)
+	maxSessions    int
 }
 
 func setup(t *testing.T, opts ...options) *bundle {

@@ -364,16 +364,8 @@ func (s *Server) HostRate(h *store.Host) (perMin, burst int) {
 // writes the answer.
 func (s *Server) reject(c *gin.Context, src *store.Source, provider verify.Provider, status int, reason, outcome string) {
 	s.metrics.count(provider.Name(), outcome)
-	now := s.now()
-	if !s.auditSample.allowOne(src.HostID, now) {
+	if !s.audit(c.Request.Context(), src, status, reason, c.ClientIP(), c.Request.Header, s.now()) {
 		return
-	}
-	err := s.store.RejectionInsert(c.Request.Context(), &store.Rejection{
-		HostID: src.HostID, Source: src.Name, At: now, Status: status, Reason: truncate(reason, 500),
-		ClientIP: c.ClientIP(), HeaderNames: headerNames(c.Request.Header),
-	})
-	if err != nil {
-		s.log.Warn("rejection not recorded", "host", src.HostID, "source", src.Name, "err", err)
 	}
 	s.log.Info("webhook rejected", "host", src.HostID, "source", src.Name, "status", status,
 		"reason", truncate(reason, store.RejectionMaxReasonBytes), "remote", c.ClientIP())

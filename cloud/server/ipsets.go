@@ -20,12 +20,13 @@ var errNotAllowed = &apiError{code: shared.CodeForbidden, message: "this address
 
 // clientAllowed says whether the request's client address — the TCP peer,
 // or X-Forwarded-For's through RELAY_TRUSTED_PROXIES, as gin's ClientIP
-// decides — is in the target's allowlist, and the address it checked.
+// decides — is in the target's allowlist, and the address it checked
+// ("" when the source has no allowlist: nothing is checked).
 func clientAllowed(c *gin.Context, allow *ipallow.List) (bool, string) {
-	ip := c.ClientIP()
 	if allow == nil || !allow.Restricted {
-		return true, ip
+		return true, "" // no address to work out
 	}
+	ip := c.ClientIP()
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
 		return false, ip

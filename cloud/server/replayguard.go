@@ -55,7 +55,7 @@ func (s *Server) holdReplay(ctx context.Context, t *target, req *verify.Request,
 	case errors.Is(err, store.ErrQuarantineFull):
 		// Never dropped while answered 2xx: refused, audited and counted.
 		s.metrics.count(provider.Name(), outcomeQuarantineFull)
-		s.auditHeld(ctx, src, 503, reason+"; not held: "+err.Error(), clientIP, req.Header, received)
+		s.audit(ctx, src, 503, reason+"; not held: "+err.Error(), clientIP, req.Header, received)
 		if logIt {
 			s.log.Error("suspected replay not held: the quarantine is full", "host", src.HostID, "source", src.Name,
 				"earlier_delivery_id", earlier.DeliveryID, "err", err)
@@ -64,7 +64,7 @@ func (s *Server) holdReplay(ctx context.Context, t *target, req *verify.Request,
 	case err != nil:
 		return nil, err
 	}
-	s.auditHeld(ctx, src, status, reason+"; held as quarantine request "+strconv.FormatInt(q.ID, 10), clientIP, req.Header, received)
+	s.audit(ctx, src, status, reason+"; held as quarantine request "+strconv.FormatInt(q.ID, 10), clientIP, req.Header, received)
 	if logIt {
 		s.log.Warn("suspected replay held: a body already delivered, under a new event id", "host", src.HostID,
 			"source", src.Name, "event_id", ev.ID, "earlier_delivery_id", earlier.DeliveryID, "quarantine_id", q.ID)
@@ -73,11 +73,12 @@ func (s *Server) holdReplay(ctx context.Context, t *target, req *verify.Request,
 		resp: shared.IntakeResponse{DeliveryID: id, Status: shared.IntakeQueued}}), nil
 }
 
-// auditHeld records a suspected replay in the rejections audit, sampled per
-// host like every refusal.
-func (s *Server) auditHeld(ctx context.Context, src *store.Source, status int, reason, clientIP string, h http.Header, at time.Time) {
+// audit records a refused or held request in the rejections audit, sampled
+// per host (so a flood cannot fill the database), and says whether this one
+// was recorded (or tried: a failure is logged).
+func (s *Server) audit(ctx context.Context, src *store.Source, status int, reason, clientIP string, h http.Header, at time.Time) bool {
 	if !s.auditSample.allowOne(src.HostID, at) {
-		return
+		return false
 	}
 	err := s.store.RejectionInsert(ctx, &store.Rejection{
 		HostID: src.HostID, Source: src.Name, At: at, Status: status, Reason: truncate(reason, 500),
@@ -86,6 +87,7 @@ func (s *Server) auditHeld(ctx context.Context, src *store.Source, status int, r
 	if err != nil {
 		s.log.Warn("rejection not recorded", "host", src.HostID, "source", src.Name, "err", err)
 	}
+	return true
 }
 
 // releaseHeld answers POST /api/quarantine/:id/release: a held suspected
