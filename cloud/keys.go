@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
 )
@@ -33,7 +34,7 @@ func rekey(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.Close()
-	res, err := server.Rekey(ctx, st, ring, time.Now().UTC())
+	res, err := intake.Rekey(ctx, st, ring, time.Now().UTC())
 	if err != nil {
 		return fmt.Errorf("rekey: %w", err)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/relaykit/relay/cloud/console"
 	"github.com/relaykit/relay/cloud/ctl"
 	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
 	"github.com/relaykit/relay/cloud/steady"
@@ -588,7 +589,7 @@ func serve(ctx context.Context, args []string) error {
 	alerts := alert.New(st, ring, alert.Config{
 		Interval: o.alertInterval, Resend: o.alertResend, Presence: presence, PublicURL: o.publicURL, SinkAllow: o.sinkAllow(),
 		KeysOK: func(ctx context.Context) (bool, error) {
-			cs, err := server.CheckCanary(ctx, st, ring)
+			cs, err := intake.CheckCanary(ctx, st, ring)
 			return cs.OK, err
 		},
 		Intake5xx: srv.Intake5xx,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/server"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
@@ -237,7 +238,7 @@ type deliveryOps interface {
 	RetryDelivery(ctx context.Context, hostID, id string) (*store.Delivery, error)
 	ReplayDelivery(ctx context.Context, hostID, id, toHostID string) (*store.Delivery, error)
 	PurgeDLQ(ctx context.Context, hostID string) (int, error)
-	ReleaseQuarantine(ctx context.Context) (server.ReleaseResult, error)
+	ReleaseQuarantine(ctx context.Context) (intake.ReleaseResult, error)
 }
 
 // ops is the App's deliveryOps (cloud/server's Server has them all).

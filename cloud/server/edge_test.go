@@ -19,6 +19,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
@@ -238,7 +239,7 @@ func TestQuarantineAndRelease(t *testing.T) {
 
 	// The cloud restarted with an unrelated key: nothing decrypts.
 	lost := newEdge(t, st, ringOf(t, 9), clock, Config{QuarantineMax: 3, QuarantineHostMax: 3})
-	cs, err := CheckCanary(context.Background(), st, ringOf(t, 9))
+	cs, err := intake.CheckCanary(context.Background(), st, ringOf(t, 9))
 	require.NoError(t, err)
 	require.True(t, cs.Created, "the first check seals a canary")
 
@@ -284,14 +285,14 @@ func TestQuarantineAndRelease(t *testing.T) {
 	require.JSONEq(t, `{"admitted":0,"rejected":0,"held":3}`, string(a.body))
 	res, err := lost.srv.ReleaseQuarantine(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, ReleaseResult{Held: 3}, res)
+	require.Equal(t, intake.ReleaseResult{Held: 3}, res)
 
 	// The right key is back, ten minutes later: verified as of arrival, queued.
 	clock.Advance(10 * time.Minute)
 	back := newEdge(t, st, ringOf(t, 1), clock, Config{})
 	res, err = back.srv.ReleaseQuarantine(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, ReleaseResult{Admitted: 2, Rejected: 1}, res)
+	require.Equal(t, intake.ReleaseResult{Admitted: 2, Rejected: 1}, res)
 	n, err = st.QuarantineCount(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, n)
@@ -329,51 +330,51 @@ func TestRekeyAndCanary(t *testing.T) {
 	st := openStore(t)
 	clock := newClock()
 	k1 := newEdge(t, st, ringOf(t, 1), clock, Config{})
-	cs, err := CheckCanary(ctx, st, ringOf(t, 1))
+	cs, err := intake.CheckCanary(ctx, st, ringOf(t, 1))
 	require.NoError(t, err)
-	require.Equal(t, CanaryStatus{OK: true, Created: true, KeyID: ringOf(t, 1).SealingKeyID()}, cs)
+	require.Equal(t, intake.CanaryStatus{OK: true, Created: true, KeyID: ringOf(t, 1).SealingKeyID()}, cs)
 	hostID, _ := k1.newHost("h")
 	k1.addSource(hostID, "billing", map[string]any{"provider": "generic", "secrets": []string{"s1", "s2"}})
 	require.Equal(t, 201, k1.admin("POST", "/api/alerts/sinks", map[string]string{"kind": "webhook", "url": "https://ops.example.com/a"}).status)
 
 	// Keys "2,1": everything still opens, but with the old key.
 	r21 := ringOf(t, 2, 1)
-	cs, err = CheckCanary(ctx, st, r21)
+	cs, err = intake.CheckCanary(ctx, st, r21)
 	require.NoError(t, err)
 	require.True(t, cs.OK)
 	require.True(t, cs.Outdated)
-	res, err := Rekey(ctx, st, r21, clock.Now())
+	res, err := intake.Rekey(ctx, st, r21, clock.Now())
 	require.NoError(t, err)
-	require.Equal(t, RekeyResult{Sources: 2, Rewritten: 2, Secrets: 3, Sinks: 1}, res)
+	require.Equal(t, intake.RekeyResult{Sources: 2, Rewritten: 2, Secrets: 3, Sinks: 1}, res)
 	sinks, err := st.AlertSinkList(ctx)
 	require.NoError(t, err)
 	changed, err := alert.ResealSink(ringOf(t, 2), sinks[0])
 	require.NoError(t, err, "the sink opens with the new key alone")
 	require.False(t, changed)
-	res, err = Rekey(ctx, st, r21, clock.Now())
+	res, err = intake.Rekey(ctx, st, r21, clock.Now())
 	require.NoError(t, err)
-	require.Equal(t, RekeyResult{Sources: 2}, res, "a second run has nothing to do")
+	require.Equal(t, intake.RekeyResult{Sources: 2}, res, "a second run has nothing to do")
 
 	// Keys "2": every source verifies.
 	k2 := newEdge(t, st, ringOf(t, 2), clock, Config{})
-	cs, err = CheckCanary(ctx, st, ringOf(t, 2))
+	cs, err = intake.CheckCanary(ctx, st, ringOf(t, 2))
 	require.NoError(t, err)
-	require.Equal(t, CanaryStatus{OK: true, KeyID: ringOf(t, 2).SealingKeyID()}, cs)
+	require.Equal(t, intake.CanaryStatus{OK: true, KeyID: ringOf(t, 2).SealingKeyID()}, cs)
 	require.Equal(t, 200, k2.sendGitHub(hostID, "d-1", prBody).status)
 	body := []byte(`{"n":1}`)
 	require.Equal(t, 202, k2.do("POST", "/api/webhooks/"+hostID+"/billing", bytes.NewReader(body), genericHeaders("s2", "e1", body)).status)
 
 	// An unrelated key: the canary says so, and rekey refuses to touch what it cannot open.
 	r9 := ringOf(t, 9)
-	cs, err = CheckCanary(ctx, st, r9)
+	cs, err = intake.CheckCanary(ctx, st, r9)
 	require.NoError(t, err)
 	require.False(t, cs.OK)
 	require.Equal(t, ringOf(t, 2).SealingKeyID(), cs.KeyID)
-	res, err = Rekey(ctx, st, r9, clock.Now())
+	res, err = intake.Rekey(ctx, st, r9, clock.Now())
 	require.NoError(t, err)
 	require.Len(t, res.Failed, 3)
 	require.Contains(t, res.Failed[2], "sink snk_")
-	cs, err = CheckCanary(ctx, st, ringOf(t, 2))
+	cs, err = intake.CheckCanary(ctx, st, ringOf(t, 2))
 	require.NoError(t, err)
 	require.True(t, cs.OK, "a failed rekey leaves the canary as it was")
 

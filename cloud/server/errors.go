@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
@@ -48,7 +49,7 @@ func errUnavailable(cause error) error {
 // succeed later.
 func isUnavailable(err error) bool {
 	var ae *apiError
-	return errors.As(err, &ae) && ae.code == shared.CodeUnavailable
+	return errors.As(err, &ae) && ae.code == shared.CodeUnavailable || intake.IsUnavailable(err)
 }
 
 // Describe is the code and message an error is answered with: an
@@ -62,9 +63,12 @@ func Describe(err error) (code, message string) {
 
 func describe(err error) *apiError {
 	var ae *apiError
+	var ie *intake.Error
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &ie):
+		return &apiError{code: ie.Code, message: ie.Message, cause: ie.Cause, quiet: ie.Quiet}
 	case errors.Is(err, store.ErrNotFound):
 		return &apiError{code: shared.CodeNotFound, message: "not found"}
 	case errors.Is(err, store.ErrConflict):

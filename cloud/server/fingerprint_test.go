@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
@@ -80,9 +81,9 @@ func TestSourceFingerprintStoredUnkeyed(t *testing.T) {
 	const other = "a secret sealed with a lost key"
 	src, err := b.store.SourceGet(ctx, hostID, "github")
 	require.NoError(t, err)
-	opens, err := b.server.ring.Seal([]byte(testSecret), sealContext(hostID, "github"))
+	opens, err := b.server.ring.Seal([]byte(testSecret), intake.SealContext(hostID, "github"))
 	require.NoError(t, err)
-	lostSealed, err := lost.Seal([]byte(other), sealContext(hostID, "github"))
+	lostSealed, err := lost.Seal([]byte(other), intake.SealContext(hostID, "github"))
 	require.NoError(t, err)
 	require.NoError(t, b.store.SourceSetSecrets(ctx, &store.SourceSetSecretsParams{HostID: hostID, Name: "github",
 		Secrets: []store.SealedSecret{
@@ -99,7 +100,7 @@ func TestSourceFingerprintStoredUnkeyed(t *testing.T) {
 
 	// cloud rekey names a secret it cannot open by its place, not by its
 	// unkeyed fingerprint.
-	res, err := Rekey(ctx, b.store, b.server.ring, b.clock.Now())
+	res, err := intake.Rekey(ctx, b.store, b.server.ring, b.clock.Now())
 	require.NoError(t, err)
 	require.Len(t, res.Failed, 1)
 	require.Contains(t, res.Failed[0], "secret #2")

@@ -118,7 +118,7 @@ func (s *Server) CreateHost(ctx context.Context, name string) (*shared.CreateHos
 		ClaimCodeHash: auth.Hash(code), ClaimExpiresAt: now.Add(s.cfg.ClaimTTL),
 		Now: now, // rate limits 0: the server's defaults
 	})
-	s.targets.drop(id) // even on an error: it may have committed
+	s.intake.Forget(id) // even on an error: it may have committed
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *Server) deactivateHost(c *gin.Context) {
 // /api/hosts/:id/deactivate does. Errors are the API's (see Describe).
 func (s *Server) DeactivateHost(ctx context.Context, hostID string) (*store.Host, error) {
 	h, err := s.store.HostDeactivate(ctx, &store.HostDeactivateParams{HostID: hostID, Now: s.now()})
-	s.targets.drop(hostID) // at once here; other replicas are told by the store
+	s.intake.Forget(hostID) // at once here; other replicas are told by the store
 	if err != nil {
 		return nil, hostErr(err)
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/ipallow"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
@@ -36,86 +36,10 @@ func clientAllowed(c *gin.Context, allow *ipallow.List) (bool, string) {
 
 // notAllowed answers 403 to a sender outside the source's allowlist, unread
 // (the connection is closed rather than its body drained), and audits it.
-func (s *Server) notAllowed(c *gin.Context, t *target, ip string) {
+func (s *Server) notAllowed(c *gin.Context, t *intake.Target, ip string) {
 	c.Header("Connection", "close")
-	s.reject(c, t.src, t.provider, 403, "client address "+ip+" is not in the source's allowed_ips", outcomeIPNotAllowed)
+	s.reject(c, t.Source, t.Provider, 403, "client address "+ip+" is not in the source's allowed_ips", intake.OutcomeIPNotAllowed)
 	s.writeError(c, errNotAllowed)
-}
-
-// resolveAllow turns a source's allowlist into the prefixes intake checks:
-// its CIDRs, and the prefixes of the sets it names as stored, else as
-// shipped. A set that holds none yet allows nothing. Errors are storage
-// failures.
-func (s *Server) resolveAllow(ctx context.Context, src *store.Source) (*ipallow.List, error) {
-	if len(src.AllowedIPs) == 0 {
-		return nil, nil
-	}
-	l := &ipallow.List{Restricted: true}
-	for _, raw := range src.AllowedIPs {
-		e, err := ipallow.ParseEntry(raw)
-		if err != nil {
-			// Stored by an older build that knew a set this one does not:
-			// it allows nothing.
-			s.log.Warn("source allowlist entry ignored", "host", src.HostID, "source", src.Name, "err", err)
-			continue
-		}
-		if e.Set == "" {
-			l.Prefixes = append(l.Prefixes, e.Prefix)
-			continue
-		}
-		set, err := s.ipSet(ctx, e.Set)
-		if err != nil {
-			return nil, err
-		}
-		l.Prefixes = append(l.Prefixes, ipallow.Prefixes(set.Prefixes)...)
-	}
-	return l, nil
-}
-
-// ipSet is a named set as in force: stored by a refresh, else as shipped.
-func (s *Server) ipSet(ctx context.Context, name string) (*shared.IPSet, error) {
-	pub, _ := ipallow.Lookup(name)
-	out := &shared.IPSet{Name: name, Prefixes: []string{}}
-	if pub != nil {
-		out.URL = s.ipSetURL(pub)
-	}
-	stored, err := s.store.IPSetGet(ctx, name)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		stored = nil
-	case err != nil:
-		return nil, err
-	}
-	if stored != nil {
-		out.LastError = stored.LastError
-		out.CheckedAt = timePtr(stored.CheckedAt)
-	}
-	switch {
-	case stored != nil && len(stored.Prefixes) > 0:
-		out.Prefixes, out.Origin = stored.Prefixes, stored.Origin
-		out.TakenAt, out.RefreshedAt = timePtr(stored.TakenAt), timePtr(stored.RefreshedAt)
-	case pub != nil && len(pub.Shipped) > 0:
-		out.Prefixes = ipallow.Strings(ipallow.Prefixes(pub.Shipped))
-		out.Origin, out.TakenAt = "shipped", timePtr(pub.ShippedAt)
-	}
-	out.Size = len(out.Prefixes)
-	return out, nil
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-// ipSetURL is where a set is refreshed from: the setting's URL for it,
-// else the provider's.
-func (s *Server) ipSetURL(pub *ipallow.Publisher) string {
-	if u := s.cfg.IPSetURLs[pub.Name]; u != "" {
-		return u
-	}
-	return pub.URL
 }
 
 // checkAllowedIPs checks a source's allowlist as given to the API and
@@ -130,7 +54,7 @@ func (s *Server) checkAllowedIPs(ctx context.Context, entries []string) ([]strin
 		if e.Set == "" {
 			continue
 		}
-		set, err := s.ipSet(ctx, e.Set)
+		set, err := s.intake.IPSet(ctx, e.Set)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +73,7 @@ func (s *Server) checkAllowedIPs(ctx context.Context, entries []string) ([]strin
 func (s *Server) listIPSets(c *gin.Context) {
 	out := make([]*shared.IPSet, 0, len(ipallow.Publishers))
 	for _, pub := range ipallow.Publishers {
-		set, err := s.ipSet(c.Request.Context(), pub.Name)
+		set, err := s.intake.IPSet(c.Request.Context(), pub.Name)
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -191,7 +115,7 @@ func (s *Server) refreshIPSet(c *gin.Context) {
 		s.writeError(c, errInvalid(err.Error()))
 		return
 	}
-	set, err := s.ipSet(ctx, pub.Name)
+	set, err := s.intake.IPSet(ctx, pub.Name)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -212,7 +136,7 @@ func (s *Server) storeIPSet(ctx context.Context, pub *ipallow.Publisher, data []
 	}
 	_, err = s.store.IPSetPut(ctx, &store.IPSetPutParams{Name: pub.Name, Prefixes: ipallow.Strings(prefixes),
 		Origin: origin, TakenAt: now, Now: now})
-	s.targets.reset()
+	s.intake.ForgetAll()
 	if err != nil {
 		return errUnavailable(err)
 	}
@@ -237,7 +161,7 @@ func (s *Server) ipSetFailed(ctx context.Context, pub *ipallow.Publisher, origin
 // (GET /api/ipsets) and logged.
 func (s *Server) RefreshIPSets(ctx context.Context) {
 	for _, pub := range ipallow.Publishers {
-		url := s.ipSetURL(pub)
+		url := s.intake.IPSetURL(pub)
 		data, err := s.fetchIPSet(ctx, url)
 		if err != nil {
 			_ = s.ipSetFailed(ctx, pub, url, fmt.Errorf("IP set %s from %s: %w", pub.Name, url, err))

@@ -3,6 +3,8 @@ package server
 import (
 	"sync"
 	"time"
+
+	"github.com/relaykit/relay/cloud/limits"
 )
 
 // logBudget bounds log lines that anyone can cause: at most perMin lines a
@@ -10,13 +12,13 @@ import (
 // how many of its key went unlogged before it. Callers use a bounded set of
 // keys (a route and status, or one key), never a value a client chooses.
 type logBudget struct {
-	sample   *sampler
+	sample   *limits.Sampler
 	mu       sync.Mutex
 	unlogged map[string]int
 }
 
 func newLogBudget(perMin int) *logBudget {
-	return &logBudget{sample: newSampler(perMin, perMin), unlogged: make(map[string]int)}
+	return &logBudget{sample: limits.NewSampler(perMin, perMin), unlogged: make(map[string]int)}
 }
 
 // take reports whether a line under key may be logged now and, when it may,
@@ -24,7 +26,7 @@ func newLogBudget(perMin int) *logBudget {
 func (b *logBudget) take(key string, now time.Time) (ok bool, unlogged int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.sample.allowOne(key, now) {
+	if !b.sample.Allow(key, now) {
 		b.unlogged[key]++
 		return false, 0
 	}

@@ -97,7 +97,7 @@ func (s *Server) UpdateHost(ctx context.Context, p *store.HostUpdateParams) (*st
 		}
 	}
 	h, err := s.store.HostUpdate(ctx, p)
-	s.targets.drop(p.HostID)
+	s.intake.Forget(p.HostID)
 	if err != nil {
 		return nil, hostErr(err)
 	}

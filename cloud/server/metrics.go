@@ -11,34 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
-)
-
-// Intake outcomes, the values of relay_intake_requests_total's outcome label.
-const (
-	outcomeQueued          = "queued"
-	outcomeDuplicate       = "duplicate"
-	outcomeRevived         = "revived"
-	outcomeFiltered        = "filtered"
-	outcomeHandshake       = "handshake"
-	outcomeBadSignature    = "bad_signature"
-	outcomeTooLarge        = "too_large"
-	outcomeRateLimited     = "rate_limited"
-	outcomeOverLimitStored = "over_limit_stored"
-	outcomeQuarantined     = "quarantined"
-	outcomeUnavailable     = "unavailable"
-	outcomeOverBudget      = "over_budget"
-	outcomeIPNotAllowed    = "ip_not_allowed"
-	// A suspected replay held (answered 2xx, not delivered; see holdReplay).
-	outcomeReplayHeld = "replay_held"
-)
-
-// Not quarantined, answered 503: no room (in the quarantine or the host's
-// share of it), or over the host's quarantine rate.
-const (
-	outcomeQuarantineFull        = "quarantine_full"
-	outcomeQuarantineRateLimited = "quarantine_rate_limited"
 )
 
 // metrics are the server's Prometheus collectors, on the server's own
@@ -150,11 +125,24 @@ func newMetrics() *metrics {
 	return m
 }
 
-func (m *metrics) count(provider, outcome string) {
+// Count counts an intake request of provider by outcome (intake.Metrics).
+func (m *metrics) Count(provider, outcome string) {
 	m.intake.WithLabelValues(provider, outcome).Inc()
 	switch outcome {
-	case outcomeUnavailable, outcomeQuarantineFull, outcomeQuarantineRateLimited:
+	case intake.OutcomeUnavailable, intake.OutcomeQuarantineFull, intake.OutcomeQuarantineRateLimited:
 		m.intake5xx.Add(1)
+	}
+}
+
+// QuarantineAdded, SetQuarantined and KeysOK follow the quarantine and
+// the key ring (intake.Metrics).
+func (m *metrics) QuarantineAdded()     { m.quarantined.Inc() }
+func (m *metrics) SetQuarantined(n int) { m.quarantined.Set(float64(n)) }
+func (m *metrics) KeysOK(ok bool) {
+	if ok {
+		m.keysOK.Set(1)
+	} else {
+		m.keysOK.Set(0)
 	}
 }
 

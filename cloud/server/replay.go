@@ -12,6 +12,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
@@ -81,7 +82,7 @@ func (s *Server) ReplayDelivery(ctx context.Context, hostID, id, toHostID string
 		RawBody:       orig.RawBody,
 		RetryDelays:   delays,
 		MaxAttempts:   maxAttempts,
-		CorrelationID: newCorrelationID(),
+		CorrelationID: intake.NewCorrelationID(),
 		ReceiveNote:   delivery.ReplayReceiveNote(orig.ID, orig.HostID),
 		ReceivedAt:    now,
 		ReplayOf: &store.ReplayOf{HostID: orig.HostID, ID: orig.ID,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
@@ -90,7 +91,7 @@ func TestReplayGuardHoldsAndReleases(t *testing.T) {
 	// The release passes leave it: only an operator releases it.
 	res, err := b.srv.ReleaseQuarantine(ctx)
 	require.NoError(t, err)
-	require.Equal(t, ReleaseResult{}, res)
+	require.Equal(t, intake.ReleaseResult{}, res)
 	require.Equal(t, 1, b.quarantined().Count)
 
 	a := b.admin("POST", "/api/quarantine/"+strconv.FormatInt(held.ID, 10)+"/release", nil)
@@ -125,10 +126,10 @@ func TestReplayGuardWindow(t *testing.T) {
 	b := newEdge(t, openStore(t), ringOf(t, 1), clock, Config{})
 	hostID := b.guardedHost()
 	intakeAnswer(t, b.sendGitHub(hostID, "d-1", prBody))
-	clock.Advance(ReplayWindow - time.Millisecond)
+	clock.Advance(intake.ReplayWindow - time.Millisecond)
 	intakeAnswer(t, b.sendGitHub(hostID, "d-2", prBody))
 	require.Equal(t, 1, b.count(hostID), "within the window: held")
-	clock.Advance(ReplayWindow + time.Millisecond)
+	clock.Advance(intake.ReplayWindow + time.Millisecond)
 	intakeAnswer(t, b.sendGitHub(hostID, "d-3", prBody))
 	require.Equal(t, 2, b.count(hostID), "past the window: delivered")
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/intake"
+	"github.com/relaykit/relay/cloud/limits"
 	"github.com/relaykit/relay/cloud/openapi"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
@@ -161,22 +163,18 @@ type Server struct {
 	// proxies are Config.TrustedProxies, for ViaHTTPS.
 	proxies []netip.Prefix
 
-	limits      *hostLimiters // intake rate limits
-	auditSample *sampler      // rejections recorded per host and minute
-	logSample   *sampler      // over-limit warnings logged per host and minute
-	authLimits  *authLimiter  // failed authentications per client IP
-	authLog     *logBudget    // failed authentications logged
-	accessLogs  *logBudget    // 4xx and 5xx access log lines, per route and status
-	metrics     *metrics
-	deliveries  *delivery.Service
-	targets     *targetCache // intake's hosts and sources
-	sockets     *sockets     // hosts' open sockets
-	leaser      intakeLeaser // leases at intake to a host's socket or waiting long poll
-	// quarantineRate admits requests into the quarantine per host and
-	// minute, quarantineLog its log lines.
-	quarantineRate, quarantineLog *sampler
-	bodies                        *bodyBudget // intake's request bodies in flight
-	mounts                        []mount
+	limits     *limits.Buckets // intake rate limits
+	logSample  *limits.Sampler // over-limit warnings logged per host and minute
+	authLimits *authLimiter    // failed authentications per client IP
+	authLog    *logBudget      // failed authentications logged
+	accessLogs *logBudget      // 4xx and 5xx access log lines, per route and status
+	metrics    *metrics
+	deliveries *delivery.Service
+	intake     *intake.Service // a provider's request becomes a stored delivery
+	leaser     intake.Leaser   // leases at intake to a host's socket or waiting long poll
+	sockets    *sockets        // hosts' open sockets
+	bodies     *bodyBudget     // intake's request bodies in flight
+	mounts     []mount
 	// ipSetsRefreshed, when set (by tests), is called after each
 	// scheduled refresh of the named IP sets.
 	ipSetsRefreshed func()
@@ -197,39 +195,44 @@ func (s *Server) Mount(prefix string, routes func(gin.IRouter), notFound gin.Han
 	s.mounts = append(s.mounts, mount{prefix: prefix, routes: routes, notFound: notFound})
 }
 
-// targetTTL bounds how long intake trusts a cached host and source should
-// a change notification be lost; changes are otherwise seen at once.
-const targetTTL = 10 * time.Second
-
 // New returns a server. All dependencies are required.
 func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
 	cfg.setDefaults()
 	s := &Server{
 		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg, proxies: trustedPrefixes(cfg.TrustedProxies),
-		limits:      newHostLimiters(),
-		auditSample: newSampler(60, 60),
-		logSample:   newSampler(6, 1),
-		authLimits:  newAuthLimiter(cfg.AuthFailuresPerMin, maxAuthClients),
-		authLog:     newLogBudget(authLogPerMin),
-		accessLogs:  newLogBudget(accessLogPerMin),
-		metrics:     newMetrics(),
-		targets:     newTargetCache(targetTTL, targetCacheFound, targetCacheMissing),
-		bodies:      newBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
-		// The quarantine's own bounds.
-		quarantineRate: newSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
-		quarantineLog:  newSampler(6, 1),
+		limits:     limits.NewBuckets(),
+		logSample:  limits.NewSampler(6, 1),
+		authLimits: newAuthLimiter(cfg.AuthFailuresPerMin, maxAuthClients),
+		authLog:    newLogBudget(authLogPerMin),
+		accessLogs: newLogBudget(accessLogPerMin),
+		metrics:    newMetrics(),
+		bodies:     newBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
-		MaxWait: cfg.MaxWait, Changed: s.targets.drop, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
+		MaxWait: cfg.MaxWait, Changed: func(hostID string) { s.intake.Forget(hostID) }, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
 	s.sockets = &sockets{conns: delivery.NewConnections(st, clock, log, socketTakeover)}
 	s.leaser = delivery.NewIntake(s.sockets.conns, s.deliveries)
+	s.intake = intake.New(s.intakeConfig(intake.Config{}))
 	s.deliveries.OnSocket(s.sockets.conns.Observe)
 	// Targets hold their sets' prefixes: a set stored anew by any replica
 	// drops them all.
-	s.deliveries.OnIPSetChanged(func(string) { s.targets.reset() })
+	s.deliveries.OnIPSetChanged(func(string) { s.intake.ForgetAll() })
 	s.bodies.changed = cfg.InflightChanged
 	s.metrics.reg.MustRegister(s.bodies.gauge())
 	return s
+}
+
+// intakeConfig is base with the server's dependencies and bounds.
+func (s *Server) intakeConfig(base intake.Config) intake.Config {
+	cfg := s.cfg
+	base.Store, base.Ring, base.Leaser, base.Metrics = s.store, s.ring, s.leaser, s.metrics
+	base.Tracer, base.Now, base.Log = cfg.Tracer, s.now, s.log
+	base.TokenKey = func() []byte { return s.tokens.DerivedKey("quarantined token hashes") }
+	base.IPSetURLs = cfg.IPSetURLs
+	base.QuarantineMax, base.QuarantineMaxBytes = cfg.QuarantineMax, cfg.QuarantineMaxBytes
+	base.QuarantineHostMax, base.QuarantineHostMaxBytes = cfg.QuarantineHostMax, cfg.QuarantineHostMaxBytes
+	base.QuarantinePerMin = cfg.QuarantinePerMin
+	return base
 }
 
 // Handler returns the HTTP handler with every route.
@@ -276,7 +279,7 @@ func (s *Server) Handler() http.Handler {
 	alerts.POST("/sinks", s.createSink)
 	alerts.DELETE("/sinks/:sink", s.deleteSink)
 
-	r.POST("/api/webhooks/:hostId/:source", s.intake)
+	r.POST("/api/webhooks/:hostId/:source", s.receive)
 
 	r.POST("/api/hosts/claim", s.claim)
 	r.POST("/api/hosts/token", s.token)

@@ -103,7 +103,7 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 		p.Secrets = slices.Clip(sealed)
 	}
 	src, err = s.store.SourceUpsert(ctx, p)
-	s.targets.drop(hostID)
+	s.intake.Forget(hostID)
 	if err != nil {
 		return nil, hostErr(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
@@ -18,8 +19,7 @@ import (
 )
 
 var (
-	sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	eventNameRE  = regexp.MustCompile(`^[A-Za-z0-9_.:*-]{1,128}$`)
+	eventNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:*-]{1,128}$`)
 )
 
 // SourceRequest is PUT /api/hosts/:id/sources/:source. Secrets are
@@ -122,9 +122,6 @@ func scheduleSeconds(delays []time.Duration) []float64 {
 	return out
 }
 
-// sealContext binds a sealed secret to its host and source.
-func sealContext(hostID, source string) []byte { return []byte(hostID + "/" + source) }
-
 // fingerprintKey keys the fingerprints of source secrets (see
 // secrets.Fingerprint). It is derived from the JWT key, which every replica
 // holds, rather than from the secret key ring, whose first key changes at
@@ -140,25 +137,16 @@ func (s *Server) shownFingerprint(src *store.Source, sec store.SealedSecret) str
 	if !secrets.Unkeyed(sec.Fingerprint) {
 		return sec.Fingerprint
 	}
-	pt, err := s.ring.Open(sec.Ciphertext, sealContext(src.HostID, src.Name))
+	pt, err := s.ring.Open(sec.Ciphertext, intake.SealContext(src.HostID, src.Name))
 	if err != nil {
 		return "unreadable (key " + secrets.KeyID(sec.Ciphertext) + ")"
 	}
 	return secrets.Fingerprint(s.fingerprintKey(), pt)
 }
 
-// secretLabel names a source's i-th secret in errors and logs: by its
-// fingerprint, or by its place when the fingerprint stored is unkeyed.
-func secretLabel(i int, sec store.SealedSecret) string {
-	if secrets.Unkeyed(sec.Fingerprint) {
-		return fmt.Sprintf("#%d", i+1)
-	}
-	return sec.Fingerprint
-}
-
 func (s *Server) putSource(c *gin.Context) {
 	var req SourceRequest
-	if !sourceNameRE.MatchString(c.Param("source")) {
+	if !intake.SourceNameRE.MatchString(c.Param("source")) {
 		s.writeError(c, errBadSourceName)
 		return
 	}
@@ -184,7 +172,7 @@ var errBadSourceName = errInvalid("source name must be 1 to 64 of a-z, 0-9, '_' 
 // /api/hosts/:id/sources/:source does, and says whether it created it.
 // Errors are the API's (see Describe).
 func (s *Server) PutSource(ctx context.Context, hostID, name string, req *SourceRequest) (*store.Source, bool, error) {
-	if !sourceNameRE.MatchString(name) {
+	if !intake.SourceNameRE.MatchString(name) {
 		return nil, false, errBadSourceName
 	}
 	if req.Provider == "" {
@@ -242,7 +230,7 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes, AllowedIPs: allowed,
 		RetryDelays: delays, MaxAttempts: maxAttempts, Now: s.now(),
 	})
-	s.targets.drop(hostID)
+	s.intake.Forget(hostID)
 	if err != nil {
 		return nil, false, hostErr(err)
 	}
@@ -268,7 +256,7 @@ func (s *Server) sealSecrets(p verify.Provider, hostID, name string, secs []stri
 				return nil, errInvalid(fmt.Sprintf("secrets[%d]: %v", i, err))
 			}
 		}
-		ct, err := s.ring.Seal([]byte(sec), sealContext(hostID, name))
+		ct, err := s.ring.Seal([]byte(sec), intake.SealContext(hostID, name))
 		if err != nil {
 			return nil, err
 		}

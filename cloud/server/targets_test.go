@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
@@ -55,7 +56,7 @@ func TestTargetCacheRemembersUnknownHostsUntilCreated(t *testing.T) {
 	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
 	unknown := auth.NewHostID()
 	require.Equal(t, 404, b.sendGitHub(unknown, "d-1", prBody).status)
-	entries, _ := b.srv.targets.len()
+	entries, _ := b.srv.intake.Cached()
 	require.Equal(t, 1, entries, "a well-formed unknown id's answer is cached")
 	g := b.claimAgent("h")
 	// The 404 for a missing source was cached; adding the source ends it.
@@ -75,7 +76,7 @@ func TestTargetCacheEntriesExpire(t *testing.T) {
 	_, err := b.store.HostDeactivate(context.Background(), &store.HostDeactivateParams{HostID: g.id, Now: b.clock.Now()})
 	require.NoError(t, err)
 	require.Equal(t, 200, b.sendGitHub(g.id, "d-2", prBody).status, "cached, and no listener runs in this test")
-	b.clock.Advance(targetTTL)
+	b.clock.Advance(intake.TargetTTL)
 	require.Equal(t, 410, b.sendGitHub(g.id, "d-3", prBody).status)
 }
 
@@ -105,10 +106,10 @@ func TestTargetCacheAcrossReplicas(t *testing.T) {
 func TestTargetCacheBoundedAgainstMadeUpIDs(t *testing.T) {
 	b := newEdge(t, openStore(t), ringOf(t, 1), newClock(), Config{})
 	const maxMissing = 50
-	b.srv.targets = newTargetCache(targetTTL, targetCacheFound, cacheBounds{entries: maxMissing, bytes: 1 << 20})
+	b.srv.intake = intake.New(b.srv.intakeConfig(intake.Config{MissingTargets: maxMissing}))
 	hostID, _ := b.newHost("h")
 	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
-	entries, _ := b.srv.targets.len()
+	entries, _ := b.srv.intake.Cached()
 	require.Equal(t, 1, entries)
 
 	big := strings.Repeat("a", 256<<10)
@@ -125,7 +126,7 @@ func TestTargetCacheBoundedAgainstMadeUpIDs(t *testing.T) {
 		a := b.do("POST", path, bytes.NewReader(prBody), nil)
 		require.Equal(t, 404, a.status, path[:min(len(path), 80)])
 		require.Equal(t, shared.CodeNotFound, a.errCode(t))
-		entries, bytes := b.srv.targets.len()
+		entries, bytes := b.srv.intake.Cached()
 		require.Equal(t, 1, entries, "malformed names are never cached")
 		require.Less(t, bytes, int64(64<<10))
 	}
@@ -137,72 +138,11 @@ func TestTargetCacheBoundedAgainstMadeUpIDs(t *testing.T) {
 		}
 		a := b.do("POST", "/api/webhooks/"+id+"/src-"+strconv.Itoa(i), bytes.NewReader(prBody), nil)
 		require.Equal(t, 404, a.status)
-		entries, _ := b.srv.targets.len()
+		entries, _ := b.srv.intake.Cached()
 		require.LessOrEqual(t, entries, 1+maxMissing)
 	}
 	require.Equal(t, 200, b.sendGitHub(hostID, "d-2", prBody).status)
-	b.srv.targets.mu.Lock()
-	kept := b.srv.targets.hosts[hostID]["github"]
-	b.srv.targets.mu.Unlock()
-	require.NotNil(t, kept, "the real target outlived the flood")
-	require.NoError(t, kept.err)
-}
-
-// The answers are bounded by bytes as well as entries.
-func TestTargetCacheBoundedBytes(t *testing.T) {
-	now := newClock().Now()
-	const maxBytes = 20 * (entryOverhead + 100)
-	c := newTargetCache(targetTTL, targetCacheFound, cacheBounds{entries: 1000, bytes: maxBytes})
-	notFound := func() (*target, error) { return nil, errNotFound("no such source on this host") }
-	for i := range 500 {
-		_, err := c.get(auth.NewHostID(), strings.Repeat("s", 60)+strconv.Itoa(i), now, notFound)
-		require.Error(t, err)
-		entries, bytes := c.len()
-		require.LessOrEqual(t, bytes, int64(maxBytes))
-		require.LessOrEqual(t, entries, 20)
-	}
-	entries, _ := c.len()
-	require.Greater(t, entries, 10, "the bound is used, not cleared")
-}
-
-// Expired entries go even when no one asks for them again: any use of
-// the cache removes them.
-func TestTargetCacheEvictsExpired(t *testing.T) {
-	clock := newClock()
-	c := newTargetCache(targetTTL, targetCacheFound, targetCacheMissing)
-	loads := 0
-	notFound := func() (*target, error) { loads++; return nil, errNotFound("no such host") }
-	for range 100 {
-		_, _ = c.get(auth.NewHostID(), "github", clock.Now(), notFound)
-	}
-	entries, bytes := c.len()
-	require.Equal(t, 100, entries)
-	require.Positive(t, bytes)
-
-	known := auth.NewHostID()
-	_, _ = c.get(known, "github", clock.Now(), notFound)
-	clock.Advance(targetTTL / 2)
-	_, _ = c.get(known, "github", clock.Now(), notFound)
-	require.Equal(t, 101, loads, "cached until it expires")
-
-	clock.Advance(targetTTL / 2)
-	_, _ = c.get(auth.NewHostID(), "github", clock.Now(), notFound)
-	entries, _ = c.len()
-	require.Equal(t, 1, entries, "every entry older than the ttl went; the new one stays")
-
-	clock.Advance(targetTTL)
-	_, _ = c.get(known, "github", clock.Now(), notFound)
-	require.Equal(t, 103, loads)
-	entries, bytes = c.len()
-	require.Equal(t, 1, entries)
-
-	c.drop(known)
-	entries, bytes = c.len()
-	require.Zero(t, entries)
-	require.Zero(t, bytes)
-	c.mu.Lock()
-	require.Empty(t, c.hosts)
-	c.mu.Unlock()
+	require.True(t, b.srv.intake.Holds(hostID, "github"), "the real target outlived the flood")
 }
 
 // A host's own configuration never makes the cloud drop a webhook: a

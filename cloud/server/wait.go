@@ -11,5 +11,5 @@ func (s *Server) StopWaiting() { s.deliveries.StopWaiting() }
 // listened went untold: each time it listens again, the cache of intake's
 // hosts and sources is reset.
 func (s *Server) RunWakeups(ctx context.Context) {
-	s.deliveries.Listen(ctx, s.targets.reset, s.targets.drop)
+	s.deliveries.Listen(ctx, s.intake.ForgetAll, s.intake.Forget)
 }

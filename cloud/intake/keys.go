@@ -1,4 +1,4 @@
-package server
+package intake
 
 import (
 	"context"
@@ -32,7 +32,7 @@ type CanaryStatus struct {
 
 // CheckCanary opens the canary with the ring, sealing one with the first key
 // when there is none yet. A canary no key opens is reported, not replaced.
-func CheckCanary(ctx context.Context, st store.Store, ring *secrets.Ring) (CanaryStatus, error) {
+func CheckCanary(ctx context.Context, st CanaryStore, ring *secrets.Ring) (CanaryStatus, error) {
 	sealed, err := st.MetaGet(ctx, canaryKey)
 	if errors.Is(err, store.ErrNotFound) {
 		sealed, err = ring.Seal([]byte(canaryPlaintext), canaryContext)
@@ -59,22 +59,22 @@ func CheckCanary(ctx context.Context, st store.Store, ring *secrets.Ring) (Canar
 
 // ReportCanary checks the canary and logs what an operator must know; the
 // relay_secret_keys_ok gauge follows it.
-func (s *Server) ReportCanary(ctx context.Context) error {
+func (s *Service) ReportCanary(ctx context.Context) error {
 	cs, err := CheckCanary(ctx, s.store, s.ring)
 	if err != nil {
 		return fmt.Errorf("secrets canary: %w", err)
 	}
 	switch {
 	case !cs.OK:
-		s.metrics.keysOK.Set(0)
+		s.metrics.KeysOK(false)
 		s.log.Error("no key in RELAY_SECRET_KEYS decrypts the stored secrets: webhooks to their sources are quarantined and answered 503 until the key that sealed them is configured again",
 			"sealed_with_key_id", cs.KeyID, "configured_key_ids", s.ring.KeyIDs())
 	case cs.Outdated:
-		s.metrics.keysOK.Set(1)
+		s.metrics.KeysOK(true)
 		s.log.Warn("stored secrets are sealed with an older key: run `cloud rekey` to re-encrypt them with the first key, then drop the old one",
 			"sealed_with_key_id", cs.KeyID, "first_key_id", s.ring.SealingKeyID())
 	default:
-		s.metrics.keysOK.Set(1)
+		s.metrics.KeysOK(true)
 	}
 	return nil
 }
@@ -83,7 +83,7 @@ func (s *Server) ReportCanary(ctx context.Context) error {
 // with secrets opened by the old ring are dropped, the canary is checked
 // with the new one, and a quarantine release pass runs at once, so requests
 // held for a key the new ring has are admitted without waiting a minute.
-func (s *Server) ReloadKeys(ctx context.Context, ring *secrets.Ring) error {
+func (s *Service) ReloadKeys(ctx context.Context, ring *secrets.Ring) error {
 	s.ring.Replace(ring)
 	s.targets.reset()
 	s.log.Info("secret keys reloaded", "key_ids", ring.KeyIDs(), "first_key_id", ring.SealingKeyID())
@@ -108,7 +108,7 @@ type RekeyResult struct {
 // Rekey re-encrypts every stored secret (and the canary) with the ring's
 // first key. A source whose secrets no configured key opens is left as it
 // is and listed in Failed; a source changed meanwhile is read again.
-func Rekey(ctx context.Context, st store.Store, ring *secrets.Ring, now time.Time) (RekeyResult, error) {
+func Rekey(ctx context.Context, st RekeyStore, ring *secrets.Ring, now time.Time) (RekeyResult, error) {
 	var res RekeyResult
 	sources, err := st.SourceListAll(ctx)
 	if err != nil {
@@ -170,7 +170,7 @@ type openError struct{ err error }
 
 func (e *openError) Error() string { return e.err.Error() }
 
-func rekeySource(ctx context.Context, st store.Store, ring *secrets.Ring, src *store.Source, first string, now time.Time) (int, error) {
+func rekeySource(ctx context.Context, st RekeyStore, ring *secrets.Ring, src *store.Source, first string, now time.Time) (int, error) {
 	out := make([]store.SealedSecret, len(src.Secrets))
 	n := 0
 	for i, sec := range src.Secrets {
@@ -178,10 +178,10 @@ func rekeySource(ctx context.Context, st store.Store, ring *secrets.Ring, src *s
 		if secrets.KeyID(sec.Ciphertext) == first {
 			continue
 		}
-		ctxt := sealContext(src.HostID, src.Name)
+		ctxt := SealContext(src.HostID, src.Name)
 		pt, err := ring.Open(sec.Ciphertext, ctxt)
 		if err != nil {
-			return 0, &openError{fmt.Errorf("secret %s: %w", secretLabel(i, sec), err)}
+			return 0, &openError{fmt.Errorf("secret %s: %w", SecretLabel(i, sec), err)}
 		}
 		if out[i].Ciphertext, err = ring.Seal(pt, ctxt); err != nil {
 			return 0, err
@@ -194,4 +194,32 @@ func rekeySource(ctx context.Context, st store.Store, ring *secrets.Ring, src *s
 	return n, st.SourceSetSecrets(ctx, &store.SourceSetSecretsParams{
 		HostID: src.HostID, Name: src.Name, Secrets: out, UpdatedAt: src.UpdatedAt, Now: now,
 	})
+}
+
+// SealContext binds a sealed secret to its host and source.
+func SealContext(hostID, source string) []byte { return []byte(hostID + "/" + source) }
+
+// SecretLabel names a source's i-th secret in errors and logs: by its
+// fingerprint, or by its place when the fingerprint stored is unkeyed.
+func SecretLabel(i int, sec store.SealedSecret) string {
+	if secrets.Unkeyed(sec.Fingerprint) {
+		return fmt.Sprintf("#%d", i+1)
+	}
+	return sec.Fingerprint
+}
+
+// openSecrets opens a source's secrets with the ring.
+func (s *Service) openSecrets(src *store.Source) ([][]byte, error) {
+	keys := make([][]byte, 0, len(src.Secrets))
+	for i, sec := range src.Secrets {
+		k, err := s.ring.Open(sec.Ciphertext, SealContext(src.HostID, src.Name))
+		if err != nil {
+			if errors.Is(err, secrets.ErrNoKey) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("secret %s: %w", SecretLabel(i, sec), err)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }

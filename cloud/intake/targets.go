@@ -1,10 +1,11 @@
-package server
+package intake
 
 import (
 	"container/list"
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync"
 	"time"
 
@@ -15,67 +16,105 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-// target is where a webhook goes: an active host and its enabled source,
+// Target is where a webhook goes: an active host and its enabled source,
 // with what intake derives from them.
-type target struct {
-	host     *store.Host
-	src      *store.Source
-	provider verify.Provider
-	keys     [][]byte // the source's secrets, opened
-	keysErr  error    // why they did not open (no key configured decrypts them)
-	// allow is the source's allowlist, its sets' prefixes included; nil:
+type Target struct {
+	Host     *store.Host
+	Source   *store.Source
+	Provider verify.Provider
+	Keys     [][]byte // the source's secrets, opened
+	KeysErr  error    // why they did not open (no key configured decrypts them)
+	// Allow is the source's allowlist, its sets' prefixes included; nil:
 	// any address.
-	allow *ipallow.List
-	// forward is which of a request's headers are kept: its provider's,
+	Allow *ipallow.List
+	// Forward is which of a request's headers are kept: its provider's,
 	// and those the source names (verify.ForwardedHeaders).
-	forward verify.HeaderFilter
+	Forward verify.HeaderFilter
 }
 
-// resolveTarget reads an active host, its enabled source and the source's
-// provider from the store, and opens the source's secrets. Errors are
-// apiErrors: 404 or 410 for the sender, 500 for a provider this build does
-// not know, 503 for a storage failure (isUnavailable). A secret that does
-// not open is not an error: keysErr says so.
-func (s *Server) resolveTarget(ctx context.Context, hostID, name string) (*target, error) {
+// TargetTTL bounds how long intake trusts a cached host and source should
+// a change notification be lost; changes are otherwise seen at once.
+const TargetTTL = 10 * time.Second
+
+// SourceNameRE is the form of a source name.
+var SourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// Target returns the target hostID and name make, from the cache or the
+// store. Errors are *Error: not found or gone for the sender (answered at
+// once for a name that could not exist, and cached otherwise), internal
+// for a provider this build does not know, unavailable for a storage
+// failure (IsUnavailable). A secret that does not open is not an error:
+// KeysErr says so.
+func (s *Service) Target(ctx context.Context, hostID, name string) (*Target, error) {
+	if err := checkNames(hostID, name); err != nil {
+		// Made up: answered at once, neither looked up nor cached.
+		return nil, err
+	}
+	return s.targets.get(hostID, name, s.now(), func() (*Target, error) { return s.resolve(ctx, hostID, name) })
+}
+
+// Forget drops what the cache holds of a host: its host or one of its
+// sources changed.
+func (s *Service) Forget(hostID string) { s.targets.drop(hostID) }
+
+// ForgetAll drops every cached target: the keys or a named IP set changed,
+// or changes may have gone untold.
+func (s *Service) ForgetAll() { s.targets.reset() }
+
+// Holds reports whether the cache holds a target (not an answer) for
+// hostID and name.
+func (s *Service) Holds(hostID, name string) bool {
+	s.targets.mu.Lock()
+	defer s.targets.mu.Unlock()
+	e := s.targets.hosts[hostID][name]
+	return e != nil && e.err == nil
+}
+
+// Cached reports the cache's entries and the bytes they hold (estimated).
+func (s *Service) Cached() (entries int, bytes int64) { return s.targets.len() }
+
+// resolve reads an active host, its enabled source and the source's
+// provider from the store, and opens the source's secrets.
+func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, error) {
 	host, err := s.store.HostGet(ctx, hostID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, errNotFound("no such host")
 	case err != nil:
-		return nil, errUnavailable(err)
+		return nil, ErrUnavailable(err)
 	case host.Status != store.HostActive:
-		return nil, &apiError{code: shared.CodeGone, message: "host is deactivated"}
+		return nil, &Error{Code: shared.CodeGone, Message: "host is deactivated"}
 	}
 	src, err := s.store.SourceGet(ctx, hostID, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, errNotFound("no such source on this host")
 	case err != nil:
-		return nil, errUnavailable(err)
+		return nil, ErrUnavailable(err)
 	case !src.Enabled:
 		return nil, errNotFound("source is disabled")
 	}
 	provider, ok := verify.Lookup(src.Provider)
 	if !ok {
-		return nil, &apiError{code: shared.CodeInternal, message: "internal error",
-			cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
+		return nil, &Error{Code: shared.CodeInternal, Message: "internal error",
+			Cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
 	}
 	allow, err := s.resolveAllow(ctx, src)
 	if err != nil {
-		return nil, errUnavailable(err)
+		return nil, ErrUnavailable(err)
 	}
-	t := &target{host: host, src: src, provider: provider, allow: allow, forward: verify.ForwardedHeaders(provider, src.Options)}
-	t.keys, t.keysErr = s.openSecrets(src)
+	t := &Target{Host: host, Source: src, Provider: provider, Allow: allow, Forward: verify.ForwardedHeaders(provider, src.Options)}
+	t.Keys, t.KeysErr = s.openSecrets(src)
 	return t, nil
 }
 
-// checkTargetNames answers 404 for a host id or source name that could not
-// exist: not of NewHostID's form, or not a name putSource takes.
-func checkTargetNames(hostID, name string) error {
+// checkNames answers not found for a host id or source name that could not
+// exist: not of NewHostID's form, or not of SourceNameRE's.
+func checkNames(hostID, name string) error {
 	if !auth.ValidHostID(hostID) {
 		return errNotFound("no such host")
 	}
-	if len(name) > 64 || !sourceNameRE.MatchString(name) {
+	if len(name) > 64 || !SourceNameRE.MatchString(name) {
 		return errNotFound("no such source on this host")
 	}
 	return nil
@@ -108,7 +147,7 @@ type targetCache struct {
 
 type cachedTarget struct {
 	hostID, name string
-	t            *target
+	t            *Target
 	err          error // a 404 or 410 answer
 	expires      time.Time
 	size         int64
@@ -148,7 +187,7 @@ func newTargetCache(ttl time.Duration, found, missing cacheBounds) *targetCache 
 
 // get returns the cached answer for (hostID, name), else loads it with load
 // and keeps it: a target whose secrets opened, or a 404/410 answer.
-func (c *targetCache) get(hostID, name string, now time.Time, load func() (*target, error)) (*target, error) {
+func (c *targetCache) get(hostID, name string, now time.Time, load func() (*Target, error)) (*Target, error) {
 	c.mu.Lock()
 	c.expire(now)
 	e, ok := c.hosts[hostID][name]
@@ -225,7 +264,7 @@ func (e *cachedTarget) estimate() int64 {
 	if e.err != nil {
 		return int64(n + len(e.err.Error()))
 	}
-	h, src := e.t.host, e.t.src
+	h, src := e.t.Host, e.t.Source
 	n += len(h.ID) + len(h.Name) + len(h.AgentVersion) + len(h.CredentialHash) + len(h.ClaimCodeHash)
 	n += len(h.Subscription)
 	n += len(src.HostID) + len(src.Name) + len(src.Provider) + 8*len(src.RetryDelays)
@@ -238,15 +277,15 @@ func (e *cachedTarget) estimate() int64 {
 	for k, v := range src.Options {
 		n += 32 + len(k) + len(v)
 	}
-	for _, k := range e.t.keys {
+	for _, k := range e.t.Keys {
 		n += 24 + len(k)
 	}
 	for _, a := range src.AllowedIPs {
 		n += 16 + len(a)
 	}
-	n += e.t.forward.Size()
-	if e.t.allow != nil {
-		n += 32 * len(e.t.allow.Prefixes)
+	n += e.t.Forward.Size()
+	if e.t.Allow != nil {
+		n += 32 * len(e.t.Allow.Prefixes)
 	}
 	return int64(n)
 }
@@ -261,12 +300,12 @@ func (c *targetCache) len() (entries int, bytes int64) {
 // cacheable: a target whose secrets opened, or the answer that the host or
 // source does not take webhooks. Storage failures and secrets that do not
 // open are tried again on the next request.
-func cacheable(t *target, err error) bool {
+func cacheable(t *Target, err error) bool {
 	if err != nil {
-		var ae *apiError
-		return errors.As(err, &ae) && (ae.code == shared.CodeNotFound || ae.code == shared.CodeGone)
+		code := codeOf(err)
+		return code == shared.CodeNotFound || code == shared.CodeGone
 	}
-	return t.keysErr == nil
+	return t.KeysErr == nil
 }
 
 // drop forgets a host's entries.

@@ -1,0 +1,239 @@
+package intake
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/verify"
+	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/steptime"
+	"github.com/relaykit/relay/shared/telemetry"
+)
+
+// Admitted is what a verified request came to: Reply, a handshake
+// answered in place or the provider's own shape of acknowledgement where
+// it reads one (a Discord deferred response, TwiML); else Status and
+// Response, the relay's JSON.
+type Admitted struct {
+	Outcome  string // an Outcome*
+	Reply    *verify.Reply
+	Status   int
+	Response shared.IntakeResponse
+}
+
+// From says where a request being admitted comes from.
+type From struct {
+	// Guard: the source's replay guard applies (see holdReplay). Off only
+	// for a suspected replay an operator releases.
+	Guard    bool
+	ClientIP string
+}
+
+// Admit takes a verified request the rest of the way: handshakes answered in
+// place, the event filter, the replay guard, then dedupe and the durable
+// insert. Errors are storage failures, or ErrReplayNotHeld for a suspected
+// replay the quarantine had no room for. Intake and the quarantine
+// releases share it.
+func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, note string, received time.Time, from From) (*Admitted, error) {
+	host, src, provider := t.Host, t.Source, t.Provider
+	if hs, ok := provider.(verify.Handshaker); ok {
+		if reply, ok := hs.Handshake(req); ok {
+			s.metrics.Count(provider.Name(), OutcomeHandshake)
+			return &Admitted{Outcome: OutcomeHandshake, Reply: reply}, nil
+		}
+	}
+	ev := verify.EventOf(provider, req, src.Options)
+	if ev.Note != "" {
+		note = strings.TrimPrefix(note+"; "+truncate(ev.Note, 200), "; ")
+	}
+	// Only the operator's event filter drops a webhook here. The host's own
+	// configuration (its sources and their events, reported as its
+	// subscription) never does: a webhook the host does not handle is
+	// stored and handed to it like any other, and the host records it as
+	// skipped, with why, in its ledger and in the cloud — kept for the
+	// retention window and replayable. A typo in a host's source name must
+	// not make the cloud throw webhooks away while answering 200.
+	if !shared.EventWanted(src.Events, ev.Type, ev.Action) {
+		return s.answer(provider, req, &Admitted{Outcome: OutcomeFiltered, Status: provider.SuccessStatus(),
+			Response: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
+	}
+
+	id := store.DeliveryID(src.Name, ev.ID, received)
+	var digest []byte
+	if verify.ReplayGuarded(provider, src.Options) {
+		sum := sha256.Sum256(req.Body)
+		digest = sum[:]
+		if from.Guard {
+			earlier, err := s.store.DeliveryByDigest(ctx, &store.DigestLookupParams{
+				HostID: host.ID, Source: src.Name, Digest: digest, Since: received.Add(-ReplayWindow), EventID: ev.ID})
+			switch {
+			case err == nil && earlier.EventID != ev.ID:
+				return s.holdReplay(ctx, t, req, ev, id, earlier, received, from.ClientIP)
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				return nil, err
+			}
+		}
+	}
+
+	// The webhook's trace starts here, or continues the provider's; its
+	// traceparent is stored among the delivery's headers and goes on to
+	// the handler.
+	ctx, span, traceparent := s.cfg.Tracer.Start(ctx, "intake", req.Header.Get(shared.HeaderTraceParent),
+		attribute.String("relay.delivery_id", id), attribute.String("relay.host_id", host.ID), attribute.String("relay.source", src.Name))
+	headers := providerHeaders(req.Header, t.Forward, verify.SecretHeaders(provider, src.Options))
+	headers[shared.HeaderTraceParent] = traceparent
+	steptime.Stamp(headers, "verified", steptime.Now())
+	correlationID := NewCorrelationID()
+	sctx, storeSpan := s.cfg.Tracer.StartChild(ctx, "store")
+	p := &store.DeliveryInsertParams{
+		ID:            id,
+		HostID:        host.ID,
+		Source:        src.Name,
+		EventID:       ev.ID,
+		EventType:     truncate(ev.Type, 200),
+		EventAction:   truncate(ev.Action, 200),
+		Headers:       headers,
+		RawBody:       req.Body,
+		RetryDelays:   src.RetryDelays, // nil: the store's default schedule
+		MaxAttempts:   src.MaxAttempts,
+		CorrelationID: correlationID,
+		ReceiveNote:   note,
+		ReceivedAt:    received,
+		BodyDigest:    digest,
+	}
+	// A host whose socket on this replica has room and waits with nothing
+	// to push, or whose long poll here waits having found nothing, gets the
+	// webhook stored leased to it, which pushes it (or answers with it) once
+	// committed: no lease of its own.
+	reserved := s.cfg.Leaser.Reserve(host.ID, len(req.Body))
+	if reserved != nil {
+		p.Lease = reserved.Lease()
+		// The outcome decides whether it is handed over or the room is
+		// given back: waited for even when the provider hangs up (the
+		// group commit bounds the wait).
+		sctx = context.WithoutCancel(sctx)
+	}
+	res, err := s.store.DeliveryInsert(sctx, p)
+	if err == nil && reserved != nil {
+		steptime.Stamp(res.Delivery.Headers, "stored", steptime.Now())
+	}
+	if !reserved.Settle(res, err) && err == nil && res.Outcome != store.InsertDuplicate {
+		// Stored pending: nothing stored after it may be leased at
+		// intake before it is leased.
+		s.cfg.Leaser.Pending(host.ID)
+	}
+	telemetry.End(storeSpan, err)
+	if err != nil {
+		telemetry.End(span, err)
+		return nil, err
+	}
+	out := &Admitted{Outcome: OutcomeQueued, Status: provider.SuccessStatus(),
+		Response: shared.IntakeResponse{DeliveryID: res.Delivery.ID, Status: shared.IntakeQueued}}
+	switch res.Outcome {
+	case store.InsertDuplicate:
+		out.Outcome, out.Response.Status = OutcomeDuplicate, shared.IntakeDuplicate
+	case store.InsertRevived:
+		out.Outcome = OutcomeRevived
+	}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		// Built only when it is logged: the trace id is parsed per webhook.
+		s.log.LogAttrs(ctx, slog.LevelDebug, "webhook stored", slog.String("delivery_id", res.Delivery.ID),
+			slog.String("outcome", string(res.Outcome)), slog.String("correlation_id", res.Delivery.CorrelationID),
+			slog.String("trace_id", shared.TraceIDOf(res.Delivery.Headers[shared.HeaderTraceParent])))
+	}
+	span.End()
+	return s.answer(provider, req, out), nil
+}
+
+// answer counts an admitted request's outcome and gives it the provider's
+// own shape of acknowledgement where it reads one.
+func (s *Service) answer(provider verify.Provider, req *verify.Request, out *Admitted) *Admitted {
+	s.metrics.Count(provider.Name(), out.Outcome)
+	if ack, ok := provider.(verify.Acknowledger); ok {
+		if reply, ok := ack.Ack(req); ok {
+			out.Reply = reply
+		}
+	}
+	return out
+}
+
+// dropHeaders are not the provider's: hop-by-hop headers (and Expect, which
+// is for this hop too) and those added by proxies on the way in.
+var dropHeaders = map[string]bool{
+	"connection": true, "keep-alive": true, "proxy-authenticate": true, "proxy-authorization": true,
+	"proxy-connection": true, "te": true, "trailer": true, "transfer-encoding": true, "upgrade": true,
+	"host": true, "content-length": true, "forwarded": true, "x-forwarded-for": true,
+	"x-forwarded-host": true, "x-forwarded-proto": true, "x-forwarded-port": true, "x-real-ip": true,
+	"expect": true,
+	// The relay's own: a sender cannot make a webhook pass for a replay.
+	strings.ToLower(shared.HeaderReplayOf): true,
+}
+
+// providerHeaders keeps the provider's headers with their values exactly as
+// sent, names lower-cased; repeated headers are joined with ", ". Kept are
+// those the source's filter keeps (the provider's documented headers and
+// its forward_headers; see verify.ForwardedHeaders), so a sender cannot
+// hand the local app headers of its choosing; stored, they are what the
+// host forwards and the console and API show. Hop-by-hop headers —
+// dropHeaders and those the request's Connection header names — and the
+// secret-bearing ones (token schemes) are left out whatever the filter says.
+func providerHeaders(h http.Header, keep verify.HeaderFilter, secret []string) map[string]string {
+	hop := connectionNamed(h)
+	out := make(map[string]string, len(h))
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		if !keep.Keep(lk) || dropHeaders[lk] || hop[lk] || slices.ContainsFunc(secret, func(s string) bool { return strings.EqualFold(s, k) }) {
+			continue
+		}
+		out[lk] = strings.Join(vs, ", ")
+	}
+	return out
+}
+
+// connectionNamed is the set of header names, lower-case, that the
+// request's Connection header lists: hop-by-hop by RFC 9110 7.6.1.
+func connectionNamed(h http.Header) map[string]bool {
+	var named map[string]bool
+	for _, v := range h.Values("Connection") {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.ToLower(strings.TrimSpace(name)); name != "" {
+				if named == nil {
+					named = make(map[string]bool)
+				}
+				named[name] = true
+			}
+		}
+	}
+	return named
+}
+
+// HeaderNames lists a request's header names, lower-case and sorted: what
+// the rejections audit keeps of headers (values may carry secrets). The
+// store keeps the first of them only (store.Rejection.Bounded).
+func HeaderNames(h http.Header) []string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, strings.ToLower(k))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NewCorrelationID is a new delivery's correlation id: 64 random bits, hex.
+func NewCorrelationID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
