@@ -52,7 +52,7 @@ var _ App = (*server.Server)(nil)
 // Deps are the console's dependencies; all but Volume are required.
 type Deps struct {
 	App   App
-	Store store.Store
+	Store Store
 	Clock clockwork.Clock
 	Log   *slog.Logger
 	// CSRFKey keys the CSRF tokens (HMAC of the session id): the same on

@@ -153,7 +153,7 @@ func (c *Config) setDefaults() {
 
 // Server serves the cloud's API over one store.
 type Server struct {
-	store  store.Store
+	store  Store
 	ring   *secrets.Ring
 	tokens *auth.Tokens
 	clock  clockwork.Clock
@@ -196,7 +196,7 @@ func (s *Server) Mount(prefix string, routes func(gin.IRouter), notFound gin.Han
 }
 
 // New returns a server. All dependencies are required.
-func New(st store.Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
+func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
 	cfg.setDefaults()
 	s := &Server{
 		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg, proxies: trustedPrefixes(cfg.TrustedProxies),

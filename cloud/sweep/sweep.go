@@ -97,7 +97,9 @@ func drain(ctx context.Context, limit int, step func(limit int) (int, error)) (i
 // ExpireLeases turns every lease that ended into a failed attempt, on each
 // delivery's own retry schedule (fallback for deliveries without one), every
 // second.
-func ExpireLeases(st store.Store, fallback delivery.RetryPolicy) Job {
+func ExpireLeases(st interface {
+	DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error)
+}, fallback delivery.RetryPolicy) Job {
 	return Job{Name: "lease expiry", Interval: time.Second, Do: func(ctx context.Context, now time.Time) (int, error) {
 		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
 			return st.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(fallback, limit, now))
@@ -106,7 +108,9 @@ func ExpireLeases(st store.Store, fallback delivery.RetryPolicy) Job {
 }
 
 // ExpireClaimCodes clears expired claim codes every minute.
-func ExpireClaimCodes(st store.Store) Job {
+func ExpireClaimCodes(st interface {
+	HostExpireClaimCodes(ctx context.Context, p *store.HostExpireClaimCodesParams) (int, error)
+}) Job {
 	return Job{Name: "claim-code expiry", Interval: time.Minute, Do: func(ctx context.Context, now time.Time) (int, error) {
 		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
 			return st.HostExpireClaimCodes(ctx, &store.HostExpireClaimCodesParams{Limit: limit, Now: now})
@@ -128,7 +132,9 @@ type Pruner struct {
 
 // DeliveryPruners prune acked and dead-lettered deliveries, with their audit
 // trails, once they have not changed for acked and dlq respectively.
-func DeliveryPruners(st store.Store, acked, dlq time.Duration) []Pruner {
+func DeliveryPruners(st interface {
+	DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams) (int, error)
+}, acked, dlq time.Duration) []Pruner {
 	by := func(status store.Status) PruneFunc {
 		return func(ctx context.Context, p *store.PruneParams) (int, error) {
 			return st.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: status, PruneParams: *p})
