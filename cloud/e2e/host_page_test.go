@@ -87,7 +87,7 @@ exit 1
 	require.False(t, get(t, ctx, "auto-refresh box", chromedp.Evaluate[bool](`document.getElementById("auto").hidden`)))
 	screenshot(t, ctx, "overview")
 	if dir := os.Getenv("RELAY_DOCS_SCREENSHOTS"); dir != "" {
-		// The README's picture, lossless (see the README's Host page).
+		// The docs' picture, lossless (see docs/host.md's Host page).
 		png := get(t, ctx, "docs screenshot", chromedp.FullScreenshot(100))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "host-page.png"), png, 0o644))
 	}

@@ -6,6 +6,7 @@ package monitoring_test
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -18,14 +19,18 @@ import (
 
 var metricName = regexp.MustCompile(`relay_[a-z0-9_]+`)
 
-// documented returns the metric names README.md documents, and checks
-// that every metric of the alert evaluator is among them.
+// documented returns the metric names README.md and docs/ document, and
+// checks that every metric of the alert evaluator is among them.
 func documented(t *testing.T) map[string]bool {
-	readme, err := os.ReadFile("../../README.md")
+	pages, err := filepath.Glob("../../docs/*.md")
 	require.NoError(t, err)
 	names := map[string]bool{}
-	for _, n := range metricName.FindAllString(string(readme), -1) {
-		names[n] = true
+	for _, page := range append([]string{"../../README.md"}, pages...) {
+		text, err := os.ReadFile(page)
+		require.NoError(t, err)
+		for _, n := range metricName.FindAllString(string(text), -1) {
+			names[n] = true
+		}
 	}
 	ch := make(chan *prometheus.Desc, 100)
 	for _, c := range alert.New(nil, nil, alert.Config{}, nil, nil).Metrics().Collectors() {
@@ -36,7 +41,7 @@ func documented(t *testing.T) map[string]bool {
 	for d := range ch {
 		m := descName.FindStringSubmatch(d.String())
 		require.NotNil(t, m, d.String())
-		require.True(t, names[m[1]], "%s is documented in README.md", m[1])
+		require.True(t, names[m[1]], "%s is documented in README.md or docs/", m[1])
 	}
 	return names
 }
