@@ -1,11 +1,9 @@
 package server
 
 import (
-	"container/list"
 	"log/slog"
 	"net/netip"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -17,78 +15,6 @@ import (
 // maxAuthClients bounds the clients whose failed authentications are
 // remembered: 10,000 buckets are about 1 MiB.
 const maxAuthClients = 10_000
-
-// authLimiter throttles failed authentication — wrong claim codes, host
-// credentials and admin tokens — per client: each failure takes a token from
-// the client's bucket, which refills at perMin a minute up to perMin; a
-// client whose bucket is empty is answered 429 with Retry-After before its
-// attempt is looked at. A successful attempt takes nothing. At most max
-// clients are remembered, the least recently seen forgotten first. Time comes
-// from the caller.
-type authLimiter struct {
-	perMin float64
-	max    int
-
-	mu      sync.Mutex
-	clients map[string]*list.Element // of *authBucket
-	order   *list.List               // most recently seen first
-}
-
-type authBucket struct {
-	client string
-	tokens float64
-	at     time.Time
-}
-
-func newAuthLimiter(perMin, max int) *authLimiter {
-	return &authLimiter{perMin: float64(perMin), max: max, clients: map[string]*list.Element{}, order: list.New()}
-}
-
-// take takes a token from the client's bucket for an attempt. When none is
-// left it reports how long until one is; otherwise refund gives the token
-// back, for an attempt that succeeded.
-func (l *authLimiter) take(client string, now time.Time) (refund func(), wait time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.bucket(client, now)
-	if b.tokens < 1 {
-		return nil, time.Duration((1 - b.tokens) / l.perMin * float64(time.Minute))
-	}
-	b.tokens--
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		b.tokens = min(l.perMin, b.tokens+1)
-	}, 0
-}
-
-// bucket returns the client's bucket, refilled as of now; l.mu is held.
-func (l *authLimiter) bucket(client string, now time.Time) *authBucket {
-	if e, ok := l.clients[client]; ok {
-		l.order.MoveToFront(e)
-		b := e.Value.(*authBucket)
-		if d := now.Sub(b.at); d > 0 {
-			b.tokens = min(l.perMin, b.tokens+d.Minutes()*l.perMin)
-			b.at = now
-		}
-		return b
-	}
-	if l.order.Len() >= l.max {
-		oldest := l.order.Back()
-		l.order.Remove(oldest)
-		delete(l.clients, oldest.Value.(*authBucket).client)
-	}
-	b := &authBucket{client: client, tokens: l.perMin, at: now}
-	l.clients[client] = l.order.PushFront(b)
-	return b
-}
-
-// size is how many clients are remembered.
-func (l *authLimiter) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.clients)
-}
 
 // authClient is who failed authentications are counted against: the
 // client's IP, or its /64 for IPv6, which one subscriber usually holds
@@ -111,7 +37,7 @@ func authClient(c *gin.Context) string {
 // then ends with failed or succeeded.
 func (s *Server) authAttempt(c *gin.Context) (*authAttempt, bool) {
 	client := authClient(c)
-	refund, wait := s.authLimits.take(client, s.clock.Now())
+	refund, wait := s.authLimits.Take(client, s.clock.Now())
 	if refund == nil {
 		s.logAuthFailure(c, client, "too many failed attempts: answered 429")
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
@@ -138,7 +64,7 @@ func (a *authAttempt) succeeded() { a.refund() }
 // logAuthFailure logs a failed authentication, at most authLogPerMin lines a
 // minute in all; the line says how many failures went unlogged before it.
 func (s *Server) logAuthFailure(c *gin.Context, client, reason string) {
-	ok, unlogged := s.authLog.take("", s.clock.Now())
+	ok, unlogged := s.authLog.Take("", s.clock.Now())
 	if !ok {
 		return
 	}
@@ -157,7 +83,7 @@ func (s *Server) CheckAdminLogin(c *gin.Context, token string) (wait time.Durati
 		return 0, &apiError{code: shared.CodeNotImplemented, message: "logging in is disabled: set RELAY_ADMIN_TOKEN"}
 	}
 	client := authClient(c)
-	refund, wait := s.authLimits.take(client, s.clock.Now())
+	refund, wait := s.authLimits.Take(client, s.clock.Now())
 	if refund == nil {
 		s.logAuthFailure(c, client, "too many failed attempts: refused")
 		return wait, &apiError{code: shared.CodeRateLimited, message: "too many failed attempts from this address: try again later"}

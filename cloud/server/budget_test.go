@@ -96,7 +96,7 @@ func paddedBody(n int) []byte {
 // the server reads their headers, out of the test's sight).
 func (b *edgeBundle) waitInUse(want int64) {
 	b.t.Helper()
-	require.Eventually(b.t, func() bool { got, _, _ := b.srv.bodies.inUse(); return got == want },
+	require.Eventually(b.t, func() bool { got, _, _ := b.srv.bodies.InUse(); return got == want },
 		10*time.Second, time.Millisecond, "bytes in flight")
 }
 
@@ -166,7 +166,7 @@ func TestBodyBudget(t *testing.T) {
 	require.Equal(t, 200, x1.finish().status)
 	require.Equal(t, 200, y.finish().status)
 	b.waitInUse(0)
-	_, hosts, ips := b.srv.bodies.inUse()
+	_, hosts, ips := b.srv.bodies.InUse()
 	require.Zero(t, hosts)
 	require.Zero(t, ips)
 
@@ -204,78 +204,4 @@ func TestBodyBudgetChunked(t *testing.T) {
 	require.Equal(t, 200, b.post(hostID, "192.0.2.1", big, true).finish().status)
 	require.Equal(t, 200, b.post(hostID, "192.0.2.1", big, false).finish().status)
 	b.waitInUse(0)
-}
-
-func TestAddrKey(t *testing.T) {
-	for in, want := range map[string]string{
-		"192.0.2.1":            "192.0.2.1",
-		"::ffff:192.0.2.1":     "192.0.2.1",
-		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
-		"2001:db8:1:2:ffff::1": "2001:db8:1:2::/64",
-		"fe80::1%eth0":         "fe80::/64",
-		"not an address":       "not an address",
-	} {
-		require.Equal(t, want, addrKey(in), in)
-	}
-}
-
-// Large bodies fill at most three quarters of the budget in all and of a
-// host's share; the last quarter stays for small ones, whatever the number
-// of addresses posting large bodies.
-func TestBodyBudgetKeepsRoomForSmallBodies(t *testing.T) {
-	const mib = 1 << 20
-	b := newBodyBudget(newClock(), time.Second, 8*mib, 8*mib, 4*mib)
-	b.small = mib
-	take := func(host, ip string, n int64) error {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		l := b.lease(host, ip)
-		if err := b.over(l, n); err != nil {
-			return err
-		}
-		b.used += n
-		b.hosts[l.host] += n
-		b.ips[l.ip] += n
-		l.held += n
-		return nil
-	}
-	// Large bodies from three addresses: the third would pass three quarters.
-	require.NoError(t, take("h_a", "192.0.2.1", 3*mib))
-	require.NoError(t, take("h_a", "192.0.2.2", 3*mib))
-	err := take("h_a", "192.0.2.3", 2*mib)
-	var over *overBudgetError
-	require.ErrorAs(t, err, &over)
-	require.Equal(t, "per host", over.share)
-	// A small body from the host's provider still fits, twice.
-	require.NoError(t, take("h_a", "198.51.100.7", mib))
-	require.NoError(t, take("h_a", "198.51.100.7", mib))
-	// The whole budget is then held: even a small one waits.
-	require.Error(t, take("h_b", "198.51.100.8", 1))
-
-	// In all, across hosts: large bodies stop at three quarters there too.
-	b = newBodyBudget(newClock(), time.Second, 8*mib, 8*mib, 8*mib)
-	b.small = mib
-	require.NoError(t, take("h_a", "192.0.2.1", 3*mib))
-	require.NoError(t, take("h_b", "192.0.2.2", 3*mib))
-	require.ErrorAs(t, take("h_c", "192.0.2.3", 2*mib), &over)
-	require.Equal(t, "in all", over.share)
-	require.NoError(t, take("h_c", "198.51.100.9", mib))
-	require.NoError(t, take("h_c", "198.51.100.9", mib))
-}
-
-// The bytes held in all are told after each change, in order: the cloud
-// raises Go's memory limit by them.
-func TestBodyBudgetChanged(t *testing.T) {
-	ctx := context.Background()
-	b := newBodyBudget(newClock(), time.Second, 1000, 1000, 1000)
-	var told []int64
-	b.changed = func(used int64) { told = append(told, used) }
-	a, c := b.lease("h_a", "192.0.2.1"), b.lease("h_b", "192.0.2.2")
-	require.NoError(t, a.grow(ctx, 300))
-	require.NoError(t, c.grow(ctx, 200))
-	require.NoError(t, a.grow(ctx, 100))
-	a.release()
-	a.release() // nothing held: nothing to tell
-	c.release()
-	require.Equal(t, []int64{300, 500, 600, 200, 0}, told)
 }

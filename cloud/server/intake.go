@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/intake"
+	"github.com/relaykit/relay/cloud/limits"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
@@ -25,7 +26,7 @@ var errRateLimited = &apiError{code: shared.CodeRateLimited, message: "over this
 // host exists and is active, source configured and enabled, the client
 // address within the source's allowlist, body within the
 // limit, per-host rate limit, the body's share of the bytes in flight
-// (bodyBudget), signature, handshakes, event filter, dedupe
+// (limits.BodyBudget), signature, handshakes, event filter, dedupe
 // and durable insert — and only then 2xx.
 //
 // Unknown hosts answer 404 and bad signatures 401 (as the contract says):
@@ -67,14 +68,14 @@ func (s *Server) receive(c *gin.Context) {
 		return
 	}
 
-	lease := s.bodies.lease(hostID, c.ClientIP())
-	defer lease.release()
+	lease := s.bodies.Lease(hostID, c.ClientIP())
+	defer lease.Release()
 	body, err := readLimited(c, limit, lease)
 	if errors.Is(err, errBodyTooLarge) {
 		s.tooLarge(c, src, provider, limit)
 		return
 	}
-	if obe := (*overBudgetError)(nil); errors.As(err, &obe) {
+	if obe := (*limits.OverBudgetError)(nil); errors.As(err, &obe) {
 		s.overBudget(c, src, provider, obe)
 		return
 	}
@@ -161,7 +162,7 @@ const overBudgetRetryAfter = 5 * time.Second
 // overBudget answers 503 with Retry-After for a body that did not get its
 // share of the in-flight budget in time, and audits it. The connection is
 // closed rather than its unread body drained.
-func (s *Server) overBudget(c *gin.Context, src *store.Source, provider verify.Provider, err *overBudgetError) {
+func (s *Server) overBudget(c *gin.Context, src *store.Source, provider verify.Provider, err *limits.OverBudgetError) {
 	c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(overBudgetRetryAfter)))
 	c.Header("Connection", "close")
 	s.reject(c, src, provider, 503, err.Error(), intake.OutcomeOverBudget)
@@ -210,10 +211,10 @@ const bodyChunk = 32 << 10
 // in lease before it is read: a declared length (within the limit, checked
 // before) at once and into a buffer of that size; a streamed body as its
 // buffer grows, cut at limit+1.
-func readLimited(c *gin.Context, limit int64, lease *bodyLease) ([]byte, error) {
+func readLimited(c *gin.Context, limit int64, lease *limits.BodyLease) ([]byte, error) {
 	ctx := c.Request.Context()
 	if n := c.Request.ContentLength; n >= 0 {
-		if err := lease.grow(ctx, n); err != nil {
+		if err := lease.Grow(ctx, n); err != nil {
 			return nil, budgetErr(err)
 		}
 		body := make([]byte, n)
@@ -227,7 +228,7 @@ func readLimited(c *gin.Context, limit int64, lease *bodyLease) ([]byte, error) 
 	for {
 		if len(body) == cap(body) {
 			grown := min(max(2*int64(cap(body)), bodyChunk), limit+1)
-			if err := lease.grow(ctx, grown-int64(cap(body))); err != nil {
+			if err := lease.Grow(ctx, grown-int64(cap(body))); err != nil {
 				return nil, budgetErr(err)
 			}
 			body = append(make([]byte, 0, grown), body...)
@@ -249,7 +250,7 @@ func readLimited(c *gin.Context, limit int64, lease *bodyLease) ([]byte, error) 
 // budgetErr passes an overBudgetError on; a request that ended while it
 // waited for its bytes has nothing left to read.
 func budgetErr(err error) error {
-	var obe *overBudgetError
+	var obe *limits.OverBudgetError
 	if errors.As(err, &obe) {
 		return err
 	}

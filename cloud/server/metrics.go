@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/relaykit/relay/cloud/intake"
+	"github.com/relaykit/relay/cloud/limits"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 )
@@ -214,4 +215,15 @@ func (s *Server) ObserveInsertBatch(n int, took time.Duration) {
 func (m *metrics) handler() gin.HandlerFunc {
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return func(c *gin.Context) { h.ServeHTTP(c.Writer, c.Request) }
+}
+
+// bodyGauge reports the bytes held, as relay_intake_body_bytes_in_flight.
+func bodyGauge(b *limits.BodyBudget) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_intake_body_bytes_in_flight",
+		Help: "Request-body bytes intake holds at once (reserved before they are read).",
+	}, func() float64 {
+		n, _, _ := b.InUse()
+		return float64(n)
+	})
 }

@@ -163,17 +163,17 @@ type Server struct {
 	// proxies are Config.TrustedProxies, for ViaHTTPS.
 	proxies []netip.Prefix
 
-	limits     *limits.Buckets // intake rate limits
-	logSample  *limits.Sampler // over-limit warnings logged per host and minute
-	authLimits *authLimiter    // failed authentications per client IP
-	authLog    *logBudget      // failed authentications logged
-	accessLogs *logBudget      // 4xx and 5xx access log lines, per route and status
+	limits     *limits.Buckets     // intake rate limits
+	logSample  *limits.Sampler     // over-limit warnings logged per host and minute
+	authLimits *limits.AuthLimiter // failed authentications per client IP
+	authLog    *limits.LogBudget   // failed authentications logged
+	accessLogs *limits.LogBudget   // 4xx and 5xx access log lines, per route and status
 	metrics    *metrics
 	deliveries *delivery.Service
-	intake     *intake.Service // a provider's request becomes a stored delivery
-	leaser     intake.Leaser   // leases at intake to a host's socket or waiting long poll
-	sockets    *sockets        // hosts' open sockets
-	bodies     *bodyBudget     // intake's request bodies in flight
+	intake     *intake.Service    // a provider's request becomes a stored delivery
+	leaser     intake.Leaser      // leases at intake to a host's socket or waiting long poll
+	sockets    *sockets           // hosts' open sockets
+	bodies     *limits.BodyBudget // intake's request bodies in flight
 	mounts     []mount
 	// ipSetsRefreshed, when set (by tests), is called after each
 	// scheduled refresh of the named IP sets.
@@ -202,11 +202,11 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 		store: st, ring: ring, tokens: tokens, clock: clock, log: log, cfg: cfg, proxies: trustedPrefixes(cfg.TrustedProxies),
 		limits:     limits.NewBuckets(),
 		logSample:  limits.NewSampler(6, 1),
-		authLimits: newAuthLimiter(cfg.AuthFailuresPerMin, maxAuthClients),
-		authLog:    newLogBudget(authLogPerMin),
-		accessLogs: newLogBudget(accessLogPerMin),
+		authLimits: limits.NewAuthLimiter(cfg.AuthFailuresPerMin, maxAuthClients),
+		authLog:    limits.NewLogBudget(authLogPerMin),
+		accessLogs: limits.NewLogBudget(accessLogPerMin),
 		metrics:    newMetrics(),
-		bodies:     newBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
+		bodies:     limits.NewBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
 		MaxWait: cfg.MaxWait, Changed: func(hostID string) { s.intake.Forget(hostID) }, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
@@ -217,8 +217,8 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 	// Targets hold their sets' prefixes: a set stored anew by any replica
 	// drops them all.
 	s.deliveries.OnIPSetChanged(func(string) { s.intake.ForgetAll() })
-	s.bodies.changed = cfg.InflightChanged
-	s.metrics.reg.MustRegister(s.bodies.gauge())
+	s.bodies.Changed = cfg.InflightChanged
+	s.metrics.reg.MustRegister(bodyGauge(s.bodies))
 	return s
 }
 
@@ -357,7 +357,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	level, unlogged := slog.LevelDebug, 0
 	if status >= 400 {
 		var ok bool
-		if ok, unlogged = s.accessLogs.take(route+" "+strconv.Itoa(status), s.clock.Now()); !ok {
+		if ok, unlogged = s.accessLogs.Take(route+" "+strconv.Itoa(status), s.clock.Now()); !ok {
 			return
 		}
 		level = slog.LevelInfo

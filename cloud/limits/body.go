@@ -1,4 +1,4 @@
-package server
+package limits
 
 import (
 	"context"
@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// bodyBudget bounds the request-body bytes intake holds at once: in all,
+// BodyBudget bounds the request-body bytes intake holds at once: in all,
 // per host and per client address. A request reserves its body's bytes
 // before it reads them and gives them back when it ends (the stored copy
 // is then the store's concern). The per-host share keeps one host's flood
@@ -28,7 +27,7 @@ import (
 // host's share: the last quarter is kept for small ones, so that senders
 // at many addresses posting large bodies cannot starve a host's provider
 // of room for its everyday webhooks.
-type bodyBudget struct {
+type BodyBudget struct {
 	clock               clockwork.Clock
 	wait                time.Duration
 	max, maxHost, maxIP int64
@@ -37,43 +36,45 @@ type bodyBudget struct {
 	mu    sync.Mutex
 	used  int64
 	hosts map[string]int64 // host id → bytes held; no entry when none
-	ips   map[string]int64 // client address (addrKey) → bytes held
+	ips   map[string]int64 // client address (AddrKey) → bytes held
 	freed chan struct{}    // closed when bytes are given back; nil while no one waits
 
-	// changed, if set, is told the bytes held in all after each change,
-	// in order (under mu).
-	changed func(used int64)
+	// Changed, if set, is told the bytes held in all after each change,
+	// in order (under its lock). Set it before the first Lease.
+	Changed func(used int64)
 }
 
-func newBodyBudget(clock clockwork.Clock, wait time.Duration, max, maxHost, maxIP int64) *bodyBudget {
-	return &bodyBudget{clock: clock, wait: wait, max: max, maxHost: maxHost, maxIP: maxIP,
+// NewBodyBudget bounds the bytes held to max in all, maxHost per host
+// and maxIP per client address; a request waits at most wait for room.
+func NewBodyBudget(clock clockwork.Clock, wait time.Duration, max, maxHost, maxIP int64) *BodyBudget {
+	return &BodyBudget{clock: clock, wait: wait, max: max, maxHost: maxHost, maxIP: maxIP,
 		small: smallBody, hosts: map[string]int64{}, ips: map[string]int64{}}
 }
 
-// bodyLease is one request's share of the budget.
-type bodyLease struct {
-	b        *bodyBudget
+// BodyLease is one request's share of the budget.
+type BodyLease struct {
+	b        *BodyBudget
 	host, ip string
 	held     int64
 }
 
-// lease starts a request's (empty) share for the host and client address.
-func (b *bodyBudget) lease(hostID, ip string) *bodyLease {
-	return &bodyLease{b: b, host: hostID, ip: addrKey(ip)}
+// Lease starts a request's (empty) share for the host and client address.
+func (b *BodyBudget) Lease(hostID, ip string) *BodyLease {
+	return &BodyLease{b: b, host: hostID, ip: AddrKey(ip)}
 }
 
-// overBudgetError says which share a request could not get its bytes from.
-type overBudgetError struct {
+// OverBudgetError says which share a request could not get its bytes from.
+type OverBudgetError struct {
 	share string // "in all", "per host" or "per client address"
 	max   int64
 }
 
-func (e *overBudgetError) Error() string {
+func (e *OverBudgetError) Error() string {
 	return fmt.Sprintf("request bodies in flight over the budget of %d bytes %s", e.max, e.share)
 }
 
-// grow reserves n more bytes, waiting at most the budget's wait for them.
-func (l *bodyLease) grow(ctx context.Context, n int64) error {
+// Grow reserves n more bytes, waiting at most the budget's wait for them.
+func (l *BodyLease) Grow(ctx context.Context, n int64) error {
 	if n == 0 {
 		return nil
 	}
@@ -87,8 +88,8 @@ func (l *bodyLease) grow(ctx context.Context, n int64) error {
 			b.hosts[l.host] += n
 			b.ips[l.ip] += n
 			l.held += n
-			if b.changed != nil {
-				b.changed(b.used)
+			if b.Changed != nil {
+				b.Changed(b.used)
 			}
 			b.mu.Unlock()
 			return nil
@@ -117,7 +118,7 @@ func (l *bodyLease) grow(ctx context.Context, n int64) error {
 const smallBody = 1 << 20
 
 // over reports the share that n more bytes for l do not fit in, if any.
-func (b *bodyBudget) over(l *bodyLease, n int64) error {
+func (b *BodyBudget) over(l *BodyLease, n int64) error {
 	fits := func(used, max int64) bool { return used+n <= max || used == l.held }
 	room := func(max int64) int64 {
 		if l.held+n > b.small {
@@ -127,17 +128,17 @@ func (b *bodyBudget) over(l *bodyLease, n int64) error {
 	}
 	switch {
 	case !fits(b.ips[l.ip], b.maxIP):
-		return &overBudgetError{share: "per client address", max: b.maxIP}
+		return &OverBudgetError{share: "per client address", max: b.maxIP}
 	case !fits(b.hosts[l.host], room(b.maxHost)):
-		return &overBudgetError{share: "per host", max: b.maxHost}
+		return &OverBudgetError{share: "per host", max: b.maxHost}
 	case !fits(b.used, room(b.max)):
-		return &overBudgetError{share: "in all", max: b.max}
+		return &OverBudgetError{share: "in all", max: b.max}
 	}
 	return nil
 }
 
-// release gives back everything the lease holds; it may be called again.
-func (l *bodyLease) release() {
+// Release gives back everything the lease holds; it may be called again.
+func (l *BodyLease) Release() {
 	if l.held == 0 {
 		return
 	}
@@ -145,8 +146,8 @@ func (l *bodyLease) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= l.held
-	if b.changed != nil {
-		b.changed(b.used)
+	if b.Changed != nil {
+		b.Changed(b.used)
 	}
 	if b.hosts[l.host] -= l.held; b.hosts[l.host] == 0 {
 		delete(b.hosts, l.host)
@@ -161,29 +162,18 @@ func (l *bodyLease) release() {
 	}
 }
 
-// inUse reports the bytes held in all, and how many hosts and addresses
+// InUse reports the bytes held in all, and how many hosts and addresses
 // hold some.
-func (b *bodyBudget) inUse() (bytes int64, hosts, ips int) {
+func (b *BodyBudget) InUse() (bytes int64, hosts, ips int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used, len(b.hosts), len(b.ips)
 }
 
-// gauge reports the bytes held, as relay_intake_body_bytes_in_flight.
-func (b *bodyBudget) gauge() prometheus.Collector {
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "relay_intake_body_bytes_in_flight",
-		Help: "Request-body bytes intake holds at once (reserved before they are read).",
-	}, func() float64 {
-		n, _, _ := b.inUse()
-		return float64(n)
-	})
-}
-
-// addrKey is what a per-address bound counts by: an IPv4 address, or an
+// AddrKey is what a per-address bound counts by: an IPv4 address, or an
 // IPv6 address's /64 (one subscriber's usual allocation). Anything that
 // does not parse counts as itself.
-func addrKey(ip string) string {
+func AddrKey(ip string) string {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
 		return ip
