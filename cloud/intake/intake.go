@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/relaykit/relay/cloud/delivery"
@@ -37,6 +38,8 @@ type Store interface {
 	QuarantineList(ctx context.Context, p *store.QuarantineListParams) ([]*store.QuarantinedRequest, error)
 	QuarantineGet(ctx context.Context, id int64) (*store.QuarantinedRequest, error)
 	QuarantineDelete(ctx context.Context, id int64) error
+	IPSetPut(ctx context.Context, p *store.IPSetPutParams) (*store.IPSet, error)
+	IPSetFailed(ctx context.Context, p *store.IPSetFailedParams) (*store.IPSet, error)
 	CanaryStore
 }
 
@@ -164,6 +167,8 @@ type Config struct {
 	TokenKey func() []byte
 	// IPSetURLs overrides where named IP sets are refreshed from, by name.
 	IPSetURLs map[string]string
+	// IPSetClient fetches the published IP sets (nil: http.DefaultClient).
+	IPSetClient *http.Client
 
 	// The quarantine's bounds: in requests and bytes, in all and per host,
 	// and requests a minute per host.

@@ -3,6 +3,9 @@ package intake
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/relaykit/relay/cloud/ipallow"
@@ -84,4 +87,88 @@ func (s *Service) IPSetURL(pub *ipallow.Publisher) string {
 		return u
 	}
 	return pub.URL
+}
+
+// MaxIPSetBytes bounds a published list, read or sent.
+const MaxIPSetBytes = 4 << 20
+
+// StoreIPSet parses a published list and stores it as the set's, dropping
+// every cached target at once (other replicas drop theirs when the store
+// tells them). A list that does not parse or is empty is recorded as the
+// set's last error, logged, and returned; the set stays as it was.
+// Storage failures are ErrUnavailable.
+func (s *Service) StoreIPSet(ctx context.Context, pub *ipallow.Publisher, data []byte, origin string) error {
+	now := s.now()
+	prefixes, err := ipallow.ParsePublished(data, pub.Field)
+	if err != nil {
+		return s.ipSetFailed(ctx, pub, origin, fmt.Errorf("IP set %s from %s: %w", pub.Name, origin, err))
+	}
+	_, err = s.store.IPSetPut(ctx, &store.IPSetPutParams{Name: pub.Name, Prefixes: ipallow.Strings(prefixes),
+		Origin: origin, TakenAt: now, Now: now})
+	s.ForgetAll()
+	if err != nil {
+		return ErrUnavailable(err)
+	}
+	s.log.Info("IP set refreshed", "set", pub.Name, "origin", origin, "prefixes", len(prefixes))
+	return nil
+}
+
+// ipSetFailed records and logs a refresh that failed, and returns its
+// error.
+func (s *Service) ipSetFailed(ctx context.Context, pub *ipallow.Publisher, origin string, cause error) error {
+	s.log.Warn("IP set not refreshed; the last good set stays", "set", pub.Name, "origin", origin, "err", cause)
+	if _, err := s.store.IPSetFailed(ctx, &store.IPSetFailedParams{Name: pub.Name, Origin: origin,
+		Error: cause.Error(), Now: s.now()}); err != nil {
+		return ErrUnavailable(err)
+	}
+	return cause
+}
+
+// RefreshIPSets refreshes every named set from where its provider
+// publishes it (or the URL its setting gives). A set that cannot be read,
+// parsed or is empty keeps its last good prefixes; its error is recorded
+// (GET /api/ipsets) and logged.
+func (s *Service) RefreshIPSets(ctx context.Context) {
+	for _, pub := range ipallow.Publishers {
+		url := s.IPSetURL(pub)
+		data, err := s.fetchIPSet(ctx, url)
+		if err != nil {
+			_ = s.ipSetFailed(ctx, pub, url, fmt.Errorf("IP set %s from %s: %w", pub.Name, url, err))
+			continue
+		}
+		_ = s.StoreIPSet(ctx, pub, data, url)
+	}
+}
+
+// ipSetFetchTimeout bounds one fetch of a published list.
+const ipSetFetchTimeout = 30 * time.Second
+
+func (s *Service) fetchIPSet(ctx context.Context, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, ipSetFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json, text/plain")
+	client := s.cfg.IPSetClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("answered %s", resp.Status)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxIPSetBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxIPSetBytes {
+		return nil, fmt.Errorf("over %d bytes", MaxIPSetBytes)
+	}
+	return data, nil
 }

@@ -3,16 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/ipallow"
-	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -89,9 +85,6 @@ type ipSetRefresh struct {
 	Data string `json:"data"`
 }
 
-// maxIPSetBytes bounds a published list, read or sent.
-const maxIPSetBytes = 4 << 20
-
 // refreshIPSet is PUT /api/ipsets/:name: an operator's refresh of a set.
 // One that does not parse or holds no address keeps the set as it was,
 // records why, and is a 400.
@@ -102,12 +95,12 @@ func (s *Server) refreshIPSet(c *gin.Context) {
 		return
 	}
 	var req ipSetRefresh
-	if err := decodeJSON(c, 2*maxIPSetBytes, &req); err != nil {
+	if err := decodeJSON(c, 2*intake.MaxIPSetBytes, &req); err != nil {
 		s.writeError(c, err)
 		return
 	}
 	ctx := c.Request.Context()
-	if err := s.storeIPSet(ctx, pub, []byte(req.Data), "file"); err != nil {
+	if err := s.intake.StoreIPSet(ctx, pub, []byte(req.Data), "file"); err != nil {
 		if isUnavailable(err) {
 			s.writeError(c, err)
 			return
@@ -123,87 +116,6 @@ func (s *Server) refreshIPSet(c *gin.Context) {
 	c.JSON(200, set)
 }
 
-// storeIPSet parses a published list and stores it as the set's, dropping
-// every cached target at once (other replicas drop theirs when the store
-// tells them). A list that does not parse or is empty is recorded as the
-// set's last error, logged, and returned; the set stays as it was.
-// Storage failures are errUnavailable.
-func (s *Server) storeIPSet(ctx context.Context, pub *ipallow.Publisher, data []byte, origin string) error {
-	now := s.now()
-	prefixes, err := ipallow.ParsePublished(data, pub.Field)
-	if err != nil {
-		return s.ipSetFailed(ctx, pub, origin, fmt.Errorf("IP set %s from %s: %w", pub.Name, origin, err))
-	}
-	_, err = s.store.IPSetPut(ctx, &store.IPSetPutParams{Name: pub.Name, Prefixes: ipallow.Strings(prefixes),
-		Origin: origin, TakenAt: now, Now: now})
-	s.intake.ForgetAll()
-	if err != nil {
-		return errUnavailable(err)
-	}
-	s.log.Info("IP set refreshed", "set", pub.Name, "origin", origin, "prefixes", len(prefixes))
-	return nil
-}
-
-// ipSetFailed records and logs a refresh that failed, and returns its
-// error.
-func (s *Server) ipSetFailed(ctx context.Context, pub *ipallow.Publisher, origin string, cause error) error {
-	s.log.Warn("IP set not refreshed; the last good set stays", "set", pub.Name, "origin", origin, "err", cause)
-	if _, err := s.store.IPSetFailed(ctx, &store.IPSetFailedParams{Name: pub.Name, Origin: origin,
-		Error: cause.Error(), Now: s.now()}); err != nil {
-		return errUnavailable(err)
-	}
-	return cause
-}
-
-// RefreshIPSets refreshes every named set from where its provider
-// publishes it (or the URL its setting gives). A set that cannot be read,
-// parsed or is empty keeps its last good prefixes; its error is recorded
-// (GET /api/ipsets) and logged.
-func (s *Server) RefreshIPSets(ctx context.Context) {
-	for _, pub := range ipallow.Publishers {
-		url := s.intake.IPSetURL(pub)
-		data, err := s.fetchIPSet(ctx, url)
-		if err != nil {
-			_ = s.ipSetFailed(ctx, pub, url, fmt.Errorf("IP set %s from %s: %w", pub.Name, url, err))
-			continue
-		}
-		_ = s.storeIPSet(ctx, pub, data, url)
-	}
-}
-
-// ipSetFetchTimeout bounds one fetch of a published list.
-const ipSetFetchTimeout = 30 * time.Second
-
-func (s *Server) fetchIPSet(ctx context.Context, url string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, ipSetFetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json, text/plain")
-	client := s.cfg.IPSetClient
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("answered %s", resp.Status)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxIPSetBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxIPSetBytes {
-		return nil, fmt.Errorf("over %d bytes", maxIPSetBytes)
-	}
-	return data, nil
-}
-
 // RunIPSetRefresh refreshes the named sets every Config.IPSetRefresh until
 // ctx ends, the first time at once; it returns at once when the setting is
 // 0 (off).
@@ -215,7 +127,7 @@ func (s *Server) RunIPSetRefresh(ctx context.Context) {
 	t := s.clock.NewTicker(every)
 	defer t.Stop()
 	for {
-		s.RefreshIPSets(ctx)
+		s.intake.RefreshIPSets(ctx)
 		if s.ipSetsRefreshed != nil {
 			s.ipSetsRefreshed()
 		}

@@ -228,7 +228,7 @@ func (s *Server) intakeConfig(base intake.Config) intake.Config {
 	base.Store, base.Ring, base.Leaser, base.Metrics = s.store, s.ring, s.leaser, s.metrics
 	base.Tracer, base.Now, base.Log = cfg.Tracer, s.now, s.log
 	base.TokenKey = func() []byte { return s.tokens.DerivedKey("quarantined token hashes") }
-	base.IPSetURLs = cfg.IPSetURLs
+	base.IPSetURLs, base.IPSetClient = cfg.IPSetURLs, cfg.IPSetClient
 	base.QuarantineMax, base.QuarantineMaxBytes = cfg.QuarantineMax, cfg.QuarantineMaxBytes
 	base.QuarantineHostMax, base.QuarantineHostMaxBytes = cfg.QuarantineHostMax, cfg.QuarantineHostMaxBytes
 	base.QuarantinePerMin = cfg.QuarantinePerMin

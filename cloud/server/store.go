@@ -40,8 +40,6 @@ type Store interface {
 	HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error)
 	HostSetClaimCode(ctx context.Context, p *store.HostSetClaimCodeParams) (*store.Host, error)
 	HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error)
-	IPSetFailed(ctx context.Context, p *store.IPSetFailedParams) (*store.IPSet, error)
-	IPSetPut(ctx context.Context, p *store.IPSetPutParams) (*store.IPSet, error)
 	Ping(ctx context.Context) error
 	PresenceEventList(ctx context.Context, hostID string, limit int) ([]*store.PresenceEvent, error)
 	QuarantineCount(ctx context.Context) (int, error)
