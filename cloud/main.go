@@ -41,7 +41,7 @@ import (
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/server"
-	"github.com/relaykit/relay/cloud/steady"
+	"github.com/relaykit/relay/cloud/slewclock"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/sqlite"
@@ -519,8 +519,8 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The system clock, its steps absorbed gradually (see package steady).
-	clock := steady.New(log)
+	// The system clock, its steps absorbed gradually (see package slewclock).
+	clock := slewclock.New(log)
 	tokens, err := auth.NewTokens(jwtKey, auth.DefaultTokenTTL, clock)
 	if err != nil {
 		return usageError{err}
