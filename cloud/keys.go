@@ -110,6 +110,9 @@ func loadRing(o *options) (*secrets.Ring, error) {
 	return secrets.NewRing(k)
 }
 
+// loadJWTKey is the key that signs host tokens: RELAY_JWT_KEY, or the key
+// file in the data dir (created on first use). Call after loadRing, which
+// settles the data dir.
 func loadJWTKey(o options) ([]byte, error) {
 	if o.jwtKey != "" {
 		if len(o.jwtKey) < 32 {
