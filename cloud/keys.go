@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -79,32 +80,46 @@ func reloadKeys(ctx context.Context, o *options, srv *server.Server, log *slog.L
 	}
 }
 
-// parseProxies reads RELAY_TRUSTED_PROXIES: comma-separated IPs or CIDRs.
-func parseProxies(list string) ([]string, error) {
-	var out []string
-	for _, p := range strings.Split(list, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
+// loadRing builds the secret key ring from RELAY_SECRET_KEYS, from
+// RELAY_SECRET_KEYS_FILE, or from the key file in the data dir (created on
+// first use).
+func loadRing(o *options) (*secrets.Ring, error) {
+	if o.dataDir == "" {
+		o.dataDir = "./data"
+		if p, ok := strings.CutPrefix(o.databaseURL, "sqlite:"); ok {
+			o.dataDir = filepath.Dir(strings.TrimPrefix(p, "//"))
 		}
-		if net.ParseIP(p) == nil {
-			if _, _, err := net.ParseCIDR(p); err != nil {
-				return nil, usageError{fmt.Errorf("RELAY_TRUSTED_PROXIES: %q is neither an IP nor a CIDR", p)}
-			}
-		}
-		out = append(out, p)
 	}
-	return out, nil
+	if o.secretKeys != "" {
+		r, err := secrets.ParseRing(o.secretKeys)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("RELAY_SECRET_KEYS: %w", err)}
+		}
+		return r, nil
+	}
+	if o.secretKeysFile != "" {
+		r, err := readKeysFile(o.secretKeysFile)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("RELAY_SECRET_KEYS_FILE: %w", err)}
+		}
+		return r, nil
+	}
+	k, err := secrets.LoadOrCreateKeyFile(filepath.Join(o.dataDir, "secret.key"))
+	if err != nil {
+		return nil, err
+	}
+	return secrets.NewRing(k)
 }
 
-// checkQuarantineShares refuses a host's share of the quarantine larger than
-// the quarantine.
-func (o *options) checkQuarantineShares() error {
-	if o.quarantineMax > 0 && o.quarantineHostMax > o.quarantineMax {
-		return usageError{fmt.Errorf("RELAY_QUARANTINE_HOST_MAX=%d: a host's share cannot be more than RELAY_QUARANTINE_MAX=%d", o.quarantineHostMax, o.quarantineMax)}
+// loadJWTKey is the key that signs host tokens: RELAY_JWT_KEY, or the key
+// file in the data dir (created on first use). Call after loadRing, which
+// settles the data dir.
+func loadJWTKey(o options) ([]byte, error) {
+	if o.jwtKey != "" {
+		if len(o.jwtKey) < 32 {
+			return nil, usageError{errors.New("RELAY_JWT_KEY must be at least 32 bytes")}
+		}
+		return []byte(o.jwtKey), nil
 	}
-	if o.quarantineMB > 0 && o.quarantineHostMB > o.quarantineMB {
-		return usageError{fmt.Errorf("RELAY_QUARANTINE_HOST_MAX_MB=%d: a host's share cannot be more than RELAY_QUARANTINE_MAX_MB=%d", o.quarantineHostMB, o.quarantineMB)}
-	}
-	return nil
+	return secrets.LoadOrCreateKeyFile(filepath.Join(o.dataDir, "jwt.key"))
 }

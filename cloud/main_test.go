@@ -64,7 +64,8 @@ func key32(b byte) string { return base64.StdEncoding.EncodeToString(bytes.Repea
 type settingCase struct {
 	bad    []string
 	good   string
-	secret bool // a bad value must never be printed
+	with   map[string]string // the settings the good value goes with
+	secret bool              // a bad value must never be printed
 }
 
 // settingCases are the settings that are not plain numbers or durations,
@@ -90,13 +91,13 @@ func settingCases(t *testing.T, dir string) map[string]settingCase {
 	leaf := tlstest.NewCA(t).Issue(t, "relay.example.com")
 	certFile, keyFile := leaf.Write(t, dir)
 	return map[string]settingCase{
-		"RELAY_TLS_CERT":              {bad: []string{filepath.Join(dir, "missing.pem"), file, keyFile, dir}, good: certFile},
-		"RELAY_TLS_KEY":               {bad: []string{filepath.Join(dir, "missing.pem"), file, certFile}, good: keyFile},
+		"RELAY_TLS_CERT":              {bad: []string{filepath.Join(dir, "missing.pem"), file, keyFile, dir}, good: certFile, with: map[string]string{"RELAY_TLS_KEY": keyFile}},
+		"RELAY_TLS_KEY":               {bad: []string{filepath.Join(dir, "missing.pem"), file, certFile}, good: keyFile, with: map[string]string{"RELAY_TLS_CERT": certFile}},
 		"RELAY_ACME_DOMAINS":          {bad: []string{"localhost", "10.0.0.1", "*.example.com", "relay.example.com,bad_name.com", " , "}, good: "relay.example.com, www.relay.example.com"},
 		"RELAY_ACME_CACHE":            {bad: []string{file}, good: filepath.Join(dir, "acme")},
 		"RELAY_ACME_EMAIL":            {bad: []string{"ops", "ops@", "a@b@c", "ops@example.com, dev@example.com"}, good: "ops@example.com"},
 		"RELAY_ACME_DIRECTORY_URL":    {bad: []string{"http://acme.example.com/directory", "acme", ""}, good: "https://acme-staging-v02.api.letsencrypt.org/directory"},
-		"RELAY_HTTP_REDIRECT_LISTEN":  {bad: []string{"80", "bogus"}, good: ":0"},
+		"RELAY_HTTP_REDIRECT_LISTEN":  {bad: []string{"80", "bogus"}, good: ":0", with: map[string]string{"RELAY_ACME_DOMAINS": "relay.example.com"}},
 		"RELAY_LISTEN":                {bad: []string{"bogus", ":http", "127.0.0.1:70000", ""}, good: "localhost:0"},
 		"RELAY_DATABASE_URL":          {bad: []string{"mysql://u:pw@x/db", "sqlite:", "sqlite::memory:", "sqlite:a.db?mode=ro", "relay.db"}, good: "sqlite:" + filepath.Join(dir, "other.db")},
 		"RELAY_DATA_DIR":              {bad: []string{file}, good: filepath.Join(dir, "new-dir")},
@@ -124,6 +125,11 @@ func settingCases(t *testing.T, dir string) map[string]settingCase {
 		"RELAY_HOST_OFFLINE_AFTER":    {bad: []string{"gone", "30s", "1m"}, good: "10m"},
 		"RELAY_SQLITE_CACHE_MB":       {bad: []string{"64MB", "0", "-1", "65537"}, good: "32"},
 		"RELAY_GO_MEMORY_LIMIT_MB":    {bad: []string{"32MiB", "-1", "1048577"}, good: "0"},
+
+		// in-flight budgets: at least a MiB
+		"RELAY_INTAKE_INFLIGHT_MB":      {bad: []string{"many", "-1", "0", "1073741825"}, good: "7"},
+		"RELAY_INTAKE_INFLIGHT_HOST_MB": {bad: []string{"many", "-1", "0", "1073741825"}, good: "7"},
+		"RELAY_INTAKE_INFLIGHT_IP_MB":   {bad: []string{"many", "-1", "0", "1073741825"}, good: "7"},
 	}
 }
 
@@ -177,6 +183,9 @@ func TestEverySettingChecked(t *testing.T) {
 				}
 				hermetic(t)
 				t.Setenv(env, c.good)
+				for k, v := range c.with {
+					t.Setenv(k, v)
+				}
 				var o options
 				_, err := o.parseFlags(o.flagSet(cmd), nil)
 				require.NoError(t, err, "%s=%q is good", env, c.good)

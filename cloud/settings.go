@@ -17,27 +17,32 @@ import (
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/ipallow"
 	"github.com/relaykit/relay/cloud/secrets"
+	"github.com/relaykit/relay/cloud/tlsconf"
 )
 
 // minAdminToken is the shortest admin token accepted: an admin token is
 // a password anyone on the internet may try.
 const minAdminToken = 32
 
-// settingCheck checks one setting after the flags are parsed, whether its
-// value came from the environment or from the flag. want says what a bad
-// value should be, and is "" for a good one.
+// settingCheck is the check of one setting after the flags are parsed,
+// whether its value came from the environment or from the flag. want says
+// what a bad value should be on its own, and is "" for a good one. with,
+// once every setting is good on its own, checks the setting against the
+// others: its error is the whole message, naming each setting concerned.
 type settingCheck struct {
 	flag, env string
 	hide      bool                // the value is a secret: never printed
 	show      func(string) string // how the value is printed (default: as it is)
 	want      func(*options) string
+	with      func(*options) error
 }
 
-// settingChecks holds a check for every setting that is not a number or a
-// duration, and for the numbers and durations with ranges of their own.
-// Other numbers and durations are checked as they parse (envInt,
-// envDuration, the flag package) and by check: 0 or more. A command checks
-// the settings it registers.
+// settingChecks is the one table of the settings' checks: a check for
+// every setting that is not a number or a duration, for the numbers and
+// durations with ranges of their own, and for the settings that must go
+// with others. Other numbers and durations are checked as they parse
+// (envInt, envDuration, the flag package) and by check: 0 or more. A
+// command checks the settings it registers.
 var settingChecks = []settingCheck{
 	{flag: "listen", env: "RELAY_LISTEN", want: func(o *options) string {
 		if _, port, err := net.SplitHostPort(o.listen); err == nil {
@@ -129,6 +134,23 @@ var settingChecks = []settingCheck{
 	{flag: "rate-limit-burst", env: "RELAY_RATE_LIMIT_BURST", want: func(o *options) string { return inRange(o.rateBurst, 0, 1_000_000) }},
 	{flag: "quarantine-max", env: "RELAY_QUARANTINE_MAX", want: func(o *options) string { return inRange(o.quarantineMax, 0, 100_000_000) }},
 	{flag: "quarantine-max-mb", env: "RELAY_QUARANTINE_MAX_MB", want: func(o *options) string { return inRange(o.quarantineMB, 0, 1<<20) }},
+	{flag: "quarantine-host-max", env: "RELAY_QUARANTINE_HOST_MAX", with: func(o *options) error {
+		if o.quarantineMax > 0 && o.quarantineHostMax > o.quarantineMax {
+			return fmt.Errorf("RELAY_QUARANTINE_HOST_MAX=%d: a host's share cannot be more than RELAY_QUARANTINE_MAX=%d", o.quarantineHostMax, o.quarantineMax)
+		}
+		return nil
+	}},
+	{flag: "quarantine-host-max-mb", env: "RELAY_QUARANTINE_HOST_MAX_MB", with: func(o *options) error {
+		if o.quarantineMB > 0 && o.quarantineHostMB > o.quarantineMB {
+			return fmt.Errorf("RELAY_QUARANTINE_HOST_MAX_MB=%d: a host's share cannot be more than RELAY_QUARANTINE_MAX_MB=%d", o.quarantineHostMB, o.quarantineMB)
+		}
+		return nil
+	}},
+	// An in-flight budget of no bytes would refuse every request (or of
+	// more than the address space).
+	{flag: "intake-inflight-mb", env: "RELAY_INTAKE_INFLIGHT_MB", want: func(o *options) string { return budget(o.inflightMB) }},
+	{flag: "intake-inflight-host-mb", env: "RELAY_INTAKE_INFLIGHT_HOST_MB", want: func(o *options) string { return budget(o.inflightHostMB) }},
+	{flag: "intake-inflight-ip-mb", env: "RELAY_INTAKE_INFLIGHT_IP_MB", want: func(o *options) string { return budget(o.inflightIPMB) }},
 	{flag: "trusted-proxies", env: "RELAY_TRUSTED_PROXIES", want: func(o *options) string {
 		if _, err := parseProxies(o.trustedProxies); err != nil {
 			return "comma-separated IPs or CIDRs, such as 10.0.0.0/8,192.168.1.7"
@@ -165,6 +187,103 @@ var settingChecks = []settingCheck{
 	{flag: "auth-failures-per-min", env: "RELAY_AUTH_FAILURES_PER_MIN", want: func(o *options) string { return inRange(o.authFailures, 1, 1_000_000) }},
 	{flag: "sqlite-cache-mb", env: "RELAY_SQLITE_CACHE_MB", want: func(o *options) string { return inRange(o.sqliteCacheMB, 1, 65536) }},
 	{flag: "go-memory-limit-mb", env: "RELAY_GO_MEMORY_LIMIT_MB", want: func(o *options) string { return inRange(o.goMemoryLimitMB, 0, 1<<20) }},
+
+	// HTTPS: certificate files, or ACME; and the plain-HTTP listener.
+	{flag: "tls-cert", env: "RELAY_TLS_CERT", want: func(o *options) string {
+		return pemFile(o.tlsCert, "CERTIFICATE", "a readable PEM file of the certificate and its chain")
+	}, with: func(o *options) error {
+		if (o.tlsCert == "") != (o.tlsKey == "") {
+			return errors.New("RELAY_TLS_CERT and RELAY_TLS_KEY: want both, or neither")
+		}
+		return nil
+	}},
+	{flag: "tls-key", env: "RELAY_TLS_KEY", want: func(o *options) string {
+		return pemFile(o.tlsKey, "PRIVATE KEY", "a readable PEM file of a private key")
+	}, with: func(o *options) error {
+		if o.tlsCert == "" || o.tlsKey == "" {
+			return nil
+		}
+		if err := tlsconf.CheckPair(o.tlsCert, o.tlsKey); err != nil {
+			return fmt.Errorf("RELAY_TLS_KEY: want the private key of RELAY_TLS_CERT's certificate: %w", err)
+		}
+		return nil
+	}},
+	{flag: "acme-domains", env: "RELAY_ACME_DOMAINS", want: func(o *options) string {
+		if _, err := acmeDomains(o.acmeDomains); err != nil {
+			return "comma-separated domain names, such as relay.example.com (" + err.Error() + ")"
+		}
+		return ""
+	}, with: func(o *options) error {
+		if o.tlsCert != "" && o.acmeDomains != "" {
+			return errors.New("RELAY_ACME_DOMAINS: want either RELAY_TLS_CERT and RELAY_TLS_KEY, or RELAY_ACME_DOMAINS, not both")
+		}
+		return nil
+	}},
+	{flag: "acme-cache", env: "RELAY_ACME_CACHE", want: func(o *options) string {
+		if fi, err := os.Stat(o.acmeCache); o.acmeCache != "" && err == nil && !fi.IsDir() {
+			return "a directory (this is a file)"
+		}
+		return ""
+	}},
+	{flag: "acme-email", env: "RELAY_ACME_EMAIL", want: func(o *options) string {
+		e := o.acmeEmail
+		if e == "" {
+			return ""
+		}
+		at := strings.Index(e, "@")
+		if at <= 0 || at == len(e)-1 || strings.Count(e, "@") > 1 || strings.ContainsAny(e, " \t\r\n,<>") {
+			return "an email address, such as ops@example.com"
+		}
+		return ""
+	}},
+	{flag: "acme-directory-url", env: "RELAY_ACME_DIRECTORY_URL", want: func(o *options) string {
+		u, err := url.Parse(o.acmeDirectory)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return "an https:// URL, such as https://acme-staging-v02.api.letsencrypt.org/directory"
+		}
+		return ""
+	}},
+	{flag: "http-redirect-listen", env: "RELAY_HTTP_REDIRECT_LISTEN", want: func(o *options) string {
+		if o.httpRedirectListen == "" {
+			return ""
+		}
+		if _, _, err := net.SplitHostPort(o.httpRedirectListen); err != nil {
+			return "host:port, such as :80, or unset"
+		}
+		return ""
+	}, with: func(o *options) error {
+		switch {
+		case o.httpRedirectListen != "" && !o.tlsOn():
+			return errors.New("RELAY_HTTP_REDIRECT_LISTEN: want HTTPS on (RELAY_TLS_CERT and RELAY_TLS_KEY, or RELAY_ACME_DOMAINS) to redirect to")
+		case o.httpRedirectListen != "" && o.httpRedirectListen == o.listen:
+			return errors.New("RELAY_HTTP_REDIRECT_LISTEN: want another address than RELAY_LISTEN")
+		}
+		return nil
+	}},
+}
+
+// parseProxies reads RELAY_TRUSTED_PROXIES: comma-separated IPs or CIDRs.
+func parseProxies(list string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if net.ParseIP(p) == nil {
+			if _, _, err := net.ParseCIDR(p); err != nil {
+				return nil, fmt.Errorf("%q is neither an IP nor a CIDR", p)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// proxies is RELAY_TRUSTED_PROXIES, checked.
+func (o *options) proxies() []string {
+	p, _ := parseProxies(o.trustedProxies)
+	return p
 }
 
 // parseIPSetURLs reads RELAY_IPSET_URLS: NAME=URL, comma-separated, each
@@ -218,6 +337,14 @@ func notNegative(ok bool) string {
 	return "a duration, 0 or more, such as 168h"
 }
 
+// budget says what a bad in-flight budget in MiB should be.
+func budget(mb int) string {
+	if mb >= 1 && mb <= 1<<30 {
+		return ""
+	}
+	return fmt.Sprintf("a whole number of MiB from 1 to %d", 1<<30)
+}
+
 func inRange(n, lo, hi int) string {
 	if n >= lo && n <= hi {
 		return ""
@@ -244,20 +371,21 @@ func checkDatabaseURL(u string) string {
 	return want
 }
 
-// check checks every setting registered on fs, after fs.Parse. A bad
-// value is a usage error that names its variable (or its flag, when the
-// flag set it) and what it wants; secrets are never printed.
+// check checks every setting registered on fs, after fs.Parse: each on
+// its own, then, when every one is good, each with the others. A bad value
+// is a usage error that names its variable (or its flag, when the flag set
+// it) and what it wants; secrets are never printed.
 func (o *options) check(fs *flag.FlagSet) error {
 	byFlag := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { byFlag[f.Name] = true })
 	var errs []error
 	checked := map[string]bool{}
 	for _, c := range settingChecks {
-		checked[c.flag] = true
 		f := fs.Lookup(c.flag)
-		if f == nil {
-			continue // not a setting of this command
+		if f == nil || c.want == nil {
+			continue // not a setting of this command, or none checked on its own
 		}
+		checked[c.flag] = true
 		want := c.want(o)
 		if want == "" {
 			continue
@@ -293,6 +421,18 @@ func (o *options) check(fs *flag.FlagSet) error {
 			}
 		}
 	})
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	// Every setting is good on its own: each with the others.
+	for _, c := range settingChecks {
+		if c.with == nil || fs.Lookup(c.flag) == nil {
+			continue
+		}
+		if err := c.with(o); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return usageError{errors.Join(errs...)}
 	}

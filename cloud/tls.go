@@ -14,58 +14,6 @@ import (
 	"github.com/relaykit/relay/cloud/tlsconf"
 )
 
-// tlsChecks check each TLS setting on its own; checkTLS checks them
-// together once they are all parsed.
-var tlsChecks = []settingCheck{
-	{flag: "tls-cert", env: "RELAY_TLS_CERT", want: func(o *options) string {
-		return pemFile(o.tlsCert, "CERTIFICATE", "a readable PEM file of the certificate and its chain")
-	}},
-	{flag: "tls-key", env: "RELAY_TLS_KEY", want: func(o *options) string {
-		return pemFile(o.tlsKey, "PRIVATE KEY", "a readable PEM file of a private key")
-	}},
-	{flag: "acme-domains", env: "RELAY_ACME_DOMAINS", want: func(o *options) string {
-		if _, err := acmeDomains(o.acmeDomains); err != nil {
-			return "comma-separated domain names, such as relay.example.com (" + err.Error() + ")"
-		}
-		return ""
-	}},
-	{flag: "acme-cache", env: "RELAY_ACME_CACHE", want: func(o *options) string {
-		if fi, err := os.Stat(o.acmeCache); o.acmeCache != "" && err == nil && !fi.IsDir() {
-			return "a directory (this is a file)"
-		}
-		return ""
-	}},
-	{flag: "acme-email", env: "RELAY_ACME_EMAIL", want: func(o *options) string {
-		e := o.acmeEmail
-		if e == "" {
-			return ""
-		}
-		at := strings.Index(e, "@")
-		if at <= 0 || at == len(e)-1 || strings.Count(e, "@") > 1 || strings.ContainsAny(e, " \t\r\n,<>") {
-			return "an email address, such as ops@example.com"
-		}
-		return ""
-	}},
-	{flag: "acme-directory-url", env: "RELAY_ACME_DIRECTORY_URL", want: func(o *options) string {
-		u, err := url.Parse(o.acmeDirectory)
-		if err != nil || u.Scheme != "https" || u.Host == "" {
-			return "an https:// URL, such as https://acme-staging-v02.api.letsencrypt.org/directory"
-		}
-		return ""
-	}},
-	{flag: "http-redirect-listen", env: "RELAY_HTTP_REDIRECT_LISTEN", want: func(o *options) string {
-		if o.httpRedirectListen == "" {
-			return ""
-		}
-		if _, _, err := net.SplitHostPort(o.httpRedirectListen); err != nil {
-			return "host:port, such as :80, or unset"
-		}
-		return ""
-	}},
-}
-
-func init() { settingChecks = append(settingChecks, tlsChecks...) }
-
 // pemFile says what a bad PEM file setting should be: "" when it is unset
 // or holds a block whose type ends in typ.
 func pemFile(path, typ, want string) string {
@@ -122,27 +70,6 @@ func acmeDomains(s string) ([]string, error) {
 
 // tlsOn reports whether cloud serve serves HTTPS.
 func (o *options) tlsOn() bool { return o.tlsCert != "" || o.tlsKey != "" || o.acmeDomains != "" }
-
-// checkTLS checks the TLS settings together, after each was checked on
-// its own.
-func (o *options) checkTLS() error {
-	switch {
-	case (o.tlsCert == "") != (o.tlsKey == ""):
-		return usageError{errors.New("RELAY_TLS_CERT and RELAY_TLS_KEY: want both, or neither")}
-	case o.tlsCert != "" && o.acmeDomains != "":
-		return usageError{errors.New("RELAY_ACME_DOMAINS: want either RELAY_TLS_CERT and RELAY_TLS_KEY, or RELAY_ACME_DOMAINS, not both")}
-	case o.httpRedirectListen != "" && !o.tlsOn():
-		return usageError{errors.New("RELAY_HTTP_REDIRECT_LISTEN: want HTTPS on (RELAY_TLS_CERT and RELAY_TLS_KEY, or RELAY_ACME_DOMAINS) to redirect to")}
-	case o.httpRedirectListen != "" && o.httpRedirectListen == o.listen:
-		return usageError{errors.New("RELAY_HTTP_REDIRECT_LISTEN: want another address than RELAY_LISTEN")}
-	}
-	if o.tlsCert != "" {
-		if err := tlsconf.CheckPair(o.tlsCert, o.tlsKey); err != nil {
-			return usageError{fmt.Errorf("RELAY_TLS_KEY: want the private key of RELAY_TLS_CERT's certificate: %w", err)}
-		}
-	}
-	return nil
-}
 
 // tlsSetup builds the TLS of serve, or nil when it serves plain HTTP;
 // httpsPort is the port it listens on. Call after loadRing (the ACME

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/delivery"
-	"github.com/relaykit/relay/cloud/steady"
+	"github.com/relaykit/relay/cloud/slewclock"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 )
@@ -20,7 +20,7 @@ import (
 // 2 min, then the system clock steps 5 min forward or back. Read straight
 // from the wall clock, a step forward expires all ten in one pass and a
 // step back holds every expiry for 5 min; on the cloud's clock (package
-// steady) they expire one by one, in order, within the lease's length
+// slewclock) they expire one by one, in order, within the lease's length
 // give or take Rate.
 func TestLeaseExpiryThroughAClockStep(t *testing.T) {
 	for _, step := range []time.Duration{5 * time.Minute, -5 * time.Minute} {
@@ -70,7 +70,7 @@ func leaseExpiries(t *testing.T, step time.Duration, steadyClock bool) []time.Du
 	}
 	now := wall
 	if steadyClock {
-		c := steady.NewWith(real, wall, func() time.Duration { return real.Since(start) }, discard())
+		c := slewclock.NewWith(real, wall, func() time.Duration { return real.Since(start) }, discard())
 		now = c.Now
 	}
 	at := func() time.Time { return now().UTC().Truncate(time.Millisecond) }

@@ -1,4 +1,4 @@
-package steady
+package slewclock
 
 import (
 	"log/slog"

@@ -1,6 +1,7 @@
-// Package steady is the cloud's clock: the system's wall clock, with a step
-// of it (NTP setting a clock that drifted, an operator's date, a VM resumed)
-// absorbed gradually rather than at once.
+// Package slewclock is the cloud's clock: the system's wall clock, with a
+// step of it (NTP setting a clock that drifted, an operator's date, a VM
+// resumed) slewed: absorbed gradually, as NTP slews a clock, rather than
+// taken at once.
 //
 // Leases, retry schedules, token expiry and retention are wall-clock
 // timestamps stored in the database and compared with the clock's now: a
@@ -13,7 +14,7 @@
 // 1/(1+Rate) and 1/(1-Rate) of its length, and what came due within the
 // step comes due spread over Step/Rate, in its order. A step larger than
 // MaxSlew is a clock set, not adjusted, and is taken at once.
-package steady
+package slewclock
 
 import (
 	"log/slog"
