@@ -1,20 +1,16 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/coder/websocket"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/cloudapi"
@@ -33,7 +29,7 @@ const (
 // DialSocket's errors carry the cloud's HTTP status as cloudapi.StatusOf
 // reads it when the cloud refused the upgrade.
 type SocketCloud interface {
-	DialSocket(ctx context.Context, token string) (*websocket.Conn, error)
+	DialSocket(ctx context.Context, token string) (*cloudapi.Socket, error)
 }
 
 // newTransport is the transport opts ask for: heartbeats unless the cloud
@@ -52,9 +48,8 @@ func newTransport(a *Agent, opts Options) Transport {
 
 // Timing of the socket transport.
 const (
-	socketDialTimeout  = 10 * time.Second // upgrade and welcome
-	socketWriteTimeout = 30 * time.Second
-	socketPingTimeout  = 15 * time.Second
+	socketDialTimeout = 10 * time.Second // upgrade and welcome
+	socketPingTimeout = 15 * time.Second
 	// socketStable is how long a socket must have lived for its loss to
 	// count as a blip (connect again at once) rather than a failure (back
 	// off, on heartbeats when falling back).
@@ -67,10 +62,6 @@ const (
 	// reportDelay is how long an outcome may wait for others to go in the
 	// same report while webhooks still run.
 	reportDelay = 100 * time.Millisecond
-	// maxSocketFrame bounds a frame the host reads: a batch of webhooks
-	// (the cloud's batch bytes, base64-encoded in a text frame, with
-	// headers).
-	maxSocketFrame = 64 << 20
 )
 
 // socketTransport keeps a socket to the cloud, which pushes webhooks within
@@ -162,7 +153,7 @@ func (t *socketTransport) Flush(ctx context.Context) (int, error) {
 	if sc == nil {
 		return t.hb.Flush(ctx)
 	}
-	defer sc.conn.CloseNow()
+	defer sc.sock.CloseNow()
 	defer sc.stopReading()
 	n, err := sc.flush(ctx)
 	if err != nil {
@@ -170,7 +161,7 @@ func (t *socketTransport) Flush(ctx context.Context) (int, error) {
 		m, err := t.hb.Flush(ctx)
 		return n + m, err
 	}
-	_ = sc.conn.Close(websocket.StatusNormalClosure, "host stopped")
+	_ = sc.sock.Close("host stopped")
 	return n, nil
 }
 
@@ -205,7 +196,7 @@ func (sc *socketConn) flush(ctx context.Context) (int, error) {
 // socketConn is one connection's state.
 type socketConn struct {
 	t    *socketTransport
-	conn *websocket.Conn
+	sock *cloudapi.Socket
 	// received is how many webhooks came on this connection, limit the
 	// push limit last granted (received + credit).
 	received, limit int64
@@ -233,16 +224,15 @@ type pendingReport struct {
 // session connects and serves one socket until it ends; connected says
 // whether the cloud welcomed it.
 func (t *socketTransport) session(ctx context.Context) (connected bool, err error) {
-	conn, err := t.dial(ctx)
+	sock, err := t.dial(ctx)
 	t.a.contacted(t.clock.Now(), err)
 	if err != nil {
 		return false, err
 	}
-	conn.SetReadLimit(maxSocketFrame)
-	sc := &socketConn{t: t, conn: conn}
+	sc := &socketConn{t: t, sock: sock}
 	defer func() {
 		if t.parked != sc {
-			conn.CloseNow()
+			sock.CloseNow()
 		}
 	}()
 	if err := sc.hello(ctx); err != nil {
@@ -266,141 +256,26 @@ func (t *socketTransport) session(ctx context.Context) (connected bool, err erro
 
 // dial opens the socket, fetching a fresh token once if the cloud answers
 // 401.
-func (t *socketTransport) dial(ctx context.Context) (*websocket.Conn, error) {
+func (t *socketTransport) dial(ctx context.Context) (*cloudapi.Socket, error) {
 	token, err := t.tokens.Token(ctx)
 	if err != nil {
 		return nil, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, socketDialTimeout)
 	defer cancel()
-	conn, err := t.cloud.DialSocket(dctx, token)
+	sock, err := t.cloud.DialSocket(dctx, token)
 	if cloudapi.StatusOf(err) == http.StatusUnauthorized {
 		t.tokens.Invalidate()
 		if token, err = t.tokens.Token(ctx); err != nil {
 			return nil, err
 		}
-		conn, err = t.cloud.DialSocket(dctx, token)
+		sock, err = t.cloud.DialSocket(dctx, token)
 	}
 	if cloudapi.StatusOf(err) == http.StatusGone {
 		return nil, fmt.Errorf("%w: %v", ErrRevoked, err)
 	}
-	return conn, err
+	return sock, err
 }
-
-func (sc *socketConn) write(f *shared.Frame) error {
-	data, err := json.Marshal(f)
-	if err != nil {
-		return fmt.Errorf("encode %s frame: %w", f.Type, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), socketWriteTimeout)
-	defer cancel()
-	if err := sc.conn.Write(ctx, websocket.MessageText, data); err != nil {
-		return fmt.Errorf("write %s frame: %w", f.Type, err)
-	}
-	return nil
-}
-
-// readFrame reads and decodes the next frame into buf (reset first), which
-// the caller keeps for its next read: a batch of webhooks is megabytes,
-// and reading each into a fresh slice grown from empty allocated (and
-// the kernel zeroed) about twice that for every frame. Nothing decoded
-// refers to buf. A nil buf is a new one. A frame that breaks the protocol
-// is a *frameError.
-func readFrame(ctx context.Context, conn *websocket.Conn, buf *bytes.Buffer) (*shared.Frame, error) {
-	typ, r, err := conn.Reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if buf == nil {
-		buf = new(bytes.Buffer)
-	}
-	buf.Reset()
-	defer func() {
-		if buf.Cap() > maxKeptFrameBuffer {
-			*buf = bytes.Buffer{} // an outsized frame's buffer is not kept
-		}
-	}()
-	if typ == websocket.MessageBinary {
-		return readBinaryFrame(r, buf)
-	}
-	if _, err := buf.ReadFrom(r); err != nil {
-		return nil, err
-	}
-	var f shared.Frame
-	if err := cloudapi.DecodeFrame(buf.Bytes(), &f); err != nil {
-		return nil, &frameError{reason: fmt.Sprintf("malformed frame: %v", err)}
-	}
-	return &f, nil
-}
-
-// readBinaryFrame reads a binary webhooks frame (shared.AppendWebhooksFrame)
-// from r: its JSON into buf, its bodies into one slice of their size, read
-// into once, out of which each webhook's raw body is sliced (the webhooks
-// of a frame keep it until the last of them is done with).
-func readBinaryFrame(r io.Reader, buf *bytes.Buffer) (*shared.Frame, error) {
-	var h [shared.WebhooksFrameHeader]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, cutShort(err, "binary frame: shorter than its header")
-	}
-	jsonLen, bodiesLen, err := shared.WebhooksFrameSizes(h[:], maxSocketFrame)
-	if err != nil {
-		return nil, &frameError{reason: err.Error()}
-	}
-	buf.Grow(jsonLen)
-	part := buf.AvailableBuffer()[:jsonLen]
-	if _, err := io.ReadFull(r, part); err != nil {
-		return nil, cutShort(err, "binary frame: ends in its JSON")
-	}
-	bodies := make([]byte, bodiesLen)
-	if _, err := io.ReadFull(r, bodies); err != nil {
-		return nil, cutShort(err, "binary frame: ends in its bodies")
-	}
-	if _, err := io.ReadFull(r, h[:1]); err != io.EOF {
-		return nil, cutShort(err, "binary frame: longer than its header says")
-	}
-	hooks, lens, err := cloudapi.DecodeWebhooksJSON(part)
-	if err == nil {
-		err = shared.AttachRawBodies(hooks, lens, bodies)
-	}
-	if err != nil {
-		return nil, &frameError{reason: err.Error()}
-	}
-	return &shared.Frame{Type: shared.FrameWebhooks, Webhooks: hooks}, nil
-}
-
-// cutShort is the error of a read that ended early: a message shorter than
-// it says is a *frameError (why); other errors are the connection's.
-func cutShort(err error, why string) error {
-	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &frameError{reason: why}
-	}
-	return err
-}
-
-// frameError is a frame of the cloud that broke the protocol: the host
-// closes the socket with CloseProtocol and the reason.
-type frameError struct{ reason string }
-
-func (e *frameError) Error() string { return "socket: " + e.reason }
-
-// closeBroken closes the socket with CloseProtocol when err says a frame
-// broke the protocol.
-func (sc *socketConn) closeBroken(err error) {
-	var fe *frameError
-	if errors.As(err, &fe) {
-		reason := fe.reason
-		if len(reason) > 120 {
-			// A close frame's reason is at most 123 bytes, in UTF-8.
-			reason = strings.ToValidUTF8(reason[:120], "")
-		}
-		_ = sc.conn.Close(shared.CloseProtocol, reason)
-	}
-}
-
-// maxKeptFrameBuffer bounds the buffer a socket keeps between frames: a
-// full batch as a text frame (the cloud's 4 MiB of bodies, base64-encoded,
-// with headers); a binary frame's bodies are not read into it.
-const maxKeptFrameBuffer = 8 << 20
 
 // hello says what the host holds and how much it takes, with the
 // subscription, and waits for the welcome.
@@ -431,15 +306,15 @@ func (sc *socketConn) hello(ctx context.Context) error {
 		}
 	}
 	f.Credit = sc.room(c)
-	if err := sc.write(f); err != nil {
+	if err := sc.sock.Write(f); err != nil {
 		return err
 	}
 	sc.limit = int64(f.Credit)
 	wctx, cancel := context.WithTimeout(ctx, socketDialTimeout)
 	defer cancel()
-	w, err := readFrame(wctx, sc.conn, nil)
+	w, err := sc.sock.Read(wctx)
 	if err != nil {
-		sc.closeBroken(err)
+		sc.sock.CloseBroken(err)
 		return fmt.Errorf("socket welcome: %w", err)
 	}
 	if w.Type != shared.FrameWelcome {
@@ -471,9 +346,8 @@ func (sc *socketConn) serve(ctx context.Context) error {
 	readCtx, stopReading := context.WithCancel(context.Background())
 	sc.frames, sc.readErr, sc.stopReading = frames, readErr, stopReading
 	go func() {
-		var buf bytes.Buffer
 		for {
-			f, err := readFrame(readCtx, sc.conn, &buf)
+			f, err := sc.sock.Read(readCtx)
 			if err != nil {
 				readErr <- err
 				return
@@ -556,7 +430,7 @@ func (sc *socketConn) serve(ctx context.Context) error {
 				go func() {
 					pctx, cancel := context.WithTimeout(context.Background(), socketPingTimeout)
 					defer cancel()
-					pingErr <- sc.conn.Ping(pctx)
+					pingErr <- sc.sock.Ping(pctx)
 				}()
 			}
 		}
@@ -579,12 +453,10 @@ func (sc *socketConn) serve(ctx context.Context) error {
 // closed says why the cloud ended the socket; a token it refused is
 // fetched afresh on the next connection.
 func (sc *socketConn) closed(err error) error {
-	var fe *frameError
-	if errors.As(err, &fe) {
-		sc.closeBroken(err)
+	if sc.sock.CloseBroken(err) {
 		return err
 	}
-	switch websocket.CloseStatus(err) {
+	switch cloudapi.CloseCode(err) {
 	case shared.CloseUnauthorized, shared.CloseTokenExpired, shared.CloseRevoked:
 		sc.t.tokens.Invalidate()
 	}
@@ -598,8 +470,8 @@ func (sc *socketConn) apply(f *shared.Frame) error {
 	case shared.FrameWebhooks:
 		sc.received += int64(len(f.Webhooks))
 		if sc.received > sc.limit {
-			err := &frameError{reason: fmt.Sprintf("pushed %d webhooks, %d were granted", sc.received, sc.limit)}
-			sc.closeBroken(err)
+			err := &cloudapi.FrameError{Reason: fmt.Sprintf("pushed %d webhooks, %d were granted", sc.received, sc.limit)}
+			sc.sock.CloseBroken(err)
 			return err
 		}
 		// The cloud used all the credit: lease further ahead while the
@@ -653,7 +525,7 @@ func (sc *socketConn) grant() error {
 	if gain <= 0 || (gain < int64(max(1, a.flow.windowSize()/4)) && !c.idle) {
 		return nil
 	}
-	if err := sc.write(&shared.Frame{Type: shared.FrameCredit, Received: sc.received, Credit: int(limit - sc.received)}); err != nil {
+	if err := sc.sock.Write(&shared.Frame{Type: shared.FrameCredit, Received: sc.received, Credit: int(limit - sc.received)}); err != nil {
 		return err
 	}
 	sc.limit = limit
@@ -710,7 +582,7 @@ func (sc *socketConn) report(ctx context.Context) error {
 		}
 		p.sub = sub
 	}
-	if err := sc.write(f); err != nil {
+	if err := sc.sock.Write(f); err != nil {
 		return err
 	}
 	sc.saidStopping = sc.saidStopping || stopping
@@ -726,7 +598,7 @@ func (sc *socketConn) refreshToken(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return sc.write(&shared.Frame{Type: shared.FrameToken, Token: token})
+	return sc.sock.Write(&shared.Frame{Type: shared.FrameToken, Token: token})
 }
 
 // awaitCleanup waits for the last confirmed report's outbox cleanup.
