@@ -84,12 +84,10 @@ const (
 const (
 	// MaxSocketCredit caps the webhooks in flight on one socket.
 	MaxSocketCredit = MaxMaxWebhooks
-	// MaxSocketFrame is the largest frame the cloud reads (a report of
-	// MaxReportItems ids, a subscription); larger closes the socket.
+	// MaxSocketFrame is the largest frame the cloud reads (a report, a
+	// subscription); larger closes the socket. What a report or a hello
+	// lists is bounded by MaxReportItems, as a heartbeat's is.
 	MaxSocketFrame = 1 << 20
-	// MaxReportItems bounds the acks, nacks and extends of one report, and
-	// the held webhooks of a hello.
-	MaxReportItems = 2 * MaxSocketCredit
 	// SocketPingEvery is how often each side pings an idle socket: below
 	// the idle timeouts of NATs and proxies (often 60 s).
 	SocketPingEvery = 20 * time.Second

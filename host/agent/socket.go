@@ -62,6 +62,13 @@ const (
 	// reportDelay is how long an outcome may wait for others to go in the
 	// same report while webhooks still run.
 	reportDelay = 100 * time.Millisecond
+	// socketMaxHeld bounds the webhooks a hello says the host holds, and
+	// socketMaxOutcomes and socketMaxExtends what one report lists: within
+	// shared.MaxReportItems, and within the 1,000 ids a cloud took in a
+	// hello or a report before that bound was the heartbeat's too.
+	socketMaxHeld     = 1000
+	socketMaxOutcomes = socketMaxHeld / 2
+	socketMaxExtends  = socketMaxHeld / 2
 )
 
 // socketTransport keeps a socket to the cloud, which pushes webhooks within
@@ -286,13 +293,13 @@ func (sc *socketConn) hello(ctx context.Context) error {
 	// What ran and waits in the outbox is held too: its outcome goes in the
 	// first report, and the cloud must not take it for lost meanwhile.
 	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems)
+	outbox, err := a.rec.outbox(lctx, socketMaxHeld)
 	cancel()
 	if err != nil {
 		return err
 	}
 	for _, ob := range outbox {
-		if len(held) >= shared.MaxReportItems {
+		if len(held) >= socketMaxHeld {
 			break
 		}
 		held = append(held, ob.DeliveryID)
@@ -541,13 +548,13 @@ func (sc *socketConn) report(ctx context.Context) error {
 	}
 	now := t.clock.Now()
 	c := a.flow.credit(now, false)
-	extends := c.extends[:min(len(c.extends), shared.MaxReportItems/2)]
+	extends := c.extends[:min(len(c.extends), socketMaxExtends)]
 	sub := a.subscription()
 	sendSub := sub != nil && !slices.Equal(sub, t.subSent)
 	// Read even as the host stops: the report still goes.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	defer cancel()
-	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems/2)
+	outbox, err := a.rec.outbox(lctx, socketMaxOutcomes)
 	if err != nil {
 		return err
 	}
