@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
@@ -141,10 +141,9 @@ func socketSetup(t *testing.T, transport string, prepare func(*testBundle, *fake
 	var fs *fakeSocket
 	b := setup(t, func(b *testBundle) {
 		fs = &fakeSocket{t: t, cloud: b.cloud, conns: make(chan *cloudEnd, 10)}
-		srv := httptest.NewServer(fs)
-		t.Cleanup(srv.Close)
 		b.opts = func(o *Options) {
-			o.Cloud = cloudapi.New(srv.URL, srv.Client(), "test")
+			url, client := b.serve(t, fs)
+			o.Cloud = cloudapi.New(url, client, "test")
 			o.Transport = transport
 		}
 		if prepare != nil {
@@ -233,31 +232,41 @@ func TestSocketTransportCreditReportsAndConfirms(t *testing.T) {
 	close(block.release)
 }
 
+// TestSocketTransportSendsAFreshTokenBeforeExpiry: in a synctest bubble,
+// over an in-memory network, each step of the clock is followed by
+// synctest.Wait, so "no token frame yet" is what the host did once it had
+// done all it would at that time, not what a window of real time saw.
 func TestSocketTransportSendsAFreshTokenBeforeExpiry(t *testing.T) {
-	_, fs := socketSetup(t, TransportWebSocket, nil)
-	ce := fs.accepted()
-	ce.next(shared.FrameHello)
-	ce.send(shared.Frame{Type: shared.FrameWelcome})
-	// 15 min tokens are renewed at 12 min.
-	fc := fs.cloud
-	for i := 0; ; i++ {
-		require.Less(t, i, 40, "no token frame")
-		fc.clock.Advance(30 * time.Second)
-		select {
-		case f := <-ce.frames:
-			if f.Type == shared.FrameReport {
-				ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	synctest.Test(t, func(t *testing.T) {
+		_, fs := socketSetup(t, TransportWebSocket, func(b *testBundle, _ *fakeSocket) { b.inMemory = true })
+		ce := fs.accepted()
+		ce.next(shared.FrameHello)
+		ce.send(shared.Frame{Type: shared.FrameWelcome})
+		// 15 min tokens are renewed at 12 min.
+		fc := fs.cloud
+		for i := 0; ; i++ {
+			require.Less(t, i, 40, "no token frame")
+			fc.clock.Advance(30 * time.Second)
+			synctest.Wait()
+			var token *shared.Frame
+			for token == nil && len(ce.frames) > 0 {
+				f := <-ce.frames
+				switch f.Type {
+				case shared.FrameReport:
+					ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+					synctest.Wait()
+				case shared.FrameToken:
+					token = f
+				}
+			}
+			if token == nil {
 				continue
 			}
-			if f.Type != shared.FrameToken {
-				continue
-			}
-			require.Equal(t, "tok-2", f.Token)
+			require.Equal(t, "tok-2", token.Token)
 			require.GreaterOrEqual(t, i, 23, "not before 80 %% of the token's life")
 			return
-		case <-time.After(50 * time.Millisecond):
 		}
-	}
+	})
 }
 
 func TestSocketTransportAutoFallsBackToHeartbeatsAndReturns(t *testing.T) {
