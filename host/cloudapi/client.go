@@ -1,8 +1,10 @@
 // Package cloudapi is the host's client for the cloud's host API: claim,
-// token, heartbeat, and the host's own deliveries and sources, speaking the shapes of package shared. Answers are
-// requested gzip-compressed — heartbeat answers in the binary layout
-// (shared.MediaTypeWebhooksBinary) first, unless the client compresses
-// (Compress) — and decoded here.
+// token, heartbeat, the socket (Socket: dial, frames both ways, close),
+// and the host's own deliveries and sources, speaking the shapes of
+// package shared. Answers are requested gzip-compressed — heartbeat
+// answers in the binary layout (shared.MediaTypeWebhooksBinary) first,
+// unless the client compresses (Compress) — and decoded here; the binary
+// layout is read by shared's one reader.
 package cloudapi
 
 import (
