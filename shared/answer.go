@@ -1,8 +1,10 @@
 package shared
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -70,13 +72,32 @@ func AppendHeartbeatAnswer(dst []byte, r *HeartbeatResponse) ([]byte, error) {
 // message) into out: its webhooks' raw bodies are slices of msg.
 // decodeJSON reads the JSON into out, without the raw bodies, and returns
 // their lengths (nil: DecodeHeartbeatJSON). What breaks the layout is
-// refused with an error wrapping ErrBadFrame.
+// refused with an error wrapping ErrBadFrame, and out is left zero.
 func DecodeHeartbeatAnswer(msg []byte, out *HeartbeatResponse, decodeJSON func([]byte, *HeartbeatResponse) ([]int, error)) error {
+	return decodeAnswer(out, decodeJSON, func(webhooksJSON func([]byte) ([]Webhook, []int, error)) ([]Webhook, error) {
+		return DecodeWebhooksFrame(msg, webhooksJSON)
+	})
+}
+
+// ReadHeartbeatAnswer reads a binary heartbeat answer from r into out, as
+// ReadWebhooksFrame reads a webhooks frame (length, max and buf as there);
+// decodeJSON as DecodeHeartbeatAnswer's. What breaks the layout is refused
+// with an error wrapping ErrBadFrame; on any error out is left zero.
+func ReadHeartbeatAnswer(r io.Reader, length int64, max int, buf *bytes.Buffer, out *HeartbeatResponse, decodeJSON func([]byte, *HeartbeatResponse) ([]int, error)) error {
+	return decodeAnswer(out, decodeJSON, func(webhooksJSON func([]byte) ([]Webhook, []int, error)) ([]Webhook, error) {
+		return ReadWebhooksFrame(r, length, max, buf, webhooksJSON)
+	})
+}
+
+// decodeAnswer reads a binary heartbeat answer into out with read, which
+// reads the message's JSON with the function it is given.
+func decodeAnswer(out *HeartbeatResponse, decodeJSON func([]byte, *HeartbeatResponse) ([]int, error),
+	read func(func([]byte) ([]Webhook, []int, error)) ([]Webhook, error)) error {
 	if decodeJSON == nil {
 		decodeJSON = DecodeHeartbeatJSON
 	}
 	*out = HeartbeatResponse{}
-	hooks, err := DecodeWebhooksFrame(msg, func(part []byte) ([]Webhook, []int, error) {
+	hooks, err := read(func(part []byte) ([]Webhook, []int, error) {
 		lens, err := decodeJSON(part, out)
 		return out.Webhooks, lens, err
 	})

@@ -17,6 +17,14 @@
 // A host runs each leased webhook's handler at most once per its local ledger,
 // and reports the outcome in the acks or nacks of its next heartbeat. Work that
 // is not acked before its lease ends is handed out again.
+//
+// A report — the acks, nacks and extends of a heartbeat, or of a socket's
+// report frame (socket.go), with the results of the runs it acks or nacks
+// — lists at most MaxReportItems (5,000) of them together, and a host
+// says it holds at most as many webhooks (a heartbeat's webhooks_held, a
+// hello's held). Both transports are checked by the same rules
+// (HeartbeatRequest.Validate, Frame.Validate, in report.go); the cloud
+// refuses a report that breaks them whole.
 package shared
 
 import (

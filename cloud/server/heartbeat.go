@@ -35,8 +35,8 @@ func (s *Server) heartbeat(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	if err := validateHeartbeat(&req); err != nil {
-		s.writeError(c, err)
+	if err := req.Validate(); err != nil {
+		s.writeError(c, errInvalid(err.Error()))
 		return
 	}
 	hb, err := fromWire(&req)
@@ -107,56 +107,6 @@ func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 		hb.Max = min(*req.MaxWebhooks, shared.MaxMaxWebhooks)
 	}
 	return hb, nil
-}
-
-func validateHeartbeat(req *shared.HeartbeatRequest) error {
-	if req.MaxWebhooks != nil && *req.MaxWebhooks < 0 {
-		return errInvalid("max_webhooks must not be negative")
-	}
-	if req.WaitS < 0 {
-		return errInvalid("wait_s must not be negative")
-	}
-	for i, id := range req.WebhookAcks {
-		if id == "" {
-			return errInvalid(fmt.Sprintf("webhook_acks[%d] is empty", i))
-		}
-	}
-	for i, n := range req.WebhookNacks {
-		if n.DeliveryID == "" {
-			return errInvalid(fmt.Sprintf("webhook_nacks[%d].delivery_id is empty", i))
-		}
-	}
-	for i, id := range req.WebhookExtends {
-		if id == "" {
-			return errInvalid(fmt.Sprintf("webhook_extends[%d] is empty", i))
-		}
-	}
-	for i, id := range req.WebhooksHeld {
-		if id == "" {
-			return errInvalid(fmt.Sprintf("webhooks_held[%d] is empty", i))
-		}
-	}
-	for i, r := range req.WebhookResults {
-		if r.DeliveryID == "" || !store.ResultValid(r.Result) {
-			return errInvalid(fmt.Sprintf("webhook_results[%d]: want a delivery_id and a result of success, error or skipped", i))
-		}
-	}
-	if len(req.WebhookResults) > len(req.WebhookAcks)+len(req.WebhookNacks) {
-		return errInvalid("more webhook_results than acks and nacks")
-	}
-	if req.Stopping && (req.MaxWebhooks == nil || *req.MaxWebhooks > 0 || req.WaitS > 0) {
-		return errInvalid("a stopping heartbeat takes no work: max_webhooks 0 and no wait_s")
-	}
-	if len(req.WebhooksHeld) > 0 && !req.AnswerLost {
-		return errInvalid("webhooks_held is only sent with answer_lost")
-	}
-	if n := len(req.WebhookAcks) + len(req.WebhookNacks) + len(req.WebhookExtends); n > 10*shared.MaxMaxWebhooks {
-		return errInvalid(fmt.Sprintf("too many acks, nacks and extends in one heartbeat (%d)", n))
-	}
-	if n := len(req.WebhooksHeld); n > 10*shared.MaxMaxWebhooks {
-		return errInvalid(fmt.Sprintf("too many held webhooks in one heartbeat (%d)", n))
-	}
-	return nil
 }
 
 // fromWireNack is a host's nack, from a heartbeat or a socket's report, as

@@ -316,9 +316,6 @@ func (ss *socketSession) hello(ctx context.Context) error {
 	if f.Type != shared.FrameHello {
 		return protocolError("the first frame must be hello, got %q", f.Type)
 	}
-	if len(f.Held) > shared.MaxReportItems {
-		return protocolError("hello holds %d webhooks, at most %d", len(f.Held), shared.MaxReportItems)
-	}
 	if err := ss.grant(f.Received, f.Credit); err != nil {
 		return err
 	}
@@ -368,6 +365,9 @@ func (ss *socketSession) read(ctx context.Context) (*shared.Frame, error) {
 	var f shared.Frame
 	if err := shared.UnmarshalFrame(data, &f); err != nil {
 		return nil, protocolError("malformed frame: %s", describeJSONError(err))
+	}
+	if err := f.Validate(); err != nil {
+		return nil, protocolError("%v", err)
 	}
 	return &f, nil
 }
@@ -449,30 +449,14 @@ func (ss *socketSession) apply(ctx context.Context, f *shared.Frame) error {
 	}
 }
 
-// report applies acks, nacks and extends durably, then confirms them.
+// report applies acks, nacks and extends durably, then confirms them (read
+// checked the report: shared.Frame.Validate).
 func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
-	if n := len(f.Acks) + len(f.Nacks) + len(f.Extends); n > shared.MaxReportItems {
-		return protocolError("report of %d items, at most %d", n, shared.MaxReportItems)
-	}
 	r := &delivery.Report{Acks: f.Acks, Extends: f.Extends, Stopping: f.Stopping}
-	for _, id := range append(append([]string{}, f.Acks...), f.Extends...) {
-		if id == "" {
-			return protocolError("report lists an empty id")
-		}
-	}
 	for _, n := range f.Nacks {
-		if n.DeliveryID == "" {
-			return protocolError("report lists an empty id")
-		}
 		r.Nacks = append(r.Nacks, fromWireNack(n))
 	}
-	if len(f.Results) > len(f.Acks)+len(f.Nacks) {
-		return protocolError("more results than acks and nacks")
-	}
 	for _, res := range f.Results {
-		if res.DeliveryID == "" || !store.ResultValid(res.Result) {
-			return protocolError("a result wants a delivery_id and a result of success, error or skipped")
-		}
 		r.Results = append(r.Results, fromWireResult(res))
 	}
 	if f.Config != nil || f.AgentVersion != "" {

@@ -197,3 +197,26 @@ func (f *flow) roomForMore() bool {
 	defer f.mu.Unlock()
 	return f.window-len(f.inFlight) >= max(1, min(f.window/2, shared.MaxMaxWebhooks))
 }
+
+// room is credit without the extends: the room in the window and whether
+// nothing is in flight, in constant time (a socket asks after every
+// outcome).
+func (f *flow) room() credit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return credit{free: f.window - len(f.inFlight), idle: len(f.inFlight) == 0}
+}
+
+// windowSize is the lease window.
+func (f *flow) windowSize() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.window
+}
+
+// renewPeriod is how long after its last renewal a lease is extended.
+func (f *flow) renewPeriod() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.renewEvery
+}

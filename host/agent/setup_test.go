@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -60,8 +61,8 @@ type heartbeatSeen struct {
 	at            time.Time // on the agent's clock, when the cloud answered
 }
 
-func newFakeCloud(t *testing.T, clock *clockwork.FakeClock) (*fakeCloud, *httptest.Server) {
-	fc := &fakeCloud{
+func newFakeCloud(t *testing.T, clock *clockwork.FakeClock) *fakeCloud {
+	return &fakeCloud{
 		t:             t,
 		clock:         clock,
 		tokenLifetime: 15 * time.Minute,
@@ -70,9 +71,6 @@ func newFakeCloud(t *testing.T, clock *clockwork.FakeClock) (*fakeCloud, *httpte
 		},
 		requests: make(chan heartbeatSeen, 100),
 	}
-	srv := httptest.NewServer(fc)
-	t.Cleanup(srv.Close)
-	return fc, srv
 }
 
 func (fc *fakeCloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +194,82 @@ type testBundle struct {
 	done       chan error
 	sources    map[string]Source // set in prepare to override the default sources
 	opts       func(*Options)    // set in prepare to adjust the options
+	// inMemory, set in prepare, serves the fake cloud over an in-memory
+	// network (serve) rather than a loopback port: what a test in a
+	// synctest bubble needs.
+	inMemory bool
 }
+
+// serve serves h for the test and returns its URL and a client of it: an
+// httptest server, or with inMemory an HTTP server on an in-memory
+// network (pipeListener), whose connections block as synctest counts
+// durably blocked.
+func (b *testBundle) serve(t *testing.T, h http.Handler) (string, *http.Client) {
+	if !b.inMemory {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL, srv.Client()
+	}
+	l := newPipeListener()
+	srv := &http.Server{Handler: h}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(l)
+	}()
+	tr := &http.Transport{DialContext: l.DialContext}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		_ = srv.Close()
+		<-served
+	})
+	return "http://in-memory", &http.Client{Transport: tr}
+}
+
+// pipeListener is an in-memory network: each connection DialContext makes
+// is a net.Pipe, whose other end Accept returns.
+type pipeListener struct {
+	conns     chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+func (l *pipeListener) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "in-memory" }
 
 func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
 	t.Helper()
@@ -205,11 +278,12 @@ func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
 	l, err := ledger.Open(context.Background(), path)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	cloud, srv := newFakeCloud(t, clock)
+	cloud := newFakeCloud(t, clock)
 	b := &testBundle{ledger: l, ledgerPath: path, cloud: cloud, clock: clock, handler: &fakeHandler{}, done: make(chan error, 1)}
 	if prepare != nil {
 		prepare(b)
 	}
+	url, client := b.serve(t, cloud)
 	if b.sources == nil {
 		b.sources = map[string]Source{
 			"github": {Enabled: true, Events: []string{"pull_request", "push"}, Routes: []Route{{Handler: b.handler}}},
@@ -217,7 +291,7 @@ func setup(t *testing.T, prepare func(*testBundle)) *testBundle {
 		}
 	}
 	opts := Options{
-		Cloud:      cloudapi.New(srv.URL, srv.Client(), "test"),
+		Cloud:      cloudapi.New(url, client, "test"),
 		HostID:     "h1",
 		Credential: "cred",
 		Ledger:     l,

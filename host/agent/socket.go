@@ -1,25 +1,17 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/coder/websocket"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/cloudapi"
-	"github.com/relaykit/relay/host/ledger"
-	"github.com/relaykit/relay/shared"
 )
 
 // Transports, the values of Options.Transport.
@@ -33,7 +25,7 @@ const (
 // DialSocket's errors carry the cloud's HTTP status as cloudapi.StatusOf
 // reads it when the cloud refused the upgrade.
 type SocketCloud interface {
-	DialSocket(ctx context.Context, token string) (*websocket.Conn, error)
+	DialSocket(ctx context.Context, token string) (*cloudapi.Socket, error)
 }
 
 // newTransport is the transport opts ask for: heartbeats unless the cloud
@@ -52,9 +44,8 @@ func newTransport(a *Agent, opts Options) Transport {
 
 // Timing of the socket transport.
 const (
-	socketDialTimeout  = 10 * time.Second // upgrade and welcome
-	socketWriteTimeout = 30 * time.Second
-	socketPingTimeout  = 15 * time.Second
+	socketDialTimeout = 10 * time.Second // upgrade and welcome
+	socketPingTimeout = 15 * time.Second
 	// socketStable is how long a socket must have lived for its loss to
 	// count as a blip (connect again at once) rather than a failure (back
 	// off, on heartbeats when falling back).
@@ -67,10 +58,13 @@ const (
 	// reportDelay is how long an outcome may wait for others to go in the
 	// same report while webhooks still run.
 	reportDelay = 100 * time.Millisecond
-	// maxSocketFrame bounds a frame the host reads: a batch of webhooks
-	// (the cloud's batch bytes, base64-encoded in a text frame, with
-	// headers).
-	maxSocketFrame = 64 << 20
+	// socketMaxHeld bounds the webhooks a hello says the host holds, and
+	// socketMaxOutcomes and socketMaxExtends what one report lists: within
+	// shared.MaxReportItems, and within the 1,000 ids a cloud took in a
+	// hello or a report before that bound was the heartbeat's too.
+	socketMaxHeld     = 1000
+	socketMaxOutcomes = socketMaxHeld / 2
+	socketMaxExtends  = socketMaxHeld / 2
 )
 
 // socketTransport keeps a socket to the cloud, which pushes webhooks within
@@ -162,7 +156,7 @@ func (t *socketTransport) Flush(ctx context.Context) (int, error) {
 	if sc == nil {
 		return t.hb.Flush(ctx)
 	}
-	defer sc.conn.CloseNow()
+	defer sc.sock.CloseNow()
 	defer sc.stopReading()
 	n, err := sc.flush(ctx)
 	if err != nil {
@@ -170,79 +164,22 @@ func (t *socketTransport) Flush(ctx context.Context) (int, error) {
 		m, err := t.hb.Flush(ctx)
 		return n + m, err
 	}
-	_ = sc.conn.Close(websocket.StatusNormalClosure, "host stopped")
+	_ = sc.sock.Close("host stopped")
 	return n, nil
-}
-
-// flush sends reports until the outbox is empty, each confirmed and
-// deleted before the next, and returns how many outcomes went.
-func (sc *socketConn) flush(ctx context.Context) (int, error) {
-	n := 0
-	for {
-		if sc.pending == nil {
-			sc.awaitCleanup()
-			if err := sc.report(ctx); err != nil {
-				return n, err
-			}
-			if sc.pending == nil {
-				return n, nil // nothing left to report
-			}
-			n += len(sc.pending.seqs)
-		}
-		select {
-		case <-ctx.Done():
-			return n, ctx.Err()
-		case err := <-sc.readErr:
-			return n, sc.closed(err)
-		case f := <-sc.frames:
-			if err := sc.apply(f); err != nil {
-				return n, err
-			}
-		}
-	}
-}
-
-// socketConn is one connection's state.
-type socketConn struct {
-	t    *socketTransport
-	conn *websocket.Conn
-	// received is how many webhooks came on this connection, limit the
-	// push limit last granted (received + credit).
-	received, limit int64
-	reportID        int64
-	pending         *pendingReport // the report awaiting its confirm
-	saidStopping    bool           // a report said the host is stopping
-	cleanup         chan struct{}  // closed once the last confirmed report left the outbox
-	// The reader's frames and its error; stopReading ends it.
-	frames      chan *shared.Frame
-	readErr     chan error
-	stopReading context.CancelFunc
-}
-
-// errParked: ctx ended and the socket stays open for Flush.
-var errParked = errors.New("socket parked for the last report")
-
-type pendingReport struct {
-	id      int64
-	seqs    []int64
-	extends []string
-	sentAt  time.Time
-	sub     []byte // the subscription it carried, if any
 }
 
 // session connects and serves one socket until it ends; connected says
 // whether the cloud welcomed it.
 func (t *socketTransport) session(ctx context.Context) (connected bool, err error) {
-	conn, err := t.dial(ctx)
+	sock, err := t.dial(ctx)
 	t.a.contacted(t.clock.Now(), err)
 	if err != nil {
 		return false, err
 	}
-	conn.SetReadLimit(maxSocketFrame)
-	sc := &socketConn{t: t, conn: conn}
+	sc := &socketConn{t: t, sock: sock}
 	defer func() {
 		if t.parked != sc {
-			conn.CloseNow()
+			sock.CloseNow()
 		}
 	}()
 	if err := sc.hello(ctx); err != nil {
@@ -266,503 +203,23 @@ func (t *socketTransport) session(ctx context.Context) (connected bool, err erro
 
 // dial opens the socket, fetching a fresh token once if the cloud answers
 // 401.
-func (t *socketTransport) dial(ctx context.Context) (*websocket.Conn, error) {
+func (t *socketTransport) dial(ctx context.Context) (*cloudapi.Socket, error) {
 	token, err := t.tokens.Token(ctx)
 	if err != nil {
 		return nil, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, socketDialTimeout)
 	defer cancel()
-	conn, err := t.cloud.DialSocket(dctx, token)
+	sock, err := t.cloud.DialSocket(dctx, token)
 	if cloudapi.StatusOf(err) == http.StatusUnauthorized {
 		t.tokens.Invalidate()
 		if token, err = t.tokens.Token(ctx); err != nil {
 			return nil, err
 		}
-		conn, err = t.cloud.DialSocket(dctx, token)
+		sock, err = t.cloud.DialSocket(dctx, token)
 	}
 	if cloudapi.StatusOf(err) == http.StatusGone {
 		return nil, fmt.Errorf("%w: %v", ErrRevoked, err)
 	}
-	return conn, err
-}
-
-func (sc *socketConn) write(f *shared.Frame) error {
-	data, err := json.Marshal(f)
-	if err != nil {
-		return fmt.Errorf("encode %s frame: %w", f.Type, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), socketWriteTimeout)
-	defer cancel()
-	if err := sc.conn.Write(ctx, websocket.MessageText, data); err != nil {
-		return fmt.Errorf("write %s frame: %w", f.Type, err)
-	}
-	return nil
-}
-
-// readFrame reads and decodes the next frame into buf (reset first), which
-// the caller keeps for its next read: a batch of webhooks is megabytes,
-// and reading each into a fresh slice grown from empty allocated (and
-// the kernel zeroed) about twice that for every frame. Nothing decoded
-// refers to buf. A nil buf is a new one. A frame that breaks the protocol
-// is a *frameError.
-func readFrame(ctx context.Context, conn *websocket.Conn, buf *bytes.Buffer) (*shared.Frame, error) {
-	typ, r, err := conn.Reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if buf == nil {
-		buf = new(bytes.Buffer)
-	}
-	buf.Reset()
-	defer func() {
-		if buf.Cap() > maxKeptFrameBuffer {
-			*buf = bytes.Buffer{} // an outsized frame's buffer is not kept
-		}
-	}()
-	if typ == websocket.MessageBinary {
-		return readBinaryFrame(r, buf)
-	}
-	if _, err := buf.ReadFrom(r); err != nil {
-		return nil, err
-	}
-	var f shared.Frame
-	if err := cloudapi.DecodeFrame(buf.Bytes(), &f); err != nil {
-		return nil, &frameError{reason: fmt.Sprintf("malformed frame: %v", err)}
-	}
-	return &f, nil
-}
-
-// readBinaryFrame reads a binary webhooks frame (shared.AppendWebhooksFrame)
-// from r: its JSON into buf, its bodies into one slice of their size, read
-// into once, out of which each webhook's raw body is sliced (the webhooks
-// of a frame keep it until the last of them is done with).
-func readBinaryFrame(r io.Reader, buf *bytes.Buffer) (*shared.Frame, error) {
-	var h [shared.WebhooksFrameHeader]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, cutShort(err, "binary frame: shorter than its header")
-	}
-	jsonLen, bodiesLen, err := shared.WebhooksFrameSizes(h[:], maxSocketFrame)
-	if err != nil {
-		return nil, &frameError{reason: err.Error()}
-	}
-	buf.Grow(jsonLen)
-	part := buf.AvailableBuffer()[:jsonLen]
-	if _, err := io.ReadFull(r, part); err != nil {
-		return nil, cutShort(err, "binary frame: ends in its JSON")
-	}
-	bodies := make([]byte, bodiesLen)
-	if _, err := io.ReadFull(r, bodies); err != nil {
-		return nil, cutShort(err, "binary frame: ends in its bodies")
-	}
-	if _, err := io.ReadFull(r, h[:1]); err != io.EOF {
-		return nil, cutShort(err, "binary frame: longer than its header says")
-	}
-	hooks, lens, err := cloudapi.DecodeWebhooksJSON(part)
-	if err == nil {
-		err = shared.AttachRawBodies(hooks, lens, bodies)
-	}
-	if err != nil {
-		return nil, &frameError{reason: err.Error()}
-	}
-	return &shared.Frame{Type: shared.FrameWebhooks, Webhooks: hooks}, nil
-}
-
-// cutShort is the error of a read that ended early: a message shorter than
-// it says is a *frameError (why); other errors are the connection's.
-func cutShort(err error, why string) error {
-	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &frameError{reason: why}
-	}
-	return err
-}
-
-// frameError is a frame of the cloud that broke the protocol: the host
-// closes the socket with CloseProtocol and the reason.
-type frameError struct{ reason string }
-
-func (e *frameError) Error() string { return "socket: " + e.reason }
-
-// closeBroken closes the socket with CloseProtocol when err says a frame
-// broke the protocol.
-func (sc *socketConn) closeBroken(err error) {
-	var fe *frameError
-	if errors.As(err, &fe) {
-		reason := fe.reason
-		if len(reason) > 120 {
-			// A close frame's reason is at most 123 bytes, in UTF-8.
-			reason = strings.ToValidUTF8(reason[:120], "")
-		}
-		_ = sc.conn.Close(shared.CloseProtocol, reason)
-	}
-}
-
-// maxKeptFrameBuffer bounds the buffer a socket keeps between frames: a
-// full batch as a text frame (the cloud's 4 MiB of bodies, base64-encoded,
-// with headers); a binary frame's bodies are not read into it.
-const maxKeptFrameBuffer = 8 << 20
-
-// hello says what the host holds and how much it takes, with the
-// subscription, and waits for the welcome.
-func (sc *socketConn) hello(ctx context.Context) error {
-	a := sc.t.a
-	c := a.flow.credit(sc.t.clock.Now(), true)
-	held := c.held
-	// What ran and waits in the outbox is held too: its outcome goes in the
-	// first report, and the cloud must not take it for lost meanwhile.
-	lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems)
-	cancel()
-	if err != nil {
-		return err
-	}
-	for _, ob := range outbox {
-		if len(held) >= shared.MaxReportItems {
-			break
-		}
-		held = append(held, ob.DeliveryID)
-	}
-	sub := a.subscription()
-	f := &shared.Frame{Type: shared.FrameHello, AgentVersion: Version, RawBodyOnly: true, BinaryWebhooks: true, Held: held}
-	if sub != nil {
-		f.Config = &shared.Subscription{}
-		if err := json.Unmarshal(sub, f.Config); err != nil {
-			return fmt.Errorf("subscription: %w", err)
-		}
-	}
-	f.Credit = sc.room(c)
-	if err := sc.write(f); err != nil {
-		return err
-	}
-	sc.limit = int64(f.Credit)
-	wctx, cancel := context.WithTimeout(ctx, socketDialTimeout)
-	defer cancel()
-	w, err := readFrame(wctx, sc.conn, nil)
-	if err != nil {
-		sc.closeBroken(err)
-		return fmt.Errorf("socket welcome: %w", err)
-	}
-	if w.Type != shared.FrameWelcome {
-		return fmt.Errorf("socket: expected welcome, got %q", w.Type)
-	}
-	// The cloud's time and lease, as a heartbeat's answer gives them.
-	a.cloudTime.observe(sc.t.clock.Now(), w.Now)
-	a.flow.setLease(time.Duration(w.LeaseS) * time.Second)
-	sc.t.subSent = sub
-	return nil
-}
-
-// room is the credit to grant: the room in the lease window, none while the
-// ledger cannot record or the host stops.
-func (sc *socketConn) room(c credit) int {
-	a := sc.t.a
-	if a.rec.paused() || a.Stopping() {
-		return 0
-	}
-	return min(max(c.free, 0), shared.MaxSocketCredit)
-}
-
-// serve runs the connection until it fails or ctx is done (then it closes
-// the socket and returns nil).
-func (sc *socketConn) serve(ctx context.Context) error {
-	t, a := sc.t, sc.t.a
-	frames := make(chan *shared.Frame, 16)
-	readErr := make(chan error, 1)
-	readCtx, stopReading := context.WithCancel(context.Background())
-	sc.frames, sc.readErr, sc.stopReading = frames, readErr, stopReading
-	go func() {
-		var buf bytes.Buffer
-		for {
-			f, err := readFrame(readCtx, sc.conn, &buf)
-			if err != nil {
-				readErr <- err
-				return
-			}
-			select {
-			case frames <- f:
-			case <-readCtx.Done():
-				return
-			}
-		}
-	}()
-	pingErr := make(chan error, 1)
-	pinging := false
-	// The host pings at its heartbeat interval (at most SocketPingEvery):
-	// each pong is a contact, as a heartbeat is, for its health report.
-	pingTick := t.clock.NewTicker(min(shared.SocketPingEvery, t.hb.interval))
-	defer pingTick.Stop()
-	extendTick := t.clock.NewTicker(a.flow.renewPeriod())
-	defer extendTick.Stop()
-	refresh := t.clock.NewTimer(max(t.tokens.renewAt().Sub(t.clock.Now()), time.Second))
-	defer refresh.Stop()
-	// While webhooks run, outcomes wait up to reportDelay to go out
-	// together: a report per outcome costs the ledger a delete each.
-	var reportDue clockwork.Timer
-	defer func() {
-		if reportDue != nil {
-			reportDue.Stop()
-		}
-	}()
-
-	if err := sc.report(ctx); err != nil {
-		return err
-	}
-	for {
-		var cleaned <-chan struct{}
-		if sc.cleanup != nil {
-			cleaned = sc.cleanup
-		}
-		var due <-chan time.Time
-		if reportDue != nil {
-			due = reportDue.Chan()
-		}
-		var err error
-		select {
-		case <-ctx.Done():
-			// Left open: the last outcomes go over it (Flush).
-			return errParked
-		case err = <-readErr:
-			return sc.closed(err)
-		case err = <-pingErr:
-			pinging = false
-			if err != nil {
-				return fmt.Errorf("socket ping: %w", err)
-			}
-			a.contacted(t.clock.Now(), nil)
-		case f := <-frames:
-			err = sc.apply(f)
-		case <-a.wake:
-			switch {
-			case a.flow.count() == 0:
-				// The last outcome: report it now.
-				err = sc.report(ctx)
-			case reportDue == nil:
-				reportDue = t.clock.NewTimer(reportDelay)
-			}
-		case <-due:
-			reportDue = nil
-			err = sc.report(ctx)
-		case <-cleaned:
-			sc.cleanup = nil
-			err = sc.report(ctx)
-		case <-extendTick.Chan():
-			err = sc.report(ctx)
-		case <-refresh.Chan():
-			err = sc.refreshToken(ctx)
-			refresh.Reset(max(t.tokens.renewAt().Sub(t.clock.Now()), time.Second))
-		case <-pingTick.Chan():
-			if !pinging {
-				pinging = true
-				go func() {
-					pctx, cancel := context.WithTimeout(context.Background(), socketPingTimeout)
-					defer cancel()
-					pingErr <- sc.conn.Ping(pctx)
-				}()
-			}
-		}
-		if err == nil {
-			err = sc.grant()
-		}
-		if err != nil && ctx.Err() != nil {
-			// The stop came as this case ran: the socket is left open all
-			// the same, for the last reports (Flush), which hand back what
-			// it pushed; closed here, that would be lost with it. One that
-			// really failed fails Flush, which then heartbeats.
-			return errParked
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// closed says why the cloud ended the socket; a token it refused is
-// fetched afresh on the next connection.
-func (sc *socketConn) closed(err error) error {
-	var fe *frameError
-	if errors.As(err, &fe) {
-		sc.closeBroken(err)
-		return err
-	}
-	switch websocket.CloseStatus(err) {
-	case shared.CloseUnauthorized, shared.CloseTokenExpired, shared.CloseRevoked:
-		sc.t.tokens.Invalidate()
-	}
-	return fmt.Errorf("socket closed: %w", err)
-}
-
-// apply takes a frame of the cloud.
-func (sc *socketConn) apply(f *shared.Frame) error {
-	t, a := sc.t, sc.t.a
-	switch f.Type {
-	case shared.FrameWebhooks:
-		sc.received += int64(len(f.Webhooks))
-		if sc.received > sc.limit {
-			err := &frameError{reason: fmt.Sprintf("pushed %d webhooks, %d were granted", sc.received, sc.limit)}
-			sc.closeBroken(err)
-			return err
-		}
-		// The cloud used all the credit: lease further ahead while the
-		// workers run dry.
-		full := sc.received == sc.limit
-		a.flow.adjust(full, a.pool.ranDry(), full)
-		a.pool.markDry()
-		// Once the host stops, what was granted before is handed back in
-		// the last reports (take).
-		t.log.Debug("webhooks pushed", "count", len(f.Webhooks))
-		a.take(f.Webhooks)
-	case shared.FrameConfirm:
-		a.cloudTime.observe(t.clock.Now(), f.Now)
-		p := sc.pending
-		if p == nil || f.ID != p.id {
-			return fmt.Errorf("socket: confirm of report %d, none such awaited", f.ID)
-		}
-		sc.pending = nil
-		a.flow.extended(p.extends, p.sentAt)
-		if p.sub != nil {
-			t.subSent = p.sub
-			t.log.Info("subscription sent to the cloud")
-		}
-		if len(p.seqs) > 0 {
-			done := make(chan struct{})
-			sc.cleanup = done
-			go func() {
-				defer close(done)
-				if err := a.rec.reported(p.seqs); err != nil {
-					// Reported again with the next report: a repeated ack
-					// is harmless.
-					t.log.Error("outbox cleanup failed", "err", err)
-				}
-			}()
-		}
-	default:
-		t.log.Debug("socket frame ignored", "type", f.Type)
-	}
-	return nil
-}
-
-// grant sends more credit when the window has room the cloud was not told
-// of: a quarter of the window at least, or any once nothing is in flight.
-// Granting each freed slot at once would have a draining cloud push (and
-// lease, and mark delivered) one webhook a frame.
-func (sc *socketConn) grant() error {
-	a := sc.t.a
-	c := a.flow.room()
-	limit := sc.received + int64(sc.room(c))
-	gain := limit - sc.limit
-	if gain <= 0 || (gain < int64(max(1, a.flow.windowSize()/4)) && !c.idle) {
-		return nil
-	}
-	if err := sc.write(&shared.Frame{Type: shared.FrameCredit, Received: sc.received, Credit: int(limit - sc.received)}); err != nil {
-		return err
-	}
-	sc.limit = limit
-	return nil
-}
-
-// report sends the outbox's acks and nacks, the extends due and a changed
-// subscription, unless a report awaits its confirm.
-func (sc *socketConn) report(ctx context.Context) error {
-	t, a := sc.t, sc.t.a
-	if sc.pending != nil || sc.cleanup != nil {
-		return nil // the confirm, or the cleanup, reports again
-	}
-	now := t.clock.Now()
-	c := a.flow.credit(now, false)
-	extends := c.extends[:min(len(c.extends), shared.MaxReportItems/2)]
-	sub := a.subscription()
-	sendSub := sub != nil && !slices.Equal(sub, t.subSent)
-	// Read even as the host stops: the report still goes.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
-	defer cancel()
-	outbox, err := a.rec.outbox(lctx, shared.MaxReportItems/2)
-	if err != nil {
-		return err
-	}
-	// The first report once the host stops says so, even with nothing in
-	// it: the cloud pushes nothing after it, and what it pushed before
-	// arrives ahead of its confirm, to be handed back (flush).
-	stopping := a.Stopping() && !sc.saidStopping
-	if len(outbox) == 0 && len(extends) == 0 && !sendSub && !stopping {
-		return nil
-	}
-	sc.reportID++
-	f := &shared.Frame{Type: shared.FrameReport, ID: sc.reportID, Extends: extends, Stopping: stopping}
-	p := &pendingReport{id: sc.reportID, extends: extends, sentAt: now}
-	for _, ob := range outbox {
-		p.seqs = append(p.seqs, ob.Seq)
-		switch ob.Kind {
-		case ledger.OutboxAck:
-			f.Acks = append(f.Acks, ob.DeliveryID)
-		case ledger.OutboxNack:
-			f.Nacks = append(f.Nacks, wireNack(ob))
-		}
-		if r := ob.Ran; r != nil {
-			f.Results = append(f.Results, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
-				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
-				DurationMS: r.DurationMS, Error: r.Error})
-		}
-	}
-	if sendSub {
-		f.Config = &shared.Subscription{}
-		if err := json.Unmarshal(sub, f.Config); err != nil {
-			return fmt.Errorf("subscription: %w", err)
-		}
-		p.sub = sub
-	}
-	if err := sc.write(f); err != nil {
-		return err
-	}
-	sc.saidStopping = sc.saidStopping || stopping
-	sc.pending = p
-	t.log.Debug("report sent", "acks", len(f.Acks), "nacks", len(f.Nacks), "extends", len(f.Extends))
-	return nil
-}
-
-// refreshToken sends the token the host would use now, fresh once 80 % of
-// the last one's life passed.
-func (sc *socketConn) refreshToken(ctx context.Context) error {
-	token, err := sc.t.tokens.Token(ctx)
-	if err != nil {
-		return err
-	}
-	return sc.write(&shared.Frame{Type: shared.FrameToken, Token: token})
-}
-
-// awaitCleanup waits for the last confirmed report's outbox cleanup.
-func (sc *socketConn) awaitCleanup() {
-	if sc.cleanup != nil {
-		<-sc.cleanup
-		sc.cleanup = nil
-	}
-}
-
-// renewAt is when the current token is renewed (zero: none yet).
-func (ts *tokenSource) renewAt() time.Time {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.renew
-}
-
-// room is credit without the extends: the room in the window and whether
-// nothing is in flight, in constant time (a socket asks after every
-// outcome).
-func (f *flow) room() credit {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return credit{free: f.window - len(f.inFlight), idle: len(f.inFlight) == 0}
-}
-
-// windowSize is the lease window.
-func (f *flow) windowSize() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.window
-}
-
-// renewPeriod is how long after its last renewal a lease is extended.
-func (f *flow) renewPeriod() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.renewEvery
+	return sock, err
 }

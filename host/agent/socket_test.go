@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
@@ -141,10 +141,9 @@ func socketSetup(t *testing.T, transport string, prepare func(*testBundle, *fake
 	var fs *fakeSocket
 	b := setup(t, func(b *testBundle) {
 		fs = &fakeSocket{t: t, cloud: b.cloud, conns: make(chan *cloudEnd, 10)}
-		srv := httptest.NewServer(fs)
-		t.Cleanup(srv.Close)
 		b.opts = func(o *Options) {
-			o.Cloud = cloudapi.New(srv.URL, srv.Client(), "test")
+			url, client := b.serve(t, fs)
+			o.Cloud = cloudapi.New(url, client, "test")
 			o.Transport = transport
 		}
 		if prepare != nil {
@@ -158,18 +157,23 @@ func socketSetup(t *testing.T, transport string, prepare func(*testBundle, *fake
 
 // reconnect moves the clock on in small steps until the host opens a
 // socket again (within 10 s of its clock), taking the heartbeats it sends
-// meanwhile.
+// meanwhile. It runs in a synctest bubble (inMemory): each step waits
+// until the host has done all it would at that time.
 func (fs *fakeSocket) reconnect(b *testBundle) {
 	fs.t.Helper()
 	for i := 0; len(fs.conns) == 0; i++ {
 		require.Less(fs.t, i, 100, "the socket was never tried again")
 		b.clock.Advance(100 * time.Millisecond)
-		select {
-		case <-b.cloud.requests:
-		case <-time.After(20 * time.Millisecond):
+		synctest.Wait()
+		for len(b.cloud.requests) > 0 {
+			<-b.cloud.requests
 		}
 	}
 }
+
+// inMemory has a socket test's fake cloud served over an in-memory
+// network, as a test in a synctest bubble needs.
+func inMemory(b *testBundle, _ *fakeSocket) { b.inMemory = true }
 
 func (fs *fakeSocket) accepted() *cloudEnd {
 	fs.t.Helper()
@@ -183,92 +187,109 @@ func (fs *fakeSocket) accepted() *cloudEnd {
 }
 
 func TestSocketTransportCreditReportsAndConfirms(t *testing.T) {
-	b, fs := socketSetup(t, TransportWebSocket, nil)
-	ce := fs.accepted()
-	hello := ce.next(shared.FrameHello)
-	require.Equal(t, 2*queuePerWorker, hello.Credit, "the lease window's room")
-	require.Empty(t, hello.Held)
-	require.True(t, hello.RawBodyOnly)
-	require.True(t, hello.BinaryWebhooks)
-	require.NotNil(t, hello.Config, "the subscription")
-	ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+	synctest.Test(t, func(t *testing.T) {
+		b, fs := socketSetup(t, TransportWebSocket, inMemory)
+		ce := fs.accepted()
+		hello := ce.next(shared.FrameHello)
+		require.Equal(t, 2*queuePerWorker, hello.Credit, "the lease window's room")
+		require.Empty(t, hello.Held)
+		require.True(t, hello.RawBodyOnly)
+		require.True(t, hello.BinaryWebhooks)
+		require.NotNil(t, hello.Config, "the subscription")
+		ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
 
-	// A cloud that reads no binary_webhooks pushes text frames.
-	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{webhook("d1", "push"), webhook("d2", "push")}})
-	acked := map[string]bool{}
-	for len(acked) < 2 {
-		f := ce.next(shared.FrameReport)
-		for _, id := range f.Acks {
-			acked[id] = true
+		// A cloud that reads no binary_webhooks pushes text frames.
+		ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{webhook("d1", "push"), webhook("d2", "push")}})
+		acked := map[string]bool{}
+		for len(acked) < 2 {
+			f := ce.next(shared.FrameReport)
+			for _, id := range f.Acks {
+				acked[id] = true
+			}
+			ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
 		}
-		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
-	}
-	require.Equal(t, map[string]bool{"d1": true, "d2": true}, acked)
-	b.eventually(t, "outbox emptied once confirmed", func() bool { return b.outbox(t) == 0 })
-	// Idle again: the room the two took is granted back.
-	c := ce.credit
-	if c == nil || c.Received != 2 {
-		c = ce.next(shared.FrameCredit)
-	}
-	require.Equal(t, int64(2), c.Received)
-	require.Equal(t, 2*queuePerWorker, c.Credit)
+		require.Equal(t, map[string]bool{"d1": true, "d2": true}, acked)
+		b.eventually(t, "outbox emptied once confirmed", func() bool { return b.outbox(t) == 0 })
+		// Idle again: the room the two took is granted back.
+		c := ce.credit
+		if c == nil || c.Received != 2 {
+			c = ce.next(shared.FrameCredit)
+		}
+		require.Equal(t, int64(2), c.Received)
+		require.Equal(t, 2*queuePerWorker, c.Credit)
 
-	// A cloud that pushes more than granted breaks the protocol: the host
-	// drops the socket and connects again, saying what it holds.
-	over := make([]shared.Webhook, 0, 2*queuePerWorker+1)
-	block := newBlocked()
-	b.handler.fn = block.run
-	for i := range 2*queuePerWorker + 1 {
-		over = append(over, webhook("x"+string(rune('a'+i)), "push"))
-	}
-	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: over})
-	select {
-	case <-ce.closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the host kept a socket that broke its credit")
-	}
-	fs.reconnect(b)
-	ce = fs.accepted()
-	require.Empty(t, ce.next(shared.FrameHello).Held, "none of the excess was taken")
-	close(block.release)
+		// A cloud that pushes more than granted breaks the protocol: the host
+		// drops the socket and connects again, saying what it holds.
+		over := make([]shared.Webhook, 0, 2*queuePerWorker+1)
+		block := newBlocked()
+		b.handler.fn = block.run
+		for i := range 2*queuePerWorker + 1 {
+			over = append(over, webhook("x"+string(rune('a'+i)), "push"))
+		}
+		ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: over})
+		select {
+		case <-ce.closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the host kept a socket that broke its credit")
+		}
+		fs.reconnect(b)
+		ce = fs.accepted()
+		require.Empty(t, ce.next(shared.FrameHello).Held, "none of the excess was taken")
+		close(block.release)
+	})
 }
 
+// TestSocketTransportSendsAFreshTokenBeforeExpiry: in a synctest bubble,
+// over an in-memory network, each step of the clock is followed by
+// synctest.Wait, so "no token frame yet" is what the host did once it had
+// done all it would at that time, not what a window of real time saw.
 func TestSocketTransportSendsAFreshTokenBeforeExpiry(t *testing.T) {
-	_, fs := socketSetup(t, TransportWebSocket, nil)
-	ce := fs.accepted()
-	ce.next(shared.FrameHello)
-	ce.send(shared.Frame{Type: shared.FrameWelcome})
-	// 15 min tokens are renewed at 12 min.
-	fc := fs.cloud
-	for i := 0; ; i++ {
-		require.Less(t, i, 40, "no token frame")
-		fc.clock.Advance(30 * time.Second)
-		select {
-		case f := <-ce.frames:
-			if f.Type == shared.FrameReport {
-				ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	synctest.Test(t, func(t *testing.T) {
+		_, fs := socketSetup(t, TransportWebSocket, func(b *testBundle, _ *fakeSocket) { b.inMemory = true })
+		ce := fs.accepted()
+		ce.next(shared.FrameHello)
+		ce.send(shared.Frame{Type: shared.FrameWelcome})
+		// 15 min tokens are renewed at 12 min.
+		fc := fs.cloud
+		for i := 0; ; i++ {
+			require.Less(t, i, 40, "no token frame")
+			fc.clock.Advance(30 * time.Second)
+			synctest.Wait()
+			var token *shared.Frame
+			for token == nil && len(ce.frames) > 0 {
+				f := <-ce.frames
+				switch f.Type {
+				case shared.FrameReport:
+					ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+					synctest.Wait()
+				case shared.FrameToken:
+					token = f
+				}
+			}
+			if token == nil {
 				continue
 			}
-			if f.Type != shared.FrameToken {
-				continue
-			}
-			require.Equal(t, "tok-2", f.Token)
+			require.Equal(t, "tok-2", token.Token)
 			require.GreaterOrEqual(t, i, 23, "not before 80 %% of the token's life")
 			return
-		case <-time.After(50 * time.Millisecond):
 		}
-	}
+	})
 }
 
 func TestSocketTransportAutoFallsBackToHeartbeatsAndReturns(t *testing.T) {
-	b, fs := socketSetup(t, TransportAuto, func(_ *testBundle, fs *fakeSocket) { fs.refuse.Store(true) })
-	hb := b.next(t)
-	require.True(t, hb.req.AnswerLost, "the first heartbeat after a socket says what the host holds")
-	fs.refuse.Store(false)
-	// The socket is tried again 2 s (±50 %) later.
-	fs.reconnect(b)
-	ce := fs.accepted()
-	require.Equal(t, shared.FrameHello, ce.next(shared.FrameHello).Type)
+	synctest.Test(t, func(t *testing.T) {
+		b, fs := socketSetup(t, TransportAuto, func(b *testBundle, fs *fakeSocket) {
+			inMemory(b, fs)
+			fs.refuse.Store(true)
+		})
+		hb := b.next(t)
+		require.True(t, hb.req.AnswerLost, "the first heartbeat after a socket says what the host holds")
+		fs.refuse.Store(false)
+		// The socket is tried again 2 s (±50 %) later.
+		fs.reconnect(b)
+		ce := fs.accepted()
+		require.Equal(t, shared.FrameHello, ce.next(shared.FrameHello).Type)
+	})
 }
 
 // With the cloud unreachable, a host on auto goes on backing off across its
@@ -420,23 +441,25 @@ func TestSocketTransportClosesOnABadBinaryFrame(t *testing.T) {
 		"over the limit":   {[]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, "more than"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b, fs := socketSetup(t, TransportWebSocket, nil)
-			ce := fs.accepted()
-			ce.next(shared.FrameHello)
-			ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
-			ce.sendRaw(websocket.MessageBinary, tc.msg)
-			select {
-			case err := <-ce.closed:
-				require.Equal(t, websocket.StatusCode(shared.CloseProtocol), websocket.CloseStatus(err), "%v", err)
-				var ce websocket.CloseError
-				require.ErrorAs(t, err, &ce)
-				require.Contains(t, ce.Reason, tc.reason)
-			case <-time.After(10 * time.Second):
-				t.Fatal("the host kept a socket that sent a bad frame")
-			}
-			fs.reconnect(b)
-			ce = fs.accepted()
-			require.Empty(t, ce.next(shared.FrameHello).Held, "none of it was taken")
+			synctest.Test(t, func(t *testing.T) {
+				b, fs := socketSetup(t, TransportWebSocket, inMemory)
+				ce := fs.accepted()
+				ce.next(shared.FrameHello)
+				ce.send(shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: 1, MaxCredit: shared.MaxSocketCredit})
+				ce.sendRaw(websocket.MessageBinary, tc.msg)
+				select {
+				case err := <-ce.closed:
+					require.Equal(t, websocket.StatusCode(shared.CloseProtocol), websocket.CloseStatus(err), "%v", err)
+					var ce websocket.CloseError
+					require.ErrorAs(t, err, &ce)
+					require.Contains(t, ce.Reason, tc.reason)
+				case <-time.After(10 * time.Second):
+					t.Fatal("the host kept a socket that sent a bad frame")
+				}
+				fs.reconnect(b)
+				ce = fs.accepted()
+				require.Empty(t, ce.next(shared.FrameHello).Held, "none of it was taken")
+			})
 		})
 	}
 }

@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -191,14 +190,14 @@ type watchedSocketCloud struct {
 	sc SocketCloud
 }
 
-func (c watchedSocketCloud) DialSocket(ctx context.Context, token string) (*websocket.Conn, error) {
-	conn, err := c.sc.DialSocket(ctx, token)
+func (c watchedSocketCloud) DialSocket(ctx context.Context, token string) (*cloudapi.Socket, error) {
+	sock, err := c.sc.DialSocket(ctx, token)
 	if err != nil {
 		c.link.socketFailed()
 		return nil, err
 	}
 	c.link.socketOpened()
-	return conn, nil
+	return sock, nil
 }
 
 // snapshot returns how many webhooks wait for a worker, the handlers

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
@@ -61,37 +62,42 @@ func TestStatusShowsRunningAndWaiting(t *testing.T) {
 // to heartbeats when the socket is lost.
 func TestStatusFollowsTheTransport(t *testing.T) {
 	t.Parallel()
-	b, fs := socketSetup(t, TransportAuto, func(_ *testBundle, fs *fakeSocket) { fs.refuse.Store(true) })
-	b.next(t)
-	st := b.agent.Status().Link
-	require.Equal(t, TransportAuto, st.Configured)
-	require.Equal(t, TransportHeartbeat, st.InUse)
-	require.Zero(t, st.SocketConnects)
-	require.Zero(t, st.Fallbacks, "starting on heartbeats is no fall back")
+	synctest.Test(t, func(t *testing.T) {
+		b, fs := socketSetup(t, TransportAuto, func(b *testBundle, fs *fakeSocket) {
+			inMemory(b, fs)
+			fs.refuse.Store(true)
+		})
+		b.next(t)
+		st := b.agent.Status().Link
+		require.Equal(t, TransportAuto, st.Configured)
+		require.Equal(t, TransportHeartbeat, st.InUse)
+		require.Zero(t, st.SocketConnects)
+		require.Zero(t, st.Fallbacks, "starting on heartbeats is no fall back")
 
-	fs.refuse.Store(false)
-	fs.reconnect(b)
-	ce := fs.accepted()
-	ce.next(shared.FrameHello)
-	ce.send(shared.Frame{Type: shared.FrameWelcome, Now: b.clock.Now().Add(-2 * time.Second)})
-	b.eventually(t, "the socket is in use", func() bool { return b.agent.Status().Link.InUse == TransportWebSocket })
-	st = b.agent.Status().Link
-	require.Equal(t, 1, st.SocketConnects)
-	require.Equal(t, 0, st.Reconnects)
-	require.Equal(t, b.clock.Now(), st.Since)
-	b.eventually(t, "the cloud's time is known", func() bool { return b.agent.Status().Link.SkewKnown })
-	require.Equal(t, 2*time.Second, b.agent.Status().Link.Skew)
+		fs.refuse.Store(false)
+		fs.reconnect(b)
+		ce := fs.accepted()
+		ce.next(shared.FrameHello)
+		ce.send(shared.Frame{Type: shared.FrameWelcome, Now: b.clock.Now().Add(-2 * time.Second)})
+		b.eventually(t, "the socket is in use", func() bool { return b.agent.Status().Link.InUse == TransportWebSocket })
+		st = b.agent.Status().Link
+		require.Equal(t, 1, st.SocketConnects)
+		require.Equal(t, 0, st.Reconnects)
+		require.Equal(t, b.clock.Now(), st.Since)
+		b.eventually(t, "the cloud's time is known", func() bool { return b.agent.Status().Link.SkewKnown })
+		require.Equal(t, 2*time.Second, b.agent.Status().Link.Skew)
 
-	// The cloud drops the socket and refuses the next: heartbeats again.
-	fs.refuse.Store(true)
-	ce.conn.Close(websocket.StatusGoingAway, "bye")
-	b.eventually(t, "heartbeats again", func() bool {
-		b.clock.Advance(100 * time.Millisecond)
-		return b.agent.Status().Link.InUse == TransportHeartbeat
+		// The cloud drops the socket and refuses the next: heartbeats again.
+		fs.refuse.Store(true)
+		ce.conn.Close(websocket.StatusGoingAway, "bye")
+		b.eventually(t, "heartbeats again", func() bool {
+			b.clock.Advance(100 * time.Millisecond)
+			return b.agent.Status().Link.InUse == TransportHeartbeat
+		})
+		st = b.agent.Status().Link
+		require.Equal(t, 1, st.Fallbacks)
+		require.Equal(t, 1, st.SocketConnects)
 	})
-	st = b.agent.Status().Link
-	require.Equal(t, 1, st.Fallbacks)
-	require.Equal(t, 1, st.SocketConnects)
 }
 
 // TestLinkTransitions: what the calls to the cloud say of the transport in

@@ -90,3 +90,10 @@ func (ts *tokenSource) Invalidate() {
 	defer ts.mu.Unlock()
 	ts.token = ""
 }
+
+// renewAt is when the current token is renewed (zero: none yet).
+func (ts *tokenSource) renewAt() time.Time {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.renew
+}

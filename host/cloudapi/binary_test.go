@@ -196,7 +196,7 @@ func FuzzDecodeHeartbeatJSON(f *testing.F) {
 // batch of 100 (scripts/bench/testdata in turn, one a 300 KB push):
 // "json-gzip" gunzipped into the reused buffer and walked (what the cloud
 // sends a host that asks gzip and not binary), "binary" as
-// readBinaryHeartbeat reads it.
+// send reads it (shared.ReadHeartbeatAnswer).
 //
 //	go test -run '^$' -bench ReadHeartbeatAnswer -benchmem -benchtime 200x -count 3 ./host/cloudapi/
 //
@@ -236,7 +236,7 @@ func BenchmarkReadHeartbeatAnswer(b *testing.B) {
 			for range b.N {
 				buf := getAnswerBuffer()
 				var got shared.HeartbeatResponse
-				require.NoError(b, readBinaryHeartbeat(bytes.NewReader(bin), int64(len(bin)), buf, &got))
+				require.NoError(b, shared.ReadHeartbeatAnswer(bytes.NewReader(bin), int64(len(bin)), maxResponse, buf, &got, decodeHeartbeatJSON))
 				putAnswerBuffer(buf)
 				require.Len(b, got.Webhooks, len(batch.Hooks))
 			}

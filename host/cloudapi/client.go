@@ -1,8 +1,10 @@
 // Package cloudapi is the host's client for the cloud's host API: claim,
-// token, heartbeat, and the host's own deliveries and sources, speaking the shapes of package shared. Answers are
-// requested gzip-compressed — heartbeat answers in the binary layout
-// (shared.MediaTypeWebhooksBinary) first, unless the client compresses
-// (Compress) — and decoded here.
+// token, heartbeat, the socket (Socket: dial, frames both ways, close),
+// and the host's own deliveries and sources, speaking the shapes of
+// package shared. Answers are requested gzip-compressed — heartbeat
+// answers in the binary layout (shared.MediaTypeWebhooksBinary) first,
+// unless the client compresses (Compress) — and decoded here; the binary
+// layout is read by shared's one reader.
 package cloudapi
 
 import (
@@ -200,7 +202,7 @@ func (c *Client) send(ctx context.Context, method, path, token, accept string, i
 	buf := getAnswerBuffer()
 	defer putAnswerBuffer(buf)
 	if hb, ok := out.(*shared.HeartbeatResponse); ok && resp.StatusCode >= 200 && resp.StatusCode <= 299 && binaryAnswer(resp.Header) {
-		if err := readBinaryHeartbeat(r, length, buf, hb); err != nil {
+		if err := shared.ReadHeartbeatAnswer(r, length, maxResponse, buf, hb, decodeHeartbeatJSON); err != nil {
 			return fmt.Errorf("decode answer: %w", err)
 		}
 		return nil
@@ -231,60 +233,6 @@ func (c *Client) send(ctx context.Context, method, path, token, accept string, i
 func binaryAnswer(h http.Header) bool {
 	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
 	return err == nil && mt == shared.MediaTypeWebhooksBinary
-}
-
-// readBinaryHeartbeat reads a binary heartbeat answer
-// (shared.AppendHeartbeatAnswer) from r into out: its JSON into buf, its
-// bodies into one slice of their size, read into once, out of which each
-// webhook's raw body is sliced (the webhooks of an answer keep it until
-// the last of them is done with). length is the answer's Content-Length
-// (-1: not said). An answer that breaks the layout is refused, and out is
-// left zero.
-func readBinaryHeartbeat(r io.Reader, length int64, buf *bytes.Buffer, out *shared.HeartbeatResponse) error {
-	*out = shared.HeartbeatResponse{}
-	var h [shared.WebhooksFrameHeader]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return cutShort(err, "shorter than its header")
-	}
-	jsonLen, bodiesLen, err := shared.WebhooksFrameSizes(h[:], maxResponse)
-	if err != nil {
-		return err
-	}
-	if size := int64(shared.WebhooksFrameHeader + jsonLen + bodiesLen); length >= 0 && length != size {
-		return fmt.Errorf("%w: declares %d bytes, the answer is %d", shared.ErrBadFrame, size, length)
-	}
-	buf.Grow(jsonLen)
-	part := buf.AvailableBuffer()[:jsonLen]
-	if _, err := io.ReadFull(r, part); err != nil {
-		return cutShort(err, "ends in its JSON")
-	}
-	bodies := make([]byte, bodiesLen)
-	if _, err := io.ReadFull(r, bodies); err != nil {
-		return cutShort(err, "ends in its bodies")
-	}
-	if _, err := io.ReadFull(r, h[:1]); err != io.EOF {
-		return cutShort(err, "longer than its header says")
-	}
-	var hb shared.HeartbeatResponse
-	lens, err := decodeHeartbeatJSON(part, &hb)
-	if err == nil {
-		err = shared.AttachRawBodies(hb.Webhooks, lens, bodies)
-	}
-	if err != nil {
-		return err
-	}
-	*out = hb
-	return nil
-}
-
-// cutShort is the error of a read of a binary answer that ended early: a
-// message shorter than it says is refused (why); other errors are the
-// connection's.
-func cutShort(err error, why string) error {
-	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%w: %s", shared.ErrBadFrame, why)
-	}
-	return err
 }
 
 // answerBuffers is a free list of answer buffers. Not a sync.Pool: a pool

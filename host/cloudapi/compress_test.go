@@ -81,14 +81,18 @@ func TestDialSocketCompress(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			c := New(srv.URL, srv.Client(), "test", Compress(compress))
-			conn, err := c.DialSocket(context.Background(), "tok")
+			sock, err := c.DialSocket(context.Background(), "tok")
 			require.NoError(t, err)
-			defer conn.CloseNow()
-			conn.SetReadLimit(int64(len(frame)) + 1)
-			typ, data, err := conn.Read(context.Background())
+			defer sock.CloseNow()
+			got, err := sock.Read(context.Background())
 			require.NoError(t, err)
-			require.Equal(t, websocket.MessageBinary, typ)
-			require.Equal(t, frame, data, "byte-exact")
+			require.Equal(t, shared.FrameWebhooks, got.Type)
+			want, err := shared.DecodeWebhooksFrame(frame, nil)
+			require.NoError(t, err)
+			require.Equal(t, want, got.Webhooks)
+			for i := range want {
+				require.Equal(t, want[i].RawBody, got.Webhooks[i].RawBody, "body %d byte-exact", i)
+			}
 			offer, agree := <-offered, <-agreed
 			if compress {
 				require.True(t, strings.HasPrefix(offer, "permessage-deflate"), offer)
@@ -99,7 +103,7 @@ func TestDialSocketCompress(t *testing.T) {
 				require.Empty(t, offer)
 				require.Empty(t, agree)
 			}
-			require.NoError(t, conn.Close(websocket.StatusNormalClosure, ""))
+			require.NoError(t, sock.Close(""))
 		})
 	}
 }

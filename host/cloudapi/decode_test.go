@@ -57,12 +57,12 @@ func TestDecodeFrameAsTheCloudEncodes(t *testing.T) {
 		data, err := json.Marshal(f)
 		require.NoError(t, err)
 		var got, want shared.Frame
-		require.NoError(t, DecodeFrame(data, &got))
+		require.NoError(t, decodeFrame(data, &got))
 		require.NoError(t, json.Unmarshal(data, &want))
 		require.Equal(t, want, got, f.Type)
 	}
 	for _, data := range []string{`{"type":"webhooks","webhooks":[{"attempt":"x"}]}`, `{"type":"webhooks","webhooks":{}}`, `{"type":1}`, `[`} {
-		err := DecodeFrame([]byte(data), new(shared.Frame))
+		err := decodeFrame([]byte(data), new(shared.Frame))
 		want := json.Unmarshal([]byte(data), new(shared.Frame))
 		require.Error(t, want, data)
 		require.EqualError(t, err, want.Error(), data)
@@ -152,7 +152,7 @@ func FuzzDecodeWebhooksJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		hooks, lens, err := DecodeWebhooksJSON(data)
+		hooks, lens, err := decodeWebhooksJSON(data)
 		if !json.Valid(data) || jsonwalk.RepeatsNames(data) {
 			return // no promise beyond not panicking
 		}
@@ -169,7 +169,7 @@ func FuzzDecodeWebhooksJSON(f *testing.F) {
 // BenchmarkDecodeWebhooksFrame decodes a webhooks frame of 100 webhooks of
 // the bench's payloads (scripts/bench/testdata, in turn, one of them a
 // 300 KB push) as the host does: "text" the JSON frame with base64 bodies
-// (DecodeFrame), "binary" the binary frame (DecodeWebhooksJSON, bodies
+// (decodeFrame), "binary" the binary frame (decodeWebhooksJSON, bodies
 // sliced out of the message).
 //
 //	go test -run '^$' -bench DecodeWebhooksFrame -benchmem -benchtime 200x -count 3 ./host/cloudapi/
@@ -188,14 +188,14 @@ func BenchmarkDecodeWebhooksFrame(b *testing.B) {
 		b.SetBytes(int64(total))
 		for range b.N {
 			var f shared.Frame
-			require.NoError(b, DecodeFrame(text, &f))
+			require.NoError(b, decodeFrame(text, &f))
 			require.Len(b, f.Webhooks, 100)
 		}
 	})
 	b.Run("binary", func(b *testing.B) {
 		b.SetBytes(int64(total))
 		for range b.N {
-			got, err := shared.DecodeWebhooksFrame(bin, DecodeWebhooksJSON)
+			got, err := shared.DecodeWebhooksFrame(bin, decodeWebhooksJSON)
 			require.NoError(b, err)
 			require.Len(b, got, 100)
 		}

@@ -9,6 +9,47 @@ import (
 	"time"
 )
 
+// OutboxKind says whether an outbox entry is an ack or a nack.
+type OutboxKind string
+
+// Outbox kinds.
+const (
+	OutboxAck  OutboxKind = "ack"
+	OutboxNack OutboxKind = "nack"
+)
+
+// OutboxEntry is an outcome waiting to be reported in a heartbeat. Seq
+// identifies this very entry: a later outcome for the same delivery replaces
+// it under a new Seq.
+type OutboxEntry struct {
+	Seq        int64
+	DeliveryID string
+	Kind       OutboxKind
+	Error      string
+	Retryable  bool
+	Attempt    int // the cloud's attempt a nack reports (0: unknown)
+	// NotStarted: a nack handing back a webhook whose handler never
+	// started (the host was stopping).
+	NotStarted bool
+	CreatedAt  time.Time
+	// Ran is the ledger's record of the delivery's last handler run, read
+	// with the entry by OutboxList; nil when the ledger has none (a nack of
+	// a webhook never started).
+	Ran *RunResult
+}
+
+// RunResult is what the ledger recorded of a handler run, as the host
+// reports it to the cloud.
+type RunResult struct {
+	Result         Result
+	Attempt        int // the cloud's attempt of the run
+	Handler        string
+	ResponseStatus *int
+	ExitCode       *int
+	DurationMS     int64
+	Error          string
+}
+
 // The outbox: outcomes recorded and not yet reported to the cloud. The table
 // is the durable copy; a writable ledger also holds its pending entries in
 // memory (pending), changed by the writer after each commit, so that the

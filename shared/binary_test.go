@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -276,3 +278,56 @@ func BenchmarkWebhooksFrame(b *testing.B) {
 		}
 	})
 }
+
+// ReadWebhooksFrame reads what DecodeWebhooksFrame decodes, from a stream:
+// the same webhooks, bodies byte-exact, and the same refusals of a
+// message that breaks the layout, with those a stream adds (cut short,
+// running on, a length the transport said otherwise).
+func TestReadWebhooksFrame(t *testing.T) {
+	hooks := testHooks()
+	msg, err := AppendWebhooksFrame(nil, hooks)
+	require.NoError(t, err)
+	for _, length := range []int64{-1, int64(len(msg))} {
+		var buf bytes.Buffer
+		got, err := ReadWebhooksFrame(bytes.NewReader(msg), length, len(msg), &buf, nil)
+		require.NoError(t, err)
+		want, err := DecodeWebhooksFrame(msg, nil)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		for i := range hooks {
+			require.Equal(t, hooks[i].RawBody, got[i].RawBody, "body %d byte-exact", i)
+		}
+	}
+
+	for name, c := range map[string]struct {
+		msg    []byte
+		length int64
+		max    int
+		want   string
+	}{
+		"short header":   {msg[:5], -1, len(msg), "shorter than its header"},
+		"cut in JSON":    {msg[:WebhooksFrameHeader+3], -1, len(msg), "ends in its JSON"},
+		"cut in bodies":  {msg[:len(msg)-1], -1, len(msg), "ends in its bodies"},
+		"running on":     {append(bytes.Clone(msg), 'x'), -1, len(msg) + 1, "longer than its header says"},
+		"length differs": {msg, int64(len(msg) + 1), len(msg) + 1, "declares"},
+		"over the limit": {msg, -1, len(msg) - 1, "more than"},
+		"malformed JSON": {binaryMessage(`{"type":"webhooks","webhooks":[`, "", 0), -1, 1 << 20, "malformed JSON"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			_, err := ReadWebhooksFrame(bytes.NewReader(c.msg), c.length, c.max, &buf, nil)
+			require.ErrorIs(t, err, ErrBadFrame)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+
+	// A read that fails is the reader's error, not a refusal.
+	broken := errors.New("connection reset")
+	_, err = ReadWebhooksFrame(io.MultiReader(bytes.NewReader(msg[:20]), errReader{broken}), -1, len(msg), new(bytes.Buffer), nil)
+	require.ErrorIs(t, err, broken)
+	require.NotErrorIs(t, err, ErrBadFrame)
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }

@@ -1,4 +1,4 @@
-package agent
+package cloudapi
 
 import (
 	"bytes"
@@ -7,22 +7,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/host/cloudapi"
 	"github.com/relaykit/relay/shared"
 )
 
 // BenchmarkReadFrame reads webhooks frames of 200 webhooks of 14 KB (a
-// drain's batch, 3.8 MB as JSON) from a socket: "kept" as the host reads a
-// text frame, into the buffer kept between frames; "read-all" into a fresh
-// slice each (websocket.Conn.Read), as it did before; "binary" as the host
-// reads a binary frame (2.9 MB).
+// drain's batch, 3.8 MB as JSON) from a socket: "kept" as Socket.Read reads
+// a text frame, into the buffer kept between frames; "read-all" into a
+// fresh slice each (websocket.Conn.Read), as it did before; "binary" as
+// Socket.Read reads a binary frame (2.9 MB).
 //
-//	go test -run '^$' -bench ReadFrame -benchmem -benchtime 200x ./host/agent/
+//	go test -run '^$' -bench ReadFrame -benchmem -benchtime 200x ./host/cloudapi/
 func BenchmarkReadFrame(b *testing.B) {
 	f := &shared.Frame{Type: shared.FrameWebhooks}
 	body := bytes.Repeat([]byte(`{"action":"opened","x":"`+string(bytes.Repeat([]byte("a"), 14<<10))+`"}`), 1)
@@ -41,7 +41,7 @@ func BenchmarkReadFrame(b *testing.B) {
 		}
 		defer c.CloseNow()
 		typ, msg := websocket.MessageText, data
-		if r.URL.Path == "/binary" {
+		if strings.HasPrefix(r.URL.Path, "/binary/") {
 			typ, msg = websocket.MessageBinary, bin
 		}
 		for {
@@ -54,24 +54,30 @@ func BenchmarkReadFrame(b *testing.B) {
 	for _, mode := range []string{"kept", "read-all", "binary"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
-			conn, _, err := websocket.Dial(ctx, "ws"+srv.URL[len("http"):]+"/"+mode, nil)
+			if mode == "read-all" {
+				conn, _, err := websocket.Dial(ctx, "ws"+srv.URL[len("http"):]+"/"+mode, nil)
+				require.NoError(b, err)
+				defer conn.CloseNow()
+				conn.SetReadLimit(MaxSocketFrame)
+				b.SetBytes(int64(len(data)))
+				b.ResetTimer()
+				for range b.N {
+					_, raw, err := conn.Read(ctx)
+					require.NoError(b, err)
+					var got shared.Frame
+					require.NoError(b, decodeFrame(raw, &got))
+					require.Len(b, got.Webhooks, 200)
+				}
+				return
+			}
+			sock, err := New(srv.URL+"/"+mode, srv.Client(), "bench").DialSocket(ctx, "tok")
 			require.NoError(b, err)
-			defer conn.CloseNow()
-			conn.SetReadLimit(maxSocketFrame)
-			var buf bytes.Buffer
+			defer sock.CloseNow()
 			b.SetBytes(int64(len(data)))
 			b.ResetTimer()
 			for range b.N {
-				if mode == "kept" || mode == "binary" {
-					got, err := readFrame(ctx, conn, &buf)
-					require.NoError(b, err)
-					require.Len(b, got.Webhooks, 200)
-					continue
-				}
-				_, raw, err := conn.Read(ctx)
+				got, err := sock.Read(ctx)
 				require.NoError(b, err)
-				var got shared.Frame
-				require.NoError(b, cloudapi.DecodeFrame(raw, &got))
 				require.Len(b, got.Webhooks, 200)
 			}
 		})
