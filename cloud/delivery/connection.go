@@ -14,13 +14,13 @@ import (
 	"github.com/relaykit/relay/shared/steptime"
 )
 
-// Lost fails the attempt of deliveries pushed on a connection that closed
+// ConnectionLost fails the attempt of deliveries pushed on a connection that closed
 // before the host reported them (TransitionConnectionLost): due again at
 // once, for the host's next connection or heartbeat. Deliveries the host
 // reported meanwhile, or that are no longer leased, are left alone. It is
 // recorded even when ctx was canceled (the connection is gone), and returns
 // how many changed.
-func (s *Service) Lost(ctx context.Context, hostID string, ids []string) (int, error) {
+func (s *Service) ConnectionLost(ctx context.Context, hostID string, ids []string) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -35,7 +35,7 @@ func (s *Service) Lost(ctx context.Context, hostID string, ids []string) (int, e
 	return n, nil
 }
 
-// Errors of Next.
+// Errors of NextPush.
 var (
 	// ErrHostGone: the host was deactivated or re-claimed (its generation
 	// moved on); its connection must close.
@@ -45,7 +45,7 @@ var (
 	ErrStopping = errors.New("cloud stopping")
 )
 
-// Next returns the next batch of a connection that pushes deliveries as
+// NextPush returns the next batch of a connection that pushes deliveries as
 // they come: first what the intake leased to it as it was stored (see
 // Outbox), else at most the outbox's room of the host's available
 // deliveries (none while it is 0), leased oldest first, waiting as long as
@@ -56,7 +56,7 @@ var (
 // ErrHostGone when the host was deactivated or re-claimed meanwhile,
 // ErrStopping once the service stops waiting, ctx's error when it ends,
 // else the store's, wrapped.
-func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store.DeliveryLeaseResult, error) {
+func (s *Service) NextPush(ctx context.Context, host *store.Host, o *Outbox) (*store.DeliveryLeaseResult, error) {
 	st := &o.loop
 	// woken: a wake-up, or the first look — a host that changed before
 	// the subscription is caught there — so the host is looked at too

@@ -14,8 +14,8 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// The core as a pushing connection drives it: Next leases as work comes
-// within the room the host granted, and Lost hands back what a closed
+// The core as a pushing connection drives it: NextPush leases as work comes
+// within the room the host granted, and ConnectionLost hands back what a closed
 // connection carried.
 
 // countingStore counts the leases a connection's wait makes.
@@ -34,7 +34,7 @@ type nextCall struct {
 	done   chan leased
 }
 
-// nextAsync runs Next in the background with room, once it waits (or
+// nextAsync runs NextPush in the background with room, once it waits (or
 // returned).
 func (b *bundle) nextAsync(ctx context.Context, svc *delivery.Service, room int) *nextCall {
 	return b.nextFrom(ctx, svc, svc.NewOutbox(), room)
@@ -45,7 +45,7 @@ func (b *bundle) nextFrom(ctx context.Context, svc *delivery.Service, o *deliver
 	nc := &nextCall{outbox: o, done: make(chan leased, 1)}
 	require.NoError(b.t, o.Grant(0, room))
 	go func() {
-		res, err := svc.Next(ctx, b.host, o)
+		res, err := svc.NextPush(ctx, b.host, o)
 		nc.done <- leased{res, err}
 	}()
 	require.Eventually(b.t, func() bool { return o.Waits() || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
@@ -154,7 +154,7 @@ func TestServiceNextEndsForAHostGoneAStopAndACallerGone(t *testing.T) {
 		// its first look.
 		o := svc.NewOutbox()
 		require.NoError(t, o.Grant(0, 10))
-		_, err = svc.Next(b.ctx, b.host, o)
+		_, err = svc.NextPush(b.ctx, b.host, o)
 		require.ErrorIs(t, err, delivery.ErrHostGone)
 	})
 }
@@ -166,7 +166,7 @@ func TestServiceLostHandsBackWhatAClosedConnectionCarried(t *testing.T) {
 		b.report(delivery.Report{Acks: []string{acked}})
 		ctx, cancel := context.WithCancel(b.ctx)
 		cancel() // the connection is gone: recorded regardless
-		n, err := b.svc.Lost(ctx, b.host.ID, []string{acked, lost})
+		n, err := b.svc.ConnectionLost(ctx, b.host.ID, []string{acked, lost})
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "what the host reported is left alone")
 		require.Equal(t, store.StatusAcked, b.get(acked).Status)

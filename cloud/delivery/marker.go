@@ -114,7 +114,7 @@ func (m *Marker) mark(ids []string, at time.Time) {
 
 // Take prepares a report of the host's: it waits for the marks in flight
 // (they may hold the report's deliveries), takes the pending ones among
-// acks out, to be recorded by the ack (Report.Written), and marks the
+// acks out, to be recorded by the ack (Report.Unmarked), and marks the
 // pending ones among others (what the report nacks or extends) first.
 func (m *Marker) Take(acks, others []string) []store.Written {
 	m.mu.Lock()

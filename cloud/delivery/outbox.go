@@ -16,7 +16,7 @@ import (
 
 // Outbox is what a pushing connection may carry: the room its host granted
 // (credit) and the deliveries leased to it as they were stored, which its
-// push loop (Next) takes before it leases anything.
+// push loop (NextPush) takes before it leases anything.
 //
 // A webhook stored for a host whose connection on this replica has room,
 // and whose push loop is caught up (its last look found nothing to lease,
@@ -55,11 +55,11 @@ type Outbox struct {
 	relook bool
 	unsub  func() // ends the push loop's subscription
 
-	loop loopState // Next's, from call to call
+	loop loopState // NextPush's, from call to call
 }
 
-// loopState is what the push loop (Next) keeps from one call to the next.
-// Only Next uses it, called by one goroutine at a time.
+// loopState is what the push loop (NextPush) keeps from one call to the next.
+// Only NextPush uses it, called by one goroutine at a time.
 type loopState struct {
 	wake     <-chan struct{} // its subscription to the host's wake-ups; nil: none
 	retry    clockwork.Timer // the earliest retry coming due

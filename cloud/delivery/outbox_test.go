@@ -140,7 +140,7 @@ func TestReserveLeasesAtIntakeToAnIdleConnection(t *testing.T) {
 		require.False(t, v.Settle(res, nil), "settled once")
 
 		// Handed out as a leased one is: delivered, then acked.
-		p.svc.Handed(b.ctx, b.host.ID, []string{d.ID}, nil)
+		p.svc.RecordWrite(b.ctx, b.host.ID, []string{d.ID}, nil)
 		b.report(delivery.Report{Acks: []string{d.ID}})
 		require.Equal(t, store.StatusAcked, b.get(d.ID).Status)
 	})
@@ -221,7 +221,7 @@ func TestOutboxCloseWaitsForInsertsAndHandsBack(t *testing.T) {
 		require.Equal(t, []string{res.Delivery.ID}, ids, "leased and never pushed: handed back")
 		require.Nil(t, p.conns.Reserve(b.host.ID, 2), "no room after the close")
 		// The connection's release: due again at once.
-		n, err := p.svc.Lost(b.ctx, b.host.ID, ids)
+		n, err := p.svc.ConnectionLost(b.ctx, b.host.ID, ids)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, []string{res.Delivery.ID}, b.lease())

@@ -102,7 +102,7 @@ func TestPollAnswersWithAWebhookStoredLeasedToIt(t *testing.T) {
 		require.Equal(t, b.clock.Now().Add(time.Minute), b.get(d.ID).LeaseExpiresAt.UTC())
 
 		// Handed out as a leased one is: the same trail.
-		p.svc.Handed(b.ctx, b.host.ID, []string{d.ID}, nil)
+		p.svc.RecordWrite(b.ctx, b.host.ID, []string{d.ID}, nil)
 		require.Equal(t, store.StatusDelivered, b.get(d.ID).Status)
 		require.Equal(t, b.trail(usual), b.trail(d.ID), "its audit equal to a lease's")
 		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "the poll ended")

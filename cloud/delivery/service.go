@@ -116,9 +116,10 @@ type Report struct {
 	Results []store.DeliveryResult
 	// Stopping: the host says it is stopping (HostStops).
 	Stopping bool
-	// Written: deliveries among Acks written to the host and not yet
-	// marked delivered (Marker.Take); the ack records them delivered.
-	Written []store.Written
+	// Unmarked: deliveries among Acks written to the host whose mark as
+	// delivered was put off and not yet made (Marker.Take); the ack records
+	// them delivered, then acked.
+	Unmarked []store.Written
 }
 
 // HostStops says whether the report says its host is stopping: in so many
@@ -152,7 +153,7 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 	now := s.now()
 	p := &store.DeliveryReportParams{HostID: hostID}
 	if len(r.Acks) > 0 {
-		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Written: r.Written, Now: now}
+		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Written: r.Unmarked, Now: now}
 	}
 	if len(r.Nacks) > 0 {
 		p.Nack = NackParams(hostID, r.Nacks, s.cfg.Policy, now)
@@ -391,12 +392,12 @@ func (s *Service) releaseHanded(ctx context.Context, hostID string, ds []*store.
 	}
 }
 
-// Handed records how the handing out of leased deliveries ended: written
+// RecordWrite records how the handing out of leased deliveries ended: written
 // (nil err), they are delivered; not written, the attempt failed before
 // the handler ran and they are due again at once — a release that fails
 // leaves them to the lease expiry, which does the same. It is recorded even
 // when ctx was canceled (the host may be gone).
-func (s *Service) Handed(ctx context.Context, hostID string, ids []string, err error) {
+func (s *Service) RecordWrite(ctx context.Context, hostID string, ids []string, err error) {
 	if len(ids) == 0 {
 		return
 	}
@@ -465,7 +466,7 @@ type Heartbeat struct {
 
 // Heartbeat is the use case of a heartbeat: apply the host's report, record
 // that it is alive, and lease its next batch, waiting for work when asked.
-// The caller hands the batch out and then says how that ended (Handed).
+// The caller hands the batch out and then says how that ended (RecordWrite).
 // Errors are the store's, wrapped: the heartbeat may be retried.
 func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat) (*store.DeliveryLeaseResult, error) {
 	if s.cfg.Observer != nil {
