@@ -38,13 +38,6 @@ type Marker struct {
 	timer   clockwork.Timer      // the next due mark, if armed
 }
 
-// NewMarker returns the marker of a connection of host.
-func (s *Service) NewMarker(hostID string) *Marker {
-	m := &Marker{s: s, hostID: hostID, pending: map[string]time.Time{}}
-	m.cond = sync.NewCond(&m.mu)
-	return m
-}
-
 // Add says ids are being written to the host now (Drop takes them back if
 // the write fails).
 func (m *Marker) Add(ids []string) {

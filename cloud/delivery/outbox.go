@@ -58,20 +58,12 @@ type Outbox struct {
 	loop loopState // NextPush's, from call to call
 }
 
-// loopState is what the push loop (NextPush) keeps from one call to the next.
-// Only NextPush uses it, called by one goroutine at a time.
+// loopState is what the push loop (NextPush) keeps from one call to the
+// next. Only NextPush uses it, called by one goroutine at a time.
 type loopState struct {
 	wake     <-chan struct{} // its subscription to the host's wake-ups; nil: none
 	retry    clockwork.Timer // the earliest retry coming due
 	caughtUp bool            // the last look found nothing, and nothing woke it since
-}
-
-// NewOutbox returns the outbox of a new connection, with no room until its
-// host grants some.
-func (s *Service) NewOutbox() *Outbox {
-	o := &Outbox{leaseFor: s.cfg.LeaseFor, poke: make(chan struct{}, 1)}
-	o.held = newRoom(&o.mu, s.cfg.MaxBatchBytes)
-	return o
 }
 
 // ErrCredit: a host's credit is not one it can grant (the caller closes

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -105,77 +104,6 @@ func (p *poll) close() []*store.Delivery {
 
 // end answers the poll at once: its host is stopping.
 func (p *poll) end() { p.endOnce.Do(func() { close(p.ended) }) }
-
-// HostStopping answers at once the host's long polls, with what was
-// already leased to them and nothing more: the host is stopping, and reads
-// their answers to hand back what they carry, where hanging up on them
-// would cost their deliveries an attempt no handler used. Those on this
-// replica end now, those on others when the store's listener tells them
-// (store.HostStopping); one whose replica does not hear of it answers as
-// ever, when work arrives or its wait ends.
-func (s *Service) HostStopping(ctx context.Context, hostID string) {
-	s.endPolls(hostID)
-	if err := s.store.HostStopping(context.WithoutCancel(ctx), hostID); err != nil {
-		s.log.Warn("tell other replicas a host is stopping", "host", hostID, "err", err)
-	}
-}
-
-// endPolls answers the host's long polls waiting on this replica at once.
-func (s *Service) endPolls(hostID string) { s.eachPoll(hostID, (*poll).end) }
-
-// eachPoll calls fn on each of hostID's polls waiting on this replica.
-func (s *Service) eachPoll(hostID string, fn func(*poll)) {
-	w := s.wakeups
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for p := range w.polls[hostID] {
-		fn(p)
-	}
-}
-
-// watch makes p one of the host's polls the intake may reserve room on;
-// it returns its end.
-func (w *wakeups) watch(hostID string, p *poll) func() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.polls == nil {
-		w.polls = map[string]map[*poll]bool{}
-	}
-	if w.polls[hostID] == nil {
-		w.polls[hostID] = map[*poll]bool{}
-	}
-	w.polls[hostID][p] = true
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.polls[hostID], p)
-		if len(w.polls[hostID]) == 0 {
-			delete(w.polls, hostID)
-		}
-	}
-}
-
-// reservePoll holds room for one delivery of hostID, of size body bytes,
-// on one of its long polls waiting on this replica with nothing found; nil
-// when there is none or the service stops waiting.
-func (s *Service) reservePoll(hostID string, size int) *Reservation {
-	w := s.wakeups
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return nil
-	}
-	for p := range w.polls[hostID] {
-		if v := p.reserve(s.cfg.LeaseFor, size); v != nil {
-			return v
-		}
-	}
-	return nil
-}
-
-// pendingPolls tells hostID's polls waiting here that a delivery of the
-// host was stored pending.
-func (s *Service) pendingPolls(hostID string) { s.eachPoll(hostID, (*poll).pending) }
 
 // Intake is where the intake holds room for a webhook about to be stored,
 // so that it is stored leased to whatever takes it at once: the host's
