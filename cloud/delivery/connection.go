@@ -231,6 +231,17 @@ func (r *Connections) pending(hostID string) {
 	}
 }
 
+// outbox is the outbox hostID's connection on this replica pushes from,
+// if any.
+func (r *Connections) outbox(hostID string) *Outbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.byHost[hostID]; c != nil {
+		return c.outbox
+	}
+	return nil
+}
+
 // Count is how many connections are open on this replica.
 func (r *Connections) Count() int {
 	r.mu.Lock()

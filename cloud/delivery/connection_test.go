@@ -18,10 +18,16 @@ import (
 // within the room the host granted, and ConnectionLost hands back what a closed
 // connection carried.
 
-// countingStore counts the leases a connection's wait makes.
+// countingStore counts the leases a connection's wait makes, and its
+// looks at the host.
 type countingStore struct {
 	store.Store
-	leases atomic.Int64
+	leases, hosts atomic.Int64
+}
+
+func (c *countingStore) HostGet(ctx context.Context, id string) (*store.Host, error) {
+	c.hosts.Add(1)
+	return c.Store.HostGet(ctx, id)
 }
 
 func (c *countingStore) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
@@ -101,9 +107,13 @@ func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 
 		// No room: nothing is leased until the host grants some.
 		nc = b.nextAsync(b.ctx, svc, 0)
-		before := cs.leases.Load()
+		before, looks := cs.leases.Load(), cs.hosts.Load()
 		b.send()
-		require.Never(t, func() bool { return len(nc.done) > 0 }, 100*time.Millisecond, 10*time.Millisecond)
+		// Woken by the store, the loop has no room to lease: it looks at
+		// the host (gone?) and waits again.
+		require.Eventually(t, func() bool { return cs.hosts.Load() > looks || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return nc.outbox.Idle() || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
+		require.Empty(t, nc.done)
 		require.Equal(t, before, cs.leases.Load())
 		require.NoError(t, nc.outbox.Grant(0, 1))
 		got = <-nc.done

@@ -46,7 +46,9 @@ type Outbox struct {
 	caughtUp bool
 	wake     <-chan struct{}
 	waits    bool // the push loop waits for work (tests)
-	closed   bool
+	// idle: the push loop waits with nothing to react to (Idle).
+	idle   bool
+	closed bool
 	// stopping: its host handed a delivery back (HandingBack), so it is
 	// stopping; no room from then on.
 	stopping bool
@@ -143,19 +145,39 @@ func (o *Outbox) Push(write func()) bool {
 // blocks.
 func (o *Outbox) Poke() {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.relook = true
-	o.mu.Unlock()
 	o.nudge()
 }
 
 // nudge wakes the push loop: room grew, or a delivery was handed in. A
 // loop that found nothing to lease and was not woken since makes no query
-// for it.
+// for it. o.mu is held.
 func (o *Outbox) nudge() {
+	o.idle = false
 	select {
 	case o.poke <- struct{}{}:
 	default:
 	}
+}
+
+// Idle says whether the push loop waits with nothing to react to: no poke
+// (room, a hand-in, Poke) since it began to wait, and no wake-up of the
+// host's pending then. A wake-up that comes later is not seen here (wait
+// on what it leads to). Tests wait on it, not on time, to know that the
+// loop made its decision and nothing more happens until something does.
+func (o *Outbox) Idle() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.idle
+}
+
+// Closing says whether Close waits for the inserts that hold room (for
+// tests, as Idle).
+func (o *Outbox) Closing() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closed && o.held.reserved > 0
 }
 
 // subscribed records the push loop's subscription.
@@ -237,6 +259,7 @@ func (o *Outbox) waiting(w bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.waits = w
+	o.idle = w && len(o.poke) == 0 && len(o.wake) == 0
 }
 
 // setCaughtUp records the push loop's loopState.caughtUp. A look asked
@@ -255,8 +278,8 @@ func (o *Outbox) setCaughtUp(v bool) {
 // reaches it.
 func (o *Outbox) pending() {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.caughtUp, o.relook = false, true
-	o.mu.Unlock()
 	o.nudge()
 }
 
@@ -314,10 +337,10 @@ func (v *Reservation) Settle(res *store.DeliveryInsertResult, err error) bool {
 
 func (o *Outbox) settle(d *store.Delivery, size int) {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.held.settle(d, size)
 	if d != nil {
 		o.pushed++
 	}
-	o.mu.Unlock()
 	o.nudge()
 }
