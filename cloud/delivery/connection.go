@@ -11,194 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/shared/steptime"
 )
-
-// Lost fails the attempt of deliveries pushed on a connection that closed
-// before the host reported them (TransitionConnectionLost): due again at
-// once, for the host's next connection or heartbeat. Deliveries the host
-// reported meanwhile, or that are no longer leased, are left alone. It is
-// recorded even when ctx was canceled (the connection is gone), and returns
-// how many changed.
-func (s *Service) Lost(ctx context.Context, hostID string, ids []string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	ctx = context.WithoutCancel(ctx)
-	n, err := s.store.DeliveryNack(ctx, ConnectionLostParams(hostID, ids, s.cfg.Policy, s.now()))
-	if err != nil {
-		return 0, fmt.Errorf("connection lost: %w", err)
-	}
-	if n > 0 {
-		s.log.Info("socket closed with deliveries unreported; they are due again", "host", hostID, "deliveries", n)
-	}
-	return n, nil
-}
-
-// Errors of Next.
-var (
-	// ErrHostGone: the host was deactivated or re-claimed (its generation
-	// moved on); its connection must close.
-	ErrHostGone = errors.New("host deactivated or re-claimed")
-	// ErrStopping: the service stops waiting (StopWaiting); connections
-	// close so that hosts go to another replica.
-	ErrStopping = errors.New("cloud stopping")
-)
-
-// Next returns the next batch of a connection that pushes deliveries as
-// they come: first what the intake leased to it as it was stored (see
-// Outbox), else at most the outbox's room of the host's available
-// deliveries (none while it is 0), leased oldest first, waiting as long as
-// ctx lasts for work — a delivery arriving for the host or handed in, its
-// earliest retry coming due, or more room (the outbox's poke: room may
-// have grown, or a report moved a retry). Unlike a heartbeat's wait, an
-// idle connection costs no query until one of those happens. It returns
-// ErrHostGone when the host was deactivated or re-claimed meanwhile,
-// ErrStopping once the service stops waiting, ctx's error when it ends,
-// else the store's, wrapped.
-func (s *Service) Next(ctx context.Context, host *store.Host, o *Outbox) (*store.DeliveryLeaseResult, error) {
-	st := &o.loop
-	// woken: a wake-up, or the first look — a host that changed before
-	// the subscription is caught there — so the host is looked at too
-	// when there is nothing to lease.
-	woken := st.wake == nil
-	if st.wake == nil {
-		// Listening before looking: work arriving in between still wakes
-		// it. The subscription lasts from call to call (until one ends in
-		// an error, or the outbox closes): a wake-up while the caller
-		// pushes is not lost, and a loop caught up need not look again.
-		wake, unsubscribe := s.Subscribe(host.ID)
-		st.wake = wake
-		o.subscribed(wake, unsubscribe)
-	}
-	caughtUp := func(v bool) {
-		st.caughtUp = v
-		o.setCaughtUp(v)
-	}
-	end := func() {
-		if st.retry != nil {
-			st.retry.Stop()
-		}
-		*st = loopState{}
-		o.unsubscribe()
-	}
-	// Lease, and find the next retry, before waiting — unless the last
-	// look found nothing and nothing woke the loop since (st.caughtUp;
-	// only then may the intake lease to it).
-	look := woken || !st.caughtUp || o.takeRelook()
-	if look {
-		// A poke before the look is answered by it.
-		select {
-		case <-o.poke:
-		default:
-		}
-		o.takeRelook()
-	}
-	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
-	for {
-		if err := ctx.Err(); err != nil {
-			// What was handed in stays: the connection's release takes it.
-			end()
-			return nil, err
-		}
-		if ds := o.take(); len(ds) > 0 {
-			// Leased as they were stored: no lease here.
-			if s.cfg.Observer != nil {
-				s.cfg.Observer.Exchanged(host.ID)
-			}
-			s.observeLeased(ctx, host.ID, ds)
-			return &store.DeliveryLeaseResult{Deliveries: ds}, nil
-		}
-		if n := o.Room(); n > 0 && look {
-			p := &store.DeliveryLeaseParams{HostID: host.ID, Via: store.ViaSocket, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
-			began := steptime.Now()
-			res, err := s.store.DeliveryLease(ctx, p)
-			if err != nil {
-				end()
-				return nil, fmt.Errorf("lease: %w", err)
-			}
-			if len(res.Deliveries) > 0 {
-				caughtUp(false) // there may be more: the next call looks
-				o.took(len(res.Deliveries))
-				// Each push is an exchange with the host, as a heartbeat is.
-				if s.cfg.Observer != nil {
-					s.cfg.Observer.Exchanged(host.ID)
-				}
-				s.observeLeased(ctx, host.ID, res.Deliveries)
-				stamp(notifiedAt, wokenAt, began, res.Deliveries)
-				return res, nil
-			}
-			caughtUp(true)
-			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
-			if err != nil {
-				end()
-				return nil, fmt.Errorf("next retry: %w", err)
-			}
-			if st.retry != nil {
-				st.retry.Stop()
-				st.retry = nil
-			}
-			if next != nil {
-				st.retry = s.clock.NewTimer(max(next.Sub(p.Now), time.Millisecond))
-			}
-		}
-		if woken {
-			// Nothing to push (or no room): the wake-up may say the host
-			// is gone.
-			if err := s.stillActive(ctx, host); err != nil {
-				end()
-				return nil, err
-			}
-		}
-		look, woken = false, false
-		var due <-chan time.Time
-		if st.retry != nil {
-			due = st.retry.Chan()
-		}
-		o.waiting(true)
-		select {
-		case <-ctx.Done():
-			o.waiting(false)
-			end()
-			return nil, ctx.Err()
-		case <-s.wakeups.stop:
-			o.waiting(false)
-			end()
-			return nil, ErrStopping
-		case <-o.poke:
-			// More room, or something handed in (taken above), finds
-			// nothing new to lease when the last look found nothing and
-			// nothing woke the loop since; a Poke does.
-			look = o.takeRelook() || !st.caughtUp
-			notifiedAt, wokenAt = time.Time{}, time.Time{}
-		case <-due:
-			st.retry = nil
-			look = true
-			caughtUp(false)
-			notifiedAt, wokenAt = time.Time{}, time.Time{}
-		case <-st.wake:
-			look, woken = true, true
-			caughtUp(false)
-			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
-		}
-		o.waiting(false)
-	}
-}
-
-// stillActive returns ErrHostGone when host was deactivated or re-claimed.
-func (s *Service) stillActive(ctx context.Context, host *store.Host) error {
-	h, err := s.store.HostGet(ctx, host.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return ErrHostGone
-	}
-	if err != nil {
-		return fmt.Errorf("host: %w", err)
-	}
-	if h.Status != store.HostActive || h.Generation != host.Generation {
-		return ErrHostGone
-	}
-	return nil
-}
 
 // SocketStore records hosts' sockets across replicas (a store.Store has
 // it).
@@ -416,6 +229,17 @@ func (r *Connections) pending(hostID string) {
 	if c != nil && c.outbox != nil {
 		c.outbox.pending()
 	}
+}
+
+// outbox is the outbox hostID's connection on this replica pushes from,
+// if any.
+func (r *Connections) outbox(hostID string) *Outbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.byHost[hostID]; c != nil {
+		return c.outbox
+	}
+	return nil
 }
 
 // Count is how many connections are open on this replica.

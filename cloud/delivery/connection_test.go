@@ -14,14 +14,20 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// The core as a pushing connection drives it: Next leases as work comes
-// within the room the host granted, and Lost hands back what a closed
+// The core as a pushing connection drives it: NextPush leases as work comes
+// within the room the host granted, and ConnectionLost hands back what a closed
 // connection carried.
 
-// countingStore counts the leases a connection's wait makes.
+// countingStore counts the leases a connection's wait makes, and its
+// looks at the host.
 type countingStore struct {
 	store.Store
-	leases atomic.Int64
+	leases, hosts atomic.Int64
+}
+
+func (c *countingStore) HostGet(ctx context.Context, id string) (*store.Host, error) {
+	c.hosts.Add(1)
+	return c.Store.HostGet(ctx, id)
 }
 
 func (c *countingStore) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
@@ -34,7 +40,7 @@ type nextCall struct {
 	done   chan leased
 }
 
-// nextAsync runs Next in the background with room, once it waits (or
+// nextAsync runs NextPush in the background with room, once it waits (or
 // returned).
 func (b *bundle) nextAsync(ctx context.Context, svc *delivery.Service, room int) *nextCall {
 	return b.nextFrom(ctx, svc, svc.NewOutbox(), room)
@@ -45,7 +51,7 @@ func (b *bundle) nextFrom(ctx context.Context, svc *delivery.Service, o *deliver
 	nc := &nextCall{outbox: o, done: make(chan leased, 1)}
 	require.NoError(b.t, o.Grant(0, room))
 	go func() {
-		res, err := svc.Next(ctx, b.host, o)
+		res, err := svc.NextPush(ctx, b.host, o)
 		nc.done <- leased{res, err}
 	}()
 	require.Eventually(b.t, func() bool { return o.Waits() || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
@@ -101,9 +107,13 @@ func TestServiceNextPushesWorkAsItComesWithinRoom(t *testing.T) {
 
 		// No room: nothing is leased until the host grants some.
 		nc = b.nextAsync(b.ctx, svc, 0)
-		before := cs.leases.Load()
+		before, looks := cs.leases.Load(), cs.hosts.Load()
 		b.send()
-		require.Never(t, func() bool { return len(nc.done) > 0 }, 100*time.Millisecond, 10*time.Millisecond)
+		// Woken by the store, the loop has no room to lease: it looks at
+		// the host (gone?) and waits again.
+		require.Eventually(t, func() bool { return cs.hosts.Load() > looks || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return nc.outbox.Idle() || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
+		require.Empty(t, nc.done)
 		require.Equal(t, before, cs.leases.Load())
 		require.NoError(t, nc.outbox.Grant(0, 1))
 		got = <-nc.done
@@ -154,7 +164,7 @@ func TestServiceNextEndsForAHostGoneAStopAndACallerGone(t *testing.T) {
 		// its first look.
 		o := svc.NewOutbox()
 		require.NoError(t, o.Grant(0, 10))
-		_, err = svc.Next(b.ctx, b.host, o)
+		_, err = svc.NextPush(b.ctx, b.host, o)
 		require.ErrorIs(t, err, delivery.ErrHostGone)
 	})
 }
@@ -166,7 +176,7 @@ func TestServiceLostHandsBackWhatAClosedConnectionCarried(t *testing.T) {
 		b.report(delivery.Report{Acks: []string{acked}})
 		ctx, cancel := context.WithCancel(b.ctx)
 		cancel() // the connection is gone: recorded regardless
-		n, err := b.svc.Lost(ctx, b.host.ID, []string{acked, lost})
+		n, err := b.svc.ConnectionLost(ctx, b.host.ID, []string{acked, lost})
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "what the host reported is left alone")
 		require.Equal(t, store.StatusAcked, b.get(acked).Status)

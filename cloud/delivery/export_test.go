@@ -7,7 +7,7 @@ func (o *Outbox) SetPushed(n int64) {
 	o.pushed = n
 }
 
-// Waits says whether Next waits on o.
+// Waits says whether NextPush waits on o.
 func (o *Outbox) Waits() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

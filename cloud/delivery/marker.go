@@ -38,13 +38,6 @@ type Marker struct {
 	timer   clockwork.Timer      // the next due mark, if armed
 }
 
-// NewMarker returns the marker of a connection of host.
-func (s *Service) NewMarker(hostID string) *Marker {
-	m := &Marker{s: s, hostID: hostID, pending: map[string]time.Time{}}
-	m.cond = sync.NewCond(&m.mu)
-	return m
-}
-
 // Add says ids are being written to the host now (Drop takes them back if
 // the write fails).
 func (m *Marker) Add(ids []string) {
@@ -114,7 +107,7 @@ func (m *Marker) mark(ids []string, at time.Time) {
 
 // Take prepares a report of the host's: it waits for the marks in flight
 // (they may hold the report's deliveries), takes the pending ones among
-// acks out, to be recorded by the ack (Report.Written), and marks the
+// acks out, to be recorded by the ack (Report.Unmarked), and marks the
 // pending ones among others (what the report nacks or extends) first.
 func (m *Marker) Take(acks, others []string) []store.Written {
 	m.mu.Lock()

@@ -91,8 +91,8 @@ func TestMarkerLeavesTheMarkOfWhatIsAckedToTheAck(t *testing.T) {
 		reported := b.clock.Now()
 
 		r := delivery.Report{Acks: []string{acked}, Nacks: []delivery.Nack{{ID: nacked, Error: "503", Retryable: true}}, Extends: []string{extended}}
-		r.Written = m.Take(r.Acks, []string{nacked, extended})
-		require.Equal(t, []store.Written{{ID: acked, At: written}}, r.Written)
+		r.Unmarked = m.Take(r.Acks, []string{nacked, extended})
+		require.Equal(t, []store.Written{{ID: acked, At: written}}, r.Unmarked)
 		for _, id := range []string{nacked, extended} {
 			require.Equal(t, store.StatusDelivered, b.get(id).Status, "marked before the report moves it on")
 		}

@@ -16,7 +16,7 @@ import (
 
 // Outbox is what a pushing connection may carry: the room its host granted
 // (credit) and the deliveries leased to it as they were stored, which its
-// push loop (Next) takes before it leases anything.
+// push loop (NextPush) takes before it leases anything.
 //
 // A webhook stored for a host whose connection on this replica has room,
 // and whose push loop is caught up (its last look found nothing to lease,
@@ -46,7 +46,9 @@ type Outbox struct {
 	caughtUp bool
 	wake     <-chan struct{}
 	waits    bool // the push loop waits for work (tests)
-	closed   bool
+	// idle: the push loop waits with nothing to react to (Idle).
+	idle   bool
+	closed bool
 	// stopping: its host handed a delivery back (HandingBack), so it is
 	// stopping; no room from then on.
 	stopping bool
@@ -55,23 +57,15 @@ type Outbox struct {
 	relook bool
 	unsub  func() // ends the push loop's subscription
 
-	loop loopState // Next's, from call to call
+	loop loopState // NextPush's, from call to call
 }
 
-// loopState is what the push loop (Next) keeps from one call to the next.
-// Only Next uses it, called by one goroutine at a time.
+// loopState is what the push loop (NextPush) keeps from one call to the
+// next. Only NextPush uses it, called by one goroutine at a time.
 type loopState struct {
 	wake     <-chan struct{} // its subscription to the host's wake-ups; nil: none
 	retry    clockwork.Timer // the earliest retry coming due
 	caughtUp bool            // the last look found nothing, and nothing woke it since
-}
-
-// NewOutbox returns the outbox of a new connection, with no room until its
-// host grants some.
-func (s *Service) NewOutbox() *Outbox {
-	o := &Outbox{leaseFor: s.cfg.LeaseFor, poke: make(chan struct{}, 1)}
-	o.held = newRoom(&o.mu, s.cfg.MaxBatchBytes)
-	return o
 }
 
 // ErrCredit: a host's credit is not one it can grant (the caller closes
@@ -151,19 +145,39 @@ func (o *Outbox) Push(write func()) bool {
 // blocks.
 func (o *Outbox) Poke() {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.relook = true
-	o.mu.Unlock()
 	o.nudge()
 }
 
 // nudge wakes the push loop: room grew, or a delivery was handed in. A
 // loop that found nothing to lease and was not woken since makes no query
-// for it.
+// for it. o.mu is held.
 func (o *Outbox) nudge() {
+	o.idle = false
 	select {
 	case o.poke <- struct{}{}:
 	default:
 	}
+}
+
+// Idle says whether the push loop waits with nothing to react to: no poke
+// (room, a hand-in, Poke) since it began to wait, and no wake-up of the
+// host's pending then. A wake-up that comes later is not seen here (wait
+// on what it leads to). Tests wait on it, not on time, to know that the
+// loop made its decision and nothing more happens until something does.
+func (o *Outbox) Idle() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.idle
+}
+
+// Closing says whether Close waits for the inserts that hold room (for
+// tests, as Idle).
+func (o *Outbox) Closing() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closed && o.held.reserved > 0
 }
 
 // subscribed records the push loop's subscription.
@@ -245,6 +259,7 @@ func (o *Outbox) waiting(w bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.waits = w
+	o.idle = w && len(o.poke) == 0 && len(o.wake) == 0
 }
 
 // setCaughtUp records the push loop's loopState.caughtUp. A look asked
@@ -263,8 +278,8 @@ func (o *Outbox) setCaughtUp(v bool) {
 // reaches it.
 func (o *Outbox) pending() {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.caughtUp, o.relook = false, true
-	o.mu.Unlock()
 	o.nudge()
 }
 
@@ -322,10 +337,10 @@ func (v *Reservation) Settle(res *store.DeliveryInsertResult, err error) bool {
 
 func (o *Outbox) settle(d *store.Delivery, size int) {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	o.held.settle(d, size)
 	if d != nil {
 		o.pushed++
 	}
-	o.mu.Unlock()
 	o.nudge()
 }

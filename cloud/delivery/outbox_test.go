@@ -140,7 +140,7 @@ func TestReserveLeasesAtIntakeToAnIdleConnection(t *testing.T) {
 		require.False(t, v.Settle(res, nil), "settled once")
 
 		// Handed out as a leased one is: delivered, then acked.
-		p.svc.Handed(b.ctx, b.host.ID, []string{d.ID}, nil)
+		p.svc.RecordWrite(b.ctx, b.host.ID, []string{d.ID}, nil)
 		b.report(delivery.Report{Acks: []string{d.ID}})
 		require.Equal(t, store.StatusAcked, b.get(d.ID).Status)
 	})
@@ -171,7 +171,9 @@ func TestReserveGivesRoomBackUnlessLeased(t *testing.T) {
 		require.False(t, v.Settle(nil, errors.New("disk full")))
 		require.Equal(t, 1, p.outbox.Room())
 		require.Equal(t, store.StatusDelivering, b.get(dup).Status, "the duplicate left as it was")
-		require.Never(t, func() bool { return len(nc.done) > 0 }, 50*time.Millisecond, 5*time.Millisecond)
+		// The loop took both settles' pokes and waits on.
+		require.Eventually(t, func() bool { return p.outbox.Idle() || len(nc.done) > 0 }, 10*time.Second, time.Millisecond)
+		require.Empty(t, nc.done)
 		cancel()
 		require.ErrorIs(t, (<-nc.done).err, context.Canceled)
 		var nilv *delivery.Reservation
@@ -187,7 +189,8 @@ func TestReserveOnlyWhenCaughtUp(t *testing.T) {
 		older := b.send()
 		// No room: the backlog waits, and so does the intake.
 		nc := b.nextFrom(b.ctx, p.svc, p.outbox, 0)
-		require.Never(t, func() bool { return p.conns.Reserve(b.host.ID, 2) != nil }, 50*time.Millisecond, 5*time.Millisecond)
+		require.Eventually(t, p.outbox.Idle, 10*time.Second, time.Millisecond)
+		require.Nil(t, p.conns.Reserve(b.host.ID, 2))
 		// Room, but the loop has a backlog to lease first: it leases, oldest
 		// first, rather than the intake jumping it.
 		require.NoError(t, p.outbox.Grant(0, 5))
@@ -213,15 +216,15 @@ func TestOutboxCloseWaitsForInsertsAndHandsBack(t *testing.T) {
 		require.ErrorIs(t, (<-nc.done).err, context.Canceled)
 		closed := make(chan []string, 1)
 		go func() { closed <- p.outbox.Close() }()
-		require.Never(t, func() bool { return len(closed) > 0 }, 50*time.Millisecond, 5*time.Millisecond,
-			"the close waits for the insert holding room")
+		require.Eventually(t, func() bool { return p.outbox.Closing() || len(closed) > 0 }, 10*time.Second, time.Millisecond)
+		require.Empty(t, closed, "the close waits for the insert holding room")
 		res, handed := b.sendLeased(v, "e-1")
 		require.True(t, handed)
 		ids := <-closed
 		require.Equal(t, []string{res.Delivery.ID}, ids, "leased and never pushed: handed back")
 		require.Nil(t, p.conns.Reserve(b.host.ID, 2), "no room after the close")
 		// The connection's release: due again at once.
-		n, err := p.svc.Lost(b.ctx, b.host.ID, ids)
+		n, err := p.svc.ConnectionLost(b.ctx, b.host.ID, ids)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, []string{res.Delivery.ID}, b.lease())
@@ -240,7 +243,8 @@ func TestNextLooksAgainOnlyWhenSomethingMayBeAvailable(t *testing.T) {
 		for range 3 {
 			require.NoError(t, o.Grant(0, 5))
 		}
-		require.Never(t, func() bool { return cs.leases.Load() > 1 }, 50*time.Millisecond, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return o.Idle() || cs.leases.Load() > 1 }, 10*time.Second, time.Millisecond)
+		require.Equal(t, int64(1), cs.leases.Load())
 		// A poke (a nack moved a retry) does.
 		o.Poke()
 		require.Eventually(t, func() bool { return cs.leases.Load() == 2 }, 10*time.Second, time.Millisecond)

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -28,10 +27,13 @@ type poll struct {
 	ended   chan struct{}   // closed when its host said it is stopping (end)
 	endOnce sync.Once
 
-	mu    sync.Mutex
-	open  bool // it waits, and its last look found nothing
-	stale bool // a delivery was stored pending since: look again before opening
-	held  room // what the intake reserved and handed in
+	mu   sync.Mutex
+	open bool // it waits, and its last look found nothing
+	// idle: open, with nothing to react to (Intake.Idle); closing: close
+	// waits for the inserts holding room (Intake.Closing).
+	idle, closing bool
+	stale         bool // a delivery was stored pending since: look again before opening
+	held          room // what the intake reserved and handed in
 }
 
 func newPoll(max int, maxBytes int, wake <-chan struct{}) *poll {
@@ -57,6 +59,7 @@ func (p *poll) settle(d *store.Delivery, size int) {
 	defer p.mu.Unlock()
 	p.held.settle(d, size)
 	if p.held.reserved == 0 && len(p.held.handed) > 0 {
+		p.idle = false
 		select {
 		case p.ready <- struct{}{}:
 		default:
@@ -76,6 +79,7 @@ func (p *poll) setOpen() {
 		return
 	}
 	p.open = true
+	p.idle = len(p.ready) == 0 && len(p.wake) == 0
 }
 
 // pending says a delivery of the host was just stored pending: the poll
@@ -84,7 +88,7 @@ func (p *poll) setOpen() {
 func (p *poll) pending() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.open, p.stale = false, true
+	p.open, p.stale, p.idle = false, true, false
 }
 
 // close refuses room from now on (until setOpen), waits until every insert
@@ -93,8 +97,9 @@ func (p *poll) pending() {
 func (p *poll) close() []*store.Delivery {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.open = false
+	p.open, p.idle, p.closing = false, false, true
 	p.held.waitSettled()
+	p.closing = false
 	ds := p.held.take()
 	select { // its signal, if any, is answered here
 	case <-p.ready:
@@ -104,78 +109,19 @@ func (p *poll) close() []*store.Delivery {
 }
 
 // end answers the poll at once: its host is stopping.
-func (p *poll) end() { p.endOnce.Do(func() { close(p.ended) }) }
-
-// HostStopping answers at once the host's long polls, with what was
-// already leased to them and nothing more: the host is stopping, and reads
-// their answers to hand back what they carry, where hanging up on them
-// would cost their deliveries an attempt no handler used. Those on this
-// replica end now, those on others when the store's listener tells them
-// (store.HostStopping); one whose replica does not hear of it answers as
-// ever, when work arrives or its wait ends.
-func (s *Service) HostStopping(ctx context.Context, hostID string) {
-	s.endPolls(hostID)
-	if err := s.store.HostStopping(context.WithoutCancel(ctx), hostID); err != nil {
-		s.log.Warn("tell other replicas a host is stopping", "host", hostID, "err", err)
-	}
+func (p *poll) end() {
+	p.mu.Lock()
+	p.idle = false
+	p.mu.Unlock()
+	p.endOnce.Do(func() { close(p.ended) })
 }
 
-// endPolls answers the host's long polls waiting on this replica at once.
-func (s *Service) endPolls(hostID string) { s.eachPoll(hostID, (*poll).end) }
-
-// eachPoll calls fn on each of hostID's polls waiting on this replica.
-func (s *Service) eachPoll(hostID string, fn func(*poll)) {
-	w := s.wakeups
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for p := range w.polls[hostID] {
-		fn(p)
-	}
+// state says whether the poll is idle and whether it is closing.
+func (p *poll) state() (idle, closing bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idle, p.closing
 }
-
-// watch makes p one of the host's polls the intake may reserve room on;
-// it returns its end.
-func (w *wakeups) watch(hostID string, p *poll) func() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.polls == nil {
-		w.polls = map[string]map[*poll]bool{}
-	}
-	if w.polls[hostID] == nil {
-		w.polls[hostID] = map[*poll]bool{}
-	}
-	w.polls[hostID][p] = true
-	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.polls[hostID], p)
-		if len(w.polls[hostID]) == 0 {
-			delete(w.polls, hostID)
-		}
-	}
-}
-
-// reservePoll holds room for one delivery of hostID, of size body bytes,
-// on one of its long polls waiting on this replica with nothing found; nil
-// when there is none or the service stops waiting.
-func (s *Service) reservePoll(hostID string, size int) *Reservation {
-	w := s.wakeups
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return nil
-	}
-	for p := range w.polls[hostID] {
-		if v := p.reserve(s.cfg.LeaseFor, size); v != nil {
-			return v
-		}
-	}
-	return nil
-}
-
-// pendingPolls tells hostID's polls waiting here that a delivery of the
-// host was stored pending.
-func (s *Service) pendingPolls(hostID string) { s.eachPoll(hostID, (*poll).pending) }
 
 // Intake is where the intake holds room for a webhook about to be stored,
 // so that it is stored leased to whatever takes it at once: the host's
@@ -209,4 +155,39 @@ func (i *Intake) Reserve(hostID string, size int) *Reservation {
 func (i *Intake) Pending(hostID string) {
 	i.conns.pending(hostID)
 	i.polls.pendingPolls(hostID)
+}
+
+// Idle says whether hostID's connection on this replica pushes and its
+// push loop waits with nothing to react to (Outbox.Idle), or, with no
+// connection here, one of its long polls waiting here does: no
+// reservation settled with a delivery for it and no stop since it began to
+// wait, and no wake-up of the host's pending then (a later wake-up is not
+// seen: wait on what it leads to). Tests wait on it, not on time, to know
+// that what waits for the host made its decision and nothing more happens
+// until something does.
+func (i *Intake) Idle(hostID string) bool {
+	if o := i.conns.outbox(hostID); o != nil {
+		return o.Idle()
+	}
+	idle := false
+	i.polls.eachPoll(hostID, func(p *poll) {
+		ok, _ := p.state()
+		idle = idle || ok
+	})
+	return idle
+}
+
+// Closing says whether hostID's connection on this replica, or one of its
+// long polls waiting here, ends and waits for the inserts that hold its
+// room (for tests, as Idle).
+func (i *Intake) Closing(hostID string) bool {
+	if o := i.conns.outbox(hostID); o != nil && o.Closing() {
+		return true
+	}
+	closing := false
+	i.polls.eachPoll(hostID, func(p *poll) {
+		_, ok := p.state()
+		closing = closing || ok
+	})
+	return closing
 }

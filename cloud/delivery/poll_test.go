@@ -44,13 +44,21 @@ func (b *bundle) poll(ctx context.Context, p *polling, max int) <-chan leased {
 	return ch
 }
 
-// stillWaiting asserts the poll answers nothing for a while. It takes the
-// channel as a value: require.Never may leave a check running after it
-// returns, and a closure over the test's variable would race with the test
-// assigning the next poll to it.
-func stillWaiting(t *testing.T, ch <-chan leased, msg string) {
-	t.Helper()
-	require.Never(t, func() bool { return len(ch) > 0 }, 50*time.Millisecond, 5*time.Millisecond, msg)
+// stillWaiting asserts the poll waits on, having answered nothing: once
+// it has nothing to react to (Intake.Idle), that is a fact, not a bet on
+// time.
+func (b *bundle) stillWaiting(p *polling, ch <-chan leased, msg string) {
+	b.t.Helper()
+	require.Eventually(b.t, func() bool { return p.intake.Idle(b.host.ID) || len(ch) > 0 }, 10*time.Second, time.Millisecond)
+	require.Empty(b.t, ch, msg)
+}
+
+// stillClosing asserts the poll, ending, waits for the inserts holding its
+// room (Intake.Closing), having answered nothing.
+func (b *bundle) stillClosing(p *polling, ch <-chan leased, msg string) {
+	b.t.Helper()
+	require.Eventually(b.t, func() bool { return p.intake.Closing(b.host.ID) || len(ch) > 0 }, 10*time.Second, time.Millisecond)
+	require.Empty(b.t, ch, msg)
 }
 
 // reservePoll waits until the poll takes a reservation.
@@ -86,7 +94,7 @@ func TestPollAnswersWithAWebhookStoredLeasedToIt(t *testing.T) {
 		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "at most its max")
 		res, handed := b.sendLeased(v1, "e-polled")
 		require.True(t, handed)
-		stillWaiting(t, ch, "it answers once every reservation it holds settled")
+		b.stillWaiting(p, ch, "it answers once every reservation it holds settled")
 		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "handed one: it takes no more")
 		require.False(t, v2.Settle(nil, errors.New("disk full")))
 		got := <-ch
@@ -102,7 +110,7 @@ func TestPollAnswersWithAWebhookStoredLeasedToIt(t *testing.T) {
 		require.Equal(t, b.clock.Now().Add(time.Minute), b.get(d.ID).LeaseExpiresAt.UTC())
 
 		// Handed out as a leased one is: the same trail.
-		p.svc.Handed(b.ctx, b.host.ID, []string{d.ID}, nil)
+		p.svc.RecordWrite(b.ctx, b.host.ID, []string{d.ID}, nil)
 		require.Equal(t, store.StatusDelivered, b.get(d.ID).Status)
 		require.Equal(t, b.trail(usual), b.trail(d.ID), "its audit equal to a lease's")
 		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "the poll ended")
@@ -130,7 +138,7 @@ func TestPollReservationGivenBackKeepsItWaiting(t *testing.T) {
 		ch = b.poll(b.ctx, p, 1)
 		v = b.reservePoll(p)
 		require.False(t, v.Settle(nil, errors.New("disk full")))
-		stillWaiting(t, ch, "it goes on waiting")
+		b.stillWaiting(p, ch, "it goes on waiting")
 		v = b.reservePoll(p)
 		_, handed := b.sendLeased(v, "e-2")
 		require.True(t, handed)
@@ -168,7 +176,7 @@ func TestPollEndingWithAReservationLosesNothing(t *testing.T) {
 		ch := b.poll(ctx, p, 5)
 		v := b.reservePoll(p)
 		cancel() // the host hangs up between the reservation and the commit
-		stillWaiting(t, ch, "the poll waits for the insert holding room")
+		b.stillClosing(p, ch, "the poll waits for the insert holding room")
 		res, handed := b.sendLeased(v, "e-1")
 		require.True(t, handed)
 		got := <-ch
@@ -187,7 +195,7 @@ func TestPollEndingWithAReservationLosesNothing(t *testing.T) {
 		v = b.reservePoll(p)
 		_, err := b.store.HostDeactivate(b.ctx, &store.HostDeactivateParams{HostID: b.host.ID, Now: b.clock.Now()})
 		require.NoError(t, err)
-		stillWaiting(t, ch, "released when the insert settles")
+		b.stillClosing(p, ch, "released when the insert settles")
 		res, handed = b.sendLeased(v, "e-2")
 		require.True(t, handed)
 		got = <-ch

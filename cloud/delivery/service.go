@@ -3,8 +3,10 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -116,9 +118,10 @@ type Report struct {
 	Results []store.DeliveryResult
 	// Stopping: the host says it is stopping (HostStops).
 	Stopping bool
-	// Written: deliveries among Acks written to the host and not yet
-	// marked delivered (Marker.Take); the ack records them delivered.
-	Written []store.Written
+	// Unmarked: deliveries among Acks written to the host whose mark as
+	// delivered was put off and not yet made (Marker.Take); the ack records
+	// them delivered, then acked.
+	Unmarked []store.Written
 }
 
 // HostStops says whether the report says its host is stopping: in so many
@@ -152,7 +155,7 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 	now := s.now()
 	p := &store.DeliveryReportParams{HostID: hostID}
 	if len(r.Acks) > 0 {
-		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Written: r.Written, Now: now}
+		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Written: r.Unmarked, Now: now}
 	}
 	if len(r.Nacks) > 0 {
 		p.Nack = NackParams(hostID, r.Nacks, s.cfg.Policy, now)
@@ -391,12 +394,12 @@ func (s *Service) releaseHanded(ctx context.Context, hostID string, ds []*store.
 	}
 }
 
-// Handed records how the handing out of leased deliveries ended: written
+// RecordWrite records how the handing out of leased deliveries ended: written
 // (nil err), they are delivered; not written, the attempt failed before
 // the handler ran and they are due again at once — a release that fails
 // leaves them to the lease expiry, which does the same. It is recorded even
 // when ctx was canceled (the host may be gone).
-func (s *Service) Handed(ctx context.Context, hostID string, ids []string, err error) {
+func (s *Service) RecordWrite(ctx context.Context, hostID string, ids []string, err error) {
 	if len(ids) == 0 {
 		return
 	}
@@ -465,7 +468,7 @@ type Heartbeat struct {
 
 // Heartbeat is the use case of a heartbeat: apply the host's report, record
 // that it is alive, and lease its next batch, waiting for work when asked.
-// The caller hands the batch out and then says how that ended (Handed).
+// The caller hands the batch out and then says how that ended (RecordWrite).
 // Errors are the store's, wrapped: the heartbeat may be retried.
 func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat) (*store.DeliveryLeaseResult, error) {
 	if s.cfg.Observer != nil {
@@ -481,4 +484,359 @@ func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat
 		s.HostStopping(ctx, host.ID)
 	}
 	return s.Lease(ctx, host, hb.Max, hb.Wait)
+}
+
+// ConnectionLost fails the attempt of deliveries pushed on a connection
+// that closed before the host reported them (TransitionConnectionLost): due
+// again at once, for the host's next connection or heartbeat. Deliveries the host
+// reported meanwhile, or that are no longer leased, are left alone. It is
+// recorded even when ctx was canceled (the connection is gone), and returns
+// how many changed.
+func (s *Service) ConnectionLost(ctx context.Context, hostID string, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	n, err := s.store.DeliveryNack(ctx, ConnectionLostParams(hostID, ids, s.cfg.Policy, s.now()))
+	if err != nil {
+		return 0, fmt.Errorf("connection lost: %w", err)
+	}
+	if n > 0 {
+		s.log.Info("socket closed with deliveries unreported; they are due again", "host", hostID, "deliveries", n)
+	}
+	return n, nil
+}
+
+// Errors of NextPush.
+var (
+	// ErrHostGone: the host was deactivated or re-claimed (its generation
+	// moved on); its connection must close.
+	ErrHostGone = errors.New("host deactivated or re-claimed")
+	// ErrStopping: the service stops waiting (StopWaiting); connections
+	// close so that hosts go to another replica.
+	ErrStopping = errors.New("cloud stopping")
+)
+
+// NextPush returns the next batch of a connection that pushes deliveries as
+// they come: first what the intake leased to it as it was stored (see
+// Outbox), else at most the outbox's room of the host's available
+// deliveries (none while it is 0), leased oldest first, waiting as long as
+// ctx lasts for work — a delivery arriving for the host or handed in, its
+// earliest retry coming due, or more room (the outbox's poke: room may
+// have grown, or a report moved a retry). Unlike a heartbeat's wait, an
+// idle connection costs no query until one of those happens. It returns
+// ErrHostGone when the host was deactivated or re-claimed meanwhile,
+// ErrStopping once the service stops waiting, ctx's error when it ends,
+// else the store's, wrapped.
+func (s *Service) NextPush(ctx context.Context, host *store.Host, o *Outbox) (*store.DeliveryLeaseResult, error) {
+	st := &o.loop
+	// woken: a wake-up, or the first look — a host that changed before
+	// the subscription is caught there — so the host is looked at too
+	// when there is nothing to lease.
+	woken := st.wake == nil
+	if st.wake == nil {
+		// Listening before looking: work arriving in between still wakes
+		// it. The subscription lasts from call to call (until one ends in
+		// an error, or the outbox closes): a wake-up while the caller
+		// pushes is not lost, and a loop caught up need not look again.
+		wake, unsubscribe := s.Subscribe(host.ID)
+		st.wake = wake
+		o.subscribed(wake, unsubscribe)
+	}
+	caughtUp := func(v bool) {
+		st.caughtUp = v
+		o.setCaughtUp(v)
+	}
+	end := func() {
+		if st.retry != nil {
+			st.retry.Stop()
+		}
+		*st = loopState{}
+		o.unsubscribe()
+	}
+	// Lease, and find the next retry, before waiting — unless the last
+	// look found nothing and nothing woke the loop since (st.caughtUp;
+	// only then may the intake lease to it).
+	look := woken || !st.caughtUp || o.takeRelook()
+	if look {
+		// A poke before the look is answered by it.
+		select {
+		case <-o.poke:
+		default:
+		}
+		o.takeRelook()
+	}
+	var notifiedAt, wokenAt time.Time // the last wake-up's (steptime)
+	for {
+		if err := ctx.Err(); err != nil {
+			// What was handed in stays: the connection's release takes it.
+			end()
+			return nil, err
+		}
+		if ds := o.take(); len(ds) > 0 {
+			// Leased as they were stored: no lease here.
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Exchanged(host.ID)
+			}
+			s.observeLeased(ctx, host.ID, ds)
+			return &store.DeliveryLeaseResult{Deliveries: ds}, nil
+		}
+		if n := o.Room(); n > 0 && look {
+			p := &store.DeliveryLeaseParams{HostID: host.ID, Via: store.ViaSocket, Max: n, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
+			began := steptime.Now()
+			res, err := s.store.DeliveryLease(ctx, p)
+			if err != nil {
+				end()
+				return nil, fmt.Errorf("lease: %w", err)
+			}
+			if len(res.Deliveries) > 0 {
+				caughtUp(false) // there may be more: the next call looks
+				o.took(len(res.Deliveries))
+				// Each push is an exchange with the host, as a heartbeat is.
+				if s.cfg.Observer != nil {
+					s.cfg.Observer.Exchanged(host.ID)
+				}
+				s.observeLeased(ctx, host.ID, res.Deliveries)
+				stamp(notifiedAt, wokenAt, began, res.Deliveries)
+				return res, nil
+			}
+			caughtUp(true)
+			next, err := s.store.DeliveryNextRetryAt(ctx, host.ID)
+			if err != nil {
+				end()
+				return nil, fmt.Errorf("next retry: %w", err)
+			}
+			if st.retry != nil {
+				st.retry.Stop()
+				st.retry = nil
+			}
+			if next != nil {
+				st.retry = s.clock.NewTimer(max(next.Sub(p.Now), time.Millisecond))
+			}
+		}
+		if woken {
+			// Nothing to push (or no room): the wake-up may say the host
+			// is gone.
+			if err := s.stillActive(ctx, host); err != nil {
+				end()
+				return nil, err
+			}
+		}
+		look, woken = false, false
+		var due <-chan time.Time
+		if st.retry != nil {
+			due = st.retry.Chan()
+		}
+		o.waiting(true)
+		select {
+		case <-ctx.Done():
+			o.waiting(false)
+			end()
+			return nil, ctx.Err()
+		case <-s.wakeups.stop:
+			o.waiting(false)
+			end()
+			return nil, ErrStopping
+		case <-o.poke:
+			// More room, or something handed in (taken above), finds
+			// nothing new to lease when the last look found nothing and
+			// nothing woke the loop since; a Poke does.
+			look = o.takeRelook() || !st.caughtUp
+			notifiedAt, wokenAt = time.Time{}, time.Time{}
+		case <-due:
+			st.retry = nil
+			look = true
+			caughtUp(false)
+			notifiedAt, wokenAt = time.Time{}, time.Time{}
+		case <-st.wake:
+			look, woken = true, true
+			caughtUp(false)
+			notifiedAt, wokenAt = s.wakeups.notifiedAt(host.ID), steptime.Now()
+		}
+		o.waiting(false)
+	}
+}
+
+// stillActive returns ErrHostGone when host was deactivated or re-claimed.
+func (s *Service) stillActive(ctx context.Context, host *store.Host) error {
+	h, err := s.store.HostGet(ctx, host.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrHostGone
+	}
+	if err != nil {
+		return fmt.Errorf("host: %w", err)
+	}
+	if h.Status != store.HostActive || h.Generation != host.Generation {
+		return ErrHostGone
+	}
+	return nil
+}
+
+// NewOutbox returns the outbox of a new connection, with no room until its
+// host grants some.
+func (s *Service) NewOutbox() *Outbox {
+	o := &Outbox{leaseFor: s.cfg.LeaseFor, poke: make(chan struct{}, 1)}
+	o.held = newRoom(&o.mu, s.cfg.MaxBatchBytes)
+	return o
+}
+
+// NewMarker returns the marker of a connection of host.
+func (s *Service) NewMarker(hostID string) *Marker {
+	m := &Marker{s: s, hostID: hostID, pending: map[string]time.Time{}}
+	m.cond = sync.NewCond(&m.mu)
+	return m
+}
+
+// HostStopping answers at once the host's long polls, with what was
+// already leased to them and nothing more: the host is stopping, and reads
+// their answers to hand back what they carry, where hanging up on them
+// would cost their deliveries an attempt no handler used. Those on this
+// replica end now, those on others when the store's listener tells them
+// (store.HostStopping); one whose replica does not hear of it answers as
+// ever, when work arrives or its wait ends.
+func (s *Service) HostStopping(ctx context.Context, hostID string) {
+	s.endPolls(hostID)
+	if err := s.store.HostStopping(context.WithoutCancel(ctx), hostID); err != nil {
+		s.log.Warn("tell other replicas a host is stopping", "host", hostID, "err", err)
+	}
+}
+
+// endPolls answers the host's long polls waiting on this replica at once.
+func (s *Service) endPolls(hostID string) { s.eachPoll(hostID, (*poll).end) }
+
+// eachPoll calls fn on each of hostID's polls waiting on this replica.
+func (s *Service) eachPoll(hostID string, fn func(*poll)) {
+	w := s.wakeups
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p := range w.polls[hostID] {
+		fn(p)
+	}
+}
+
+// reservePoll holds room for one delivery of hostID, of size body bytes,
+// on one of its long polls waiting on this replica with nothing found; nil
+// when there is none or the service stops waiting.
+func (s *Service) reservePoll(hostID string, size int) *Reservation {
+	w := s.wakeups
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return nil
+	}
+	for p := range w.polls[hostID] {
+		if v := p.reserve(s.cfg.LeaseFor, size); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// pendingPolls tells hostID's polls waiting here that a delivery of the
+// host was stored pending.
+func (s *Service) pendingPolls(hostID string) { s.eachPoll(hostID, (*poll).pending) }
+
+// Subscribe returns a channel that receives when the host may have work
+// (deliveries became available to it at once) or the host changed, and its
+// cancel. A receive
+// is a hint: look with Lease. The channel holds one wake-up; more while it
+// is full are merged.
+func (s *Service) Subscribe(hostID string) (<-chan struct{}, func()) {
+	w := s.wakeups
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.waiting[hostID] == nil {
+		w.waiting[hostID] = map[chan struct{}]bool{}
+	}
+	w.waiting[hostID][ch] = true
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.waiting[hostID], ch)
+		if len(w.waiting[hostID]) == 0 {
+			delete(w.waiting, hostID)
+		}
+	}
+}
+
+// Waiting is how many subscriptions are open, over every host.
+func (s *Service) Waiting() int {
+	s.wakeups.mu.Lock()
+	defer s.wakeups.mu.Unlock()
+	n := 0
+	for _, chs := range s.wakeups.waiting {
+		n += len(chs)
+	}
+	return n
+}
+
+// StopWaiting ends every wait at once, and every later one without
+// waiting: for a graceful shutdown. Stopping is what Stopping's channel
+// says.
+func (s *Service) StopWaiting() {
+	s.wakeups.mu.Lock()
+	defer s.wakeups.mu.Unlock()
+	if !s.wakeups.stopped {
+		s.wakeups.stopped = true
+		close(s.wakeups.stop)
+	}
+}
+
+// Stopping is closed once StopWaiting was called.
+func (s *Service) Stopping() <-chan struct{} { return s.wakeups.stop }
+
+// Ready is closed once the store's listener first listens (Listen).
+func (s *Service) Ready() <-chan struct{} { return s.wakeups.ready }
+
+// OnSocket sets what Listen tells of hosts' sockets opening and closing in
+// any replica (Connections.Observe). Call it before Listen.
+func (s *Service) OnSocket(fn func(store.SocketEvent)) { s.wakeups.socket = fn }
+
+// OnIPSetChanged sets what Listen tells of named IP sets stored anew in any
+// replica (store.DeliveryListenParams.IPSetChanged). Call it before Listen.
+func (s *Service) OnIPSetChanged(fn func(name string)) { s.wakeups.ipSetChanged = fn }
+
+// Listen feeds subscribers from the store's listener until ctx ends,
+// listening again a second after a failure. listening, when set, is called
+// each time the listener is in place (changes made while no one listened
+// went untold); changed, when set, with the id of a host whose settings
+// changed (store.DeliveryListenParams.Changed).
+func (s *Service) Listen(ctx context.Context, listening func(), changed func(hostID string)) {
+	for {
+		err := s.store.DeliveryListen(ctx, &store.DeliveryListenParams{
+			Listening: func() {
+				if listening != nil {
+					listening()
+				}
+				s.wakeups.once.Do(func() { close(s.wakeups.ready) })
+			},
+			Available:    s.wakeups.wake,
+			Socket:       s.wakeups.socket,
+			IPSetChanged: s.wakeups.ipSetChanged,
+			// A host that is stopping has its polls answered, on every
+			// replica (HostStopping).
+			Stopping: s.endPolls,
+			// A host that changed (deactivated, re-claimed) wakes its
+			// subscribers too: a pushing connection looks at the host
+			// again and closes if it is gone.
+			Changed: func(hostID string) {
+				if changed != nil {
+					changed(hostID)
+				}
+				s.wakeups.wake(hostID)
+			},
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("delivery listener failed; waiting heartbeats fall back to their timeout", "err", err)
+		t := s.clock.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.Chan():
+		}
+	}
 }

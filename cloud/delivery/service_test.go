@@ -88,7 +88,7 @@ func (b *bundle) lease() []string {
 	for i, d := range res.Deliveries {
 		ids[i] = d.ID
 	}
-	b.svc.Handed(b.ctx, b.host.ID, ids, nil)
+	b.svc.RecordWrite(b.ctx, b.host.ID, ids, nil)
 	return ids
 }
 
@@ -171,7 +171,7 @@ func TestServiceHandedOut(t *testing.T) {
 		res, err := b.svc.Lease(b.ctx, b.host, 1, 0)
 		require.NoError(t, err)
 		require.True(t, res.More)
-		b.svc.Handed(b.ctx, b.host.ID, []string{res.Deliveries[0].ID}, nil)
+		b.svc.RecordWrite(b.ctx, b.host.ID, []string{res.Deliveries[0].ID}, nil)
 		require.Equal(t, store.StatusDelivered, b.get(written).Status)
 
 		res, err = b.svc.Lease(b.ctx, b.host, 1, 0)
@@ -179,7 +179,7 @@ func TestServiceHandedOut(t *testing.T) {
 		require.False(t, res.More)
 		ctx, cancel := context.WithCancel(b.ctx)
 		cancel() // the host is gone: recorded regardless
-		b.svc.Handed(ctx, b.host.ID, []string{res.Deliveries[0].ID}, errors.New("broken pipe"))
+		b.svc.RecordWrite(ctx, b.host.ID, []string{res.Deliveries[0].ID}, errors.New("broken pipe"))
 		d := b.get(lost)
 		require.Equal(t, store.StatusRetrying, d.Status, "not written: the attempt failed")
 		require.Equal(t, 1, d.Attempts, "and counts")

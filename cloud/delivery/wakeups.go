@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -30,41 +29,6 @@ type wakeups struct {
 
 func newWakeups() *wakeups {
 	return &wakeups{waiting: map[string]map[chan struct{}]bool{}, stop: make(chan struct{}), ready: make(chan struct{})}
-}
-
-// Subscribe returns a channel that receives when the host may have work
-// (deliveries became available to it at once) or the host changed, and its
-// cancel. A receive
-// is a hint: look with Lease. The channel holds one wake-up; more while it
-// is full are merged.
-func (s *Service) Subscribe(hostID string) (<-chan struct{}, func()) {
-	w := s.wakeups
-	ch := make(chan struct{}, 1)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.waiting[hostID] == nil {
-		w.waiting[hostID] = map[chan struct{}]bool{}
-	}
-	w.waiting[hostID][ch] = true
-	return ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		delete(w.waiting[hostID], ch)
-		if len(w.waiting[hostID]) == 0 {
-			delete(w.waiting, hostID)
-		}
-	}
-}
-
-// Waiting is how many subscriptions are open, over every host.
-func (s *Service) Waiting() int {
-	s.wakeups.mu.Lock()
-	defer s.wakeups.mu.Unlock()
-	n := 0
-	for _, chs := range s.wakeups.waiting {
-		n += len(chs)
-	}
-	return n
 }
 
 // wake tells the host's subscribers to look for work. It never blocks.
@@ -115,72 +79,24 @@ func stamp(notified, woken, began time.Time, ds []*store.Delivery) {
 	}
 }
 
-// StopWaiting ends every wait at once, and every later one without
-// waiting: for a graceful shutdown. Stopping is what Stopping's channel
-// says.
-func (s *Service) StopWaiting() {
-	s.wakeups.mu.Lock()
-	defer s.wakeups.mu.Unlock()
-	if !s.wakeups.stopped {
-		s.wakeups.stopped = true
-		close(s.wakeups.stop)
+// watch makes p one of the host's polls the intake may reserve room on;
+// it returns its end.
+func (w *wakeups) watch(hostID string, p *poll) func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.polls == nil {
+		w.polls = map[string]map[*poll]bool{}
 	}
-}
-
-// Stopping is closed once StopWaiting was called.
-func (s *Service) Stopping() <-chan struct{} { return s.wakeups.stop }
-
-// Ready is closed once the store's listener first listens (Listen).
-func (s *Service) Ready() <-chan struct{} { return s.wakeups.ready }
-
-// OnSocket sets what Listen tells of hosts' sockets opening and closing in
-// any replica (Connections.Observe). Call it before Listen.
-func (s *Service) OnSocket(fn func(store.SocketEvent)) { s.wakeups.socket = fn }
-
-// OnIPSetChanged sets what Listen tells of named IP sets stored anew in any
-// replica (store.DeliveryListenParams.IPSetChanged). Call it before Listen.
-func (s *Service) OnIPSetChanged(fn func(name string)) { s.wakeups.ipSetChanged = fn }
-
-// Listen feeds subscribers from the store's listener until ctx ends,
-// listening again a second after a failure. listening, when set, is called
-// each time the listener is in place (changes made while no one listened
-// went untold); changed, when set, with the id of a host whose settings
-// changed (store.DeliveryListenParams.Changed).
-func (s *Service) Listen(ctx context.Context, listening func(), changed func(hostID string)) {
-	for {
-		err := s.store.DeliveryListen(ctx, &store.DeliveryListenParams{
-			Listening: func() {
-				if listening != nil {
-					listening()
-				}
-				s.wakeups.once.Do(func() { close(s.wakeups.ready) })
-			},
-			Available:    s.wakeups.wake,
-			Socket:       s.wakeups.socket,
-			IPSetChanged: s.wakeups.ipSetChanged,
-			// A host that is stopping has its polls answered, on every
-			// replica (HostStopping).
-			Stopping: s.endPolls,
-			// A host that changed (deactivated, re-claimed) wakes its
-			// subscribers too: a pushing connection looks at the host
-			// again and closes if it is gone.
-			Changed: func(hostID string) {
-				if changed != nil {
-					changed(hostID)
-				}
-				s.wakeups.wake(hostID)
-			},
-		})
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("delivery listener failed; waiting heartbeats fall back to their timeout", "err", err)
-		t := s.clock.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.Chan():
+	if w.polls[hostID] == nil {
+		w.polls[hostID] = map[*poll]bool{}
+	}
+	w.polls[hostID][p] = true
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.polls[hostID], p)
+		if len(w.polls[hostID]) == 0 {
+			delete(w.polls, hostID)
 		}
 	}
 }

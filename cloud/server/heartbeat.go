@@ -75,7 +75,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
 	}
 	// The host may be gone by now: what follows is recorded regardless.
-	s.deliveries.Handed(ctx, host.ID, ids, err)
+	s.deliveries.RecordWrite(ctx, host.ID, ids, err)
 }
 
 // fromWire is a heartbeat request as the delivery core takes it.

@@ -67,8 +67,8 @@ func (s *Server) WaitSockets(ctx context.Context) error {
 
 // socket upgrades a host's request to a socket on which the cloud pushes
 // its deliveries (shared/socket.go): authenticated as a heartbeat is, then
-// the delivery core's Next, Report, Record, Handed and Lost, decoded from
-// and encoded to frames.
+// the delivery core's NextPush, Report, Record, RecordWrite and
+// ConnectionLost, decoded from and encoded to frames.
 func (s *Server) socket(c *gin.Context) {
 	host, err := s.authHost(c)
 	if err != nil {
@@ -285,7 +285,7 @@ func (ss *socketSession) finish(err error) {
 
 // release fails the attempt of what was pushed and not reported, and of
 // what the intake leased to the socket and it never pushed: due again at
-// once (delivery.Lost).
+// once (delivery.ConnectionLost).
 func (ss *socketSession) release() {
 	// No more is leased to it; an insert holding room ends first.
 	ids := ss.outbox.Close()
@@ -296,7 +296,7 @@ func (ss *socketSession) release() {
 	}
 	ss.unreported = map[string]bool{}
 	ss.mu.Unlock()
-	if _, err := ss.s.deliveries.Lost(context.Background(), ss.host.ID, ids); err != nil {
+	if _, err := ss.s.deliveries.ConnectionLost(context.Background(), ss.host.ID, ids); err != nil {
 		ss.s.log.Warn("release deliveries of a closed socket; their leases will end", "host", ss.host.ID, "deliveries", len(ids), "err", err)
 	}
 }
@@ -481,12 +481,12 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 	for _, n := range f.Nacks {
 		others = append(others, n.DeliveryID)
 	}
-	r.Written = ss.marker.Take(f.Acks, others)
+	r.Unmarked = ss.marker.Take(f.Acks, others)
 	if r.HostStops() {
 		ss.outbox.HandingBack() // before what it hands back comes due
 	}
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, r); err != nil {
-		ss.marker.Restore(r.Written)
+		ss.marker.Restore(r.Unmarked)
 		return unavailable(err)
 	}
 	ss.mu.Lock()
@@ -590,7 +590,7 @@ func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 func (ss *socketSession) pushLoop(ctx context.Context) {
 	s := ss.s
 	for {
-		res, err := s.deliveries.Next(ctx, ss.host, ss.outbox)
+		res, err := s.deliveries.NextPush(ctx, ss.host, ss.outbox)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -642,7 +642,7 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 			s.metrics.wrote(transportSocket, ss.encoding(), len(ids))
 		} else {
 			ss.marker.Drop(ids)
-			s.deliveries.Handed(ctx, ss.host.ID, ids, err)
+			s.deliveries.RecordWrite(ctx, ss.host.ID, ids, err)
 		}
 		if err != nil {
 			ss.mu.Lock()

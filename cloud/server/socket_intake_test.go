@@ -72,6 +72,16 @@ func waitIdle(t *testing.T, s *Server, hostID string) {
 	}, 5*time.Second, time.Millisecond)
 }
 
+// settled waits until what waits for the host's work here — its socket's
+// push loop, or its long poll — has nothing to react to
+// (delivery.Intake.Idle), or done says it answered: once it is idle,
+// nothing happening is a fact, not a bet on time.
+func settled(t *testing.T, s *Server, hostID string, done func() bool) {
+	t.Helper()
+	in := s.leaser.(*delivery.Intake)
+	require.Eventually(t, func() bool { return in.Idle(hostID) || done() }, 5*time.Second, time.Millisecond)
+}
+
 // trail is a delivery's audit trail as (from, to, reason, attempt).
 func (b *bundle) trail(id string) []store.DeliveryEvent {
 	b.t.Helper()
@@ -152,8 +162,8 @@ func TestSocketIntakeWithoutRoomStoresPending(t *testing.T) {
 	require.Equal(t, []string{first}, hs.pushed(1))
 	b.clock.Advance(time.Millisecond)
 	second := b.intakeID(hostID, "b")
-	require.Never(t, func() bool { return b.status(hostID, second) != store.StatusQueued }, 100*time.Millisecond, 10*time.Millisecond,
-		"no credit left: stored pending")
+	settled(t, s, hostID, func() bool { return b.status(hostID, second) != store.StatusQueued })
+	require.Equal(t, store.StatusQueued, b.status(hostID, second), "no credit left: stored pending")
 
 	hs.send(shared.Frame{Type: shared.FrameCredit, Received: 1, Credit: 1})
 	require.Equal(t, []string{second}, hs.pushed(1), "leased once there is room")
@@ -176,7 +186,9 @@ func TestSocketClosingBeforeThePushLosesNothing(t *testing.T) {
 	<-lc.committed // stored leased to the socket, not yet handed to it
 	hs.conn.CloseNow()
 	// The socket's release waits for the insert holding its room.
-	require.Never(t, func() bool { return s.sockets.conns.Count() == 0 }, 100*time.Millisecond, 10*time.Millisecond)
+	in := s.leaser.(*delivery.Intake)
+	require.Eventually(t, func() bool { return in.Closing(hostID) || s.sockets.conns.Count() == 0 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 1, s.sockets.conns.Count())
 	close(lc.hold)
 	id := <-answered
 	require.NotEmpty(t, id, "the provider is answered")

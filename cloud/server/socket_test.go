@@ -220,7 +220,7 @@ func TestSocketRefusedBeforeUpgrade(t *testing.T) {
 }
 
 func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
-	b, _ := socketSetup(t)
+	b, s := socketSetup(t)
 	hostID, token := b.newHost("h")
 	hs := b.connect(token, 2)
 	ids := b.send3(hostID)
@@ -231,8 +231,8 @@ func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
 		require.Eventually(t, func() bool { return b.status(hostID, id) == store.StatusDelivered }, 5*time.Second, time.Millisecond,
 			"written: delivered, as a heartbeat's answer")
 	}
-	require.Never(t, func() bool { return b.status(hostID, ids[2]) != store.StatusQueued }, 200*time.Millisecond, 10*time.Millisecond,
-		"no credit left: the third waits")
+	settled(t, s, hostID, func() bool { return b.status(hostID, ids[2]) != store.StatusQueued })
+	require.Equal(t, store.StatusQueued, b.status(hostID, ids[2]), "no credit left: the third waits")
 
 	hs.send(shared.Frame{Type: shared.FrameCredit, Received: 2, Credit: 1})
 	require.Equal(t, ids[2:], hs.pushed(1))
@@ -455,7 +455,13 @@ func TestSocketRefusesBadFrames(t *testing.T) {
 	}
 }
 
+// socketTimers is how many timers an idle socket, with nothing pushed,
+// sets on the fake clock: its ping and its token's expiry.
+const socketTimers = 2
+
 func TestSocketClosedWhenItsTokenExpiresUnlessRefreshed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	b, s := socketSetup(t)
 	_, token := b.newHost("h")
 	hs := b.connect(token, 0)
@@ -472,10 +478,13 @@ func TestSocketClosedWhenItsTokenExpiresUnlessRefreshed(t *testing.T) {
 	// Pings are answered while the test host reads.
 	done := make(chan websocket.StatusCode, 1)
 	go func() { done <- hs.closedWith() }()
-	require.Never(t, func() bool {
-		b.clock.Advance(time.Minute) // past the first token's 15 min
-		return len(done) > 0
-	}, 300*time.Millisecond, 50*time.Millisecond)
+	// Past the first token's 15 min, the socket's expiry fires, finds the
+	// fresh token's end and is set again, as its ping is: once both wait on
+	// the clock again, the socket staying open is a fact, not a bet on time.
+	require.NoError(t, b.clock.BlockUntilContext(ctx, socketTimers))
+	b.clock.Advance(6 * time.Minute)
+	require.NoError(t, b.clock.BlockUntilContext(ctx, socketTimers))
+	require.Empty(t, done)
 	b.clock.Advance(15 * time.Minute)
 	require.Equal(t, websocket.StatusCode(shared.CloseTokenExpired), <-done)
 }

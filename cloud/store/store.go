@@ -506,7 +506,7 @@ type DeliveryAckParams struct {
 	Now     time.Time
 }
 
-// Written is a delivery written to its host at At.
+// Written is a delivery written to its host at At, its mark as delivered put off (DeliveryAckParams.Written).
 type Written struct {
 	ID string
 	At time.Time
