@@ -7,7 +7,7 @@
 //
 // It speaks no HTTP: the cloud's edge (cloud/server) reads the request,
 // applies the body budget and the rate limit, verifies the signature and
-// answers; errors from here are *Error values with one of shared's codes,
+// answers; errors from here are *shared.Error values with one of shared's codes,
 // which the edge translates once.
 package intake
 
@@ -106,29 +106,11 @@ const (
 	OutcomeQuarantineRateLimited = "quarantine_rate_limited"
 )
 
-// Error is a refusal intake decides. Code is one of shared's codes; the
-// edge answers it with shared.HTTPStatus(Code) and Message.
-type Error struct {
-	Code    string
-	Message string
-	Cause   error // logged, never answered
-	Quiet   bool  // a 5xx intake logged itself (sampled): the edge does not
-}
-
-func (e *Error) Error() string {
-	if e.Cause != nil {
-		return e.Message + ": " + e.Cause.Error()
-	}
-	return e.Message
-}
-
-func (e *Error) Unwrap() error { return e.Cause }
-
-func errNotFound(msg string) error { return &Error{Code: shared.CodeNotFound, Message: msg} }
+func errNotFound(msg string) error { return &shared.Error{Code: shared.CodeNotFound, Message: msg} }
 
 // ErrUnavailable marks a storage failure: the sender should retry later.
 func ErrUnavailable(cause error) error {
-	return &Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Cause: cause}
+	return &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Cause: cause}
 }
 
 // IsUnavailable reports a storage failure (ErrUnavailable): the request
@@ -136,7 +118,7 @@ func ErrUnavailable(cause error) error {
 func IsUnavailable(err error) bool { return codeOf(err) == shared.CodeUnavailable }
 
 func codeOf(err error) string {
-	var e *Error
+	var e *shared.Error
 	if errors.As(err, &e) {
 		return e.Code
 	}
@@ -145,11 +127,11 @@ func codeOf(err error) string {
 
 // ErrSecretUnavailable answers a request the quarantine took or had no
 // room for; the quarantine logs it, sampled.
-var ErrSecretUnavailable = &Error{Code: shared.CodeUnavailable, Message: "source secret unavailable, retry later", Quiet: true}
+var ErrSecretUnavailable = &shared.Error{Code: shared.CodeUnavailable, Message: "source secret unavailable, retry later", Quiet: true}
 
 // ErrReplayNotHeld answers a suspected replay the quarantine had no room
 // for: 503, as for a quarantine that is full; holdReplay logs it, sampled.
-var ErrReplayNotHeld = &Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Quiet: true}
+var ErrReplayNotHeld = &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Quiet: true}
 
 // Config is the service's dependencies and bounds. All but the bounds and
 // IPSetURLs are required.

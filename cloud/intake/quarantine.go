@@ -287,7 +287,7 @@ func (s *Service) ReleaseHeld(ctx context.Context, id int64) (*Admitted, error) 
 		return nil, ErrUnavailable(err)
 	}
 	if q.Kind != store.QuarantineReplay {
-		return nil, &Error{Code: shared.CodeConflict,
+		return nil, &shared.Error{Code: shared.CodeConflict,
 			Message: "this request waits for a key that decrypts its source's secret: the release passes take it (POST /api/quarantine/release)"}
 	}
 	t, err := s.resolve(ctx, q.HostID, q.Source)

@@ -40,7 +40,7 @@ const TargetTTL = 10 * time.Second
 var SourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Target returns the target hostID and name make, from the cache or the
-// store. Errors are *Error: not found or gone for the sender (answered at
+// store. Errors are *shared.Error: not found or gone for the sender (answered at
 // once for a name that could not exist, and cached otherwise), internal
 // for a provider this build does not know, unavailable for a storage
 // failure (IsUnavailable). A secret that does not open is not an error:
@@ -83,7 +83,7 @@ func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, er
 	case err != nil:
 		return nil, ErrUnavailable(err)
 	case host.Status != store.HostActive:
-		return nil, &Error{Code: shared.CodeGone, Message: "host is deactivated"}
+		return nil, &shared.Error{Code: shared.CodeGone, Message: "host is deactivated"}
 	}
 	src, err := s.store.SourceGet(ctx, hostID, name)
 	switch {
@@ -96,7 +96,7 @@ func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, er
 	}
 	provider, ok := verify.Lookup(src.Provider)
 	if !ok {
-		return nil, &Error{Code: shared.CodeInternal, Message: "internal error",
+		return nil, &shared.Error{Code: shared.CodeInternal, Message: "internal error",
 			Cause: fmt.Errorf("source %s/%s: unknown provider %q", hostID, name, src.Provider)}
 	}
 	allow, err := s.resolveAllow(ctx, src)

@@ -41,8 +41,8 @@ func (s *Server) authAttempt(c *gin.Context) (*authAttempt, bool) {
 	if refund == nil {
 		s.logAuthFailure(c, client, "too many failed attempts: answered 429")
 		c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		s.writeError(c, &apiError{code: shared.CodeRateLimited,
-			message: "too many failed attempts from this address: retry after the time in Retry-After"})
+		s.writeError(c, &shared.Error{Code: shared.CodeRateLimited,
+			Message: "too many failed attempts from this address: retry after the time in Retry-After"})
 		return nil, false
 	}
 	return &authAttempt{s: s, c: c, client: client, refund: refund}, true
@@ -80,13 +80,13 @@ func (s *Server) logAuthFailure(c *gin.Context, client, reason string) {
 // not_implemented (no admin token configured); see Describe.
 func (s *Server) CheckAdminLogin(c *gin.Context, token string) (wait time.Duration, err error) {
 	if s.cfg.AdminToken == "" {
-		return 0, &apiError{code: shared.CodeNotImplemented, message: "logging in is disabled: set RELAY_ADMIN_TOKEN"}
+		return 0, &shared.Error{Code: shared.CodeNotImplemented, Message: "logging in is disabled: set RELAY_ADMIN_TOKEN"}
 	}
 	client := authClient(c)
 	refund, wait := s.authLimits.Take(client, s.clock.Now())
 	if refund == nil {
 		s.logAuthFailure(c, client, "too many failed attempts: refused")
-		return wait, &apiError{code: shared.CodeRateLimited, message: "too many failed attempts from this address: try again later"}
+		return wait, &shared.Error{Code: shared.CodeRateLimited, Message: "too many failed attempts from this address: try again later"}
 	}
 	if !auth.BearerEqual(token, s.cfg.AdminToken) {
 		s.logAuthFailure(c, client, "wrong admin token")

@@ -7,91 +7,69 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
 )
 
-// apiError is an error with the code it is answered with (its status is
-// shared.HTTPStatus's).
-type apiError struct {
-	code    string
-	message string
-	cause   error // logged, never answered
-	quiet   bool  // a 5xx its caller logs (sampled): writeError does not
-}
-
-func (e *apiError) Error() string {
-	if e.cause != nil {
-		return e.message + ": " + e.cause.Error()
-	}
-	return e.message
-}
-
-func (e *apiError) Unwrap() error { return e.cause }
-
 func errInvalid(msg string) error {
-	return &apiError{code: shared.CodeInvalid, message: msg}
+	return &shared.Error{Code: shared.CodeInvalid, Message: msg}
 }
 func errUnauthorized(msg string) error {
-	return &apiError{code: shared.CodeUnauthorized, message: msg}
+	return &shared.Error{Code: shared.CodeUnauthorized, Message: msg}
 }
 func errNotFound(msg string) error {
-	return &apiError{code: shared.CodeNotFound, message: msg}
+	return &shared.Error{Code: shared.CodeNotFound, Message: msg}
 }
 
 // errUnavailable marks a storage failure: the sender should retry later.
 func errUnavailable(cause error) error {
-	return &apiError{code: shared.CodeUnavailable, message: "storage unavailable, retry later", cause: cause}
+	return &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Cause: cause}
 }
 
 // isUnavailable reports a storage failure (errUnavailable): the request may
 // succeed later.
 func isUnavailable(err error) bool {
-	var ae *apiError
-	return errors.As(err, &ae) && ae.code == shared.CodeUnavailable || intake.IsUnavailable(err)
+	var ae *shared.Error
+	return errors.As(err, &ae) && ae.Code == shared.CodeUnavailable
 }
 
-// Describe is the code and message an error is answered with: an
-// apiError's own, the store's domain errors', else internal (the detail
+// Describe is the code and message an error is answered with: a
+// shared.Error's own, the store's domain errors', else internal (the detail
 // stays out of the message). Its status is shared.HTTPStatus(code). The
 // console shows errors of the functions it shares with the API this way.
 func Describe(err error) (code, message string) {
 	ae := describe(err)
-	return ae.code, ae.message
+	return ae.Code, ae.Message
 }
 
-func describe(err error) *apiError {
-	var ae *apiError
-	var ie *intake.Error
+func describe(err error) *shared.Error {
+	var ae *shared.Error
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.As(err, &ie):
-		return &apiError{code: ie.Code, message: ie.Message, cause: ie.Cause, quiet: ie.Quiet}
 	case errors.Is(err, store.ErrNotFound):
-		return &apiError{code: shared.CodeNotFound, message: "not found"}
+		return &shared.Error{Code: shared.CodeNotFound, Message: "not found"}
 	case errors.Is(err, store.ErrConflict):
-		return &apiError{code: shared.CodeConflict, message: "conflict with an existing record"}
+		return &shared.Error{Code: shared.CodeConflict, Message: "conflict with an existing record"}
 	default:
-		return &apiError{code: shared.CodeInternal, message: "internal error", cause: err}
+		return &shared.Error{Code: shared.CodeInternal, Message: "internal error", Cause: err}
 	}
 }
 
 // writeError is the one place errors become HTTP answers. Errors that are not
-// apiErrors are internal: logged with their detail, answered without it.
+// shared.Errors are internal: logged with their detail, answered without it.
 func (s *Server) writeError(c *gin.Context, err error) {
 	ae := describe(err)
-	if ae.code == shared.CodeInternal && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
-		ae = &apiError{code: shared.CodeCanceled, message: "request canceled"}
+	if ae.Code == shared.CodeInternal && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		ae = &shared.Error{Code: shared.CodeCanceled, Message: "request canceled"}
 	}
-	status := shared.HTTPStatus(ae.code)
-	if status >= 500 && !ae.quiet {
+	status := shared.HTTPStatus(ae.Code)
+	if status >= 500 && !ae.Quiet {
 		s.log.LogAttrs(c.Request.Context(), slog.LevelError, "request failed",
 			slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 			slog.Int("status", status), slog.Any("err", err))
 	}
-	writeErrorDetail(c, ae.code, ae.message)
+	writeErrorDetail(c, ae.Code, ae.Message)
 }
 
 // writeErrorDetail answers code and message in the common error shape, with

@@ -198,7 +198,7 @@ func (s *Server) NewClaimCode(ctx context.Context, hostID string) (*shared.Creat
 	if errors.Is(err, store.ErrNotFound) {
 		// Unknown, or deactivated: a deactivated host cannot be claimed.
 		if h, gerr := s.store.HostGet(ctx, hostID); gerr == nil && h.Status != store.HostActive {
-			return nil, &apiError{code: shared.CodeGone, message: "host is deactivated: it cannot be claimed again"}
+			return nil, &shared.Error{Code: shared.CodeGone, Message: "host is deactivated: it cannot be claimed again"}
 		}
 	}
 	if err != nil {
@@ -321,7 +321,7 @@ func (s *Server) token(c *gin.Context) {
 	}
 	at.succeeded()
 	if h.Status != store.HostActive {
-		s.writeError(c, &apiError{code: shared.CodeGone, message: "host is deactivated"})
+		s.writeError(c, &shared.Error{Code: shared.CodeGone, Message: "host is deactivated"})
 		return
 	}
 	tok, exp, err := s.tokens.Issue(h.ID, h.Generation)
@@ -336,7 +336,7 @@ func (s *Server) token(c *gin.Context) {
 // the host is active and the token's generation is current (so deactivating
 // or re-claiming a host revokes its tokens at once).
 func (s *Server) authHost(c *gin.Context) (*store.Host, error) {
-	tok, ok := bearer(c.Request)
+	tok, ok := auth.Bearer(c.Request)
 	if !ok {
 		return nil, errUnauthorized("missing bearer token")
 	}

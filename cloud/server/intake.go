@@ -18,9 +18,9 @@ import (
 )
 
 // errBadSignature is the one answer for every verification failure.
-var errBadSignature = &apiError{code: shared.CodeUnauthorized, message: "signature verification failed"}
+var errBadSignature = &shared.Error{Code: shared.CodeUnauthorized, Message: "signature verification failed"}
 
-var errRateLimited = &apiError{code: shared.CodeRateLimited, message: "over this host's rate limit, retry later"}
+var errRateLimited = &shared.Error{Code: shared.CodeRateLimited, Message: "over this host's rate limit, retry later"}
 
 // receive takes POST /api/webhooks/:hostId/:source, in DESIGN.md's order:
 // host exists and is active, source configured and enabled, the client
@@ -153,7 +153,7 @@ func (s *Server) rateLimited(c *gin.Context, src *store.Source, provider verify.
 	s.writeError(c, errRateLimited)
 }
 
-var errOverBudget = &apiError{code: shared.CodeUnavailable, message: "too many request bodies in flight, retry later"}
+var errOverBudget = &shared.Error{Code: shared.CodeUnavailable, Message: "too many request bodies in flight, retry later"}
 
 // overBudgetRetryAfter is the Retry-After of a request refused for the
 // body budget: a flood's requests end within seconds.
@@ -173,7 +173,7 @@ func (s *Server) overBudget(c *gin.Context, src *store.Source, provider verify.P
 func (s *Server) tooLarge(c *gin.Context, src *store.Source, provider verify.Provider, limit int64) {
 	msg := fmt.Sprintf("body over this source's limit of %d bytes", limit)
 	s.reject(c, src, provider, 413, msg, intake.OutcomeTooLarge)
-	s.writeError(c, &apiError{code: shared.CodeTooLarge, message: msg})
+	s.writeError(c, &shared.Error{Code: shared.CodeTooLarge, Message: msg})
 }
 
 // HostRate is the rate limit intake applies to a host: its own settings,

@@ -12,7 +12,7 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-var errNotAllowed = &apiError{code: shared.CodeForbidden, message: "this address may not send webhooks to this source"}
+var errNotAllowed = &shared.Error{Code: shared.CodeForbidden, Message: "this address may not send webhooks to this source"}
 
 // clientAllowed says whether the request's client address — the TCP peer,
 // or X-Forwarded-For's through RELAY_TRUSTED_PROXIES, as gin's ClientIP

@@ -14,6 +14,7 @@ import (
 	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/limits"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/transport"
 	"github.com/relaykit/relay/cloud/verify"
 )
 
@@ -36,25 +37,6 @@ type metrics struct {
 	connsRefused prometheus.Counter
 	// sent counts webhooks written to hosts, by transport and encoding.
 	sent *prometheus.CounterVec
-}
-
-// Transports and encodings, the labels of relay_webhooks_sent_total: what
-// really went on the wire. A long poll's answer is binary, JSON, or JSON
-// gzip-compressed; a socket's webhooks frames are binary or JSON, each
-// "+deflate" on a socket that agreed to permessage-deflate.
-const (
-	transportSocket   = "socket"
-	transportLongPoll = "long_poll"
-	encodingBinary    = "binary"
-	encodingJSON      = "json"
-	encodingGzip      = "gzip"
-	deflateSuffix     = "+deflate"
-)
-
-// sentEncodings are the encodings each transport sends in.
-var sentEncodings = map[string][]string{
-	transportLongPoll: {encodingBinary, encodingJSON, encodingGzip},
-	transportSocket:   {encodingBinary, encodingJSON, encodingBinary + deflateSuffix, encodingJSON + deflateSuffix},
 }
 
 func newMetrics() *metrics {
@@ -113,7 +95,7 @@ func newMetrics() *metrics {
 		Name: "relay_webhooks_sent_total",
 		Help: "Webhooks written to hosts, by transport (socket, long_poll) and encoding (binary, json; gzip for the long poll; binary+deflate, json+deflate for a socket with permessage-deflate).",
 	}, []string{"transport", "encoding"})
-	for t, es := range sentEncodings {
+	for t, es := range transport.SentEncodings {
 		for _, e := range es {
 			m.sent.WithLabelValues(t, e)
 		}
@@ -147,9 +129,9 @@ func (m *metrics) KeysOK(ok bool) {
 	}
 }
 
-// wrote counts n webhooks written to a host over transport in encoding
-// (one of sentEncodings[transport]).
-func (m *metrics) wrote(transport, encoding string, n int) {
+// Wrote counts n webhooks written to a host over transport in encoding
+// (one of transport.SentEncodings[transport]).
+func (m *metrics) Wrote(transport, encoding string, n int) {
 	if n == 0 {
 		return
 	}

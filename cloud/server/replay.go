@@ -48,7 +48,7 @@ func (s *Server) ReplayDelivery(ctx context.Context, hostID, id, toHostID string
 		return nil, hostErr(err)
 	}
 	if to.Status != store.HostActive {
-		return nil, &apiError{code: shared.CodeConflict, message: "host " + to.ID + " is deactivated: a replay would never be handed out"}
+		return nil, &shared.Error{Code: shared.CodeConflict, Message: "host " + to.ID + " is deactivated: a replay would never be handed out"}
 	}
 	delays, maxAttempts := orig.RetryDelays, 0
 	if src, err := s.store.SourceGet(ctx, to.ID, orig.Source); err == nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/relaykit/relay/cloud/openapi"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/transport"
 	"github.com/relaykit/relay/shared"
 	"github.com/relaykit/relay/shared/telemetry"
 )
@@ -170,10 +171,11 @@ type Server struct {
 	accessLogs *limits.LogBudget   // 4xx and 5xx access log lines, per route and status
 	metrics    *metrics
 	deliveries *delivery.Service
-	intake     *intake.Service    // a provider's request becomes a stored delivery
-	leaser     intake.Leaser      // leases at intake to a host's socket or waiting long poll
-	sockets    *sockets           // hosts' open sockets
-	bodies     *limits.BodyBudget // intake's request bodies in flight
+	intake     *intake.Service       // a provider's request becomes a stored delivery
+	leaser     intake.Leaser         // leases at intake to a host's socket or waiting long poll
+	hosts      *transport.Transports // the hosts' long polls and sockets
+	conns      *delivery.Connections // the hosts' sockets across replicas
+	bodies     *limits.BodyBudget    // intake's request bodies in flight
 	mounts     []mount
 	// ipSetsRefreshed, when set (by tests), is called after each
 	// scheduled refresh of the named IP sets.
@@ -210,16 +212,28 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 	}
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
 		MaxWait: cfg.MaxWait, Changed: func(hostID string) { s.intake.Forget(hostID) }, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
-	s.sockets = &sockets{conns: delivery.NewConnections(st, clock, log, socketTakeover)}
-	s.leaser = delivery.NewIntake(s.sockets.conns, s.deliveries)
+	s.conns = delivery.NewConnections(st, clock, log, transport.SocketTakeover)
+	s.leaser = delivery.NewIntake(s.conns, s.deliveries)
+	s.hosts = transport.New(transport.Config{Edge: hostEdge{s}, Deliveries: s.deliveries, Conns: s.conns, Tokens: tokens,
+		Metrics: s.metrics, Clock: clock, Log: log, MaxHeartbeatReq: cfg.MaxHeartbeatReq,
+		HeartbeatFloor: cfg.HeartbeatFloor, OutgoingChanged: cfg.OutgoingChanged})
 	s.intake = intake.New(s.intakeConfig(intake.Config{}))
-	s.deliveries.OnSocket(s.sockets.conns.Observe)
+	s.deliveries.OnSocket(s.conns.Observe)
 	// Targets hold their sets' prefixes: a set stored anew by any replica
 	// drops them all.
 	s.deliveries.OnIPSetChanged(func(string) { s.intake.ForgetAll() })
 	s.bodies.Changed = cfg.InflightChanged
 	s.metrics.reg.MustRegister(bodyGauge(s.bodies))
 	return s
+}
+
+// hostEdge is the edge the hosts' transports are mounted on.
+type hostEdge struct{ s *Server }
+
+func (e hostEdge) AuthHost(c *gin.Context) (*store.Host, error) { return e.s.authHost(c) }
+func (e hostEdge) WriteError(c *gin.Context, err error)         { e.s.writeError(c, err) }
+func (e hostEdge) DecodeJSON(c *gin.Context, limit int64, v any) error {
+	return decodeJSON(c, limit, v)
 }
 
 // intakeConfig is base with the server's dependencies and bounds.
@@ -283,8 +297,8 @@ func (s *Server) Handler() http.Handler {
 
 	r.POST("/api/hosts/claim", s.claim)
 	r.POST("/api/hosts/token", s.token)
-	r.POST("/api/hosts/heartbeat", s.heartbeat)
-	r.GET(shared.PathSocket, s.socket)
+	r.POST("/api/hosts/heartbeat", s.hosts.Heartbeat)
+	r.GET(shared.PathSocket, s.hosts.Socket)
 	r.GET(shared.PathHostDeliveries, s.hostDeliveries)
 	r.GET(shared.PathHostSources, s.hostSources)
 
@@ -380,16 +394,16 @@ func (s *Server) accessLog(c *gin.Context) {
 // requireAdmin checks the admin bearer token (CheckAdminLogin). Without a
 // configured token the admin API refuses everything.
 func (s *Server) requireAdmin(c *gin.Context) {
-	tok, _ := bearer(c.Request)
+	tok, _ := auth.Bearer(c.Request)
 	if wait, err := s.CheckAdminLogin(c, tok); err != nil {
-		var ae *apiError
+		var ae *shared.Error
 		if errors.As(err, &ae) {
-			switch ae.code {
+			switch ae.Code {
 			case shared.CodeNotImplemented:
-				err = &apiError{code: ae.code, message: "admin API disabled: set RELAY_ADMIN_TOKEN"}
+				err = &shared.Error{Code: ae.Code, Message: "admin API disabled: set RELAY_ADMIN_TOKEN"}
 			case shared.CodeRateLimited:
 				c.Header("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-				err = &apiError{code: ae.code, message: "too many failed attempts from this address: retry after the time in Retry-After"}
+				err = &shared.Error{Code: ae.Code, Message: "too many failed attempts from this address: retry after the time in Retry-After"}
 			case shared.CodeUnauthorized:
 				c.Header("WWW-Authenticate", `Bearer realm="relay-admin"`)
 				err = errUnauthorized("missing or wrong admin token")
@@ -399,15 +413,6 @@ func (s *Server) requireAdmin(c *gin.Context) {
 		return
 	}
 	c.Next()
-}
-
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", false
-	}
-	return strings.TrimSpace(tok), true
 }
 
 // decodeJSON reads a JSON request body of at most limit bytes into v,
@@ -420,12 +425,12 @@ func decodeJSON(c *gin.Context, limit int64, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &apiError{code: shared.CodeTooLarge, message: fmt.Sprintf("request body over %d bytes", limit)}
+			return &shared.Error{Code: shared.CodeTooLarge, Message: fmt.Sprintf("request body over %d bytes", limit)}
 		}
 		if errors.Is(err, io.EOF) {
 			return errInvalid("request body is empty: want a JSON object")
 		}
-		return errInvalid(describeJSONError(err))
+		return errInvalid(shared.DescribeJSONError(err))
 	}
 	if dec.More() {
 		return errInvalid("malformed JSON: trailing data after the object")
@@ -435,19 +440,3 @@ func decodeJSON(c *gin.Context, limit int64, v any) error {
 
 // now is the server's clock, truncated to the milliseconds stores keep.
 func (s *Server) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
-
-// holdOutgoing tells Config.OutgoingChanged of the body bytes of ds, leased
-// and about to be encoded and written to their host, and returns what tells
-// it they are no longer held (once written, or not).
-func (s *Server) holdOutgoing(ds []*store.Delivery) (release func()) {
-	var n int64
-	for _, d := range ds {
-		n += int64(len(d.RawBody))
-	}
-	changed := s.cfg.OutgoingChanged
-	if changed == nil || n == 0 {
-		return func() {}
-	}
-	changed(n)
-	return func() { changed(-n) }
-}

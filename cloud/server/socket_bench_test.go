@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/transport"
 	"github.com/relaykit/relay/shared"
 	"github.com/relaykit/relay/shared/sharedtest"
 )
@@ -83,7 +84,7 @@ func benchSocketFrames(b *testing.B, frame []byte, deflate, read bool) {
 	conn, resp, err := websocket.Dial(ctx, "ws"+srv.URL[len("http"):], opts)
 	require.NoError(b, err)
 	defer conn.CloseNow()
-	require.Equal(b, deflate, deflateAgreed(resp.Header))
+	require.Equal(b, deflate, transport.DeflateAgreed(resp.Header))
 	conn.SetReadLimit(64 << 20) // the host's
 	handshake := wire.Load()
 

@@ -187,8 +187,8 @@ func TestSocketClosingBeforeThePushLosesNothing(t *testing.T) {
 	hs.conn.CloseNow()
 	// The socket's release waits for the insert holding its room.
 	in := s.leaser.(*delivery.Intake)
-	require.Eventually(t, func() bool { return in.Closing(hostID) || s.sockets.conns.Count() == 0 }, 5*time.Second, time.Millisecond)
-	require.Equal(t, 1, s.sockets.conns.Count())
+	require.Eventually(t, func() bool { return in.Closing(hostID) || s.conns.Count() == 0 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 1, s.conns.Count())
 	close(lc.hold)
 	id := <-answered
 	require.NotEmpty(t, id, "the provider is answered")

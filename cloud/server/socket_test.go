@@ -25,6 +25,7 @@ import (
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
+	"github.com/relaykit/relay/cloud/transport"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -269,7 +270,7 @@ func TestSocketBinaryWebhooksFrames(t *testing.T) {
 			}
 			hs, resp, err := b.dialSocketWith(token, opts)
 			require.NoError(t, err)
-			require.Equal(t, tc.deflate, deflateAgreed(resp.Header), "the upgrade's answer")
+			require.Equal(t, tc.deflate, transport.DeflateAgreed(resp.Header), "the upgrade's answer")
 			hs.send(shared.Frame{Type: shared.FrameHello, AgentVersion: "test", Credit: 10, RawBodyOnly: true, BinaryWebhooks: binary})
 			require.Equal(t, shared.FrameWelcome, hs.read().Type)
 			want := map[string][]byte{}
@@ -360,7 +361,7 @@ func TestDeflateAgreed(t *testing.T) {
 		if ext != "" {
 			h.Set("Sec-WebSocket-Extensions", ext)
 		}
-		require.Equal(t, want, deflateAgreed(h), ext)
+		require.Equal(t, want, transport.DeflateAgreed(h), ext)
 	}
 }
 
@@ -507,7 +508,7 @@ func TestSocketRecordsContactEveryOtherPing(t *testing.T) {
 		return last.After(hello)
 	}, 20*time.Second, 10*time.Millisecond)
 	// The first ping (20 s) is not recorded; the second (40 s) is.
-	require.GreaterOrEqual(t, last.Sub(hello), socketContactEvery)
+	require.GreaterOrEqual(t, last.Sub(hello), transport.SocketContactEvery)
 	require.Less(t, last.Sub(hello), 2*shared.SocketPingEvery+5*time.Second)
 }
 

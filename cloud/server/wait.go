@@ -13,3 +13,8 @@ func (s *Server) StopWaiting() { s.deliveries.StopWaiting() }
 func (s *Server) RunWakeups(ctx context.Context) {
 	s.deliveries.Listen(ctx, s.intake.ForgetAll, s.intake.Forget)
 }
+
+// WaitSockets waits until every socket's handler returned (after
+// StopWaiting closed them), or ctx ends: hijacked connections are not
+// waited for by the HTTP server's Shutdown.
+func (s *Server) WaitSockets(ctx context.Context) error { return s.hosts.WaitSockets(ctx) }

@@ -1,4 +1,4 @@
-package server
+package transport
 
 import (
 	"bytes"
@@ -20,34 +20,34 @@ import (
 	"github.com/relaykit/relay/shared/steptime"
 )
 
-// heartbeat applies a host's acks, nacks and extends, records that it is
+// Heartbeat applies a host's acks, nacks and extends, records that it is
 // alive, and hands out its next batch of deliveries under a lease: the
 // delivery core's Heartbeat, decoded from and encoded to the wire. The host
 // id comes only from the verified token.
-func (s *Server) heartbeat(c *gin.Context) {
-	host, err := s.authHost(c)
+func (s *Transports) Heartbeat(c *gin.Context) {
+	host, err := s.edge.AuthHost(c)
 	if err != nil {
-		s.writeError(c, err)
+		s.edge.WriteError(c, err)
 		return
 	}
 	var req shared.HeartbeatRequest
-	if err := decodeJSON(c, s.cfg.MaxHeartbeatReq, &req); err != nil {
-		s.writeError(c, err)
+	if err := s.edge.DecodeJSON(c, s.cfg.MaxHeartbeatReq, &req); err != nil {
+		s.edge.WriteError(c, err)
 		return
 	}
 	if err := req.Validate(); err != nil {
-		s.writeError(c, errInvalid(err.Error()))
+		s.edge.WriteError(c, errInvalid(err.Error()))
 		return
 	}
 	hb, err := fromWire(&req)
 	if err != nil {
-		s.writeError(c, err)
+		s.edge.WriteError(c, err)
 		return
 	}
 	ctx := c.Request.Context()
 	res, err := s.deliveries.Heartbeat(ctx, host, hb)
 	if err != nil {
-		s.writeError(c, errUnavailable(err))
+		s.edge.WriteError(c, errUnavailable(err))
 		return
 	}
 	defer s.holdOutgoing(res.Deliveries)()
@@ -70,7 +70,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		err = s.writeJSON(c, 200, resp)
 	}
 	if err == nil {
-		s.metrics.wrote(transportLongPoll, encoding, len(ids))
+		s.metrics.Wrote(TransportLongPoll, encoding, len(ids))
 	} else {
 		s.log.Warn("heartbeat response not written", "host", host.ID, "leased", len(ids), "err", err)
 	}
@@ -168,7 +168,7 @@ func acceptsBinary(accept string) bool {
 // (shared.AppendHeartbeatAnswer), built in full in a pooled buffer and
 // sent with its Content-Length and no compression: each body is copied
 // once, into the answer. It reports whether the whole answer was written.
-func (s *Server) writeBinaryAnswer(c *gin.Context, r *shared.HeartbeatResponse) error {
+func (s *Transports) writeBinaryAnswer(c *gin.Context, r *shared.HeartbeatResponse) error {
 	data, err := shared.AppendHeartbeatAnswer(frameBuffer(), r)
 	if err != nil {
 		return fmt.Errorf("write response: %w", err)
@@ -188,13 +188,13 @@ func (s *Server) writeBinaryAnswer(c *gin.Context, r *shared.HeartbeatResponse) 
 // writeJSON writes v, gzip-compressed when the client accepts it, and
 // reports whether the whole answer was written.
 //
-// An answer up to maxSizedAnswer is encoded in full first and sent with
+// An answer up to MaxSizedAnswer is encoded in full first and sent with
 // its Content-Length, so the host has all of it as soon as it is flushed:
 // a streamed (chunked) answer ends only when the handler returns, and the
 // heartbeat's handler still records the hand-out (a store commit) after
 // writing, which the host would wait for before it could read its last
 // byte. A larger answer is streamed from where the bound was passed.
-func (s *Server) writeJSON(c *gin.Context, status int, v any) error {
+func (s *Transports) writeJSON(c *gin.Context, status int, v any) error {
 	c.Header("Content-Type", "application/json; charset=utf-8")
 	// The answer's encoding follows Accept (binary or JSON) as well.
 	c.Header("Vary", "Accept, Accept-Encoding")
@@ -229,13 +229,13 @@ func jsonEncoding(r *http.Request) string {
 	return encodingJSON
 }
 
-// maxSizedAnswer bounds the answer held in memory to be sent with its
+// MaxSizedAnswer bounds the answer held in memory to be sent with its
 // length: a heartbeat answer of a few webhooks (the long poll's) is far
 // below it; a drain's batch of megabytes streams past it.
-const maxSizedAnswer = 1 << 20
+const MaxSizedAnswer = 1 << 20
 
 // answerWriter holds an answer until it is complete or passes
-// maxSizedAnswer, then writes it to w with its status.
+// MaxSizedAnswer, then writes it to w with its status.
 type answerWriter struct {
 	w         http.ResponseWriter
 	status    int
@@ -249,7 +249,7 @@ func newAnswerWriter(w http.ResponseWriter, status int) *answerWriter {
 
 func (a *answerWriter) Write(p []byte) (int, error) {
 	if !a.streaming {
-		if a.buf.Len()+len(p) <= maxSizedAnswer {
+		if a.buf.Len()+len(p) <= MaxSizedAnswer {
 			return a.buf.Write(p)
 		}
 		a.streaming = true
@@ -279,7 +279,7 @@ func (a *answerWriter) release() {
 }
 
 // answerBuffers hold answers being sized; each holds at most
-// maxSizedAnswer (plus what one write brought past it is never held).
+// MaxSizedAnswer (plus what one write brought past it is never held).
 var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // gzipWriters are reused: a new writer, even at the fastest level,

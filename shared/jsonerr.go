@@ -1,4 +1,4 @@
-package server
+package shared
 
 import (
 	"encoding/json"
@@ -11,11 +11,11 @@ import (
 	"strings"
 )
 
-// describeJSONError says what is wrong with a request body in the API's own
+// DescribeJSONError says what is wrong with a request body in the API's own
 // terms — the field and the kind of value it takes, or where the JSON is
 // malformed — and never in the decoder's, which names Go types and struct
 // fields ("cannot unmarshal string into Go struct field …").
-func describeJSONError(err error) string {
+func DescribeJSONError(err error) string {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {

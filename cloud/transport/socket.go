@@ -1,4 +1,4 @@
-package server
+package transport
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/shared"
@@ -30,59 +31,35 @@ const (
 	socketHelloTimeout = 10 * time.Second // from the upgrade to the hello
 	socketWriteTimeout = 30 * time.Second // one frame written, or the host is too slow
 	socketPingTimeout  = 15 * time.Second // a ping's pong
-	// socketTakeover bounds the wait for a host's old socket to close when a
+	// SocketTakeover bounds the wait for a host's old socket to close when a
 	// new one replaces it.
-	socketTakeover = 10 * time.Second
-	// socketContactEvery: a pong is recorded as the host's contact when the
+	SocketTakeover = 10 * time.Second
+	// SocketContactEvery: a pong is recorded as the host's contact when the
 	// last one recorded is this old: as often as a host heartbeating at the
 	// default interval, every other ping (40 s), within RELAY_HOST_LATE_AFTER's
 	// default minute. Each is a write; 10,000 sockets recording every ping
 	// made 500 a second.
-	socketContactEvery = 30 * time.Second
+	SocketContactEvery = 30 * time.Second
 )
 
-// sockets are the hosts' open sockets: one live socket per host, across
-// replicas (delivery.Connections).
-type sockets struct {
-	conns *delivery.Connections
-	wg    sync.WaitGroup // every socket's goroutine
-}
-
-// WaitSockets waits until every socket's handler returned (after
-// StopWaiting closed them), or ctx ends: hijacked connections are not
-// waited for by the HTTP server's Shutdown.
-func (s *Server) WaitSockets(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		s.sockets.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// socket upgrades a host's request to a socket on which the cloud pushes
+// Socket upgrades a host's request to a socket on which the cloud pushes
 // its deliveries (shared/socket.go): authenticated as a heartbeat is, then
 // the delivery core's NextPush, Report, Record, RecordWrite and
 // ConnectionLost, decoded from and encoded to frames.
-func (s *Server) socket(c *gin.Context) {
-	host, err := s.authHost(c)
+func (s *Transports) Socket(c *gin.Context) {
+	host, err := s.edge.AuthHost(c)
 	if err != nil {
-		s.writeError(c, err)
+		s.edge.WriteError(c, err)
 		return
 	}
 	if !isUpgrade(c.Request) {
-		s.writeError(c, errInvalid("not a WebSocket upgrade: GET with Connection: Upgrade and Upgrade: websocket"))
+		s.edge.WriteError(c, errInvalid("not a WebSocket upgrade: GET with Connection: Upgrade and Upgrade: websocket"))
 		return
 	}
-	tok, _ := bearer(c.Request)
+	tok, _ := auth.Bearer(c.Request)
 	claims, err := s.tokens.Verify(tok) // verified by authHost: its expiry
 	if err != nil || claims.ExpiresAt == nil {
-		s.writeError(c, errUnauthorized("invalid or expired token"))
+		s.edge.WriteError(c, errUnauthorized("invalid or expired token"))
 		return
 	}
 	answer := c.Writer.Header() // the upgrade's answer, as Accept sets it
@@ -99,30 +76,30 @@ func (s *Server) socket(c *gin.Context) {
 		return
 	}
 	conn.SetReadLimit(shared.MaxSocketFrame)
-	s.sockets.wg.Add(1)
+	s.wg.Add(1)
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request.Context()))
 	ss := &socketSession{
 		s: s, conn: conn, host: host, cancel: cancel, done: make(chan struct{}), marker: s.deliveries.NewMarker(host.ID),
 		expires: claims.ExpiresAt.Time, outbox: s.deliveries.NewOutbox(), unreported: map[string]bool{},
-		deflate: deflateAgreed(answer),
+		deflate: DeflateAgreed(answer),
 	}
 	// The socket lives on in a goroutine of its own, and this handler
 	// returns: its goroutine's stack, deep in the HTTP server's and gin's
 	// frames, would otherwise stay with every idle socket (10,000 sockets
 	// held 244 MiB of stacks, about 24 KiB each, with it).
 	go func() {
-		defer s.sockets.wg.Done()
+		defer s.wg.Done()
 		defer cancel(nil)
 		defer ss.released()
 		ss.serve(ctx)
 	}()
 }
 
-// deflateAgreed reports whether a socket's upgrade answer (its headers)
+// DeflateAgreed reports whether a socket's upgrade answer (its headers)
 // agreed to permessage-deflate: the cloud agrees whenever a host offers
 // it in a form coder/websocket takes, and then every message of 512 bytes
 // or more is compressed, each on its own.
-func deflateAgreed(answer http.Header) bool {
+func DeflateAgreed(answer http.Header) bool {
 	ext, _, _ := strings.Cut(answer.Get("Sec-WebSocket-Extensions"), ";")
 	return strings.EqualFold(strings.TrimSpace(ext), "permessage-deflate")
 }
@@ -176,7 +153,7 @@ func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // socketSession is one host's socket.
 type socketSession struct {
-	s      *Server
+	s      *Transports
 	conn   *websocket.Conn
 	host   *store.Host
 	cancel context.CancelCauseFunc
@@ -221,10 +198,10 @@ func (ss *socketSession) serve(ctx context.Context) {
 	s, host := ss.s, ss.host
 	// The host's older socket, here or on another replica, is closed and
 	// has released what it pushed before this one says hello.
-	conn, err := s.sockets.conns.Open(ctx, host.ID, func() {
+	conn, err := s.conns.Open(ctx, host.ID, func() {
 		ss.close(shared.CloseReplaced, "replaced by a newer socket of this host")
 	}, ss.done)
-	defer s.sockets.conns.Close(conn)
+	defer s.conns.Close(conn)
 	defer ss.release()
 	if err != nil {
 		switch {
@@ -242,7 +219,7 @@ func (ss *socketSession) serve(ctx context.Context) {
 		return
 	}
 	// From now on the intake may lease to it as it stores.
-	s.sockets.conns.Attach(conn, ss.outbox)
+	s.conns.Attach(conn, ss.outbox)
 	// An idle socket holds two goroutines, this one (pushing) and its
 	// reader; pings and the token's expiry are timers.
 	read := make(chan struct{})
@@ -257,7 +234,7 @@ func (ss *socketSession) serve(ctx context.Context) {
 		// pushed is released first, so that the newer socket need not wait
 		// for that: a report still arriving is applied all the same.
 		ss.release()
-		s.sockets.conns.Close(conn)
+		s.conns.Close(conn)
 		ss.released()
 	}
 	ss.finish(context.Cause(ctx))
@@ -364,7 +341,7 @@ func (ss *socketSession) read(ctx context.Context) (*shared.Frame, error) {
 	}
 	var f shared.Frame
 	if err := shared.UnmarshalFrame(data, &f); err != nil {
-		return nil, protocolError("malformed frame: %s", describeJSONError(err))
+		return nil, protocolError("malformed frame: %s", shared.DescribeJSONError(err))
 	}
 	if err := f.Validate(); err != nil {
 		return nil, protocolError("%v", err)
@@ -520,7 +497,7 @@ func (ss *socketSession) token(tok string) error {
 }
 
 // keepAlive pings the host every SocketPingEvery, recording the contact
-// (delivery.Service.Record) every socketContactEvery at most, and closes the socket when the host does not
+// (delivery.Service.Record) every SocketContactEvery at most, and closes the socket when the host does not
 // answer and when its last token expires; it returns what stops it. The
 // cloud stopping ends the push loop (delivery.ErrStopping).
 func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
@@ -543,7 +520,7 @@ func (ss *socketSession) keepAlive(ctx context.Context) (stop func()) {
 			}
 			return
 		}
-		if now := s.clock.Now(); now.Sub(recorded) >= socketContactEvery {
+		if now := s.clock.Now(); now.Sub(recorded) >= SocketContactEvery {
 			if err := s.deliveries.Record(ctx, ss.host, delivery.Beat{AgentVersion: ss.host.AgentVersion}); err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("record socket contact", "host", ss.host.ID, "err", err)
@@ -639,7 +616,7 @@ func (ss *socketSession) pushLoop(ctx context.Context) {
 		// Written, they are delivered (marked while the loop goes on); not,
 		// due again at once.
 		if err == nil {
-			s.metrics.wrote(transportSocket, ss.encoding(), len(ids))
+			s.metrics.Wrote(TransportSocket, ss.encoding(), len(ids))
 		} else {
 			ss.marker.Drop(ids)
 			s.deliveries.RecordWrite(ctx, ss.host.ID, ids, err)

@@ -1,4 +1,4 @@
-package server
+package transport
 
 import (
 	"bytes"
@@ -16,9 +16,9 @@ import (
 // webhook (a 14 KiB body, the bench's mean), gzip-compressed as the host
 // asks for it.
 //
-//	go test -run '^$' -bench HeartbeatAnswer -benchmem ./cloud/server/
+//	go test -run '^$' -bench HeartbeatAnswer -benchmem ./cloud/transport/
 func BenchmarkHeartbeatAnswer(b *testing.B) {
-	s := &Server{}
+	s := &Transports{}
 	body := bytes.Repeat([]byte(`{"ref":"refs/heads/main","commits":[{"id":"0123456789abcdef","message":"fix: a thing"}]},`), 14<<10/90)
 	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, Now: time.Now(), LeaseS: 120,
 		Webhooks: []shared.Webhook{{DeliveryID: "github:72d3162e:1", Source: "github", EventType: "push",
@@ -41,7 +41,7 @@ func BenchmarkHeartbeatAnswer(b *testing.B) {
 // poll's answer of one webhook of the payload mix and a drain's batch of
 // 100 (scripts/bench/testdata in turn, one a 300 KB push).
 //
-//	go test -run '^$' -bench HeartbeatAnswerEncodings -benchmem -benchtime 200x -count 3 ./cloud/server/
+//	go test -run '^$' -bench HeartbeatAnswerEncodings -benchmem -benchtime 200x -count 3 ./cloud/transport/
 //
 // Medians of three on 2 shared cores (load 2.3): one webhook 112 µs
 // json-gzip (4,518 bytes sent), 34 µs json (15,238), 21 µs binary
@@ -50,7 +50,7 @@ func BenchmarkHeartbeatAnswer(b *testing.B) {
 // against 1,637).
 func BenchmarkHeartbeatAnswerEncodings(b *testing.B) {
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{}
+	s := &Transports{}
 	for _, batch := range sharedtest.BenchBatches(b) {
 		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 30, Webhooks: batch.Hooks, Now: time.Now(), LeaseS: 120, PollWhileBusy: true}
 		for _, enc := range []string{"json-gzip", "json", "binary"} {
