@@ -20,11 +20,16 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/migrations"
 )
 
 // Store implements store.Store on a pgx connection pool.
 type Store struct {
+	// Alerts is the store's presence and alerting, written once for both
+	// engines over the pool (flowDB).
+	flow.Alerts
+
 	pool *pgxpool.Pool
 	// listenPID is the backend pid of DeliveryListen's session while it
 	// listens (0: none): the owner of the sockets this process opens.
@@ -57,7 +62,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres open: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{Alerts: flow.Alerts{DB: flowDB{pool}}, pool: pool}, nil
 }
 
 // Migrate applies pending migrations under a Postgres advisory lock, so
@@ -135,6 +140,9 @@ func (s *Store) changing(ctx context.Context, hostID string, fn func(tx pgx.Tx) 
 		return err
 	})
 }
+
+// db is the pool as the shared flows use it.
+func (s *Store) db() flowDB { return flowDB{s.pool} }
 
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {

@@ -22,12 +22,17 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/migrations"
 	"github.com/relaykit/relay/shared/dbfile"
 )
 
 // Store implements store.Store on one SQLite database file.
 type Store struct {
+	// Alerts is the store's presence and alerting, written once for both
+	// engines over the Store (flowDB).
+	flow.Alerts
+
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
 	// wake, changed and stopping hold DeliveryListen's callbacks: one
@@ -181,6 +186,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(), ipsets: newListeners(),
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
+	s.Alerts = flow.Alerts{DB: flowDB{s}}
 	go s.checkpointer(ckptCtx)
 	return s, nil
 }
@@ -338,36 +344,7 @@ func dbTimePtr(t *time.Time) any {
 // ms truncates t to the stored precision, in UTC.
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
 
-// timeCol scans an INTEGER millisecond column into a time.Time.
-type timeCol struct{ t *time.Time }
-
-func (c timeCol) Scan(v any) error {
-	n, ok := v.(int64)
-	if !ok {
-		return fmt.Errorf("time column: unexpected %T", v)
-	}
-	*c.t = time.UnixMilli(n).UTC()
-	return nil
-}
-
-// nullTimeCol scans a nullable INTEGER millisecond column into a *time.Time.
-type nullTimeCol struct{ t **time.Time }
-
-func (c nullTimeCol) Scan(v any) error {
-	if v == nil {
-		*c.t = nil
-		return nil
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return fmt.Errorf("time column: unexpected %T", v)
-	}
-	t := time.UnixMilli(n).UTC()
-	*c.t = &t
-	return nil
-}
-
-type scanner = store.Scanner
+type scanner = flow.Scanner
 
 // placeholders returns "?, ?, …" for n values.
 func placeholders(n int) string {
