@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
@@ -866,37 +867,6 @@ func extend(ctx context.Context, tx *sql.Tx, p *store.DeliveryExtendParams) (int
 		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
 }
 
-func nack(ctx context.Context, tx *sql.Tx, p *store.DeliveryNackParams, woken map[string]bool) (int, error) {
-	if len(p.IDs) == 0 {
-		return 0, nil
-	}
-	failing, err := selectForTransition(ctx, tx, store.TransitionNack, p.HostID, p.IDs)
-	if err != nil {
-		return 0, err
-	}
-	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
-}
-
-// releaseUnheld fails the host's leased deliveries not in p.Held.
-func releaseUnheld(ctx context.Context, tx *sql.Tx, p *store.DeliveryReleaseUnheldParams, woken map[string]bool) (int, error) {
-	tr := store.TransitionAnswerLost
-	// Held goes in as one JSON array (never null): it may list thousands of ids.
-	held, err := json.Marshal(append([]string{}, p.Held...))
-	if err != nil {
-		return 0, err
-	}
-	args := append([]any{p.HostID}, statusArgs(tr.From)...)
-	failing, err := queryAll(ctx, tx, scanFailing, `
-		SELECT `+failingColumns+` FROM deliveries
-		WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
-			AND delivery_id NOT IN (SELECT value FROM json_each(?))
-		ORDER BY delivery_id`, append(args, string(held))...)
-	if err != nil {
-		return 0, err
-	}
-	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
-}
-
 // inReport runs fn in one writer transaction and, once it has committed,
 // wakes the waiting heartbeats of the hosts fn put in woken: their
 // deliveries are due again at once.
@@ -916,35 +886,15 @@ func (s *Store) inReport(ctx context.Context, fn func(tx *sql.Tx, woken map[stri
 }
 
 func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error) {
-	var res store.DeliveryReportResult
+	var res *store.DeliveryReportResult
 	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		res = store.DeliveryReportResult{}
-		if p.Ack != nil {
-			if res.Acked, err = ack(ctx, tx, p.Ack); err != nil {
-				return err
-			}
-		}
-		if p.Nack != nil {
-			if res.Nacked, err = nack(ctx, tx, p.Nack, woken); err != nil {
-				return err
-			}
-		}
-		if p.Extend != nil {
-			if res.Extended, err = extend(ctx, tx, p.Extend); err != nil {
-				return err
-			}
-		}
-		if p.ReleaseUnheld != nil {
-			if res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld, woken); err != nil {
-				return err
-			}
-		}
-		return recordResults(ctx, tx, p.HostID, p.Results)
+		res, err = flow.Report(ctx, steps{tx, woken}, p)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery report: %w", interpretError(err))
 	}
-	return &res, nil
+	return res, nil
 }
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
@@ -974,7 +924,7 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
 	var n int
 	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		n, err = nack(ctx, tx, p, woken)
+		n, err = flow.Nack(ctx, steps{tx, woken}, p)
 		return err
 	})
 	if err != nil {
@@ -988,12 +938,8 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 		return 0, nil
 	}
 	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) error {
-		failing, err := selectForTransition(ctx, tx, store.TransitionRelease, p.HostID, p.IDs)
-		if err != nil {
-			return err
-		}
-		n, err = applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
+	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
+		n, err = flow.Release(ctx, steps{tx, woken}, p)
 		return err
 	})
 	if err != nil {
@@ -1005,13 +951,77 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
 	var n int
 	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		n, err = releaseUnheld(ctx, tx, p, woken)
+		n, err = flow.ReleaseUnheld(ctx, steps{tx, woken}, p)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
 	}
 	return n, nil
+}
+
+// steps are a report's steps (flow.ReportSteps) in a writer transaction;
+// the hosts woken are woken once it commits (inReport).
+type steps struct {
+	tx    *sql.Tx
+	woken map[string]bool
+}
+
+// Ack acks, then records the results of the deliveries it names: they
+// are kept in a table of their own (delivery_results).
+func (st steps) Ack(ctx context.Context, p *store.DeliveryAckParams, results []store.DeliveryResult) (int, error) {
+	n, err := ack(ctx, st.tx, p)
+	if err != nil {
+		return 0, err
+	}
+	return n, recordResults(ctx, st.tx, p.HostID, results)
+}
+
+func (st steps) Extend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
+	return extend(ctx, st.tx, p)
+}
+
+func (st steps) Transitionable(ctx context.Context, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
+	return selectForTransition(ctx, st.tx, tr, hostID, ids)
+}
+
+func (st steps) Unheld(ctx context.Context, hostID string, held []string) ([]store.Failing, error) {
+	tr := store.TransitionAnswerLost
+	// Held goes in as one JSON array (never null): it may list thousands of ids.
+	list, err := json.Marshal(append([]string{}, held...))
+	if err != nil {
+		return nil, err
+	}
+	args := append([]any{hostID}, statusArgs(tr.From)...)
+	return queryAll(ctx, st.tx, scanFailing, `
+		SELECT `+failingColumns+` FROM deliveries
+		WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
+			AND delivery_id NOT IN (SELECT value FROM json_each(?))
+		ORDER BY delivery_id`, append(args, string(list))...)
+}
+
+func (st steps) Fail(ctx context.Context, f store.Failing, fl store.Failure, now time.Time) (bool, error) {
+	args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now),
+		raisedMaxAttempts(fl), f.ID, f.ID}, statusArgs(fl.Transition.From)...)
+	res, err := st.tx.ExecContext(ctx, failQuery(fl.Transition), args...)
+	if err != nil {
+		return false, err
+	}
+	changed, err := res.RowsAffected()
+	return changed > 0, err
+}
+
+func (st steps) RecordEvents(ctx context.Context, events []store.DeliveryEvent) error {
+	return recordEvents(ctx, st.tx, events)
+}
+
+func (st steps) Wake(_ context.Context, hostID string) error {
+	st.woken[hostID] = true
+	return nil
+}
+
+func (st steps) RecordResults(ctx context.Context, hostID string, results []store.DeliveryResult) error {
+	return recordResults(ctx, st.tx, hostID, results)
 }
 
 // failQuery applies a failure's transition tr to a delivery (its id
@@ -1022,43 +1032,6 @@ func failQuery(tr store.Transition) string {
 		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?,
 			max_attempts = COALESCE(?, max_attempts)
 		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)`
-}
-
-// applyFailures applies to each of failing the Failure fail decides: one
-// update guarded on its transition's From, and its audit event. A delivery
-// due again at once adds its host to woken. It returns how many changed.
-func applyFailures(ctx context.Context, tx *sql.Tx, failing []store.Failing, fail store.FailFunc, now time.Time, woken map[string]bool) (int, error) {
-	n := 0
-	for _, f := range failing {
-		fl, ok := fail(f)
-		if !ok {
-			continue
-		}
-		tr := fl.Transition
-		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now),
-			raisedMaxAttempts(fl), f.ID, f.ID}, statusArgs(tr.From)...)
-		res, err := tx.ExecContext(ctx, failQuery(tr), args...)
-		if err != nil {
-			return 0, err
-		}
-		if changed, err := res.RowsAffected(); err != nil || changed == 0 {
-			if err != nil {
-				return 0, err
-			}
-			continue
-		}
-		err = recordEvents(ctx, tx, []store.DeliveryEvent{{
-			DeliveryID: f.ID, At: now, From: f.Status, To: fl.To, Reason: fl.Reason, Attempt: f.Attempts,
-		}})
-		if err != nil {
-			return 0, err
-		}
-		if tr.AtOnce {
-			woken[f.HostID] = true
-		}
-		n++
-	}
-	return n, nil
 }
 
 // raisedMaxAttempts is the max_attempts a failure writes: nil (NULL,
@@ -1088,7 +1061,7 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		if err != nil {
 			return err
 		}
-		n, err = applyFailures(ctx, tx, failing, p.Fail, now, woken)
+		n, err = flow.ApplyFailures(ctx, steps{tx, woken}, failing, p.Fail, now)
 		return err
 	})
 	if err != nil {
