@@ -1,7 +1,8 @@
 // Package store declares the storage the cloud needs — hosts, their sources,
 // deliveries and each delivery's audit trail — and the delivery state machine.
 // Engines live in subpackages (postgres, sqlite) and are held to one
-// conformance suite (storetest).
+// conformance suite (storetest); the transactions whose SQL they share are
+// written once, in package flow, over an executor each engine implements.
 package store
 
 import (

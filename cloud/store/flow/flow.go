@@ -33,9 +33,17 @@ type Executor interface {
 	// QueryRow runs a query of one row; its Scan returns ErrNoRows when
 	// there is none.
 	QueryRow(ctx context.Context, sql string, args ...any) Scanner
-	// Query runs a query and calls each with every row, in order, until
-	// each fails.
-	Query(ctx context.Context, each func(Scanner) error, sql string, args ...any) error
+	// Query runs a query; its rows are read with Next and Scan, then
+	// closed.
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+}
+
+// Rows are the rows of a query, read one after the other.
+type Rows interface {
+	Scanner
+	Next() bool
+	Err() error
+	Close()
 }
 
 // Dialect is what differs between the engines' SQL and values, where a
@@ -66,16 +74,20 @@ type DB interface {
 
 // All runs a query on q and reads every row with scan.
 func All[T any](ctx context.Context, q Executor, scan func(Scanner) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	var out []T
-	err := q.Query(ctx, func(row Scanner) error {
-		v, err := scan(row)
+	for rows.Next() {
+		v, err := scan(rows)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out = append(out, v)
-		return nil
-	}, sql, args...)
-	if err != nil {
+	}
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -950,40 +950,30 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 }
 
 func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
-		n, err = flow.Nack(ctx, steps{tx}, p)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery nack", func(st steps) (int, error) { return flow.Nack(ctx, st, p) })
 }
 
 func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
-		n, err = flow.Release(ctx, steps{tx}, p)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery release", func(st steps) (int, error) { return flow.Release(ctx, st, p) })
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
+	return s.failing(ctx, "delivery release unheld", func(st steps) (int, error) { return flow.ReleaseUnheld(ctx, st, p) })
+}
+
+// failing runs fail, a flow that fails deliveries, in a transaction, and
+// returns how many it failed.
+func (s *Store) failing(ctx context.Context, what string, fail func(st steps) (int, error)) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
-		n, err = flow.ReleaseUnheld(ctx, steps{tx}, p)
+		n, err = fail(steps{tx})
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
+		return 0, fmt.Errorf("%s: %w", what, interpretError(err))
 	}
 	return n, nil
 }
@@ -991,6 +981,8 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 // steps are a report's steps (flow.ReportSteps) on the pool, or in a
 // transaction.
 type steps struct{ q pgxQuerier }
+
+var _ flow.ReportSteps = steps{}
 
 func (st steps) Ack(ctx context.Context, p *store.DeliveryAckParams, results []store.DeliveryResult) (int, error) {
 	return ack(ctx, st.q, p, results)
@@ -1063,26 +1055,20 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
 	tr := store.TransitionExpire
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+	return s.failing(ctx, "delivery expire leases", func(st steps) (int, error) {
+		rows, err := st.q.Query(ctx, `
 			SELECT `+failingColumns+` FROM deliveries
 			WHERE status = ANY($1) AND lease_expires_at < $2
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED`, statusNames(tr.From), now, limit)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		failing, err := collectFailing(rows)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n, err = flow.ApplyFailures(ctx, steps{tx}, failing, p.Fail, now)
-		return err
+		return flow.ApplyFailures(ctx, st, failing, p.Fail, now)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
-	}
-	return n, nil
 }

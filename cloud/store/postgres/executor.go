@@ -52,18 +52,8 @@ func (e executor) QueryRow(ctx context.Context, sql string, args ...any) flow.Sc
 	return row{e.q.QueryRow(ctx, sql, args...)}
 }
 
-func (e executor) Query(ctx context.Context, each func(flow.Scanner) error, sql string, args ...any) error {
-	rows, err := e.q.Query(ctx, sql, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+func (e executor) Query(ctx context.Context, sql string, args ...any) (flow.Rows, error) {
+	return e.q.Query(ctx, sql, args...)
 }
 
 // row is a pgx row whose Scan says flow.ErrNoRows for none.

@@ -867,14 +867,14 @@ func extend(ctx context.Context, tx *sql.Tx, p *store.DeliveryExtendParams) (int
 		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
 }
 
-// inReport runs fn in one writer transaction and, once it has committed,
-// wakes the waiting heartbeats of the hosts fn put in woken: their
-// deliveries are due again at once.
-func (s *Store) inReport(ctx context.Context, fn func(tx *sql.Tx, woken map[string]bool) error) error {
+// inReport runs fn with a report's steps in one writer transaction and,
+// once it has committed, wakes the waiting heartbeats of the hosts the
+// steps woke: their deliveries are due again at once.
+func (s *Store) inReport(ctx context.Context, fn func(st steps) error) error {
 	var woken map[string]bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		woken = map[string]bool{}
-		return fn(tx, woken)
+		return fn(steps{tx, woken})
 	})
 	if err != nil {
 		return err
@@ -885,10 +885,24 @@ func (s *Store) inReport(ctx context.Context, fn func(tx *sql.Tx, woken map[stri
 	return nil
 }
 
+// failing runs fail, a flow that fails deliveries, in a report's
+// transaction (inReport), and returns how many it failed.
+func (s *Store) failing(ctx context.Context, what string, fail func(st steps) (int, error)) (int, error) {
+	var n int
+	err := s.inReport(ctx, func(st steps) (err error) {
+		n, err = fail(st)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, interpretError(err))
+	}
+	return n, nil
+}
+
 func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error) {
 	var res *store.DeliveryReportResult
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		res, err = flow.Report(ctx, steps{tx, woken}, p)
+	err := s.inReport(ctx, func(st steps) (err error) {
+		res, err = flow.Report(ctx, st, p)
 		return err
 	})
 	if err != nil {
@@ -922,42 +936,18 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 }
 
 func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		n, err = flow.Nack(ctx, steps{tx, woken}, p)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery nack", func(st steps) (int, error) { return flow.Nack(ctx, st, p) })
 }
 
 func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		n, err = flow.Release(ctx, steps{tx, woken}, p)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery release", func(st steps) (int, error) { return flow.Release(ctx, st, p) })
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		n, err = flow.ReleaseUnheld(ctx, steps{tx, woken}, p)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery release unheld", func(st steps) (int, error) { return flow.ReleaseUnheld(ctx, st, p) })
 }
 
 // steps are a report's steps (flow.ReportSteps) in a writer transaction;
@@ -966,6 +956,8 @@ type steps struct {
 	tx    *sql.Tx
 	woken map[string]bool
 }
+
+var _ flow.ReportSteps = steps{}
 
 // Ack acks, then records the results of the deliveries it names: they
 // are kept in a table of their own (delivery_results).
@@ -1047,27 +1039,21 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
 	tr := store.TransitionExpire
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) error {
+	return s.failing(ctx, "delivery expire leases", func(st steps) (int, error) {
 		// The statuses are written into the statement, not bound: only
 		// then can SQLite tell that the partial index of leases
 		// (deliveries_lease_idx, on exactly these statuses) holds every
 		// row it wants. Bound, it scanned the whole table every second.
-		failing, err := queryAll(ctx, tx, scanFailing, `
+		failing, err := queryAll(ctx, st.tx, scanFailing, `
 			SELECT `+failingColumns+` FROM deliveries
 			WHERE status IN (`+statusList(tr.From)+`) AND lease_expires_at < ?
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT ?`, dbTime(now), limit)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n, err = flow.ApplyFailures(ctx, steps{tx, woken}, failing, p.Fail, now)
-		return err
+		return flow.ApplyFailures(ctx, st, failing, p.Fail, now)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
-	}
-	return n, nil
 }
 
 // statusList is statuses as SQL literals, for a statement that must name

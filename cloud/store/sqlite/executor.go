@@ -38,7 +38,8 @@ type sqlQuerier interface {
 }
 
 // executor runs the flows' statements on q, their placeholders numbered
-// as SQLite numbers them (numbered).
+// as SQLite numbers them (numbered). The engine's own statements, written
+// with ?, pass through it as they are (queryAll).
 type executor struct{ q sqlQuerier }
 
 func (e executor) Exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -53,19 +54,19 @@ func (e executor) QueryRow(ctx context.Context, query string, args ...any) flow.
 	return row{e.q.QueryRowContext(ctx, numbered(query), args...)}
 }
 
-func (e executor) Query(ctx context.Context, each func(flow.Scanner) error, query string, args ...any) error {
+func (e executor) Query(ctx context.Context, query string, args ...any) (flow.Rows, error) {
 	rows, err := e.q.QueryContext(ctx, numbered(query), args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlRows{rows}, nil
 }
+
+// sqlRows are database/sql rows as flow.Rows, whose Close drops the
+// error of closing (what the rows' reader sees is Err's).
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
 
 // row is a database/sql row whose Scan says flow.ErrNoRows for none.
 type row struct{ *sql.Row }

@@ -301,25 +301,8 @@ func statusArgs(statuses []store.Status) []any {
 	return out
 }
 
-// queryer is a *sql.DB or a *sql.Tx.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// queryAll runs a query and scans every row with scan.
-func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+// queryAll runs a query on q, a *sql.DB or a *sql.Tx, and scans every row
+// with scan.
+func queryAll[T any](ctx context.Context, q sqlQuerier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	return flow.All(ctx, executor{q}, scan, query, args...)
 }
