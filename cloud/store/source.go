@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -82,4 +83,25 @@ func (p *SourceUpsertParams) AllowedIPsJSON() string {
 	}
 	b, _ := json.Marshal(p.AllowedIPs) // strings always encode
 	return string(b)
+}
+
+// SetJSONFields reads a source's list and map fields as stored (what
+// JSONFields and AllowedIPsJSON write); an empty allowlist is nil.
+func (src *Source) SetJSONFields(events, secrets, options, allowedIPs []byte) error {
+	if err := json.Unmarshal(events, &src.Events); err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	if err := json.Unmarshal(secrets, &src.Secrets); err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	if err := json.Unmarshal(options, &src.Options); err != nil {
+		return fmt.Errorf("options: %w", err)
+	}
+	if err := json.Unmarshal(allowedIPs, &src.AllowedIPs); err != nil {
+		return fmt.Errorf("allowed_ips: %w", err)
+	}
+	if len(src.AllowedIPs) == 0 {
+		src.AllowedIPs = nil
+	}
+	return nil
 }

@@ -641,7 +641,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
-	counts := zeroCounts()
+	counts := flow.ZeroCounts()
 	var status string
 	var n int
 	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {

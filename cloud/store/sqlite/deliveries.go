@@ -570,7 +570,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
-	counts := zeroCounts()
+	counts := flow.ZeroCounts()
 	for _, c := range rows {
 		counts[c.status] = c.n
 	}

@@ -11,6 +11,9 @@ import (
 	"github.com/relaykit/relay/cloud/store/flow"
 )
 
+// db is the Store as the shared flows use it.
+func (s *Store) db() flowDB { return flowDB{s} }
+
 // flowDB is the Store as the shared flows (package flow) use it: reads on
 // the readers' pool, writes on the writer, transactions as inTx runs them.
 type flowDB struct{ s *Store }

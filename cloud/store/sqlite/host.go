@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 )
 
 // --- hosts ---
@@ -125,65 +125,8 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 	return h, nil
 }
 
-// zeroCounts is a count per status, all zero.
-func zeroCounts() map[store.Status]int {
-	counts := make(map[store.Status]int, len(store.Statuses))
-	for _, st := range store.Statuses {
-		counts[st] = 0
-	}
-	return counts
-}
-
 func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
-	rows, err := s.read.QueryContext(ctx, `
-		SELECT `+prefixed("h.", hostColumns)+`, c.status, c.n
-		FROM hosts h
-		LEFT JOIN (SELECT host_id, status, count(*) AS n FROM deliveries GROUP BY host_id, status) c
-			ON c.host_id = h.id
-		ORDER BY h.created_at, h.id`)
-	if err != nil {
-		return nil, fmt.Errorf("host list with counts: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.HostWithCounts
-	for rows.Next() {
-		var status sql.NullString
-		var n sql.NullInt64
-		h, err := scanHost(hostAndCount{rows, &status, &n})
-		if err != nil {
-			return nil, fmt.Errorf("host list with counts: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].Host.ID != h.ID {
-			out = append(out, &store.HostWithCounts{Host: h, Counts: zeroCounts()})
-		}
-		if status.Valid {
-			out[len(out)-1].Counts[store.Status(status.String)] = int(n.Int64)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("host list with counts: %w", err)
-	}
-	return out, nil
-}
-
-// hostAndCount scans a host's columns followed by a status and a count.
-type hostAndCount struct {
-	row    scanner
-	status *sql.NullString
-	n      *sql.NullInt64
-}
-
-func (r hostAndCount) Scan(dest ...any) error {
-	return r.row.Scan(append(dest, r.status, r.n)...)
-}
-
-// prefixed qualifies each of a comma-separated column list with prefix.
-func prefixed(prefix, columns string) string {
-	cols := strings.Split(columns, ",")
-	for i, c := range cols {
-		cols[i] = prefix + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
+	return flow.HostsWithCounts(ctx, s.db().Read(), hostColumns, scanHost)
 }
 
 func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {

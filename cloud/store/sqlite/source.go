@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -25,20 +24,8 @@ func scanSource(row scanner) (*store.Source, error) {
 	if src.RetryDelays, err = store.DecodeDelays(delays); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(events), &src.Events); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	if err := json.Unmarshal([]byte(secrets), &src.Secrets); err != nil {
-		return nil, fmt.Errorf("secrets: %w", err)
-	}
-	if err := json.Unmarshal([]byte(options), &src.Options); err != nil {
-		return nil, fmt.Errorf("options: %w", err)
-	}
-	if err := json.Unmarshal([]byte(allowed), &src.AllowedIPs); err != nil {
-		return nil, fmt.Errorf("allowed_ips: %w", err)
-	}
-	if len(src.AllowedIPs) == 0 {
-		src.AllowedIPs = nil
+	if err := src.SetJSONFields([]byte(events), []byte(secrets), []byte(options), []byte(allowed)); err != nil {
+		return nil, err
 	}
 	return &src, nil
 }
