@@ -1,10 +1,10 @@
 // Package flow writes once the store's transactions whose SQL is the same
 // on both engines — presence, alerts, their sinks and outbox, the intake
-// 5xx counts — over a DB each engine implements (as River composes its
-// queue over riverdriver's Executor), and the order in which a host's
-// report is applied (Report), over the steps each engine writes in its own
-// SQL. What is truly dialect (leasing, batch inserts, notify and listen,
-// queries tuned to one planner) stays in the engines.
+// 5xx counts, the host list with counts — over a DB each engine implements
+// (as River composes its queue over riverdriver's Executor), and the order
+// in which a host's report is applied (Report), over the steps each engine
+// writes in its own SQL. What is truly dialect (leasing, batch inserts,
+// notify and listen, queries tuned to one planner) stays in the engines.
 //
 // Statements are written with numbered placeholders ($1, $2, …; one may
 // stand more than once); an engine's Executor rewrites them as its driver
