@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -68,4 +70,54 @@ func TestGroupFlushAnswersWhatAPartialBatchStored(t *testing.T) {
 		require.Equal(t, InsertQueued, r.res.Outcome)
 		require.Equal(t, fmt.Sprintf("evt-%d", i), r.res.Delivery.ID)
 	}
+}
+
+// countingStore stores every insert and counts its batches.
+type countingStore struct {
+	Store
+	mu      sync.Mutex
+	batches int
+	closed  bool
+}
+
+func (c *countingStore) DeliveryInsertBatch(_ context.Context, ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error) {
+	c.mu.Lock()
+	c.batches++
+	c.mu.Unlock()
+	res := make([]*DeliveryInsertResult, len(ps))
+	for i, p := range ps {
+		res[i] = &DeliveryInsertResult{Delivery: &Delivery{ID: p.EventID}, Outcome: InsertQueued}
+	}
+	return res, nil
+}
+
+func (c *countingStore) Close() error {
+	c.closed = true
+	return nil
+}
+
+// Close stops every flusher (TestMain's goleak sees none left), closes the
+// store beneath, and refuses inserts made after it.
+func TestGroupCommitCloseStopsFlushers(t *testing.T) {
+	ctx := context.Background()
+	st := &countingStore{}
+	g := GroupCommit(st, GroupOptions{MaxBatch: 4, Flushers: 3, Timeout: time.Second})
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := g.DeliveryInsert(ctx, &DeliveryInsertParams{EventID: fmt.Sprintf("evt-%d", i)})
+			if !assert.NoError(t, err) {
+				return
+			}
+			assert.Equal(t, fmt.Sprintf("evt-%d", i), res.Delivery.ID)
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, g.Close())
+	require.True(t, st.closed)
+	require.NoError(t, g.Close(), "a second Close is a no-op")
+	_, err := g.DeliveryInsert(ctx, &DeliveryInsertParams{EventID: "late"})
+	require.ErrorIs(t, err, ErrClosed)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
@@ -72,7 +73,7 @@ func statusNames(statuses []store.Status) []string {
 }
 
 // recordEvents appends entries to the audit trail.
-func recordEvents(ctx context.Context, tx pgx.Tx, events []store.DeliveryEvent) error {
+func recordEvents(ctx context.Context, tx pgxQuerier, events []store.DeliveryEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -460,7 +461,7 @@ const availableChannel = "relay_deliveries_available"
 
 // notifyAvailable tells every listener, once tx commits, that the host has
 // deliveries available.
-func notifyAvailable(ctx context.Context, tx pgx.Tx, hostID string) error {
+func notifyAvailable(ctx context.Context, tx pgxQuerier, hostID string) error {
 	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, availableChannel, hostID)
 	return err
 }
@@ -640,7 +641,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
-	counts := zeroCounts()
+	counts := flow.ZeroCounts()
 	var status string
 	var n int
 	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
@@ -761,16 +762,6 @@ const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, re
 // concurrent callers cannot deadlock.
 const lockTransitionable = `SELECT d.* FROM (SELECT DISTINCT delivery_id FROM unnest($2::text[]) AS i(delivery_id) ORDER BY 1) a
 	CROSS JOIN LATERAL (SELECT ` + failingColumns + ` FROM deliveries d WHERE ` + lockByKey + `) d`
-
-// lockForTransition locks the host's deliveries among ids whose status tr
-// allows (lockTransitionable).
-func lockForTransition(ctx context.Context, tx pgx.Tx, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
-	rows, err := tx.Query(ctx, lockTransitionable, hostID, ids, statusNames(tr.From))
-	if err != nil {
-		return nil, err
-	}
-	return collectFailing(rows)
-}
 
 // collectFailing reads failingColumns: deliveries whose attempt is
 // failing, as the delivery core decides from.
@@ -922,104 +913,24 @@ func extend(ctx context.Context, q rowQuerier, p *store.DeliveryExtendParams) (i
 		`lease_expires_at = $8, updated_at = $5`, ms(p.Now.Add(p.LeaseFor)))
 }
 
-func nack(ctx context.Context, tx pgx.Tx, p *store.DeliveryNackParams) (int, error) {
-	if len(p.IDs) == 0 {
-		return 0, nil
-	}
-	failing, err := lockForTransition(ctx, tx, store.TransitionNack, p.HostID, p.IDs)
-	if err != nil {
-		return 0, err
-	}
-	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now))
-}
-
-// releaseUnheld fails the host's leased deliveries not in p.Held.
-func releaseUnheld(ctx context.Context, tx pgx.Tx, p *store.DeliveryReleaseUnheldParams) (int, error) {
-	tr := store.TransitionAnswerLost
-	held := p.Held
-	if held == nil {
-		held = []string{} // NULL would match nothing
-	}
-	rows, err := tx.Query(ctx, `
-		SELECT `+failingColumns+` FROM deliveries
-		WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
-		ORDER BY delivery_id
-		FOR UPDATE`, p.HostID, statusNames(tr.From), held)
-	if err != nil {
-		return 0, err
-	}
-	failing, err := collectFailing(rows)
-	if err != nil {
-		return 0, err
-	}
-	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now))
-}
-
 func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error) {
-	var res store.DeliveryReportResult
+	var res *store.DeliveryReportResult
 	var err error
-	// The results of the deliveries acked go with the ack; the others'
-	// are written on their own.
-	rest := p.Results
-	if p.Ack != nil {
-		rest = resultsNotOf(p.Ack.IDs, p.Results)
-	}
-	switch {
-	// A report of acks alone (with their results), or extends alone, is
-	// one statement: no transaction of its own needed (two round trips
-	// fewer).
-	case p.Nack == nil && p.Extend == nil && p.ReleaseUnheld == nil && p.Ack != nil && len(rest) == 0:
-		res.Acked, err = ack(ctx, s.pool, p.Ack, p.Results)
-	case p.Ack == nil && p.Nack == nil && p.ReleaseUnheld == nil && p.Extend != nil && len(p.Results) == 0:
-		res.Extended, err = extend(ctx, s.pool, p.Extend)
-	default:
+	if flow.OneStep(p) {
+		// Acks alone (with their results), or extends alone, are one
+		// statement: no transaction of its own needed (two round trips
+		// fewer).
+		res, err = flow.Report(ctx, steps{s.pool}, p)
+	} else {
 		err = s.inTx(ctx, func(tx pgx.Tx) (err error) {
-			res = store.DeliveryReportResult{}
-			if p.Ack != nil {
-				if res.Acked, err = ack(ctx, tx, p.Ack, p.Results); err != nil {
-					return err
-				}
-			}
-			if p.Nack != nil {
-				if res.Nacked, err = nack(ctx, tx, p.Nack); err != nil {
-					return err
-				}
-			}
-			if p.Extend != nil {
-				if res.Extended, err = extend(ctx, tx, p.Extend); err != nil {
-					return err
-				}
-			}
-			if p.ReleaseUnheld != nil {
-				if res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld); err != nil {
-					return err
-				}
-			}
-			return recordResults(ctx, tx, p.HostID, rest)
+			res, err = flow.Report(ctx, steps{tx}, p)
+			return err
 		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("delivery report: %w", interpretError(err))
 	}
-	return &res, nil
-}
-
-// resultsNotOf returns the results of deliveries other than ids.
-func resultsNotOf(ids []string, results []store.DeliveryResult) []store.DeliveryResult {
-	if len(results) == 0 {
-		return nil
-	}
-	of := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		of[id] = true
-	}
-	var rest []store.DeliveryResult
-	for _, r := range results {
-		if !of[r.DeliveryID] {
-			rest = append(rest, r)
-		}
-	}
-	return rest
+	return res, nil
 }
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
@@ -1039,89 +950,95 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 }
 
 func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
-		n, err = nack(ctx, tx, p)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery nack", func(st steps) (int, error) { return flow.Nack(ctx, st, p) })
 }
 
 func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		failing, err := lockForTransition(ctx, tx, store.TransitionRelease, p.HostID, p.IDs)
-		if err != nil {
-			return err
-		}
-		n, err = applyFailures(ctx, tx, failing, p.Fail, ms(p.Now))
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery release", func(st steps) (int, error) { return flow.Release(ctx, st, p) })
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
+	return s.failing(ctx, "delivery release unheld", func(st steps) (int, error) { return flow.ReleaseUnheld(ctx, st, p) })
+}
+
+// failing runs fail, a flow that fails deliveries, in a transaction, and
+// returns how many it failed.
+func (s *Store) failing(ctx context.Context, what string, fail func(st steps) (int, error)) (int, error) {
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
-		n, err = releaseUnheld(ctx, tx, p)
+		n, err = fail(steps{tx})
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
+		return 0, fmt.Errorf("%s: %w", what, interpretError(err))
 	}
 	return n, nil
 }
 
-// applyFailures applies to each of the locked deliveries failing the
-// Failure fail decides: one update guarded on its transition's From, and
-// its audit event. A delivery due again at once wakes its host's waiting
-// heartbeats on any replica, once per host. It returns how many changed.
-func applyFailures(ctx context.Context, tx pgx.Tx, failing []store.Failing, fail store.FailFunc, now time.Time) (int, error) {
-	n := 0
-	woken := map[string]bool{}
-	for _, f := range failing {
-		fl, ok := fail(f)
-		if !ok {
-			continue
-		}
-		tr := fl.Transition
-		tag, err := tx.Exec(ctx, `
-			UPDATE deliveries
-			SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6,
-				max_attempts = COALESCE($8::integer, max_attempts)
-			WHERE delivery_id = $1 AND status = ANY($7)`,
-			f.ID, string(fl.To), msPtr(fl.NextRetryAt), msPtr(fl.DLQAt), fl.LastError, now, statusNames(tr.From),
-			raisedMaxAttempts(fl))
-		if err != nil {
-			return 0, err
-		}
-		if tag.RowsAffected() == 0 {
-			continue
-		}
-		err = recordEvents(ctx, tx, []store.DeliveryEvent{{
-			DeliveryID: f.ID, At: now, From: f.Status, To: fl.To, Reason: fl.Reason, Attempt: f.Attempts,
-		}})
-		if err != nil {
-			return 0, err
-		}
-		if tr.AtOnce && !woken[f.HostID] {
-			woken[f.HostID] = true
-			if err := notifyAvailable(ctx, tx, f.HostID); err != nil {
-				return 0, err
-			}
-		}
-		n++
+// steps are a report's steps (flow.ReportSteps) on the pool, or in a
+// transaction.
+type steps struct{ q pgxQuerier }
+
+var _ flow.ReportSteps = steps{}
+
+func (st steps) Ack(ctx context.Context, p *store.DeliveryAckParams, results []store.DeliveryResult) (int, error) {
+	return ack(ctx, st.q, p, results)
+}
+
+func (st steps) Extend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
+	return extend(ctx, st.q, p)
+}
+
+func (st steps) Transitionable(ctx context.Context, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
+	rows, err := st.q.Query(ctx, lockTransitionable, hostID, ids, statusNames(tr.From))
+	if err != nil {
+		return nil, err
 	}
-	return n, nil
+	return collectFailing(rows)
+}
+
+func (st steps) Unheld(ctx context.Context, hostID string, held []string) ([]store.Failing, error) {
+	if held == nil {
+		held = []string{} // NULL would match nothing
+	}
+	rows, err := st.q.Query(ctx, `
+		SELECT `+failingColumns+` FROM deliveries
+		WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
+		ORDER BY delivery_id
+		FOR UPDATE`, hostID, statusNames(store.TransitionAnswerLost.From), held)
+	if err != nil {
+		return nil, err
+	}
+	return collectFailing(rows)
+}
+
+func (st steps) Fail(ctx context.Context, f store.Failing, fl store.Failure, now time.Time) (bool, error) {
+	tag, err := st.q.Exec(ctx, `
+		UPDATE deliveries
+		SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6,
+			max_attempts = COALESCE($8::integer, max_attempts)
+		WHERE delivery_id = $1 AND status = ANY($7)`,
+		f.ID, string(fl.To), msPtr(fl.NextRetryAt), msPtr(fl.DLQAt), fl.LastError, ms(now), statusNames(fl.Transition.From),
+		raisedMaxAttempts(fl))
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+func (st steps) RecordEvents(ctx context.Context, events []store.DeliveryEvent) error {
+	return recordEvents(ctx, st.q, events)
+}
+
+func (st steps) Wake(ctx context.Context, hostID string) error {
+	return notifyAvailable(ctx, st.q, hostID)
+}
+
+func (st steps) RecordResults(ctx context.Context, hostID string, results []store.DeliveryResult) error {
+	return recordResults(ctx, st.q, hostID, results)
 }
 
 // raisedMaxAttempts is the max_attempts a failure writes: nil (NULL,
@@ -1138,26 +1055,20 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
 	tr := store.TransitionExpire
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+	return s.failing(ctx, "delivery expire leases", func(st steps) (int, error) {
+		rows, err := st.q.Query(ctx, `
 			SELECT `+failingColumns+` FROM deliveries
 			WHERE status = ANY($1) AND lease_expires_at < $2
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED`, statusNames(tr.From), now, limit)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		failing, err := collectFailing(rows)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n, err = applyFailures(ctx, tx, failing, p.Fail, now)
-		return err
+		return flow.ApplyFailures(ctx, st, failing, p.Fail, now)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
-	}
-	return n, nil
 }

@@ -142,7 +142,7 @@ func setReported(r string) string {
 // recordResults writes the results a host reported of its own deliveries
 // into their rows, each replacing the one before, in one statement. An ack
 // writes those of the deliveries it acks itself (transition).
-func recordResults(ctx context.Context, tx pgx.Tx, hostID string, results []store.DeliveryResult) error {
+func recordResults(ctx context.Context, tx pgxQuerier, hostID string, results []store.DeliveryResult) error {
 	if len(results) == 0 {
 		return nil
 	}

@@ -20,11 +20,16 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/migrations"
 )
 
 // Store implements store.Store on a pgx connection pool.
 type Store struct {
+	// Alerts is the store's presence and alerting, written once for both
+	// engines over the pool (flowDB).
+	flow.Alerts
+
 	pool *pgxpool.Pool
 	// listenPID is the backend pid of DeliveryListen's session while it
 	// listens (0: none): the owner of the sockets this process opens.
@@ -57,7 +62,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres open: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{Alerts: flow.Alerts{DB: flowDB{pool}}, pool: pool}, nil
 }
 
 // Migrate applies pending migrations under a Postgres advisory lock, so
@@ -136,6 +141,9 @@ func (s *Store) changing(ctx context.Context, hostID string, fn func(tx pgx.Tx) 
 	})
 }
 
+// db is the pool as the shared flows use it.
+func (s *Store) db() flowDB { return flowDB{s.pool} }
+
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
@@ -166,7 +174,7 @@ const hostColumns = `id, name, status, generation, credential_hash, claim_code_h
 	claimed_at, agent_version, last_heartbeat_at, subscription, rate_limit_per_min, rate_limit_burst,
 	created_at, deactivated_at`
 
-func scanHost(row pgx.Row) (*store.Host, error) {
+func scanHost(row flow.Scanner) (*store.Host, error) {
 	var h store.Host
 	var sub []byte
 	err := row.Scan(&h.ID, &h.Name, &h.Status, &h.Generation, &h.CredentialHash, &h.ClaimCodeHash,
@@ -312,20 +320,8 @@ func scanSource(row pgx.Row) (*store.Source, error) {
 	if src.RetryDelays, err = decodeDelays(delays); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(events, &src.Events); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	if err := json.Unmarshal(secrets, &src.Secrets); err != nil {
-		return nil, fmt.Errorf("secrets: %w", err)
-	}
-	if err := json.Unmarshal(options, &src.Options); err != nil {
-		return nil, fmt.Errorf("options: %w", err)
-	}
-	if err := json.Unmarshal(allowed, &src.AllowedIPs); err != nil {
-		return nil, fmt.Errorf("allowed_ips: %w", err)
-	}
-	if len(src.AllowedIPs) == 0 {
-		src.AllowedIPs = nil
+	if err := src.SetJSONFields(events, secrets, options, allowed); err != nil {
+		return nil, err
 	}
 	src.CreatedAt = src.CreatedAt.UTC()
 	src.UpdatedAt = src.UpdatedAt.UTC()
@@ -390,65 +386,8 @@ func decodeDelays(b []byte) ([]time.Duration, error) {
 	return store.DecodeDelays(&v)
 }
 
-// zeroCounts is a count per status, all zero.
-func zeroCounts() map[store.Status]int {
-	counts := make(map[store.Status]int, len(store.Statuses))
-	for _, st := range store.Statuses {
-		counts[st] = 0
-	}
-	return counts
-}
-
 func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+prefixed("h.", hostColumns)+`, c.status, c.n
-		FROM hosts h
-		LEFT JOIN (SELECT host_id, status, count(*) AS n FROM deliveries GROUP BY host_id, status) c
-			ON c.host_id = h.id
-		ORDER BY h.created_at, h.id`)
-	if err != nil {
-		return nil, fmt.Errorf("host list with counts: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.HostWithCounts
-	for rows.Next() {
-		var status *string
-		var n *int64
-		h, err := scanHost(hostAndCount{rows, &status, &n})
-		if err != nil {
-			return nil, fmt.Errorf("host list with counts: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].Host.ID != h.ID {
-			out = append(out, &store.HostWithCounts{Host: h, Counts: zeroCounts()})
-		}
-		if status != nil && n != nil {
-			out[len(out)-1].Counts[store.Status(*status)] = int(*n)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("host list with counts: %w", err)
-	}
-	return out, nil
-}
-
-// hostAndCount scans a host's columns followed by a status and a count.
-type hostAndCount struct {
-	row    pgx.Row
-	status **string
-	n      **int64
-}
-
-func (r hostAndCount) Scan(dest ...any) error {
-	return r.row.Scan(append(dest, r.status, r.n)...)
-}
-
-// prefixed qualifies each of a comma-separated column list with prefix.
-func prefixed(prefix, columns string) string {
-	cols := strings.Split(columns, ",")
-	for i, c := range cols {
-		cols[i] = prefix + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
+	return flow.HostsWithCounts(ctx, s.db().Read(), hostColumns, scanHost)
 }
 
 func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
@@ -569,7 +570,7 @@ func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
-	counts := zeroCounts()
+	counts := flow.ZeroCounts()
 	for _, c := range rows {
 		counts[c.status] = c.n
 	}
@@ -866,45 +867,14 @@ func extend(ctx context.Context, tx *sql.Tx, p *store.DeliveryExtendParams) (int
 		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
 }
 
-func nack(ctx context.Context, tx *sql.Tx, p *store.DeliveryNackParams, woken map[string]bool) (int, error) {
-	if len(p.IDs) == 0 {
-		return 0, nil
-	}
-	failing, err := selectForTransition(ctx, tx, store.TransitionNack, p.HostID, p.IDs)
-	if err != nil {
-		return 0, err
-	}
-	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
-}
-
-// releaseUnheld fails the host's leased deliveries not in p.Held.
-func releaseUnheld(ctx context.Context, tx *sql.Tx, p *store.DeliveryReleaseUnheldParams, woken map[string]bool) (int, error) {
-	tr := store.TransitionAnswerLost
-	// Held goes in as one JSON array (never null): it may list thousands of ids.
-	held, err := json.Marshal(append([]string{}, p.Held...))
-	if err != nil {
-		return 0, err
-	}
-	args := append([]any{p.HostID}, statusArgs(tr.From)...)
-	failing, err := queryAll(ctx, tx, scanFailing, `
-		SELECT `+failingColumns+` FROM deliveries
-		WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
-			AND delivery_id NOT IN (SELECT value FROM json_each(?))
-		ORDER BY delivery_id`, append(args, string(held))...)
-	if err != nil {
-		return 0, err
-	}
-	return applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
-}
-
-// inReport runs fn in one writer transaction and, once it has committed,
-// wakes the waiting heartbeats of the hosts fn put in woken: their
-// deliveries are due again at once.
-func (s *Store) inReport(ctx context.Context, fn func(tx *sql.Tx, woken map[string]bool) error) error {
+// inReport runs fn with a report's steps in one writer transaction and,
+// once it has committed, wakes the waiting heartbeats of the hosts the
+// steps woke: their deliveries are due again at once.
+func (s *Store) inReport(ctx context.Context, fn func(st steps) error) error {
 	var woken map[string]bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		woken = map[string]bool{}
-		return fn(tx, woken)
+		return fn(steps{tx, woken})
 	})
 	if err != nil {
 		return err
@@ -915,36 +885,30 @@ func (s *Store) inReport(ctx context.Context, fn func(tx *sql.Tx, woken map[stri
 	return nil
 }
 
+// failing runs fail, a flow that fails deliveries, in a report's
+// transaction (inReport), and returns how many it failed.
+func (s *Store) failing(ctx context.Context, what string, fail func(st steps) (int, error)) (int, error) {
+	var n int
+	err := s.inReport(ctx, func(st steps) (err error) {
+		n, err = fail(st)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, interpretError(err))
+	}
+	return n, nil
+}
+
 func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParams) (*store.DeliveryReportResult, error) {
-	var res store.DeliveryReportResult
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		res = store.DeliveryReportResult{}
-		if p.Ack != nil {
-			if res.Acked, err = ack(ctx, tx, p.Ack); err != nil {
-				return err
-			}
-		}
-		if p.Nack != nil {
-			if res.Nacked, err = nack(ctx, tx, p.Nack, woken); err != nil {
-				return err
-			}
-		}
-		if p.Extend != nil {
-			if res.Extended, err = extend(ctx, tx, p.Extend); err != nil {
-				return err
-			}
-		}
-		if p.ReleaseUnheld != nil {
-			if res.Released, err = releaseUnheld(ctx, tx, p.ReleaseUnheld, woken); err != nil {
-				return err
-			}
-		}
-		return recordResults(ctx, tx, p.HostID, p.Results)
+	var res *store.DeliveryReportResult
+	err := s.inReport(ctx, func(st steps) (err error) {
+		res, err = flow.Report(ctx, st, p)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery report: %w", interpretError(err))
 	}
-	return &res, nil
+	return res, nil
 }
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
@@ -972,46 +936,84 @@ func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParam
 }
 
 func (s *Store) DeliveryNack(ctx context.Context, p *store.DeliveryNackParams) (int, error) {
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		n, err = nack(ctx, tx, p, woken)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery nack: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery nack", func(st steps) (int, error) { return flow.Nack(ctx, st, p) })
 }
 
 func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) (int, error) {
 	if len(p.IDs) == 0 {
 		return 0, nil
 	}
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) error {
-		failing, err := selectForTransition(ctx, tx, store.TransitionRelease, p.HostID, p.IDs)
-		if err != nil {
-			return err
-		}
-		n, err = applyFailures(ctx, tx, failing, p.Fail, ms(p.Now), woken)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery release: %w", interpretError(err))
-	}
-	return n, nil
+	return s.failing(ctx, "delivery release", func(st steps) (int, error) { return flow.Release(ctx, st, p) })
 }
 
 func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryReleaseUnheldParams) (int, error) {
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) (err error) {
-		n, err = releaseUnheld(ctx, tx, p, woken)
-		return err
-	})
+	return s.failing(ctx, "delivery release unheld", func(st steps) (int, error) { return flow.ReleaseUnheld(ctx, st, p) })
+}
+
+// steps are a report's steps (flow.ReportSteps) in a writer transaction;
+// the hosts woken are woken once it commits (inReport).
+type steps struct {
+	tx    *sql.Tx
+	woken map[string]bool
+}
+
+var _ flow.ReportSteps = steps{}
+
+// Ack acks, then records the results of the deliveries it names: they
+// are kept in a table of their own (delivery_results).
+func (st steps) Ack(ctx context.Context, p *store.DeliveryAckParams, results []store.DeliveryResult) (int, error) {
+	n, err := ack(ctx, st.tx, p)
 	if err != nil {
-		return 0, fmt.Errorf("delivery release unheld: %w", interpretError(err))
+		return 0, err
 	}
-	return n, nil
+	return n, recordResults(ctx, st.tx, p.HostID, results)
+}
+
+func (st steps) Extend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
+	return extend(ctx, st.tx, p)
+}
+
+func (st steps) Transitionable(ctx context.Context, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
+	return selectForTransition(ctx, st.tx, tr, hostID, ids)
+}
+
+func (st steps) Unheld(ctx context.Context, hostID string, held []string) ([]store.Failing, error) {
+	tr := store.TransitionAnswerLost
+	// Held goes in as one JSON array (never null): it may list thousands of ids.
+	list, err := json.Marshal(append([]string{}, held...))
+	if err != nil {
+		return nil, err
+	}
+	args := append([]any{hostID}, statusArgs(tr.From)...)
+	return queryAll(ctx, st.tx, scanFailing, `
+		SELECT `+failingColumns+` FROM deliveries
+		WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
+			AND delivery_id NOT IN (SELECT value FROM json_each(?))
+		ORDER BY delivery_id`, append(args, string(list))...)
+}
+
+func (st steps) Fail(ctx context.Context, f store.Failing, fl store.Failure, now time.Time) (bool, error) {
+	args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now),
+		raisedMaxAttempts(fl), f.ID, f.ID}, statusArgs(fl.Transition.From)...)
+	res, err := st.tx.ExecContext(ctx, failQuery(fl.Transition), args...)
+	if err != nil {
+		return false, err
+	}
+	changed, err := res.RowsAffected()
+	return changed > 0, err
+}
+
+func (st steps) RecordEvents(ctx context.Context, events []store.DeliveryEvent) error {
+	return recordEvents(ctx, st.tx, events)
+}
+
+func (st steps) Wake(_ context.Context, hostID string) error {
+	st.woken[hostID] = true
+	return nil
+}
+
+func (st steps) RecordResults(ctx context.Context, hostID string, results []store.DeliveryResult) error {
+	return recordResults(ctx, st.tx, hostID, results)
 }
 
 // failQuery applies a failure's transition tr to a delivery (its id
@@ -1022,43 +1024,6 @@ func failQuery(tr store.Transition) string {
 		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?,
 			max_attempts = COALESCE(?, max_attempts)
 		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)`
-}
-
-// applyFailures applies to each of failing the Failure fail decides: one
-// update guarded on its transition's From, and its audit event. A delivery
-// due again at once adds its host to woken. It returns how many changed.
-func applyFailures(ctx context.Context, tx *sql.Tx, failing []store.Failing, fail store.FailFunc, now time.Time, woken map[string]bool) (int, error) {
-	n := 0
-	for _, f := range failing {
-		fl, ok := fail(f)
-		if !ok {
-			continue
-		}
-		tr := fl.Transition
-		args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now),
-			raisedMaxAttempts(fl), f.ID, f.ID}, statusArgs(tr.From)...)
-		res, err := tx.ExecContext(ctx, failQuery(tr), args...)
-		if err != nil {
-			return 0, err
-		}
-		if changed, err := res.RowsAffected(); err != nil || changed == 0 {
-			if err != nil {
-				return 0, err
-			}
-			continue
-		}
-		err = recordEvents(ctx, tx, []store.DeliveryEvent{{
-			DeliveryID: f.ID, At: now, From: f.Status, To: fl.To, Reason: fl.Reason, Attempt: f.Attempts,
-		}})
-		if err != nil {
-			return 0, err
-		}
-		if tr.AtOnce {
-			woken[f.HostID] = true
-		}
-		n++
-	}
-	return n, nil
 }
 
 // raisedMaxAttempts is the max_attempts a failure writes: nil (NULL,
@@ -1074,27 +1039,21 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 	limit := store.LimitOr(p.Limit, defaultBatch)
 	now := ms(p.Now)
 	tr := store.TransitionExpire
-	var n int
-	err := s.inReport(ctx, func(tx *sql.Tx, woken map[string]bool) error {
+	return s.failing(ctx, "delivery expire leases", func(st steps) (int, error) {
 		// The statuses are written into the statement, not bound: only
 		// then can SQLite tell that the partial index of leases
 		// (deliveries_lease_idx, on exactly these statuses) holds every
 		// row it wants. Bound, it scanned the whole table every second.
-		failing, err := queryAll(ctx, tx, scanFailing, `
+		failing, err := queryAll(ctx, st.tx, scanFailing, `
 			SELECT `+failingColumns+` FROM deliveries
 			WHERE status IN (`+statusList(tr.From)+`) AND lease_expires_at < ?
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT ?`, dbTime(now), limit)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n, err = applyFailures(ctx, tx, failing, p.Fail, now, woken)
-		return err
+		return flow.ApplyFailures(ctx, st, failing, p.Fail, now)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("delivery expire leases: %w", interpretError(err))
-	}
-	return n, nil
 }
 
 // statusList is statuses as SQL literals, for a statement that must name

@@ -6,7 +6,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,12 +21,17 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/migrations"
 	"github.com/relaykit/relay/shared/dbfile"
 )
 
 // Store implements store.Store on one SQLite database file.
 type Store struct {
+	// Alerts is the store's presence and alerting, written once for both
+	// engines over the Store (flowDB).
+	flow.Alerts
+
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
 	// wake, changed and stopping hold DeliveryListen's callbacks: one
@@ -181,65 +185,9 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(), ipsets: newListeners(),
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
+	s.Alerts = flow.Alerts{DB: flowDB{s}}
 	go s.checkpointer(ckptCtx)
 	return s, nil
-}
-
-// checkpointer copies the WAL into the database once it holds
-// ckptPages pages not yet copied, woken by each write's commit, until ctx
-// ends (Close).
-func (s *Store) checkpointer(ctx context.Context) {
-	defer close(s.ckptDone)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.ckptPoke:
-		}
-		// An error leaves the copy to the next wake-up, and to the
-		// writer's own autocheckpoint past twice the mark.
-		_, _ = s.checkpointDue(ctx)
-	}
-}
-
-// checkpointDue copies the WAL into the database (a PASSIVE checkpoint,
-// alongside the writer's transactions) when it holds ckptPages pages not
-// yet copied, and says whether it did. The pages committed while it copied
-// are left to the writer (tail): a WAL always copied behind a running
-// writer would never be started over, and would grow.
-func (s *Store) checkpointDue(ctx context.Context) (bool, error) {
-	var busy, frames, copied int
-	if err := s.ckpt.QueryRowContext(ctx, "PRAGMA wal_checkpoint(NOOP)").Scan(&busy, &frames, &copied); err != nil {
-		return false, err
-	}
-	if frames-copied < s.ckptPages {
-		return false, nil
-	}
-	if err := s.ckpt.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied); err != nil {
-		return false, err
-	}
-	s.ckptTail.Store(true)
-	return true, nil
-}
-
-// checkpointTail copies, on the writer's connection and before its next
-// transaction, what the checkpointer left: the pages committed while it
-// copied. That transaction then starts the WAL over. A PASSIVE checkpoint
-// waits for no one; this one copies a few batches' pages, not the WAL's
-// ckptPages.
-func (s *Store) checkpointTail(ctx context.Context) {
-	if s.ckptTail.CompareAndSwap(true, false) {
-		// An error leaves the copy to the next checkpoint.
-		_, _ = s.write.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
-	}
-}
-
-// pokeCheckpointer tells the checkpointer a write committed.
-func (s *Store) pokeCheckpointer() {
-	select {
-	case s.ckptPoke <- struct{}{}:
-	default:
-	}
 }
 
 // Migrate applies pending migrations on the writer connection.
@@ -338,36 +286,7 @@ func dbTimePtr(t *time.Time) any {
 // ms truncates t to the stored precision, in UTC.
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
 
-// timeCol scans an INTEGER millisecond column into a time.Time.
-type timeCol struct{ t *time.Time }
-
-func (c timeCol) Scan(v any) error {
-	n, ok := v.(int64)
-	if !ok {
-		return fmt.Errorf("time column: unexpected %T", v)
-	}
-	*c.t = time.UnixMilli(n).UTC()
-	return nil
-}
-
-// nullTimeCol scans a nullable INTEGER millisecond column into a *time.Time.
-type nullTimeCol struct{ t **time.Time }
-
-func (c nullTimeCol) Scan(v any) error {
-	if v == nil {
-		*c.t = nil
-		return nil
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return fmt.Errorf("time column: unexpected %T", v)
-	}
-	t := time.UnixMilli(n).UTC()
-	*c.t = &t
-	return nil
-}
-
-type scanner = store.Scanner
+type scanner = flow.Scanner
 
 // placeholders returns "?, ?, …" for n values.
 func placeholders(n int) string {
@@ -382,375 +301,8 @@ func statusArgs(statuses []store.Status) []any {
 	return out
 }
 
-// --- hosts ---
-
-const hostColumns = `id, name, status, generation, credential_hash, claim_code_hash, claim_expires_at,
-	claimed_at, agent_version, last_heartbeat_at, subscription, rate_limit_per_min, rate_limit_burst,
-	created_at, deactivated_at`
-
-func scanHost(row scanner) (*store.Host, error) {
-	var h store.Host
-	var sub sql.NullString
-	err := row.Scan(&h.ID, &h.Name, &h.Status, &h.Generation, &h.CredentialHash, &h.ClaimCodeHash,
-		nullTimeCol{&h.ClaimExpiresAt}, nullTimeCol{&h.ClaimedAt}, &h.AgentVersion, nullTimeCol{&h.LastHeartbeatAt},
-		&sub, &h.RateLimitPerMin, &h.RateLimitBurst, timeCol{&h.CreatedAt}, nullTimeCol{&h.DeactivatedAt})
-	if err != nil {
-		return nil, err
-	}
-	if sub.Valid {
-		h.Subscription = json.RawMessage(sub.String)
-	}
-	return &h, nil
-}
-
-func (s *Store) HostCreate(ctx context.Context, p *store.HostCreateParams) (*store.Host, error) {
-	h, err := scanHost(s.write.QueryRowContext(ctx, `
-		INSERT INTO hosts (id, name, claim_code_hash, claim_expires_at, rate_limit_per_min, rate_limit_burst, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)
-		RETURNING `+hostColumns,
-		p.ID, p.Name, p.ClaimCodeHash, dbTime(p.ClaimExpiresAt), p.RateLimitPerMin, p.RateLimitBurst, dbTime(p.Now)))
-	if err != nil {
-		return nil, fmt.Errorf("host create: %w", interpretError(err))
-	}
-	s.changed.notify(p.ID)
-	return h, nil
-}
-
-func (s *Store) HostGet(ctx context.Context, id string) (*store.Host, error) {
-	h, err := scanHost(s.read.QueryRowContext(ctx, `SELECT `+hostColumns+` FROM hosts WHERE id = ?`, id))
-	if err != nil {
-		return nil, fmt.Errorf("host get: %w", interpretError(err))
-	}
-	return h, nil
-}
-
-func (s *Store) HostList(ctx context.Context) ([]*store.Host, error) {
-	hosts, err := queryAll(ctx, s.read, scanHost, `SELECT `+hostColumns+` FROM hosts ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("host list: %w", err)
-	}
-	return hosts, nil
-}
-
-// queryer is a *sql.DB or a *sql.Tx.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// queryAll runs a query and scans every row with scan.
-func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
-func (s *Store) HostClaim(ctx context.Context, p *store.HostClaimParams) (*store.Host, error) {
-	now := dbTime(p.Now)
-	h, err := scanHost(s.write.QueryRowContext(ctx, `
-		UPDATE hosts
-		SET credential_hash = ?, agent_version = ?, claimed_at = ?,
-			claim_code_hash = NULL, claim_expires_at = NULL, generation = generation + 1
-		WHERE claim_code_hash = ? AND status = 'active' AND claim_expires_at > ?
-		RETURNING `+hostColumns,
-		p.CredentialHash, p.AgentVersion, now, p.ClaimCodeHash, now))
-	if err != nil {
-		return nil, fmt.Errorf("host claim: %w", interpretError(err))
-	}
-	return h, nil
-}
-
-func (s *Store) HostSetClaimCode(ctx context.Context, p *store.HostSetClaimCodeParams) (*store.Host, error) {
-	h, err := scanHost(s.write.QueryRowContext(ctx, `
-		UPDATE hosts SET claim_code_hash = ?, claim_expires_at = ?
-		WHERE id = ? AND status = 'active'
-		RETURNING `+hostColumns,
-		p.ClaimCodeHash, dbTime(p.ClaimExpiresAt), p.HostID))
-	if err != nil {
-		return nil, fmt.Errorf("host set claim code: %w", interpretError(err))
-	}
-	return h, nil
-}
-
-func (s *Store) HostHeartbeat(ctx context.Context, p *store.HostHeartbeatParams) error {
-	var sub any // nil keeps the stored subscription
-	if p.Subscription != nil {
-		sub = string(p.Subscription)
-	}
-	res, err := s.write.ExecContext(ctx, `
-		UPDATE hosts SET last_heartbeat_at = ?, agent_version = ?, subscription = COALESCE(?, subscription)
-		WHERE id = ?`,
-		dbTime(p.Now), p.AgentVersion, sub, p.HostID)
-	if err != nil {
-		return fmt.Errorf("host heartbeat: %w", interpretError(err))
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("host heartbeat: %w", err)
-	} else if n == 0 {
-		return fmt.Errorf("host heartbeat: %w", store.ErrNotFound)
-	}
-	if p.Subscription != nil {
-		s.changed.notify(p.HostID)
-	}
-	return nil
-}
-
-func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParams) (*store.Host, error) {
-	h, err := scanHost(s.write.QueryRowContext(ctx, `
-		UPDATE hosts
-		SET status = 'deactivated', deactivated_at = COALESCE(deactivated_at, ?),
-			claim_code_hash = NULL, claim_expires_at = NULL, generation = generation + 1
-		WHERE id = ?
-		RETURNING `+hostColumns,
-		dbTime(p.Now), p.HostID))
-	if err != nil {
-		return nil, fmt.Errorf("host deactivate: %w", interpretError(err))
-	}
-	s.changed.notify(p.HostID)
-	return h, nil
-}
-
-// --- sources ---
-
-const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-	retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips`
-
-func scanSource(row scanner) (*store.Source, error) {
-	var src store.Source
-	var events, secrets, options, allowed string
-	var delays *string
-	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
-		&src.MaxBodyBytes, &delays, &src.MaxAttempts, timeCol{&src.CreatedAt}, timeCol{&src.UpdatedAt}, &allowed)
-	if err != nil {
-		return nil, err
-	}
-	if src.RetryDelays, err = store.DecodeDelays(delays); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(events), &src.Events); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	if err := json.Unmarshal([]byte(secrets), &src.Secrets); err != nil {
-		return nil, fmt.Errorf("secrets: %w", err)
-	}
-	if err := json.Unmarshal([]byte(options), &src.Options); err != nil {
-		return nil, fmt.Errorf("options: %w", err)
-	}
-	if err := json.Unmarshal([]byte(allowed), &src.AllowedIPs); err != nil {
-		return nil, fmt.Errorf("allowed_ips: %w", err)
-	}
-	if len(src.AllowedIPs) == 0 {
-		src.AllowedIPs = nil
-	}
-	return &src, nil
-}
-
-func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (*store.Source, error) {
-	events, secrets, options, err := p.JSONFields()
-	if err != nil {
-		return nil, fmt.Errorf("source upsert: %w", err)
-	}
-	now := dbTime(p.Now)
-	src, err := scanSource(s.write.QueryRowContext(ctx, `
-		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-			retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (host_id, name) DO UPDATE
-		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
-			secrets = excluded.secrets, options = excluded.options,
-			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
-			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
-			allowed_ips = excluded.allowed_ips
-		RETURNING `+sourceColumns,
-		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), now, now, p.AllowedIPsJSON()))
-	if err != nil {
-		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
-	}
-	s.changed.notify(p.HostID)
-	return src, nil
-}
-
-func (s *Store) SourceGet(ctx context.Context, hostID, name string) (*store.Source, error) {
-	src, err := scanSource(s.read.QueryRowContext(ctx,
-		`SELECT `+sourceColumns+` FROM sources WHERE host_id = ? AND name = ?`, hostID, name))
-	if err != nil {
-		return nil, fmt.Errorf("source get: %w", interpretError(err))
-	}
-	return src, nil
-}
-
-func (s *Store) SourceList(ctx context.Context, hostID string) ([]*store.Source, error) {
-	sources, err := queryAll(ctx, s.read, scanSource,
-		`SELECT `+sourceColumns+` FROM sources WHERE host_id = ? ORDER BY name`, hostID)
-	if err != nil {
-		return nil, fmt.Errorf("source list: %w", err)
-	}
-	return sources, nil
-}
-
-// zeroCounts is a count per status, all zero.
-func zeroCounts() map[store.Status]int {
-	counts := make(map[store.Status]int, len(store.Statuses))
-	for _, st := range store.Statuses {
-		counts[st] = 0
-	}
-	return counts
-}
-
-func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
-	rows, err := s.read.QueryContext(ctx, `
-		SELECT `+prefixed("h.", hostColumns)+`, c.status, c.n
-		FROM hosts h
-		LEFT JOIN (SELECT host_id, status, count(*) AS n FROM deliveries GROUP BY host_id, status) c
-			ON c.host_id = h.id
-		ORDER BY h.created_at, h.id`)
-	if err != nil {
-		return nil, fmt.Errorf("host list with counts: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.HostWithCounts
-	for rows.Next() {
-		var status sql.NullString
-		var n sql.NullInt64
-		h, err := scanHost(hostAndCount{rows, &status, &n})
-		if err != nil {
-			return nil, fmt.Errorf("host list with counts: %w", err)
-		}
-		if len(out) == 0 || out[len(out)-1].Host.ID != h.ID {
-			out = append(out, &store.HostWithCounts{Host: h, Counts: zeroCounts()})
-		}
-		if status.Valid {
-			out[len(out)-1].Counts[store.Status(status.String)] = int(n.Int64)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("host list with counts: %w", err)
-	}
-	return out, nil
-}
-
-// hostAndCount scans a host's columns followed by a status and a count.
-type hostAndCount struct {
-	row    scanner
-	status *sql.NullString
-	n      *sql.NullInt64
-}
-
-func (r hostAndCount) Scan(dest ...any) error {
-	return r.row.Scan(append(dest, r.status, r.n)...)
-}
-
-// prefixed qualifies each of a comma-separated column list with prefix.
-func prefixed(prefix, columns string) string {
-	cols := strings.Split(columns, ",")
-	for i, c := range cols {
-		cols[i] = prefix + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
-}
-
-func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
-	h, err := scanHost(s.write.QueryRowContext(ctx, `
-		UPDATE hosts
-		SET name = COALESCE(?, name), rate_limit_per_min = COALESCE(?, rate_limit_per_min),
-			rate_limit_burst = COALESCE(?, rate_limit_burst)
-		WHERE id = ?
-		RETURNING `+hostColumns,
-		p.Name, p.RateLimitPerMin, p.RateLimitBurst, p.HostID))
-	if err != nil {
-		return nil, fmt.Errorf("host update: %w", interpretError(err))
-	}
-	s.changed.notify(p.HostID)
-	return h, nil
-}
-
-func (s *Store) HostExpireClaimCodes(ctx context.Context, p *store.HostExpireClaimCodesParams) (int, error) {
-	res, err := s.write.ExecContext(ctx, `
-		UPDATE hosts SET claim_code_hash = NULL, claim_expires_at = NULL
-		WHERE id IN (
-			SELECT id FROM hosts
-			WHERE claim_code_hash IS NOT NULL AND claim_expires_at <= ?
-			ORDER BY claim_expires_at
-			LIMIT ?)`,
-		dbTime(p.Now), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("host expire claim codes: %w", interpretError(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("host expire claim codes: %w", err)
-	}
-	return int(n), nil
-}
-
-// listeners are the callbacks of running DeliveryListen calls.
-type listeners struct {
-	mu   sync.Mutex
-	next int
-	fns  map[int]func(hostID string)
-}
-
-func newListeners() listeners { return listeners{fns: map[int]func(string){}} }
-
-func (l *listeners) add(fn func(string)) (remove func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	id := l.next
-	l.next++
-	l.fns[id] = fn
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		delete(l.fns, id)
-	}
-}
-
-func (l *listeners) notify(hostID string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, fn := range l.fns {
-		fn(hostID)
-	}
-}
-
-func (s *Store) DeliveryListen(ctx context.Context, p *store.DeliveryListenParams) error {
-	remove := s.wake.add(p.Available)
-	defer remove()
-	if p.Changed != nil {
-		removeChanged := s.changed.add(p.Changed)
-		defer removeChanged()
-	}
-	if p.Socket != nil {
-		removeSocket := s.sockets.listen(p.Socket)
-		defer removeSocket()
-	}
-	if p.Stopping != nil {
-		removeStopping := s.stopping.add(p.Stopping)
-		defer removeStopping()
-	}
-	if p.IPSetChanged != nil {
-		removeIPSets := s.ipsets.add(p.IPSetChanged)
-		defer removeIPSets()
-	}
-	if p.Listening != nil {
-		p.Listening()
-	}
-	<-ctx.Done()
-	return nil
-}
-
-func (s *Store) HostStopping(ctx context.Context, hostID string) error {
-	s.stopping.notify(hostID)
-	return nil
+// queryAll runs a query on q, a *sql.DB or a *sql.Tx, and scans every row
+// with scan.
+func queryAll[T any](ctx context.Context, q sqlQuerier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	return flow.All(ctx, executor{q}, scan, query, args...)
 }

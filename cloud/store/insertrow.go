@@ -10,58 +10,9 @@ import (
 	"time"
 )
 
-// Rules every engine applies the same way. Engines differ only in SQL.
-
-// DefaultMaxAttempts is how many attempts a delivery without a schedule of
-// its own gets: one per delay of the delivery core's default policy
-// (delivery.DefaultRetryPolicy).
-const DefaultMaxAttempts = 5
-
-// MaxAttemptsFor resolves a configured number of attempts: n when positive,
-// else one per entry of delays, else DefaultMaxAttempts.
-func MaxAttemptsFor(n int, delays []time.Duration) int {
-	switch {
-	case n > 0:
-		return n
-	case len(delays) > 0:
-		return len(delays)
-	}
-	return DefaultMaxAttempts
-}
-
-// EncodeDelays is a retry schedule as stored: a JSON array of milliseconds,
-// or nil (NULL, the default policy) for an empty schedule.
-func EncodeDelays(delays []time.Duration) *string {
-	if len(delays) == 0 {
-		return nil
-	}
-	ms := make([]int64, len(delays))
-	for i, d := range delays {
-		ms[i] = d.Milliseconds()
-	}
-	b, _ := json.Marshal(ms) // a slice of integers always encodes
-	s := string(b)
-	return &s
-}
-
-// DecodeDelays reads a stored retry schedule; NULL (nil) is nil.
-func DecodeDelays(stored *string) ([]time.Duration, error) {
-	if stored == nil {
-		return nil, nil
-	}
-	var ms []int64
-	if err := json.Unmarshal([]byte(*stored), &ms); err != nil {
-		return nil, fmt.Errorf("retry delays: %w", err)
-	}
-	if len(ms) == 0 {
-		return nil, nil
-	}
-	out := make([]time.Duration, len(ms))
-	for i, v := range ms {
-		out[i] = time.Duration(v) * time.Millisecond
-	}
-	return out, nil
-}
+// What an insert writes, worked out once for every engine: the row of a
+// new delivery (InsertRow), its id, its audit events, and what reading it
+// back would give. The engines differ only in the SQL that writes it.
 
 // ReceiveReason is the reason of a new delivery's first audit event: the
 // receive transition's, with ReceiveNote in parentheses when there is one
@@ -75,54 +26,6 @@ func (p *DeliveryInsertParams) ReceiveReason() string {
 		return TransitionReceive.Reason + " " + note
 	}
 	return TransitionReceive.Reason + " (" + note + ")"
-}
-
-// LeaseCut returns how many lease candidates (body sizes, in FIFO order) fit
-// in one batch of at most max deliveries and maxBytes of body (0: no byte
-// bound). A single delivery larger than maxBytes goes alone.
-func LeaseCut(sizes []int, max, maxBytes int) int {
-	n, total := 0, 0
-	for _, size := range sizes {
-		if n >= max || (n > 0 && maxBytes > 0 && total+size > maxBytes) {
-			break
-		}
-		total += size
-		n++
-	}
-	return n
-}
-
-// JSONFields encodes a source's list and map fields as stored, nil as empty.
-func (p *SourceUpsertParams) JSONFields() (events, secrets, options []byte, err error) {
-	ev, sec, opt := p.Events, p.Secrets, p.Options
-	if ev == nil {
-		ev = []string{}
-	}
-	if sec == nil {
-		sec = []SealedSecret{}
-	}
-	if opt == nil {
-		opt = map[string]string{}
-	}
-	if events, err = json.Marshal(ev); err != nil {
-		return nil, nil, nil, err
-	}
-	if secrets, err = json.Marshal(sec); err != nil {
-		return nil, nil, nil, err
-	}
-	if options, err = json.Marshal(opt); err != nil {
-		return nil, nil, nil, err
-	}
-	return events, secrets, options, nil
-}
-
-// AllowedIPsJSON encodes a source's allowlist as stored, nil as empty.
-func (p *SourceUpsertParams) AllowedIPsJSON() string {
-	if len(p.AllowedIPs) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(p.AllowedIPs) // strings always encode
-	return string(b)
 }
 
 // InsertRow is a DeliveryInsertParams made ready to write: what both

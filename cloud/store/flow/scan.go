@@ -1,37 +1,39 @@
-package store
+package flow
 
-import "time"
+import (
+	"time"
 
-// Scanner is one row of a query, in either engine.
-type Scanner interface{ Scan(dest ...any) error }
+	"github.com/relaykit/relay/cloud/store"
+)
 
-// Cols is how an engine reads the columns engines store differently
-// (times: SQLite milliseconds, Postgres timestamptz), as Scan
-// destinations. With it, the rows of the alerting tables are read by one
-// function for both engines; the SQL that selects them stays in each.
-// Every time read is in UTC.
-type Cols struct {
+// TimeColumns is how an engine reads its time columns, the one kind of
+// column the engines store differently (SQLite: INTEGER milliseconds;
+// Postgres: timestamptz), as Scan destinations: Time(&t) is where a NOT
+// NULL column goes, NullTime(&p) where a nullable one goes (NULL: nil).
+// Every time read is in UTC. With it, one function reads a row of the
+// alerting tables on either engine (the Scan… methods below).
+type TimeColumns struct {
 	Time     func(*time.Time) any  // a NOT NULL time column
 	NullTime func(**time.Time) any // a nullable one; NULL is nil
 }
 
 // ScanPresence reads host id, last heartbeat, claim, recorded presence
 // state (nullable) and since.
-func (c Cols) ScanPresence(row Scanner) (*PresenceChange, error) {
-	var p PresenceChange
+func (c TimeColumns) ScanPresence(row Scanner) (*store.PresenceChange, error) {
+	var p store.PresenceChange
 	var state *string
 	if err := row.Scan(&p.HostID, c.NullTime(&p.LastContact), c.NullTime(&p.ClaimedAt), &state, c.NullTime(&p.Since)); err != nil {
 		return nil, err
 	}
 	if state != nil {
-		p.State = Presence(*state)
+		p.State = store.Presence(*state)
 	}
 	return &p, nil
 }
 
 // PresenceCount is how many active hosts a presence state has.
 type PresenceCount struct {
-	State Presence
+	State store.Presence
 	N     int
 }
 
@@ -43,8 +45,8 @@ func ScanPresenceCount(row Scanner) (PresenceCount, error) {
 }
 
 // PresenceCountMap is counts by state, as PresenceCounts returns them.
-func PresenceCountMap(counts []PresenceCount) map[Presence]int {
-	out := make(map[Presence]int, len(counts))
+func PresenceCountMap(counts []PresenceCount) map[store.Presence]int {
+	out := make(map[store.Presence]int, len(counts))
 	for _, c := range counts {
 		out[c.State] = c.N
 	}
@@ -52,20 +54,20 @@ func PresenceCountMap(counts []PresenceCount) map[Presence]int {
 }
 
 // ScanPresenceEvent reads id, host id, at, from, to and lasted_ms.
-func (c Cols) ScanPresenceEvent(row Scanner) (*PresenceEvent, error) {
-	var e PresenceEvent
+func (c TimeColumns) ScanPresenceEvent(row Scanner) (*store.PresenceEvent, error) {
+	var e store.PresenceEvent
 	var lasted int64
 	if err := row.Scan(&e.ID, &e.HostID, c.Time(&e.At), &e.From, &e.To, &lasted); err != nil {
 		return nil, err
 	}
-	e.Lasted = Millis(lasted)
+	e.Lasted = store.Millis(lasted)
 	return &e, nil
 }
 
 // ScanHostBacklog reads host id, pending, oldest pending (nullable), dlq
 // and new dlq.
-func (c Cols) ScanHostBacklog(row Scanner) (*HostBacklog, error) {
-	var b HostBacklog
+func (c TimeColumns) ScanHostBacklog(row Scanner) (*store.HostBacklog, error) {
+	var b store.HostBacklog
 	if err := row.Scan(&b.HostID, &b.Pending, c.NullTime(&b.OldestPending), &b.DLQ, &b.NewDLQ); err != nil {
 		return nil, err
 	}
@@ -73,8 +75,8 @@ func (c Cols) ScanHostBacklog(row Scanner) (*HostBacklog, error) {
 }
 
 // ScanSourceFailures reads host id, source, most attempts and retrying.
-func ScanSourceFailures(row Scanner) (*SourceFailures, error) {
-	var f SourceFailures
+func ScanSourceFailures(row Scanner) (*store.SourceFailures, error) {
+	var f store.SourceFailures
 	if err := row.Scan(&f.HostID, &f.Source, &f.Attempts, &f.Retrying); err != nil {
 		return nil, err
 	}
@@ -83,8 +85,8 @@ func ScanSourceFailures(row Scanner) (*SourceFailures, error) {
 
 // ScanAlert reads an alert's columns: id, rule, alert_key, host_id,
 // source, summary, started_at, last_sent_at, resolved_at.
-func (c Cols) ScanAlert(row Scanner) (*Alert, error) {
-	var a Alert
+func (c TimeColumns) ScanAlert(row Scanner) (*store.Alert, error) {
+	var a store.Alert
 	err := row.Scan(&a.ID, &a.Rule, &a.Key, &a.HostID, &a.Source, &a.Summary, c.Time(&a.StartedAt),
 		c.Time(&a.LastSentAt), c.NullTime(&a.ResolvedAt))
 	if err != nil {
@@ -94,8 +96,8 @@ func (c Cols) ScanAlert(row Scanner) (*Alert, error) {
 }
 
 // ScanAlertRuleSetting reads host id, rule, disabled and threshold.
-func ScanAlertRuleSetting(row Scanner) (*AlertRuleSetting, error) {
-	var r AlertRuleSetting
+func ScanAlertRuleSetting(row Scanner) (*store.AlertRuleSetting, error) {
+	var r store.AlertRuleSetting
 	if err := row.Scan(&r.HostID, &r.Rule, &r.Disabled, &r.Threshold); err != nil {
 		return nil, err
 	}
@@ -105,15 +107,15 @@ func ScanAlertRuleSetting(row Scanner) (*AlertRuleSetting, error) {
 // sinkDest is where a sink's columns are read: id, kind, target,
 // url_sealed, secret_sealed, created_at, sent, failures, failing_since,
 // last_error, last_error_at.
-func (c Cols) sinkDest(k *AlertSink) []any {
+func (c TimeColumns) sinkDest(k *store.AlertSink) []any {
 	return []any{&k.ID, &k.Kind, &k.Target, &k.URLSealed, &k.SecretSealed, c.Time(&k.CreatedAt), &k.Sent,
 		&k.Failures, c.NullTime(&k.FailingSince), &k.LastError, c.NullTime(&k.LastErrorAt)}
 }
 
 // ScanAlertSink reads a sink's columns, then how many notifications it
 // has queued.
-func (c Cols) ScanAlertSink(row Scanner) (*AlertSink, error) {
-	var k AlertSink
+func (c TimeColumns) ScanAlertSink(row Scanner) (*store.AlertSink, error) {
+	var k store.AlertSink
 	if err := row.Scan(append(c.sinkDest(&k), &k.Queued)...); err != nil {
 		return nil, err
 	}
@@ -122,8 +124,8 @@ func (c Cols) ScanAlertSink(row Scanner) (*AlertSink, error) {
 
 // ScanAlertNotification reads a notification's id, alert id, payload,
 // created_at and attempts, then its sink's columns.
-func (c Cols) ScanAlertNotification(row Scanner) (*AlertNotification, error) {
-	n := AlertNotification{Sink: &AlertSink{}}
+func (c TimeColumns) ScanAlertNotification(row Scanner) (*store.AlertNotification, error) {
+	n := store.AlertNotification{Sink: &store.AlertSink{}}
 	var payload string
 	if err := row.Scan(append([]any{&n.ID, &n.AlertID, &payload, c.Time(&n.CreatedAt), &n.Attempts}, c.sinkDest(n.Sink)...)...); err != nil {
 		return nil, err

@@ -1,0 +1,228 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// Alerts implements, on DB, the methods of store.AlertStore whose SQL both
+// engines share: the lease of a job, presence, alerts and their rule
+// settings, sinks and their outbox, and the intake 5xx counts. An engine
+// embeds it in its Store and writes the rest itself (BacklogByHost,
+// FailingSources and AlertList: each tuned to its planner).
+type Alerts struct{ DB DB }
+
+func (a Alerts) LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (bool, error) {
+	var holder string
+	err := a.DB.Write().QueryRow(ctx, `
+		INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+		WHERE leases.expires_at <= $4 OR leases.holder = excluded.holder
+		RETURNING holder`, p.Name, p.Holder, a.DB.Time(p.Until), a.DB.Time(p.Now)).Scan(&holder)
+	if errors.Is(err, ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lease acquire: %w", err)
+	}
+	return holder == p.Holder, nil
+}
+
+// --- presence ---
+
+// presenceOf is the presence a host's last contact (else its claim, else
+// its creation) gives, in SQL: $1 is the late cut, $2 the offline cut.
+const presenceOf = `CASE WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= $1 THEN 'online'
+	WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= $2 THEN 'late' ELSE 'offline' END`
+
+func (a Alerts) PresenceChanges(ctx context.Context, p *store.PresenceChangesParams) ([]*store.PresenceChange, error) {
+	cs, err := All(ctx, a.DB.Read(), a.DB.Times().ScanPresence, `
+		SELECT h.id, h.last_heartbeat_at, h.claimed_at, p.state, p.since
+		FROM hosts h LEFT JOIN host_presence p ON p.host_id = h.id
+		WHERE h.status = 'active' AND h.credential_hash IS NOT NULL
+		  AND COALESCE(p.state, '') <> `+presenceOf+`
+		ORDER BY h.id LIMIT $3`,
+		a.DB.Time(p.LateBefore), a.DB.Time(p.OfflineBefore), store.LimitOr(p.Limit, 1000))
+	if err != nil {
+		return nil, fmt.Errorf("presence changes: %w", err)
+	}
+	return cs, nil
+}
+
+func (a Alerts) PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bool, error) {
+	changed := false
+	err := a.DB.InTx(ctx, func(tx Executor) error {
+		now := a.DB.Time(p.Now)
+		var lasted time.Duration
+		if p.From == "" {
+			n, err := tx.Exec(ctx, `INSERT INTO host_presence (host_id, state, since) VALUES ($1, $2, $3)
+				ON CONFLICT (host_id) DO NOTHING`, p.HostID, string(p.To), now)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+		} else {
+			var since time.Time
+			err := tx.QueryRow(ctx, `SELECT since FROM host_presence WHERE host_id = $1 AND state = $2`+a.DB.ForUpdate(),
+				p.HostID, string(p.From)).Scan(a.DB.Times().Time(&since))
+			if errors.Is(err, ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE host_presence SET state = $1, since = $2 WHERE host_id = $3`,
+				string(p.To), now, p.HostID); err != nil {
+				return err
+			}
+			lasted = p.Now.Truncate(time.Millisecond).Sub(since)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO host_presence_events (host_id, at, from_state, to_state, lasted_ms)
+			VALUES ($1, $2, $3, $4, $5)`, p.HostID, now, string(p.From), string(p.To), max(lasted.Milliseconds(), 0))
+		changed = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("presence set: %w", err)
+	}
+	return changed, nil
+}
+
+func (a Alerts) PresenceList(ctx context.Context, p *store.PresenceListParams) ([]*store.PresenceChange, error) {
+	cs, err := All(ctx, a.DB.Read(), a.DB.Times().ScanPresence, `
+		SELECT h.id, h.last_heartbeat_at, h.claimed_at, p.state, p.since
+		FROM host_presence p JOIN hosts h ON h.id = p.host_id
+		WHERE p.state = $1 AND h.status = 'active'
+		ORDER BY p.since, h.id LIMIT $2`, string(p.State), store.LimitOr(p.Limit, 1000))
+	if err != nil {
+		return nil, fmt.Errorf("presence list: %w", err)
+	}
+	return cs, nil
+}
+
+func (a Alerts) PresenceCounts(ctx context.Context) (map[store.Presence]int, error) {
+	cs, err := All(ctx, a.DB.Read(), ScanPresenceCount, `SELECT p.state, count(*) FROM host_presence p JOIN hosts h ON h.id = p.host_id
+		WHERE h.status = 'active' GROUP BY p.state`)
+	if err != nil {
+		return nil, fmt.Errorf("presence counts: %w", err)
+	}
+	return PresenceCountMap(cs), nil
+}
+
+func (a Alerts) PresenceEventList(ctx context.Context, hostID string, limit int) ([]*store.PresenceEvent, error) {
+	es, err := All(ctx, a.DB.Read(), a.DB.Times().ScanPresenceEvent, `SELECT id, host_id, at, from_state, to_state, lasted_ms FROM host_presence_events
+		WHERE host_id = $1 ORDER BY id DESC LIMIT $2`, hostID, store.LimitOr(limit, 100))
+	if err != nil {
+		return nil, fmt.Errorf("presence event list: %w", err)
+	}
+	return es, nil
+}
+
+// --- alerts ---
+
+// AlertColumns are the columns TimeColumns.ScanAlert reads.
+const AlertColumns = `id, rule, alert_key, host_id, source, summary, started_at, last_sent_at, resolved_at`
+
+// queueNotice queues payload for every sink.
+func (a Alerts) queueNotice(ctx context.Context, tx Executor, alertID int64, payload []byte, now time.Time) error {
+	_, err := tx.Exec(ctx, `INSERT INTO alert_outbox (sink_id, alert_id, payload, created_at, next_at)
+		SELECT id, $1, $2, $3, $3 FROM alert_sinks ORDER BY created_at, id`, alertID, string(payload), a.DB.Time(now))
+	return err
+}
+
+func (a Alerts) AlertFire(ctx context.Context, p *store.AlertFireParams) (*store.Alert, bool, error) {
+	var fired *store.Alert
+	err := a.DB.InTx(ctx, func(tx Executor) error {
+		fired = nil // a retried transaction starts over
+		al, err := a.DB.Times().ScanAlert(tx.QueryRow(ctx, `
+			INSERT INTO alerts (rule, alert_key, host_id, source, summary, started_at, last_sent_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $6)
+			ON CONFLICT (rule, alert_key) WHERE resolved_at IS NULL DO NOTHING
+			RETURNING `+AlertColumns, p.Rule, p.Key, p.HostID, p.Source, p.Summary, a.DB.Time(p.Now)))
+		if errors.Is(err, ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		payload, err := p.Payload(al)
+		if err != nil {
+			return err
+		}
+		if err := a.queueNotice(ctx, tx, al.ID, payload, p.Now); err != nil {
+			return err
+		}
+		fired = al
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("alert fire: %w", err)
+	}
+	return fired, fired != nil, nil
+}
+
+// alertNotice runs update and, when it changed the alert, queues p's
+// payload for every sink, in one transaction.
+func (a Alerts) alertNotice(ctx context.Context, what, update string, args []any, p *store.AlertNoticeParams) (bool, error) {
+	done := false
+	err := a.DB.InTx(ctx, func(tx Executor) error {
+		done = false
+		n, err := tx.Exec(ctx, update, args...)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		done = true
+		return a.queueNotice(ctx, tx, p.ID, p.Payload, p.Now)
+	})
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	return done, nil
+}
+
+func (a Alerts) AlertRemind(ctx context.Context, p *store.AlertNoticeParams) (bool, error) {
+	return a.alertNotice(ctx, "alert remind", `UPDATE alerts SET last_sent_at = $1
+		WHERE id = $2 AND resolved_at IS NULL AND last_sent_at = $3`,
+		[]any{a.DB.Time(p.Now), p.ID, a.DB.Time(p.LastSentAt)}, p)
+}
+
+func (a Alerts) AlertResolve(ctx context.Context, p *store.AlertNoticeParams) (bool, error) {
+	return a.alertNotice(ctx, "alert resolve", `UPDATE alerts SET resolved_at = $1, last_sent_at = $1
+		WHERE id = $2 AND resolved_at IS NULL`, []any{a.DB.Time(p.Now), p.ID}, p)
+}
+
+// --- rule settings ---
+
+func (a Alerts) AlertRuleSet(ctx context.Context, r *store.AlertRuleSetting) error {
+	_, err := a.DB.Write().Exec(ctx, `INSERT INTO alert_rules (host_id, rule, disabled, threshold) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (host_id, rule) DO UPDATE SET disabled = excluded.disabled, threshold = excluded.threshold`,
+		r.HostID, r.Rule, r.Disabled, r.Threshold)
+	if err != nil {
+		return fmt.Errorf("alert rule set: %w", err)
+	}
+	return nil
+}
+
+func (a Alerts) AlertRuleDelete(ctx context.Context, hostID, rule string) error {
+	if _, err := a.DB.Write().Exec(ctx, `DELETE FROM alert_rules WHERE host_id = $1 AND rule = $2`, hostID, rule); err != nil {
+		return fmt.Errorf("alert rule delete: %w", err)
+	}
+	return nil
+}
+
+func (a Alerts) AlertRuleList(ctx context.Context) ([]*store.AlertRuleSetting, error) {
+	rs, err := All(ctx, a.DB.Read(), ScanAlertRuleSetting, `SELECT host_id, rule, disabled, threshold FROM alert_rules ORDER BY host_id, rule LIMIT 10000`)
+	if err != nil {
+		return nil, fmt.Errorf("alert rule list: %w", err)
+	}
+	return rs, nil
+}

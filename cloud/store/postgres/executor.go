@@ -1,0 +1,99 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/relaykit/relay/cloud/store/flow"
+)
+
+// flowDB is the pool as the shared flows (package flow) use it. Postgres
+// takes their numbered placeholders as they are.
+type flowDB struct{ pool *pgxpool.Pool }
+
+var _ flow.DB = flowDB{}
+
+func (d flowDB) Read() flow.Executor  { return executor{d.pool} }
+func (d flowDB) Write() flow.Executor { return executor{d.pool} }
+
+func (d flowDB) InTx(ctx context.Context, fn func(tx flow.Executor) error) error {
+	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(executor{tx}) })
+}
+
+func (flowDB) Time(t time.Time) any    { return ms(t) }
+func (flowDB) Times() flow.TimeColumns { return cols }
+func (flowDB) ForUpdate() string       { return " FOR UPDATE" }
+
+// pgxQuerier is the pool, or a transaction.
+type pgxQuerier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// executor runs the flows' statements on q.
+type executor struct{ q pgxQuerier }
+
+func (e executor) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := e.q.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (e executor) QueryRow(ctx context.Context, sql string, args ...any) flow.Scanner {
+	return row{e.q.QueryRow(ctx, sql, args...)}
+}
+
+func (e executor) Query(ctx context.Context, sql string, args ...any) (flow.Rows, error) {
+	return e.q.Query(ctx, sql, args...)
+}
+
+// row is a pgx row whose Scan says flow.ErrNoRows for none.
+type row struct{ pgx.Row }
+
+func (r row) Scan(dest ...any) error {
+	err := r.Row.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return flow.ErrNoRows
+	}
+	return err
+}
+
+// cols reads timestamptz columns as times in UTC.
+var cols = flow.TimeColumns{
+	Time:     func(t *time.Time) any { return utcTime{t} },
+	NullTime: func(t **time.Time) any { return utcNullTime{t} },
+}
+
+// utcTime scans a NOT NULL timestamptz column into a time in UTC.
+type utcTime struct{ t *time.Time }
+
+func (c utcTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	if !v.Valid {
+		return errors.New("time column: NULL")
+	}
+	*c.t = v.Time.UTC()
+	return nil
+}
+
+// utcNullTime scans a nullable timestamptz column into a *time.Time in
+// UTC, nil for NULL.
+type utcNullTime struct{ t **time.Time }
+
+func (c utcNullTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	if !v.Valid {
+		*c.t = nil
+		return nil
+	}
+	t := v.Time.UTC()
+	*c.t = &t
+	return nil
+}

@@ -1,0 +1,253 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// --- deliveries: insert, get, list, counts ---
+
+func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("DeliveryInsertGet", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		body := []byte("{\"a\": 1}\n\x00\xff\xfe not utf-8, trailing spaces  ")
+		at := base.Add(987654321 * time.Nanosecond)
+		p := insertParams(b.host.ID, "evt-1", at, deliveryOpts{body: body})
+		res, err := s.DeliveryInsert(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, store.InsertQueued, res.Outcome)
+		d := res.Delivery
+		require.Equal(t, p.ID, d.ID)
+		require.Equal(t, store.StatusQueued, d.Status)
+		require.Zero(t, d.Attempts)
+		require.Equal(t, delivery.DefaultRetryPolicy.MaxAttempts(), d.MaxAttempts, "0 means the default policy's")
+		require.Equal(t, len(body), d.BodySize)
+
+		got := get(ctx, t, s, b.host.ID, p.ID)
+		require.Equal(t, &store.Delivery{
+			ID: p.ID, HostID: b.host.ID, Source: "github", EventID: "evt-1",
+			EventType: "pull_request", EventAction: "opened",
+			Headers: p.Headers, RawBody: body, BodySize: len(body),
+			Status: store.StatusQueued, MaxAttempts: 5,
+			ReceivedAt: base.Add(987 * time.Millisecond), CorrelationID: "corr-evt-1",
+			UpdatedAt: base.Add(987 * time.Millisecond),
+		}, got)
+		got.RawBody = nil
+		require.Equal(t, got, d, "the insert answers what a read gives, body aside")
+		sched := insertParams(b.host.ID, "evt-sched", at, deliveryOpts{})
+		sched.RetryDelays, sched.Headers = []time.Duration{0, 1500 * time.Microsecond, time.Minute}, nil
+		res, err = s.DeliveryInsert(ctx, sched)
+		require.NoError(t, err)
+		got = get(ctx, t, s, b.host.ID, sched.ID)
+		got.RawBody = nil
+		require.Equal(t, got, res.Delivery, "with a schedule kept in milliseconds and no headers")
+
+		evs := events(ctx, t, s, p.ID)
+		require.Len(t, evs, 1)
+		require.Equal(t, p.ID, evs[0].DeliveryID)
+		require.Equal(t, base.Add(987*time.Millisecond), evs[0].At)
+		require.Equal(t, store.Status(""), evs[0].From)
+		require.Equal(t, store.StatusQueued, evs[0].To)
+		require.Equal(t, store.TransitionReceive.Reason, evs[0].Reason)
+		require.Zero(t, evs[0].Attempt)
+
+		// Isolation: another host cannot see it.
+		_, err = s.DeliveryGet(ctx, b.other.ID, p.ID)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = s.DeliveryGet(ctx, b.host.ID, "nope")
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		// An empty body is still a body.
+		empty := insert(ctx, t, s, b.host.ID, "evt-empty", base, deliveryOpts{body: []byte{}})
+		require.Equal(t, []byte{}, get(ctx, t, s, b.host.ID, empty.ID).RawBody)
+
+		_, err = s.DeliveryInsert(ctx, insertParams("nope", "evt-1", base, deliveryOpts{}))
+		require.ErrorIs(t, err, store.ErrNotFound, "unknown host")
+	})
+
+	t.Run("DeliveryInsertDuplicate", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		first := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+
+		// The provider retries: same event id, later receive time, new delivery id.
+		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(time.Minute), deliveryOpts{}))
+		require.NoError(t, err)
+		require.Equal(t, store.InsertDuplicate, res.Outcome)
+		require.Equal(t, first.ID, res.Delivery.ID, "the first delivery is answered")
+		require.Equal(t, store.StatusQueued, res.Delivery.Status)
+
+		// Still a duplicate once acked.
+		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 1)
+		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, base, first.ID))
+		res, err = s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(2*time.Minute), deliveryOpts{}))
+		require.NoError(t, err)
+		require.Equal(t, store.InsertDuplicate, res.Outcome)
+		require.Equal(t, first.ID, res.Delivery.ID)
+		require.Equal(t, store.StatusAcked, res.Delivery.Status)
+
+		// The same event id on another source or another host is another delivery.
+		insert(ctx, t, s, b.host.ID, "evt-1", base.Add(time.Minute), deliveryOpts{source: "stripe"})
+		insert(ctx, t, s, b.other.ID, "evt-1", base.Add(3*time.Minute), deliveryOpts{})
+
+		counts, err := s.DeliveryCountByStatus(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, 1, counts[store.StatusAcked])
+		require.Equal(t, 1, counts[store.StatusQueued])
+		require.Len(t, events(ctx, t, s, first.ID), 3, "duplicates leave no trace in the trail")
+
+	})
+
+	t.Run("DeliveryInsertIDTaken", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		third := createHost(ctx, t, s, "host-3", base)
+		// The same event to three hosts under one source name, in one
+		// millisecond (a fan-out; Stripe and Svix send one event id to every
+		// endpoint): one id, three deliveries. Each is stored, the later ones
+		// a millisecond on, and each host sees only its own.
+		first := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		second := insert(ctx, t, s, b.other.ID, "evt-1", base, deliveryOpts{})
+		last := insert(ctx, t, s, third.ID, "evt-1", base, deliveryOpts{})
+		require.Equal(t, deliveryID("github", "evt-1", base), first.ID)
+		require.Equal(t, deliveryID("github", "evt-1", base.Add(time.Millisecond)), second.ID)
+		require.Equal(t, base.Add(time.Millisecond), second.ReceivedAt, "the id names its receive time")
+		require.Equal(t, deliveryID("github", "evt-1", base.Add(2*time.Millisecond)), last.ID)
+		for _, d := range []*store.Delivery{first, second, last} {
+			got := get(ctx, t, s, d.HostID, d.ID)
+			require.Equal(t, d.ReceivedAt, got.ReceivedAt)
+			require.Len(t, events(ctx, t, s, d.ID), 1, "one received event")
+			require.Equal(t, []string{d.ID}, ids(lease(ctx, t, s, d.HostID, 10, 0, base.Add(time.Second))))
+		}
+		_, err := s.DeliveryGet(ctx, b.other.ID, first.ID)
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		// The provider's retry is a duplicate of each host's own delivery.
+		res, err := s.DeliveryInsert(ctx, insertParams(b.other.ID, "evt-1", base, deliveryOpts{}))
+		require.NoError(t, err)
+		require.Equal(t, store.InsertDuplicate, res.Outcome)
+		require.Equal(t, second.ID, res.Delivery.ID)
+	})
+
+	t.Run("DeliveryInsertRevivesDLQ", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		d := toDLQ(ctx, t, s, b.host.ID, "evt-1", base)
+		require.Equal(t, 1, d.Attempts)
+		require.NotNil(t, d.DLQAt)
+
+		now := base.Add(time.Hour)
+		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", now, deliveryOpts{}))
+		require.NoError(t, err)
+		require.Equal(t, store.InsertRevived, res.Outcome)
+		require.Equal(t, d.ID, res.Delivery.ID)
+		require.Equal(t, store.StatusQueued, res.Delivery.Status)
+		require.Zero(t, res.Delivery.Attempts)
+		require.Nil(t, res.Delivery.NextRetryAt)
+		require.Nil(t, res.Delivery.DLQAt)
+
+		ev := lastEvent(ctx, t, s, d.ID)
+		require.Equal(t, store.StatusDLQ, ev.From)
+		require.Equal(t, store.StatusQueued, ev.To)
+		require.Equal(t, store.TransitionRevive.Reason, ev.Reason)
+		require.Zero(t, ev.Attempt)
+		require.Equal(t, now, ev.At)
+
+		// It is handed out again, as a first attempt.
+		leased := lease(ctx, t, s, b.host.ID, 10, 0, now)
+		require.Equal(t, []string{d.ID}, ids(leased))
+		require.Equal(t, 1, leased[0].Attempts)
+	})
+
+	t.Run("DeliveryListAndCount", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		var all []*store.Delivery // oldest first
+		for i := range 10 {
+			source := "github"
+			if i%3 == 0 {
+				source = "stripe"
+			}
+			at := base.Add(time.Duration(i) * time.Second)
+			if i == 5 {
+				at = base.Add(4 * time.Second) // a tie on received_at, broken by id
+			}
+			all = append(all, insert(ctx, t, s, b.host.ID, fmt.Sprintf("evt-%02d", i), at, deliveryOpts{source: source}))
+		}
+		insert(ctx, t, s, b.other.ID, "evt-other", base, deliveryOpts{})
+
+		// Move a few along: 0..2 leased, then 0 acked and 1 dead-lettered.
+		require.Len(t, lease(ctx, t, s, b.host.ID, 3, 0, base.Add(time.Minute)), 3)
+		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, base.Add(time.Minute), all[0].ID))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), delivery.Nack{ID: all[1].ID, Error: "bad", Retryable: false}))
+
+		newestFirst := slices.Clone(all)
+		slices.SortFunc(newestFirst, func(x, y *store.Delivery) int {
+			if c := y.ReceivedAt.Compare(x.ReceivedAt); c != 0 {
+				return c
+			}
+			if x.ID > y.ID {
+				return -1
+			}
+			return 1
+		})
+
+		list, err := s.DeliveryList(ctx, &store.DeliveryListParams{HostID: b.host.ID})
+		require.NoError(t, err)
+		require.Equal(t, ids(newestFirst), ids(list), "newest first, other hosts excluded")
+		for _, d := range list {
+			require.Nil(t, d.RawBody, "lists carry no bodies")
+			require.NotZero(t, d.BodySize)
+		}
+
+		list, err = s.DeliveryList(ctx, &store.DeliveryListParams{HostID: b.host.ID, Status: store.StatusDelivering})
+		require.NoError(t, err)
+		require.Equal(t, []string{all[2].ID}, ids(list))
+
+		list, err = s.DeliveryList(ctx, &store.DeliveryListParams{HostID: b.host.ID, Source: "stripe"})
+		require.NoError(t, err)
+		require.Equal(t, []string{all[9].ID, all[6].ID, all[3].ID, all[0].ID}, ids(list))
+
+		list, err = s.DeliveryList(ctx, &store.DeliveryListParams{HostID: b.host.ID, Source: "stripe", Status: store.StatusQueued})
+		require.NoError(t, err)
+		require.Equal(t, []string{all[9].ID, all[6].ID, all[3].ID}, ids(list))
+
+		// Keyset paging: pages of 3 cover everything once, in order.
+		var paged []string
+		p := &store.DeliveryListParams{HostID: b.host.ID, Limit: 3}
+		for range 10 {
+			page, err := s.DeliveryList(ctx, p)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(page), 3)
+			if len(page) == 0 {
+				break
+			}
+			paged = append(paged, ids(page)...)
+			last := page[len(page)-1]
+			p.BeforeReceivedAt, p.BeforeID = ptr(last.ReceivedAt), last.ID
+		}
+		require.Equal(t, ids(newestFirst), paged, "no overlap, no gaps")
+
+		counts, err := s.DeliveryCountByStatus(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, map[store.Status]int{
+			store.StatusQueued: 7, store.StatusDelivering: 1, store.StatusDelivered: 0,
+			store.StatusAcked: 1, store.StatusRetrying: 0, store.StatusDLQ: 1,
+		}, counts)
+
+		counts, err = s.DeliveryCountByStatus(ctx, "nope")
+		require.NoError(t, err)
+		for _, st := range store.Statuses {
+			require.Zero(t, counts[st])
+		}
+	})
+}

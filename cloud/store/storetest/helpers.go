@@ -1,0 +1,181 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// --- helpers ---
+
+func ptr[T any](v T) *T { return &v }
+
+func hashOf(s string) []byte { return []byte("hash:" + s) }
+
+func createHost(ctx context.Context, t *testing.T, s store.Store, id string, now time.Time) *store.Host {
+	t.Helper()
+	h, err := s.HostCreate(ctx, &store.HostCreateParams{
+		ID:              id,
+		Name:            "name of " + id,
+		ClaimCodeHash:   hashOf("code-" + id),
+		ClaimExpiresAt:  now.Add(24 * time.Hour),
+		RateLimitPerMin: 100,
+		RateLimitBurst:  20,
+		Now:             now,
+	})
+	require.NoError(t, err)
+	return h
+}
+
+// deliveryOpts varies an inserted delivery.
+type deliveryOpts struct {
+	source      string // default "github"
+	body        []byte // default a small JSON body
+	maxAttempts int
+}
+
+func deliveryID(source, eventID string, at time.Time) string {
+	return fmt.Sprintf("%s:%s:%d", source, eventID, at.UnixMilli())
+}
+
+func insertParams(hostID, eventID string, at time.Time, o deliveryOpts) *store.DeliveryInsertParams {
+	if o.source == "" {
+		o.source = "github"
+	}
+	if o.body == nil {
+		o.body = []byte(`{"event":"` + eventID + `"}`)
+	}
+	return &store.DeliveryInsertParams{
+		ID:            deliveryID(o.source, eventID, at),
+		HostID:        hostID,
+		Source:        o.source,
+		EventID:       eventID,
+		EventType:     "pull_request",
+		EventAction:   "opened",
+		Headers:       map[string]string{"x-github-event": "pull_request", "x-github-delivery": eventID},
+		RawBody:       o.body,
+		MaxAttempts:   o.maxAttempts,
+		CorrelationID: "corr-" + eventID,
+		ReceivedAt:    at,
+	}
+}
+
+func insert(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time, o deliveryOpts) *store.Delivery {
+	t.Helper()
+	res, err := s.DeliveryInsert(ctx, insertParams(hostID, eventID, at, o))
+	require.NoError(t, err)
+	require.Equal(t, store.InsertQueued, res.Outcome)
+	return res.Delivery
+}
+
+func get(ctx context.Context, t *testing.T, s store.Store, hostID, id string) *store.Delivery {
+	t.Helper()
+	d, err := s.DeliveryGet(ctx, hostID, id)
+	require.NoError(t, err)
+	return d
+}
+
+func lease(ctx context.Context, t *testing.T, s store.Store, hostID string, max, maxBytes int, now time.Time) []*store.Delivery {
+	t.Helper()
+	return leaseMore(ctx, t, s, hostID, max, maxBytes, now).Deliveries
+}
+
+func leaseMore(ctx context.Context, t *testing.T, s store.Store, hostID string, max, maxBytes int, now time.Time) *store.DeliveryLeaseResult {
+	t.Helper()
+	res, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: hostID, Max: max, MaxBytes: maxBytes, LeaseFor: leaseFor, Now: now})
+	require.NoError(t, err)
+	return res
+}
+
+// handOut leases as a heartbeat does whose answer was written: the leased
+// deliveries are delivered (the returned copies still say delivering).
+func handOut(ctx context.Context, t *testing.T, s store.Store, hostID string, max, maxBytes int, now time.Time) []*store.Delivery {
+	t.Helper()
+	leased := lease(ctx, t, s, hostID, max, maxBytes, now)
+	n, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: hostID, IDs: ids(leased), Now: now})
+	require.NoError(t, err)
+	require.Equal(t, len(leased), n)
+	return leased
+}
+
+func ids(ds []*store.Delivery) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func nack(ctx context.Context, t *testing.T, s store.Store, hostID string, now time.Time, nacks ...delivery.Nack) int {
+	t.Helper()
+	n, err := s.DeliveryNack(ctx, delivery.NackParams(hostID, nacks, delivery.DefaultRetryPolicy, now))
+	require.NoError(t, err)
+	return n
+}
+
+func ack(ctx context.Context, t *testing.T, s store.Store, hostID string, now time.Time, ids ...string) int {
+	t.Helper()
+	n, err := s.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: hostID, IDs: ids, Now: now})
+	require.NoError(t, err)
+	return n
+}
+
+func events(ctx context.Context, t *testing.T, s store.Store, id string) []*store.DeliveryEvent {
+	t.Helper()
+	evs, err := s.DeliveryEventList(ctx, id)
+	require.NoError(t, err)
+	return evs
+}
+
+func lastEvent(ctx context.Context, t *testing.T, s store.Store, id string) *store.DeliveryEvent {
+	t.Helper()
+	evs := events(ctx, t, s, id)
+	require.NotEmpty(t, evs)
+	return evs[len(evs)-1]
+}
+
+// requireLastEvent checks a delivery's last audit event, all but its id.
+func requireLastEvent(ctx context.Context, t *testing.T, s store.Store, want store.DeliveryEvent) {
+	t.Helper()
+	got := *lastEvent(ctx, t, s, want.DeliveryID)
+	got.ID = 0
+	require.Equal(t, want, got)
+}
+
+// toDLQ inserts a delivery and dead-letters it with a non-retryable nack.
+func toDLQ(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
+	t.Helper()
+	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
+	leased := lease(ctx, t, s, hostID, 100, 0, at)
+	require.Contains(t, ids(leased), d.ID)
+	require.Equal(t, 1, nack(ctx, t, s, hostID, at, delivery.Nack{ID: d.ID, Error: "boom", Retryable: false}))
+	d = get(ctx, t, s, hostID, d.ID)
+	require.Equal(t, store.StatusDLQ, d.Status)
+	return d
+}
+
+func listen(ctx context.Context, t testing.TB, s store.Store, p *store.DeliveryListenParams) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	listening := make(chan struct{})
+	done := make(chan error, 1)
+	p.Listening = func() { close(listening) }
+	go func() { done <- s.DeliveryListen(ctx, p) }()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case <-listening:
+	case <-done:
+		t.Fatal("DeliveryListen ended before it listened")
+	}
+	return stop
+}

@@ -1,0 +1,133 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/delivery"
+	"github.com/relaykit/relay/cloud/store"
+)
+
+func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("DeliveryListen", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		woken := make(chan string, 100)
+		stop := listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(hostID string) { woken <- hostID },
+		})
+		marks := 0
+		mark := func() {
+			marks++
+			insert(ctx, t, s, b.other.ID, fmt.Sprintf("mark-%d", marks), base, deliveryOpts{})
+		}
+		// next is the next wake-up; wake-ups come in commit order, so a mark
+		// after an action shows that the action woke no one.
+		next := func() string { t.Helper(); return nextWakeUp(t, woken) }
+
+		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		require.Equal(t, b.host.ID, next(), "received")
+
+		_, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(time.Second), deliveryOpts{}))
+		require.NoError(t, err)
+		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 1)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d.ID, Retryable: false}))
+		mark()
+		require.Equal(t, b.other.ID, next(), "a duplicate, a lease and a nack wake no one")
+
+		_, err = s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(time.Minute), deliveryOpts{}))
+		require.NoError(t, err)
+		require.Equal(t, b.host.ID, next(), "revived")
+
+		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base.Add(time.Minute)), 1)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), delivery.Nack{ID: d.ID, Retryable: true}))
+		_, err = s.DeliveryRetry(ctx, &store.DeliveryRetryParams{HostID: b.host.ID, ID: d.ID, Now: base.Add(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, b.host.ID, next(), "retried by an operator")
+
+		// A batch wakes each of its hosts once, and a duplicate in it no one.
+		_, err = s.DeliveryInsertBatch(ctx, []*store.DeliveryInsertParams{
+			insertParams(b.host.ID, "evt-1", base.Add(2*time.Minute), deliveryOpts{}),
+			insertParams(b.host.ID, "evt-2", base.Add(2*time.Minute), deliveryOpts{}),
+			insertParams(b.other.ID, "evt-2", base.Add(2*time.Minute+time.Millisecond), deliveryOpts{}),
+			insertParams(b.host.ID, "evt-3", base.Add(2*time.Minute), deliveryOpts{}),
+		})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{b.host.ID, b.other.ID}, []string{next(), next()})
+		mark()
+		require.Equal(t, b.other.ID, next(), "each host once")
+
+		// Released, or expired before its answer was written: due again at
+		// once. An expiry into a delayed retry wakes no one.
+		leased := lease(ctx, t, s, b.host.ID, 2, 0, base.Add(3*time.Minute))
+		require.Len(t, leased, 2)
+		n, err := s.DeliveryRelease(ctx, delivery.ReleaseParams(b.host.ID, ids(leased[:1]), delivery.RetryPolicy{}, base.Add(3*time.Minute)))
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, b.host.ID, next(), "released")
+		handed := handOut(ctx, t, s, b.other.ID, 10, 0, base.Add(3*time.Minute))
+		require.NotEmpty(t, handed)
+		n, err = s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, base.Add(3*time.Minute+2*leaseFor)))
+		require.NoError(t, err)
+		require.Equal(t, 1+len(handed), n)
+		mark()
+		require.Equal(t, b.host.ID, next(), "expired unwritten")
+		require.Equal(t, b.other.ID, next(), "the mark: expiries into a retry woke no one")
+
+		require.NoError(t, stop(), "ending the context ends the listener cleanly")
+	})
+
+	t.Run("HostStopping", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		stopping, woken := make(chan string, 10), make(chan string, 10)
+		listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(hostID string) { woken <- hostID },
+			Stopping:  func(hostID string) { stopping <- hostID },
+		})
+		require.NoError(t, s.HostStopping(ctx, b.host.ID))
+		require.Equal(t, b.host.ID, nextWakeUp(t, stopping), "told, its own process included")
+		require.NoError(t, s.HostStopping(ctx, b.other.ID))
+		require.Equal(t, b.other.ID, nextWakeUp(t, stopping))
+		require.Empty(t, woken, "no work is said to be available")
+		h, err := s.HostGet(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.HostActive, h.Status, "stored nowhere")
+	})
+
+	t.Run("DeliveryNextRetryAt", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		next, err := s.DeliveryNextRetryAt(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Nil(t, next)
+		d1 := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		d2 := insert(ctx, t, s, b.host.ID, "evt-2", base, deliveryOpts{})
+		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 2)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base.Add(time.Minute), delivery.Nack{ID: d1.ID, Retryable: true}))
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d2.ID, Retryable: true}))
+		next, err = s.DeliveryNextRetryAt(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, ptr(base.Add(delivery.DefaultRetryPolicy.Delays[1])), next, "the earliest")
+		next, err = s.DeliveryNextRetryAt(ctx, b.other.ID)
+		require.NoError(t, err)
+		require.Nil(t, next)
+	})
+}
+
+// nextWakeUp is the host of the next wake-up on woken (a listener's
+// Available); it fails t after 10 s without one.
+func nextWakeUp(t testing.TB, woken <-chan string) string {
+	t.Helper()
+	select {
+	case h := <-woken:
+		return h
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up")
+		return ""
+	}
+}
