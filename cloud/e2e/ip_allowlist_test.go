@@ -62,8 +62,12 @@ func TestIPAllowlist(t *testing.T) {
 
 	github := "{\"hooks\": [\"203.0.113.0/24\"]}"
 	publisher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/stripe" {
+		switch r.URL.Path {
+		case "/stripe":
 			http.Error(w, "publisher down", http.StatusBadGateway)
+			return
+		case "/telegram":
+			_, _ = w.Write([]byte("149.154.160.0/20\n91.108.4.0/22\n"))
 			return
 		}
 		_, _ = w.Write([]byte(github))
@@ -71,7 +75,7 @@ func TestIPAllowlist(t *testing.T) {
 	defer publisher.Close()
 
 	c := startCloud(t, dbURL, "RELAY_TRUSTED_PROXIES=127.0.0.1", "RELAY_IPSET_REFRESH=24h",
-		"RELAY_IPSET_URLS=github="+publisher.URL+"/meta,stripe="+publisher.URL+"/stripe")
+		"RELAY_IPSET_URLS=github="+publisher.URL+"/meta,stripe="+publisher.URL+"/stripe,telegram="+publisher.URL+"/telegram")
 	hostID, _ := c.newHost("allowlist", secret)
 	secretFile := t.TempDir() + "/secrets"
 	require.NoError(t, os.WriteFile(secretFile, []byte(secret+"\n"), 0o600))
@@ -105,7 +109,7 @@ func TestIPAllowlist(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the first scheduled refresh", func() bool {
 		ctlJSON(t, c.url, &sets, "ipsets", "list")
-		return len(sets.Sets) == 2 && sets.Sets[0].Size > 0 && sets.Sets[1].LastError != ""
+		return len(sets.Sets) == 3 && sets.Sets[0].Size > 0 && sets.Sets[1].LastError != "" && sets.Sets[2].Origin != "shipped"
 	})
 	require.Equal(t, "github", sets.Sets[0].Name)
 	require.Equal(t, []string{"203.0.113.0/24"}, sets.Sets[0].Prefixes)
@@ -114,6 +118,8 @@ func TestIPAllowlist(t *testing.T) {
 	require.Equal(t, "shipped", sets.Sets[1].Origin, "the last good set stays")
 	require.Equal(t, 15, sets.Sets[1].Size)
 	require.Contains(t, sets.Sets[1].LastError, "502")
+	require.Equal(t, "telegram", sets.Sets[2].Name)
+	require.Equal(t, publisher.URL+"/telegram", sets.Sets[2].Origin)
 	table := ctlOK(t, c.url, "ipsets", "list")
 	require.Contains(t, table, "LAST ERROR")
 	require.Contains(t, table, "502")

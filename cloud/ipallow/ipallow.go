@@ -59,6 +59,17 @@ var Publishers = []*Publisher{
 		ShippedAt:   time.Date(2026, 5, 15, 0, 0, 0, 0, time.UTC),
 		ShippedFrom: "https://stripe.com/files/ips/ips_webhooks.txt",
 	},
+	{
+		// Telegram's guide to bot webhooks names the ranges its webhook
+		// requests come from (149.154.160.0/20 and 91.108.4.0/22, in "How
+		// do I check for open ports or limit access to my bot?"). It
+		// publishes no list of webhook senders as such: a refresh reads
+		// the list of all of Telegram's networks, which holds both.
+		Name: "telegram", URL: "https://core.telegram.org/resources/cidr.txt",
+		Shipped:     []string{"149.154.160.0/20", "91.108.4.0/22"},
+		ShippedAt:   time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC),
+		ShippedFrom: "https://core.telegram.org/bots/webhooks",
+	},
 }
 
 // Lookup returns the named set's publisher.

@@ -186,6 +186,8 @@ func TestIPSetRefreshFromFile(t *testing.T) {
 	require.Zero(t, sets["github"].Size)
 	require.Equal(t, "shipped", sets["stripe"].Origin)
 	require.Equal(t, 15, sets["stripe"].Size)
+	require.Equal(t, "shipped", sets["telegram"].Origin)
+	require.Equal(t, []string{"149.154.160.0/20", "91.108.4.0/22"}, sets["telegram"].Prefixes, "as Telegram's webhook guide names them")
 
 	a := b.admin("PUT", "/api/ipsets/github", map[string]any{"data": `{"hooks": ["127.0.0.0/8", "2001:db8::/32"], "web": ["192.0.2.0/24"]}`})
 	require.Equal(t, 200, a.status, string(a.body))
@@ -224,8 +226,13 @@ func TestIPSetScheduledRefresh(t *testing.T) {
 	stripe.Store("")
 	pub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v := github
-		if r.URL.Path == "/stripe" {
+		switch r.URL.Path {
+		case "/stripe":
 			v = stripe
+		case "/telegram":
+			// Telegram's list of its networks: one a line, IPv6 too.
+			_, _ = w.Write([]byte("91.108.4.0/22\n149.154.160.0/20\n2001:b28:f23d::/48\n"))
+			return
 		}
 		body := v.Load().(string)
 		if body == "" {
@@ -237,7 +244,7 @@ func TestIPSetScheduledRefresh(t *testing.T) {
 	defer pub.Close()
 	clock := newClock()
 	b := newEdge(t, openStore(t), ringOf(t, 1), clock, Config{IPSetRefresh: time.Hour, TrustedProxies: []string{"127.0.0.1"},
-		IPSetURLs: map[string]string{"github": pub.URL + "/meta", "stripe": pub.URL + "/stripe"}})
+		IPSetURLs: map[string]string{"github": pub.URL + "/meta", "stripe": pub.URL + "/stripe", "telegram": pub.URL + "/telegram"}})
 	refreshed := make(chan struct{}, 1)
 	b.srv.ipSetsRefreshed = func() { refreshed <- struct{}{} }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -253,6 +260,7 @@ func TestIPSetScheduledRefresh(t *testing.T) {
 	require.Empty(t, sets["github"].LastError)
 	require.Equal(t, "shipped", sets["stripe"].Origin, "a failed refresh keeps the shipped list")
 	require.Contains(t, sets["stripe"].LastError, "502")
+	require.Equal(t, []string{"91.108.4.0/22", "149.154.160.0/20", "2001:b28:f23d::/48"}, sets["telegram"].Prefixes)
 
 	hostID, _ := b.newHost("h")
 	b.addSource(hostID, "github", map[string]any{"secrets": []string{testSecret}, "allowed_ips": []string{"github"}})
