@@ -80,16 +80,19 @@ func (c *conn) release(r *replica) {
 	r.conns.Close(c.c)
 }
 
-// stillOpening fails if any of cs returns from Open (opened, or given up
-// as replaced) within 100 ms: each still waits for a connection it
-// replaces to be released.
-func stillOpening(t *testing.T, cs ...*conn) {
-	t.Helper()
-	<-time.After(100 * time.Millisecond)
+// stillOpening fails unless each of cs waits in Open for a connection it
+// replaces, on another replica, to be released: once each has set its
+// takeover timer on the clock (timers in all), and while nothing it waits
+// for happened, none returned (opened, or given up as replaced).
+func (b *bundle) stillOpening(timers int, cs ...*conn) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(b.t, b.clock.BlockUntilContext(ctx, timers), "Open waits for the connection it replaces")
 	for _, c := range cs {
 		select {
 		case <-c.opened:
-			t.Fatalf("Open returned (%v) before the connection it replaces was released", c.err)
+			b.t.Fatalf("Open returned (%v) before the connection it replaces was released", c.err)
 		default:
 		}
 	}
@@ -115,7 +118,7 @@ func TestConnectionsAcrossReplicas(t *testing.T) {
 		// waits until the first released what it carried.
 		second := openAsync(b.ctx, other, b.host.ID)
 		first.waitReplaced(t)
-		stillOpening(t, second)
+		b.stillOpening(1, second)
 		first.release(a)
 		require.NoError(t, second.waitOpened(t))
 		require.Equal(t, 0, a.conns.Count())
@@ -163,7 +166,7 @@ func TestConnectionsReplacedWhileOpening(t *testing.T) {
 		first.waitReplaced(t)
 		newest := openAsync(b.ctx, third, b.host.ID)
 		waiting.waitReplaced(t)
-		stillOpening(t, waiting, newest)
+		b.stillOpening(2, waiting, newest)
 		first.release(a)
 		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
 		waiting.release(other)
@@ -205,7 +208,7 @@ func TestConnectionsReplacedBeforeTheirEpoch(t *testing.T) {
 		waiting := openAsync(b.ctx, other, b.host.ID)
 		first.waitReplaced(t)
 		waiting.waitReplaced(t)
-		stillOpening(t, waiting)
+		b.stillOpening(1, waiting)
 		first.release(a)
 		require.ErrorIs(t, waiting.waitOpened(t), delivery.ErrReplaced)
 		waiting.release(other)

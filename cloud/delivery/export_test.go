@@ -7,6 +7,13 @@ func (o *Outbox) SetPushed(n int64) {
 	o.pushed = n
 }
 
+// TakeWaits says whether a Take waits for the marks in flight.
+func (m *Marker) TakeWaits() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.takers > 0
+}
+
 // Waits says whether NextPush waits on o.
 func (o *Outbox) Waits() bool {
 	o.mu.Lock()

@@ -35,6 +35,7 @@ type Marker struct {
 	pending map[string]time.Time // written, not yet marked: when
 	order   []string             // pending's ids as written (some since taken)
 	marking int                  // marks in flight
+	takers  int                  // Take calls waiting for them (tests)
 	timer   clockwork.Timer      // the next due mark, if armed
 }
 
@@ -113,7 +114,9 @@ func (m *Marker) Take(acks, others []string) []store.Written {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for m.marking > 0 {
+		m.takers++
 		m.cond.Wait()
+		m.takers--
 	}
 	var written []store.Written
 	for _, id := range acks {

@@ -125,13 +125,10 @@ func TestMarkerTakeWaitsForTheMarkInFlight(t *testing.T) {
 		b.clock.Advance(delivery.MarkAfter)
 		require.Eventually(t, func() bool { return gs.marks.Load() == 1 }, 10*time.Second, time.Millisecond)
 
-		taken := make(chan []store.Written)
+		taken := make(chan []store.Written, 1)
 		go func() { taken <- m.Take(ids, nil) }()
-		select {
-		case <-taken:
-			t.Fatal("Take returned while a mark of its ack was in flight")
-		case <-time.After(20 * time.Millisecond):
-		}
+		require.Eventually(t, func() bool { return m.TakeWaits() || len(taken) > 0 }, 10*time.Second, time.Millisecond)
+		require.Empty(t, taken, "Take returned while a mark of its ack was in flight")
 		close(gs.gate)
 		require.Empty(t, <-taken, "marked already: the ack has nothing to record")
 		require.Equal(t, store.StatusDelivered, b.get(ids[0]).Status)

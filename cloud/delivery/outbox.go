@@ -163,9 +163,10 @@ func (o *Outbox) nudge() {
 
 // Idle says whether the push loop waits with nothing to react to: no poke
 // (room, a hand-in, Poke) since it began to wait, and no wake-up of the
-// host's pending then. A wake-up that comes later is not seen here (wait
-// on what it leads to). Tests wait on it, not on time, to know that the
-// loop made its decision and nothing more happens until something does.
+// host's pending then. A wake-up that comes later, or a retry coming due,
+// is not seen here (wait on what it leads to). Tests wait on it, not on
+// time, to know that the loop made its decision and nothing more happens
+// until something does.
 func (o *Outbox) Idle() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -75,7 +75,6 @@ echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
 					"enabled": true, "parallel": true, "exec": []string{handler, string(runs)}, "timeout_s": 60,
 				}},
 			}, "RELAY_HOST_TEST_CLOCK_OFFSET="+tc.offset)
-			started := time.Now()
 			body := hostPayload(t, "github/push.json")
 			var ids []string
 			send := func(name string) {
@@ -89,8 +88,13 @@ echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
 					send(fmt.Sprintf("quick-%d", i))
 				}
 			}
-			// After the step, if any.
-			time.Sleep(time.Until(started.Add(5 * time.Second)))
+			// After the step, if any: once the host's clock, as its local
+			// API reads it, is off by what it ends at. (The step comes on
+			// the host process's real clock, which no test can fake: this
+			// waits on what it shows, not on time.)
+			eventually(t, 30*time.Second, "the host's clock stepped, if it steps", func() bool {
+				return (h.clock().HostNow.Sub(time.Now()) - tc.skew).Abs() < 2*time.Second
+			})
 			for i := range 6 {
 				if i%3 == 0 {
 					send(fmt.Sprintf("fail-late-%d", i))
@@ -165,7 +169,10 @@ func TestHostLedgerRetentionWithAClockAhead(t *testing.T) {
 		c := h.clock()
 		return c.SkewS != nil && *c.SkewS > 48*3600
 	})
-	// A second for retention to act on it, had it wanted to.
+	// A second for retention to act on it, had it wanted to. This wait stays
+	// real: retention runs on the host process's own timers, which no test
+	// can fake, and a pass that prunes nothing leaves no trace (log line,
+	// API field) to wait on instead.
 	time.Sleep(time.Second)
 	require.Equal(t, "success", h.ledgerResult(id), "today's row kept")
 	log, err := os.ReadFile(h.logPath)

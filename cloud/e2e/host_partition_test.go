@@ -116,6 +116,8 @@ func TestHostPartition(t *testing.T) {
 			hh := h.health()
 			degraded = hh.Status == "degraded" && hh.LastHeartbeatError != ""
 		}
+		// Real time: the outage is one the host process lives through on
+		// its own clock (its backoff, its degraded status).
 		time.Sleep(min(500*time.Millisecond, time.Until(healAt)))
 	}
 	require.True(t, degraded, "the local API reported the host degraded during the cut")

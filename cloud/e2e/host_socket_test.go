@@ -169,7 +169,9 @@ func TestHostSocketCutMidBatch(t *testing.T) {
 	// Idle on its socket, the host (heartbeat interval 1 s) stays healthy:
 	// it pings at its interval, and each pong is a contact.
 	// (Checked here, not in require.Never: its checks run in goroutines
-	// that can outlive it and find the host already stopped by cleanup.)
+	// that can outlive it and find the host already stopped by cleanup.
+	// The window stays real: what it watches is the host process's
+	// intervals, on its own clock, which no test can fake.)
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		require.Equal(t, "ok", h.health().Status)
 	}
