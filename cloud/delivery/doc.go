@@ -11,4 +11,11 @@
 // here (Fail, through the params constructors NackParams, ReleaseParams, …)
 // and applied by the engine with one update guarded on the transition's
 // From.
+//
+// The Service's methods are grouped by use case, one file each:
+// service.go (the service, the heartbeat and what a host says of itself),
+// report.go (applying a host's report), lease.go (leasing, waiting for
+// work and handing out, for a poll or a pushing connection) and
+// wakeups.go (who waits for work, and the store's listener that wakes
+// them).
 package delivery
