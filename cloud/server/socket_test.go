@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,12 +16,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
-	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/cloud/transport"
@@ -51,13 +48,9 @@ func socketSetupWith(t *testing.T, wrap func(store.Store) store.Store, cfg Confi
 	if wrap != nil {
 		st = wrap(db)
 	}
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(t, err)
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
-	require.NoError(t, err)
+	clock := newClock()
 	cfg.AdminToken, cfg.LeaseFor = testAdmin, time.Minute
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
+	s := testServer(t, st, clock, nil, cfg)
 	h := s.Handler()
 	srv := httptest.NewServer(h)
 	wctx, stop := context.WithCancel(ctx)
