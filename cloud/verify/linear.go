@@ -15,14 +15,9 @@ import (
 //
 // Event: id Linear-Delivery, type the body's type (Issue, Comment…; else
 // Linear-Event), action its action (create, update, remove).
-type linear struct{}
+type linear struct{ profile }
 
 const linearTolerance = 60 * time.Second
-
-func (linear) Name() string       { return "linear" }
-func (linear) MaxBody() int64     { return DefaultMaxBody }
-func (linear) SuccessStatus() int { return 200 }
-func (linear) Retries() bool      { return true }
 
 func (linear) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	sig := r.Header.Get("Linear-Signature")

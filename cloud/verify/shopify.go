@@ -16,12 +16,7 @@ import (
 // Event: id X-Shopify-Event-Id (Shopify's duplicate detector), else
 // X-Shopify-Webhook-Id; type and action the topic split at its slash
 // ("orders/paid" is type orders, action paid), so filters read "orders.paid".
-type shopify struct{}
-
-func (shopify) Name() string       { return "shopify" }
-func (shopify) MaxBody() int64     { return DefaultMaxBody }
-func (shopify) SuccessStatus() int { return 200 }
-func (shopify) Retries() bool      { return true } // 8 times over 4 hours
+type shopify struct{ profile }
 
 // shopifyHeader reads a Shopify header under either of its names.
 func shopifyHeader(h http.Header, name string) string {

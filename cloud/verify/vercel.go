@@ -10,12 +10,7 @@ import (
 // secret. There is no timestamp.
 //
 // Event: id the body's id, type its type (deployment.succeeded…).
-type vercel struct{}
-
-func (vercel) Name() string       { return "vercel" }
-func (vercel) MaxBody() int64     { return DefaultMaxBody }
-func (vercel) SuccessStatus() int { return 200 }
-func (vercel) Retries() bool      { return true } // at-least-once
+type vercel struct{ profile }
 
 func (vercel) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	sig := r.Header.Get("X-Vercel-Signature")
