@@ -379,6 +379,19 @@ func (f *flags) parse(args []string, min, max int) ([]string, error) {
 }
 
 // printJSON prints v indented.
+// fetch sends a request and decodes the answer into out, then prints out as
+// JSON when --json was given. done reports that the command is over: the
+// request failed (err says why) or the JSON is printed.
+func (e *env) fetch(ctx context.Context, method, path string, q url.Values, in, out any) (done bool, err error) {
+	if err := e.client.do(ctx, method, path, q, in, out); err != nil {
+		return true, err
+	}
+	if e.json {
+		return true, e.printJSON(out)
+	}
+	return false, nil
+}
+
 func (e *env) printJSON(v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")

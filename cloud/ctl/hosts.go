@@ -17,11 +17,8 @@ func hostsList(ctx context.Context, e *env, args []string, auth func() error) er
 	var out struct {
 		Hosts []host `json:"hosts"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/hosts", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/hosts", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	rows := make([][]string, 0, len(out.Hosts))
 	for _, h := range out.Hosts {

@@ -19,11 +19,8 @@ func ipsetsList(ctx context.Context, e *env, args []string, auth func() error) e
 	var out struct {
 		Sets []shared.IPSet `json:"ip_sets"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/ipsets", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/ipsets", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	rows := make([][]string, 0, len(out.Sets))
 	for _, s := range out.Sets {
@@ -67,11 +64,8 @@ func ipsetsRefresh(ctx context.Context, e *env, args []string, auth func() error
 		return err
 	}
 	var s shared.IPSet
-	if err := e.client.do(ctx, "PUT", "/api/ipsets/"+url.PathEscape(pos[0]), nil, map[string]string{"data": string(data)}, &s); err != nil {
+	if done, err := e.fetch(ctx, "PUT", "/api/ipsets/"+url.PathEscape(pos[0]), nil, map[string]string{"data": string(data)}, &s); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(s)
 	}
 	e.table([]string{"FIELD", "VALUE"}, [][]string{
 		{"name", s.Name}, {"size", strconv.Itoa(s.Size)}, {"origin", s.Origin}, {"refreshed", e.ago(s.RefreshedAt)},
