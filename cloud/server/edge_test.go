@@ -501,12 +501,9 @@ func TestSourceSecretsAndOptionsChecked(t *testing.T) {
 func TestHeartbeatNackOfAnotherAttemptIsIgnored(t *testing.T) {
 	b := setup(t)
 	hostID, token := b.newHost("h")
-	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
-	var hb shared.HeartbeatResponse
-	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
-	require.Len(t, hb.Webhooks, 1)
-	id := hb.Webhooks[0].DeliveryID
-	require.Equal(t, 1, hb.Webhooks[0].Attempt)
+	w := b.leaseOne(hostID, token, "d-1")
+	id := w.DeliveryID
+	require.Equal(t, 1, w.Attempt)
 
 	stale := shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Error: "x", Retryable: true, Attempt: 7}}}
 	require.Equal(t, 200, b.heartbeat(token, stale).status)
