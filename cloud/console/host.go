@@ -51,16 +51,11 @@ func (cn *Console) hostPage(c *gin.Context) {
 // renderHost renders a host's page; flash, when given, says what went
 // wrong with the form the page answers (status is the error's).
 func (cn *Console) renderHost(c *gin.Context, status int, flash string, form sourceForm) {
-	ctx := c.Request.Context()
-	h, ok := cn.hostOf(c)
+	h, counts, ok := cn.hostCounted(c)
 	if !ok {
 		return
 	}
-	counts, err := cn.d.Store.DeliveryCountByStatus(ctx, h.ID)
-	if err != nil {
-		cn.fail(c, err)
-		return
-	}
+	ctx := c.Request.Context()
 	srcs, err := cn.d.Store.SourceList(ctx, h.ID)
 	if err != nil {
 		cn.fail(c, err)

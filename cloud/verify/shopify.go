@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"net/http"
 	"strings"
 )
@@ -24,13 +23,9 @@ func shopifyHeader(h http.Header, name string) string {
 }
 
 func (shopify) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	sig := shopifyHeader(r.Header, "Hmac-Sha256")
-	if sig == "" {
-		return ErrMissingSignature
-	}
-	want, ok := decodeBase64(sig, 32)
-	if !ok {
-		return fmt.Errorf("X-Shopify-Hmac-Sha256 is not 32 bytes of base64: %w", ErrMalformed)
+	want, err := signature("X-Shopify-Hmac-Sha256", shopifyHeader(r.Header, "Hmac-Sha256"), "base64", 32)
+	if err != nil {
+		return err
 	}
 	return matchBodyMAC(secrets, sha256.New, r.Body, want)
 }

@@ -30,13 +30,9 @@ import (
 type twilio struct{ profile }
 
 func (twilio) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	sig := r.Header.Get("X-Twilio-Signature")
-	if sig == "" {
-		return ErrMissingSignature
-	}
-	want, ok := decodeBase64(sig, 20)
-	if !ok {
-		return fmt.Errorf("X-Twilio-Signature is not 20 bytes of base64: %w", ErrMalformed)
+	want, err := signature("X-Twilio-Signature", r.Header.Get("X-Twilio-Signature"), "base64", 20)
+	if err != nil {
+		return err
 	}
 	if r.URL == "" {
 		return fmt.Errorf("twilio signs the public URL: %w", ErrNoURL)

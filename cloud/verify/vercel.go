@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha1"
-	"fmt"
 )
 
 // vercel verifies x-vercel-signature: hex HMAC-SHA1 of the raw body, no
@@ -13,13 +12,9 @@ import (
 type vercel struct{ profile }
 
 func (vercel) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	sig := r.Header.Get("X-Vercel-Signature")
-	if sig == "" {
-		return ErrMissingSignature
-	}
-	want, ok := decodeHex(sig, 20)
-	if !ok {
-		return fmt.Errorf("x-vercel-signature is not 20 bytes of hex: %w", ErrMalformed)
+	want, err := signature("x-vercel-signature", r.Header.Get("X-Vercel-Signature"), "hex", 20)
+	if err != nil {
+		return err
 	}
 	return matchBodyMAC(secrets, sha1.New, r.Body, want)
 }
