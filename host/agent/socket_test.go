@@ -104,9 +104,7 @@ func (ce *cloudEnd) send(f shared.Frame) {
 	ce.t.Helper()
 	data, err := json.Marshal(f)
 	require.NoError(ce.t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(ce.t, ce.conn.Write(ctx, websocket.MessageText, data))
+	ce.sendRaw(websocket.MessageText, data)
 }
 
 // next returns the host's next frame of one of types, confirming the
