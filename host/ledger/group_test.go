@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -71,9 +70,7 @@ func outboxIDs(t *testing.T, l *Ledger) []string {
 func TestGroupCommitConcurrentRecords(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
+	l, path := openNew(t)
 
 	const n = 200
 	var wg sync.WaitGroup
@@ -188,9 +185,7 @@ func TestGroupCommitCanceledWhileQueued(t *testing.T) {
 func TestCloseCommitsQueuedWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
+	l, path := openNew(t)
 
 	release := holdWriter(t, l)
 	first := recordTaken(t, l, "first")
@@ -202,7 +197,7 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 	require.NoError(t, <-first)
 	require.NoError(t, <-queued)
 	require.NoError(t, <-closed)
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("late", ResultSuccess, t0)})
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("late", ResultSuccess, t0)})
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "late", Kind: OutboxAck}), ErrClosed)
 

@@ -19,10 +19,17 @@ import (
 
 func setup(t *testing.T) (*Ledger, string) {
 	t.Helper()
+	l, path := openNew(t)
+	t.Cleanup(func() { l.Close() })
+	return l, path
+}
+
+// openNew opens a new ledger file, for a test that closes it itself.
+func openNew(t *testing.T) (*Ledger, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	l, err := Open(context.Background(), path)
 	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
 	return l, path
 }
 
@@ -204,11 +211,8 @@ func TestOutboxDeleteOnlySent(t *testing.T) {
 func TestReopenKeepsOutboxAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
+	l, path := openNew(t)
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
 
@@ -343,9 +347,7 @@ func TestMigratesVersion1(t *testing.T) {
 func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
+	l, path := openNew(t)
 	back := OutboxEntry{DeliveryID: "d1", Kind: OutboxNack, Error: "host stopping: not started", Retryable: true,
 		Attempt: 2, NotStarted: true, CreatedAt: t0}
 	require.NoError(t, l.OutboxEnqueue(ctx, back))
@@ -353,7 +355,7 @@ func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
 		Attempt: 1, CreatedAt: t0}))
 	require.NoError(t, l.Close())
 
-	l, err = Open(ctx, path)
+	l, err := Open(ctx, path)
 	require.NoError(t, err)
 	defer l.Close()
 	ob, err := l.OutboxList(ctx, 10)
