@@ -213,8 +213,7 @@ func TestGroupCommitMixesWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, _ := setup(t)
-	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("sent", ResultSuccess, t0)})
-	require.NoError(t, err)
+	record(t, l, entry("sent", ResultSuccess, t0))
 	sent, err := l.OutboxList(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, sent, 1)
@@ -246,8 +245,7 @@ func TestGroupCommitCountsAttempts(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 	for range 2 {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("again", ResultError, t0)})
-		require.NoError(t, err)
+		record(t, l, entry("again", ResultError, t0))
 	}
 
 	release := holdWriter(t, l)
@@ -280,8 +278,7 @@ func TestDeliveriesDone(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 	for id, r := range map[string]Result{"ok": ResultSuccess, "skip": ResultSkipped, "failed": ResultError} {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(id, r, t0)})
-		require.NoError(t, err)
+		record(t, l, entry(id, r, t0))
 	}
 	done, err := l.DeliveriesDone(ctx, []string{"ok", "skip", "failed", "new", `we"ird\id`})
 	require.NoError(t, err)
