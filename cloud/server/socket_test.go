@@ -179,6 +179,15 @@ func (b *bundle) status(hostID, id string) store.Status {
 	return d.Status
 }
 
+// connectedWith3 is a new host "h" connected over a socket with credit, and
+// the three webhooks send3 sends it.
+func (b *bundle) connectedWith3(credit int) (hostID string, hs *hostSocket, ids []string) {
+	b.t.Helper()
+	hostID, token := b.newHost("h")
+	hs = b.connect(token, credit)
+	return hostID, hs, b.send3(hostID)
+}
+
 func (b *bundle) send3(hostID string) []string {
 	b.t.Helper()
 	var ids []string
@@ -215,9 +224,7 @@ func TestSocketRefusedBeforeUpgrade(t *testing.T) {
 
 func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
 	b, s := socketSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 2)
-	ids := b.send3(hostID)
+	hostID, hs, ids := b.connectedWith3(2)
 	got := hs.pushed(2)
 	require.Equal(t, ids[:2], got, "oldest first")
 	b.clock.Advance(delivery.MarkAfter) // unreported: marked on their own
