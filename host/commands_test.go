@@ -24,6 +24,30 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
+// fakeCloud is a cloud for `host run`: it hands out token, answers each
+// heartbeat with beat, and the paths of answers with theirs; anything else
+// with an empty 200.
+func fakeCloud(t *testing.T, token string, beat func(shared.HeartbeatRequest) shared.HeartbeatResponse, answers map[string]any) *httptest.Server {
+	t.Helper()
+	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case shared.PathToken:
+			json.NewEncoder(w).Encode(shared.TokenResponse{Token: token, TokenExpiresAt: time.Now().Add(15 * time.Minute)})
+		case shared.PathHeartbeat:
+			var req shared.HeartbeatRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			json.NewEncoder(w).Encode(beat(req))
+		default:
+			if v, ok := answers[r.URL.Path]; ok {
+				json.NewEncoder(w).Encode(v)
+			}
+		}
+	}))
+	t.Cleanup(cloud.Close)
+	return cloud
+}
+
 func claimedState(t *testing.T, cloudURL string) string {
 	t.Helper()
 	state := filepath.Join(t.TempDir(), "state")
@@ -239,26 +263,15 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	// Not parallel: it signals the test process itself.
 	configs := make(chan *shared.Subscription, 20)
 	var beats atomic.Int64
-	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case shared.PathToken:
-			json.NewEncoder(w).Encode(shared.TokenResponse{Token: "tok", TokenExpiresAt: time.Now().Add(15 * time.Minute)})
-		case shared.PathHostSources:
-			json.NewEncoder(w).Encode(shared.HostSourcesResponse{Sources: []shared.HostSource{
-				{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
-				{Name: "slack", Provider: "slack", Enabled: true, Events: []string{}}}})
-		case shared.PathHeartbeat:
-			var req shared.HeartbeatRequest
-			json.NewDecoder(r.Body).Decode(&req)
-			if req.Config != nil {
-				configs <- req.Config
-			}
-			beats.Add(1)
-			json.NewEncoder(w).Encode(shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1})
+	cloud := fakeCloud(t, "tok", func(req shared.HeartbeatRequest) shared.HeartbeatResponse {
+		if req.Config != nil {
+			configs <- req.Config
 		}
-	}))
-	t.Cleanup(cloud.Close)
+		beats.Add(1)
+		return shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+	}, map[string]any{shared.PathHostSources: shared.HostSourcesResponse{Sources: []shared.HostSource{
+		{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
+		{Name: "slack", Provider: "slack", Enabled: true, Events: []string{}}}}})
 	dir := t.TempDir()
 	state := claimedState(t, cloud.URL)
 	cfg := writeFile(t, dir, "host.json", `{"heartbeat_interval_s": 1, "webhooks": {"github": {"enabled": true, "forward": "http://127.0.0.1:9/x"}}}`)

@@ -211,29 +211,20 @@ func TestRunEndToEnd(t *testing.T) {
 	acked := make(chan []string, 10)
 	var mu sync.Mutex
 	sent := false
-	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case shared.PathToken:
-			json.NewEncoder(w).Encode(shared.TokenResponse{Token: "tok-s3cret", TokenExpiresAt: time.Now().Add(15 * time.Minute)})
-		case shared.PathHeartbeat:
-			var req shared.HeartbeatRequest
-			json.NewDecoder(r.Body).Decode(&req)
-			if len(req.WebhookAcks) > 0 {
-				acked <- req.WebhookAcks
-			}
-			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
-			mu.Lock()
-			if !sent {
-				sent = true
-				resp.Webhooks = []shared.Webhook{{DeliveryID: "github:e1:1", Source: "github", EventType: "push",
-					Headers: map[string]string{"x-github-event": "push"}, RawBody: []byte(body), Attempt: 1}}
-			}
-			mu.Unlock()
-			json.NewEncoder(w).Encode(resp)
+	cloud := fakeCloud(t, "tok-s3cret", func(req shared.HeartbeatRequest) shared.HeartbeatResponse {
+		if len(req.WebhookAcks) > 0 {
+			acked <- req.WebhookAcks
 		}
-	}))
-	t.Cleanup(cloud.Close)
+		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+		mu.Lock()
+		if !sent {
+			sent = true
+			resp.Webhooks = []shared.Webhook{{DeliveryID: "github:e1:1", Source: "github", EventType: "push",
+				Headers: map[string]string{"x-github-event": "push"}, RawBody: []byte(body), Attempt: 1}}
+		}
+		mu.Unlock()
+		return resp
+	}, nil)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
