@@ -48,6 +48,28 @@ func fakeCloud(t *testing.T, token string, beat func(shared.HeartbeatRequest) sh
 	return cloud
 }
 
+// startRun runs `host run` with cfg and state on ctx in the background, and
+// gives its stderr and, once it ends, its exit code.
+func startRun(ctx context.Context, cfg, state string) (*syncBuffer, <-chan int) {
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
+	}()
+	return &stderr, exit
+}
+
+// requireExit waits for `host run` to end with code.
+func requireExit(t *testing.T, exit <-chan int, code int, stderr *syncBuffer) {
+	t.Helper()
+	select {
+	case got := <-exit:
+		require.Equal(t, code, got, stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatal("host run did not stop")
+	}
+}
+
 func claimedState(t *testing.T, cloudURL string) string {
 	t.Helper()
 	state := filepath.Join(t.TempDir(), "state")
@@ -118,17 +140,8 @@ func TestRunRevokedHostExits3(t *testing.T) {
 	dir := t.TempDir()
 	state := claimedState(t, cloud.URL)
 	cfg := writeFile(t, dir, "host.json", `{"webhooks": {}}`)
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(context.Background(), []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
-	}()
-	select {
-	case code := <-exit:
-		require.Equal(t, exitRevoked, code, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("host run did not stop")
-	}
+	stderr, exit := startRun(context.Background(), cfg, state)
+	requireExit(t, exit, exitRevoked, stderr)
 	require.Contains(t, stderr.String(), "host run: host credential refused by the cloud (host deactivated or revoked); claim the host again")
 	require.Contains(t, stderr.String(), "host is deactivated")
 }
@@ -278,11 +291,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
-	}()
+	stderr, exit := startRun(ctx, cfg, state)
 	next := func() *shared.Subscription {
 		t.Helper()
 		select {
@@ -335,12 +344,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	require.Equal(t, 1, strings.Count(stderr.String(), "source differs from the cloud's"), stderr.String())
 
 	cancel()
-	select {
-	case code := <-exit:
-		require.Equal(t, exitOK, code, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("host run did not stop")
-	}
+	requireExit(t, exit, exitOK, stderr)
 }
 
 func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

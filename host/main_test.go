@@ -234,11 +234,7 @@ func TestRunEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
-	}()
+	stderr, exit := startRun(ctx, cfg, state)
 
 	select {
 	case got := <-delivered:
@@ -266,11 +262,6 @@ func TestRunEndToEnd(t *testing.T) {
 	require.Equal(t, "success", e.Result)
 
 	cancel()
-	select {
-	case code := <-exit:
-		require.Equal(t, exitOK, code, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("host run did not stop")
-	}
+	requireExit(t, exit, exitOK, stderr)
 	require.NotContains(t, stderr.String(), "s3cret", "no credential or token in the logs")
 }
