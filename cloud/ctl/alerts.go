@@ -146,23 +146,14 @@ func alertsResetRule(ctx context.Context, e *env, args []string, auth func() err
 }
 
 func alertsSinks(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "alerts sinks [--json]")
-	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
-		return err
-	}
-	var out struct {
+	type answer struct {
 		Sinks []shared.AlertSink `json:"sinks"`
 	}
-	if done, err := e.fetch(ctx, "GET", "/api/alerts/sinks", nil, nil, &out); done {
-		return err
-	}
-	rows := make([][]string, 0, len(out.Sinks))
-	for _, k := range out.Sinks {
-		rows = append(rows, []string{k.ID, k.Kind, k.Target, strconv.FormatInt(k.Sent, 10), strconv.Itoa(k.Queued),
-			e.ago(k.FailingSince), orDash(cut(k.LastError, 60))})
-	}
-	e.table([]string{"ID", "KIND", "TARGET", "SENT", "QUEUED", "FAILING SINCE", "LAST ERROR"}, rows)
-	return nil
+	return listTable(ctx, e, args, auth, "alerts sinks [--json]", "/api/alerts/sinks", func(a *answer) []shared.AlertSink { return a.Sinks },
+		[]string{"ID", "KIND", "TARGET", "SENT", "QUEUED", "FAILING SINCE", "LAST ERROR"}, func(k shared.AlertSink) []string {
+			return []string{k.ID, k.Kind, k.Target, strconv.FormatInt(k.Sent, 10), strconv.Itoa(k.Queued),
+				e.ago(k.FailingSince), orDash(cut(k.LastError, 60))}
+		})
 }
 
 func alertsAddSink(ctx context.Context, e *env, args []string, auth func() error) error {

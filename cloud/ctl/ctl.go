@@ -392,6 +392,28 @@ func (e *env) fetch(ctx context.Context, method, path string, q url.Values, in, 
 	return false, nil
 }
 
+// listTable is a command that takes no argument and lists what GET path
+// answers: the answer as JSON under --json, else the items of it, a row
+// each, under header.
+func listTable[A, T any](ctx context.Context, e *env, args []string, auth func() error, usage, path string,
+	items func(*A) []T, header []string, row func(T) []string) error {
+	f := newFlags(e, usage)
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
+		return err
+	}
+	var out A
+	if done, err := e.fetch(ctx, "GET", path, nil, nil, &out); done {
+		return err
+	}
+	list := items(&out)
+	rows := make([][]string, 0, len(list))
+	for _, it := range list {
+		rows = append(rows, row(it))
+	}
+	e.table(header, rows)
+	return nil
+}
+
 func (e *env) printJSON(v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")

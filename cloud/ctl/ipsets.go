@@ -12,23 +12,14 @@ import (
 )
 
 func ipsetsList(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "ipsets list [--json]")
-	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
-		return err
-	}
-	var out struct {
+	type answer struct {
 		Sets []shared.IPSet `json:"ip_sets"`
 	}
-	if done, err := e.fetch(ctx, "GET", "/api/ipsets", nil, nil, &out); done {
-		return err
-	}
-	rows := make([][]string, 0, len(out.Sets))
-	for _, s := range out.Sets {
-		rows = append(rows, []string{s.Name, strconv.Itoa(s.Size), e.ago(s.TakenAt), e.ago(s.RefreshedAt), e.ago(s.CheckedAt),
-			orDash(s.Origin), orDash(cut(s.LastError, 80))})
-	}
-	e.table([]string{"NAME", "SIZE", "TAKEN", "REFRESHED", "CHECKED", "ORIGIN", "LAST ERROR"}, rows)
-	return nil
+	return listTable(ctx, e, args, auth, "ipsets list [--json]", "/api/ipsets", func(a *answer) []shared.IPSet { return a.Sets },
+		[]string{"NAME", "SIZE", "TAKEN", "REFRESHED", "CHECKED", "ORIGIN", "LAST ERROR"}, func(s shared.IPSet) []string {
+			return []string{s.Name, strconv.Itoa(s.Size), e.ago(s.TakenAt), e.ago(s.RefreshedAt), e.ago(s.CheckedAt),
+				orDash(s.Origin), orDash(cut(s.LastError, 80))}
+		})
 }
 
 // maxIPSetFile bounds the file ipsets refresh reads.
