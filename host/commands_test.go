@@ -24,6 +24,52 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
+// fakeCloud is a cloud for `host run`: it hands out token, answers each
+// heartbeat with beat, and the paths of answers with theirs; anything else
+// with an empty 200.
+func fakeCloud(t *testing.T, token string, beat func(shared.HeartbeatRequest) shared.HeartbeatResponse, answers map[string]any) *httptest.Server {
+	t.Helper()
+	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case shared.PathToken:
+			json.NewEncoder(w).Encode(shared.TokenResponse{Token: token, TokenExpiresAt: time.Now().Add(15 * time.Minute)})
+		case shared.PathHeartbeat:
+			var req shared.HeartbeatRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			json.NewEncoder(w).Encode(beat(req))
+		default:
+			if v, ok := answers[r.URL.Path]; ok {
+				json.NewEncoder(w).Encode(v)
+			}
+		}
+	}))
+	t.Cleanup(cloud.Close)
+	return cloud
+}
+
+// startRun runs `host run` with cfg and state on ctx in the background, and
+// gives its stderr and, once it ends, its exit code.
+func startRun(ctx context.Context, cfg, state string) (*syncBuffer, <-chan int) {
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
+	}()
+	return &stderr, exit
+}
+
+// requireExit waits for `host run` to end with code.
+func requireExit(t *testing.T, exit <-chan int, code int, stderr *syncBuffer) {
+	t.Helper()
+	select {
+	case got := <-exit:
+		require.Equal(t, code, got, stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatal("host run did not stop")
+	}
+}
+
 func claimedState(t *testing.T, cloudURL string) string {
 	t.Helper()
 	state := filepath.Join(t.TempDir(), "state")
@@ -94,17 +140,8 @@ func TestRunRevokedHostExits3(t *testing.T) {
 	dir := t.TempDir()
 	state := claimedState(t, cloud.URL)
 	cfg := writeFile(t, dir, "host.json", `{"webhooks": {}}`)
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(context.Background(), []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
-	}()
-	select {
-	case code := <-exit:
-		require.Equal(t, exitRevoked, code, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("host run did not stop")
-	}
+	stderr, exit := startRun(context.Background(), cfg, state)
+	requireExit(t, exit, exitRevoked, stderr)
 	require.Contains(t, stderr.String(), "host run: host credential refused by the cloud (host deactivated or revoked); claim the host again")
 	require.Contains(t, stderr.String(), "host is deactivated")
 }
@@ -239,37 +276,22 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	// Not parallel: it signals the test process itself.
 	configs := make(chan *shared.Subscription, 20)
 	var beats atomic.Int64
-	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case shared.PathToken:
-			json.NewEncoder(w).Encode(shared.TokenResponse{Token: "tok", TokenExpiresAt: time.Now().Add(15 * time.Minute)})
-		case shared.PathHostSources:
-			json.NewEncoder(w).Encode(shared.HostSourcesResponse{Sources: []shared.HostSource{
-				{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
-				{Name: "slack", Provider: "slack", Enabled: true, Events: []string{}}}})
-		case shared.PathHeartbeat:
-			var req shared.HeartbeatRequest
-			json.NewDecoder(r.Body).Decode(&req)
-			if req.Config != nil {
-				configs <- req.Config
-			}
-			beats.Add(1)
-			json.NewEncoder(w).Encode(shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1})
+	cloud := fakeCloud(t, "tok", func(req shared.HeartbeatRequest) shared.HeartbeatResponse {
+		if req.Config != nil {
+			configs <- req.Config
 		}
-	}))
-	t.Cleanup(cloud.Close)
+		beats.Add(1)
+		return shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+	}, map[string]any{shared.PathHostSources: shared.HostSourcesResponse{Sources: []shared.HostSource{
+		{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
+		{Name: "slack", Provider: "slack", Enabled: true, Events: []string{}}}}})
 	dir := t.TempDir()
 	state := claimedState(t, cloud.URL)
 	cfg := writeFile(t, dir, "host.json", `{"heartbeat_interval_s": 1, "webhooks": {"github": {"enabled": true, "forward": "http://127.0.0.1:9/x"}}}`)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
-	}()
+	stderr, exit := startRun(ctx, cfg, state)
 	next := func() *shared.Subscription {
 		t.Helper()
 		select {
@@ -322,12 +344,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	require.Equal(t, 1, strings.Count(stderr.String(), "source differs from the cloud's"), stderr.String())
 
 	cancel()
-	select {
-	case code := <-exit:
-		require.Equal(t, exitOK, code, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("host run did not stop")
-	}
+	requireExit(t, exit, exitOK, stderr)
 }
 
 func keys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -46,6 +46,28 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer, get
 
 // parseInterspersed parses flags that may come before or after the
 // positional arguments, and returns those.
+// printJSON prints v as indented JSON, as --json asks.
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// parseNoArgs parses the flags of a command that takes no other argument,
+// as parseInterspersed does; ok is false when the command is over, code its
+// exit code (a stray argument is a usage error, said on fs's output).
+func parseNoArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagExit(fs, err, stdout), false
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), rest[0])
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
@@ -82,13 +104,8 @@ func ledgerList(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	limit := fs.Int("limit", localapi.DefaultLimit, "at most this many, newest first")
 	cursor := fs.String("cursor", "", "continue after a previous page")
 	asJSON := fs.Bool("json", false, "print JSON")
-	rest, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagExit(fs, err, stdout)
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "host ledger list: unexpected argument %q\n", rest[0])
-		return exitUsage
+	if code, ok := parseNoArgs(fs, args, stdout); !ok {
+		return code
 	}
 	p := ledger.ListParams{Source: *source, Limit: *limit, Cursor: *cursor, Result: ledger.Result(*result)}
 	if *result != "" && !p.Result.Valid() {
@@ -100,6 +117,7 @@ func ledgerList(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return exitUsage
 	}
 	if *since != "" {
+		var err error
 		if p.Since, err = ledger.ParseSince(*since, time.Now()); err != nil {
 			fmt.Fprintf(stderr, "host ledger list: --since: %v\n", err)
 			return exitUsage
@@ -121,9 +139,7 @@ func ledgerList(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return exitFailure
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(struct {
+		printJSON(stdout, struct {
 			Entries    []ledger.Entry `json:"entries"`
 			NextCursor string         `json:"next_cursor"`
 		}{entries, next})
@@ -186,9 +202,7 @@ func ledgerShow(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return exitFailure
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(e)
+		printJSON(stdout, e)
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)

@@ -211,29 +211,20 @@ func TestRunEndToEnd(t *testing.T) {
 	acked := make(chan []string, 10)
 	var mu sync.Mutex
 	sent := false
-	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case shared.PathToken:
-			json.NewEncoder(w).Encode(shared.TokenResponse{Token: "tok-s3cret", TokenExpiresAt: time.Now().Add(15 * time.Minute)})
-		case shared.PathHeartbeat:
-			var req shared.HeartbeatRequest
-			json.NewDecoder(r.Body).Decode(&req)
-			if len(req.WebhookAcks) > 0 {
-				acked <- req.WebhookAcks
-			}
-			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
-			mu.Lock()
-			if !sent {
-				sent = true
-				resp.Webhooks = []shared.Webhook{{DeliveryID: "github:e1:1", Source: "github", EventType: "push",
-					Headers: map[string]string{"x-github-event": "push"}, RawBody: []byte(body), Attempt: 1}}
-			}
-			mu.Unlock()
-			json.NewEncoder(w).Encode(resp)
+	cloud := fakeCloud(t, "tok-s3cret", func(req shared.HeartbeatRequest) shared.HeartbeatResponse {
+		if len(req.WebhookAcks) > 0 {
+			acked <- req.WebhookAcks
 		}
-	}))
-	t.Cleanup(cloud.Close)
+		resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+		mu.Lock()
+		if !sent {
+			sent = true
+			resp.Webhooks = []shared.Webhook{{DeliveryID: "github:e1:1", Source: "github", EventType: "push",
+				Headers: map[string]string{"x-github-event": "push"}, RawBody: []byte(body), Attempt: 1}}
+		}
+		mu.Unlock()
+		return resp
+	}, nil)
 
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -243,11 +234,7 @@ func TestRunEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(ctx, []string{"run", "--config", cfg, "--state", state, "--listen", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
-	}()
+	stderr, exit := startRun(ctx, cfg, state)
 
 	select {
 	case got := <-delivered:
@@ -275,11 +262,6 @@ func TestRunEndToEnd(t *testing.T) {
 	require.Equal(t, "success", e.Result)
 
 	cancel()
-	select {
-	case code := <-exit:
-		require.Equal(t, exitOK, code, stderr.String())
-	case <-time.After(15 * time.Second):
-		t.Fatal("host run did not stop")
-	}
+	requireExit(t, exit, exitOK, stderr)
 	require.NotContains(t, stderr.String(), "s3cret", "no credential or token in the logs")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -124,13 +123,8 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	cloudFlag := fs.String("cloud", "", "the cloud's `URL` (default: the one host claim recorded)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	consent := consentFlags(fs, true)
-	rest, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagExit(fs, err, stdout)
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "host reconcile: unexpected argument %q\n", rest[0])
-		return exitUsage
+	if code, ok := parseNoArgs(fs, args, stdout); !ok {
+		return code
 	}
 	now := time.Now()
 	since, err := ledger.ParseSince(*sinceFlag, now)
@@ -165,9 +159,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(struct {
+		printJSON(stdout, struct {
 			Since         time.Time      `json:"since"`
 			Disagreements []disagreement `json:"disagreements"`
 			Acked         []string       `json:"acked_by_fix"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"testing"
 	"time"
 
@@ -46,12 +47,7 @@ func TestHeartbeatAnswerRoundTrip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			msg, err := AppendHeartbeatAnswer([]byte("kept"), &r)
 			require.NoError(t, err)
-			require.Equal(t, "kept", string(msg[:4]), "appended to dst")
-			msg = msg[4:]
-			j := int(binary.BigEndian.Uint32(msg))
-			b := int(binary.BigEndian.Uint32(msg[4:]))
-			require.Equal(t, len(msg), WebhooksFrameHeader+j+b)
-			part := msg[WebhooksFrameHeader : WebhooksFrameHeader+j]
+			msg, part, _ := binaryAppended(t, msg)
 			var m map[string]any
 			require.NoError(t, json.Unmarshal(part, &m), "%s", part)
 			require.Equal(t, answerJSON(t, &r), m, "the members and omissions of encoding/json")
@@ -78,18 +74,8 @@ func TestHeartbeatAnswerRefused(t *testing.T) {
 	good, err := AppendHeartbeatAnswer(nil, &HeartbeatResponse{Status: "ok", Webhooks: testHooks()[:3], Now: now})
 	require.NoError(t, err)
 	part := binaryMessage
-	set := func(off int, v uint32) []byte { return withUint32(good, off, v) }
-	cases := map[string]struct {
-		msg  []byte
-		want string
-	}{
-		"empty":             {nil, "shorter than its 8-byte header"},
-		"short header":      {good[:5], "shorter than its 8-byte header"},
-		"truncated":         {good[:len(good)-1], "more than"},
-		"trailing byte":     {append(bytes.Clone(good), 0), "the message is"},
-		"json too long":     {set(0, uint32(len(good))), "more than"},
-		"bodies too short":  {set(4, 1), "the message is"},
-		"no json":           {part("", "", 0), "no JSON"},
+	cases := layoutRefusals(good)
+	maps.Copy(cases, map[string]refusal{
 		"malformed json":    {part(`{"status":"ok","webhooks":[`, "", 0), "malformed JSON"},
 		"json not object":   {part(`[]`, "", 0), "malformed JSON"},
 		"raw_body in json":  {part(`{"status":"ok","webhooks":[{"raw_body":"eHk=","raw_body_len":2}]}`, "xy", 2), "carries raw_body"},
@@ -101,7 +87,7 @@ func TestHeartbeatAnswerRefused(t *testing.T) {
 		"bodies, no hooks":  {part(`{"status":"ok","webhooks":[]}`, "xy", 2), "add up to 0"},
 		"length not int":    {part(`{"webhooks":[{"raw_body_len":"1"}]}`, "x", 1), "malformed JSON"},
 		"status not string": {part(`{"status":1,"webhooks":[]}`, "", 0), "malformed JSON"},
-	}
+	})
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			out := HeartbeatResponse{Status: "stale"}

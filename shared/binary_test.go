@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -36,19 +37,28 @@ func testHooks() []Webhook {
 	}
 }
 
+// binaryAppended checks that msg is "kept" followed by one binary message of
+// the 8-byte header layout, whole, and returns that message, its JSON and
+// its bodies' length.
+func binaryAppended(t *testing.T, msg []byte) (m, js []byte, bodies int) {
+	t.Helper()
+	require.Equal(t, "kept", string(msg[:4]), "appended to dst")
+	m = msg[4:]
+	j := int(binary.BigEndian.Uint32(m))
+	bodies = int(binary.BigEndian.Uint32(m[4:]))
+	require.Equal(t, len(m), WebhooksFrameHeader+j+bodies)
+	return m, m[WebhooksFrameHeader : WebhooksFrameHeader+j], bodies
+}
+
 func TestWebhooksFrameRoundTrip(t *testing.T) {
 	hooks := testHooks()
 	prefix := []byte("kept")
 	msg, err := AppendWebhooksFrame(prefix, hooks)
 	require.NoError(t, err)
-	require.Equal(t, "kept", string(msg[:4]), "appended to dst")
-	msg = msg[4:]
-	j := int(binary.BigEndian.Uint32(msg))
-	b := int(binary.BigEndian.Uint32(msg[4:]))
-	require.Equal(t, len(msg), WebhooksFrameHeader+j+b)
+	msg, js, b := binaryAppended(t, msg)
 	require.Equal(t, 512+7+len(hooks[3].RawBody), b)
-	require.True(t, json.Valid(msg[WebhooksFrameHeader:WebhooksFrameHeader+j]))
-	require.NotContains(t, string(msg[WebhooksFrameHeader:WebhooksFrameHeader+j]), `"raw_body"`)
+	require.True(t, json.Valid(js))
+	require.NotContains(t, string(js), `"raw_body"`)
 
 	got, err := DecodeWebhooksFrame(msg, nil)
 	require.NoError(t, err)
@@ -86,25 +96,37 @@ func withUint32(msg []byte, off int, v uint32) []byte {
 	return m
 }
 
+// refusal is a malformed binary message and what its refusal says.
+type refusal struct {
+	msg  []byte
+	want string
+}
+
+// layoutRefusals are the messages of the 8-byte header layout that any
+// binary message refuses, made from good, a valid one.
+func layoutRefusals(good []byte) map[string]refusal {
+	set := func(off int, v uint32) []byte { return withUint32(good, off, v) }
+	return map[string]refusal{
+		"empty":            {nil, "shorter than its 8-byte header"},
+		"short header":     {good[:5], "shorter than its 8-byte header"},
+		"truncated":        {good[:len(good)-1], "more than"},
+		"trailing byte":    {append(bytes.Clone(good), 0), "the message is"},
+		"json too long":    {set(0, uint32(len(good))), "more than"},
+		"bodies too short": {set(4, 1), "the message is"},
+		"no json":          {binaryMessage("", "", 0), "no JSON"},
+	}
+}
+
 func TestWebhooksFrameRefused(t *testing.T) {
 	good, err := AppendWebhooksFrame(nil, testHooks()[:3])
 	require.NoError(t, err)
 	j := int(binary.BigEndian.Uint32(good))
 	part := binaryMessage
 	set := func(off int, v uint32) []byte { return withUint32(good, off, v) }
-	cases := map[string]struct {
-		msg  []byte
-		want string
-	}{
-		"empty":            {nil, "shorter than its 8-byte header"},
-		"short header":     {good[:5], "shorter than its 8-byte header"},
-		"truncated":        {good[:len(good)-1], "more than"},
-		"trailing byte":    {append(bytes.Clone(good), 0), "the message is"},
-		"json too long":    {set(0, uint32(len(good))), "more than"},
-		"json 4 GiB":       {set(0, 1<<32-1), "more than"},
-		"bodies too short": {set(4, 1), "the message is"},
-		"no json":          {part("", "", 0), "no JSON"},
-		"malformed json":   {part(`{"type":"webhooks","webhooks":[`, "", 0), "malformed JSON"},
+	cases := layoutRefusals(good)
+	maps.Copy(cases, map[string]refusal{
+		"json 4 GiB":     {set(0, 1<<32-1), "more than"},
+		"malformed json": {part(`{"type":"webhooks","webhooks":[`, "", 0), "malformed JSON"},
 		"json cut": {func() []byte {
 			m := set(0, uint32(j-1))
 			binary.BigEndian.PutUint32(m[4:], binary.BigEndian.Uint32(m[4:])+1)
@@ -117,7 +139,7 @@ func TestWebhooksFrameRefused(t *testing.T) {
 		"lengths short":    {part(`{"type":"webhooks","webhooks":[{"raw_body_len":1}]}`, "xy", 2), "add up to 1"},
 		"huge length":      {part(`{"type":"webhooks","webhooks":[{"raw_body_len":99999999999999999999}]}`, "", 0), "malformed JSON"},
 		"length not int":   {part(`{"type":"webhooks","webhooks":[{"raw_body_len":"1"}]}`, "x", 1), "malformed JSON"},
-	}
+	})
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := DecodeWebhooksFrame(c.msg, nil)

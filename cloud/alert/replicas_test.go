@@ -16,10 +16,10 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 )
 
-// Two replicas on one Postgres evaluate at once: one holds the lease,
-// and every transition is notified once; when it stops, the other takes
-// over after the lease ends and carries on from the same state.
-func TestReplicasNotifyOnce(t *testing.T) {
+// replicaStores is a migrated store on a new Postgres database, and open,
+// which opens another on the same database (another replica's).
+func replicaStores(t *testing.T) (store.Store, func() store.Store) {
+	t.Helper()
 	pgtest.ServerURL(t)
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
@@ -29,8 +29,17 @@ func TestReplicasNotifyOnce(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		return st
 	}
-	stA := open()
-	require.NoError(t, stA.Migrate(ctx))
+	st := open()
+	require.NoError(t, st.Migrate(ctx))
+	return st, open
+}
+
+// Two replicas on one Postgres evaluate at once: one holds the lease,
+// and every transition is notified once; when it stops, the other takes
+// over after the lease ends and carries on from the same state.
+func TestReplicasNotifyOnce(t *testing.T) {
+	ctx := context.Background()
+	stA, open := replicaStores(t)
 	e := newEnv(t, stA, alert.Config{Holder: "a"})
 	require.NoError(t, stA.AlertRuleSet(ctx, &store.AlertRuleSetting{Rule: alert.RuleOldestPending, Disabled: true}))
 	clockB := clockwork.NewFakeClockAt(base)
@@ -70,17 +79,8 @@ func TestReplicasNotifyOnce(t *testing.T) {
 // reach the evaluator through the store, fire the alert once, and it
 // resolves once they are past its window.
 func TestReplicasIntake5xx(t *testing.T) {
-	pgtest.ServerURL(t)
 	ctx := context.Background()
-	url := pgtest.NewDatabase(t)
-	open := func() store.Store {
-		st, err := postgres.Open(ctx, url)
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	stA := open()
-	require.NoError(t, stA.Migrate(ctx))
+	stA, open := replicaStores(t)
 	none := func() uint64 { return 0 }
 	e := newEnv(t, stA, alert.Config{Holder: "a", Intake5xx: none})
 	var fivexx atomic.Uint64

@@ -91,6 +91,14 @@ type client struct {
 
 func (b *bundle) client() *client { return &client{b: b} }
 
+// loggedIn is a client with a session.
+func (b *bundle) loggedIn() *client {
+	b.t.Helper()
+	cl := b.client()
+	cl.login()
+	return cl
+}
+
 func (cl *client) do(method, path string, form url.Values, headers map[string]string) answer {
 	t := cl.b.t
 	t.Helper()
@@ -260,8 +268,7 @@ func TestLogin(t *testing.T) {
 
 func TestLoginSecureCookie(t *testing.T) {
 	b := setup(t, options{secureCookie: true})
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	require.True(t, cl.cookie.Secure)
 }
 
@@ -317,8 +324,7 @@ func TestLoginThrottleSharedWithAPI(t *testing.T) {
 func TestSessionExpiry(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {
 		b := setup(t)
-		cl := b.client()
-		cl.login()
+		cl := b.loggedIn()
 		b.clock.Advance(SessionIdle - time.Minute)
 		require.Equal(t, 200, cl.get("/console/").status, "used within 12 h: it lives on")
 		b.clock.Advance(SessionIdle - time.Minute)
@@ -333,8 +339,7 @@ func TestSessionExpiry(t *testing.T) {
 	})
 	t.Run("absolute", func(t *testing.T) {
 		b := setup(t)
-		cl := b.client()
-		cl.login()
+		cl := b.loggedIn()
 		for used := time.Duration(0); used < SessionMaxAge-11*time.Hour; used += 11 * time.Hour {
 			b.clock.Advance(11 * time.Hour)
 			require.Equal(t, 200, cl.get("/console/").status, "at %v", used)
@@ -344,8 +349,7 @@ func TestSessionExpiry(t *testing.T) {
 	})
 	t.Run("touch is throttled", func(t *testing.T) {
 		b := setup(t)
-		cl := b.client()
-		cl.login()
+		cl := b.loggedIn()
 		id, _ := base64.RawURLEncoding.DecodeString(cl.cookie.Value)
 		b.clock.Advance(30 * time.Second)
 		cl.get("/console/")
@@ -366,8 +370,7 @@ func TestSessionBound(t *testing.T) {
 	const bound = 20
 	b := setup(t, options{maxSessions: bound})
 	ctx := context.Background()
-	cl := b.client()
-	cl.login() // the oldest
+	cl := b.loggedIn() // the oldest
 	for range bound + 4 {
 		b.clock.Advance(time.Millisecond)
 		_, _, err := b.con.StartSession(ctx)
@@ -381,8 +384,7 @@ func TestSessionBound(t *testing.T) {
 
 func TestLogout(t *testing.T) {
 	b := setup(t)
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	old := cl.cookie
 	a := cl.post("/console/logout", nil)
 	require.Equal(t, 303, a.status, a.body)
@@ -399,8 +401,7 @@ func TestLogout(t *testing.T) {
 func TestCSRF(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	token := cl.csrf()
 	created, err := b.app.CreateHost(ctx, "h")
 	require.NoError(t, err)
@@ -500,8 +501,7 @@ func TestFormBound(t *testing.T) {
 	require.Equal(t, 400, a.status)
 	require.Contains(t, a.body, "at most 64 KiB")
 
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	a = cl.post("/console/hosts", url.Values{"name": {strings.Repeat("n", maxFormBytes)}})
 	require.Equal(t, 400, a.status)
 	hosts, err := b.store.HostList(context.Background())

@@ -56,9 +56,7 @@ func TestDeliveriesPages(t *testing.T) {
 		if d.Next == "" {
 			break
 		}
-		u, err := url.Parse(d.Next)
-		require.NoError(t, err)
-		q = u.Query()
+		q = linkQuery(t, d.Next)
 		require.Equal(t, "h1", q.Get("host"), "the filter is kept")
 	}
 	require.Len(t, seen, 60, "every one of h1's, once")
@@ -144,10 +142,7 @@ func TestVolumeAndRejectionsData(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, r.Rejections, 50)
 	require.Equal(t, "signature 59", r.Rejections[0].Reason, "newest first")
-	u, err := url.Parse(r.Next)
-	require.NoError(t, err)
-	r, err = loadRejections(ctx, s, u.Query())
-	require.NoError(t, err)
+	r = nextRejections(t, s, r.Next)
 	require.Len(t, r.Rejections, 10)
 	require.Empty(t, r.Next)
 	require.NotEmpty(t, r.First)
@@ -159,6 +154,22 @@ func TestVolumeAndRejectionsData(t *testing.T) {
 	require.Error(t, err)
 	_, err = loadRejections(ctx, s, url.Values{"cursor": {"-3"}})
 	require.Error(t, err)
+}
+
+// linkQuery is the query of a page's link.
+func linkQuery(t *testing.T, link string) url.Values {
+	t.Helper()
+	u, err := url.Parse(link)
+	require.NoError(t, err)
+	return u.Query()
+}
+
+// nextRejections loads the rejections page a link leads to.
+func nextRejections(t *testing.T, s rejectionsReader, link string) *rejectionsData {
+	t.Helper()
+	r, err := loadRejections(context.Background(), s, linkQuery(t, link))
+	require.NoError(t, err)
+	return r
 }
 
 // The quarantine is listed oldest first, 50 a page, with header names
@@ -181,10 +192,7 @@ func TestQuarantineData(t *testing.T) {
 	require.Equal(t, len(`{"n":0}`), first.BodySize)
 	require.Equal(t, dataBase, first.ReceivedAt, "oldest first")
 	require.Contains(t, r.QuarantineNext, "qafter=")
-	u, err := url.Parse(r.QuarantineNext)
-	require.NoError(t, err)
-	r, err = loadRejections(ctx, s, u.Query())
-	require.NoError(t, err)
+	r = nextRejections(t, s, r.QuarantineNext)
 	require.Len(t, r.Quarantine, 5)
 	require.Empty(t, r.QuarantineNext)
 	require.NotEmpty(t, r.QuarantineFirst)

@@ -300,14 +300,8 @@ type purgeData struct {
 
 // purgePage asks to confirm a purge of a host's dead-letter queue.
 func (cn *Console) purgePage(c *gin.Context) {
-	ctx := c.Request.Context()
-	h, ok := cn.hostOf(c)
+	h, counts, ok := cn.hostCounted(c)
 	if !ok {
-		return
-	}
-	counts, err := cn.d.Store.DeliveryCountByStatus(ctx, h.ID)
-	if err != nil {
-		cn.fail(c, err)
 		return
 	}
 	cn.render(c, 200, "purge", &page{Title: "Purge dead letters", Nav: "dead-letters",

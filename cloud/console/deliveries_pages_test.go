@@ -59,8 +59,7 @@ func statusOf(t *testing.T, b *bundle, d *store.Delivery) store.Status {
 // is shown as text.
 func TestDeliveryPages(t *testing.T) {
 	b := setup(t)
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	checkPage(t, "deliveries, none", cl.get("/console/deliveries"))
 	checkPage(t, "volume, none", cl.get("/console/volume"))
 	checkPage(t, "rejections, no host", cl.get("/console/rejections"))
@@ -138,8 +137,7 @@ func TestDeliveryPages(t *testing.T) {
 // token; without it they answer 403 and nothing changes.
 func TestDeliveryFormsNeedCSRF(t *testing.T) {
 	b := setup(t)
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	h := pagesHost(t, b, "office")
 	d := pagesInsert(t, b, h, "evt-1", "push", map[string]string{}, `{}`)
 	deadLetter(t, b, d)
@@ -200,8 +198,7 @@ func TestDeliveryFormsNeedCSRF(t *testing.T) {
 // and its original both ways.
 func TestDeliveryReplayPage(t *testing.T) {
 	b := setup(t)
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	h := pagesHost(t, b, "office")
 	other := pagesHost(t, b, "laptop")
 	d := pagesInsert(t, b, h, "evt-1", "push", map[string]string{"x-github-event": "push"}, `{"n":1}`)
@@ -245,8 +242,7 @@ func TestDeliveryReplayPage(t *testing.T) {
 // name it likely stands for.
 func TestHostPageComparesTheHostsConfiguration(t *testing.T) {
 	b := setup(t)
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	h := pagesHost(t, b, "office")
 	a := cl.get("/console/hosts/" + h)
 	checkPage(t, "host, nothing reported", a)

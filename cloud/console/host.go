@@ -2,7 +2,6 @@ package console
 
 import (
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -51,16 +50,11 @@ func (cn *Console) hostPage(c *gin.Context) {
 // renderHost renders a host's page; flash, when given, says what went
 // wrong with the form the page answers (status is the error's).
 func (cn *Console) renderHost(c *gin.Context, status int, flash string, form sourceForm) {
-	ctx := c.Request.Context()
-	h, ok := cn.hostOf(c)
+	h, counts, ok := cn.hostCounted(c)
 	if !ok {
 		return
 	}
-	counts, err := cn.d.Store.DeliveryCountByStatus(ctx, h.ID)
-	if err != nil {
-		cn.fail(c, err)
-		return
-	}
+	ctx := c.Request.Context()
 	srcs, err := cn.d.Store.SourceList(ctx, h.ID)
 	if err != nil {
 		cn.fail(c, err)
@@ -170,43 +164,44 @@ func (cn *Console) addSource(c *gin.Context) {
 	back(c, "source-saved", "source-"+form.Name)
 }
 
-func (cn *Console) setEnabled(c *gin.Context) {
-	on := c.Request.PostForm.Get("enabled") == "true"
-	if _, err := cn.d.App.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"), &server.SourceChange{Enabled: &on}); err != nil {
+// changeSource applies ch to the source the path names and goes back to it
+// on its host's page, saying msg.
+func (cn *Console) changeSource(c *gin.Context, ch *server.SourceChange, msg string) {
+	if _, err := cn.d.App.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"), ch); err != nil {
 		cn.formFail(c, err, sourceForm{})
 		return
-	}
-	msg := "source-disabled"
-	if on {
-		msg = "source-enabled"
 	}
 	back(c, msg, "source-"+c.Param("source"))
 }
 
+// formList is the list a form field types as the event filter is; none is
+// an empty list.
+func formList(c *gin.Context, field string) []string {
+	if l := events(c.Request.PostForm.Get(field)); l != nil {
+		return l
+	}
+	return []string{}
+}
+
+func (cn *Console) setEnabled(c *gin.Context) {
+	on := c.Request.PostForm.Get("enabled") == "true"
+	msg := "source-disabled"
+	if on {
+		msg = "source-enabled"
+	}
+	cn.changeSource(c, &server.SourceChange{Enabled: &on}, msg)
+}
+
 func (cn *Console) setEvents(c *gin.Context) {
-	ev := events(c.Request.PostForm.Get("events"))
-	if ev == nil {
-		ev = []string{}
-	}
-	if _, err := cn.d.App.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"), &server.SourceChange{Events: &ev}); err != nil {
-		cn.formFail(c, err, sourceForm{})
-		return
-	}
-	back(c, "events-saved", "source-"+c.Param("source"))
+	ev := formList(c, "events")
+	cn.changeSource(c, &server.SourceChange{Events: &ev}, "events-saved")
 }
 
 // setAllowedIPs sets the addresses a source takes webhooks from, typed as
 // the event filter is; none is any address.
 func (cn *Console) setAllowedIPs(c *gin.Context) {
-	ips := events(c.Request.PostForm.Get("allowed_ips"))
-	if ips == nil {
-		ips = []string{}
-	}
-	if _, err := cn.d.App.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"), &server.SourceChange{AllowedIPs: &ips}); err != nil {
-		cn.formFail(c, err, sourceForm{})
-		return
-	}
-	back(c, "ips-saved", "source-"+c.Param("source"))
+	ips := formList(c, "allowed_ips")
+	cn.changeSource(c, &server.SourceChange{AllowedIPs: &ips}, "ips-saved")
 }
 
 func (cn *Console) rotateSecret(c *gin.Context) {
@@ -216,12 +211,7 @@ func (cn *Console) rotateSecret(c *gin.Context) {
 		cn.renderHost(c, 400, "Give the new secret to rotate to.", sourceForm{})
 		return
 	}
-	ch := &server.SourceChange{NewSecret: secret, KeepSecrets: f.Get("keep") == "on"}
-	if _, err := cn.d.App.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"), ch); err != nil {
-		cn.formFail(c, err, sourceForm{})
-		return
-	}
-	back(c, "secret-rotated", "source-"+c.Param("source"))
+	cn.changeSource(c, &server.SourceChange{NewSecret: secret, KeepSecrets: f.Get("keep") == "on"}, "secret-rotated")
 }
 
 type deactivateData struct {
@@ -230,13 +220,8 @@ type deactivateData struct {
 
 // deactivatePage asks to confirm deactivating a host.
 func (cn *Console) deactivatePage(c *gin.Context) {
-	h, err := cn.d.Store.HostGet(c.Request.Context(), c.Param("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		cn.failCode(c, shared.CodeNotFound, "No such host.")
-		return
-	}
-	if err != nil {
-		cn.fail(c, err)
+	h, ok := cn.hostOf(c)
+	if !ok {
 		return
 	}
 	cn.render(c, 200, "deactivate", &page{Title: "Deactivate " + h.Name, Nav: "hosts", Data: deactivateData{Host: h}})

@@ -13,8 +13,7 @@ import (
 // status badge never wraps.
 func TestListsShowHostNames(t *testing.T) {
 	b := setup(t)
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	id := pagesHost(t, b, "office laptop")
 	d := pagesInsert(t, b, id, "e-1", "push", map[string]string{"X-Github-Event": "push"}, `{}`)
 

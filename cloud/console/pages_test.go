@@ -132,8 +132,7 @@ func TestAssets(t *testing.T) {
 func TestHostForms(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	a := cl.post("/console/hosts", url.Values{"name": {"office"}})
 	require.Equal(t, 201, a.status, a.body)
 	hosts, err := b.store.HostList(ctx)

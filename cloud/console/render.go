@@ -224,3 +224,18 @@ func (cn *Console) hostOf(c *gin.Context) (*store.Host, bool) {
 	}
 	return h, true
 }
+
+// hostCounted is hostOf with the host's deliveries counted by status; it
+// answers the request itself when either fails.
+func (cn *Console) hostCounted(c *gin.Context) (*store.Host, map[store.Status]int, bool) {
+	h, ok := cn.hostOf(c)
+	if !ok {
+		return nil, nil, false
+	}
+	counts, err := cn.d.Store.DeliveryCountByStatus(c.Request.Context(), h.ID)
+	if err != nil {
+		cn.fail(c, err)
+		return nil, nil, false
+	}
+	return h, counts, true
+}

@@ -34,8 +34,7 @@ func (b *bundle) hostCount() int {
 func TestSessionEndsWithAdminToken(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	cl := b.client()
-	cl.login()
+	cl := b.loggedIn()
 	require.Equal(t, 200, cl.get("/console/").status)
 	csrf := cl.csrf()
 	form := func() url.Values { return url.Values{"name": {"minted"}, CSRFField: {csrf}} }

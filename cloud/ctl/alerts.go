@@ -23,11 +23,8 @@ func alertsList(ctx context.Context, e *env, args []string, auth func() error) e
 		History    []shared.Alert `json:"history"`
 		NextCursor string         `json:"next_cursor,omitempty"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/alerts", q, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/alerts", q, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "%d firing\n", len(out.Firing))
 	e.alertTable(out.Firing)
@@ -66,11 +63,8 @@ func alertsRules(ctx context.Context, e *env, args []string, auth func() error) 
 			} `json:"settings"`
 		} `json:"rules"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/alerts/rules", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/alerts/rules", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	rows := make([][]string, 0, len(out.Rules))
 	for _, r := range out.Rules {
@@ -130,11 +124,8 @@ func alertsSetRule(ctx context.Context, e *env, args []string, auth func() error
 		return err
 	}
 	var out map[string]any
-	if err := e.client.do(ctx, "PUT", rulePath(pos[0], *hostID), nil, body, &out); err != nil {
+	if done, err := e.fetch(ctx, "PUT", rulePath(pos[0], *hostID), nil, body, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "rule %s set\n", pos[0])
 	return nil
@@ -155,26 +146,14 @@ func alertsResetRule(ctx context.Context, e *env, args []string, auth func() err
 }
 
 func alertsSinks(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "alerts sinks [--json]")
-	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
-		return err
-	}
-	var out struct {
+	type answer struct {
 		Sinks []shared.AlertSink `json:"sinks"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/alerts/sinks", nil, nil, &out); err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(out)
-	}
-	rows := make([][]string, 0, len(out.Sinks))
-	for _, k := range out.Sinks {
-		rows = append(rows, []string{k.ID, k.Kind, k.Target, strconv.FormatInt(k.Sent, 10), strconv.Itoa(k.Queued),
-			e.ago(k.FailingSince), orDash(cut(k.LastError, 60))})
-	}
-	e.table([]string{"ID", "KIND", "TARGET", "SENT", "QUEUED", "FAILING SINCE", "LAST ERROR"}, rows)
-	return nil
+	return listTable(ctx, e, args, auth, "alerts sinks [--json]", "/api/alerts/sinks", func(a *answer) []shared.AlertSink { return a.Sinks },
+		[]string{"ID", "KIND", "TARGET", "SENT", "QUEUED", "FAILING SINCE", "LAST ERROR"}, func(k shared.AlertSink) []string {
+			return []string{k.ID, k.Kind, k.Target, strconv.FormatInt(k.Sent, 10), strconv.Itoa(k.Queued),
+				e.ago(k.FailingSince), orDash(cut(k.LastError, 60))}
+		})
 }
 
 func alertsAddSink(ctx context.Context, e *env, args []string, auth func() error) error {
@@ -198,11 +177,8 @@ func alertsAddSink(ctx context.Context, e *env, args []string, auth func() error
 		return err
 	}
 	var out shared.AlertSink
-	if err := e.client.do(ctx, "POST", "/api/alerts/sinks", nil, map[string]string{"kind": pos[0], "url": urls[0]}, &out); err != nil {
+	if done, err := e.fetch(ctx, "POST", "/api/alerts/sinks", nil, map[string]string{"kind": pos[0], "url": urls[0]}, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	rows := [][]string{{"id", out.ID}, {"kind", out.Kind}, {"target", out.Target}}
 	if out.Secret != "" {

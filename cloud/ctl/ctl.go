@@ -379,6 +379,41 @@ func (f *flags) parse(args []string, min, max int) ([]string, error) {
 }
 
 // printJSON prints v indented.
+// fetch sends a request and decodes the answer into out, then prints out as
+// JSON when --json was given. done reports that the command is over: the
+// request failed (err says why) or the JSON is printed.
+func (e *env) fetch(ctx context.Context, method, path string, q url.Values, in, out any) (done bool, err error) {
+	if err := e.client.do(ctx, method, path, q, in, out); err != nil {
+		return true, err
+	}
+	if e.json {
+		return true, e.printJSON(out)
+	}
+	return false, nil
+}
+
+// listTable is a command that takes no argument and lists what GET path
+// answers: the answer as JSON under --json, else the items of it, a row
+// each, under header.
+func listTable[A, T any](ctx context.Context, e *env, args []string, auth func() error, usage, path string,
+	items func(*A) []T, header []string, row func(T) []string) error {
+	f := newFlags(e, usage)
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
+		return err
+	}
+	var out A
+	if done, err := e.fetch(ctx, "GET", path, nil, nil, &out); done {
+		return err
+	}
+	list := items(&out)
+	rows := make([][]string, 0, len(list))
+	for _, it := range list {
+		rows = append(rows, row(it))
+	}
+	e.table(header, rows)
+	return nil
+}
+
 func (e *env) printJSON(v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")

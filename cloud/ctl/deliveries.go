@@ -43,11 +43,8 @@ func deliveriesList(ctx context.Context, e *env, args []string, auth func() erro
 		return err
 	}
 	var page deliveryPage
-	if err := e.client.do(ctx, "GET", "/api/deliveries", q, nil, &page); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/deliveries", q, nil, &page); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(page)
 	}
 	e.deliveryTable(page.Webhooks)
 	if page.NextCursor != "" {
@@ -135,6 +132,16 @@ func (e *env) findOne(ctx context.Context, ref string) (delivery, error) {
 	return ds[0], nil
 }
 
+// deliveryArg reads a command's flags and its one argument, a reference that
+// must name one delivery, and finds that delivery.
+func (e *env) deliveryArg(ctx context.Context, f *flags, args []string, auth func() error) (delivery, error) {
+	pos, err := f.parseAuthed(args, 1, 1, auth)
+	if err != nil {
+		return delivery{}, err
+	}
+	return e.findOne(ctx, pos[0])
+}
+
 func deliveryPath(d delivery) string {
 	return "/api/hosts/" + url.PathEscape(d.HostID) + "/webhooks/" + url.PathEscape(d.DeliveryID)
 }
@@ -159,20 +166,13 @@ func deliveriesReplay(ctx context.Context, e *env, args []string, auth func() er
 // replay) with the body in gives once the flags are read, and prints the
 // delivery it answers (with --json, the whole answer).
 func (e *env) deliveryAction(ctx context.Context, f *flags, args []string, auth func() error, action string, in func() any) error {
-	pos, err := f.parseAuthed(args, 1, 1, auth)
-	if err != nil {
-		return err
-	}
-	d, err := e.findOne(ctx, pos[0])
+	d, err := e.deliveryArg(ctx, f, args, auth)
 	if err != nil {
 		return err
 	}
 	var out map[string]json.RawMessage
-	if err := e.client.do(ctx, "POST", deliveryPath(d)+"/"+action, nil, in(), &out); err != nil {
+	if done, err := e.fetch(ctx, "POST", deliveryPath(d)+"/"+action, nil, in(), &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	var got delivery
 	if err := json.Unmarshal(out["delivery"], &got); err != nil {
@@ -191,11 +191,8 @@ func deliveriesPurge(ctx context.Context, e *env, args []string, auth func() err
 	var out struct {
 		Purged int `json:"purged"`
 	}
-	if err := e.client.do(ctx, "DELETE", "/api/hosts/"+url.PathEscape(pos[0])+"/webhooks/dlq", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "DELETE", "/api/hosts/"+url.PathEscape(pos[0])+"/webhooks/dlq", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "purged %d dead letters\n", out.Purged)
 	return nil
@@ -220,11 +217,8 @@ func rejections(ctx context.Context, e *env, args []string, auth func() error) e
 		} `json:"rejections"`
 		NextCursor string `json:"next_cursor,omitempty"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0])+"/rejections", q, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0])+"/rejections", q, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	rows := make([][]string, 0, len(out.Rejections))
 	for _, r := range out.Rejections {
@@ -256,11 +250,8 @@ func quarantineList(ctx context.Context, e *env, args []string, auth func() erro
 			Reason     string    `json:"reason"`
 		} `json:"requests"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/quarantine", url.Values{"limit": {strconv.Itoa(*limit)}}, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/quarantine", url.Values{"limit": {strconv.Itoa(*limit)}}, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "%d requests quarantined (secret: waiting for a key that decrypts their source's secret; replay: held as a suspected replay, released with quarantine release ID)\n", out.Count)
 	rows := make([][]string, 0, len(out.Requests))
@@ -286,11 +277,8 @@ func quarantineRelease(ctx context.Context, e *env, args []string, auth func() e
 		Rejected int `json:"rejected"`
 		Held     int `json:"held"`
 	}
-	if err := e.client.do(ctx, "POST", "/api/quarantine/release", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "POST", "/api/quarantine/release", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "admitted %d, rejected %d, held %d\n", out.Admitted, out.Rejected, out.Held)
 	return nil
@@ -306,11 +294,8 @@ func releaseHeld(ctx context.Context, e *env, id string) error {
 		DeliveryID string `json:"delivery_id"`
 		Status     string `json:"status"`
 	}
-	if err := e.client.do(ctx, "POST", "/api/quarantine/"+id+"/release", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "POST", "/api/quarantine/"+id+"/release", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "released %s: %s %s\n", id, out.Status, out.DeliveryID)
 	return nil

@@ -10,25 +10,13 @@ import (
 )
 
 func hostsList(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "hosts list [--json]")
-	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
-		return err
-	}
-	var out struct {
+	type answer struct {
 		Hosts []host `json:"hosts"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/hosts", nil, nil, &out); err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(out)
-	}
-	rows := make([][]string, 0, len(out.Hosts))
-	for _, h := range out.Hosts {
-		rows = append(rows, []string{h.ID, h.Name, h.Status, e.presence(h), e.ago(h.LastHeartbeatAt), backlog(h), strconv.Itoa(h.Counts["dlq"])})
-	}
-	e.table([]string{"ID", "NAME", "STATUS", "PRESENCE", "LAST CONTACT", "BACKLOG", "DLQ"}, rows)
-	return nil
+	return listTable(ctx, e, args, auth, "hosts list [--json]", "/api/hosts", func(a *answer) []host { return a.Hosts },
+		[]string{"ID", "NAME", "STATUS", "PRESENCE", "LAST CONTACT", "BACKLOG", "DLQ"}, func(h host) []string {
+			return []string{h.ID, h.Name, h.Status, e.presence(h), e.ago(h.LastHeartbeatAt), backlog(h), strconv.Itoa(h.Counts["dlq"])}
+		})
 }
 
 // presence is the cloud's judgement of a host (online, late, offline);

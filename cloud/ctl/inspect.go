@@ -26,11 +26,7 @@ type inspection struct {
 
 func inspect(ctx context.Context, e *env, args []string, auth func() error) error {
 	f := newFlags(e, "inspect ID [--json]  (ID: a delivery id, a provider event id or a correlation id)")
-	pos, err := f.parseAuthed(args, 1, 1, auth)
-	if err != nil {
-		return err
-	}
-	d, err := e.findOne(ctx, pos[0])
+	d, err := e.deliveryArg(ctx, f, args, auth)
 	if err != nil {
 		return err
 	}

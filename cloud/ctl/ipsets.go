@@ -12,26 +12,14 @@ import (
 )
 
 func ipsetsList(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "ipsets list [--json]")
-	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
-		return err
-	}
-	var out struct {
+	type answer struct {
 		Sets []shared.IPSet `json:"ip_sets"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/ipsets", nil, nil, &out); err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(out)
-	}
-	rows := make([][]string, 0, len(out.Sets))
-	for _, s := range out.Sets {
-		rows = append(rows, []string{s.Name, strconv.Itoa(s.Size), e.ago(s.TakenAt), e.ago(s.RefreshedAt), e.ago(s.CheckedAt),
-			orDash(s.Origin), orDash(cut(s.LastError, 80))})
-	}
-	e.table([]string{"NAME", "SIZE", "TAKEN", "REFRESHED", "CHECKED", "ORIGIN", "LAST ERROR"}, rows)
-	return nil
+	return listTable(ctx, e, args, auth, "ipsets list [--json]", "/api/ipsets", func(a *answer) []shared.IPSet { return a.Sets },
+		[]string{"NAME", "SIZE", "TAKEN", "REFRESHED", "CHECKED", "ORIGIN", "LAST ERROR"}, func(s shared.IPSet) []string {
+			return []string{s.Name, strconv.Itoa(s.Size), e.ago(s.TakenAt), e.ago(s.RefreshedAt), e.ago(s.CheckedAt),
+				orDash(s.Origin), orDash(cut(s.LastError, 80))}
+		})
 }
 
 // maxIPSetFile bounds the file ipsets refresh reads.
@@ -67,11 +55,8 @@ func ipsetsRefresh(ctx context.Context, e *env, args []string, auth func() error
 		return err
 	}
 	var s shared.IPSet
-	if err := e.client.do(ctx, "PUT", "/api/ipsets/"+url.PathEscape(pos[0]), nil, map[string]string{"data": string(data)}, &s); err != nil {
+	if done, err := e.fetch(ctx, "PUT", "/api/ipsets/"+url.PathEscape(pos[0]), nil, map[string]string{"data": string(data)}, &s); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(s)
 	}
 	e.table([]string{"FIELD", "VALUE"}, [][]string{
 		{"name", s.Name}, {"size", strconv.Itoa(s.Size)}, {"origin", s.Origin}, {"refreshed", e.ago(s.RefreshedAt)},

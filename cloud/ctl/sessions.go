@@ -15,11 +15,8 @@ func sessionsEndAll(ctx context.Context, e *env, args []string, auth func() erro
 	var out struct {
 		Ended int `json:"ended"`
 	}
-	if err := e.client.do(ctx, "DELETE", "/api/console/sessions", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "DELETE", "/api/console/sessions", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	fmt.Fprintf(e.stdout, "ended %d console sessions\n", out.Ended)
 	return nil

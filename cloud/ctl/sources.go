@@ -26,11 +26,8 @@ func sourcesList(ctx context.Context, e *env, args []string, auth func() error) 
 	var out struct {
 		Sources []shared.Source `json:"sources"`
 	}
-	if err := e.client.do(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0])+"/sources", nil, nil, &out); err != nil {
+	if done, err := e.fetch(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0])+"/sources", nil, nil, &out); done {
 		return err
-	}
-	if e.json {
-		return e.printJSON(out)
 	}
 	rows := make([][]string, 0, len(out.Sources))
 	for _, s := range out.Sources {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -264,12 +263,8 @@ func (s *Server) listSinks(c *gin.Context) {
 
 func (s *Server) deleteSink(c *gin.Context) {
 	err := s.store.AlertSinkDelete(c.Request.Context(), c.Param("sink"))
-	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errNotFound("no such sink"))
-		return
-	}
 	if err != nil {
-		s.writeError(c, err)
+		s.writeError(c, notFoundAs(err, "no such sink"))
 		return
 	}
 	c.Status(204)

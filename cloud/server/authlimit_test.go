@@ -15,8 +15,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/cloud/auth"
-	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
 )
@@ -33,14 +31,10 @@ type authBundle struct {
 func authSetup(t *testing.T) *authBundle {
 	t.Helper()
 	st := sqlitetest.Open(t)
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(t, err)
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
-	require.NoError(t, err)
+	clock := newClock()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s := New(st, ring, tokens, clock, log, Config{AdminToken: testAdmin})
+	s := testServer(t, st, clock, log, Config{AdminToken: testAdmin})
 	return &authBundle{t: t, handler: s.Handler(), clock: clock, log: &buf}
 }
 

@@ -1,18 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/cloud/auth"
-	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -20,13 +15,8 @@ import (
 // same token (every replica), another for another token, none without one.
 func TestConsoleSessionKey(t *testing.T) {
 	b := setup(t)
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(t, err)
-	tokens, err := auth.NewTokens(jwtKey, 0, b.clock)
-	require.NoError(t, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	with := func(token string) *Server {
-		return New(b.store, ring, tokens, b.clock, log, Config{AdminToken: token})
+		return testServer(t, b.store, b.clock, nil, Config{AdminToken: token})
 	}
 	k := b.server.ConsoleSessionKey()
 	require.Len(t, k, 32)

@@ -101,12 +101,8 @@ func (s *Server) listDeliveries(c *gin.Context) {
 
 func (s *Server) getDelivery(c *gin.Context) {
 	d, err := s.store.DeliveryGet(c.Request.Context(), c.Param("id"), c.Param("deliveryId"))
-	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errNotFound("no such delivery on this host"))
-		return
-	}
 	if err != nil {
-		s.writeError(c, err)
+		s.writeError(c, notFoundAs(err, "no such delivery on this host"))
 		return
 	}
 	evs, err := s.store.DeliveryEventList(c.Request.Context(), d.ID)

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +15,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
@@ -53,14 +50,8 @@ func (l *logBuffer) lines(level, msg string) []string {
 // newLoggedEdge is newEdge with the server's log kept, and the JWT key given.
 func newLoggedEdge(t *testing.T, st store.Store, ring *secrets.Ring, clock *clockwork.FakeClock, cfg Config, key []byte) (*edgeBundle, *logBuffer) {
 	t.Helper()
-	tokens, err := auth.NewTokens(key, 0, clock)
-	require.NoError(t, err)
-	cfg.AdminToken = testAdmin
 	logs := &logBuffer{}
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(logs, nil)), cfg)
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	return &edgeBundle{bundle: &bundle{t: t, srv: hs, store: st, clock: clock}, srv: s}, logs
+	return startEdge(t, st, ring, clock, cfg, key, logs), logs
 }
 
 func (b *edgeBundle) metric(series string) string {

@@ -51,10 +51,17 @@ func ringOf(t *testing.T, keyBytes ...byte) *secrets.Ring {
 
 func newEdge(t *testing.T, st store.Store, ring *secrets.Ring, clock *clockwork.FakeClock, cfg Config) *edgeBundle {
 	t.Helper()
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	return startEdge(t, st, ring, clock, cfg, jwtKey, io.Discard)
+}
+
+// startEdge serves a server over st with the admin token set, signing host
+// tokens with key and logging to log.
+func startEdge(t *testing.T, st store.Store, ring *secrets.Ring, clock *clockwork.FakeClock, cfg Config, key []byte, log io.Writer) *edgeBundle {
+	t.Helper()
+	tokens, err := auth.NewTokens(key, 0, clock)
 	require.NoError(t, err)
 	cfg.AdminToken = testAdmin
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
+	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(log, nil)), cfg)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return &edgeBundle{bundle: &bundle{t: t, srv: hs, store: st, clock: clock}, srv: s}
@@ -494,12 +501,9 @@ func TestSourceSecretsAndOptionsChecked(t *testing.T) {
 func TestHeartbeatNackOfAnotherAttemptIsIgnored(t *testing.T) {
 	b := setup(t)
 	hostID, token := b.newHost("h")
-	require.Equal(t, 200, b.sendGitHub(hostID, "d-1", prBody).status)
-	var hb shared.HeartbeatResponse
-	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
-	require.Len(t, hb.Webhooks, 1)
-	id := hb.Webhooks[0].DeliveryID
-	require.Equal(t, 1, hb.Webhooks[0].Attempt)
+	w := b.leaseOne(hostID, token, "d-1")
+	id := w.DeliveryID
+	require.Equal(t, 1, w.Attempt)
 
 	stale := shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Error: "x", Retryable: true, Attempt: 7}}}
 	require.Equal(t, 200, b.heartbeat(token, stale).status)

@@ -21,6 +21,14 @@ func errNotFound(msg string) error {
 	return &shared.Error{Code: shared.CodeNotFound, Message: msg}
 }
 
+// notFoundAs is err, or, when the store found nothing, errNotFound(msg).
+func notFoundAs(err error, msg string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound(msg)
+	}
+	return err
+}
+
 // errUnavailable marks a storage failure: the sender should retry later.
 func errUnavailable(cause error) error {
 	return &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Cause: cause}

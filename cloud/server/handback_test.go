@@ -59,9 +59,7 @@ func TestHeartbeatHandBack(t *testing.T) {
 // is not pushed straight back to it.
 func TestSocketReportHandBack(t *testing.T) {
 	b, _ := socketSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 10)
-	ids := b.send3(hostID)
+	hostID, hs, ids := b.connectedWith3(10)
 	require.Equal(t, ids, hs.pushed(3))
 	hs.send(shared.Frame{Type: shared.FrameReport, ID: 1, Acks: ids[1:2], Nacks: []shared.Nack{
 		{DeliveryID: ids[0], Error: "host stopping: not started", Retryable: true, Attempt: 1, NotStarted: true}}})

@@ -236,12 +236,7 @@ func (s *Server) writeHost(c *gin.Context, h *store.Host) {
 	c.JSON(200, v)
 }
 
-func hostErr(err error) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound("no such host")
-	}
-	return err
-}
+func hostErr(err error) error { return notFoundAs(err, "no such host") }
 
 // claim exchanges a one-time claim code for a host credential and a token.
 func (s *Server) claim(c *gin.Context) {

@@ -45,11 +45,7 @@ func TestHostDeliveriesOwnOnly(t *testing.T) {
 func TestHeartbeatRecordsResults(t *testing.T) {
 	b := setup(t)
 	hostID, token := b.newHost("h")
-	require.Equal(t, 200, b.sendGitHub(hostID, "r-1", prBody).status)
-	var hb shared.HeartbeatResponse
-	b.heartbeat(token, shared.HeartbeatRequest{}).json(t, &hb)
-	require.Len(t, hb.Webhooks, 1)
-	id := hb.Webhooks[0].DeliveryID
+	id := b.leaseOne(hostID, token, "r-1").DeliveryID
 
 	for name, body := range map[string]string{
 		"bad result":        `{"webhook_acks": ["` + id + `"], "webhook_results": [{"delivery_id": "` + id + `", "result": "done"}]}`,

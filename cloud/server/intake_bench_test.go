@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -26,8 +25,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/cloud/auth"
-	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
@@ -79,13 +76,7 @@ func BenchmarkIntake(b *testing.B) {
 // body for every request, the replay guard off (it would hold them); "on"
 // or "off": a body of its own each, with the guard so.
 func benchIntake(b *testing.B, st store.Store, random bool, guard string) {
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(b, err)
-	clock := clockwork.NewRealClock()
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
-	require.NoError(b, err)
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Config{AdminToken: testAdmin, RateLimitPerMin: 1 << 30})
+	s := testServer(b, st, clockwork.NewRealClock(), nil, Config{AdminToken: testAdmin, RateLimitPerMin: 1 << 30})
 	srv := httptest.NewServer(s.Handler())
 	b.Cleanup(func() { srv.Close(); st.Close() })
 
@@ -211,12 +202,7 @@ func throughLatency(b *testing.B, dbURL string, delay time.Duration) string {
 
 func benchDrain(b *testing.B, st store.Store) {
 	ctx := context.Background()
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(b, err)
-	clock := clockwork.NewRealClock()
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
-	require.NoError(b, err)
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{AdminToken: testAdmin})
+	s := testServer(b, st, clockwork.NewRealClock(), nil, Config{AdminToken: testAdmin})
 	srv := httptest.NewServer(s.Handler())
 	b.Cleanup(func() { srv.Close(); st.Close() })
 	post := func(path, token string, in, out any) {

@@ -79,6 +79,17 @@ func (b *bundle) leaseAll(token string, req shared.HeartbeatRequest) []string {
 	return ids
 }
 
+// leaseOne sends a GitHub webhook, and leases it with a heartbeat that must
+// hand out that one alone.
+func (b *bundle) leaseOne(hostID, token, event string) shared.Webhook {
+	b.t.Helper()
+	require.Equal(b.t, 200, b.sendGitHub(hostID, event, prBody).status)
+	var hb shared.HeartbeatResponse
+	b.heartbeat(token, shared.HeartbeatRequest{}).json(b.t, &hb)
+	require.Len(b.t, hb.Webhooks, 1)
+	return hb.Webhooks[0]
+}
+
 // deadLetter sends a webhook and has the host nack it as not retryable.
 func (b *bundle) deadLetter(hostID, token, event string) string {
 	b.t.Helper()

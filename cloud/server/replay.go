@@ -34,11 +34,8 @@ var replayHeader = strings.ToLower(shared.HeaderReplayOf)
 // of …)"; the original's trail notes the replay. Errors are the API's.
 func (s *Server) ReplayDelivery(ctx context.Context, hostID, id, toHostID string) (*store.Delivery, error) {
 	orig, err := s.store.DeliveryGet(ctx, hostID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errNotFound("no such delivery on this host")
-	}
 	if err != nil {
-		return nil, err
+		return nil, notFoundAs(err, "no such delivery on this host")
 	}
 	if toHostID == "" {
 		toHostID = hostID

@@ -110,11 +110,18 @@ func (b *bundle) upkeep() func(time.Duration) {
 	}
 }
 
-func TestScheduleFiveFailuresThenDLQ(t *testing.T) {
+// scheduleOne is a host "h" with one webhook "d-1" queued, and the step of
+// the background jobs.
+func scheduleOne(t *testing.T) (*bundle, func(time.Duration), *agent, string) {
+	t.Helper()
 	b := setup(t)
 	step := b.upkeep()
 	g := b.claimAgent("h")
-	id := g.send("d-1")
+	return b, step, g, g.send("d-1")
+}
+
+func TestScheduleFiveFailuresThenDLQ(t *testing.T) {
+	b, step, g, id := scheduleOne(t)
 
 	waits := []time.Duration{30 * time.Second, 2 * time.Minute, 10 * time.Minute, time.Hour}
 	for attempt := 1; attempt <= 5; attempt++ {
@@ -190,10 +197,7 @@ func TestScheduleOfTheSource(t *testing.T) {
 }
 
 func TestScheduleLeaseExpiry(t *testing.T) {
-	b := setup(t)
-	step := b.upkeep()
-	g := b.claimAgent("h")
-	id := g.send("d-1")
+	_, step, g, id := scheduleOne(t)
 
 	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
 	step(59 * time.Second)
@@ -227,10 +231,7 @@ func TestScheduleLeaseExpiry(t *testing.T) {
 }
 
 func TestScheduleExtendsKeepTheLease(t *testing.T) {
-	b := setup(t)
-	step := b.upkeep()
-	g := b.claimAgent("h")
-	id := g.send("d-1")
+	b, step, g, id := scheduleOne(t)
 	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
 
 	// A handler that runs for ten minutes, while the host heartbeats every
@@ -279,10 +280,7 @@ func TestScheduleOfflineHostBurnsNoAttempts(t *testing.T) {
 }
 
 func TestScheduleLateAckAfterReLease(t *testing.T) {
-	b := setup(t)
-	step := b.upkeep()
-	g := b.claimAgent("h")
-	id := g.send("d-1")
+	b, step, g, id := scheduleOne(t)
 	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
 	// The handler is slow and the host does not extend: the lease expires
 	// and the delivery is handed out again.

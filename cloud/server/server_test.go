@@ -55,16 +55,25 @@ type bundle struct {
 	nextReq atomic.Int64
 }
 
+// testServer is a Server over st on clock with the tests' key ring and JWT
+// key; a nil log discards.
+func testServer(tb testing.TB, st store.Store, clock clockwork.Clock, log *slog.Logger, cfg Config) *Server {
+	tb.Helper()
+	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
+	require.NoError(tb, err)
+	tokens, err := auth.NewTokens(jwtKey, 0, clock)
+	require.NoError(tb, err)
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return New(st, ring, tokens, clock, log, cfg)
+}
+
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	st := sqlitetest.Open(t)
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(t, err)
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
-	require.NoError(t, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := New(st, ring, tokens, clock, log, Config{AdminToken: testAdmin, LeaseFor: time.Minute})
+	clock := newClock()
+	s := testServer(t, st, clock, nil, Config{AdminToken: testAdmin, LeaseFor: time.Minute})
 	h := s.Handler()
 	b := &bundle{t: t, handler: h, store: st, clock: clock, server: s}
 	b.srv = b.serve(h)

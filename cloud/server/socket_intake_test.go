@@ -62,6 +62,17 @@ func leaseCountingSetup(t *testing.T) (*bundle, *Server, *leaseCounting) {
 	return b, s, lc
 }
 
+// socketIntakeSetup is leaseCountingSetup with a host "h" connected over a
+// socket that grants credit, waiting for work.
+func socketIntakeSetup(t *testing.T, credit int) (*bundle, *Server, *leaseCounting, string, *hostSocket) {
+	t.Helper()
+	b, s, lc := leaseCountingSetup(t)
+	hostID, token := b.newHost("h")
+	hs := b.connect(token, credit)
+	waitIdle(t, s, hostID)
+	return b, s, lc, hostID, hs
+}
+
 // waitIdle waits until the host's socket would take a webhook at intake.
 func waitIdle(t *testing.T, s *Server, hostID string) {
 	t.Helper()
@@ -104,10 +115,7 @@ func (b *bundle) intakeID(hostID, event string) string {
 }
 
 func TestSocketIntakeLeasesToTheSocket(t *testing.T) {
-	b, s, lc := leaseCountingSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 10)
-	waitIdle(t, s, hostID)
+	b, _, lc, hostID, hs := socketIntakeSetup(t, 10)
 	id := b.intakeID(hostID, "a")
 	f := hs.read()
 	require.Equal(t, shared.FrameWebhooks, f.Type)
@@ -132,10 +140,7 @@ func TestSocketIntakeLeasesToTheSocket(t *testing.T) {
 }
 
 func TestSocketIntakeLeasedPushesMakeNoQuery(t *testing.T) {
-	b, s, lc := leaseCountingSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 2)
-	waitIdle(t, s, hostID)
+	b, s, lc, hostID, hs := socketIntakeSetup(t, 2)
 	looks := lc.looks.Load()
 	// Pushed, acked, credit granted again, one after the other: the socket
 	// neither leases nor looks for work in between.
@@ -154,10 +159,7 @@ func TestSocketIntakeLeasedPushesMakeNoQuery(t *testing.T) {
 }
 
 func TestSocketIntakeWithoutRoomStoresPending(t *testing.T) {
-	b, s, lc := leaseCountingSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 1)
-	waitIdle(t, s, hostID)
+	b, s, lc, hostID, hs := socketIntakeSetup(t, 1)
 	first := b.intakeID(hostID, "a")
 	require.Equal(t, []string{first}, hs.pushed(1))
 	b.clock.Advance(time.Millisecond)

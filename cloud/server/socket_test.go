@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,12 +16,10 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
-	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/cloud/transport"
@@ -51,13 +48,9 @@ func socketSetupWith(t *testing.T, wrap func(store.Store) store.Store, cfg Confi
 	if wrap != nil {
 		st = wrap(db)
 	}
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(t, err)
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
-	require.NoError(t, err)
+	clock := newClock()
 	cfg.AdminToken, cfg.LeaseFor = testAdmin, time.Minute
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
+	s := testServer(t, st, clock, nil, cfg)
 	h := s.Handler()
 	srv := httptest.NewServer(h)
 	wctx, stop := context.WithCancel(ctx)
@@ -186,6 +179,15 @@ func (b *bundle) status(hostID, id string) store.Status {
 	return d.Status
 }
 
+// connectedWith3 is a new host "h" connected over a socket with credit, and
+// the three webhooks send3 sends it.
+func (b *bundle) connectedWith3(credit int) (hostID string, hs *hostSocket, ids []string) {
+	b.t.Helper()
+	hostID, token := b.newHost("h")
+	hs = b.connect(token, credit)
+	return hostID, hs, b.send3(hostID)
+}
+
 func (b *bundle) send3(hostID string) []string {
 	b.t.Helper()
 	var ids []string
@@ -222,9 +224,7 @@ func TestSocketRefusedBeforeUpgrade(t *testing.T) {
 
 func TestSocketPushesWithinCreditAndConfirmsReports(t *testing.T) {
 	b, s := socketSetup(t)
-	hostID, token := b.newHost("h")
-	hs := b.connect(token, 2)
-	ids := b.send3(hostID)
+	hostID, hs, ids := b.connectedWith3(2)
 	got := hs.pushed(2)
 	require.Equal(t, ids[:2], got, "oldest first")
 	b.clock.Advance(delivery.MarkAfter) // unreported: marked on their own

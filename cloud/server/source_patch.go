@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/gin-gonic/gin"
@@ -58,11 +57,8 @@ type SourceChange struct {
 // settings. Errors are the API's (see Describe).
 func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *SourceChange) (*store.Source, error) {
 	src, err := s.store.SourceGet(ctx, hostID, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errNotFound("no such source")
-	}
 	if err != nil {
-		return nil, err
+		return nil, notFoundAs(err, "no such source")
 	}
 	p := &store.SourceUpsertParams{
 		HostID: hostID, Name: name, Provider: src.Provider, Enabled: src.Enabled, Events: src.Events,

@@ -277,12 +277,8 @@ func checkEvents(events []string) error {
 
 func (s *Server) getSource(c *gin.Context) {
 	src, err := s.store.SourceGet(c.Request.Context(), c.Param("id"), c.Param("source"))
-	if errors.Is(err, store.ErrNotFound) {
-		s.writeError(c, errNotFound("no such source"))
-		return
-	}
 	if err != nil {
-		s.writeError(c, err)
+		s.writeError(c, notFoundAs(err, "no such source"))
 		return
 	}
 	c.JSON(200, s.SourceView(c, src))

@@ -4,17 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/cloud/auth"
-	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
@@ -30,13 +25,8 @@ import (
 // heartbeats; it returns once the listener is in place.
 func waitServer(t *testing.T, st store.Store) (*bundle, *Server) {
 	t.Helper()
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC))
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(t, err)
-	tokens, err := auth.NewTokens(jwtKey, 0, clock)
-	require.NoError(t, err)
-	s := New(st, ring, tokens, clock, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Config{AdminToken: testAdmin, LeaseFor: time.Minute, MaxWait: time.Minute})
+	clock := newClock()
+	s := testServer(t, st, clock, nil, Config{AdminToken: testAdmin, LeaseFor: time.Minute, MaxWait: time.Minute})
 	b := &bundle{t: t, store: st, clock: clock}
 	srv := b.serve(s.Handler())
 	b.srv = srv
@@ -154,15 +144,24 @@ func TestWaitEndsAfterWaitS(t *testing.T) {
 	require.Empty(t, answered(t, b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30, MaxWebhooks: shared.Ptr(0)})).Webhooks)
 }
 
-func TestWaitEndsWhenARetryComesDue(t *testing.T) {
+// waitAfterNack hands a host's one webhook out, has the host nack it
+// (retryable or not), then starts a heartbeat waiting waitS seconds and
+// returns once it waits.
+func waitAfterNack(t *testing.T, retryable bool, waitS int) (*bundle, *agent, string, <-chan beatResult) {
+	t.Helper()
 	b, _ := sqliteWaitServer(t)
 	g := b.claimAgent("h")
 	id := g.send("d-1")
 	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
-	g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Retryable: true}}})
+	g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Retryable: retryable}}})
 
-	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 50})
+	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: waitS})
 	b.waiting()
+	return b, g, id, ch
+}
+
+func TestWaitEndsWhenARetryComesDue(t *testing.T) {
+	b, _, _, ch := waitAfterNack(t, true, 50)
 	b.clock.Advance(30 * time.Second) // the first retry's wait
 	hb := answered(t, ch)
 	require.Len(t, hb.Webhooks, 1)
@@ -170,14 +169,7 @@ func TestWaitEndsWhenARetryComesDue(t *testing.T) {
 }
 
 func TestWaitHandsNothingToAHostDeactivatedMeanwhile(t *testing.T) {
-	b, _ := sqliteWaitServer(t)
-	g := b.claimAgent("h")
-	id := g.send("d-1")
-	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
-	g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Retryable: true}}})
-
-	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 50})
-	b.waiting()
+	b, g, id, ch := waitAfterNack(t, true, 50)
 	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+g.id+"/deactivate", nil).status)
 	b.clock.Advance(30 * time.Second) // the retry comes due
 	require.Empty(t, answered(t, ch).Webhooks, "its token was revoked while it waited")
@@ -185,14 +177,7 @@ func TestWaitHandsNothingToAHostDeactivatedMeanwhile(t *testing.T) {
 }
 
 func TestWaitWokenByAManualRetry(t *testing.T) {
-	b, _ := sqliteWaitServer(t)
-	g := b.claimAgent("h")
-	id := g.send("d-1")
-	require.Len(t, g.beat(shared.HeartbeatRequest{}).Webhooks, 1)
-	g.beat(shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0), WebhookNacks: []shared.Nack{{DeliveryID: id, Retryable: false}}})
-
-	ch := b.beatAsync(context.Background(), g.token, shared.HeartbeatRequest{WaitS: 30})
-	b.waiting()
+	b, g, id, ch := waitAfterNack(t, false, 30)
 	require.Equal(t, 200, b.admin("POST", "/api/hosts/"+g.id+"/webhooks/"+id+"/retry", nil).status)
 	hb := answered(t, ch)
 	require.Len(t, hb.Webhooks, 1)

@@ -17,14 +17,9 @@ import (
 // (application_command, message_component, modal_submit…), action the
 // command's name or the component's custom_id. Webhook events (a body with an
 // "event") are typed by event.type (APPLICATION_AUTHORIZED…).
-type discord struct{}
+type discord struct{ profile }
 
 const discordTolerance = 5 * time.Minute
-
-func (discord) Name() string       { return "discord" }
-func (discord) MaxBody() int64     { return DefaultMaxBody }
-func (discord) SuccessStatus() int { return 200 }
-func (discord) Retries() bool      { return false } // interactions are not retried
 
 func (discord) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	sig, stamp := r.Header.Get("X-Signature-Ed25519"), r.Header.Get("X-Signature-Timestamp")

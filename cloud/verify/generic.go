@@ -20,12 +20,7 @@ import (
 //	                  Idempotency-Key; else a hash of the body)
 //	event_type_header header with the event type (default X-Event-Type, else
 //	                  the body's "type" or "event" field)
-type generic struct{}
-
-func (generic) Name() string       { return "generic" }
-func (generic) MaxBody() int64     { return DefaultMaxBody }
-func (generic) SuccessStatus() int { return 202 }
-func (generic) Retries() bool      { return true } // unknown: assume it does
+type generic struct{ profile }
 
 func (generic) Verify(r *Request, secrets [][]byte, opts map[string]string) error {
 	if opts["mode"] == "token" {

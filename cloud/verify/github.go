@@ -12,12 +12,7 @@ import (
 //
 // Event: id X-GitHub-Delivery (kept on redelivery), type X-GitHub-Event,
 // action the body's "action" (JSON, or the "payload" field of a form body).
-type github struct{}
-
-func (github) Name() string       { return "github" }
-func (github) MaxBody() int64     { return 25 << 20 } // GitHub's own cap
-func (github) SuccessStatus() int { return 200 }
-func (github) Retries() bool      { return false } // redelivery is manual only
+type github struct{ profile }
 
 func (github) Verify(r *Request, secrets [][]byte, opts map[string]string) error {
 	// Present at all, the sha256 header decides, even when empty.

@@ -14,15 +14,7 @@ import "strings"
 // re-sends), else X-Gitlab-Event-UUID; type the body's object_kind (push,
 // merge_request…; X-Gitlab-Event when absent), action
 // object_attributes.action (open, merge…).
-type gitlab struct{}
-
-func (gitlab) Name() string       { return "gitlab" }
-func (gitlab) MaxBody() int64     { return DefaultMaxBody }
-func (gitlab) SuccessStatus() int { return 200 }
-
-// Retries is false: GitLab runs no retry schedule, it disables hooks that
-// keep failing.
-func (gitlab) Retries() bool { return false }
+type gitlab struct{ profile }
 
 func (gitlab) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	if len(secrets) == 0 {

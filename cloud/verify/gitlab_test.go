@@ -7,10 +7,7 @@ import (
 )
 
 func TestGitLabToken(t *testing.T) {
-	p, _ := Lookup("gitlab")
-	v, r := findVector(t, "gitlab.json", "token-match")
-	secret := [][]byte{[]byte(v.Secret)}
-	require.NoError(t, p.Verify(r, secret, nil))
+	p, v, r, secret := verifiedVector(t, "gitlab", "token-match")
 	for _, bad := range []string{v.Secret + " ", " " + v.Secret, "GLWT-3B1F9C0E8D7A6B5C4D3E2F1A", v.Secret[:len(v.Secret)-1]} {
 		r.Header.Set("X-Gitlab-Token", bad)
 		require.ErrorIs(t, p.Verify(r, secret, nil), ErrMismatch, "%q: verbatim, case-sensitive, no trimming", bad)

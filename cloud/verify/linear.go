@@ -15,23 +15,14 @@ import (
 //
 // Event: id Linear-Delivery, type the body's type (Issue, Comment…; else
 // Linear-Event), action its action (create, update, remove).
-type linear struct{}
+type linear struct{ profile }
 
 const linearTolerance = 60 * time.Second
 
-func (linear) Name() string       { return "linear" }
-func (linear) MaxBody() int64     { return DefaultMaxBody }
-func (linear) SuccessStatus() int { return 200 }
-func (linear) Retries() bool      { return true }
-
 func (linear) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	sig := r.Header.Get("Linear-Signature")
-	if sig == "" {
-		return ErrMissingSignature
-	}
-	want, ok := decodeHex(sig, 32)
-	if !ok {
-		return fmt.Errorf("Linear-Signature is not 32 bytes of hex: %w", ErrMalformed)
+	want, err := signature("Linear-Signature", r.Header.Get("Linear-Signature"), "hex", 32)
+	if err != nil {
+		return err
 	}
 	if err := matchBodyMAC(secrets, sha256.New, r.Body, want); err != nil {
 		return err

@@ -9,10 +9,7 @@ import (
 )
 
 func TestLinearTimestamps(t *testing.T) {
-	p, _ := Lookup("linear")
-	v, r := findVector(t, "linear.json", "comment-create-valid")
-	secret := [][]byte{[]byte(v.Secret)}
-	require.NoError(t, p.Verify(r, secret, nil))
+	p, _, r, secret := verifiedVector(t, "linear", "comment-create-valid")
 
 	// The body's webhookTimestamp is signed; the header is not. A replay
 	// with a fresh header is still caught by the body.

@@ -106,6 +106,24 @@ func decodeBase64(s string, size int) ([]byte, bool) {
 	return b, err == nil && len(b) == size
 }
 
+// signature decodes value, the signature header called name, as exactly
+// size bytes of encoding ("hex" or "base64"): ErrMissingSignature when it is
+// empty, ErrMalformed when it does not decode.
+func signature(name, value, encoding string, size int) ([]byte, error) {
+	if value == "" {
+		return nil, ErrMissingSignature
+	}
+	decode := decodeHex
+	if encoding == "base64" {
+		decode = decodeBase64
+	}
+	b, ok := decode(value, size)
+	if !ok {
+		return nil, fmt.Errorf("%s is not %d bytes of %s: %w", name, size, encoding, ErrMalformed)
+	}
+	return b, nil
+}
+
 // prefixedHex decodes "<prefix><hex of size bytes>", as GitHub sends.
 func prefixedHex(sig, prefix string, size int) ([]byte, error) {
 	hexed, ok := strings.CutPrefix(sig, prefix)

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"fmt"
 	"net/http"
 	"strings"
 )
@@ -16,12 +15,7 @@ import (
 // Event: id X-Shopify-Event-Id (Shopify's duplicate detector), else
 // X-Shopify-Webhook-Id; type and action the topic split at its slash
 // ("orders/paid" is type orders, action paid), so filters read "orders.paid".
-type shopify struct{}
-
-func (shopify) Name() string       { return "shopify" }
-func (shopify) MaxBody() int64     { return DefaultMaxBody }
-func (shopify) SuccessStatus() int { return 200 }
-func (shopify) Retries() bool      { return true } // 8 times over 4 hours
+type shopify struct{ profile }
 
 // shopifyHeader reads a Shopify header under either of its names.
 func shopifyHeader(h http.Header, name string) string {
@@ -29,13 +23,9 @@ func shopifyHeader(h http.Header, name string) string {
 }
 
 func (shopify) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	sig := shopifyHeader(r.Header, "Hmac-Sha256")
-	if sig == "" {
-		return ErrMissingSignature
-	}
-	want, ok := decodeBase64(sig, 32)
-	if !ok {
-		return fmt.Errorf("X-Shopify-Hmac-Sha256 is not 32 bytes of base64: %w", ErrMalformed)
+	want, err := signature("X-Shopify-Hmac-Sha256", shopifyHeader(r.Header, "Hmac-Sha256"), "base64", 32)
+	if err != nil {
+		return err
 	}
 	return matchBodyMAC(secrets, sha256.New, r.Body, want)
 }

@@ -27,14 +27,9 @@ import (
 //   - anything else: the body's type (url_verification, app_rate_limited).
 //
 // Where no id applies, the body hash.
-type slack struct{}
+type slack struct{ profile }
 
 const slackTolerance = 5 * time.Minute
-
-func (slack) Name() string       { return "slack" }
-func (slack) MaxBody() int64     { return DefaultMaxBody }
-func (slack) SuccessStatus() int { return 200 }
-func (slack) Retries() bool      { return true } // the Events API does
 
 func (slack) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	sig, stamp := r.Header.Get("X-Slack-Signature"), r.Header.Get("X-Slack-Request-Timestamp")

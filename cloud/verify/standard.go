@@ -17,14 +17,9 @@ import (
 // the same headers named svix-*.
 //
 // Event: id webhook-id (stable across retries), type the body's "type".
-type standard struct{}
+type standard struct{ profile }
 
 const standardTolerance = 5 * time.Minute
-
-func (standard) Name() string       { return "standard" }
-func (standard) MaxBody() int64     { return DefaultMaxBody }
-func (standard) SuccessStatus() int { return 200 }
-func (standard) Retries() bool      { return true }
 
 func (standard) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	return verifyStandard(r, standardHeadersOf(r.Header), secrets)

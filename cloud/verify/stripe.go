@@ -14,14 +14,9 @@ import (
 // staleness; we also refuse the future).
 //
 // Event: id the body's "id" (evt_…), type its "type" (e.g. invoice.paid).
-type stripe struct{}
+type stripe struct{ profile }
 
 const stripeTolerance = 5 * time.Minute
-
-func (stripe) Name() string       { return "stripe" }
-func (stripe) MaxBody() int64     { return DefaultMaxBody }
-func (stripe) SuccessStatus() int { return 200 }
-func (stripe) Retries() bool      { return true }
 
 // stripeSignature is a parsed Stripe-Signature header.
 type stripeSignature struct {

@@ -11,12 +11,7 @@ import (
 //
 // Event: id the body's update_id; type the kind of update (the one field
 // besides update_id: message, edited_message, callback_query…).
-type telegram struct{}
-
-func (telegram) Name() string       { return "telegram" }
-func (telegram) MaxBody() int64     { return DefaultMaxBody }
-func (telegram) SuccessStatus() int { return 200 }
-func (telegram) Retries() bool      { return false }
+type telegram struct{ profile }
 
 func (telegram) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
 	token := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")

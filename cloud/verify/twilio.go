@@ -27,24 +27,12 @@ import (
 // Event: id I-Twilio-Idempotency-Token, else MessageSid:MessageStatus or
 // CallSid:CallStatus; type the EventType parameter, else "message" or
 // "call", with the status as action.
-type twilio struct{}
-
-func (twilio) Name() string       { return "twilio" }
-func (twilio) MaxBody() int64     { return DefaultMaxBody }
-func (twilio) SuccessStatus() int { return 200 }
-
-// Retries is false: by default Twilio retries only failed connections, not
-// answers.
-func (twilio) Retries() bool { return false }
+type twilio struct{ profile }
 
 func (twilio) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	sig := r.Header.Get("X-Twilio-Signature")
-	if sig == "" {
-		return ErrMissingSignature
-	}
-	want, ok := decodeBase64(sig, 20)
-	if !ok {
-		return fmt.Errorf("X-Twilio-Signature is not 20 bytes of base64: %w", ErrMalformed)
+	want, err := signature("X-Twilio-Signature", r.Header.Get("X-Twilio-Signature"), "base64", 20)
+	if err != nil {
+		return err
 	}
 	if r.URL == "" {
 		return fmt.Errorf("twilio signs the public URL: %w", ErrNoURL)

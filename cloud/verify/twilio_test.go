@@ -66,11 +66,7 @@ func TestTwilioURLVariants(t *testing.T) {
 		r := twilioForm(t, "12345", c.signed, body)
 		r.URL = c.public
 		err := p.Verify(r, secret, nil)
-		if c.want == nil {
-			require.NoError(t, err, "%s signed, %s public", c.signed, c.public)
-		} else {
-			require.ErrorIs(t, err, c.want, "%s signed, %s public", c.signed, c.public)
-		}
+		requireVerdict(t, err, c.want, "%s signed, %s public", c.signed, c.public)
 	}
 }
 
@@ -100,19 +96,12 @@ func TestTwilioParams(t *testing.T) {
 		r := request(map[string]string{"Content-Type": formType, "X-Twilio-Signature": sign(c.data)}, []byte(c.body))
 		r.URL = u
 		err := p.Verify(r, secret, nil)
-		if c.want == nil {
-			require.NoError(t, err, c.name)
-		} else {
-			require.ErrorIs(t, err, c.want, c.name)
-		}
+		requireVerdict(t, err, c.want, c.name)
 	}
 }
 
 func TestTwilioJSONBody(t *testing.T) {
-	p, _ := Lookup("twilio")
-	v, r := findVector(t, "twilio.json", "json-body-bodySHA256")
-	secret := [][]byte{[]byte(v.Secret)}
-	require.NoError(t, p.Verify(r, secret, nil))
+	p, _, r, secret := verifiedVector(t, "twilio", "json-body-bodySHA256")
 
 	// The URL (with its hash) is signed, and the body must match the hash.
 	changed := *r

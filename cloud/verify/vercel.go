@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha1"
-	"fmt"
 )
 
 // vercel verifies x-vercel-signature: hex HMAC-SHA1 of the raw body, no
@@ -10,21 +9,12 @@ import (
 // secret. There is no timestamp.
 //
 // Event: id the body's id, type its type (deployment.succeeded…).
-type vercel struct{}
-
-func (vercel) Name() string       { return "vercel" }
-func (vercel) MaxBody() int64     { return DefaultMaxBody }
-func (vercel) SuccessStatus() int { return 200 }
-func (vercel) Retries() bool      { return true } // at-least-once
+type vercel struct{ profile }
 
 func (vercel) Verify(r *Request, secrets [][]byte, _ map[string]string) error {
-	sig := r.Header.Get("X-Vercel-Signature")
-	if sig == "" {
-		return ErrMissingSignature
-	}
-	want, ok := decodeHex(sig, 20)
-	if !ok {
-		return fmt.Errorf("x-vercel-signature is not 20 bytes of hex: %w", ErrMalformed)
+	want, err := signature("x-vercel-signature", r.Header.Get("X-Vercel-Signature"), "hex", 20)
+	if err != nil {
+		return err
 	}
 	return matchBodyMAC(secrets, sha1.New, r.Body, want)
 }

@@ -141,19 +141,42 @@ func register(p Provider, alias ...string) {
 	}
 }
 
+// profile is what a scheme says of itself for the Provider interface: its
+// name, its default body limit, the status a stored webhook is answered
+// with, and whether the provider retries. Each scheme embeds its own.
+type profile struct {
+	name    string
+	maxBody int64
+	status  int
+	retries bool
+}
+
+func (p profile) Name() string       { return p.name }
+func (p profile) MaxBody() int64     { return p.maxBody }
+func (p profile) SuccessStatus() int { return p.status }
+func (p profile) Retries() bool      { return p.retries }
+
 func init() {
-	register(github{})
-	register(stripe{})
-	register(slack{})
-	register(standard{}, "standard-webhooks", "svix")
-	register(shopify{})
-	register(gitlab{})
-	register(telegram{})
-	register(linear{})
-	register(vercel{})
-	register(twilio{})
-	register(discord{})
-	register(generic{})
+	// GitHub caps bodies at 25 MB; redelivery is manual only.
+	register(github{profile{name: "github", maxBody: 25 << 20, status: 200, retries: false}})
+	register(stripe{profile{name: "stripe", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	// The Events API retries.
+	register(slack{profile{name: "slack", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	register(standard{profile{name: "standard", maxBody: DefaultMaxBody, status: 200, retries: true}}, "standard-webhooks", "svix")
+	// Shopify retries 8 times over 4 hours.
+	register(shopify{profile{name: "shopify", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	// GitLab runs no retry schedule, it disables hooks that keep failing.
+	register(gitlab{profile{name: "gitlab", maxBody: DefaultMaxBody, status: 200, retries: false}})
+	register(telegram{profile{name: "telegram", maxBody: DefaultMaxBody, status: 200, retries: false}})
+	register(linear{profile{name: "linear", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	// Vercel delivers at least once.
+	register(vercel{profile{name: "vercel", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	// By default Twilio retries only failed connections, not answers.
+	register(twilio{profile{name: "twilio", maxBody: DefaultMaxBody, status: 200, retries: false}})
+	// Discord interactions are not retried.
+	register(discord{profile{name: "discord", maxBody: DefaultMaxBody, status: 200, retries: false}})
+	// What a generic sender does is unknown: assume it retries.
+	register(generic{profile{name: "generic", maxBody: DefaultMaxBody, status: 202, retries: true}})
 }
 
 // Lookup finds a provider by name or alias.

@@ -89,6 +89,27 @@ func findVector(t *testing.T, file, name string) (vector, *Request) {
 	return vector{}, nil
 }
 
+// verifiedVector is provider's vector name (from provider.json), its request
+// and its secret, which verifies it.
+func verifiedVector(t *testing.T, provider, name string) (Provider, vector, *Request, [][]byte) {
+	t.Helper()
+	p, _ := Lookup(provider)
+	v, r := findVector(t, provider+".json", name)
+	secret := [][]byte{[]byte(v.Secret)}
+	require.NoError(t, p.Verify(r, secret, nil))
+	return p, v, r, secret
+}
+
+// requireVerdict requires err to be nil when want is, else to wrap want.
+func requireVerdict(t *testing.T, err, want error, msgAndArgs ...any) {
+	t.Helper()
+	if want == nil {
+		require.NoError(t, err, msgAndArgs...)
+	} else {
+		require.ErrorIs(t, err, want, msgAndArgs...)
+	}
+}
+
 func request(headers map[string]string, body []byte) *Request {
 	h := http.Header{}
 	for k, v := range headers {

@@ -301,10 +301,7 @@ func (a *Agent) dropQueued() {
 	if len(dropped) == 0 {
 		return
 	}
-	ids := make([]string, len(dropped))
-	for i, w := range dropped {
-		ids[i] = w.DeliveryID
-	}
+	ids := deliveryIDs(dropped)
 	a.flow.release(ids...)
 	a.rec.nackNotStarted(dropped)
 	a.log.Info("stopping: webhooks not started handed back", "count", len(dropped))
@@ -329,10 +326,7 @@ func (a *Agent) handBackPushed(ws []shared.Webhook) {
 	if len(ws) == 0 {
 		return
 	}
-	ids := make([]string, len(ws))
-	for i, w := range ws {
-		ids[i] = w.DeliveryID
-	}
+	ids := deliveryIDs(ws)
 	done, err := a.rec.done(ids)
 	if err != nil {
 		a.log.Error("ledger lookup failed; webhooks pushed while stopping return when the socket closes", "count", len(ws), "err", err)
@@ -385,4 +379,13 @@ func (a *Agent) flush(base context.Context) {
 	default:
 		a.log.Info("host agent stopped; outbox flushed", "sent", n)
 	}
+}
+
+// deliveryIDs are the webhooks' delivery ids, in order.
+func deliveryIDs(ws []shared.Webhook) []string {
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.DeliveryID
+	}
+	return ids
 }

@@ -91,12 +91,7 @@ func TestOutboxSurvivesRestartAndIsDeletedOnlyAfterSuccess(t *testing.T) {
 			DeliveryID: "github:old:1", Source: "github", Result: ledger.ResultSuccess, ProcessedAt: b.clock.Now(),
 		}})
 		require.NoError(t, err)
-		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
-			if n == 1 {
-				return http.StatusServiceUnavailable, shared.HeartbeatResponse{}
-			}
-			return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
-		}
+		b.cloud.answer = failFirst(http.StatusServiceUnavailable)
 	})
 
 	hb := b.next(t)

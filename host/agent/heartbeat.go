@@ -13,7 +13,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/cloudapi"
-	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -133,21 +132,9 @@ func (h *heartbeats) exchange(ctx context.Context, take bool) (heartbeatResult, 
 	// Handlers get the raw body only: the parsed copy would double every
 	// batch.
 	req := shared.HeartbeatRequest{AgentVersion: Version, RawBodyOnly: true}
-	seqs := make([]int64, 0, len(outbox))
-	for _, ob := range outbox {
-		seqs = append(seqs, ob.Seq)
-		switch ob.Kind {
-		case ledger.OutboxAck:
-			req.WebhookAcks = append(req.WebhookAcks, ob.DeliveryID)
-		case ledger.OutboxNack:
-			req.WebhookNacks = append(req.WebhookNacks, wireNack(ob))
-		}
-		if r := ob.Ran; r != nil {
-			req.WebhookResults = append(req.WebhookResults, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
-				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
-				DurationMS: r.DurationMS, Error: r.Error})
-		}
-	}
+	rep := reportOutbox(outbox)
+	req.WebhookAcks, req.WebhookNacks, req.WebhookResults = rep.acks, rep.nacks, rep.results
+	seqs := rep.seqs
 	sentAt := h.clock.Now()
 	c := a.flow.credit(sentAt, h.answerLost)
 	req.WebhookExtends = c.extends

@@ -334,12 +334,7 @@ func TestBusyHostHeartbeatsOftenEnoughToExtend(t *testing.T) {
 func TestHeartbeatErrorReported(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(b *testBundle) {
-		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
-			if n == 1 {
-				return http.StatusServiceUnavailable, shared.HeartbeatResponse{}
-			}
-			return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
-		}
+		b.cloud.answer = failFirst(http.StatusServiceUnavailable)
 	})
 	b.next(t)
 	b.eventually(t, "error kept", func() bool { return b.agent.LastHeartbeatError() != "" })

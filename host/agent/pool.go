@@ -204,17 +204,27 @@ func (p *pool) worker(w shared.Webhook) {
 	defer p.goroutines.Done()
 	for {
 		p.work(w)
-		if p.idle.Add(1) > int32(p.workers) {
-			p.idle.Add(-1)
+		var ok bool
+		if w, ok = linger(p, &p.idle, p.jobs); !ok {
 			return
 		}
-		select {
-		case w = <-p.jobs:
-			p.idle.Add(-1)
-		case <-p.quit:
-			p.idle.Add(-1)
-			return
-		}
+	}
+}
+
+// linger keeps a pool goroutine, counted in idle, for its next job from
+// next while no more than workers others wait there; ok is false when it
+// is to end instead (enough wait already, or the pool is closed).
+func linger[T any](p *pool, idle *atomic.Int32, next <-chan T) (job T, ok bool) {
+	if idle.Add(1) > int32(p.workers) {
+		idle.Add(-1)
+		return job, false
+	}
+	defer idle.Add(-1)
+	select {
+	case job = <-next:
+		return job, true
+	case <-p.quit:
+		return job, false
 	}
 }
 
@@ -253,15 +263,8 @@ func (p *pool) settler(s settling) {
 		p.settle(&s.w, s.o)
 		s = settling{}
 		p.pending.Done()
-		if p.idleSettles.Add(1) > int32(p.workers) {
-			p.idleSettles.Add(-1)
-			return
-		}
-		select {
-		case s = <-p.outcomes:
-			p.idleSettles.Add(-1)
-		case <-p.quit:
-			p.idleSettles.Add(-1)
+		var ok bool
+		if s, ok = linger(p, &p.idleSettles, p.outcomes); !ok {
 			return
 		}
 	}

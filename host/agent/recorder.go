@@ -192,11 +192,34 @@ func (r *recorder) reported(seqs []int64) error {
 	return r.ledger.OutboxDelete(ctx, seqs)
 }
 
-// wireNack is a nack of the outbox as the cloud reads it, over either
-// transport.
-func wireNack(ob ledger.OutboxEntry) shared.Nack {
-	return shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable, Attempt: ob.Attempt,
-		NotStarted: ob.NotStarted}
+// outboxReport is what outbox entries tell the cloud, over either
+// transport: the acks, the nacks and the results of the runs, and the
+// entries' seqs, to delete once the cloud has them.
+type outboxReport struct {
+	seqs    []int64
+	acks    []string
+	nacks   []shared.Nack
+	results []shared.WebhookResult
+}
+
+func reportOutbox(outbox []ledger.OutboxEntry) outboxReport {
+	rep := outboxReport{seqs: make([]int64, 0, len(outbox))}
+	for _, ob := range outbox {
+		rep.seqs = append(rep.seqs, ob.Seq)
+		switch ob.Kind {
+		case ledger.OutboxAck:
+			rep.acks = append(rep.acks, ob.DeliveryID)
+		case ledger.OutboxNack:
+			rep.nacks = append(rep.nacks, shared.Nack{DeliveryID: ob.DeliveryID, Error: ob.Error, Retryable: ob.Retryable,
+				Attempt: ob.Attempt, NotStarted: ob.NotStarted})
+		}
+		if r := ob.Ran; r != nil {
+			rep.results = append(rep.results, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
+				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
+				DurationMS: r.DurationMS, Error: r.Error})
+		}
+	}
+	return rep
 }
 
 // logWebhook logs one line about w, building it only when it is logged.

@@ -426,3 +426,14 @@ func (h *blocked) run(context.Context, shared.Webhook) handler.Outcome {
 	<-h.release
 	return handler.Outcome{OK: true, ResponseStatus: 200}
 }
+
+// failFirst is a cloud's answer that fails the first heartbeat with status
+// and answers the others.
+func failFirst(status int) func(int, shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+	return func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+		if n == 1 {
+			return status, shared.HeartbeatResponse{}
+		}
+		return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
+	}
+}

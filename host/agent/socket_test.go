@@ -104,9 +104,19 @@ func (ce *cloudEnd) send(f shared.Frame) {
 	ce.t.Helper()
 	data, err := json.Marshal(f)
 	require.NoError(ce.t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(ce.t, ce.conn.Write(ctx, websocket.MessageText, data))
+	ce.sendRaw(websocket.MessageText, data)
+}
+
+// reports reads the host's reports, confirming each, until they acked and
+// nacked at least so many deliveries, and returns what they did.
+func (ce *cloudEnd) reports(acked, nacked int) (acks []string, nacks []shared.Nack) {
+	ce.t.Helper()
+	for len(acks) < acked || len(nacks) < nacked {
+		f := ce.next(shared.FrameReport)
+		acks, nacks = append(acks, f.Acks...), append(nacks, f.Nacks...)
+		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
+	}
+	return acks, nacks
 }
 
 // next returns the host's next frame of one of types, confirming the
@@ -483,13 +493,7 @@ func TestSocketTransportStopHandsBackNotStarted(t *testing.T) {
 	late := webhook("github:9:1", "push")
 	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{hooks("github", 1)[0], late}})
 	g.open("github:0:1")
-	var acks []string
-	var nacks []shared.Nack
-	for len(acks) < 1 || len(nacks) < 3 {
-		f := ce.next(shared.FrameReport)
-		acks, nacks = append(acks, f.Acks...), append(nacks, f.Nacks...)
-		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
-	}
+	acks, nacks := ce.reports(1, 3)
 	for _, id := range acks {
 		require.Equal(t, "github:0:1", id, "the running one is acked (again, pushed after it ran)")
 	}
@@ -552,13 +556,7 @@ func TestSocketTransportStopAcksWhatIsDone(t *testing.T) {
 	late := webhook("github:9:1", "push")
 	ce.send(shared.Frame{Type: shared.FrameWebhooks, Webhooks: []shared.Webhook{first, late}})
 	ce.send(shared.Frame{Type: shared.FrameConfirm, ID: stop.ID})
-	var acks []string
-	var nacks []shared.Nack
-	for len(acks) < 1 || len(nacks) < 1 {
-		f := ce.next(shared.FrameReport)
-		acks, nacks = append(acks, f.Acks...), append(nacks, f.Nacks...)
-		ce.send(shared.Frame{Type: shared.FrameConfirm, ID: f.ID})
-	}
+	acks, nacks := ce.reports(1, 1)
 	require.Equal(t, []string{first.DeliveryID}, acks, "done: acked again")
 	require.Equal(t, []shared.Nack{{DeliveryID: late.DeliveryID, Error: "host stopping: not started", Retryable: true,
 		Attempt: 1, NotStarted: true}}, nacks, "not started: handed back")

@@ -11,7 +11,6 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/relaykit/relay/host/cloudapi"
-	"github.com/relaykit/relay/host/ledger"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -355,20 +354,9 @@ func (sc *socketConn) report(ctx context.Context) error {
 	sc.reportID++
 	f := &shared.Frame{Type: shared.FrameReport, ID: sc.reportID, Extends: extends, Stopping: stopping}
 	p := &pendingReport{id: sc.reportID, extends: extends, sentAt: now}
-	for _, ob := range outbox {
-		p.seqs = append(p.seqs, ob.Seq)
-		switch ob.Kind {
-		case ledger.OutboxAck:
-			f.Acks = append(f.Acks, ob.DeliveryID)
-		case ledger.OutboxNack:
-			f.Nacks = append(f.Nacks, wireNack(ob))
-		}
-		if r := ob.Ran; r != nil {
-			f.Results = append(f.Results, shared.WebhookResult{DeliveryID: ob.DeliveryID, Attempt: r.Attempt,
-				Result: string(r.Result), Handler: r.Handler, ResponseStatus: r.ResponseStatus, ExitCode: r.ExitCode,
-				DurationMS: r.DurationMS, Error: r.Error})
-		}
-	}
+	rep := reportOutbox(outbox)
+	f.Acks, f.Nacks, f.Results = rep.acks, rep.nacks, rep.results
+	p.seqs = rep.seqs
 	if sendSub {
 		f.Config = &shared.Subscription{}
 		if err := json.Unmarshal(sub, f.Config); err != nil {

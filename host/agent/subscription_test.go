@@ -46,12 +46,7 @@ func TestSubscriptionSentOnceThenOnChange(t *testing.T) {
 func TestSubscriptionResentUntilAccepted(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(b *testBundle) {
-		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
-			if n == 1 {
-				return http.StatusBadGateway, shared.HeartbeatResponse{}
-			}
-			return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
-		}
+		b.cloud.answer = failFirst(http.StatusBadGateway)
 	})
 	hb := b.next(t)
 	require.Equal(t, http.StatusBadGateway, hb.status)

@@ -6,19 +6,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/relaykit/relay/shared"
 )
 
 func TestTokenRefreshOn401(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(b *testBundle) {
-		b.cloud.answer = func(n int, _ shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
-			if n == 1 {
-				return http.StatusUnauthorized, shared.HeartbeatResponse{}
-			}
-			return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
-		}
+		b.cloud.answer = failFirst(http.StatusUnauthorized)
 	})
 	hb := b.next(t)
 	require.Equal(t, http.StatusUnauthorized, hb.status)

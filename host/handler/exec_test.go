@@ -68,9 +68,7 @@ func TestExecFailures(t *testing.T) {
 	t.Parallel()
 	script := writeScript(t, "echo 'reading payload'\necho 'bad payload' >&2\nexit 3\n")
 	for _, retry := range []bool{true, false} {
-		e, err := NewExec(ExecOptions{Argv: []string{script}, Timeout: 10 * time.Second, RetryNonzeroExit: retry})
-		require.NoError(t, err)
-		out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
+		out := execOnce(t, ExecOptions{Argv: []string{script}, Timeout: 10 * time.Second, RetryNonzeroExit: retry})
 		require.False(t, out.OK)
 		require.Equal(t, retry, out.Retryable)
 		require.Equal(t, "exit 3: bad payload", out.Error)
@@ -78,9 +76,7 @@ func TestExecFailures(t *testing.T) {
 		require.Equal(t, "reading payload\nbad payload", out.Output, "stdout and stderr as written")
 	}
 
-	e, err := NewExec(ExecOptions{Argv: []string{filepath.Join(t.TempDir(), "missing")}, Timeout: time.Second})
-	require.NoError(t, err)
-	out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
+	out := execOnce(t, ExecOptions{Argv: []string{filepath.Join(t.TempDir(), "missing")}, Timeout: time.Second})
 	require.False(t, out.OK)
 	require.True(t, out.Retryable)
 	require.Nil(t, out.ExitCode)
@@ -96,9 +92,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 echo $! > "$1/child"
 wait
 `)
-	e, err := NewExec(ExecOptions{Argv: []string{script, dir}, Timeout: 300 * time.Millisecond})
-	require.NoError(t, err)
-	out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
+	out := execOnce(t, ExecOptions{Argv: []string{script, dir}, Timeout: 300 * time.Millisecond})
 	require.False(t, out.OK)
 	require.True(t, out.Retryable)
 	require.Nil(t, out.ExitCode)
@@ -128,9 +122,7 @@ while [ $i -lt 500 ]; do echo "line $i of some output"; i=$((i+1)); done
 echo 'last words' >&2
 exit 1
 `)
-	e, err := NewExec(ExecOptions{Argv: []string{script}, Timeout: 10 * time.Second})
-	require.NoError(t, err)
-	out := e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
+	out := execOnce(t, ExecOptions{Argv: []string{script}, Timeout: 10 * time.Second})
 	require.LessOrEqual(t, len(out.Output), MaxOutput+len("…"))
 	require.True(t, strings.HasPrefix(out.Output, "…"))
 	require.True(t, strings.HasSuffix(out.Output, "line 499 of some output\nlast words"))
@@ -156,4 +148,13 @@ func TestExecStartsWhateverTheWebhookCarries(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(key), "github:evt_%00x%0Ay"), string(key[:40]))
 	require.LessOrEqual(t, len(key), maxEnvValue)
+}
+
+// execOnce runs an exec handler made with opts on one webhook with an
+// empty JSON object for its body.
+func execOnce(t *testing.T, opts ExecOptions) Outcome {
+	t.Helper()
+	e, err := NewExec(opts)
+	require.NoError(t, err)
+	return e.Handle(context.Background(), Job{Webhook: testWebhook("{}")})
 }

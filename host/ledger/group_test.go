@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -71,9 +70,7 @@ func outboxIDs(t *testing.T, l *Ledger) []string {
 func TestGroupCommitConcurrentRecords(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
+	l, path := openNew(t)
 
 	const n = 200
 	var wg sync.WaitGroup
@@ -188,9 +185,7 @@ func TestGroupCommitCanceledWhileQueued(t *testing.T) {
 func TestCloseCommitsQueuedWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
+	l, path := openNew(t)
 
 	release := holdWriter(t, l)
 	first := recordTaken(t, l, "first")
@@ -202,7 +197,7 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 	require.NoError(t, <-first)
 	require.NoError(t, <-queued)
 	require.NoError(t, <-closed)
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("late", ResultSuccess, t0)})
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("late", ResultSuccess, t0)})
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "late", Kind: OutboxAck}), ErrClosed)
 
@@ -218,8 +213,7 @@ func TestGroupCommitMixesWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, _ := setup(t)
-	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("sent", ResultSuccess, t0)})
-	require.NoError(t, err)
+	record(t, l, entry("sent", ResultSuccess, t0))
 	sent, err := l.OutboxList(ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, sent, 1)
@@ -251,8 +245,7 @@ func TestGroupCommitCountsAttempts(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 	for range 2 {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("again", ResultError, t0)})
-		require.NoError(t, err)
+		record(t, l, entry("again", ResultError, t0))
 	}
 
 	release := holdWriter(t, l)
@@ -285,8 +278,7 @@ func TestDeliveriesDone(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 	for id, r := range map[string]Result{"ok": ResultSuccess, "skip": ResultSkipped, "failed": ResultError} {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(id, r, t0)})
-		require.NoError(t, err)
+		record(t, l, entry(id, r, t0))
 	}
 	done, err := l.DeliveriesDone(ctx, []string{"ok", "skip", "failed", "new", `we"ird\id`})
 	require.NoError(t, err)

@@ -19,11 +19,25 @@ import (
 
 func setup(t *testing.T) (*Ledger, string) {
 	t.Helper()
+	l, path := openNew(t)
+	t.Cleanup(func() { l.Close() })
+	return l, path
+}
+
+// openNew opens a new ledger file, for a test that closes it itself.
+func openNew(t *testing.T) (*Ledger, string) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	l, err := Open(context.Background(), path)
 	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
 	return l, path
+}
+
+// record records e in l, which must take it.
+func record(t *testing.T, l *Ledger, e Entry) {
+	t.Helper()
+	_, err := l.DeliveryRecord(context.Background(), RecordParams{Entry: e})
+	require.NoError(t, err)
 }
 
 var t0 = time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
@@ -93,8 +107,7 @@ func TestRecordAndGet(t *testing.T) {
 	// A success after it: retryable is an error's only.
 	e.ProcessedAt = t0.Add(2 * time.Minute)
 	e.Retryable = ptr(false) // ignored: the ledger decides
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: e})
-	require.NoError(t, err)
+	record(t, l, e)
 	got, err = l.DeliveryGet(ctx, "github:a:1")
 	require.NoError(t, err)
 	require.Nil(t, got.Retryable)
@@ -111,12 +124,11 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 
-	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
-	require.NoError(t, err)
+	record(t, l, entry("d1", ResultSuccess, t0))
 	failed := entry("d2", ResultError, t0.Add(time.Second))
 	failed.Error = "HTTP 503: busy"
 	failed.CloudAttempt = 3
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: failed, Retryable: true})
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: failed, Retryable: true})
 	require.NoError(t, err)
 
 	ob, err := l.OutboxList(ctx, 10)
@@ -181,8 +193,7 @@ func TestOutboxDeleteOnlySent(t *testing.T) {
 	l, _ := setup(t)
 
 	for _, id := range []string{"a", "b"} {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(id, ResultSuccess, t0)})
-		require.NoError(t, err)
+		record(t, l, entry(id, ResultSuccess, t0))
 	}
 	sent, err := l.OutboxList(ctx, 10)
 	require.NoError(t, err)
@@ -190,8 +201,7 @@ func TestOutboxDeleteOnlySent(t *testing.T) {
 
 	// While the heartbeat is in flight, "b" is acked again and "c" arrives.
 	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "b", Kind: OutboxAck, CreatedAt: t0}))
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("c", ResultSuccess, t0)})
-	require.NoError(t, err)
+	record(t, l, entry("c", ResultSuccess, t0))
 
 	require.NoError(t, l.OutboxDelete(ctx, []int64{sent[0].Seq, sent[1].Seq}))
 	left, err := l.OutboxList(ctx, 10)
@@ -204,16 +214,12 @@ func TestOutboxDeleteOnlySent(t *testing.T) {
 func TestReopenKeepsOutboxAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
-	require.NoError(t, err)
+	l, path := openNew(t)
+	record(t, l, entry("d1", ResultSuccess, t0))
 	require.NoError(t, l.Close())
 
 	for range 2 {
-		l, err = Open(ctx, path)
+		l, err := Open(ctx, path)
 		require.NoError(t, err)
 		ob, err := l.OutboxList(ctx, 10)
 		require.NoError(t, err)
@@ -243,14 +249,11 @@ func TestList(t *testing.T) {
 		if i%3 == 0 {
 			e.Result, e.Source, e.Error = ResultError, "stripe", "boom"
 		}
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: e})
-		require.NoError(t, err)
+		record(t, l, e)
 	}
 	// Two entries at the same millisecond: the cursor must not skip either.
-	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("same-a", ResultSkipped, t0.Add(10*time.Second))})
-	require.NoError(t, err)
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("same-b", ResultSkipped, t0.Add(10*time.Second))})
-	require.NoError(t, err)
+	record(t, l, entry("same-a", ResultSkipped, t0.Add(10*time.Second)))
+	record(t, l, entry("same-b", ResultSkipped, t0.Add(10*time.Second)))
 
 	ids := func(es []Entry) []string {
 		var out []string
@@ -343,9 +346,7 @@ func TestMigratesVersion1(t *testing.T) {
 func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
+	l, path := openNew(t)
 	back := OutboxEntry{DeliveryID: "d1", Kind: OutboxNack, Error: "host stopping: not started", Retryable: true,
 		Attempt: 2, NotStarted: true, CreatedAt: t0}
 	require.NoError(t, l.OutboxEnqueue(ctx, back))
@@ -353,7 +354,7 @@ func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
 		Attempt: 1, CreatedAt: t0}))
 	require.NoError(t, l.Close())
 
-	l, err = Open(ctx, path)
+	l, err := Open(ctx, path)
 	require.NoError(t, err)
 	defer l.Close()
 	ob, err := l.OutboxList(ctx, 10)
@@ -462,8 +463,7 @@ func TestReadOnlyWhileWriterOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, path := setup(t)
-	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("d1", ResultSuccess, t0)})
-	require.NoError(t, err)
+	record(t, l, entry("d1", ResultSuccess, t0))
 
 	ro, err := OpenReadOnly(ctx, path)
 	require.NoError(t, err)
@@ -471,8 +471,7 @@ func TestReadOnlyWhileWriterOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ResultSuccess, got.Result)
 	// A write after the reader opened is visible to it.
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: entry("d2", ResultError, t0.Add(time.Second))})
-	require.NoError(t, err)
+	record(t, l, entry("d2", ResultError, t0.Add(time.Second)))
 	page, _, err := ro.DeliveryList(ctx, ListParams{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, page, 2)
@@ -502,8 +501,7 @@ func TestPrune(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 	for i := range 5 {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(fmt.Sprintf("d%d", i), ResultSuccess, t0.Add(time.Duration(i)*time.Hour))})
-		require.NoError(t, err)
+		record(t, l, entry(fmt.Sprintf("d%d", i), ResultSuccess, t0.Add(time.Duration(i)*time.Hour)))
 	}
 	reportAll(t, l) // retention keeps rows whose outcome waits
 	n, err := l.DeliveryPrune(ctx, t0.Add(3*time.Hour), 2)
@@ -536,8 +534,7 @@ func TestRetentionLoop(t *testing.T) {
 	l, _ := setup(t)
 	clock := clockwork.NewFakeClockAt(t0.Add(31 * 24 * time.Hour))
 	for i, at := range []time.Time{t0, t0.Add(24 * time.Hour), t0.Add(3 * 24 * time.Hour)} {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(fmt.Sprintf("d%d", i), ResultSuccess, at)})
-		require.NoError(t, err)
+		record(t, l, entry(fmt.Sprintf("d%d", i), ResultSuccess, at))
 	}
 	reportAll(t, l) // retention keeps rows whose outcome waits
 	count := func() int {
@@ -591,8 +588,7 @@ func TestRetentionOnCloudTime(t *testing.T) {
 	l, _ := setup(t)
 	// Recorded today, before the host's clock jumped a week ahead.
 	for i, at := range []time.Time{t0.Add(-2 * 24 * time.Hour), t0.Add(-time.Hour), t0} {
-		_, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry(fmt.Sprintf("d%d", i), ResultSuccess, at)})
-		require.NoError(t, err)
+		record(t, l, entry(fmt.Sprintf("d%d", i), ResultSuccess, at))
 	}
 	reportAll(t, l) // retention keeps rows whose outcome waits
 	count := func() int {

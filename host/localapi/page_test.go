@@ -28,6 +28,16 @@ func getPage(t *testing.T, base, path string) (int, http.Header, string) {
 	return resp.StatusCode, resp.Header, string(body)
 }
 
+// getPageAs gets a page that must answer status with contentType, and
+// returns its body.
+func getPageAs(t *testing.T, base, path string, status int, contentType string) string {
+	t.Helper()
+	got, h, body := getPage(t, base, path)
+	require.Equal(t, status, got, path)
+	require.Equal(t, contentType, h.Get("Content-Type"), path)
+	return body
+}
+
 const hostile = `<script>alert("x")</script><img src=x onerror=alert(1)>`
 
 // seedPage records one delivery of each result, one of them with hostile
@@ -81,14 +91,12 @@ func TestPageOverview(t *testing.T) {
 	t.Parallel()
 	base, l := setupPage(t)
 
-	status, h, body := getPage(t, base, "/")
-	require.Equal(t, http.StatusOK, status)
-	require.Equal(t, "text/html; charset=utf-8", h.Get("Content-Type"))
+	body := getPageAs(t, base, "/", http.StatusOK, "text/html; charset=utf-8")
 	require.Contains(t, body, "No deliveries.")
 	require.Contains(t, body, "No failures.")
 
 	seedPage(t, l)
-	status, _, body = getPage(t, base, "/")
+	status, _, body := getPage(t, base, "/")
 	require.Equal(t, http.StatusOK, status)
 	for _, want := range []string{
 		// connection
@@ -240,9 +248,7 @@ func TestPageLists(t *testing.T) {
 		"/delivery":               "no delivery id",
 		"/delivery?id=a&x=b":      "unknown query parameter",
 	} {
-		status, h, body := getPage(t, base, path)
-		require.Equal(t, http.StatusBadRequest, status, path)
-		require.Equal(t, "text/html; charset=utf-8", h.Get("Content-Type"), path)
+		body := getPageAs(t, base, path, http.StatusBadRequest, "text/html; charset=utf-8")
 		require.Contains(t, body, want, path)
 	}
 	status, _, body := getPage(t, base, "/delivery?id="+url.QueryEscape("<b>nope</b>"))
@@ -292,9 +298,7 @@ func TestPageDetail(t *testing.T) {
 func TestPageNotFoundStaysJSON(t *testing.T) {
 	t.Parallel()
 	base, _ := setupPage(t)
-	status, h, body := getPage(t, base, "/nope")
-	require.Equal(t, http.StatusNotFound, status)
-	require.Equal(t, "application/json", h.Get("Content-Type"))
+	body := getPageAs(t, base, "/nope", http.StatusNotFound, "application/json")
 	require.Contains(t, body, fmt.Sprintf("%q", "not_found"))
 }
 
