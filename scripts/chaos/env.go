@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -285,13 +284,9 @@ func (p *proc) signal(sig syscall.Signal, within time.Duration) bool {
 	}
 }
 
+// tail is the last n lines of the process's log.
 func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return rig.TailFile(p.logPath, n)
 }
 
 // cloudProc is a `cloud serve`.

@@ -64,44 +64,15 @@ func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 		"RELAY_DATA_DIR=" + cfg.DataDir,
 	}, cfg.Env...)
 	c := &Cloud{
-		Proc:  &Proc{Bin: cfg.Bin, Args: []string{"serve"}, Env: env, LogPath: cfg.LogPath},
+		Proc: &Proc{Bin: cfg.Bin, Args: []string{"serve"}, Env: env, LogPath: cfg.LogPath,
+			Ready: Readiness{Name: "cloud", URL: "http://" + cfg.Listen, Path: "/readyz", Within: 60 * time.Second}},
 		Admin: NewAdmin("http://"+cfg.Listen, cfg.AdminToken),
 		Cfg:   cfg,
 	}
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
-	if err := c.WaitReady(ctx, 60*time.Second); err != nil {
-		c.Kill()
+	if err := c.Launch(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// WaitReady waits until /readyz answers 200; it fails at once if the process
-// exits.
-func (c *Cloud) WaitReady(ctx context.Context, timeout time.Duration) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return WaitFor(ctx, timeout, 50*time.Millisecond, "cloud /readyz", func() (bool, error) {
-		if !c.Running() {
-			return false, fmt.Errorf("cloud exited: %v\n%s", c.ExitErr(), c.Tail(30))
-		}
-		resp, err := client.Get(c.URL + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, nil
-	})
-}
-
-// Restart kills the cloud (SIGKILL), starts it again with the same settings
-// and waits until it is ready.
-func (c *Cloud) Restart(ctx context.Context) error {
-	if err := c.Proc.Restart(); err != nil {
-		return err
-	}
-	return c.WaitReady(ctx, 60*time.Second)
 }
 
 // Close stops the cloud: SIGTERM, then SIGKILL after 10 s.

@@ -1,8 +1,10 @@
 package rig
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,11 +15,13 @@ import (
 
 // Proc is a binary run with its stdout and stderr appended to a log file. It
 // can be killed and started again with the same arguments and environment.
+// Launch and Restart wait until it is ready.
 type Proc struct {
-	Bin     string   // the program
-	Args    []string // its arguments
-	Env     []string // added to the current environment (later entries win)
-	LogPath string   // stdout and stderr are appended here
+	Bin     string    // the program
+	Args    []string  // its arguments
+	Env     []string  // added to the current environment (later entries win)
+	LogPath string    // stdout and stderr are appended here
+	Ready   Readiness // how Launch and Restart know it is up
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -155,10 +159,54 @@ func (p *Proc) Stop(grace time.Duration) error {
 	}
 }
 
-// Restart kills the process (if running) and starts it again.
-func (p *Proc) Restart() error {
+// Readiness is how a started process shows it is ready: GET URL+Path
+// answers 200.
+type Readiness struct {
+	Name   string        // the process in errors: "cloud", "host"
+	URL    string        // where it answers
+	Path   string        // "/readyz", "/healthz"
+	Within time.Duration // how long Launch and Restart wait
+}
+
+// Launch starts the process and waits (up to Ready.Within) until it is
+// ready, killing it if it is not.
+func (p *Proc) Launch(ctx context.Context) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	if err := p.WaitReady(ctx, p.Ready.Within); err != nil {
+		p.Kill()
+		return err
+	}
+	return nil
+}
+
+// Restart kills the process (SIGKILL) if it runs, starts it again with the
+// same settings and waits (up to Ready.Within) until it is ready.
+func (p *Proc) Restart(ctx context.Context) error {
 	p.Kill()
-	return p.Start()
+	if err := p.Start(); err != nil {
+		return err
+	}
+	return p.WaitReady(ctx, p.Ready.Within)
+}
+
+// WaitReady waits until Ready.URL+Ready.Path answers 200; it fails at once if
+// the process exits.
+func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
+	r := p.Ready
+	client := &http.Client{Timeout: 2 * time.Second}
+	return WaitFor(ctx, timeout, 50*time.Millisecond, r.Name+" "+r.Path, func() (bool, error) {
+		if !p.Running() {
+			return false, fmt.Errorf("%s exited: %v\n%s", r.Name, p.ExitErr(), p.Tail(30))
+		}
+		resp, err := client.Get(r.URL + r.Path)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, nil
+	})
 }
 
 // Tail returns the last n lines of the log.
