@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,7 +27,7 @@ type sinkEndpoint struct {
 
 func startSinkEndpoint(t *testing.T) *sinkEndpoint {
 	e := &sinkEndpoint{}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -45,12 +44,7 @@ func startSinkEndpoint(t *testing.T) *sinkEndpoint {
 			e.bad = append(e.bad, "not JSON: "+string(body))
 		}
 		e.got = append(e.got, v)
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	e.url = "http://" + l.Addr().String() + "/alerts"
+	})) + "/alerts"
 	return e
 }
 

@@ -26,7 +26,7 @@ func testConsoleDeliveries(t *testing.T, dbURL string) {
 	c.retrySchedule(hostID, []int{0}, 1) // one attempt: a failure is a dead letter
 	app := startStatusReceiver(t)
 	app.status.Store(500)
-	startHost(t, c.url, code, forwardTo(app.url))
+	startHost(t, c.url, code, forwardTo(app.url, nil))
 
 	ctx := newBrowser(t)
 	// open loads a console page and waits for sel on it.

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -73,6 +74,31 @@ func freeAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	return addr
+}
+
+// serveLocal serves h on a new loopback port until the test ends and
+// returns its base URL, http://127.0.0.1:PORT.
+func serveLocal(t *testing.T, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// runExit runs cmd to completion and returns its exit code and its output
+// (stdout and stderr); the test fails only if cmd could not run at all.
+func runExit(t *testing.T, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	require.NoError(t, err, string(out))
+	return 0, string(out)
 }
 
 // proc is a running binary whose output goes to a log file.
@@ -148,6 +174,21 @@ func (p *proc) mustBeRunning() {
 	}
 }
 
+// waitOK waits (up to 30 s) until a GET of url answers 200, failing the
+// test if p exits meanwhile.
+func (p *proc) waitOK(what, url string) {
+	p.t.Helper()
+	eventually(p.t, 30*time.Second, what, func() bool {
+		p.mustBeRunning()
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *proc) kill() {
 	if p.cmd == nil {
@@ -203,15 +244,7 @@ func (c *cloud) restart() {
 
 func (c *cloud) waitReady() {
 	c.t.Helper()
-	eventually(c.t, 30*time.Second, "cloud ready", func() bool {
-		c.mustBeRunning()
-		resp, err := http.Get(c.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	c.waitOK("cloud ready", c.url+"/readyz")
 }
 
 // admin calls the admin API and decodes the JSON answer into out.
@@ -292,6 +325,16 @@ type host struct {
 	listen string
 }
 
+// forwardTo is a host config: the settings (nil for none) and a forward
+// handler to url for the github source.
+func forwardTo(url string, settings map[string]any) map[string]any {
+	cfg := map[string]any{"webhooks": map[string]any{"github": map[string]any{"enabled": true, "forward": url}}}
+	for k, v := range settings {
+		cfg[k] = v
+	}
+	return cfg
+}
+
 // claimAndStartHost claims a host into a fresh state dir and runs it with a
 // forward handler for the github source (and any extra sources named).
 func claimAndStartHost(t *testing.T, cloudURL, code, forwardURL string, extraSources ...string) *host {
@@ -327,15 +370,7 @@ func startHost(t *testing.T, cloudURL, code string, cfg map[string]any, env ...s
 	listen := h.listening("local API listening")
 	h.listen = listen
 	h.env = append(h.env, "RELAY_HOST_LISTEN="+listen) // a restart comes back there
-	eventually(t, 30*time.Second, "host local API up", func() bool {
-		h.mustBeRunning()
-		resp, err := http.Get("http://" + listen + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	h.waitOK("host local API up", "http://"+listen+"/healthz")
 	return h
 }
 
@@ -375,7 +410,7 @@ type receiver struct {
 
 func startReceiver(t *testing.T) *receiver {
 	rc := &receiver{byKey: map[string][]received{}}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rc.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
 		key := r.Header.Get("Idempotency-Key")
@@ -386,12 +421,7 @@ func startReceiver(t *testing.T) *receiver {
 			before(r)
 		}
 		w.WriteHeader(200)
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	rc.url = "http://" + l.Addr().String() + "/hook"
+	})) + "/hook"
 	return rc
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,13 +110,7 @@ func TestHostConfigErrors(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
 		cmd := exec.Command(filepath.Join(binDir, "host"), append([]string{"run", "--config", path}, extra...)...)
 		cmd.Env = append(os.Environ(), "RELAY_HOST_STATE="+state, "RELAY_HOST_LISTEN=127.0.0.1:0")
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), string(out)
-		}
-		require.NoError(t, err, string(out))
-		return 0, string(out)
+		return runExit(t, cmd)
 	}
 	src := func(body string) string { return `{"webhooks": {"github": ` + body + `}}` }
 	for name, c := range map[string]struct{ config, want string }{
