@@ -119,7 +119,7 @@ func runCloudKill(ctx context.Context, e *env) (r result) {
 			case <-tick.C:
 			}
 			c := s.clouds[i%len(s.clouds)]
-			c.kill()
+			c.Kill()
 			kills++
 			t0 := time.Now()
 			if err := c.restart(ctx); err != nil {
@@ -487,10 +487,10 @@ func runDiskFull(ctx context.Context, e *env) (r result) {
 	ackedBefore := hostAcked(ctx, s, full)
 	for time.Since(fullAt) < fullFor {
 		time.Sleep(250 * time.Millisecond)
-		if !full.run.running() {
+		if !full.run.Running() {
 			// The host gave up on a full disk: a supervisor restarts it.
 			exits++
-			_ = full.run.start()
+			_ = full.run.Start()
 		}
 		// Keep the disk full: SQLite may free pages meanwhile.
 		_ = fillDisk(filler + "2")
@@ -500,15 +500,15 @@ func runDiskFull(ctx context.Context, e *env) (r result) {
 	os.Remove(filler + "2")
 	e.logf("ledger disk freed")
 	snd.wait()
-	if !full.run.running() {
+	if !full.run.Running() {
 		exits++
-		_ = full.run.start()
+		_ = full.run.Start()
 	}
 	if err := full.waitUp(ctx); err != nil {
 		r.failf("%s: %v", full.name, err)
 	}
 
-	recordFails := logDeliveries(full.run.logPath, "recording the outcome failed")
+	recordFails := logDeliveries(full.run.LogPath, "recording the outcome failed")
 	r.figuref("disk full %s: %d acked meanwhile, %d outcomes the ledger could not record, host exited %d times",
 		fullFor, ackedDuring, len(recordFails), exits)
 	if len(recordFails) == 0 && ackedDuring > 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -40,21 +39,14 @@ func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	if cfg.Listen == "" {
-		addr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Listen = addr
+	if err := procDefaults(&cfg.Listen, &cfg.LogPath, cfg.DataDir, "cloud"); err != nil {
+		return nil, err
 	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = "rig-admin-token-of-at-least-32-characters"
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
-	}
-	if cfg.LogPath == "" {
-		cfg.LogPath = filepath.Join(cfg.DataDir, "cloud.log")
 	}
 	env := append([]string{
 		"RELAY_LISTEN=" + cfg.Listen,

@@ -67,15 +67,8 @@ func StartHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 			return nil, err
 		}
 	}
-	if cfg.Listen == "" {
-		addr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Listen = addr
-	}
-	if cfg.LogPath == "" {
-		cfg.LogPath = filepath.Join(cfg.StateDir, "host.log")
+	if err := procDefaults(&cfg.Listen, &cfg.LogPath, cfg.StateDir, "host"); err != nil {
+		return nil, err
 	}
 	file := map[string]any{"cloud_url": cfg.CloudURL, "heartbeat_interval_s": 1}
 	for k, v := range cfg.Config {

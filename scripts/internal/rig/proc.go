@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,11 +18,16 @@ import (
 // can be killed and started again with the same arguments and environment.
 // Launch and Restart wait until it is ready.
 type Proc struct {
-	Bin     string    // the program
-	Args    []string  // its arguments
-	Env     []string  // added to the current environment (later entries win)
-	LogPath string    // stdout and stderr are appended here
-	Ready   Readiness // how Launch and Restart know it is up
+	Bin     string      // the program
+	Args    []string    // its arguments
+	Env     []string    // added to the current environment (later entries win)
+	LogPath string      // stdout and stderr are appended here
+	LogPerm os.FileMode // the log file's mode if it is created; 0o600 when zero
+	// OwnGroup runs the process in a process group of its own, so that a
+	// terminal's interrupt reaches only this one, which ends it; by default
+	// it dies with this process instead (Linux parent-death signal).
+	OwnGroup bool
+	Ready    Readiness // how Launch and Restart know it is up
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -36,16 +42,24 @@ func (p *Proc) Start() error {
 	if p.cmd != nil && !isClosed(p.done) {
 		return fmt.Errorf("rig: %s is already running (pid %d)", p.Bin, p.cmd.Process.Pid)
 	}
-	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	perm := p.LogPerm
+	if perm == 0 {
+		perm = 0o600
+	}
+	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, perm)
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	// The child dies with the process that started it, so an interrupted
-	// run leaves nothing behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.OwnGroup {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		// The child dies with the process that started it, so an
+		// interrupted run leaves nothing behind.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("rig: start %s: %w", p.Bin, err)
@@ -157,6 +171,22 @@ func (p *Proc) Stop(grace time.Duration) error {
 		p.Kill()
 		return fmt.Errorf("rig: %s did not exit within %s of SIGTERM; killed", p.Bin, grace)
 	}
+}
+
+// procDefaults fills in what a process's config leaves empty: its listen
+// address (a free loopback port) and its log path (dir/name.log).
+func procDefaults(listen, logPath *string, dir, name string) error {
+	if *listen == "" {
+		addr, err := FreeAddr()
+		if err != nil {
+			return err
+		}
+		*listen = addr
+	}
+	if *logPath == "" {
+		*logPath = filepath.Join(dir, name+".log")
+	}
+	return nil
 }
 
 // Readiness is how a started process shows it is ready: GET URL+Path
