@@ -328,7 +328,17 @@ type host struct {
 // forwardTo is a host config: the settings (nil for none) and a forward
 // handler to url for the github source.
 func forwardTo(url string, settings map[string]any) map[string]any {
-	cfg := map[string]any{"webhooks": map[string]any{"github": map[string]any{"enabled": true, "forward": url}}}
+	return githubHandler("forward", url, settings)
+}
+
+// execTo is a host config: the settings (nil for none) and an exec handler
+// running argv for the github source.
+func execTo(argv []string, settings map[string]any) map[string]any {
+	return githubHandler("exec", argv, settings)
+}
+
+func githubHandler(kind string, handler any, settings map[string]any) map[string]any {
+	cfg := map[string]any{"webhooks": map[string]any{"github": map[string]any{"enabled": true, kind: handler}}}
 	for k, v := range settings {
 		cfg[k] = v
 	}

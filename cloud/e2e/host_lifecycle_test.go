@@ -29,9 +29,7 @@ func TestHostStopsGracefullyOnSIGTERM(t *testing.T) {
 touch "$2"
 sleep 2
 `)
-			h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": transport, "webhooks": map[string]any{
-				"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs), started}},
-			}})
+			h := s.startConfiguredHost(t, s.cloud.url, execTo([]string{handler, string(runs), started}, map[string]any{"transport": transport}))
 			first := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-1", hostPayload(t, "github/push.json"))
 			second := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-2", hostPayload(t, "github/push.json"))
 			eventually(t, 30*time.Second, "first handler running, second waiting", func() bool {
@@ -54,18 +52,7 @@ sleep 2
 			require.True(t, ok)
 			require.Equal(t, "success", e.Result)
 
-			var back struct {
-				Delivery struct {
-					Attempts    int        `json:"attempts"`
-					MaxAttempts int        `json:"max_attempts"`
-					NextRetryAt *time.Time `json:"next_retry_at"`
-				} `json:"delivery"`
-				Events []struct {
-					At     time.Time `json:"at"`
-					Reason string    `json:"reason"`
-				} `json:"events"`
-			}
-			require.Equal(t, 200, s.cloud.admin("GET", "/api/hosts/"+s.hostID+"/webhooks/"+second, nil, &back))
+			back := s.cloud.delivery(s.hostID, second)
 			handedBack := back.Events[len(back.Events)-1]
 			require.Equal(t, "handed back by the host, not started", handedBack.Reason, d.reasons())
 			require.NotNil(t, back.Delivery.NextRetryAt)

@@ -199,9 +199,8 @@ func TestHostSocketKilledAfterLedgerBeforeAck(t *testing.T) {
 	runs := newRunLog(t)
 	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
 `)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "websocket", "webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
-	}}, "RELAY_HOST_TEST_CRASH=after-ledger")
+	h := s.startConfiguredHost(t, s.cloud.url, execTo([]string{handler, string(runs)}, map[string]any{"transport": "websocket"}),
+		"RELAY_HOST_TEST_CRASH=after-ledger")
 	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "sc-crash", hostPayload(t, "github/push.json"))
 	require.Equal(t, -1, h.waitExit(30*time.Second))
 	eventually(t, 10*time.Second, "released when the cloud saw the socket close", func() bool {
