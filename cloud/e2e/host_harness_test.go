@@ -147,20 +147,16 @@ func (h *host) ledgerShow(id string) (hostLedgerEntry, bool) {
 // shows it, with its audit trail.
 type cloudDelivery struct {
 	Delivery struct {
-		DeliveryID   string     `json:"delivery_id"`
-		Status       string     `json:"status"`
-		Attempts     int        `json:"attempts"`
-		MaxAttempts  int        `json:"max_attempts"`
-		LastError    string     `json:"last_error"`
-		NextRetryAt  *time.Time `json:"next_retry_at"`
-		LeaseExpires *time.Time `json:"lease_expires_at"`
+		DeliveryID string `json:"delivery_id"`
+		Status     string `json:"status"`
+		Attempts   int    `json:"attempts"`
+		LastError  string `json:"last_error"`
 	} `json:"delivery"`
 	Events []struct {
-		At      time.Time `json:"at"`
-		From    string    `json:"from"`
-		To      string    `json:"to"`
-		Reason  string    `json:"reason"`
-		Attempt int       `json:"attempt"`
+		From    string `json:"from"`
+		To      string `json:"to"`
+		Reason  string `json:"reason"`
+		Attempt int    `json:"attempt"`
 	} `json:"events"`
 	HostResult *struct {
 		Result string `json:"result"`

@@ -38,7 +38,14 @@ echo "task finished"
 	// never goes back to retrying, and the host reports it running.
 	var leases []time.Time
 	for time.Since(begun) < 12*time.Second {
-		v := s.cloud.delivery(s.hostID, id)
+		var v struct {
+			Delivery struct {
+				Status       string     `json:"status"`
+				Attempts     int        `json:"attempts"`
+				LeaseExpires *time.Time `json:"lease_expires_at"`
+			} `json:"delivery"`
+		}
+		require.Equal(t, 200, s.cloud.admin("GET", "/api/hosts/"+s.hostID+"/webhooks/"+id, nil, &v))
 		require.Contains(t, []string{"delivering", "delivered"}, v.Delivery.Status, "leased throughout")
 		require.Equal(t, 1, v.Delivery.Attempts)
 		require.NotNil(t, v.Delivery.LeaseExpires)

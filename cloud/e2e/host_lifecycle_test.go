@@ -52,7 +52,18 @@ sleep 2
 			require.True(t, ok)
 			require.Equal(t, "success", e.Result)
 
-			back := s.cloud.delivery(s.hostID, second)
+			var back struct {
+				Delivery struct {
+					Attempts    int        `json:"attempts"`
+					MaxAttempts int        `json:"max_attempts"`
+					NextRetryAt *time.Time `json:"next_retry_at"`
+				} `json:"delivery"`
+				Events []struct {
+					At     time.Time `json:"at"`
+					Reason string    `json:"reason"`
+				} `json:"events"`
+			}
+			require.Equal(t, 200, s.cloud.admin("GET", "/api/hosts/"+s.hostID+"/webhooks/"+second, nil, &back))
 			handedBack := back.Events[len(back.Events)-1]
 			require.Equal(t, "handed back by the host, not started", handedBack.Reason, d.reasons())
 			require.NotNil(t, back.Delivery.NextRetryAt)
