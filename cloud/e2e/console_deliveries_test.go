@@ -15,9 +15,7 @@ import (
 // chart and the rejections are drawn. Every page is screenshotted.
 func TestConsoleDeliveries(t *testing.T) {
 	t.Parallel()
-	for name, db := range engines(t) {
-		t.Run(name, func(t *testing.T) { testConsoleDeliveries(t, db(t)) })
-	}
+	eachEngine(t, testConsoleDeliveries)
 }
 
 func testConsoleDeliveries(t *testing.T, dbURL string) {

@@ -96,9 +96,7 @@ func reconcile(t *testing.T, state string, args ...string) (int, string) {
 // succeeded, and --fix sends the missing ack; `cloud ctl tail` follows.
 func TestInspectAndReconcile(t *testing.T) {
 	t.Parallel()
-	for name, newDB := range engines(t) {
-		t.Run(name, func(t *testing.T) { inspectAndReconcile(t, newDB(t)) })
-	}
+	eachEngine(t, inspectAndReconcile)
 }
 
 func inspectAndReconcile(t *testing.T, dbURL string) {

@@ -62,6 +62,24 @@ func engines(t *testing.T) map[string]func(t *testing.T) string {
 	}
 }
 
+// eachEngine runs test once per engine, each a subtest on a new database of
+// that engine.
+func eachEngine(t *testing.T, test func(t *testing.T, dbURL string)) {
+	for name, newDB := range engines(t) {
+		t.Run(name, func(t *testing.T) { test(t, newDB(t)) })
+	}
+}
+
+// eachEngineParallel is eachEngine with the subtests in parallel.
+func eachEngineParallel(t *testing.T, test func(t *testing.T, dbURL string)) {
+	for name, newDB := range engines(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newDB(t))
+		})
+	}
+}
+
 // deadAddr is an address nobody listens on: loopback's port 1 (tcpmux,
 // which nothing runs). A port found free and let go of (freeAddr) could
 // be bound by another test meanwhile and answer.

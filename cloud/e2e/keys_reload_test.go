@@ -19,12 +19,7 @@ import (
 // the next one admitted; key 1 dropped from the file and SIGHUP: still
 // admitted. A file that no longer parses leaves the running keys in place.
 func TestKeyReloadOnSIGHUP(t *testing.T) {
-	for name, newDB := range engines(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			keyReload(t, newDB(t))
-		})
-	}
+	eachEngineParallel(t, keyReload)
 }
 
 func keyReload(t *testing.T, dbURL string) {

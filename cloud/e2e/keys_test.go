@@ -40,12 +40,7 @@ func rekeyWith(t *testing.T, dbURL, keys string) (string, error) {
 // keys "2" alone → every source still verifies. An unrelated key → 503 and
 // quarantine; the right key back → the quarantined webhooks are delivered.
 func TestKeyRotation(t *testing.T) {
-	for name, newDB := range engines(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			keyRotation(t, newDB(t))
-		})
-	}
+	eachEngineParallel(t, keyRotation)
 }
 
 func keyRotation(t *testing.T, dbURL string) {
