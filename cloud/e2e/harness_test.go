@@ -374,15 +374,23 @@ func claimAndStartHost(t *testing.T, cloudURL, code, forwardURL string, extraSou
 	return startHost(t, cloudURL, code, map[string]any{"webhooks": sources})
 }
 
+// claimHost claims the host with code, through the cloud at cloudURL, into a
+// fresh state directory and returns it.
+func claimHost(t *testing.T, cloudURL, code string) string {
+	t.Helper()
+	state := t.TempDir()
+	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", cloudURL, "--code", code, "--state", state).CombinedOutput()
+	require.NoError(t, err, string(out))
+	return state
+}
+
 // startHost claims a host with code into a fresh state directory and runs it
 // with cfg (cloud_url and heartbeat_interval_s 1 are added unless set),
 // reaching the cloud at cloudURL, with env added to its environment. It
 // returns once the host's local API answers.
 func startHost(t *testing.T, cloudURL, code string, cfg map[string]any, env ...string) *host {
 	t.Helper()
-	state := t.TempDir()
-	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", cloudURL, "--code", code, "--state", state).CombinedOutput()
-	require.NoError(t, err, string(out))
+	state := claimHost(t, cloudURL, code)
 	if _, ok := cfg["cloud_url"]; !ok {
 		cfg["cloud_url"] = cloudURL
 	}
