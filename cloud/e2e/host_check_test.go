@@ -17,7 +17,9 @@ import (
 func TestHostRunCheckAsksTheCloud(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "check")
-	state := s.claimInto(t)
+	state := t.TempDir()
+	claimed, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", s.cloud.url, "--code", s.code, "--state", state).CombinedOutput()
+	require.NoError(t, err, string(claimed))
 	credsPath := filepath.Join(state, "credentials.json")
 
 	check := func(cloudURL string, extra ...string) (int, string) {
