@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,7 +27,7 @@ type sinkEndpoint struct {
 
 func startSinkEndpoint(t *testing.T) *sinkEndpoint {
 	e := &sinkEndpoint{}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -45,12 +44,7 @@ func startSinkEndpoint(t *testing.T) *sinkEndpoint {
 			e.bad = append(e.bad, "not JSON: "+string(body))
 		}
 		e.got = append(e.got, v)
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	e.url = "http://" + l.Addr().String() + "/alerts"
+	})) + "/alerts"
 	return e
 }
 
@@ -92,117 +86,114 @@ func containsPrefix(list []string, want string) bool {
 // webhooks, and both get the resolved notice. The host shows offline, then
 // online with its history, and the cloud's metrics count the notifications.
 func TestHostOfflineAlert(t *testing.T) {
-	for name, newDB := range engines(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			// The sinks' endpoints are on loopback, which sinks reach only
-			// when allowed.
-			c := startCloud(t, newDB(t), "RELAY_ALERT_INTERVAL=1s", "RELAY_HOST_LATE_AFTER=2s", "RELAY_HOST_OFFLINE_AFTER=3s",
-				"RELAY_ALERT_SINK_ALLOW=127.0.0.1")
-			standard, slack := startSinkEndpoint(t), startSinkEndpoint(t)
-			var sink struct {
-				ID     string `json:"id"`
-				Secret string `json:"secret"`
-			}
-			require.Equal(t, 201, c.admin("POST", "/api/alerts/sinks", map[string]string{"kind": "webhook", "url": standard.url}, &sink))
-			require.Regexp(t, "^whsec_", sink.Secret)
-			standard.mu.Lock()
-			standard.secret = sink.Secret
-			standard.mu.Unlock()
-			require.Equal(t, 201, c.admin("POST", "/api/alerts/sinks", map[string]string{"kind": "slack", "url": slack.url}, nil))
+	eachEngineParallel(t, func(t *testing.T, dbURL string) {
+		// The sinks' endpoints are on loopback, which sinks reach only
+		// when allowed.
+		c := startCloud(t, dbURL, "RELAY_ALERT_INTERVAL=1s", "RELAY_HOST_LATE_AFTER=2s", "RELAY_HOST_OFFLINE_AFTER=3s",
+			"RELAY_ALERT_SINK_ALLOW=127.0.0.1")
+		standard, slack := startSinkEndpoint(t), startSinkEndpoint(t)
+		var sink struct {
+			ID     string `json:"id"`
+			Secret string `json:"secret"`
+		}
+		require.Equal(t, 201, c.admin("POST", "/api/alerts/sinks", map[string]string{"kind": "webhook", "url": standard.url}, &sink))
+		require.Regexp(t, "^whsec_", sink.Secret)
+		standard.mu.Lock()
+		standard.secret = sink.Secret
+		standard.mu.Unlock()
+		require.Equal(t, 201, c.admin("POST", "/api/alerts/sinks", map[string]string{"kind": "slack", "url": slack.url}, nil))
 
-			const secret = "alerts-secret"
-			hostID, code := c.newHost("edge-box", secret)
-			rc := startReceiver(t)
-			h := claimAndStartHost(t, c.url, code, rc.url)
-			presence := func() string {
-				var v struct {
-					Presence string `json:"presence"`
-				}
-				require.Equal(t, 200, c.admin("GET", "/api/hosts/"+hostID, nil, &v))
-				return v.Presence
+		const secret = "alerts-secret"
+		hostID, code := c.newHost("edge-box", secret)
+		rc := startReceiver(t)
+		h := claimAndStartHost(t, c.url, code, rc.url)
+		presence := func() string {
+			var v struct {
+				Presence string `json:"presence"`
 			}
-			eventually(t, 30*time.Second, "host online", func() bool { return presence() == "online" })
+			require.Equal(t, 200, c.admin("GET", "/api/hosts/"+hostID, nil, &v))
+			return v.Presence
+		}
+		eventually(t, 30*time.Second, "host online", func() bool { return presence() == "online" })
 
-			h.kill()
-			payloads := githubPayloads(t)
-			for i := range 3 {
-				w := signGitHub(secret, payloads[0].event, fmt.Sprintf("offline-%d", i), payloads[0].body)
-				status, _, err := w.send(c.url, hostID)
-				require.NoError(t, err)
-				require.Equal(t, 200, status)
-			}
-			want := "alert.firing host_offline_with_work " + hostID
-			eventually(t, 60*time.Second, "the offline alert at both sinks", func() bool {
-				return containsPrefix(standard.typed(), want) && containsPrefix(slack.texts(), ":rotating_light: *Firing* `host_offline_with_work`")
-			})
-			require.Equal(t, "offline", presence())
-			metrics := scrape(t, c.url, adminToken)
-			require.Contains(t, metrics, `relay_host_pending_deliveries{host="`+hostID+`"} 3`)
-			require.Contains(t, metrics, `relay_host_oldest_pending_seconds{host="`+hostID+`"}`)
-			require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 1`)
-			require.Contains(t, metrics, "relay_alert_evaluator 1")
-			require.Contains(t, metrics, `relay_hosts{presence="offline"} 1`)
-			require.Contains(t, metrics, `relay_host_offline_seconds{host="`+hostID+`"}`)
-			require.Contains(t, strings.Join(slack.texts(), "\n"), "Host edge-box ("+hostID+"): offline since")
-			require.Contains(t, strings.Join(slack.texts(), "\n"), "with 3 webhooks waiting")
-			var alerts struct {
-				Firing []struct {
-					Rule   string `json:"rule"`
-					HostID string `json:"host_id"`
-				} `json:"firing"`
-			}
-			require.Equal(t, 200, c.admin("GET", "/api/alerts", nil, &alerts))
-			require.Contains(t, alerts.Firing, struct {
+		h.kill()
+		payloads := githubPayloads(t)
+		for i := range 3 {
+			w := signGitHub(secret, payloads[0].event, fmt.Sprintf("offline-%d", i), payloads[0].body)
+			status, _, err := w.send(c.url, hostID)
+			require.NoError(t, err)
+			require.Equal(t, 200, status)
+		}
+		want := "alert.firing host_offline_with_work " + hostID
+		eventually(t, 60*time.Second, "the offline alert at both sinks", func() bool {
+			return containsPrefix(standard.typed(), want) && containsPrefix(slack.texts(), ":rotating_light: *Firing* `host_offline_with_work`")
+		})
+		require.Equal(t, "offline", presence())
+		metrics := scrape(t, c.url, adminToken)
+		require.Contains(t, metrics, `relay_host_pending_deliveries{host="`+hostID+`"} 3`)
+		require.Contains(t, metrics, `relay_host_oldest_pending_seconds{host="`+hostID+`"}`)
+		require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 1`)
+		require.Contains(t, metrics, "relay_alert_evaluator 1")
+		require.Contains(t, metrics, `relay_hosts{presence="offline"} 1`)
+		require.Contains(t, metrics, `relay_host_offline_seconds{host="`+hostID+`"}`)
+		require.Contains(t, strings.Join(slack.texts(), "\n"), "Host edge-box ("+hostID+"): offline since")
+		require.Contains(t, strings.Join(slack.texts(), "\n"), "with 3 webhooks waiting")
+		var alerts struct {
+			Firing []struct {
 				Rule   string `json:"rule"`
 				HostID string `json:"host_id"`
-			}{"host_offline_with_work", hostID})
+			} `json:"firing"`
+		}
+		require.Equal(t, 200, c.admin("GET", "/api/alerts", nil, &alerts))
+		require.Contains(t, alerts.Firing, struct {
+			Rule   string `json:"rule"`
+			HostID string `json:"host_id"`
+		}{"host_offline_with_work", hostID})
 
-			h.start()
-			eventually(t, 60*time.Second, "the webhooks delivered and the alert resolved at both sinks", func() bool {
-				return rc.count() == 3 && containsPrefix(standard.typed(), "alert.resolved host_offline_with_work "+hostID) &&
-					containsPrefix(slack.texts(), ":white_check_mark: *Resolved* `host_offline_with_work`")
-			})
-			got := standard.typed()
-			require.Equal(t, 1, strings.Count(strings.Join(got, "\n"), want), "fired once: %v", got)
-			standard.mu.Lock()
-			require.Empty(t, standard.bad, "every notification verified")
-			standard.mu.Unlock()
-
-			var v struct {
-				Presence        string `json:"presence"`
-				PresenceHistory []struct {
-					From    string  `json:"from"`
-					To      string  `json:"to"`
-					LastedS float64 `json:"lasted_s"`
-				} `json:"presence_history"`
-			}
-			eventually(t, 30*time.Second, "presence history back online", func() bool {
-				require.Equal(t, 200, c.admin("GET", "/api/hosts/"+hostID, nil, &v))
-				return len(v.PresenceHistory) > 0 && v.PresenceHistory[0].To == "online" && v.PresenceHistory[0].From == "offline"
-			})
-			require.Greater(t, v.PresenceHistory[0].LastedS, 0.0)
-
-			eventually(t, 30*time.Second, "the backlog gauge gone", func() bool {
-				return !strings.Contains(scrape(t, c.url, adminToken), `relay_host_pending_deliveries{host="`+hostID+`"}`)
-			})
-			metrics = scrape(t, c.url, adminToken)
-			require.Contains(t, metrics, `relay_alert_notifications_total{kind="webhook",result="sent"}`)
-			require.Contains(t, metrics, `relay_alert_notifications_total{kind="slack",result="sent"}`)
-			require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 0`)
-			require.Contains(t, metrics, `relay_delivery_ack_latency_seconds_count{provider="github"} 3`)
-			require.Contains(t, metrics, `relay_delivery_attempt_count 3`)
-			require.Contains(t, metrics, `relay_hosts{presence="online"} 1`)
-			require.Regexp(t, `relay_host_exchanges_total [1-9]`, metrics)
-
-			// The host's own metrics moved with the webhooks it handled.
-			hm := scrape(t, "http://"+h.listen, "")
-			require.Contains(t, hm, `relay_host_handler_duration_seconds_count{result="success",source="github"} 3`)
-			require.Contains(t, hm, "relay_host_ledger_rows 3")
-			require.Contains(t, hm, "relay_host_outbox_depth ")
-			require.Contains(t, hm, "relay_host_seconds_since_contact ")
+		h.start()
+		eventually(t, 60*time.Second, "the webhooks delivered and the alert resolved at both sinks", func() bool {
+			return rc.count() == 3 && containsPrefix(standard.typed(), "alert.resolved host_offline_with_work "+hostID) &&
+				containsPrefix(slack.texts(), ":white_check_mark: *Resolved* `host_offline_with_work`")
 		})
-	}
+		got := standard.typed()
+		require.Equal(t, 1, strings.Count(strings.Join(got, "\n"), want), "fired once: %v", got)
+		standard.mu.Lock()
+		require.Empty(t, standard.bad, "every notification verified")
+		standard.mu.Unlock()
+
+		var v struct {
+			Presence        string `json:"presence"`
+			PresenceHistory []struct {
+				From    string  `json:"from"`
+				To      string  `json:"to"`
+				LastedS float64 `json:"lasted_s"`
+			} `json:"presence_history"`
+		}
+		eventually(t, 30*time.Second, "presence history back online", func() bool {
+			require.Equal(t, 200, c.admin("GET", "/api/hosts/"+hostID, nil, &v))
+			return len(v.PresenceHistory) > 0 && v.PresenceHistory[0].To == "online" && v.PresenceHistory[0].From == "offline"
+		})
+		require.Greater(t, v.PresenceHistory[0].LastedS, 0.0)
+
+		eventually(t, 30*time.Second, "the backlog gauge gone", func() bool {
+			return !strings.Contains(scrape(t, c.url, adminToken), `relay_host_pending_deliveries{host="`+hostID+`"}`)
+		})
+		metrics = scrape(t, c.url, adminToken)
+		require.Contains(t, metrics, `relay_alert_notifications_total{kind="webhook",result="sent"}`)
+		require.Contains(t, metrics, `relay_alert_notifications_total{kind="slack",result="sent"}`)
+		require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 0`)
+		require.Contains(t, metrics, `relay_delivery_ack_latency_seconds_count{provider="github"} 3`)
+		require.Contains(t, metrics, `relay_delivery_attempt_count 3`)
+		require.Contains(t, metrics, `relay_hosts{presence="online"} 1`)
+		require.Regexp(t, `relay_host_exchanges_total [1-9]`, metrics)
+
+		// The host's own metrics moved with the webhooks it handled.
+		hm := scrape(t, "http://"+h.listen, "")
+		require.Contains(t, hm, `relay_host_handler_duration_seconds_count{result="success",source="github"} 3`)
+		require.Contains(t, hm, "relay_host_ledger_rows 3")
+		require.Contains(t, hm, "relay_host_outbox_depth ")
+		require.Contains(t, hm, "relay_host_seconds_since_contact ")
+	})
 }
 
 // scrape reads a /metrics page.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,13 +18,7 @@ func runCloud(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "cloud"), args...)
 	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode(), string(out)
-	}
-	require.NoError(t, err, string(out))
-	return 0, string(out)
+	return runExit(t, cmd)
 }
 
 func TestCloudMigrateIsIdempotent(t *testing.T) {

@@ -15,9 +15,7 @@ import (
 // chart and the rejections are drawn. Every page is screenshotted.
 func TestConsoleDeliveries(t *testing.T) {
 	t.Parallel()
-	for name, db := range engines(t) {
-		t.Run(name, func(t *testing.T) { testConsoleDeliveries(t, db(t)) })
-	}
+	eachEngine(t, testConsoleDeliveries)
 }
 
 func testConsoleDeliveries(t *testing.T, dbURL string) {
@@ -26,7 +24,7 @@ func testConsoleDeliveries(t *testing.T, dbURL string) {
 	c.retrySchedule(hostID, []int{0}, 1) // one attempt: a failure is a dead letter
 	app := startStatusReceiver(t)
 	app.status.Store(500)
-	startHost(t, c.url, code, forwardTo(app.url))
+	startHost(t, c.url, code, forwardTo(app.url, nil))
 
 	ctx := newBrowser(t)
 	// open loads a console page and waits for sel on it.

@@ -21,59 +21,57 @@ import (
 // session without rotating.
 func TestConsoleSessionsEndWithToken(t *testing.T) {
 	t.Parallel()
-	for name, newDB := range engines(t) {
-		t.Run(name, func(t *testing.T) {
-			c := startCloud(t, newDB(t))
-			const rotated = "e2e-rotated-admin-token-of-at-least-32-chars"
-			restartWith := func(token string) {
-				t.Helper()
-				c.env = append(c.env, "RELAY_ADMIN_TOKEN="+token) // the last one counts
-				c.restart()
-			}
+	eachEngine(t, func(t *testing.T, dbURL string) {
+		c := startCloud(t, dbURL)
+		const rotated = "e2e-rotated-admin-token-of-at-least-32-chars"
+		restartWith := func(token string) {
+			t.Helper()
+			c.env = append(c.env, "RELAY_ADMIN_TOKEN="+token) // the last one counts
+			c.restart()
+		}
 
-			first := consoleHTTPLogin(t, c, adminToken)
-			require.Equal(t, 200, first.get("/console/").status)
-			csrf := first.csrf()
+		first := consoleHTTPLogin(t, c, adminToken)
+		require.Equal(t, 200, first.get("/console/").status)
+		csrf := first.csrf()
 
-			// Rotated: the old cookie opens nothing, changes nothing.
-			restartWith(rotated)
-			first.requireLoginPage("/console/", "after rotating the token")
-			a := first.form("/console/hosts", url.Values{"name": {"after rotation"}, "csrf": {csrf}})
-			require.Equal(t, 303, a.status, "no host created, no claim code shown: %s", a.body)
-			require.True(t, strings.HasPrefix(a.location, "/console/login"), a.location)
-			require.Zero(t, hostCount(t, c, rotated), "nothing was created with the old cookie")
-			require.Equal(t, 401, c.admin("GET", "/api/hosts", nil, nil), "the old token opens the API no more")
-			a = first.get("/console/login")
-			require.Equal(t, 200, a.status, "the login page itself, not 'logged in already'")
+		// Rotated: the old cookie opens nothing, changes nothing.
+		restartWith(rotated)
+		first.requireLoginPage("/console/", "after rotating the token")
+		a := first.form("/console/hosts", url.Values{"name": {"after rotation"}, "csrf": {csrf}})
+		require.Equal(t, 303, a.status, "no host created, no claim code shown: %s", a.body)
+		require.True(t, strings.HasPrefix(a.location, "/console/login"), a.location)
+		require.Zero(t, hostCount(t, c, rotated), "nothing was created with the old cookie")
+		require.Equal(t, 401, c.admin("GET", "/api/hosts", nil, nil), "the old token opens the API no more")
+		a = first.get("/console/login")
+		require.Equal(t, 200, a.status, "the login page itself, not 'logged in already'")
 
-			// A login with the new token works.
-			second := consoleHTTPLogin(t, c, rotated)
-			require.Equal(t, 200, second.get("/console/").status)
+		// A login with the new token works.
+		second := consoleHTTPLogin(t, c, rotated)
+		require.Equal(t, 200, second.get("/console/").status)
 
-			// No token: no session, and no login.
-			restartWith("")
-			second.requireLoginPage("/console/", "with no token")
-			a = second.form("/console/login", url.Values{"token": {rotated}})
-			require.Equal(t, 501, a.status, a.body)
+		// No token: no session, and no login.
+		restartWith("")
+		second.requireLoginPage("/console/", "with no token")
+		a = second.form("/console/login", url.Values{"token": {rotated}})
+		require.Equal(t, 501, a.status, a.body)
 
-			// The token set again: the sessions ended for good.
-			restartWith(rotated)
-			second.requireLoginPage("/console/", "the token set again")
+		// The token set again: the sessions ended for good.
+		restartWith(rotated)
+		second.requireLoginPage("/console/", "the token set again")
 
-			// Ending every session without rotating.
-			third := consoleHTTPLogin(t, c, rotated)
-			require.Equal(t, 200, third.get("/console/").status)
-			r := ctl(t, c.url, "", []string{"RELAY_ADMIN_TOKEN=" + rotated}, "sessions", "end-all")
-			require.Equal(t, 0, r.code, r.stdout+r.stderr)
-			require.Equal(t, "ended 1 console sessions\n", r.stdout)
-			third.requireLoginPage("/console/", "after sessions end-all")
-			r = ctl(t, c.url, "", []string{"RELAY_ADMIN_TOKEN=" + rotated}, "sessions", "end-all", "--json")
-			require.Equal(t, 0, r.code, r.stdout+r.stderr)
-			require.JSONEq(t, `{"ended":0}`, r.stdout)
-			r = ctl(t, c.url, "", nil, "sessions", "end-all")
-			require.Equal(t, 4, r.code, "the old token is refused: %s", r.stderr)
-		})
-	}
+		// Ending every session without rotating.
+		third := consoleHTTPLogin(t, c, rotated)
+		require.Equal(t, 200, third.get("/console/").status)
+		r := ctl(t, c.url, "", []string{"RELAY_ADMIN_TOKEN=" + rotated}, "sessions", "end-all")
+		require.Equal(t, 0, r.code, r.stdout+r.stderr)
+		require.Equal(t, "ended 1 console sessions\n", r.stdout)
+		third.requireLoginPage("/console/", "after sessions end-all")
+		r = ctl(t, c.url, "", []string{"RELAY_ADMIN_TOKEN=" + rotated}, "sessions", "end-all", "--json")
+		require.Equal(t, 0, r.code, r.stdout+r.stderr)
+		require.JSONEq(t, `{"ended":0}`, r.stdout)
+		r = ctl(t, c.url, "", nil, "sessions", "end-all")
+		require.Equal(t, 4, r.code, "the old token is refused: %s", r.stderr)
+	})
 }
 
 // consoleClient is a browser's part that matters here: the console's

@@ -49,12 +49,7 @@ func submitAndWait(t *testing.T, ctx context.Context, what, button, waitFor stri
 }
 
 func TestConsole(t *testing.T) {
-	for name, db := range engines(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			testConsole(t, db(t))
-		})
-	}
+	eachEngineParallel(t, testConsole)
 }
 
 func testConsole(t *testing.T, dbURL string) {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,19 +28,10 @@ type statusReceiver struct {
 func startStatusReceiver(t *testing.T) *statusReceiver {
 	rc := &statusReceiver{}
 	rc.status.Store(200)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rc.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(int(rc.status.Load()))
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	rc.url = "http://" + l.Addr().String() + "/hook"
+	})) + "/hook"
 	return rc
-}
-
-func forwardTo(url string) map[string]any {
-	return map[string]any{"webhooks": map[string]any{"github": map[string]any{"enabled": true, "forward": url}}}
 }
 
 // retrySchedule sets the github source's retry schedule and attempts.
@@ -95,14 +85,7 @@ type inspected struct {
 func reconcile(t *testing.T, state string, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "host"), append([]string{"reconcile", "--state", state, "--since", "1h"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return code, string(out)
+	return runExit(t, cmd)
 }
 
 // TestInspectAndReconcile: `cloud ctl inspect` shows the host ledger's
@@ -113,9 +96,7 @@ func reconcile(t *testing.T, state string, args ...string) (int, string) {
 // succeeded, and --fix sends the missing ack; `cloud ctl tail` follows.
 func TestInspectAndReconcile(t *testing.T) {
 	t.Parallel()
-	for name, newDB := range engines(t) {
-		t.Run(name, func(t *testing.T) { inspectAndReconcile(t, newDB(t)) })
-	}
+	eachEngine(t, inspectAndReconcile)
 }
 
 func inspectAndReconcile(t *testing.T, dbURL string) {
@@ -127,7 +108,7 @@ func inspectAndReconcile(t *testing.T, dbURL string) {
 		"ctl", "tail", "--last", "0", "--interval", "200ms")
 
 	id1, code1 := c.newHost("inspect-a", secret)
-	h1 := startHost(t, u, code1, forwardTo(rc.url))
+	h1 := startHost(t, u, code1, forwardTo(rc.url, nil))
 
 	// Acked: the host's success is shown, nothing to do.
 	w1 := c.sendEvent(id1, "evt-acked")
@@ -216,7 +197,7 @@ func inspectAndReconcile(t *testing.T, dbURL string) {
 	// with the webhook's one attempt.
 	id2, code2 := c.newHost("inspect-b", secret)
 	c.retrySchedule(id2, []int{0}, 1)
-	h2 := startHost(t, u, code2, forwardTo(rc.url), "RELAY_HOST_TEST_CRASH=after-ledger")
+	h2 := startHost(t, u, code2, forwardTo(rc.url, nil), "RELAY_HOST_TEST_CRASH=after-ledger")
 	w3 := c.sendEvent(id2, "evt-dead-but-done")
 	h2.waitExit(30 * time.Second)
 	c.waitStatus(id2, w3, "dlq")

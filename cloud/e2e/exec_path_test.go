@@ -13,10 +13,7 @@ import (
 // claimInto claims s's host into a fresh state directory and returns it.
 func (s *hostSetup) claimInto(t *testing.T) string {
 	t.Helper()
-	state := t.TempDir()
-	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", s.cloud.url, "--code", s.code, "--state", state).CombinedOutput()
-	require.NoError(t, err, string(out))
-	return state
+	return claimHost(t, s.cloud.url, s.code)
 }
 
 // startHostIn runs `host run` with args in directory dir (its working

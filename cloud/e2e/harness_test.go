@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -61,6 +62,24 @@ func engines(t *testing.T) map[string]func(t *testing.T) string {
 	}
 }
 
+// eachEngine runs test once per engine, each a subtest on a new database of
+// that engine.
+func eachEngine(t *testing.T, test func(t *testing.T, dbURL string)) {
+	for name, newDB := range engines(t) {
+		t.Run(name, func(t *testing.T) { test(t, newDB(t)) })
+	}
+}
+
+// eachEngineParallel is eachEngine with the subtests in parallel.
+func eachEngineParallel(t *testing.T, test func(t *testing.T, dbURL string)) {
+	for name, newDB := range engines(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newDB(t))
+		})
+	}
+}
+
 // deadAddr is an address nobody listens on: loopback's port 1 (tcpmux,
 // which nothing runs). A port found free and let go of (freeAddr) could
 // be bound by another test meanwhile and answer.
@@ -73,6 +92,31 @@ func freeAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	return addr
+}
+
+// serveLocal serves h on a new loopback port until the test ends and
+// returns its base URL, http://127.0.0.1:PORT.
+func serveLocal(t *testing.T, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// runExit runs cmd to completion and returns its exit code and its output
+// (stdout and stderr); the test fails only if cmd could not run at all.
+func runExit(t *testing.T, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	require.NoError(t, err, string(out))
+	return 0, string(out)
 }
 
 // proc is a running binary whose output goes to a log file.
@@ -148,6 +192,21 @@ func (p *proc) mustBeRunning() {
 	}
 }
 
+// waitOK waits (up to 30 s) until a GET of url answers 200, failing the
+// test if p exits meanwhile.
+func (p *proc) waitOK(what, url string) {
+	p.t.Helper()
+	eventually(p.t, 30*time.Second, what, func() bool {
+		p.mustBeRunning()
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *proc) kill() {
 	if p.cmd == nil {
@@ -203,15 +262,7 @@ func (c *cloud) restart() {
 
 func (c *cloud) waitReady() {
 	c.t.Helper()
-	eventually(c.t, 30*time.Second, "cloud ready", func() bool {
-		c.mustBeRunning()
-		resp, err := http.Get(c.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	c.waitOK("cloud ready", c.url+"/readyz")
 }
 
 // admin calls the admin API and decodes the JSON answer into out.
@@ -292,6 +343,26 @@ type host struct {
 	listen string
 }
 
+// forwardTo is a host config: the settings (nil for none) and a forward
+// handler to url for the github source.
+func forwardTo(url string, settings map[string]any) map[string]any {
+	return githubHandler("forward", url, settings)
+}
+
+// execTo is a host config: the settings (nil for none) and an exec handler
+// running argv for the github source.
+func execTo(argv []string, settings map[string]any) map[string]any {
+	return githubHandler("exec", argv, settings)
+}
+
+func githubHandler(kind string, handler any, settings map[string]any) map[string]any {
+	cfg := map[string]any{"webhooks": map[string]any{"github": map[string]any{"enabled": true, kind: handler}}}
+	for k, v := range settings {
+		cfg[k] = v
+	}
+	return cfg
+}
+
 // claimAndStartHost claims a host into a fresh state dir and runs it with a
 // forward handler for the github source (and any extra sources named).
 func claimAndStartHost(t *testing.T, cloudURL, code, forwardURL string, extraSources ...string) *host {
@@ -303,15 +374,23 @@ func claimAndStartHost(t *testing.T, cloudURL, code, forwardURL string, extraSou
 	return startHost(t, cloudURL, code, map[string]any{"webhooks": sources})
 }
 
+// claimHost claims the host with code, through the cloud at cloudURL, into a
+// fresh state directory and returns it.
+func claimHost(t *testing.T, cloudURL, code string) string {
+	t.Helper()
+	state := t.TempDir()
+	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", cloudURL, "--code", code, "--state", state).CombinedOutput()
+	require.NoError(t, err, string(out))
+	return state
+}
+
 // startHost claims a host with code into a fresh state directory and runs it
 // with cfg (cloud_url and heartbeat_interval_s 1 are added unless set),
 // reaching the cloud at cloudURL, with env added to its environment. It
 // returns once the host's local API answers.
 func startHost(t *testing.T, cloudURL, code string, cfg map[string]any, env ...string) *host {
 	t.Helper()
-	state := t.TempDir()
-	out, err := exec.Command(filepath.Join(binDir, "host"), "claim", "--cloud", cloudURL, "--code", code, "--state", state).CombinedOutput()
-	require.NoError(t, err, string(out))
+	state := claimHost(t, cloudURL, code)
 	if _, ok := cfg["cloud_url"]; !ok {
 		cfg["cloud_url"] = cloudURL
 	}
@@ -327,15 +406,7 @@ func startHost(t *testing.T, cloudURL, code string, cfg map[string]any, env ...s
 	listen := h.listening("local API listening")
 	h.listen = listen
 	h.env = append(h.env, "RELAY_HOST_LISTEN="+listen) // a restart comes back there
-	eventually(t, 30*time.Second, "host local API up", func() bool {
-		h.mustBeRunning()
-		resp, err := http.Get("http://" + listen + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	h.waitOK("host local API up", "http://"+listen+"/healthz")
 	return h
 }
 
@@ -375,7 +446,7 @@ type receiver struct {
 
 func startReceiver(t *testing.T) *receiver {
 	rc := &receiver{byKey: map[string][]received{}}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rc.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
 		key := r.Header.Get("Idempotency-Key")
@@ -386,12 +457,7 @@ func startReceiver(t *testing.T) *receiver {
 			before(r)
 		}
 		w.WriteHeader(200)
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	rc.url = "http://" + l.Addr().String() + "/hook"
+	})) + "/hook"
 	return rc
 }
 

@@ -17,14 +17,7 @@ func TestHostHealthCommand(t *testing.T) {
 	rc := startReceiver(t)
 	h := claimAndStartHost(t, s.cloud.url, s.code, rc.url)
 	health := func(listen string) (int, string) {
-		out, err := exec.Command(filepath.Join(binDir, "host"), "health", "--listen", listen).CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), string(out)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0, string(out)
+		return runExit(t, exec.Command(filepath.Join(binDir, "host"), "health", "--listen", listen))
 	}
 	eventually(t, 30*time.Second, "host health says ok", func() bool { code, _ := health(h.listen); return code == 0 })
 	s.cloud.kill()

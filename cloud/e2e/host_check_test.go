@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,13 +28,7 @@ func TestHostRunCheckAsksTheCloud(t *testing.T) {
 		require.NoError(t, os.WriteFile(cfg, []byte(`{"cloud_url": "`+cloudURL+`", "webhooks": {}}`), 0o600))
 		cmd := exec.Command(filepath.Join(binDir, "host"), append([]string{"run", "--check", "--config", cfg}, extra...)...)
 		cmd.Env = append(os.Environ(), "RELAY_HOST_STATE="+state)
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), string(out)
-		}
-		require.NoError(t, err, string(out))
-		return 0, string(out)
+		return runExit(t, cmd)
 	}
 
 	code, out := check(s.cloud.url)

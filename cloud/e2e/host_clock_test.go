@@ -152,10 +152,7 @@ func TestHostLedgerRetentionWithAClockAhead(t *testing.T) {
 	runs := newRunLog(t)
 	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
 `)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{
-		"ledger_retention_days": 1,
-		"webhooks":              map[string]any{"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}}},
-	})
+	h := s.startConfiguredHost(t, s.cloud.url, execTo([]string{handler, string(runs)}, map[string]any{"ledger_retention_days": 1}))
 	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "before-the-step", hostPayload(t, "github/push.json"))
 	eventually(t, 30*time.Second, "acked", func() bool { return s.cloud.delivery(s.hostID, id).Delivery.Status == "acked" })
 

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -87,13 +86,7 @@ func TestHostReconcileSendsTheCredentialOnlyToItsCloud(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "host"), append([]string{"reconcile", "--state", state, "--since", "1h"}, args...)...)
 		cmd.Env = trap.env()
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), string(out)
-		}
-		require.NoError(t, err, string(out))
-		return 0, string(out)
+		return runExit(t, cmd)
 	}
 
 	// Plain http to another machine: refused, nothing dialed.

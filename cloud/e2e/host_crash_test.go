@@ -70,9 +70,8 @@ echo finished
 	runsB := newRunLog(t)
 	record := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT $IDEMPOTENCY_KEY" >> "$1"
 `)
-	hB := sB.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "heartbeat", "webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "exec": []string{record, string(runsB)}},
-	}}, "RELAY_HOST_TEST_CRASH=after-handler")
+	hB := sB.startConfiguredHost(t, s.cloud.url, execTo([]string{record, string(runsB)}, map[string]any{"transport": "heartbeat"}),
+		"RELAY_HOST_TEST_CRASH=after-handler")
 
 	fwd := sendGitHub(t, s.cloud.url, s.hostID, "push", "a-forward", hostPayload(t, "github/push.json"))
 	ex := sendGitHub(t, s.cloud.url, s.hostID, "issues", "a-exec", hostPayload(t, "github/issue_comment.created.json"))
@@ -146,9 +145,8 @@ func TestHostKilledAfterLedgerBeforeAck(t *testing.T) {
 	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
 echo handled
 `)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "heartbeat", "webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
-	}}, "RELAY_HOST_TEST_CRASH=after-ledger")
+	h := s.startConfiguredHost(t, s.cloud.url, execTo([]string{handler, string(runs)}, map[string]any{"transport": "heartbeat"}),
+		"RELAY_HOST_TEST_CRASH=after-ledger")
 	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "c-crash", hostPayload(t, "github/push.json"))
 
 	require.Equal(t, -1, h.waitExit(30*time.Second))

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -267,7 +266,7 @@ type scriptedApp struct {
 func startScriptedApp(t *testing.T, answer func(r *http.Request, n int) (int, string)) *scriptedApp {
 	t.Helper()
 	app := &scriptedApp{}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	app.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		app.mu.Lock()
 		app.seen = append(app.seen, r.Clone(r.Context()))
@@ -282,12 +281,7 @@ func startScriptedApp(t *testing.T, answer func(r *http.Request, n int) (int, st
 		status, body := answer(r, n)
 		w.WriteHeader(status)
 		io.WriteString(w, body)
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	app.url = "http://" + l.Addr().String() + "/hook"
+	})) + "/hook"
 	return app
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,9 +29,7 @@ func TestHostStopsGracefullyOnSIGTERM(t *testing.T) {
 touch "$2"
 sleep 2
 `)
-			h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": transport, "webhooks": map[string]any{
-				"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs), started}},
-			}})
+			h := s.startConfiguredHost(t, s.cloud.url, execTo([]string{handler, string(runs), started}, map[string]any{"transport": transport}))
 			first := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-1", hostPayload(t, "github/push.json"))
 			second := sendGitHub(t, s.cloud.url, s.hostID, "push", "term-2", hostPayload(t, "github/push.json"))
 			eventually(t, 30*time.Second, "first handler running, second waiting", func() bool {
@@ -111,13 +108,7 @@ func TestHostConfigErrors(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, []byte(config), 0o600))
 		cmd := exec.Command(filepath.Join(binDir, "host"), append([]string{"run", "--config", path}, extra...)...)
 		cmd.Env = append(os.Environ(), "RELAY_HOST_STATE="+state, "RELAY_HOST_LISTEN=127.0.0.1:0")
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), string(out)
-		}
-		require.NoError(t, err, string(out))
-		return 0, string(out)
+		return runExit(t, cmd)
 	}
 	src := func(body string) string { return `{"webhooks": {"github": ` + body + `}}` }
 	for name, c := range map[string]struct{ config, want string }{

@@ -14,10 +14,7 @@ func TestHostLongPollDeliversAtOnce(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "longpoll")
 	rc := startReceiver(t)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{
-		"heartbeat_interval_s": 3600,
-		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
-	})
+	h := s.startConfiguredHost(t, s.cloud.url, forwardTo(rc.url, map[string]any{"heartbeat_interval_s": 3600}))
 	// Wait until the host's first heartbeat (its subscription) is in.
 	eventually(t, 20*time.Second, "host seen by the cloud", func() bool {
 		var hv struct {

@@ -126,8 +126,7 @@ exit 1
 
 	// A host on heartbeats says so.
 	hbID, hbCode := s.cloud.newHost("page-host-heartbeats", secret)
-	hb := startHost(t, s.cloud.url, hbCode, map[string]any{"transport": "heartbeat", "webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "forward": rc.url}}})
+	hb := startHost(t, s.cloud.url, hbCode, forwardTo(rc.url, map[string]any{"transport": "heartbeat"}))
 	eventually(t, 30*time.Second, "the page names the heartbeat", func() bool {
 		do(t, ctx, "open the heartbeat host's overview", chromedp.Navigate("http://"+hb.listen+"/"))
 		return get(t, ctx, "transport", chromedp.Text(chromedp.ID("transport"))) == "heartbeat"

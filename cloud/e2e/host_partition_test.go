@@ -84,10 +84,7 @@ func TestHostPartition(t *testing.T) {
 	s := newHostSetup(t, "partition")
 	link := startLinkProxy(t, strings.TrimPrefix(s.cloud.url, "http://"))
 	rc := startReceiver(t)
-	h := s.startConfiguredHost(t, link.url(), map[string]any{
-		"max_backoff_s": 5,
-		"webhooks":      map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
-	})
+	h := s.startConfiguredHost(t, link.url(), forwardTo(rc.url, map[string]any{"max_backoff_s": 5}))
 	payload := hostPayload(t, "github/push.json")
 	sent := 0
 	send := func() {

@@ -19,10 +19,7 @@ func TestHostLongPollSurvivesCloudRestart(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "restart")
 	rc := startReceiver(t)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{
-		"heartbeat_interval_s": 30,
-		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
-	})
+	h := s.startConfiguredHost(t, s.cloud.url, forwardTo(rc.url, map[string]any{"heartbeat_interval_s": 30}))
 	payload := hostPayload(t, "github/push.json")
 
 	// A first webhook, handled and acked: the ack rides on the idle host's

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -27,12 +26,7 @@ func TestHostSocketDelivers(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "socket")
 	rc := startReceiver(t)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{
-		"transport":            "websocket",
-		"heartbeat_interval_s": 3600,
-		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
-	})
-	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	h := s.startSocketHost(t, rc.url)
 	payloads := githubPayloads(t)
 	var ids []string
 	for i := range 3 {
@@ -51,6 +45,22 @@ func TestHostSocketDelivers(t *testing.T) {
 	require.NotContains(t, log, "socket unavailable")
 }
 
+// startSocketHost starts a host on the socket, with an hour between
+// heartbeats, forwarding GitHub's webhooks to forwardURL, and waits until
+// its socket is connected.
+func (s *hostSetup) startSocketHost(t *testing.T, forwardURL string) *host {
+	t.Helper()
+	h := s.startConfiguredHost(t, s.cloud.url, forwardTo(forwardURL, map[string]any{"transport": "websocket", "heartbeat_interval_s": 3600}))
+	h.waitSocket()
+	return h
+}
+
+// waitSocket waits until the host's log says its socket connected.
+func (h *host) waitSocket() {
+	h.t.Helper()
+	eventually(h.t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+}
+
 // upgradeProxy is a reverse proxy in front of the cloud that refuses
 // WebSocket upgrades (as a proxy that strips Upgrade does) until allowed.
 type upgradeProxy struct {
@@ -65,7 +75,7 @@ func startUpgradeProxy(t *testing.T, target string) *upgradeProxy {
 	require.NoError(t, err)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	p := &upgradeProxy{}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			if !p.allow.Load() {
 				p.refused.Add(1)
@@ -75,12 +85,7 @@ func startUpgradeProxy(t *testing.T, target string) *upgradeProxy {
 			p.upgraded.Add(1)
 		}
 		rp.ServeHTTP(w, r)
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p.url = "http://" + ln.Addr().String()
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	}))
 	return p
 }
 
@@ -92,11 +97,7 @@ func TestHostSocketFallback(t *testing.T) {
 	s := newHostSetup(t, "socket-fallback")
 	px := startUpgradeProxy(t, s.cloud.url)
 	rc := startReceiver(t)
-	h := s.startConfiguredHost(t, px.url, map[string]any{
-		"transport":            "auto",
-		"heartbeat_interval_s": 3600,
-		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
-	})
+	h := s.startConfiguredHost(t, px.url, forwardTo(rc.url, map[string]any{"transport": "auto", "heartbeat_interval_s": 3600}))
 	eventually(t, 20*time.Second, "socket refused", func() bool { return px.refused.Load() > 0 })
 	eventually(t, 20*time.Second, "heartbeats instead", func() bool {
 		return strings.Contains(tail(h.logPath, 200), "socket unavailable; heartbeats meanwhile")
@@ -142,7 +143,7 @@ func TestHostSocketCutMidBatch(t *testing.T) {
 		"workers":   2,
 		"webhooks":  map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url, "parallel": true}},
 	})
-	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	h.waitSocket()
 	body := hostPayload(t, "github/push.json")
 	const n = 40
 	ids := make([]string, n)
@@ -183,12 +184,7 @@ func TestHostSocketDeactivated(t *testing.T) {
 	t.Parallel()
 	s := newHostSetup(t, "socket-deactivated")
 	rc := startReceiver(t)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{
-		"transport":            "websocket",
-		"heartbeat_interval_s": 3600,
-		"webhooks":             map[string]any{"github": map[string]any{"enabled": true, "forward": rc.url}},
-	})
-	eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+	h := s.startSocketHost(t, rc.url)
 	require.Equal(t, 200, s.cloud.admin("POST", "/api/hosts/"+s.hostID+"/deactivate", nil, nil))
 	require.NotEqual(t, 0, h.waitExit(10*time.Second))
 	require.Contains(t, tail(h.logPath, 20), "host credential refused by the cloud")
@@ -205,9 +201,8 @@ func TestHostSocketKilledAfterLedgerBeforeAck(t *testing.T) {
 	runs := newRunLog(t)
 	handler := script(t, `echo "$RELAY_DELIVERY_ID $RELAY_ATTEMPT" >> "$1"
 `)
-	h := s.startConfiguredHost(t, s.cloud.url, map[string]any{"transport": "websocket", "webhooks": map[string]any{
-		"github": map[string]any{"enabled": true, "exec": []string{handler, string(runs)}},
-	}}, "RELAY_HOST_TEST_CRASH=after-ledger")
+	h := s.startConfiguredHost(t, s.cloud.url, execTo([]string{handler, string(runs)}, map[string]any{"transport": "websocket"}),
+		"RELAY_HOST_TEST_CRASH=after-ledger")
 	id := sendGitHub(t, s.cloud.url, s.hostID, "push", "sc-crash", hostPayload(t, "github/push.json"))
 	require.Equal(t, -1, h.waitExit(30*time.Second))
 	eventually(t, 10*time.Second, "released when the cloud saw the socket close", func() bool {
@@ -273,7 +268,7 @@ func bodiesByteExact(t *testing.T, transport string, compress bool, encoding str
 		},
 	})
 	if transport == "websocket" {
-		eventually(t, 20*time.Second, "socket connected", func() bool { return strings.Contains(tail(h.logPath, 200), "socket connected") })
+		h.waitSocket()
 	}
 
 	big := []byte(`{"ref":"refs/heads/main","commits":[` + strings.Repeat(`{"id":"6f1c2d3e","message":"caf\u00e9 \\u2665\r\n"},`, 300<<10/50) + `{}]}`)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,12 +18,7 @@ import (
 // the next one admitted; key 1 dropped from the file and SIGHUP: still
 // admitted. A file that no longer parses leaves the running keys in place.
 func TestKeyReloadOnSIGHUP(t *testing.T) {
-	for name, newDB := range engines(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			keyReload(t, newDB(t))
-		})
-	}
+	eachEngineParallel(t, keyReload)
 }
 
 func keyReload(t *testing.T, dbURL string) {
@@ -56,11 +50,9 @@ func keyReload(t *testing.T, dbURL string) {
 	// The new key first, the old one after it; every secret re-sealed with
 	// the new key by `cloud rekey` while the cloud still holds key 1 alone.
 	writeKeys(k2, k1)
-	cmd := exec.Command(filepath.Join(binDir, "cloud"), "rekey")
-	cmd.Env = append(cmd.Environ(), "RELAY_DATABASE_URL="+dbURL, "RELAY_SECRET_KEYS_FILE="+keysFile)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, string(out))
-	require.Contains(t, string(out), "re-encrypted 1 secrets in 1 of 1 sources")
+	out, err := rekey(dbURL, "RELAY_SECRET_KEYS_FILE="+keysFile)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "re-encrypted 1 secrets in 1 of 1 sources")
 	require.Equal(t, 503, send(), "the running cloud cannot open the re-sealed secret: quarantined")
 	require.Empty(t, c.deliveries(hostID, ""))
 

@@ -78,9 +78,7 @@ func decode(t *testing.T, b []byte, v any) {
 // gets a call (and its answer a check) in this test too.
 func TestOpenAPIResponses(t *testing.T) {
 	t.Parallel()
-	for name, db := range engines(t) {
-		t.Run(name, func(t *testing.T) { openAPIResponses(t, db(t)) })
-	}
+	eachEngine(t, openAPIResponses)
 }
 
 func openAPIResponses(t *testing.T, dbURL string) {

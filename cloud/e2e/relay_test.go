@@ -14,6 +14,17 @@ import (
 
 const secret = "e2e github secret"
 
+// startRelay starts a cloud on dbURL with a host called name, claimed and
+// running with a forward handler to a new receiver.
+func startRelay(t *testing.T, dbURL, name string) (*cloud, string, *receiver) {
+	t.Helper()
+	c := startCloud(t, dbURL)
+	hostID, code := c.newHost(name, secret)
+	rc := startReceiver(t)
+	claimAndStartHost(t, c.url, code, rc.url)
+	return c, hostID, rc
+}
+
 // TestRelayEndToEnd sends 50 signed GitHub webhooks, built from real
 // payloads, through the real cloud and host processes: each reaches the local
 // receiver exactly once, byte-exact with GitHub's headers, and the cloud then
@@ -21,10 +32,7 @@ const secret = "e2e github secret"
 func TestRelayEndToEnd(t *testing.T) {
 	for name, newDB := range engines(t) {
 		t.Run(name, func(t *testing.T) {
-			c := startCloud(t, newDB(t))
-			hostID, code := c.newHost("e2e-"+name, secret)
-			rc := startReceiver(t)
-			claimAndStartHost(t, c.url, code, rc.url)
+			c, hostID, rc := startRelay(t, newDB(t), "e2e-"+name)
 
 			payloads := githubPayloads(t)
 			sent := map[string]githubWebhook{} // delivery_id → webhook
@@ -125,10 +133,7 @@ func singleStatus(c *cloud, hostID, status string) string {
 func TestCloudCrashMidStream(t *testing.T) {
 	for name, newDB := range engines(t) {
 		t.Run(name, func(t *testing.T) {
-			c := startCloud(t, newDB(t))
-			hostID, code := c.newHost("cloudcrash-"+name, secret)
-			rc := startReceiver(t)
-			claimAndStartHost(t, c.url, code, rc.url)
+			c, hostID, rc := startRelay(t, newDB(t), "cloudcrash-"+name)
 
 			const total = 120
 			payloads := githubPayloads(t)

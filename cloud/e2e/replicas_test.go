@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/base64"
 	"fmt"
-	"net"
-	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sync"
@@ -160,11 +158,7 @@ func hostCounts(t *testing.T, c *cloud) map[string]map[string]int {
 // 32 workers and a forward handler for the github source.
 func startReplicaHost(t *testing.T, url, code, forward, transport string) {
 	t.Helper()
-	startHost(t, url, code, map[string]any{
-		"transport": transport,
-		"workers":   32,
-		"webhooks":  map[string]any{"github": map[string]any{"enabled": true, "forward": forward}},
-	})
+	startHost(t, url, code, forwardTo(forward, map[string]any{"transport": transport, "workers": 32}))
 }
 
 // balancer is a round-robin HTTP load balancer: each request goes to the
@@ -190,12 +184,7 @@ func startBalancer(t *testing.T, targets []string, first int) *balancer {
 		b.hits[i].Add(1)
 		r.SetURL(parsed[i])
 	}}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := &http.Server{Handler: proxy}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	b.url = "http://" + l.Addr().String()
+	b.url = serveLocal(t, proxy)
 	return b
 }
 

@@ -41,6 +41,19 @@ func servedSerial(t *testing.T, addr, serverName string, roots *x509.CertPool) *
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber
 }
 
+// redirectingCloudEnv is the environment of a cloud on addr, on a fresh
+// SQLite database, with its plain-HTTP listener on redirectAddr and the
+// extra settings (its certificates) after.
+func redirectingCloudEnv(t *testing.T, addr, redirectAddr string, extra ...string) []string {
+	return append([]string{
+		"RELAY_LISTEN=" + addr,
+		"RELAY_DATABASE_URL=sqlite:" + filepath.Join(t.TempDir(), "cloud.db"),
+		"RELAY_ADMIN_TOKEN=" + adminToken,
+		"RELAY_DATA_DIR=" + t.TempDir(),
+		"RELAY_HTTP_REDIRECT_LISTEN=" + redirectAddr,
+	}, extra...)
+}
+
 // noRedirects is a plain-HTTP client that shows redirects rather than
 // following them.
 var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -63,15 +76,10 @@ func TestTLSEndToEnd(t *testing.T) {
 	certFile, keyFile := first.Write(t, dir)
 
 	addr, redirectAddr := freeAddr(t), freeAddr(t)
-	env := []string{
-		"RELAY_LISTEN=" + addr,
-		"RELAY_DATABASE_URL=sqlite:" + filepath.Join(t.TempDir(), "cloud.db"),
-		"RELAY_ADMIN_TOKEN=" + adminToken,
-		"RELAY_DATA_DIR=" + t.TempDir(),
-		"RELAY_TLS_CERT=" + certFile,
-		"RELAY_TLS_KEY=" + keyFile,
-		"RELAY_HTTP_REDIRECT_LISTEN=" + redirectAddr,
-	}
+	env := redirectingCloudEnv(t, addr, redirectAddr,
+		"RELAY_TLS_CERT="+certFile,
+		"RELAY_TLS_KEY="+keyFile,
+	)
 	c := &cloud{proc: startProc(t, "cloud", env, "serve"), url: "https://" + addr}
 	c.waitReady()
 	require.Equal(t, first.Cert.SerialNumber, servedSerial(t, addr, "localhost", ca.Pool()))
@@ -143,18 +151,13 @@ func TestACMEServe(t *testing.T) {
 	roots.AddCert(leaf.Cert)
 
 	addr, redirectAddr := freeAddr(t), freeAddr(t)
-	env := []string{
-		"RELAY_LISTEN=" + addr,
-		"RELAY_DATABASE_URL=sqlite:" + filepath.Join(t.TempDir(), "cloud.db"),
-		"RELAY_ADMIN_TOKEN=" + adminToken,
-		"RELAY_DATA_DIR=" + t.TempDir(),
-		"RELAY_ACME_DOMAINS=" + domain,
-		"RELAY_ACME_CACHE=" + cache,
+	env := redirectingCloudEnv(t, addr, redirectAddr,
+		"RELAY_ACME_DOMAINS="+domain,
+		"RELAY_ACME_CACHE="+cache,
 		"RELAY_ACME_EMAIL=ops@example.test",
 		"RELAY_ACME_DIRECTORY_URL=https://127.0.0.1:1/directory",
-		"RELAY_HTTP_REDIRECT_LISTEN=" + redirectAddr,
-		"RELAY_PUBLIC_URL=https://" + domain,
-	}
+		"RELAY_PUBLIC_URL=https://"+domain,
+	)
 	p := startProc(t, "cloud", env, "serve")
 	// The domain resolves to the cloud's address for this client.
 	client := &http.Client{Transport: &http.Transport{

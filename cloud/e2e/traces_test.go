@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,7 +27,7 @@ type otlpCollector struct {
 
 func startCollector(t *testing.T) *otlpCollector {
 	c := &otlpCollector{}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c.url = serveLocal(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if r.URL.Path == "/v1/traces" {
 			c.mu.Lock()
@@ -36,12 +35,7 @@ func startCollector(t *testing.T) *otlpCollector {
 			c.mu.Unlock()
 		}
 		w.Header().Set("Content-Type", "application/x-protobuf")
-	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	c.url = "http://" + l.Addr().String()
+	}))
 	return c
 }
 

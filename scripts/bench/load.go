@@ -121,51 +121,46 @@ type loadResult struct {
 	Rate                     float64         // 2xx answers per second of Elapsed
 }
 
-func (r *loadResult) merge(lat []time.Duration, ok, bad, tr int) {
-	r.Lat = append(r.Lat, lat...)
-	r.OK += ok
-	r.BadStatus += bad
-	r.Transport += tr
+// count adds one answer of a worker: its outcome, and for a 2xx answer its
+// latency.
+func (r *loadResult) count(o outcome, lat time.Duration) {
+	switch o {
+	case okAnswer:
+		r.OK++
+		r.Lat = append(r.Lat, lat)
+	case badStatus:
+		r.BadStatus++
+	default:
+		r.Transport++
+	}
 }
 
-// closedLoop runs conc workers that each send, wait for the answer and send
-// again, for d (or until limit requests were started, if limit > 0).
-func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limit int64) loadResult {
+func (r *loadResult) merge(w *loadResult) {
+	r.Lat = append(r.Lat, w.Lat...)
+	r.OK += w.OK
+	r.BadStatus += w.BadStatus
+	r.Transport += w.Transport
+}
+
+// load runs workers goroutines, each calling step with its own tally until
+// step returns false or ctx ends, and sums their tallies into what the run
+// measured from start.
+func (s *sender) load(ctx context.Context, workers, latCap int, start time.Time, step func(w *loadResult) bool) loadResult {
 	var (
-		res     loadResult
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		started atomic.Int64
+		res loadResult
+		mu  sync.Mutex
+		wg  sync.WaitGroup
 	)
 	dups0 := s.dups.Load()
-	start := time.Now()
-	deadline := start.Add(d)
-	for w := 0; w < conc; w++ {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lat := make([]time.Duration, 0, 4096)
-			var ok, bad, tr int
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if limit <= 0 && !t0.Before(deadline) {
-					break
-				}
-				if limit > 0 && started.Add(1) > limit {
-					break
-				}
-				switch s.send(ctx, s.next.Add(1)) {
-				case okAnswer:
-					ok++
-					lat = append(lat, time.Since(t0))
-				case badStatus:
-					bad++
-				default:
-					tr++
-				}
+			w := loadResult{Lat: make([]time.Duration, 0, latCap)}
+			for ctx.Err() == nil && step(&w) {
 			}
 			mu.Lock()
-			res.merge(lat, ok, bad, tr)
+			res.merge(&w)
 			mu.Unlock()
 		}()
 	}
@@ -174,6 +169,26 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 	res.Elapsed = time.Since(start)
 	res.Rate = float64(res.OK) / res.Elapsed.Seconds()
 	return res
+}
+
+// closedLoop runs conc workers that each send, wait for the answer and send
+// again, for d (or until limit requests were started, if limit > 0).
+func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limit int64) loadResult {
+	var started atomic.Int64
+	start := time.Now()
+	deadline := start.Add(d)
+	return s.load(ctx, conc, 4096, start, func(w *loadResult) bool {
+		t0 := time.Now()
+		if limit <= 0 && !t0.Before(deadline) {
+			return false
+		}
+		if limit > 0 && started.Add(1) > limit {
+			return false
+		}
+		o := s.send(ctx, s.next.Add(1))
+		w.count(o, time.Since(t0))
+		return true
+	})
 }
 
 // openLoop sends at a fixed rate for d: request i is due at start + i/rate,
@@ -185,59 +200,31 @@ func (s *sender) closedLoop(ctx context.Context, conc int, d time.Duration, limi
 // and actual send time (not with replays); answered, if not nil, with its
 // event id and when its 2xx answer came.
 func (s *sender) openLoop(ctx context.Context, rate float64, d time.Duration, maxInFlight int, sent func(id string, size int, at time.Time), answered func(id string, at time.Time)) loadResult {
-	var (
-		res  loadResult
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		next atomic.Int64
-	)
+	var next atomic.Int64
 	total := int64(rate * d.Seconds())
 	interval := float64(time.Second) / rate
 	first := s.next.Add(total) - total + 1 // reserve the indexes
-	dups0 := s.dups.Load()
 	start := time.Now().Add(10 * time.Millisecond)
-	for w := 0; w < maxInFlight; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat := make([]time.Duration, 0, 1024)
-			var ok, bad, tr int
-			for ctx.Err() == nil {
-				k := next.Add(1) - 1
-				if k >= total {
-					break
-				}
-				due := start.Add(time.Duration(float64(k) * interval))
-				if wait := time.Until(due); wait > 0 {
-					time.Sleep(wait)
-				}
-				w, replayed := s.webhook(first + k)
-				if sent != nil && !replayed {
-					sent(w.id, len(w.body), time.Now())
-				}
-				switch s.post(ctx, w, replayed) {
-				case okAnswer:
-					if answered != nil && !replayed {
-						answered(w.id, time.Now())
-					}
-					ok++
-					lat = append(lat, time.Since(due))
-				case badStatus:
-					bad++
-				default:
-					tr++
-				}
-			}
-			mu.Lock()
-			res.merge(lat, ok, bad, tr)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.Dups = int(s.dups.Load() - dups0)
-	res.Elapsed = time.Since(start)
-	res.Rate = float64(res.OK) / res.Elapsed.Seconds()
-	return res
+	return s.load(ctx, maxInFlight, 1024, start, func(lr *loadResult) bool {
+		k := next.Add(1) - 1
+		if k >= total {
+			return false
+		}
+		due := start.Add(time.Duration(float64(k) * interval))
+		if wait := time.Until(due); wait > 0 {
+			time.Sleep(wait)
+		}
+		w, replayed := s.webhook(first + k)
+		if sent != nil && !replayed {
+			sent(w.id, len(w.body), time.Now())
+		}
+		o := s.post(ctx, w, replayed)
+		if o == okAnswer && answered != nil && !replayed {
+			answered(w.id, time.Now())
+		}
+		lr.count(o, time.Since(due))
+		return true
+	})
 }
 
 // percentiles of a sample, by sorting it (nearest rank).

@@ -118,7 +118,7 @@ func runAbusive(ctx context.Context, e *env) (r result) {
 	snd.client.Transport.(*http.Transport).DisableKeepAlives = true
 	attackCtx, stopAttack := context.WithCancel(ctx)
 	defer stopAttack()
-	watch := watchRSS(cloud.pid(), cfg.rssBound, cfg.rssAbort, stopAttack)
+	watch := watchRSS(cloud.PID(), cfg.rssBound, cfg.rssAbort, stopAttack)
 	defer watch.stop()
 	snd.start(ctx)
 	select {
@@ -128,7 +128,7 @@ func runAbusive(ctx context.Context, e *env) (r result) {
 	}
 
 	rssBefore := watch.current()
-	dbBefore, logBefore := filesSize(dataDir, "cloud.db"), fileSize(cloud.logPath)
+	dbBefore, logBefore := filesSize(dataDir, "cloud.db"), fileSize(cloud.LogPath)
 	tgt := newAbuseTarget(cloud.addr, h.id)
 	var kinds []*attackKind
 	for _, k := range abuseKinds(tgt) {
@@ -147,7 +147,7 @@ func runAbusive(ctx context.Context, e *env) (r result) {
 	timer.Stop()
 	attackEnd := time.Now()
 	attacked := attackEnd.Sub(attackStart)
-	dbAfter, logAfter := filesSize(dataDir, "cloud.db"), fileSize(cloud.logPath)
+	dbAfter, logAfter := filesSize(dataDir, "cloud.db"), fileSize(cloud.LogPath)
 	e.logf("attack over after %s; waiting for the sender", attacked.Round(100*time.Millisecond))
 	snd.wait()
 	peak, over, aborted := watch.stop()
@@ -204,8 +204,8 @@ func runAbusive(ctx context.Context, e *env) (r result) {
 	if peak >= cfg.rssBound {
 		r.failf("cloud peak RSS %s over the bound of %s", mib(peak), mib(cfg.rssBound))
 	}
-	if !cloud.running() {
-		r.failf("the cloud exited: %v\n%s", cloud.exitErr, cloud.tail(10))
+	if !cloud.Running() {
+		r.failf("the cloud exited: %v\n%s", cloud.ExitErr(), cloud.Tail(10))
 		return
 	}
 	if nRefused > 0 {

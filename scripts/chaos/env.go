@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -164,134 +163,35 @@ func waitFor(ctx context.Context, timeout, interval time.Duration, what string, 
 	return nil
 }
 
-// proc is a binary run with its output appended to a log file; it can be
-// killed and started again with the same arguments.
+// proc is a binary run with its output appended to a log file, in a
+// process group of its own; it can be killed and started again with the
+// same arguments.
 type proc struct {
-	name    string
-	path    string
-	args    []string
-	env     []string
-	logPath string
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{}
-	exitErr error
-	starts  int
+	*rig.Proc
+	name string
 }
 
 func (e *env) newProc(name, bin string, envv []string, args ...string) *proc {
-	p := &proc{name: name, path: filepath.Join(e.bin, bin), args: args, env: envv,
-		logPath: filepath.Join(e.scenDir, name+".log")}
-	e.onCleanup(p.kill)
+	p := &proc{name: name, Proc: &rig.Proc{Bin: filepath.Join(e.bin, bin), Args: args, Env: envv,
+		LogPath: filepath.Join(e.scenDir, name+".log"), LogPerm: 0o644, OwnGroup: true}}
+	e.onCleanup(p.Kill)
 	return p
-}
-
-func (p *proc) start() error {
-	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(p.path, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	done := make(chan struct{})
-	p.mu.Lock()
-	p.cmd, p.done, p.exitErr = cmd, done, nil
-	p.starts++
-	p.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		f.Close()
-		p.mu.Lock()
-		p.exitErr = err
-		p.mu.Unlock()
-		close(done)
-	}()
-	return nil
-}
-
-// pid is the id of the process last started (0 before the first start).
-func (p *proc) pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
-
-// running reports whether the process is alive.
-func (p *proc) running() bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill sends SIGKILL to the process (only it: its handlers are its own
-// business) and waits until it is gone.
-func (p *proc) kill() {
-	p.signal(syscall.SIGKILL, 0)
 }
 
 // stop sends SIGTERM and waits until the process is gone; after within,
 // it is SIGKILLed and stop says so.
 func (p *proc) stop(within time.Duration) error {
-	if !p.signal(syscall.SIGTERM, within) {
-		p.kill()
+	done := p.Done()
+	if p.Signal(syscall.SIGTERM) != nil {
+		return nil // not running
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(within):
+		p.Kill()
 		return fmt.Errorf("%s did not stop within %s of SIGTERM", p.name, within)
 	}
-	return nil
-}
-
-// signal sends sig to the process and waits until it is gone, or for at
-// most within (0: as long as it takes); false when it still runs.
-func (p *proc) signal(sig syscall.Signal, within time.Duration) bool {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return true
-	}
-	select {
-	case <-done:
-		return true
-	default:
-	}
-	_ = cmd.Process.Signal(sig)
-	if within <= 0 {
-		<-done
-		return true
-	}
-	select {
-	case <-done:
-		return true
-	case <-time.After(within):
-		return false
-	}
-}
-
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // cloudProc is a `cloud serve`.
@@ -318,7 +218,7 @@ func (e *env) startCloud(ctx context.Context, name, dbURL string, extraEnv ...st
 		"RELAY_LOG_LEVEL=info",
 	}, extraEnv...)
 	c := &cloudProc{proc: e.newProc(name, "cloud", envv, "serve"), addr: addr, url: "http://" + addr}
-	if err := c.start(); err != nil {
+	if err := c.Start(); err != nil {
 		return nil, err
 	}
 	return c, c.waitReady(ctx)
@@ -326,7 +226,7 @@ func (e *env) startCloud(ctx context.Context, name, dbURL string, extraEnv ...st
 
 func (c *cloudProc) waitReady(ctx context.Context) error {
 	err := waitFor(ctx, 30*time.Second, 20*time.Millisecond, c.name+" ready", func() bool {
-		if !c.running() {
+		if !c.Running() {
 			return true
 		}
 		resp, err := quickClient.Get(c.url + "/readyz")
@@ -336,16 +236,16 @@ func (c *cloudProc) waitReady(ctx context.Context) error {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if err == nil && !c.running() {
-		err = fmt.Errorf("%s exited: %v\n%s", c.name, c.exitErr, c.tail(20))
+	if err == nil && !c.Running() {
+		err = fmt.Errorf("%s exited: %v\n%s", c.name, c.ExitErr(), c.Tail(20))
 	}
 	return err
 }
 
 // restart starts a killed cloud again on the same address.
 func (c *cloudProc) restart(ctx context.Context) error {
-	c.kill()
-	if err := c.start(); err != nil {
+	c.Kill()
+	if err := c.Start(); err != nil {
 		return err
 	}
 	return c.waitReady(ctx)
@@ -468,7 +368,7 @@ func (e *env) startHost(ctx context.Context, h *relayHost, cloudURL, stateDir st
 	}
 	h.run = e.newProc(h.name, "host", []string{"RELAY_HOST_STATE=" + stateDir, "RELAY_HOST_LISTEN=" + h.listen, "RELAY_LOG_LEVEL=info"},
 		"run", "--config", cfgPath)
-	if err := h.run.start(); err != nil {
+	if err := h.run.Start(); err != nil {
 		return err
 	}
 	return h.waitUp(ctx)
@@ -477,7 +377,7 @@ func (e *env) startHost(ctx context.Context, h *relayHost, cloudURL, stateDir st
 // waitUp waits for the host's local API.
 func (h *relayHost) waitUp(ctx context.Context) error {
 	return waitFor(ctx, 30*time.Second, 20*time.Millisecond, h.name+" local API", func() bool {
-		if !h.run.running() {
+		if !h.run.Running() {
 			return true
 		}
 		resp, err := quickClient.Get("http://" + h.listen + "/healthz")
@@ -491,9 +391,9 @@ func (h *relayHost) waitUp(ctx context.Context) error {
 
 // killAndRestart SIGKILLs the host and starts it again at once.
 func (h *relayHost) killAndRestart() error {
-	h.run.kill()
+	h.run.Kill()
 	h.kills = append(h.kills, time.Now())
-	return h.run.start()
+	return h.run.Start()
 }
 
 // stopAndRestart stops the host as a deploy does (SIGTERM: it finishes
@@ -503,7 +403,7 @@ func (h *relayHost) stopAndRestart() error {
 	if err := h.run.stop(30 * time.Second); err != nil {
 		return err
 	}
-	return h.run.start()
+	return h.run.Start()
 }
 
 // hostCounts is every host's deliveries by status.

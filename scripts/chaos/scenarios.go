@@ -44,6 +44,17 @@ func (e *env) newSetup(ctx context.Context, tag string, replicas, hosts int, clo
 	return e.setupOn(ctx, dbURL, replicas, hosts, cloudEnv...)
 }
 
+// startHosts claims and runs every host of s through cloudURL, each in a
+// state directory of its own.
+func (e *env) startHosts(ctx context.Context, s *setup, cloudURL string) error {
+	for _, h := range s.hosts {
+		if err := e.startHost(ctx, h, cloudURL, e.dir(h.name)); err != nil {
+			return fmt.Errorf("start %s: %w", h.name, err)
+		}
+	}
+	return nil
+}
+
 // setupOn is newSetup on a database of the caller's (a postgres URL or
 // "sqlite:PATH").
 func (e *env) setupOn(ctx context.Context, dbURL string, replicas, hosts int, cloudEnv ...string) (*setup, error) {
@@ -95,11 +106,9 @@ func runCloudKill(ctx context.Context, e *env) (r result) {
 		r.failf("balancer: %v", err)
 		return
 	}
-	for _, h := range s.hosts {
-		if err := e.startHost(ctx, h, lb.url, e.dir(h.name)); err != nil {
-			r.failf("start %s: %v", h.name, err)
-			return
-		}
+	if err := e.startHosts(ctx, s, lb.url); err != nil {
+		r.failf("%v", err)
+		return
 	}
 	n := pick(e, 5000, 1000)
 	loadFor := pick(e, 50*time.Second, 15*time.Second)
@@ -119,7 +128,7 @@ func runCloudKill(ctx context.Context, e *env) (r result) {
 			case <-tick.C:
 			}
 			c := s.clouds[i%len(s.clouds)]
-			c.kill()
+			c.Kill()
 			kills++
 			t0 := time.Now()
 			if err := c.restart(ctx); err != nil {
@@ -147,11 +156,9 @@ func runPostgresKill(ctx context.Context, e *env) (r result) {
 		r.failf("set-up: %v", err)
 		return
 	}
-	for _, h := range s.hosts {
-		if err := e.startHost(ctx, h, s.clouds[0].url, e.dir(h.name)); err != nil {
-			r.failf("start %s: %v", h.name, err)
-			return
-		}
+	if err := e.startHosts(ctx, s, s.clouds[0].url); err != nil {
+		r.failf("%v", err)
+		return
 	}
 	loadFor := pick(e, 40*time.Second, 16*time.Second)
 	rate := 50.0
@@ -290,10 +297,10 @@ func runHostFaults(ctx context.Context, e *env, f hostFaults) (r result) {
 	ok, _, _ := snd.summary()
 	for _, h := range s.hosts {
 		h.rc.delay = func() time.Duration { return e.randDur(30*time.Millisecond, 80*time.Millisecond) }
-		if err := e.startHost(ctx, h, s.clouds[0].url, e.dir(h.name)); err != nil {
-			r.failf("start %s: %v", h.name, err)
-			return
-		}
+	}
+	if err := e.startHosts(ctx, s, s.clouds[0].url); err != nil {
+		r.failf("%v", err)
+		return
 	}
 	t0 := time.Now()
 	faultCtx, stopFaults := context.WithCancel(ctx)
@@ -487,10 +494,10 @@ func runDiskFull(ctx context.Context, e *env) (r result) {
 	ackedBefore := hostAcked(ctx, s, full)
 	for time.Since(fullAt) < fullFor {
 		time.Sleep(250 * time.Millisecond)
-		if !full.run.running() {
+		if !full.run.Running() {
 			// The host gave up on a full disk: a supervisor restarts it.
 			exits++
-			_ = full.run.start()
+			_ = full.run.Start()
 		}
 		// Keep the disk full: SQLite may free pages meanwhile.
 		_ = fillDisk(filler + "2")
@@ -500,15 +507,15 @@ func runDiskFull(ctx context.Context, e *env) (r result) {
 	os.Remove(filler + "2")
 	e.logf("ledger disk freed")
 	snd.wait()
-	if !full.run.running() {
+	if !full.run.Running() {
 		exits++
-		_ = full.run.start()
+		_ = full.run.Start()
 	}
 	if err := full.waitUp(ctx); err != nil {
 		r.failf("%s: %v", full.name, err)
 	}
 
-	recordFails := logDeliveries(full.run.logPath, "recording the outcome failed")
+	recordFails := logDeliveries(full.run.LogPath, "recording the outcome failed")
 	r.figuref("disk full %s: %d acked meanwhile, %d outcomes the ledger could not record, host exited %d times",
 		fullFor, ackedDuring, len(recordFails), exits)
 	if len(recordFails) == 0 && ackedDuring > 0 {

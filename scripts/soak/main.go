@@ -495,7 +495,7 @@ func restartHosts(ctx context.Context, engines []*engine, every time.Duration) i
 			fmt.Printf("restart %s host: %v\n", e.name, err)
 			continue
 		}
-		if err := h.WaitUp(ctx, 30*time.Second); err != nil && ctx.Err() == nil {
+		if err := h.WaitReady(ctx, 30*time.Second); err != nil && ctx.Err() == nil {
 			fmt.Printf("restart %s host: %v\n", e.name, err)
 		}
 		n++

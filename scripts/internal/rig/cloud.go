@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -40,21 +39,14 @@ func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	if cfg.Listen == "" {
-		addr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Listen = addr
+	if err := procDefaults(&cfg.Listen, &cfg.LogPath, cfg.DataDir, "cloud"); err != nil {
+		return nil, err
 	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = "rig-admin-token-of-at-least-32-characters"
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
-	}
-	if cfg.LogPath == "" {
-		cfg.LogPath = filepath.Join(cfg.DataDir, "cloud.log")
 	}
 	env := append([]string{
 		"RELAY_LISTEN=" + cfg.Listen,
@@ -64,44 +56,15 @@ func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 		"RELAY_DATA_DIR=" + cfg.DataDir,
 	}, cfg.Env...)
 	c := &Cloud{
-		Proc:  &Proc{Bin: cfg.Bin, Args: []string{"serve"}, Env: env, LogPath: cfg.LogPath},
+		Proc: &Proc{Bin: cfg.Bin, Args: []string{"serve"}, Env: env, LogPath: cfg.LogPath,
+			Ready: Readiness{Name: "cloud", URL: "http://" + cfg.Listen, Path: "/readyz", Within: 60 * time.Second}},
 		Admin: NewAdmin("http://"+cfg.Listen, cfg.AdminToken),
 		Cfg:   cfg,
 	}
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
-	if err := c.WaitReady(ctx, 60*time.Second); err != nil {
-		c.Kill()
+	if err := c.Launch(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-// WaitReady waits until /readyz answers 200; it fails at once if the process
-// exits.
-func (c *Cloud) WaitReady(ctx context.Context, timeout time.Duration) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return WaitFor(ctx, timeout, 50*time.Millisecond, "cloud /readyz", func() (bool, error) {
-		if !c.Running() {
-			return false, fmt.Errorf("cloud exited: %v\n%s", c.ExitErr(), c.Tail(30))
-		}
-		resp, err := client.Get(c.URL + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, nil
-	})
-}
-
-// Restart kills the cloud (SIGKILL), starts it again with the same settings
-// and waits until it is ready.
-func (c *Cloud) Restart(ctx context.Context) error {
-	if err := c.Proc.Restart(); err != nil {
-		return err
-	}
-	return c.WaitReady(ctx, 60*time.Second)
 }
 
 // Close stops the cloud: SIGTERM, then SIGKILL after 10 s.

@@ -67,15 +67,8 @@ func StartHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 			return nil, err
 		}
 	}
-	if cfg.Listen == "" {
-		addr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Listen = addr
-	}
-	if cfg.LogPath == "" {
-		cfg.LogPath = filepath.Join(cfg.StateDir, "host.log")
+	if err := procDefaults(&cfg.Listen, &cfg.LogPath, cfg.StateDir, "host"); err != nil {
+		return nil, err
 	}
 	file := map[string]any{"cloud_url": cfg.CloudURL, "heartbeat_interval_s": 1}
 	for k, v := range cfg.Config {
@@ -91,45 +84,16 @@ func StartHost(ctx context.Context, cfg HostConfig) (*Host, error) {
 	}
 	env := append([]string{"RELAY_HOST_STATE=" + cfg.StateDir, "RELAY_HOST_LISTEN=" + cfg.Listen}, cfg.Env...)
 	h := &Host{
-		Proc:       &Proc{Bin: cfg.Bin, Args: []string{"run", "--config", cfgPath}, Env: env, LogPath: cfg.LogPath},
+		Proc: &Proc{Bin: cfg.Bin, Args: []string{"run", "--config", cfgPath}, Env: env, LogPath: cfg.LogPath,
+			Ready: Readiness{Name: "host", URL: "http://" + cfg.Listen, Path: "/healthz", Within: 30 * time.Second}},
 		Cfg:        cfg,
 		ConfigPath: cfgPath,
 		LocalURL:   "http://" + cfg.Listen,
 	}
-	if err := h.Start(); err != nil {
-		return nil, err
-	}
-	if err := h.WaitUp(ctx, 30*time.Second); err != nil {
-		h.Kill()
+	if err := h.Launch(ctx); err != nil {
 		return nil, err
 	}
 	return h, nil
-}
-
-// WaitUp waits until the local API's /healthz answers 200; it fails at once
-// if the process exits.
-func (h *Host) WaitUp(ctx context.Context, timeout time.Duration) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return WaitFor(ctx, timeout, 50*time.Millisecond, "host /healthz", func() (bool, error) {
-		if !h.Running() {
-			return false, fmt.Errorf("host exited: %v\n%s", h.ExitErr(), h.Tail(30))
-		}
-		resp, err := client.Get(h.LocalURL + "/healthz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, nil
-	})
-}
-
-// Restart kills the host (SIGKILL) and starts it again on the same state
-// directory and config, waiting until its local API answers.
-func (h *Host) Restart(ctx context.Context) error {
-	if err := h.Proc.Restart(); err != nil {
-		return err
-	}
-	return h.WaitUp(ctx, 30*time.Second)
 }
 
 // HostHealth is the host's /healthz answer.

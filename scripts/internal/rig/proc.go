@@ -1,10 +1,13 @@
 package rig
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -13,11 +16,18 @@ import (
 
 // Proc is a binary run with its stdout and stderr appended to a log file. It
 // can be killed and started again with the same arguments and environment.
+// Launch and Restart wait until it is ready.
 type Proc struct {
-	Bin     string   // the program
-	Args    []string // its arguments
-	Env     []string // added to the current environment (later entries win)
-	LogPath string   // stdout and stderr are appended here
+	Bin     string      // the program
+	Args    []string    // its arguments
+	Env     []string    // added to the current environment (later entries win)
+	LogPath string      // stdout and stderr are appended here
+	LogPerm os.FileMode // the log file's mode if it is created; 0o600 when zero
+	// OwnGroup runs the process in a process group of its own, so that a
+	// terminal's interrupt reaches only this one, which ends it; by default
+	// it dies with this process instead (Linux parent-death signal).
+	OwnGroup bool
+	Ready    Readiness // how Launch and Restart know it is up
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -32,16 +42,24 @@ func (p *Proc) Start() error {
 	if p.cmd != nil && !isClosed(p.done) {
 		return fmt.Errorf("rig: %s is already running (pid %d)", p.Bin, p.cmd.Process.Pid)
 	}
-	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	perm := p.LogPerm
+	if perm == 0 {
+		perm = 0o600
+	}
+	f, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, perm)
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = f, f
-	// The child dies with the process that started it, so an interrupted
-	// run leaves nothing behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.OwnGroup {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		// The child dies with the process that started it, so an
+		// interrupted run leaves nothing behind.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("rig: start %s: %w", p.Bin, err)
@@ -155,10 +173,70 @@ func (p *Proc) Stop(grace time.Duration) error {
 	}
 }
 
-// Restart kills the process (if running) and starts it again.
-func (p *Proc) Restart() error {
+// procDefaults fills in what a process's config leaves empty: its listen
+// address (a free loopback port) and its log path (dir/name.log).
+func procDefaults(listen, logPath *string, dir, name string) error {
+	if *listen == "" {
+		addr, err := FreeAddr()
+		if err != nil {
+			return err
+		}
+		*listen = addr
+	}
+	if *logPath == "" {
+		*logPath = filepath.Join(dir, name+".log")
+	}
+	return nil
+}
+
+// Readiness is how a started process shows it is ready: GET URL+Path
+// answers 200.
+type Readiness struct {
+	Name   string        // the process in errors: "cloud", "host"
+	URL    string        // where it answers
+	Path   string        // "/readyz", "/healthz"
+	Within time.Duration // how long Launch and Restart wait
+}
+
+// Launch starts the process and waits (up to Ready.Within) until it is
+// ready, killing it if it is not.
+func (p *Proc) Launch(ctx context.Context) error {
+	if err := p.Start(); err != nil {
+		return err
+	}
+	if err := p.WaitReady(ctx, p.Ready.Within); err != nil {
+		p.Kill()
+		return err
+	}
+	return nil
+}
+
+// Restart kills the process (SIGKILL) if it runs, starts it again with the
+// same settings and waits (up to Ready.Within) until it is ready.
+func (p *Proc) Restart(ctx context.Context) error {
 	p.Kill()
-	return p.Start()
+	if err := p.Start(); err != nil {
+		return err
+	}
+	return p.WaitReady(ctx, p.Ready.Within)
+}
+
+// WaitReady waits until Ready.URL+Ready.Path answers 200; it fails at once if
+// the process exits.
+func (p *Proc) WaitReady(ctx context.Context, timeout time.Duration) error {
+	r := p.Ready
+	client := &http.Client{Timeout: 2 * time.Second}
+	return WaitFor(ctx, timeout, 50*time.Millisecond, r.Name+" "+r.Path, func() (bool, error) {
+		if !p.Running() {
+			return false, fmt.Errorf("%s exited: %v\n%s", r.Name, p.ExitErr(), p.Tail(30))
+		}
+		resp, err := client.Get(r.URL + r.Path)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, nil
+	})
 }
 
 // Tail returns the last n lines of the log.
