@@ -69,7 +69,7 @@ func TestCloudUsageErrors(t *testing.T) {
 		"host share MiB":  {[]string{"RELAY_QUARANTINE_HOST_MAX_MB=2048"}, []string{"serve"}, "RELAY_QUARANTINE_HOST_MAX_MB=2048"},
 		"bad rate":        {[]string{"RELAY_QUARANTINE_PER_MIN=-1"}, []string{"serve"}, `RELAY_QUARANTINE_PER_MIN="-1"`},
 		"bad proxies":     {[]string{"RELAY_TRUSTED_PROXIES=10.0.0.0/33", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_TRUSTED_PROXIES"},
-		"empty budget":    {[]string{"RELAY_INTAKE_INFLIGHT_IP_MB=0", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, "RELAY_INTAKE_INFLIGHT_IP_MB=0"},
+		"empty budget":    {[]string{"RELAY_INTAKE_INFLIGHT_IP_MB=0", "RELAY_DATA_DIR=" + t.TempDir()}, []string{"serve"}, `RELAY_INTAKE_INFLIGHT_IP_MB="0": want a whole number of MiB`},
 		"rekey bad keys":  {[]string{"RELAY_SECRET_KEYS=abc", "RELAY_DATABASE_URL=sqlite:" + t.TempDir() + "/c.db"}, []string{"rekey"}, "RELAY_SECRET_KEYS"},
 	}
 	for _, cmd := range []string{"serve", "migrate", "rekey"} {
