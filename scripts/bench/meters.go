@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relaykit/relay/scripts/internal/rig"
+)
+
+// cpuMeter measures a process's CPU share over a stretch of time.
+type cpuMeter struct {
+	pid   int
+	first rig.ProcSample
+	err   error
+}
+
+func startCPU(p *rig.Proc) *cpuMeter {
+	m := &cpuMeter{pid: p.PID()}
+	m.first, m.err = rig.ReadProc(m.pid)
+	return m
+}
+
+// share is the CPU used since the start, in cores (-1 if unknown).
+func (m *cpuMeter) share() float64 {
+	if m.err != nil {
+		return -1
+	}
+	s, err := rig.ReadProc(m.pid)
+	if err != nil {
+		return -1
+	}
+	return rig.CPUShare(m.first, s)
+}
+
+// dbMeter measures the Postgres server's CPU (every process of it) over a
+// stretch of time; nil for SQLite, which runs inside the cloud.
+type dbMeter struct {
+	pid   int
+	at    time.Time
+	ticks uint64
+}
+
+func (b *bench) startDBCPU(engine string) *dbMeter {
+	if engine != "postgres" || b.pg == nil {
+		return nil
+	}
+	pid, err := b.pg.ServerPID()
+	if err != nil {
+		return nil
+	}
+	n, err := rig.TreeCPUTicks(pid)
+	if err != nil {
+		return nil
+	}
+	return &dbMeter{pid: pid, at: time.Now(), ticks: n}
+}
+
+// usPer is the server's CPU since the start in µs per n (-1 if unknown).
+func (m *dbMeter) usPer(n int) float64 {
+	t := m.ticksSince()
+	if t < 0 || n == 0 {
+		return -1
+	}
+	return t / rig.ClockTicks * 1e6 / float64(n)
+}
+
+// ticksSince is the server's CPU since the start, in clock ticks (-1 if
+// unknown).
+func (m *dbMeter) ticksSince() float64 {
+	if m == nil {
+		return -1
+	}
+	n, err := rig.TreeCPUTicks(m.pid)
+	if err != nil || n < m.ticks {
+		return -1
+	}
+	return float64(n - m.ticks)
+}
+
+// share is the server's CPU since the start, in cores (-1 if unknown).
+func (m *dbMeter) share() float64 {
+	n := m.ticksSince()
+	if n < 0 {
+		return -1
+	}
+	return n / rig.ClockTicks / time.Since(m.at).Seconds()
+}
+
+// ---- 1. intake ----
+
+// memSplit is what a cloud's resident memory is made of, read once a run
+// ends: pages of files (its binary), Go's (what its runtime holds, from its
+// /metrics: an upper bound, as not all of it need be resident) and the rest
+// of its anonymous memory (for SQLite, its page cache and allocator). Zero
+// when unknown.
+type memSplit struct{ file, goMem, other int64 }
+
+func (r *run) cloudMemory() memSplit {
+	if r.cloud == nil || !r.cloud.Running() {
+		return memSplit{}
+	}
+	s, err := rig.ReadProc(r.cloud.PID())
+	if err != nil || s.RssAnon == 0 {
+		return memSplit{}
+	}
+	goMem := r.goMemory()
+	if goMem == 0 {
+		return memSplit{}
+	}
+	return memSplit{file: s.RssFile, goMem: goMem, other: max(0, s.RssAnon-goMem)}
+}
+
+// goMemory is what the cloud's Go runtime holds, in bytes, from its
+// /metrics (0 when unknown).
+func (r *run) goMemory() int64 {
+	ctx, cancel := context.WithTimeout(r.b.ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.cloud.Admin.URL+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Authorization", "Bearer "+r.cloud.Admin.Token)
+	resp, err := r.cloud.Admin.Client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0
+	}
+	return goMemoryOf(string(b))
+}
+
+// goMemoryOf is what the Go runtime holds of a Prometheus text exposition:
+// go_memstats_sys_bytes (all it obtained from the system: heap, stacks,
+// its own structures) less go_memstats_heap_released_bytes (returned to
+// it); 0 unless both are there.
+func goMemoryOf(metrics string) int64 {
+	var sys, released float64
+	found := 0
+	for _, line := range strings.Split(metrics, "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok || (name != "go_memstats_sys_bytes" && name != "go_memstats_heap_released_bytes") {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0
+		}
+		if name == "go_memstats_sys_bytes" {
+			sys = f
+		} else {
+			released = f
+		}
+		found++
+	}
+	if found != 2 || sys < released {
+		return 0
+	}
+	return int64(sys - released)
+}
