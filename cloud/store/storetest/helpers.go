@@ -13,8 +13,6 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- helpers ---
-
 func ptr[T any](v T) *T { return &v }
 
 func hashOf(s string) []byte { return []byte("hash:" + s) }

@@ -12,8 +12,8 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- the operator's cross-host reads and the results hosts report ---
-
+// exerciseInspect covers the operator's cross-host reads and the results
+// hosts report.
 func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("DeliveryFind", func(t *testing.T) {
 		t.Parallel()

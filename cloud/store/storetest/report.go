@@ -11,8 +11,8 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- a host's report: acks, nacks, extends and release in one transaction ---
-
+// exerciseReport covers a host's report: acks, nacks, extends and release
+// in one transaction.
 func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("Report", func(t *testing.T) {
 		t.Parallel()
