@@ -58,6 +58,13 @@ type Dialect interface {
 	// until its transaction ends ("" for an engine whose writers take
 	// turns).
 	ForUpdate() string
+	// SkipLocked is the clause that keeps a SELECT of rows to change from
+	// waiting on, or taking, rows another transaction holds ("" for an
+	// engine whose writers take turns).
+	SkipLocked() string
+	// RowKey is the column that names a delivery most cheaply: its
+	// primary key, or the engine's own row id.
+	RowKey() string
 }
 
 // DB is an engine's database as the flows use it.

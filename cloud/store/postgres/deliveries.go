@@ -539,48 +539,6 @@ func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.T
 	return utcPtr(next), nil
 }
 
-func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
-	n, err := s.deleteDeliveries(ctx, `
-		SELECT delivery_id FROM deliveries WHERE host_id = $1 AND status = $2
-		LIMIT $3 FOR UPDATE SKIP LOCKED`,
-		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery purge dlq: %w", err)
-	}
-	return n, nil
-}
-
-func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams) (int, error) {
-	if !slices.Contains(store.PrunableStatuses, p.Status) {
-		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
-	}
-	n, err := s.deleteDeliveries(ctx, pruneQuery(p.Status), ms(p.Before), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery prune: %w", err)
-	}
-	return n, nil
-}
-
-// pruneQuery selects a batch of deliveries in status (one of
-// store.PrunableStatuses) last changed before $1. The status is part of the
-// text, not a parameter: only then can the planner use that status's partial
-// index (a parameter's value cannot be proved to meet its predicate).
-func pruneQuery(status store.Status) string {
-	return `SELECT delivery_id FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < $1
-		ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`
-}
-
-// deleteDeliveries deletes the deliveries whose ids the query selects, and
-// (by the foreign key's cascade) their audit trails. The query locks what it
-// selects, skipping rows another replica is deleting or changing.
-func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...any) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM deliveries WHERE delivery_id IN (`+selectIDs+`)`, args...)
-	if err != nil {
-		return 0, interpretError(err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.pool.QueryRow(ctx, `
 		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,

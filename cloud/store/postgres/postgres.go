@@ -26,9 +26,14 @@ import (
 
 // Store implements store.Store on a pgx connection pool.
 type Store struct {
-	// Alerts is the store's presence and alerting, written once for both
-	// engines over the pool (flowDB).
+	// Alerts is the store's presence and alerting, Edge its rejections,
+	// quarantine reads and settings, Sessions the console's logins, Purge
+	// its batched deletes of deliveries: written once for both engines over
+	// the pool (flowDB).
 	flow.Alerts
+	flow.Edge
+	flow.Sessions
+	flow.Purge
 
 	pool *pgxpool.Pool
 	// listenPID is the backend pid of DeliveryListen's session while it
@@ -62,7 +67,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres open: %w", err)
 	}
-	return &Store{Alerts: flow.Alerts{DB: flowDB{pool}}, pool: pool}, nil
+	db := flowDB{pool}
+	return &Store{Alerts: flow.Alerts{DB: db}, Edge: flow.Edge{DB: db}, Sessions: flow.Sessions{DB: db},
+		Purge: flow.Purge{DB: db}, pool: pool}, nil
 }
 
 // Migrate applies pending migrations under a Postgres advisory lock, so
@@ -79,20 +86,7 @@ func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) 
 	if err != nil {
 		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres,
-		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	applied, err := p.Up(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	v, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: schema version: %w", err)
-	}
-	return store.MigrateResult{Applied: len(applied), Version: v}, nil
+	return flow.Migrate(ctx, goose.DialectPostgres, db, migrations.Postgres, goose.WithSessionLocker(locker))
 }
 
 func (s *Store) Ping(ctx context.Context) error {

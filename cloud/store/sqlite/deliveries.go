@@ -455,52 +455,6 @@ func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.T
 	return next, nil
 }
 
-func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
-	n, err := s.deleteDeliveries(ctx, `
-		SELECT rowid FROM deliveries WHERE host_id = ? AND status = ? LIMIT ?`,
-		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery purge dlq: %w", err)
-	}
-	return n, nil
-}
-
-func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams) (int, error) {
-	if !slices.Contains(store.PrunableStatuses, p.Status) {
-		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
-	}
-	n, err := s.deleteDeliveries(ctx, pruneQuery(p.Status), dbTime(p.Before), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery prune: %w", err)
-	}
-	return n, nil
-}
-
-// pruneQuery selects a batch of deliveries in status (one of
-// store.PrunableStatuses) last changed before the first argument. The status
-// is part of the text, not a parameter: only then can the planner use that
-// status's partial index (a parameter's value cannot be proved to meet its
-// predicate).
-func pruneQuery(status store.Status) string {
-	return `SELECT rowid FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < ?
-		ORDER BY updated_at LIMIT ?`
-}
-
-func deleteQuery(selectRowids string) string {
-	return `DELETE FROM deliveries WHERE rowid IN (` + selectRowids + `)`
-}
-
-// deleteDeliveries deletes the deliveries whose rowids the query selects,
-// and (by the triggers) their bodies, audit trails and results.
-func (s *Store) deleteDeliveries(ctx context.Context, selectRowids string, args ...any) (int, error) {
-	res, err := s.write.ExecContext(ctx, deleteQuery(selectRowids), args...)
-	if err != nil {
-		return 0, interpretError(err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
-}
-
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.read.QueryRowContext(ctx, `
 		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE `+ofHost,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/cloud/store/storetest"
 	"github.com/relaykit/relay/migrations"
 	"github.com/relaykit/relay/shared/dbfile/dbfiletest"
@@ -89,7 +90,7 @@ func TestPruneUsesItsStatusIndex(t *testing.T) {
 	s := migrated(ctx, t)
 	for _, status := range store.PrunableStatuses {
 		require.Equal(t, []string{"SEARCH deliveries USING COVERING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
-			queryPlan(ctx, t, s, pruneQuery(status), 0, 10), "status %s", status)
+			queryPlan(ctx, t, s, numbered(flow.PruneQuery(flowDB{}, status)), 0, 10), "status %s", status)
 	}
 }
 
@@ -375,7 +376,7 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 	for _, status := range store.PrunableStatuses {
 		require.Equal(t, []string{"SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)", "LIST SUBQUERY 1",
 			"SEARCH deliveries USING COVERING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
-			queryPlan(ctx, t, s, deleteQuery(pruneQuery(status)), 0, 10), "prune %s", status)
+			queryPlan(ctx, t, s, numbered(flow.DeleteQuery(flowDB{}, flow.PruneQuery(flowDB{}, status))), 0, 10), "prune %s", status)
 	}
 	// The audit trail after an id, with each event's delivery.
 	q, args := store.EventsQuery(&store.DeliveryEventListAfterParams{AfterID: 7}, eventsDelivery)

@@ -28,9 +28,14 @@ import (
 
 // Store implements store.Store on one SQLite database file.
 type Store struct {
-	// Alerts is the store's presence and alerting, written once for both
-	// engines over the Store (flowDB).
+	// Alerts is the store's presence and alerting, Edge its rejections,
+	// quarantine reads and settings, Sessions the console's logins, Purge
+	// its batched deletes of deliveries: written once for both engines over
+	// the Store (flowDB).
 	flow.Alerts
+	flow.Edge
+	flow.Sessions
+	flow.Purge
 
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
@@ -185,7 +190,8 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(), ipsets: newListeners(),
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
-	s.Alerts = flow.Alerts{DB: flowDB{s}}
+	db := flowDB{s}
+	s.Alerts, s.Edge, s.Sessions, s.Purge = flow.Alerts{DB: db}, flow.Edge{DB: db}, flow.Sessions{DB: db}, flow.Purge{DB: db}
 	go s.checkpointer(ckptCtx)
 	return s, nil
 }
@@ -197,19 +203,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) {
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	applied, err := p.Up(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	v, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: schema version: %w", err)
-	}
-	return store.MigrateResult{Applied: len(applied), Version: v}, nil
+	return flow.Migrate(ctx, goose.DialectSQLite3, s.write, migrations.SQLite)
 }
 
 func (s *Store) Ping(ctx context.Context) error {

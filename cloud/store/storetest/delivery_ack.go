@@ -133,9 +133,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		late := base.Add(leaseFor + time.Minute)
-		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, late))
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, late))
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d.ID).Status)
 
 		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, late, d.ID), "a late ack still counts")
@@ -265,9 +263,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.TransitionExtend.Reason, ev.Reason)
 
 		// Past the original lease: the extended one lives on, the other expires.
-		n, err = s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, base.Add(leaseFor+time.Minute)))
-		require.NoError(t, err)
-		require.Equal(t, 2, n, "d2 and the other host's")
+		require.Equal(t, 2, expire(ctx, t, s, delivery.DefaultRetryPolicy, base.Add(leaseFor+time.Minute)), "d2 and the other host's")
 		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, d1.ID).Status)
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d2.ID).Status)
 		// The other host's answer was never written: due again at once.

@@ -154,17 +154,7 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Nil(t, res.Delivery.NextRetryAt)
 		require.Nil(t, res.Delivery.DLQAt)
 
-		ev := lastEvent(ctx, t, s, d.ID)
-		require.Equal(t, store.StatusDLQ, ev.From)
-		require.Equal(t, store.StatusQueued, ev.To)
-		require.Equal(t, store.TransitionRevive.Reason, ev.Reason)
-		require.Zero(t, ev.Attempt)
-		require.Equal(t, now, ev.At)
-
-		// It is handed out again, as a first attempt.
-		leased := lease(ctx, t, s, b.host.ID, 10, 0, now)
-		require.Equal(t, []string{d.ID}, ids(leased))
-		require.Equal(t, 1, leased[0].Attempts)
+		requireRequeued(ctx, t, s, b.host.ID, d.ID, store.TransitionRevive, now)
 	})
 
 	t.Run("DeliveryListAndCount", func(t *testing.T) {
@@ -377,9 +367,7 @@ func exerciseInsertLeased(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Equal(t, base.Add(leaseFor), *res.Delivery.LeaseExpiresAt)
 		require.Empty(t, lease(ctx, t, s, b.host.ID, 10, 0, base.Add(leaseFor)))
-		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, base.Add(leaseFor+time.Millisecond)))
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, base.Add(leaseFor+time.Millisecond)))
 		require.Equal(t, store.TransitionExpireUnwritten.Reason, lastEvent(ctx, t, s, res.Delivery.ID).Reason)
 		again := lease(ctx, t, s, b.host.ID, 10, 0, base.Add(leaseFor+time.Millisecond))
 		require.Equal(t, []string{res.Delivery.ID}, ids(again))

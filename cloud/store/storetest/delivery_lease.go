@@ -268,9 +268,7 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 		for attempt := 1; attempt <= 2; attempt++ {
 			require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, now), 1)
 			now = now.Add(leaseFor + time.Millisecond)
-			n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, now)) // zero policy: the default
-			require.NoError(t, err)
-			require.Equal(t, 1, n)
+			require.Equal(t, 1, expire(ctx, t, s, delivery.RetryPolicy{}, now)) // zero policy: the default
 			if attempt == 1 {
 				got := get(ctx, t, s, b.host.ID, d.ID)
 				require.Equal(t, store.StatusRetrying, got.Status)
@@ -312,11 +310,7 @@ func exerciseConcurrency(ctx context.Context, t *testing.T, setup setupFunc) {
 				}
 			})
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		waitNoErrors(t, &wg, errs)
 		require.Len(t, want, total)
 		insert(ctx, t, s, b.other.ID, "evt-other", base, deliveryOpts{})
 
@@ -353,11 +347,7 @@ func exerciseConcurrency(ctx context.Context, t *testing.T, setup setupFunc) {
 				}
 			})
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		waitNoErrors(t, &wg, errs)
 		require.Len(t, got, total)
 		for id, n := range got {
 			require.True(t, want[id], id)

@@ -147,6 +147,36 @@ func requireLastEvent(ctx context.Context, t *testing.T, s store.Store, want sto
 	require.Equal(t, want, got)
 }
 
+// requireRequeued checks that a dead letter was put back in the queue by
+// tr at now (its last audit event says so), and that it is handed out
+// again as a first attempt.
+func requireRequeued(ctx context.Context, t *testing.T, s store.Store, hostID, id string, tr store.Transition, now time.Time) {
+	t.Helper()
+	requireLastEvent(ctx, t, s, store.DeliveryEvent{DeliveryID: id, At: now, From: store.StatusDLQ, To: store.StatusQueued, Reason: tr.Reason})
+	leased := lease(ctx, t, s, hostID, 10, 0, now)
+	require.Equal(t, []string{id}, ids(leased))
+	require.Equal(t, 1, leased[0].Attempts, "a first attempt again")
+}
+
+// expire expires the leases due at now under policy, and says how many.
+func expire(ctx context.Context, t *testing.T, s store.Store, policy delivery.RetryPolicy, now time.Time) int {
+	t.Helper()
+	n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(policy, 0, now))
+	require.NoError(t, err)
+	return n
+}
+
+// waitNoErrors waits for wg's goroutines, then fails t with any error they
+// sent on errs.
+func waitNoErrors(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
 // toDLQ inserts a delivery and dead-letters it with a non-retryable nack.
 func toDLQ(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
 	t.Helper()

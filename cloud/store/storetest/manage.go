@@ -61,9 +61,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		late := base.Add(leaseFor + time.Second)
-		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, late))
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Equal(t, 1, expire(ctx, t, s, delivery.RetryPolicy{}, late))
 		again := late.Add(delivery.DefaultRetryPolicy.Delays[1])
 		leased := lease(ctx, t, s, b.host.ID, 1, 0, again)
 		require.Len(t, leased, 1)
@@ -77,9 +75,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 		// The second attempt's ack, or its nack, changes nothing more.
 		require.Zero(t, ack(ctx, t, s, b.host.ID, again.Add(2*time.Second), d.ID))
 		require.Zero(t, nack(ctx, t, s, b.host.ID, again.Add(2*time.Second), delivery.Nack{ID: d.ID, Retryable: false}))
-		n, err = s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.RetryPolicy{}, 0, again.Add(time.Hour)))
-		require.NoError(t, err)
-		require.Zero(t, n, "an acked delivery has no lease left to expire")
+		require.Zero(t, expire(ctx, t, s, delivery.RetryPolicy{}, again.Add(time.Hour)), "an acked delivery has no lease left to expire")
 		require.Equal(t, store.StatusAcked, get(ctx, t, s, b.host.ID, d.ID).Status)
 	})
 
@@ -116,11 +112,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 				}
 			})
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		waitNoErrors(t, &wg, errs)
 		require.Equal(t, total, expired)
 		counts, err := s.DeliveryCountByStatus(ctx, b.host.ID)
 		require.NoError(t, err)
@@ -198,9 +190,7 @@ func exerciseSchedules(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 4, res.Delivery.MaxAttempts, "an explicit max wins")
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 10, 0, base), 1)
 		late := base.Add(leaseFor + time.Second)
-		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, late))
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, late))
 		require.Equal(t, ptr(late.Add(7*time.Second)), get(ctx, t, s, b.host.ID, res.Delivery.ID).NextRetryAt)
 
 		// Without a schedule: the fallback policy of the call.
@@ -241,15 +231,7 @@ func exerciseRetry(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Nil(t, d.NextRetryAt)
 		require.Equal(t, now, d.UpdatedAt)
 		require.Equal(t, d, func() *store.Delivery { g := get(ctx, t, s, b.host.ID, dead.ID); g.RawBody = nil; return g }())
-		ev := lastEvent(ctx, t, s, dead.ID)
-		require.Equal(t, store.StatusDLQ, ev.From)
-		require.Equal(t, store.StatusQueued, ev.To)
-		require.Equal(t, store.TransitionRetry.Reason, ev.Reason)
-		require.Zero(t, ev.Attempt)
-		require.Equal(t, now, ev.At)
-		leased := lease(ctx, t, s, b.host.ID, 10, 0, now)
-		require.Equal(t, []string{dead.ID}, ids(leased))
-		require.Equal(t, 1, leased[0].Attempts, "a first attempt again")
+		requireRequeued(ctx, t, s, b.host.ID, dead.ID, store.TransitionRetry, now)
 
 		// A retrying delivery waits no longer.
 		waiting := insert(ctx, t, s, b.host.ID, "evt-wait", base, deliveryOpts{})
