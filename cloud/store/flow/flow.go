@@ -1,6 +1,8 @@
 // Package flow writes once the store's transactions whose SQL is the same
 // on both engines — presence, alerts, their sinks and outbox, the intake
-// 5xx counts, the host list with counts — over a DB each engine implements
+// 5xx counts, the host list with counts, rejections, the quarantine's
+// reads, settings, console sessions, IP sets, purges and pruning,
+// migrations — over a DB each engine implements
 // (as River composes its queue over riverdriver's Executor), and the order
 // in which a host's report is applied (Report), over the steps each engine
 // writes in its own SQL. What is truly dialect (leasing, batch inserts,

@@ -18,8 +18,8 @@ import (
 const (
 	defaultLeaseMax  = 100
 	defaultListLimit = 100
-	// defaultBatch bounds expiry, pruning and purging per call, so that
-	// each transaction stays short.
+	// defaultBatch bounds lease expiry per call (as flow.Upkeep bounds
+	// purging and pruning), so that each transaction stays short.
 	defaultBatch = 1000
 )
 

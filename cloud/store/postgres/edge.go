@@ -80,18 +80,6 @@ func (s *Store) quarantineFull(ctx context.Context, p *store.QuarantineInsertPar
 
 // --- source secrets ---
 
-func (s *Store) SourceListAll(ctx context.Context) ([]*store.Source, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+sourceColumns+` FROM sources ORDER BY host_id, name`)
-	if err != nil {
-		return nil, fmt.Errorf("source list all: %w", err)
-	}
-	sources, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Source, error) { return scanSource(r) })
-	if err != nil {
-		return nil, fmt.Errorf("source list all: %w", err)
-	}
-	return sources, nil
-}
-
 func (s *Store) SourceSetSecrets(ctx context.Context, p *store.SourceSetSecretsParams) error {
 	secrets, err := json.Marshal(store.OrEmpty(p.Secrets))
 	if err != nil {

@@ -69,14 +69,6 @@ func orEmptyMap[V any](m map[string]V) map[string]V {
 
 // --- source secrets ---
 
-func (s *Store) SourceListAll(ctx context.Context) ([]*store.Source, error) {
-	sources, err := queryAll(ctx, s.read, scanSource, `SELECT `+sourceColumns+` FROM sources ORDER BY host_id, name`)
-	if err != nil {
-		return nil, fmt.Errorf("source list all: %w", err)
-	}
-	return sources, nil
-}
-
 func (s *Store) SourceSetSecrets(ctx context.Context, p *store.SourceSetSecretsParams) error {
 	secrets, err := json.Marshal(store.OrEmpty(p.Secrets))
 	if err != nil {

@@ -28,14 +28,17 @@ import (
 
 // Store implements store.Store on one SQLite database file.
 type Store struct {
-	// Alerts is the store's presence and alerting, Edge its rejections,
-	// quarantine reads and settings, Sessions the console's logins, Purge
-	// its batched deletes of deliveries: written once for both engines over
-	// the Store (flowDB).
+	// What both engines share is written once in package flow, over the
+	// Store (flowDB): presence and alerting (Alerts); rejections, the
+	// quarantine's reads and settings (Edge); console logins (Sessions);
+	// sets of sender addresses (IPSets); reads of sources (Sources);
+	// batched purges, pruning and claim-code expiry (Upkeep).
 	flow.Alerts
 	flow.Edge
 	flow.Sessions
-	flow.Purge
+	flow.IPSets
+	flow.Sources
+	flow.Upkeep
 
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
@@ -191,7 +194,8 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
 	db := flowDB{s}
-	s.Alerts, s.Edge, s.Sessions, s.Purge = flow.Alerts{DB: db}, flow.Edge{DB: db}, flow.Sessions{DB: db}, flow.Purge{DB: db}
+	s.Alerts, s.Edge, s.Sessions = flow.Alerts{DB: db}, flow.Edge{DB: db}, flow.Sessions{DB: db}
+	s.IPSets, s.Sources, s.Upkeep = flow.IPSets{DB: db}, flow.Sources{DB: db}, flow.Upkeep{DB: db}
 	go s.checkpointer(ckptCtx)
 	return s, nil
 }
