@@ -236,20 +236,6 @@ func answerInserted(ps []*store.DeliveryInsertParams, idx []int, inserted map[st
 	return repeats
 }
 
-func (s *Store) DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error) {
-	var m store.DigestMatch
-	err := s.pool.QueryRow(ctx, `
-		SELECT delivery_id, event_id, received_at FROM deliveries
-		WHERE host_id = $1 AND source = $2 AND body_sha256 = $3 AND received_at >= $4
-		ORDER BY event_id = $5 DESC, received_at DESC LIMIT 1`,
-		p.HostID, p.Source, p.Digest, ms(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, &m.ReceivedAt)
-	if err != nil {
-		return nil, fmt.Errorf("delivery by digest: %w", interpretError(err))
-	}
-	m.ReceivedAt = m.ReceivedAt.UTC()
-	return &m, nil
-}
-
 // querier runs a statement on the pool (a transaction of its own) or in a
 // transaction.
 type querier interface {
@@ -528,17 +514,6 @@ func (s *Store) HostStopping(ctx context.Context, hostID string) error {
 	return nil
 }
 
-func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {
-	var next *time.Time
-	err := s.pool.QueryRow(ctx, `
-		SELECT min(next_retry_at) FROM deliveries WHERE host_id = $1 AND status = 'retrying'`,
-		hostID).Scan(&next)
-	if err != nil {
-		return nil, fmt.Errorf("delivery next retry at: %w", err)
-	}
-	return utcPtr(next), nil
-}
-
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.pool.QueryRow(ctx, `
 		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
@@ -592,24 +567,6 @@ func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*st
 		return nil, fmt.Errorf("delivery event list: %w", err)
 	}
 	return events, nil
-}
-
-func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM deliveries WHERE host_id = $1 GROUP BY status`, hostID)
-	if err != nil {
-		return nil, fmt.Errorf("delivery count by status: %w", err)
-	}
-	counts := flow.ZeroCounts()
-	var status string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
-		counts[store.Status(status)] = n
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("delivery count by status: %w", err)
-	}
-	return counts, nil
 }
 
 // candidatesQuery reads the host's first available deliveries, $3 of them

@@ -26,17 +26,9 @@ import (
 
 // Store implements store.Store on a pgx connection pool.
 type Store struct {
-	// What both engines share is written once in package flow, over the
-	// pool (flowDB): presence and alerting (Alerts); rejections, the
-	// quarantine's reads and settings (Edge); console logins (Sessions);
-	// sets of sender addresses (IPSets); reads of sources (Sources);
-	// batched purges, pruning and claim-code expiry (Upkeep).
-	flow.Alerts
-	flow.Edge
-	flow.Sessions
-	flow.IPSets
-	flow.Sources
-	flow.Upkeep
+	// Shared is what both engines share, written once in package flow over
+	// the pool (flowDB).
+	flow.Shared
 
 	pool *pgxpool.Pool
 	// listenPID is the backend pid of DeliveryListen's session while it
@@ -70,9 +62,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres open: %w", err)
 	}
-	db := flowDB{pool}
-	return &Store{Alerts: flow.Alerts{DB: db}, Edge: flow.Edge{DB: db}, Sessions: flow.Sessions{DB: db},
-		IPSets: flow.IPSets{DB: db}, Sources: flow.Sources{DB: db}, Upkeep: flow.Upkeep{DB: db}, pool: pool}, nil
+	return &Store{Shared: flow.NewShared(flowDB{pool}), pool: pool}, nil
 }
 
 // Migrate applies pending migrations under a Postgres advisory lock, so

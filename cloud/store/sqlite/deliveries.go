@@ -444,17 +444,6 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	return d, nil
 }
 
-func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {
-	var next *time.Time
-	err := s.read.QueryRowContext(ctx, `
-		SELECT min(next_retry_at) FROM deliveries WHERE host_id = ? AND status = 'retrying'`,
-		hostID).Scan(nullTimeCol{&next})
-	if err != nil {
-		return nil, fmt.Errorf("delivery next retry at: %w", err)
-	}
-	return next, nil
-}
-
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.read.QueryRowContext(ctx, `
 		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE `+ofHost,
@@ -509,26 +498,6 @@ func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*st
 		return nil, fmt.Errorf("delivery event list: %w", err)
 	}
 	return events, nil
-}
-
-func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
-	type count struct {
-		status store.Status
-		n      int
-	}
-	rows, err := queryAll(ctx, s.read, func(r scanner) (count, error) {
-		var c count
-		err := r.Scan(&c.status, &c.n)
-		return c, err
-	}, `SELECT status, count(*) FROM deliveries WHERE host_id = ? GROUP BY status`, hostID)
-	if err != nil {
-		return nil, fmt.Errorf("delivery count by status: %w", err)
-	}
-	counts := flow.ZeroCounts()
-	for _, c := range rows {
-		counts[c.status] = c.n
-	}
-	return counts, nil
 }
 
 // leaseCandidates lists a host's available deliveries, oldest first. The
@@ -1031,17 +1000,4 @@ func digestOrNull(d []byte) any {
 		return nil
 	}
 	return d
-}
-
-func (s *Store) DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error) {
-	var m store.DigestMatch
-	err := s.read.QueryRowContext(ctx, `
-		SELECT delivery_id, event_id, received_at FROM deliveries
-		WHERE host_id = ? AND source = ? AND body_sha256 = ? AND received_at >= ?
-		ORDER BY event_id = ? DESC, received_at DESC LIMIT 1`,
-		p.HostID, p.Source, p.Digest, dbTime(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, timeCol{&m.ReceivedAt})
-	if err != nil {
-		return nil, fmt.Errorf("delivery by digest: %w", interpretError(err))
-	}
-	return &m, nil
 }

@@ -28,17 +28,9 @@ import (
 
 // Store implements store.Store on one SQLite database file.
 type Store struct {
-	// What both engines share is written once in package flow, over the
-	// Store (flowDB): presence and alerting (Alerts); rejections, the
-	// quarantine's reads and settings (Edge); console logins (Sessions);
-	// sets of sender addresses (IPSets); reads of sources (Sources);
-	// batched purges, pruning and claim-code expiry (Upkeep).
-	flow.Alerts
-	flow.Edge
-	flow.Sessions
-	flow.IPSets
-	flow.Sources
-	flow.Upkeep
+	// Shared is what both engines share, written once in package flow over
+	// the Store (flowDB).
+	flow.Shared
 
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
@@ -193,9 +185,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(), ipsets: newListeners(),
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
-	db := flowDB{s}
-	s.Alerts, s.Edge, s.Sessions = flow.Alerts{DB: db}, flow.Edge{DB: db}, flow.Sessions{DB: db}
-	s.IPSets, s.Sources, s.Upkeep = flow.IPSets{DB: db}, flow.Sources{DB: db}, flow.Upkeep{DB: db}
+	s.Shared = flow.NewShared(flowDB{s})
 	go s.checkpointer(ckptCtx)
 	return s, nil
 }
