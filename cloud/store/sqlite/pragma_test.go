@@ -146,6 +146,14 @@ func migrated(ctx context.Context, t *testing.T) *Store {
 	return s
 }
 
+// migrator is goose's provider of the store's migrations, on its writer.
+func migrator(t *testing.T, s *Store) *goose.Provider {
+	t.Helper()
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	return p
+}
+
 // queryPlan is the detail column of EXPLAIN QUERY PLAN for query.
 func queryPlan(ctx context.Context, t *testing.T, s *Store, query string, args ...any) []string {
 	t.Helper()
@@ -157,16 +165,13 @@ func queryPlan(ctx context.Context, t *testing.T, s *Store, query string, args .
 func TestMigrateBodies(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
-	storetest.MigrateBodies(ctx, t, s, storetest.Migration{
-		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 3); return err },
-		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
-		InlineBody: func(ctx context.Context, id string) (body []byte, err error) {
-			err = s.write.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = ?`, id).Scan(&body)
-			return body, err
-		},
-	})
+	p := migrator(t, s)
+	m := storetest.GooseMigration(p, 3)
+	m.InlineBody = func(ctx context.Context, id string) (body []byte, err error) {
+		err = s.write.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = ?`, id).Scan(&body)
+		return body, err
+	}
+	storetest.MigrateBodies(ctx, t, s, m)
 }
 
 func TestDeletesLeaveNothing(t *testing.T) {
