@@ -16,29 +16,12 @@ import (
 type Deliveries struct{ DB DB }
 
 func (d Deliveries) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
-	counts, err := All(ctx, d.DB.Read(), ScanStatusCount,
+	counts, err := All(ctx, d.DB.Read(), ScanCount[store.Status],
 		`SELECT status, count(*) FROM deliveries WHERE host_id = $1 GROUP BY status`, hostID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
-	out := ZeroCounts()
-	for _, c := range counts {
-		out[c.Status] = c.N
-	}
-	return out, nil
-}
-
-// StatusCount is how many deliveries a status has.
-type StatusCount struct {
-	Status store.Status
-	N      int
-}
-
-// ScanStatusCount reads a status and its count.
-func ScanStatusCount(row Scanner) (StatusCount, error) {
-	var c StatusCount
-	err := row.Scan(&c.Status, &c.N)
-	return c, err
+	return AddCounts(ZeroCounts(), counts), nil
 }
 
 func (d Deliveries) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {

@@ -2,12 +2,10 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 )
 
 func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParams) ([]store.VolumeHour, error) {
@@ -15,12 +13,7 @@ func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParam
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("delivery volume: %w", err)
-	}
-	defer rows.Close()
-	return store.VolumeHours(p, scanVolume(rows))
+	return flow.Volume(ctx, s.db().Read(), p, q, args)
 }
 
 // volumeQuery is DeliveryVolume's query in Postgres: rows are grouped by
@@ -36,16 +29,4 @@ func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
 		ByTime: "host_id = ?",
 	})
 	return numbered(q), args, err
-}
-
-func scanVolume(rows pgx.Rows) func() (string, int, int, bool, error) {
-	return func() (outcome string, hour, n int, ok bool, err error) {
-		if !rows.Next() {
-			return "", 0, 0, false, rows.Err()
-		}
-		var h int32
-		var c int64
-		err = rows.Scan(&outcome, &h, &c)
-		return outcome, int(h), int(c), err == nil, err
-	}
 }

@@ -2,11 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 )
 
 func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParams) ([]store.VolumeHour, error) {
@@ -14,12 +13,7 @@ func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParam
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("delivery volume: %w", err)
-	}
-	defer rows.Close()
-	return store.VolumeHours(p, scanVolume(rows))
+	return flow.Volume(ctx, s.db().Read(), p, q, args)
 }
 
 // volumeQuery is DeliveryVolume's query in SQLite: times are unix
@@ -33,14 +27,4 @@ func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
 		At:     func(t time.Time) any { return dbTime(t) },
 		ByTime: "+host_id = ?",
 	})
-}
-
-func scanVolume(rows *sql.Rows) func() (string, int, int, bool, error) {
-	return func() (outcome string, hour, n int, ok bool, err error) {
-		if !rows.Next() {
-			return "", 0, 0, false, rows.Err()
-		}
-		err = rows.Scan(&outcome, &hour, &n)
-		return outcome, hour, n, err == nil, err
-	}
 }

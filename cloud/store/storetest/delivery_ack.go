@@ -130,8 +130,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("AckAfterLeaseExpiry", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		d := handOutOne(ctx, t, s, b.host.ID, "evt-1", base)
 		late := base.Add(leaseFor + time.Minute)
 		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, late))
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d.ID).Status)
@@ -185,8 +184,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("NackNotRetryable", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		d := leaseOne(ctx, t, s, b.host.ID, "evt-1", base)
 		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d.ID, Error: "400 bad request", Retryable: false}))
 		got := get(ctx, t, s, b.host.ID, d.ID)
 		require.Equal(t, store.StatusDLQ, got.Status, "at once")
@@ -214,8 +212,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("NackIgnored", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		leased := insert(ctx, t, s, b.host.ID, "evt-leased", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		leased := leaseOne(ctx, t, s, b.host.ID, "evt-leased", base)
 		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base.Add(time.Second), deliveryOpts{})
 
 		// Another host's nack changes nothing.

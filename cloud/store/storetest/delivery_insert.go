@@ -21,9 +21,7 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		body := []byte("{\"a\": 1}\n\x00\xff\xfe not utf-8, trailing spaces  ")
 		at := base.Add(987654321 * time.Nanosecond)
 		p := insertParams(b.host.ID, "evt-1", at, deliveryOpts{body: body})
-		res, err := s.DeliveryInsert(ctx, p)
-		require.NoError(t, err)
-		require.Equal(t, store.InsertQueued, res.Outcome)
+		res := insertFor(ctx, t, s, p, store.InsertQueued)
 		d := res.Delivery
 		require.Equal(t, p.ID, d.ID)
 		require.Equal(t, store.StatusQueued, d.Status)
@@ -44,7 +42,7 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, got, d, "the insert answers what a read gives, body aside")
 		sched := insertParams(b.host.ID, "evt-sched", at, deliveryOpts{})
 		sched.RetryDelays, sched.Headers = []time.Duration{0, 1500 * time.Microsecond, time.Minute}, nil
-		res, err = s.DeliveryInsert(ctx, sched)
+		res, err := s.DeliveryInsert(ctx, sched)
 		require.NoError(t, err)
 		got = get(ctx, t, s, b.host.ID, sched.ID)
 		got.RawBody = nil
@@ -79,18 +77,14 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		first := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
 
 		// The provider retries: same event id, later receive time, new delivery id.
-		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(time.Minute), deliveryOpts{}))
-		require.NoError(t, err)
-		require.Equal(t, store.InsertDuplicate, res.Outcome)
+		res := insertFor(ctx, t, s, insertParams(b.host.ID, "evt-1", base.Add(time.Minute), deliveryOpts{}), store.InsertDuplicate)
 		require.Equal(t, first.ID, res.Delivery.ID, "the first delivery is answered")
 		require.Equal(t, store.StatusQueued, res.Delivery.Status)
 
 		// Still a duplicate once acked.
 		require.Len(t, lease(ctx, t, s, b.host.ID, 10, 0, base), 1)
 		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, base, first.ID))
-		res, err = s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", base.Add(2*time.Minute), deliveryOpts{}))
-		require.NoError(t, err)
-		require.Equal(t, store.InsertDuplicate, res.Outcome)
+		res = insertFor(ctx, t, s, insertParams(b.host.ID, "evt-1", base.Add(2*time.Minute), deliveryOpts{}), store.InsertDuplicate)
 		require.Equal(t, first.ID, res.Delivery.ID)
 		require.Equal(t, store.StatusAcked, res.Delivery.Status)
 
@@ -131,9 +125,7 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 
 		// The provider's retry is a duplicate of each host's own delivery.
-		res, err := s.DeliveryInsert(ctx, insertParams(b.other.ID, "evt-1", base, deliveryOpts{}))
-		require.NoError(t, err)
-		require.Equal(t, store.InsertDuplicate, res.Outcome)
+		res := insertFor(ctx, t, s, insertParams(b.other.ID, "evt-1", base, deliveryOpts{}), store.InsertDuplicate)
 		require.Equal(t, second.ID, res.Delivery.ID)
 	})
 
@@ -145,9 +137,7 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NotNil(t, d.DLQAt)
 
 		now := base.Add(time.Hour)
-		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-1", now, deliveryOpts{}))
-		require.NoError(t, err)
-		require.Equal(t, store.InsertRevived, res.Outcome)
+		res := insertFor(ctx, t, s, insertParams(b.host.ID, "evt-1", now, deliveryOpts{}), store.InsertRevived)
 		require.Equal(t, d.ID, res.Delivery.ID)
 		require.Equal(t, store.StatusQueued, res.Delivery.Status)
 		require.Zero(t, res.Delivery.Attempts)
@@ -286,9 +276,7 @@ func exerciseInsertLeased(ctx context.Context, t *testing.T, setup setupFunc) {
 
 		// ...and one stored leased, in the same millisecond.
 		p := leasedParams(b.host.ID, "evt-pushed", at, deliveryOpts{body: body})
-		res, err := s.DeliveryInsert(ctx, p)
-		require.NoError(t, err)
-		require.Equal(t, store.InsertQueued, res.Outcome)
+		res := insertFor(ctx, t, s, p, store.InsertQueued)
 		pushed := res.Delivery
 		require.Equal(t, store.StatusDelivering, pushed.Status)
 		require.Equal(t, 1, pushed.Attempts)

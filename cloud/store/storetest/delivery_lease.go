@@ -171,8 +171,7 @@ func exerciseReleaseUnheld(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("ReleaseUnheld", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		unwritten := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		unwritten := leaseOne(ctx, t, s, b.host.ID, "evt-1", base)
 		lost := insert(ctx, t, s, b.host.ID, "evt-2", base.Add(time.Second), deliveryOpts{})
 		held := insert(ctx, t, s, b.host.ID, "evt-3", base.Add(2*time.Second), deliveryOpts{})
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 2, 0, base), 2)
@@ -209,10 +208,8 @@ func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("ExpireLeases", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		early := insert(ctx, t, s, b.host.ID, "evt-early", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
-		delivered := insert(ctx, t, s, b.host.ID, "evt-delivered", base.Add(time.Second), deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base.Add(time.Second)), 1)
+		early := leaseOne(ctx, t, s, b.host.ID, "evt-early", base)
+		delivered := leaseOne(ctx, t, s, b.host.ID, "evt-delivered", base.Add(time.Second))
 		_, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{delivered.ID}, Now: base.Add(time.Second)})
 		require.NoError(t, err)
 		valid := insert(ctx, t, s, b.host.ID, "evt-valid", base.Add(2*time.Second), deliveryOpts{})

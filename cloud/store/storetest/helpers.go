@@ -67,10 +67,16 @@ func insertParams(hostID, eventID string, at time.Time, o deliveryOpts) *store.D
 
 func insert(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time, o deliveryOpts) *store.Delivery {
 	t.Helper()
-	res, err := s.DeliveryInsert(ctx, insertParams(hostID, eventID, at, o))
+	return insertFor(ctx, t, s, insertParams(hostID, eventID, at, o), store.InsertQueued).Delivery
+}
+
+// insertFor inserts p, which must come out as want.
+func insertFor(ctx context.Context, t *testing.T, s store.Store, p *store.DeliveryInsertParams, want store.InsertOutcome) *store.DeliveryInsertResult {
+	t.Helper()
+	res, err := s.DeliveryInsert(ctx, p)
 	require.NoError(t, err)
-	require.Equal(t, store.InsertQueued, res.Outcome)
-	return res.Delivery
+	require.Equal(t, want, res.Outcome)
+	return res
 }
 
 func get(ctx context.Context, t *testing.T, s store.Store, hostID, id string) *store.Delivery {
@@ -145,6 +151,24 @@ func requireLastEvent(ctx context.Context, t *testing.T, s store.Store, want sto
 	got := *lastEvent(ctx, t, s, want.DeliveryID)
 	got.ID = 0
 	require.Equal(t, want, got)
+}
+
+// leaseOne inserts a delivery at at and leases it: the one delivery the
+// lease takes.
+func leaseOne(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
+	t.Helper()
+	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
+	require.Len(t, lease(ctx, t, s, hostID, 1, 0, at), 1)
+	return d
+}
+
+// handOutOne inserts a delivery at at and hands it out (handOut): the one
+// delivery handed out.
+func handOutOne(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
+	t.Helper()
+	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
+	require.Len(t, handOut(ctx, t, s, hostID, 1, 0, at), 1)
+	return d
 }
 
 // requireRequeued checks that a dead letter was put back in the queue by

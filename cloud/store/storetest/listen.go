@@ -125,12 +125,20 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 // Available); it fails t after 10 s without one.
 func nextWakeUp(t testing.TB, woken <-chan string) string {
 	t.Helper()
+	return receive(t, woken, "no wake-up")
+}
+
+// receive is the next value on ch; it fails t with failure after 10 s
+// without one.
+func receive[T any](t testing.TB, ch <-chan T, failure string) T {
+	t.Helper()
 	select {
-	case h := <-woken:
-		return h
+	case v := <-ch:
+		return v
 	case <-time.After(10 * time.Second):
-		t.Fatal("no wake-up")
-		return ""
+		t.Fatal(failure)
+		var zero T
+		return zero
 	}
 }
 
@@ -149,13 +157,7 @@ func exerciseSockets(ctx context.Context, t *testing.T, setup setupFunc) {
 		defer func() { require.NoError(t, stop()) }()
 		next := func() store.SocketEvent {
 			t.Helper()
-			select {
-			case e := <-told:
-				return e
-			case <-time.After(10 * time.Second):
-				t.Fatal("not told")
-				return store.SocketEvent{}
-			}
+			return receive(t, told, "not told")
 		}
 
 		first, err := s.SocketOpen(ctx, b.host.ID)

@@ -58,8 +58,7 @@ func exerciseManage(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("AckAfterReLease", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		d := handOutOne(ctx, t, s, b.host.ID, "evt-1", base)
 		late := base.Add(leaseFor + time.Second)
 		require.Equal(t, 1, expire(ctx, t, s, delivery.RetryPolicy{}, late))
 		again := late.Add(delivery.DefaultRetryPolicy.Delays[1])
@@ -246,8 +245,7 @@ func exerciseRetry(ctx context.Context, t *testing.T, setup setupFunc) {
 		t.Parallel()
 		s, b := setup(t)
 		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base.Add(time.Hour), deliveryOpts{})
-		leased := insert(ctx, t, s, b.host.ID, "evt-leased", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		leased := leaseOne(ctx, t, s, b.host.ID, "evt-leased", base)
 		acked := insert(ctx, t, s, b.host.ID, "evt-acked", base.Add(time.Second), deliveryOpts{})
 		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
 		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, base, acked.ID))
@@ -301,9 +299,7 @@ func exercisePurgeAndPrune(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.StatusDLQ, get(ctx, t, s, b.other.ID, otherDead.ID).Status, "other hosts keep theirs")
 
 		// The provider's repeat of a purged event is new work.
-		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-dlq-0", base.Add(2*time.Hour), deliveryOpts{}))
-		require.NoError(t, err)
-		require.Equal(t, store.InsertQueued, res.Outcome)
+		insert(ctx, t, s, b.host.ID, "evt-dlq-0", base.Add(2*time.Hour), deliveryOpts{})
 	})
 
 	t.Run("Prune", func(t *testing.T) {

@@ -180,9 +180,7 @@ func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 		// Revived by the provider's repeat: the same.
 		handBack()
 		deadLetter()
-		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-budget", now, deliveryOpts{maxAttempts: 2}))
-		require.NoError(t, err)
-		require.Equal(t, store.InsertRevived, res.Outcome)
+		res := insertFor(ctx, t, s, insertParams(b.host.ID, "evt-budget", now, deliveryOpts{maxAttempts: 2}), store.InsertRevived)
 		require.Equal(t, 2, res.Delivery.MaxAttempts)
 		require.Zero(t, res.Delivery.Attempts)
 		require.Equal(t, 2, get(ctx, t, s, b.host.ID, d.ID).MaxAttempts)
