@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/relaykit/relay/cloud/store"
 )
 
 // ErrNoRows is what a row's Scan returns when its query found none.
@@ -67,6 +69,9 @@ type Dialect interface {
 	// RowKey is the column that names a delivery most cheaply: its
 	// primary key, or the engine's own row id.
 	RowKey() string
+	// VolumeQuery is DeliveryVolume's query (store.VolumeQuery) in the
+	// engine's SQL and placeholders, with its arguments.
+	VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error)
 }
 
 // DB is an engine's database as the flows use it.

@@ -1,8 +1,8 @@
 package flow
 
 // Shared is what flow implements of store.Store, for an engine's Store to
-// embed: presence and alerting (Alerts); a host's counts, next retry and
-// digest lookups (Deliveries); rejections, the quarantine's reads and
+// embed: presence and alerting (Alerts); a host's counts, next retry,
+// digest lookups and volume (Deliveries); rejections, the quarantine's reads and
 // settings (Edge); console logins (Sessions); sets of sender addresses
 // (IPSets); reads of sources (Sources); batched purges, pruning and
 // claim-code expiry (Upkeep).

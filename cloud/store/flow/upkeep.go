@@ -8,10 +8,6 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// upkeepBatch bounds purging, pruning and claim-code expiry per call, as
-// the engines bound lease expiry, so that each statement stays short.
-const upkeepBatch = 1000
-
 // Upkeep implements, on DB, the store's batched upkeep: DLQ purges and
 // retention pruning of deliveries (DeliveryPurgeDLQ, DeliveryPrune) and
 // the expiry of hosts' claim codes (HostExpireClaimCodes). A batch is
@@ -25,7 +21,7 @@ func (u Upkeep) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQP
 	key := u.DB.RowKey()
 	n, err := u.DB.Write().Exec(ctx, DeleteQuery(u.DB, `
 		SELECT `+key+` FROM deliveries WHERE host_id = $1 AND status = $2 LIMIT $3`+u.DB.SkipLocked()),
-		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, upkeepBatch))
+		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, DefaultBatch))
 	if err != nil {
 		return 0, fmt.Errorf("delivery purge dlq: %w", err)
 	}
@@ -37,7 +33,7 @@ func (u Upkeep) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams)
 		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
 	}
 	n, err := u.DB.Write().Exec(ctx, DeleteQuery(u.DB, PruneQuery(u.DB, p.Status)),
-		u.DB.Time(p.Before), store.LimitOr(p.Limit, upkeepBatch))
+		u.DB.Time(p.Before), store.LimitOr(p.Limit, DefaultBatch))
 	if err != nil {
 		return 0, fmt.Errorf("delivery prune: %w", err)
 	}
@@ -67,7 +63,7 @@ func (u Upkeep) HostExpireClaimCodes(ctx context.Context, p *store.HostExpireCla
 			WHERE claim_code_hash IS NOT NULL AND claim_expires_at <= $1
 			ORDER BY claim_expires_at
 			LIMIT $2`+u.DB.SkipLocked()+`)`,
-		u.DB.Time(p.Now), store.LimitOr(p.Limit, upkeepBatch))
+		u.DB.Time(p.Now), store.LimitOr(p.Limit, DefaultBatch))
 	if err != nil {
 		return 0, fmt.Errorf("host expire claim codes: %w", err)
 	}

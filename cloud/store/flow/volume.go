@@ -7,10 +7,9 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// Volume runs an engine's DeliveryVolume query on q — store.VolumeQuery in
-// the engine's SQL, with its placeholders — and lays its rows out as
-// store.DeliveryVolume answers them.
-func Volume(ctx context.Context, q Executor, p *store.DeliveryVolumeParams, query string, args []any) ([]store.VolumeHour, error) {
+// volume runs an engine's DeliveryVolume query (Dialect.VolumeQuery) on q
+// and lays its rows out as store.DeliveryVolume answers them.
+func volume(ctx context.Context, q Executor, p *store.DeliveryVolumeParams, query string, args []any) ([]store.VolumeHour, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery volume: %w", err)

@@ -15,23 +15,11 @@ import (
 	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
-const (
-	defaultLeaseMax  = 100
-	defaultListLimit = 100
-	// defaultBatch bounds lease expiry per call (as flow.Upkeep bounds
-	// purging and pruning), so that each transaction stays short.
-	defaultBatch = 1000
-)
-
-const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
-	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
-	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
-
-// bodyColumn reads a delivery's body beside deliveryColumns: bodies live in
+// bodyColumn reads a delivery's body beside flow.DeliveryColumns: bodies live in
 // a table of their own, so that state changes do not rewrite them.
 const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = deliveries.delivery_id)`
 
-// scanDelivery scans deliveryColumns, followed by the body when withBody.
+// scanDelivery scans flow.DeliveryColumns, followed by the body when withBody.
 func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
 	var d store.Delivery
 	var headers, delays []byte
@@ -344,7 +332,7 @@ func lockExisting(ctx context.Context, tx pgx.Tx, ps []*store.DeliveryInsertPara
 		hosts[j], sources[j], events[j] = ps[i].HostID, ps[i].Source, ps[i].EventID
 	}
 	out, err := tx.Query(ctx, `
-		SELECT `+deliveryColumns+` FROM deliveries
+		SELECT `+flow.DeliveryColumns+` FROM deliveries
 		WHERE (host_id, source, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
 		ORDER BY host_id, source, event_id
 		FOR UPDATE`, hosts, sources, events)
@@ -402,7 +390,7 @@ func requeue(ctx context.Context, tx pgx.Tx, tr store.Transition, existing *stor
 		SET status = $2, attempts = 0, max_attempts = $5, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
 			last_error = '', updated_at = $3
 		WHERE delivery_id = $1 AND status = ANY($4)
-		RETURNING `+deliveryColumns,
+		RETURNING `+flow.DeliveryColumns,
 		existing.ID, string(tr.To), now, statusNames(tr.From), store.RequeueMaxAttempts(existing.MaxAttempts, handBacks)), false)
 	if err != nil {
 		return nil, err
@@ -422,7 +410,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	var d *store.Delivery
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		existing, err := scanDelivery(tx.QueryRow(ctx, `
-			SELECT `+deliveryColumns+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2
+			SELECT `+flow.DeliveryColumns+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2
 			FOR UPDATE`, p.HostID, p.ID), false)
 		if err != nil {
 			return err
@@ -516,7 +504,7 @@ func (s *Store) HostStopping(ctx context.Context, hostID string) error {
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.pool.QueryRow(ctx, `
-		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
+		SELECT `+flow.DeliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
 		hostID, id), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
@@ -527,10 +515,10 @@ func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Deli
 func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) ([]*store.Delivery, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = defaultListLimit
+		limit = flow.DefaultListLimit
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT `+deliveryColumns+` FROM deliveries
+		SELECT `+flow.DeliveryColumns+` FROM deliveries
 		WHERE host_id = $1
 			AND ($2::text = '' OR status = $2)
 			AND ($3::text = '' OR source = $3)
@@ -584,7 +572,7 @@ const (
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
-		max = defaultLeaseMax
+		max = flow.DefaultLeaseMax
 	}
 	now := ms(p.Now)
 	leaseUntil := ms(p.Now.Add(p.LeaseFor))
@@ -639,7 +627,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 				UPDATE deliveries
 				SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
 				WHERE delivery_id = ANY($1) AND status = ANY($5)
-				RETURNING `+deliveryColumns+`, `+bodyColumn+`
+				RETURNING `+flow.DeliveryColumns+`, `+bodyColumn+`
 			), events AS (
 				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 				SELECT c.delivery_id, $4, f.status, $2, $6, c.attempts
@@ -655,12 +643,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		slices.SortFunc(leased, func(a, b *store.Delivery) int {
-			if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
-				return c
-			}
-			return strings.Compare(a.ID, b.ID)
-		})
+		flow.InLeaseOrder(leased)
 		return nil
 	})
 	if err != nil {
@@ -669,16 +652,14 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
-const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
-
 // lockTransitionable locks host $1's deliveries among ids $2 whose status
 // is among $3 (those a transition allows), and returns their
-// failingColumns: each found by its key (lockByKey), in id order so that
+// flow.FailingColumns: each found by its key (lockByKey), in id order so that
 // concurrent callers cannot deadlock.
 const lockTransitionable = `SELECT d.* FROM (SELECT DISTINCT delivery_id FROM unnest($2::text[]) AS i(delivery_id) ORDER BY 1) a
-	CROSS JOIN LATERAL (SELECT ` + failingColumns + ` FROM deliveries d WHERE ` + lockByKey + `) d`
+	CROSS JOIN LATERAL (SELECT ` + flow.FailingColumns + ` FROM deliveries d WHERE ` + lockByKey + `) d`
 
-// collectFailing reads failingColumns: deliveries whose attempt is
+// collectFailing reads flow.FailingColumns: deliveries whose attempt is
 // failing, as the delivery core decides from.
 func collectFailing(rows pgx.Rows) ([]store.Failing, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Failing, error) {
@@ -920,7 +901,7 @@ func (st steps) Unheld(ctx context.Context, hostID string, held []string) ([]sto
 		held = []string{} // NULL would match nothing
 	}
 	rows, err := st.q.Query(ctx, `
-		SELECT `+failingColumns+` FROM deliveries
+		SELECT `+flow.FailingColumns+` FROM deliveries
 		WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
 		ORDER BY delivery_id
 		FOR UPDATE`, hostID, statusNames(store.TransitionAnswerLost.From), held)
@@ -967,12 +948,12 @@ func raisedMaxAttempts(fl store.Failure) *int32 {
 }
 
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
-	limit := store.LimitOr(p.Limit, defaultBatch)
+	limit := store.LimitOr(p.Limit, flow.DefaultBatch)
 	now := ms(p.Now)
 	tr := store.TransitionExpire
 	return s.failing(ctx, "delivery expire leases", func(st steps) (int, error) {
 		rows, err := st.q.Query(ctx, `
-			SELECT `+failingColumns+` FROM deliveries
+			SELECT `+flow.FailingColumns+` FROM deliveries
 			WHERE status = ANY($1) AND lease_expires_at < $2
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT $3

@@ -1,20 +1,10 @@
 package postgres
 
 import (
-	"context"
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/flow"
 )
-
-func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParams) ([]store.VolumeHour, error) {
-	q, args, err := volumeQuery(p)
-	if err != nil {
-		return nil, err
-	}
-	return flow.Volume(ctx, s.db().Read(), p, q, args)
-}
 
 // volumeQuery is DeliveryVolume's query in Postgres: rows are grouped by
 // their UTC hour (date_trunc of a timestamp, integer arithmetic), and each
@@ -29,4 +19,9 @@ func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
 		ByTime: "host_id = ?",
 	})
 	return numbered(q), args, err
+}
+
+// VolumeQuery is volumeQuery (flow.Dialect).
+func (flowDB) VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
+	return volumeQuery(p)
 }

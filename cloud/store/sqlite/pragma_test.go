@@ -325,7 +325,7 @@ func TestTransitionsLookUpByKey(t *testing.T) {
 	s := migrated(ctx, t)
 	for _, tr := range []store.Transition{store.TransitionDelivered, store.TransitionAck, store.TransitionNack, store.TransitionExtend} {
 		guard, args := transitionable(tr, "h", []string{"a", "b", "c"})
-		requireByKeys(t, queryPlan(ctx, t, s, `SELECT `+failingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...),
+		requireByKeys(t, queryPlan(ctx, t, s, `SELECT `+flow.FailingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...),
 			"select for %s", tr.Reason)
 		requireByKeys(t, queryPlan(ctx, t, s, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
@@ -359,7 +359,7 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"get":     {`SELECT ` + deliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
+		"get":     {`SELECT ` + flow.DeliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
 		"requeue": {requeueQuery(store.TransitionRevive), append([]any{"queued", 5, 0, id, id}, statusArgs(store.TransitionRevive.From)...)},
 		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, nil, id, id},
 			statusArgs(store.TransitionNack.From)...)},

@@ -1,20 +1,10 @@
 package sqlite
 
 import (
-	"context"
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/cloud/store/flow"
 )
-
-func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParams) ([]store.VolumeHour, error) {
-	q, args, err := volumeQuery(p)
-	if err != nil {
-		return nil, err
-	}
-	return flow.Volume(ctx, s.db().Read(), p, q, args)
-}
 
 // volumeQuery is DeliveryVolume's query in SQLite: times are unix
 // milliseconds, an hour is one divided by an hour's, its index that less
@@ -27,4 +17,9 @@ func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
 		At:     func(t time.Time) any { return dbTime(t) },
 		ByTime: "+host_id = ?",
 	})
+}
+
+// VolumeQuery is volumeQuery (flow.Dialect).
+func (flowDB) VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
+	return volumeQuery(p)
 }
