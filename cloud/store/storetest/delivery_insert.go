@@ -415,10 +415,7 @@ func exerciseInsertLeased(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("InsertLeasedWakesNoOne", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		woken := make(chan string, 100)
-		stop := listen(ctx, t, s, &store.DeliveryListenParams{
-			Available: func(hostID string) { woken <- hostID },
-		})
+		woken, stop := listenWakeUps(ctx, t, s)
 		_, err := s.DeliveryInsert(ctx, leasedParams(b.host.ID, "evt-1", base, deliveryOpts{}))
 		require.NoError(t, err)
 		// Wake-ups come in commit order: the mark after it shows that it

@@ -231,3 +231,13 @@ func listen(ctx context.Context, t testing.TB, s store.Store, p *store.DeliveryL
 	}
 	return stop
 }
+
+// listenWakeUps listens for wake-ups (DeliveryListenParams.Available): the
+// host of each comes on woken. stop ends the listening (t's cleanup does
+// too).
+func listenWakeUps(ctx context.Context, t testing.TB, s store.Store) (woken chan string, stop func() error) {
+	t.Helper()
+	woken = make(chan string, 100)
+	stop = listen(ctx, t, s, &store.DeliveryListenParams{Available: func(hostID string) { woken <- hostID }})
+	return woken, stop
+}

@@ -20,10 +20,7 @@ func exerciseListen(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("DeliveryListen", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		woken := make(chan string, 100)
-		stop := listen(ctx, t, s, &store.DeliveryListenParams{
-			Available: func(hostID string) { woken <- hostID },
-		})
+		woken, stop := listenWakeUps(ctx, t, s)
 		marks := 0
 		mark := func() {
 			marks++

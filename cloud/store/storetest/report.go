@@ -69,8 +69,7 @@ func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("HandBack", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		woken := make(chan string, 100)
-		listen(ctx, t, s, &store.DeliveryListenParams{Available: func(hostID string) { woken <- hostID }})
+		woken, _ := listenWakeUps(ctx, t, s)
 		next := func() string { t.Helper(); return nextWakeUp(t, woken) }
 		back := insert(ctx, t, s, b.host.ID, "evt-back", base, deliveryOpts{})
 		last := insert(ctx, t, s, b.host.ID, "evt-last", base, deliveryOpts{maxAttempts: 1})
