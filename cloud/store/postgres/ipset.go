@@ -22,7 +22,7 @@ const ipSetChannel = "relay_ip_set_changed"
 func (s *Store) IPSetPut(ctx context.Context, p *store.IPSetPutParams) (*store.IPSet, error) {
 	var set *store.IPSet
 	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
-		if set, err = flow.PutIPSet(ctx, flowDB{s.pool}, executor{tx}, p); err != nil {
+		if set, err = flow.PutIPSet(ctx, s.db(), executor{tx}, p); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ipSetChannel, p.Name)

@@ -299,7 +299,7 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (*store.Source, error) {
 	var src *store.Source
 	err := s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
-		src, err = flow.UpsertSource(ctx, flowDB{s.pool}, executor{tx}, p)
+		src, err = flow.UpsertSource(ctx, s.db(), executor{tx}, p)
 		return err
 	})
 	if err != nil {
