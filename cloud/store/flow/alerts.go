@@ -107,12 +107,12 @@ func (a Alerts) PresenceList(ctx context.Context, p *store.PresenceListParams) (
 }
 
 func (a Alerts) PresenceCounts(ctx context.Context) (map[store.Presence]int, error) {
-	cs, err := All(ctx, a.DB.Read(), ScanPresenceCount, `SELECT p.state, count(*) FROM host_presence p JOIN hosts h ON h.id = p.host_id
+	cs, err := All(ctx, a.DB.Read(), ScanCount[store.Presence], `SELECT p.state, count(*) FROM host_presence p JOIN hosts h ON h.id = p.host_id
 		WHERE h.status = 'active' GROUP BY p.state`)
 	if err != nil {
 		return nil, fmt.Errorf("presence counts: %w", err)
 	}
-	return PresenceCountMap(cs), nil
+	return AddCounts(make(map[store.Presence]int, len(cs)), cs), nil
 }
 
 func (a Alerts) PresenceEventList(ctx context.Context, hostID string, limit int) ([]*store.PresenceEvent, error) {

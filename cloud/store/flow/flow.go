@@ -1,6 +1,8 @@
 // Package flow writes once the store's transactions whose SQL is the same
 // on both engines — presence, alerts, their sinks and outbox, the intake
-// 5xx counts, the host list with counts — over a DB each engine implements
+// 5xx counts, the host list with counts, rejections, the quarantine's
+// reads, settings, console sessions, IP sets, purges and pruning,
+// migrations — over a DB each engine implements
 // (as River composes its queue over riverdriver's Executor), and the order
 // in which a host's report is applied (Report), over the steps each engine
 // writes in its own SQL. What is truly dialect (leasing, batch inserts,
@@ -15,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/relaykit/relay/cloud/store"
 )
 
 // ErrNoRows is what a row's Scan returns when its query found none.
@@ -58,6 +62,16 @@ type Dialect interface {
 	// until its transaction ends ("" for an engine whose writers take
 	// turns).
 	ForUpdate() string
+	// SkipLocked is the clause that keeps a SELECT of rows to change from
+	// waiting on, or taking, rows another transaction holds ("" for an
+	// engine whose writers take turns).
+	SkipLocked() string
+	// RowKey is the column that names a delivery most cheaply: its
+	// primary key, or the engine's own row id.
+	RowKey() string
+	// VolumeQuery is DeliveryVolume's query (store.VolumeQuery) in the
+	// engine's SQL and placeholders, with its arguments.
+	VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error)
 }
 
 // DB is an engine's database as the flows use it.

@@ -31,24 +31,24 @@ func (c TimeColumns) ScanPresence(row Scanner) (*store.PresenceChange, error) {
 	return &p, nil
 }
 
-// PresenceCount is how many active hosts a presence state has.
-type PresenceCount struct {
-	State store.Presence
-	N     int
+// Count is how many rows a key has: a presence state's active hosts, a
+// status's deliveries.
+type Count[K ~string] struct {
+	Key K
+	N   int
 }
 
-// ScanPresenceCount reads a state and its count.
-func ScanPresenceCount(row Scanner) (PresenceCount, error) {
-	var c PresenceCount
-	err := row.Scan(&c.State, &c.N)
+// ScanCount reads a key and its count.
+func ScanCount[K ~string](row Scanner) (Count[K], error) {
+	var c Count[K]
+	err := row.Scan(&c.Key, &c.N)
 	return c, err
 }
 
-// PresenceCountMap is counts by state, as PresenceCounts returns them.
-func PresenceCountMap(counts []PresenceCount) map[store.Presence]int {
-	out := make(map[store.Presence]int, len(counts))
+// AddCounts sets each key's count in out, and returns out.
+func AddCounts[K ~string](out map[K]int, counts []Count[K]) map[K]int {
 	for _, c := range counts {
-		out[c.State] = c.N
+		out[c.Key] = c.N
 	}
 	return out
 }

@@ -15,23 +15,11 @@ import (
 	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
-const (
-	defaultLeaseMax  = 100
-	defaultListLimit = 100
-	// defaultBatch bounds expiry, pruning and purging per call, so that
-	// each transaction stays short.
-	defaultBatch = 1000
-)
-
-const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
-	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
-	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
-
-// bodyColumn reads a delivery's body beside deliveryColumns: bodies live in
+// bodyColumn reads a delivery's body beside flow.DeliveryColumns: bodies live in
 // a table of their own, so that state changes do not rewrite them.
 const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = deliveries.delivery_id)`
 
-// scanDelivery scans deliveryColumns, followed by the body when withBody.
+// scanDelivery scans flow.DeliveryColumns, followed by the body when withBody.
 func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
 	var d store.Delivery
 	var headers, delays []byte
@@ -236,20 +224,6 @@ func answerInserted(ps []*store.DeliveryInsertParams, idx []int, inserted map[st
 	return repeats
 }
 
-func (s *Store) DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error) {
-	var m store.DigestMatch
-	err := s.pool.QueryRow(ctx, `
-		SELECT delivery_id, event_id, received_at FROM deliveries
-		WHERE host_id = $1 AND source = $2 AND body_sha256 = $3 AND received_at >= $4
-		ORDER BY event_id = $5 DESC, received_at DESC LIMIT 1`,
-		p.HostID, p.Source, p.Digest, ms(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, &m.ReceivedAt)
-	if err != nil {
-		return nil, fmt.Errorf("delivery by digest: %w", interpretError(err))
-	}
-	m.ReceivedAt = m.ReceivedAt.UTC()
-	return &m, nil
-}
-
 // querier runs a statement on the pool (a transaction of its own) or in a
 // transaction.
 type querier interface {
@@ -358,7 +332,7 @@ func lockExisting(ctx context.Context, tx pgx.Tx, ps []*store.DeliveryInsertPara
 		hosts[j], sources[j], events[j] = ps[i].HostID, ps[i].Source, ps[i].EventID
 	}
 	out, err := tx.Query(ctx, `
-		SELECT `+deliveryColumns+` FROM deliveries
+		SELECT `+flow.DeliveryColumns+` FROM deliveries
 		WHERE (host_id, source, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
 		ORDER BY host_id, source, event_id
 		FOR UPDATE`, hosts, sources, events)
@@ -416,7 +390,7 @@ func requeue(ctx context.Context, tx pgx.Tx, tr store.Transition, existing *stor
 		SET status = $2, attempts = 0, max_attempts = $5, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
 			last_error = '', updated_at = $3
 		WHERE delivery_id = $1 AND status = ANY($4)
-		RETURNING `+deliveryColumns,
+		RETURNING `+flow.DeliveryColumns,
 		existing.ID, string(tr.To), now, statusNames(tr.From), store.RequeueMaxAttempts(existing.MaxAttempts, handBacks)), false)
 	if err != nil {
 		return nil, err
@@ -436,7 +410,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	var d *store.Delivery
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		existing, err := scanDelivery(tx.QueryRow(ctx, `
-			SELECT `+deliveryColumns+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2
+			SELECT `+flow.DeliveryColumns+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2
 			FOR UPDATE`, p.HostID, p.ID), false)
 		if err != nil {
 			return err
@@ -528,62 +502,9 @@ func (s *Store) HostStopping(ctx context.Context, hostID string) error {
 	return nil
 }
 
-func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {
-	var next *time.Time
-	err := s.pool.QueryRow(ctx, `
-		SELECT min(next_retry_at) FROM deliveries WHERE host_id = $1 AND status = 'retrying'`,
-		hostID).Scan(&next)
-	if err != nil {
-		return nil, fmt.Errorf("delivery next retry at: %w", err)
-	}
-	return utcPtr(next), nil
-}
-
-func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
-	n, err := s.deleteDeliveries(ctx, `
-		SELECT delivery_id FROM deliveries WHERE host_id = $1 AND status = $2
-		LIMIT $3 FOR UPDATE SKIP LOCKED`,
-		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery purge dlq: %w", err)
-	}
-	return n, nil
-}
-
-func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams) (int, error) {
-	if !slices.Contains(store.PrunableStatuses, p.Status) {
-		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
-	}
-	n, err := s.deleteDeliveries(ctx, pruneQuery(p.Status), ms(p.Before), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery prune: %w", err)
-	}
-	return n, nil
-}
-
-// pruneQuery selects a batch of deliveries in status (one of
-// store.PrunableStatuses) last changed before $1. The status is part of the
-// text, not a parameter: only then can the planner use that status's partial
-// index (a parameter's value cannot be proved to meet its predicate).
-func pruneQuery(status store.Status) string {
-	return `SELECT delivery_id FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < $1
-		ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`
-}
-
-// deleteDeliveries deletes the deliveries whose ids the query selects, and
-// (by the foreign key's cascade) their audit trails. The query locks what it
-// selects, skipping rows another replica is deleting or changing.
-func (s *Store) deleteDeliveries(ctx context.Context, selectIDs string, args ...any) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM deliveries WHERE delivery_id IN (`+selectIDs+`)`, args...)
-	if err != nil {
-		return 0, interpretError(err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.pool.QueryRow(ctx, `
-		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
+		SELECT `+flow.DeliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
 		hostID, id), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
@@ -594,10 +515,10 @@ func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Deli
 func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) ([]*store.Delivery, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = defaultListLimit
+		limit = flow.DefaultListLimit
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT `+deliveryColumns+` FROM deliveries
+		SELECT `+flow.DeliveryColumns+` FROM deliveries
 		WHERE host_id = $1
 			AND ($2::text = '' OR status = $2)
 			AND ($3::text = '' OR source = $3)
@@ -636,24 +557,6 @@ func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*st
 	return events, nil
 }
 
-func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM deliveries WHERE host_id = $1 GROUP BY status`, hostID)
-	if err != nil {
-		return nil, fmt.Errorf("delivery count by status: %w", err)
-	}
-	counts := flow.ZeroCounts()
-	var status string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
-		counts[store.Status(status)] = n
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("delivery count by status: %w", err)
-	}
-	return counts, nil
-}
-
 // candidatesQuery reads the host's first available deliveries, $3 of them
 // at most, due by $2, locking them (DeliveryLease), under candidatesPlan.
 const (
@@ -669,7 +572,7 @@ const (
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
-		max = defaultLeaseMax
+		max = flow.DefaultLeaseMax
 	}
 	now := ms(p.Now)
 	leaseUntil := ms(p.Now.Add(p.LeaseFor))
@@ -724,7 +627,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 				UPDATE deliveries
 				SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
 				WHERE delivery_id = ANY($1) AND status = ANY($5)
-				RETURNING `+deliveryColumns+`, `+bodyColumn+`
+				RETURNING `+flow.DeliveryColumns+`, `+bodyColumn+`
 			), events AS (
 				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 				SELECT c.delivery_id, $4, f.status, $2, $6, c.attempts
@@ -740,12 +643,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		slices.SortFunc(leased, func(a, b *store.Delivery) int {
-			if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
-				return c
-			}
-			return strings.Compare(a.ID, b.ID)
-		})
+		flow.InLeaseOrder(leased)
 		return nil
 	})
 	if err != nil {
@@ -754,16 +652,14 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
-const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
-
 // lockTransitionable locks host $1's deliveries among ids $2 whose status
 // is among $3 (those a transition allows), and returns their
-// failingColumns: each found by its key (lockByKey), in id order so that
+// flow.FailingColumns: each found by its key (lockByKey), in id order so that
 // concurrent callers cannot deadlock.
 const lockTransitionable = `SELECT d.* FROM (SELECT DISTINCT delivery_id FROM unnest($2::text[]) AS i(delivery_id) ORDER BY 1) a
-	CROSS JOIN LATERAL (SELECT ` + failingColumns + ` FROM deliveries d WHERE ` + lockByKey + `) d`
+	CROSS JOIN LATERAL (SELECT ` + flow.FailingColumns + ` FROM deliveries d WHERE ` + lockByKey + `) d`
 
-// collectFailing reads failingColumns: deliveries whose attempt is
+// collectFailing reads flow.FailingColumns: deliveries whose attempt is
 // failing, as the delivery core decides from.
 func collectFailing(rows pgx.Rows) ([]store.Failing, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Failing, error) {
@@ -1005,7 +901,7 @@ func (st steps) Unheld(ctx context.Context, hostID string, held []string) ([]sto
 		held = []string{} // NULL would match nothing
 	}
 	rows, err := st.q.Query(ctx, `
-		SELECT `+failingColumns+` FROM deliveries
+		SELECT `+flow.FailingColumns+` FROM deliveries
 		WHERE host_id = $1 AND status = ANY($2) AND NOT (delivery_id = ANY($3))
 		ORDER BY delivery_id
 		FOR UPDATE`, hostID, statusNames(store.TransitionAnswerLost.From), held)
@@ -1052,12 +948,12 @@ func raisedMaxAttempts(fl store.Failure) *int32 {
 }
 
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
-	limit := store.LimitOr(p.Limit, defaultBatch)
+	limit := store.LimitOr(p.Limit, flow.DefaultBatch)
 	now := ms(p.Now)
 	tr := store.TransitionExpire
 	return s.failing(ctx, "delivery expire leases", func(st steps) (int, error) {
 		rows, err := st.q.Query(ctx, `
-			SELECT `+failingColumns+` FROM deliveries
+			SELECT `+flow.FailingColumns+` FROM deliveries
 			WHERE status = ANY($1) AND lease_expires_at < $2
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT $3

@@ -29,6 +29,8 @@ func (d flowDB) InTx(ctx context.Context, fn func(tx flow.Executor) error) error
 func (flowDB) Time(t time.Time) any    { return ms(t) }
 func (flowDB) Times() flow.TimeColumns { return cols }
 func (flowDB) ForUpdate() string       { return " FOR UPDATE" }
+func (flowDB) SkipLocked() string      { return " FOR UPDATE SKIP LOCKED" }
+func (flowDB) RowKey() string          { return "delivery_id" }
 
 // pgxQuerier is the pool, or a transaction.
 type pgxQuerier interface {

@@ -1,7 +1,12 @@
 package postgres
 
-// PruneQuery is pruneQuery, for the plan test.
-var PruneQuery = pruneQuery
+import (
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
+)
+
+// PruneQuery is flow.PruneQuery in Postgres, for the plan test.
+func PruneQuery(status store.Status) string { return flow.PruneQuery(flowDB{}, status) }
 
 // VolumeQuery is volumeQuery, for the plan test.
 var VolumeQuery = volumeQuery

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 )
 
 func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) ([]*store.Delivery, error) {
@@ -27,7 +28,7 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 
 // findQuery is DeliveryFind's query in Postgres.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
-	q, args := store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?::text)", func(t time.Time) any { return ms(t) }, "")
+	q, args := store.FindQuery(p, flow.DeliveryColumns, "(received_at, delivery_id) < (?, ?::text)", func(t time.Time) any { return ms(t) }, "")
 	return numbered(q), args
 }
 

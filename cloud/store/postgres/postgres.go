@@ -26,9 +26,9 @@ import (
 
 // Store implements store.Store on a pgx connection pool.
 type Store struct {
-	// Alerts is the store's presence and alerting, written once for both
-	// engines over the pool (flowDB).
-	flow.Alerts
+	// Shared is what both engines share, written once in package flow over
+	// the pool (flowDB).
+	flow.Shared
 
 	pool *pgxpool.Pool
 	// listenPID is the backend pid of DeliveryListen's session while it
@@ -62,7 +62,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres open: %w", err)
 	}
-	return &Store{Alerts: flow.Alerts{DB: flowDB{pool}}, pool: pool}, nil
+	return &Store{Shared: flow.NewShared(flowDB{pool}), pool: pool}, nil
 }
 
 // Migrate applies pending migrations under a Postgres advisory lock, so
@@ -79,20 +79,7 @@ func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) 
 	if err != nil {
 		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres,
-		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	applied, err := p.Up(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	v, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: schema version: %w", err)
-	}
-	return store.MigrateResult{Applied: len(applied), Version: v}, nil
+	return flow.Migrate(ctx, goose.DialectPostgres, db, migrations.Postgres, goose.WithSessionLocker(locker))
 }
 
 func (s *Store) Ping(ctx context.Context) error {
@@ -306,75 +293,19 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 
 // --- sources ---
 
-const sourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-	retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips`
-
-func scanSource(row pgx.Row) (*store.Source, error) {
-	var src store.Source
-	var events, secrets, options, delays, allowed []byte
-	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
-		&src.MaxBodyBytes, &delays, &src.MaxAttempts, &src.CreatedAt, &src.UpdatedAt, &allowed)
-	if err != nil {
-		return nil, err
-	}
-	if src.RetryDelays, err = decodeDelays(delays); err != nil {
-		return nil, err
-	}
-	if err := src.SetJSONFields(events, secrets, options, allowed); err != nil {
-		return nil, err
-	}
-	src.CreatedAt = src.CreatedAt.UTC()
-	src.UpdatedAt = src.UpdatedAt.UTC()
-	return &src, nil
-}
-
+// SourceUpsert stores the source and notes the host changed in the same
+// transaction. The rest of the sources' reads are flow.Sources, which Store
+// embeds.
 func (s *Store) SourceUpsert(ctx context.Context, p *store.SourceUpsertParams) (*store.Source, error) {
-	events, secrets, options, err := p.JSONFields()
-	if err != nil {
-		return nil, fmt.Errorf("source upsert: %w", err)
-	}
 	var src *store.Source
-	err = s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
-		src, err = scanSource(tx.QueryRow(ctx, `
-		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-			retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)
-		ON CONFLICT (host_id, name) DO UPDATE
-		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
-			secrets = excluded.secrets, options = excluded.options,
-			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
-			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
-			allowed_ips = excluded.allowed_ips
-		RETURNING `+sourceColumns,
-			p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-			p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), ms(p.Now), p.AllowedIPsJSON()))
+	err := s.changing(ctx, p.HostID, func(tx pgx.Tx) (err error) {
+		src, err = flow.UpsertSource(ctx, s.db(), executor{tx}, p)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("source upsert: %w", interpretError(err))
 	}
 	return src, nil
-}
-
-func (s *Store) SourceGet(ctx context.Context, hostID, name string) (*store.Source, error) {
-	src, err := scanSource(s.pool.QueryRow(ctx,
-		`SELECT `+sourceColumns+` FROM sources WHERE host_id = $1 AND name = $2`, hostID, name))
-	if err != nil {
-		return nil, fmt.Errorf("source get: %w", interpretError(err))
-	}
-	return src, nil
-}
-
-func (s *Store) SourceList(ctx context.Context, hostID string) ([]*store.Source, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+sourceColumns+` FROM sources WHERE host_id = $1 ORDER BY name`, hostID)
-	if err != nil {
-		return nil, fmt.Errorf("source list: %w", err)
-	}
-	sources, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Source, error) { return scanSource(r) })
-	if err != nil {
-		return nil, fmt.Errorf("source list: %w", err)
-	}
-	return sources, nil
 }
 
 // decodeDelays reads a stored retry schedule (jsonb, NULL for none).
@@ -406,20 +337,4 @@ func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*sto
 		return nil, fmt.Errorf("host update: %w", interpretError(err))
 	}
 	return h, nil
-}
-
-func (s *Store) HostExpireClaimCodes(ctx context.Context, p *store.HostExpireClaimCodesParams) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE hosts SET claim_code_hash = NULL, claim_expires_at = NULL
-		WHERE id IN (
-			SELECT id FROM hosts
-			WHERE claim_code_hash IS NOT NULL AND claim_expires_at <= $1
-			ORDER BY claim_expires_at
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED)`,
-		ms(p.Now), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("host expire claim codes: %w", interpretError(err))
-	}
-	return int(tag.RowsAffected()), nil
 }

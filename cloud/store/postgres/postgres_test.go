@@ -100,14 +100,12 @@ func TestMigrateBodies(t *testing.T) {
 	ctx := context.Background()
 	s, url := openStore(ctx, t)
 	p, db := migrator(t, url)
-	storetest.MigrateBodies(ctx, t, s, storetest.Migration{
-		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 4); return err },
-		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
-		InlineBody: func(ctx context.Context, id string) (body []byte, err error) {
-			err = db.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = $1`, id).Scan(&body)
-			return body, err
-		},
-	})
+	m := storetest.GooseMigration(p, 4)
+	m.InlineBody = func(ctx context.Context, id string) (body []byte, err error) {
+		err = db.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = $1`, id).Scan(&body)
+		return body, err
+	}
+	storetest.MigrateBodies(ctx, t, s, m)
 }
 
 // The quarantine's size and token_macs columns (migration 7) come and go
@@ -116,10 +114,7 @@ func TestMigrateQuarantine(t *testing.T) {
 	ctx := context.Background()
 	s, url := openStore(ctx, t)
 	p, _ := migrator(t, url)
-	storetest.MigrateQuarantine(ctx, t, s, storetest.Migration{
-		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 6); return err },
-		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
-	})
+	storetest.MigrateQuarantine(ctx, t, s, storetest.GooseMigration(p, 6))
 }
 
 func TestDeletesLeaveNothing(t *testing.T) {

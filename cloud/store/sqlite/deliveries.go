@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,19 +14,7 @@ import (
 	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
-const (
-	defaultLeaseMax  = 100
-	defaultListLimit = 100
-	// defaultBatch bounds expiry, pruning and purging per call, so that each
-	// transaction holds the one writer only briefly.
-	defaultBatch = 1000
-)
-
-const deliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
-	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
-	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
-
-// bodyColumn reads a delivery's body beside deliveryColumns: bodies live in
+// bodyColumn reads a delivery's body beside flow.DeliveryColumns: bodies live in
 // a table of their own, so that state changes do not rewrite them.
 const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
 
@@ -63,7 +50,7 @@ func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, rowids []
 	return rows.Err()
 }
 
-// scanDelivery scans deliveryColumns, followed by the body when withBody.
+// scanDelivery scans flow.DeliveryColumns, followed by the body when withBody.
 func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 	var d store.Delivery
 	var headers string
@@ -173,7 +160,7 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 		stmt  **sql.Stmt
 		query string
 	}{
-		{&st.lookup, `SELECT ` + deliveryColumns + ` FROM deliveries WHERE host_id = ? AND source = ? AND event_id = ?`},
+		{&st.lookup, `SELECT ` + flow.DeliveryColumns + ` FROM deliveries WHERE host_id = ? AND source = ? AND event_id = ?`},
 		{&st.insert, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
@@ -379,7 +366,7 @@ func requeueQuery(tr store.Transition) string {
 		SET status = ?, attempts = 0, max_attempts = ?, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
 			last_error = '', updated_at = ?
 		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)
-		RETURNING ` + deliveryColumns
+		RETURNING ` + flow.DeliveryColumns
 }
 
 // handBacksSinceRequeue counts a delivery's hand-backs since it was last
@@ -426,7 +413,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	tr := store.TransitionRetry
 	var d *store.Delivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		existing, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE `+ofHost,
+		existing, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+flow.DeliveryColumns+` FROM deliveries WHERE `+ofHost,
 			p.ID, p.ID, p.HostID), false)
 		if err != nil {
 			return err
@@ -444,66 +431,9 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	return d, nil
 }
 
-func (s *Store) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {
-	var next *time.Time
-	err := s.read.QueryRowContext(ctx, `
-		SELECT min(next_retry_at) FROM deliveries WHERE host_id = ? AND status = 'retrying'`,
-		hostID).Scan(nullTimeCol{&next})
-	if err != nil {
-		return nil, fmt.Errorf("delivery next retry at: %w", err)
-	}
-	return next, nil
-}
-
-func (s *Store) DeliveryPurgeDLQ(ctx context.Context, p *store.DeliveryPurgeDLQParams) (int, error) {
-	n, err := s.deleteDeliveries(ctx, `
-		SELECT rowid FROM deliveries WHERE host_id = ? AND status = ? LIMIT ?`,
-		p.HostID, string(store.StatusDLQ), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery purge dlq: %w", err)
-	}
-	return n, nil
-}
-
-func (s *Store) DeliveryPrune(ctx context.Context, p *store.DeliveryPruneParams) (int, error) {
-	if !slices.Contains(store.PrunableStatuses, p.Status) {
-		return 0, fmt.Errorf("delivery prune: status %q is not prunable", p.Status)
-	}
-	n, err := s.deleteDeliveries(ctx, pruneQuery(p.Status), dbTime(p.Before), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("delivery prune: %w", err)
-	}
-	return n, nil
-}
-
-// pruneQuery selects a batch of deliveries in status (one of
-// store.PrunableStatuses) last changed before the first argument. The status
-// is part of the text, not a parameter: only then can the planner use that
-// status's partial index (a parameter's value cannot be proved to meet its
-// predicate).
-func pruneQuery(status store.Status) string {
-	return `SELECT rowid FROM deliveries WHERE status = '` + string(status) + `' AND updated_at < ?
-		ORDER BY updated_at LIMIT ?`
-}
-
-func deleteQuery(selectRowids string) string {
-	return `DELETE FROM deliveries WHERE rowid IN (` + selectRowids + `)`
-}
-
-// deleteDeliveries deletes the deliveries whose rowids the query selects,
-// and (by the triggers) their bodies, audit trails and results.
-func (s *Store) deleteDeliveries(ctx context.Context, selectRowids string, args ...any) (int, error) {
-	res, err := s.write.ExecContext(ctx, deleteQuery(selectRowids), args...)
-	if err != nil {
-		return 0, interpretError(err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
-}
-
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.read.QueryRowContext(ctx, `
-		SELECT `+deliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE `+ofHost,
+		SELECT `+flow.DeliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE `+ofHost,
 		id, id, hostID), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
@@ -539,8 +469,8 @@ func listQuery(p *store.DeliveryListParams) (string, []any) {
 	if p.BeforeReceivedAt != nil {
 		where, args = append(where, "(received_at, delivery_id) < (?, ?)"), append(args, dbTime(*p.BeforeReceivedAt), p.BeforeID)
 	}
-	return `SELECT ` + deliveryColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") + `
-		ORDER BY received_at DESC, delivery_id DESC LIMIT ?`, append(args, store.LimitOr(p.Limit, defaultListLimit))
+	return `SELECT ` + flow.DeliveryColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY received_at DESC, delivery_id DESC LIMIT ?`, append(args, store.LimitOr(p.Limit, flow.DefaultListLimit))
 }
 
 func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*store.DeliveryEvent, error) {
@@ -555,26 +485,6 @@ func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*st
 		return nil, fmt.Errorf("delivery event list: %w", err)
 	}
 	return events, nil
-}
-
-func (s *Store) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
-	type count struct {
-		status store.Status
-		n      int
-	}
-	rows, err := queryAll(ctx, s.read, func(r scanner) (count, error) {
-		var c count
-		err := r.Scan(&c.status, &c.n)
-		return c, err
-	}, `SELECT status, count(*) FROM deliveries WHERE host_id = ? GROUP BY status`, hostID)
-	if err != nil {
-		return nil, fmt.Errorf("delivery count by status: %w", err)
-	}
-	counts := flow.ZeroCounts()
-	for _, c := range rows {
-		counts[c.status] = c.n
-	}
-	return counts, nil
 }
 
 // leaseCandidates lists a host's available deliveries, oldest first. The
@@ -598,7 +508,7 @@ const leaseAny = `
 func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams) (*store.DeliveryLeaseResult, error) {
 	max := p.Max
 	if max <= 0 {
-		max = defaultLeaseMax
+		max = flow.DefaultLeaseMax
 	}
 	now := ms(p.Now)
 	leaseUntil := ms(p.Now.Add(p.LeaseFor))
@@ -666,19 +576,14 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			UPDATE deliveries
 			SET status = ?, attempts = attempts + 1, lease_expires_at = ?, next_retry_at = NULL, updated_at = ?
 			WHERE `+guard+`
-			RETURNING `+deliveryColumns, append([]any{string(tr.To), dbTime(leaseUntil), dbTime(now)}, guardArgs...)...)
+			RETURNING `+flow.DeliveryColumns, append([]any{string(tr.To), dbTime(leaseUntil), dbTime(now)}, guardArgs...)...)
 		if err != nil {
 			return err
 		}
 		if err := readBodies(ctx, tx, leased, rowids); err != nil {
 			return err
 		}
-		slices.SortFunc(leased, func(a, b *store.Delivery) int {
-			if c := a.ReceivedAt.Compare(b.ReceivedAt); c != 0 {
-				return c
-			}
-			return strings.Compare(a.ID, b.ID)
-		})
+		flow.InLeaseOrder(leased)
 		return nil
 	})
 	if err != nil {
@@ -687,9 +592,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
-const failingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
-
-// scanFailing reads failingColumns: a delivery whose attempt is failing, as
+// scanFailing reads flow.FailingColumns: a delivery whose attempt is failing, as
 // the delivery core decides from.
 func scanFailing(r scanner) (store.Failing, error) {
 	var f store.Failing
@@ -718,7 +621,7 @@ func transitionable(tr store.Transition, hostID string, ids []string) (string, [
 // allows.
 func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
 	guard, args := transitionable(tr, hostID, ids)
-	return queryAll(ctx, tx, scanFailing, `SELECT `+failingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...)
+	return queryAll(ctx, tx, scanFailing, `SELECT `+flow.FailingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...)
 }
 
 // transition applies tr to the host's deliveries among ids that it allows:
@@ -986,7 +889,7 @@ func (st steps) Unheld(ctx context.Context, hostID string, held []string) ([]sto
 	}
 	args := append([]any{hostID}, statusArgs(tr.From)...)
 	return queryAll(ctx, st.tx, scanFailing, `
-		SELECT `+failingColumns+` FROM deliveries
+		SELECT `+flow.FailingColumns+` FROM deliveries
 		WHERE host_id = ? AND status IN (`+placeholders(len(tr.From))+`)
 			AND delivery_id NOT IN (SELECT value FROM json_each(?))
 		ORDER BY delivery_id`, append(args, string(list))...)
@@ -1036,7 +939,7 @@ func raisedMaxAttempts(fl store.Failure) any {
 }
 
 func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error) {
-	limit := store.LimitOr(p.Limit, defaultBatch)
+	limit := store.LimitOr(p.Limit, flow.DefaultBatch)
 	now := ms(p.Now)
 	tr := store.TransitionExpire
 	return s.failing(ctx, "delivery expire leases", func(st steps) (int, error) {
@@ -1045,7 +948,7 @@ func (s *Store) DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpir
 		// (deliveries_lease_idx, on exactly these statuses) holds every
 		// row it wants. Bound, it scanned the whole table every second.
 		failing, err := queryAll(ctx, st.tx, scanFailing, `
-			SELECT `+failingColumns+` FROM deliveries
+			SELECT `+flow.FailingColumns+` FROM deliveries
 			WHERE status IN (`+statusList(tr.From)+`) AND lease_expires_at < ?
 			ORDER BY lease_expires_at, delivery_id
 			LIMIT ?`, dbTime(now), limit)
@@ -1077,17 +980,4 @@ func digestOrNull(d []byte) any {
 		return nil
 	}
 	return d
-}
-
-func (s *Store) DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error) {
-	var m store.DigestMatch
-	err := s.read.QueryRowContext(ctx, `
-		SELECT delivery_id, event_id, received_at FROM deliveries
-		WHERE host_id = ? AND source = ? AND body_sha256 = ? AND received_at >= ?
-		ORDER BY event_id = ? DESC, received_at DESC LIMIT 1`,
-		p.HostID, p.Source, p.Digest, dbTime(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, timeCol{&m.ReceivedAt})
-	if err != nil {
-		return nil, fmt.Errorf("delivery by digest: %w", interpretError(err))
-	}
-	return &m, nil
 }

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/migrations"
 )
 
 // eventsOf inserts n deliveries of host, leases them all and acks the
@@ -72,8 +70,7 @@ func TestMigrateEventKeys(t *testing.T) {
 		require.Empty(t, evs, "events of %s, deleted by its host's cascade", id)
 	}
 
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
+	p := migrator(t, s)
 	_, err = p.DownTo(ctx, 10)
 	require.NoError(t, err)
 	var n int

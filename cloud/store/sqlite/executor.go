@@ -33,6 +33,13 @@ func (flowDB) Times() flow.TimeColumns { return cols }
 // ForUpdate is "": the one writer's transactions take turns.
 func (flowDB) ForUpdate() string { return "" }
 
+// SkipLocked is "", as ForUpdate.
+func (flowDB) SkipLocked() string { return "" }
+
+// RowKey is the rowid, which SQLite finds a row by without an index (a
+// delivery id is found through one: migration 16).
+func (flowDB) RowKey() string { return "rowid" }
+
 // sqlQuerier is a *sql.DB or a *sql.Tx.
 type sqlQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)

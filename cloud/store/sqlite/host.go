@@ -143,22 +143,3 @@ func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*sto
 	s.changed.notify(p.HostID)
 	return h, nil
 }
-
-func (s *Store) HostExpireClaimCodes(ctx context.Context, p *store.HostExpireClaimCodesParams) (int, error) {
-	res, err := s.write.ExecContext(ctx, `
-		UPDATE hosts SET claim_code_hash = NULL, claim_expires_at = NULL
-		WHERE id IN (
-			SELECT id FROM hosts
-			WHERE claim_code_hash IS NOT NULL AND claim_expires_at <= ?
-			ORDER BY claim_expires_at
-			LIMIT ?)`,
-		dbTime(p.Now), store.LimitOr(p.Limit, defaultBatch))
-	if err != nil {
-		return 0, fmt.Errorf("host expire claim codes: %w", interpretError(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("host expire claim codes: %w", err)
-	}
-	return int(n), nil
-}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 )
 
 func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) ([]*store.Delivery, error) {
@@ -20,7 +21,7 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 
 // findQuery is DeliveryFind's query in SQLite.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
-	return store.FindQuery(p, deliveryColumns, "(received_at, delivery_id) < (?, ?)", func(t time.Time) any { return dbTime(t) },
+	return store.FindQuery(p, flow.DeliveryColumns, "(received_at, delivery_id) < (?, ?)", func(t time.Time) any { return dbTime(t) },
 		everyHost)
 }
 

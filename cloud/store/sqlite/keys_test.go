@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/migrations"
 )
 
 // laterColumns came with migrations after those the dumps compare across,
@@ -85,8 +83,7 @@ func TestMigrateDeliveryKeys(t *testing.T) {
 	require.Len(t, before["delivery_results"], 2)
 	newIndexes := schemaOf(ctx, t, s, "deliveries")
 
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
+	p := migrator(t, s)
 	_, err = p.DownTo(ctx, 15)
 	require.NoError(t, err)
 	for _, table := range tables {
@@ -262,9 +259,8 @@ func TestMigrateResultKeys(t *testing.T) {
 	require.Equal(t, []string{"SEARCH delivery_results USING INDEX delivery_results_key_idx (<expr>=? AND delivery_id=?)"},
 		queryPlan(ctx, t, s, `SELECT result FROM delivery_results WHERE `+idKey, ids[0], ids[0]))
 
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
-	_, err = p.DownTo(ctx, 18)
+	p := migrator(t, s)
+	_, err := p.DownTo(ctx, 18)
 	require.NoError(t, err)
 	require.Equal(t, before, dump(ctx, t, s, "delivery_results"), "down")
 	require.Contains(t, schemaOf(ctx, t, s, "delivery_results"), "index sqlite_autoindex_delivery_results_1: ", "the primary key is back")

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/cloud/store/storetest"
 	"github.com/relaykit/relay/migrations"
 	"github.com/relaykit/relay/shared/dbfile/dbfiletest"
@@ -89,7 +90,7 @@ func TestPruneUsesItsStatusIndex(t *testing.T) {
 	s := migrated(ctx, t)
 	for _, status := range store.PrunableStatuses {
 		require.Equal(t, []string{"SEARCH deliveries USING COVERING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
-			queryPlan(ctx, t, s, pruneQuery(status), 0, 10), "status %s", status)
+			queryPlan(ctx, t, s, numbered(flow.PruneQuery(flowDB{}, status)), 0, 10), "status %s", status)
 	}
 }
 
@@ -145,6 +146,14 @@ func migrated(ctx context.Context, t *testing.T) *Store {
 	return s
 }
 
+// migrator is goose's provider of the store's migrations, on its writer.
+func migrator(t *testing.T, s *Store) *goose.Provider {
+	t.Helper()
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	return p
+}
+
 // queryPlan is the detail column of EXPLAIN QUERY PLAN for query.
 func queryPlan(ctx context.Context, t *testing.T, s *Store, query string, args ...any) []string {
 	t.Helper()
@@ -156,16 +165,13 @@ func queryPlan(ctx context.Context, t *testing.T, s *Store, query string, args .
 func TestMigrateBodies(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
-	storetest.MigrateBodies(ctx, t, s, storetest.Migration{
-		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 3); return err },
-		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
-		InlineBody: func(ctx context.Context, id string) (body []byte, err error) {
-			err = s.write.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = ?`, id).Scan(&body)
-			return body, err
-		},
-	})
+	p := migrator(t, s)
+	m := storetest.GooseMigration(p, 3)
+	m.InlineBody = func(ctx context.Context, id string) (body []byte, err error) {
+		err = s.write.QueryRowContext(ctx, `SELECT raw_body FROM deliveries WHERE delivery_id = ?`, id).Scan(&body)
+		return body, err
+	}
+	storetest.MigrateBodies(ctx, t, s, m)
 }
 
 func TestDeletesLeaveNothing(t *testing.T) {
@@ -319,7 +325,7 @@ func TestTransitionsLookUpByKey(t *testing.T) {
 	s := migrated(ctx, t)
 	for _, tr := range []store.Transition{store.TransitionDelivered, store.TransitionAck, store.TransitionNack, store.TransitionExtend} {
 		guard, args := transitionable(tr, "h", []string{"a", "b", "c"})
-		requireByKeys(t, queryPlan(ctx, t, s, `SELECT `+failingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...),
+		requireByKeys(t, queryPlan(ctx, t, s, `SELECT `+flow.FailingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...),
 			"select for %s", tr.Reason)
 		requireByKeys(t, queryPlan(ctx, t, s, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT delivery_id, ?, status, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
@@ -353,7 +359,7 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 		query string
 		args  []any
 	}{
-		"get":     {`SELECT ` + deliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
+		"get":     {`SELECT ` + flow.DeliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
 		"requeue": {requeueQuery(store.TransitionRevive), append([]any{"queued", 5, 0, id, id}, statusArgs(store.TransitionRevive.From)...)},
 		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, nil, id, id},
 			statusArgs(store.TransitionNack.From)...)},
@@ -375,7 +381,7 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 	for _, status := range store.PrunableStatuses {
 		require.Equal(t, []string{"SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)", "LIST SUBQUERY 1",
 			"SEARCH deliveries USING COVERING INDEX deliveries_" + string(status) + "_idx (updated_at<?)"},
-			queryPlan(ctx, t, s, deleteQuery(pruneQuery(status)), 0, 10), "prune %s", status)
+			queryPlan(ctx, t, s, numbered(flow.DeleteQuery(flowDB{}, flow.PruneQuery(flowDB{}, status))), 0, 10), "prune %s", status)
 	}
 	// The audit trail after an id, with each event's delivery.
 	q, args := store.EventsQuery(&store.DeliveryEventListAfterParams{AfterID: 7}, eventsDelivery)

@@ -28,9 +28,9 @@ import (
 
 // Store implements store.Store on one SQLite database file.
 type Store struct {
-	// Alerts is the store's presence and alerting, written once for both
-	// engines over the Store (flowDB).
-	flow.Alerts
+	// Shared is what both engines share, written once in package flow over
+	// the Store (flowDB).
+	flow.Shared
 
 	write *sql.DB // exactly one connection: SQLite has one writer
 	read  *sql.DB
@@ -185,7 +185,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(), ipsets: newListeners(),
 		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
-	s.Alerts = flow.Alerts{DB: flowDB{s}}
+	s.Shared = flow.NewShared(flowDB{s})
 	go s.checkpointer(ckptCtx)
 	return s, nil
 }
@@ -197,19 +197,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) {
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	applied, err := p.Up(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: %w", err)
-	}
-	v, err := p.GetDBVersion(ctx)
-	if err != nil {
-		return store.MigrateResult{}, fmt.Errorf("migrate: schema version: %w", err)
-	}
-	return store.MigrateResult{Applied: len(applied), Version: v}, nil
+	return flow.Migrate(ctx, goose.DialectSQLite3, s.write, migrations.SQLite)
 }
 
 func (s *Store) Ping(ctx context.Context) error {

@@ -47,8 +47,5 @@ func TestMigrateQuarantine(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
 	require.NoError(t, err)
-	storetest.MigrateQuarantine(ctx, t, s, storetest.Migration{
-		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, 5); return err },
-		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
-	})
+	storetest.MigrateQuarantine(ctx, t, s, storetest.GooseMigration(p, 5))
 }

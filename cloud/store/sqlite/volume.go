@@ -1,26 +1,10 @@
 package sqlite
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
 )
-
-func (s *Store) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParams) ([]store.VolumeHour, error) {
-	q, args, err := volumeQuery(p)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.read.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("delivery volume: %w", err)
-	}
-	defer rows.Close()
-	return store.VolumeHours(p, scanVolume(rows))
-}
 
 // volumeQuery is DeliveryVolume's query in SQLite: times are unix
 // milliseconds, an hour is one divided by an hour's, its index that less
@@ -35,12 +19,7 @@ func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
 	})
 }
 
-func scanVolume(rows *sql.Rows) func() (string, int, int, bool, error) {
-	return func() (outcome string, hour, n int, ok bool, err error) {
-		if !rows.Next() {
-			return "", 0, 0, false, rows.Err()
-		}
-		err = rows.Scan(&outcome, &hour, &n)
-		return outcome, hour, n, err == nil, err
-	}
+// VolumeQuery is volumeQuery (flow.Dialect).
+func (flowDB) VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
+	return volumeQuery(p)
 }

@@ -199,13 +199,7 @@ func exerciseChanged(ctx context.Context, t *testing.T, setup setupFunc) {
 		})
 		next := func(what string) string {
 			t.Helper()
-			select {
-			case h := <-changed:
-				return h
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no change told: %s", what)
-				return ""
-			}
+			return receive(t, changed, "no change told: "+what)
 		}
 		// Told in commit order: a mark after an action that tells nothing
 		// comes next.

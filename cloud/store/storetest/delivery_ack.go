@@ -12,8 +12,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- acks, nacks, extends ---
-
+// exerciseAckNack covers acks, nacks and extends.
 func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("Ack", func(t *testing.T) {
 		t.Parallel()
@@ -131,12 +130,9 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("AckAfterLeaseExpiry", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		d := handOutOne(ctx, t, s, b.host.ID, "evt-1", base)
 		late := base.Add(leaseFor + time.Minute)
-		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, late))
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, late))
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d.ID).Status)
 
 		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, late, d.ID), "a late ack still counts")
@@ -188,8 +184,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("NackNotRetryable", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		d := leaseOne(ctx, t, s, b.host.ID, "evt-1", base)
 		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, base, delivery.Nack{ID: d.ID, Error: "400 bad request", Retryable: false}))
 		got := get(ctx, t, s, b.host.ID, d.ID)
 		require.Equal(t, store.StatusDLQ, got.Status, "at once")
@@ -217,8 +212,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("NackIgnored", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		leased := insert(ctx, t, s, b.host.ID, "evt-leased", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		leased := leaseOne(ctx, t, s, b.host.ID, "evt-leased", base)
 		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base.Add(time.Second), deliveryOpts{})
 
 		// Another host's nack changes nothing.
@@ -266,9 +260,7 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, store.TransitionExtend.Reason, ev.Reason)
 
 		// Past the original lease: the extended one lives on, the other expires.
-		n, err = s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, base.Add(leaseFor+time.Minute)))
-		require.NoError(t, err)
-		require.Equal(t, 2, n, "d2 and the other host's")
+		require.Equal(t, 2, expire(ctx, t, s, delivery.DefaultRetryPolicy, base.Add(leaseFor+time.Minute)), "d2 and the other host's")
 		require.Equal(t, store.StatusDelivered, get(ctx, t, s, b.host.ID, d1.ID).Status)
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d2.ID).Status)
 		// The other host's answer was never written: due again at once.
@@ -281,5 +273,54 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		n, err = s.DeliveryExtend(ctx, &store.DeliveryExtendParams{HostID: b.host.ID, IDs: []string{d2.ID}, LeaseFor: time.Hour, Now: now})
 		require.NoError(t, err)
 		require.Zero(t, n, "a retrying delivery has no lease to extend")
+	})
+}
+
+// exerciseAudit covers the audit trail a delivery's changes leave.
+func exerciseAudit(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("AuditTrail", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
+		t1, t2, t3, t4, t5, t6 := base.Add(time.Second), base.Add(2*time.Second), base.Add(3*time.Second),
+			base.Add(3*time.Second+delivery.DefaultRetryPolicy.Delays[1]), base.Add(time.Hour), base.Add(2*time.Hour)
+		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, t1), 1)
+		_, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: t2})
+		require.NoError(t, err)
+		require.Equal(t, 1, nack(ctx, t, s, b.host.ID, t3, delivery.Nack{ID: d.ID, Error: "503", Retryable: true}))
+		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, t4), 1)
+		_, err = s.DeliveryExtend(ctx, &store.DeliveryExtendParams{HostID: b.host.ID, IDs: []string{d.ID}, LeaseFor: time.Hour, Now: t4})
+		require.NoError(t, err)
+		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, t5, d.ID))
+		// A second delivery of another host interleaves; it must not show up.
+		insert(ctx, t, s, b.other.ID, "evt-x", t6, deliveryOpts{})
+
+		type row struct {
+			At       time.Time
+			From, To store.Status
+			Reason   string
+			Attempt  int
+		}
+		var got []row
+		var lastID int64
+		for _, ev := range events(ctx, t, s, d.ID) {
+			require.Equal(t, d.ID, ev.DeliveryID)
+			require.Greater(t, ev.ID, lastID, "oldest first")
+			lastID = ev.ID
+			got = append(got, row{ev.At, ev.From, ev.To, ev.Reason, ev.Attempt})
+		}
+		require.Equal(t, []row{
+			{base, "", store.StatusQueued, store.TransitionReceive.Reason, 0},
+			{t1, store.StatusQueued, store.StatusDelivering, store.TransitionLease.Reason, 1},
+			{t2, store.StatusDelivering, store.StatusDelivered, store.TransitionDelivered.Reason, 1},
+			{t3, store.StatusDelivered, store.StatusRetrying, store.TransitionNack.Reason, 1},
+			{t4, store.StatusRetrying, store.StatusDelivering, store.TransitionLease.Reason, 2},
+			{t4, store.StatusDelivering, store.StatusDelivering, store.TransitionExtend.Reason, 2},
+			{t5, store.StatusDelivering, store.StatusAcked, store.TransitionAck.Reason, 2},
+		}, got)
+
+		evs, err := s.DeliveryEventList(ctx, "unknown")
+		require.NoError(t, err)
+		require.Empty(t, evs)
 	})
 }

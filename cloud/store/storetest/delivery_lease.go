@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,8 +13,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- leasing ---
-
+// exerciseLease covers leasing.
 func exerciseLease(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("LeaseFIFO", func(t *testing.T) {
 		t.Parallel()
@@ -171,8 +171,7 @@ func exerciseReleaseUnheld(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("ReleaseUnheld", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		unwritten := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		unwritten := leaseOne(ctx, t, s, b.host.ID, "evt-1", base)
 		lost := insert(ctx, t, s, b.host.ID, "evt-2", base.Add(time.Second), deliveryOpts{})
 		held := insert(ctx, t, s, b.host.ID, "evt-3", base.Add(2*time.Second), deliveryOpts{})
 		require.Len(t, handOut(ctx, t, s, b.host.ID, 2, 0, base), 2)
@@ -203,3 +202,166 @@ func exerciseReleaseUnheld(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 4, n)
 	})
 }
+
+// exerciseExpiry covers the expiry of leases.
+func exerciseExpiry(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("ExpireLeases", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		early := leaseOne(ctx, t, s, b.host.ID, "evt-early", base)
+		delivered := leaseOne(ctx, t, s, b.host.ID, "evt-delivered", base.Add(time.Second))
+		_, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{delivered.ID}, Now: base.Add(time.Second)})
+		require.NoError(t, err)
+		valid := insert(ctx, t, s, b.host.ID, "evt-valid", base.Add(2*time.Second), deliveryOpts{})
+		require.Len(t, lease(ctx, t, s, b.host.ID, 1, 0, base.Add(time.Hour)), 1)
+		queued := insert(ctx, t, s, b.host.ID, "evt-queued", base.Add(3*time.Second), deliveryOpts{})
+
+		expire := func(now time.Time, limit int) int {
+			n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, limit, now))
+			require.NoError(t, err)
+			return n
+		}
+		require.Zero(t, expire(base.Add(leaseFor), 0), "a lease ending exactly now has not ended before now")
+
+		now := base.Add(leaseFor + 2*time.Second)
+		require.Equal(t, 1, expire(now, 1), "limit")
+		require.Equal(t, 1, expire(now, 1))
+		require.Zero(t, expire(now, 1))
+
+		// A lease whose answer was written is a failed attempt.
+		got := get(ctx, t, s, b.host.ID, delivered.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, ptr(now.Add(delivery.DefaultRetryPolicy.Delays[1])), got.NextRetryAt)
+		require.Nil(t, got.LeaseExpiresAt)
+		require.NotEmpty(t, got.LastError)
+		requireLastEvent(ctx, t, s, store.DeliveryEvent{DeliveryID: delivered.ID, At: now,
+			From: store.StatusDelivered, To: store.StatusRetrying, Reason: store.TransitionExpire.Reason, Attempt: 1})
+
+		// One whose answer was never written (the cloud stopped between
+		// leasing and answering) never reached its handler: the attempt
+		// counts, but it is due again at once.
+		got = get(ctx, t, s, b.host.ID, early.ID)
+		require.Equal(t, store.StatusRetrying, got.Status)
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, ptr(now), got.NextRetryAt)
+		require.Nil(t, got.LeaseExpiresAt)
+		requireLastEvent(ctx, t, s, store.DeliveryEvent{DeliveryID: early.ID, At: now,
+			From: store.StatusDelivering, To: store.StatusRetrying, Reason: store.TransitionExpireUnwritten.Reason, Attempt: 1})
+
+		got = get(ctx, t, s, b.host.ID, valid.ID)
+		require.Equal(t, store.StatusDelivering, got.Status, "a valid lease is untouched")
+		require.Equal(t, 1, got.Attempts)
+		got = get(ctx, t, s, b.host.ID, queued.ID)
+		require.Equal(t, store.StatusQueued, got.Status, "an offline host burns no attempts")
+		require.Zero(t, got.Attempts)
+	})
+
+	t.Run("ExpireLeasesToDLQ", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		d := insert(ctx, t, s, b.host.ID, "evt-1", base, deliveryOpts{maxAttempts: 2})
+		now := base
+		for attempt := 1; attempt <= 2; attempt++ {
+			require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, now), 1)
+			now = now.Add(leaseFor + time.Millisecond)
+			require.Equal(t, 1, expire(ctx, t, s, delivery.RetryPolicy{}, now)) // zero policy: the default
+			if attempt == 1 {
+				got := get(ctx, t, s, b.host.ID, d.ID)
+				require.Equal(t, store.StatusRetrying, got.Status)
+				now = *got.NextRetryAt
+			}
+		}
+		got := get(ctx, t, s, b.host.ID, d.ID)
+		require.Equal(t, store.StatusDLQ, got.Status)
+		require.Equal(t, ptr(now), got.DLQAt)
+		ev := lastEvent(ctx, t, s, d.ID)
+		require.Equal(t, store.StatusDLQ, ev.To)
+		require.Contains(t, ev.Reason, store.TransitionExpire.Reason)
+	})
+}
+
+// exerciseConcurrency covers leasing from several workers at once.
+func exerciseConcurrency(ctx context.Context, t *testing.T, setup setupFunc) {
+	t.Run("LeaseConcurrently", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		const total, workers = 2000, 8
+		want := make(map[string]bool, total)
+		// Insert from a few goroutines too: inserts must not collide either.
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		errs := make(chan error, total)
+		for w := range 4 {
+			wg.Go(func() {
+				for i := w; i < total; i += 4 {
+					p := insertParams(b.host.ID, fmt.Sprintf("evt-%04d", i), base.Add(time.Duration(i)*time.Millisecond), deliveryOpts{})
+					res, err := s.DeliveryInsert(ctx, p)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					want[res.Delivery.ID] = true
+					mu.Unlock()
+				}
+			})
+		}
+		waitNoErrors(t, &wg, errs)
+		require.Len(t, want, total)
+		insert(ctx, t, s, b.other.ID, "evt-other", base, deliveryOpts{})
+
+		// All leases are taken at the same instant and stay valid, so no
+		// delivery may be handed out twice.
+		now := base.Add(time.Hour)
+		got := make(map[string]int, total)
+		var batches int
+		errs = make(chan error, total+workers)
+		for range workers {
+			wg.Go(func() {
+				for {
+					res, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: b.host.ID, Max: 7, MaxBytes: 1 << 20, LeaseFor: time.Hour, Now: now})
+					if err != nil {
+						errs <- err
+						return
+					}
+					ds := res.Deliveries
+					if len(ds) == 0 {
+						return
+					}
+					mu.Lock()
+					batches++
+					if len(ds) > 7 {
+						errs <- fmt.Errorf("a batch of %d over Max 7", len(ds))
+					}
+					for _, d := range ds {
+						got[d.ID]++
+						if d.HostID != b.host.ID {
+							errs <- fmt.Errorf("leased %s of host %s", d.ID, d.HostID)
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		waitNoErrors(t, &wg, errs)
+		require.Len(t, got, total)
+		for id, n := range got {
+			require.True(t, want[id], id)
+			require.Equal(t, 1, n, "%s leased %d times", id, n)
+		}
+		require.GreaterOrEqual(t, batches, total/7, "no batch over Max")
+
+		counts, err := s.DeliveryCountByStatus(ctx, b.host.ID)
+		require.NoError(t, err)
+		require.Equal(t, total, counts[store.StatusDelivering])
+		require.Empty(t, lease(ctx, t, s, b.host.ID, 100, 0, now))
+		other, err := s.DeliveryCountByStatus(ctx, b.other.ID)
+		require.NoError(t, err)
+		require.Equal(t, 1, other[store.StatusQueued])
+	})
+}
+
+// listen runs s.DeliveryListen with p until stop is called or the test
+// ends, and returns once it listens (p.Listening is its own); stop ends it
+// and returns what DeliveryListen returned.

@@ -275,13 +275,10 @@ func exerciseStaleNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("NackOfAnEarlierAttemptIsIgnored", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := insert(ctx, t, s, b.host.ID, "evt-stale", base, deliveryOpts{})
-		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		d := handOutOne(ctx, t, s, b.host.ID, "evt-stale", base)
 		// Attempt 1's lease expires; attempt 2 goes out.
 		expired := base.Add(leaseFor + time.Second)
-		n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(delivery.DefaultRetryPolicy, 0, expired))
-		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, expired))
 		again := expired.Add(delivery.DefaultRetryPolicy.Delays[1])
 		leased := lease(ctx, t, s, b.host.ID, 1, 0, again)
 		require.Len(t, leased, 1)

@@ -13,8 +13,6 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- helpers ---
-
 func ptr[T any](v T) *T { return &v }
 
 func hashOf(s string) []byte { return []byte("hash:" + s) }
@@ -69,10 +67,16 @@ func insertParams(hostID, eventID string, at time.Time, o deliveryOpts) *store.D
 
 func insert(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time, o deliveryOpts) *store.Delivery {
 	t.Helper()
-	res, err := s.DeliveryInsert(ctx, insertParams(hostID, eventID, at, o))
+	return insertFor(ctx, t, s, insertParams(hostID, eventID, at, o), store.InsertQueued).Delivery
+}
+
+// insertFor inserts p, which must come out as want.
+func insertFor(ctx context.Context, t *testing.T, s store.Store, p *store.DeliveryInsertParams, want store.InsertOutcome) *store.DeliveryInsertResult {
+	t.Helper()
+	res, err := s.DeliveryInsert(ctx, p)
 	require.NoError(t, err)
-	require.Equal(t, store.InsertQueued, res.Outcome)
-	return res.Delivery
+	require.Equal(t, want, res.Outcome)
+	return res
 }
 
 func get(ctx context.Context, t *testing.T, s store.Store, hostID, id string) *store.Delivery {
@@ -149,6 +153,54 @@ func requireLastEvent(ctx context.Context, t *testing.T, s store.Store, want sto
 	require.Equal(t, want, got)
 }
 
+// leaseOne inserts a delivery at at and leases it: the one delivery the
+// lease takes.
+func leaseOne(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
+	t.Helper()
+	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
+	require.Len(t, lease(ctx, t, s, hostID, 1, 0, at), 1)
+	return d
+}
+
+// handOutOne inserts a delivery at at and hands it out (handOut): the one
+// delivery handed out.
+func handOutOne(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
+	t.Helper()
+	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
+	require.Len(t, handOut(ctx, t, s, hostID, 1, 0, at), 1)
+	return d
+}
+
+// requireRequeued checks that a dead letter was put back in the queue by
+// tr at now (its last audit event says so), and that it is handed out
+// again as a first attempt.
+func requireRequeued(ctx context.Context, t *testing.T, s store.Store, hostID, id string, tr store.Transition, now time.Time) {
+	t.Helper()
+	requireLastEvent(ctx, t, s, store.DeliveryEvent{DeliveryID: id, At: now, From: store.StatusDLQ, To: store.StatusQueued, Reason: tr.Reason})
+	leased := lease(ctx, t, s, hostID, 10, 0, now)
+	require.Equal(t, []string{id}, ids(leased))
+	require.Equal(t, 1, leased[0].Attempts, "a first attempt again")
+}
+
+// expire expires the leases due at now under policy, and says how many.
+func expire(ctx context.Context, t *testing.T, s store.Store, policy delivery.RetryPolicy, now time.Time) int {
+	t.Helper()
+	n, err := s.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(policy, 0, now))
+	require.NoError(t, err)
+	return n
+}
+
+// waitNoErrors waits for wg's goroutines, then fails t with any error they
+// sent on errs.
+func waitNoErrors(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
 // toDLQ inserts a delivery and dead-letters it with a non-retryable nack.
 func toDLQ(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
 	t.Helper()
@@ -178,4 +230,14 @@ func listen(ctx context.Context, t testing.TB, s store.Store, p *store.DeliveryL
 		t.Fatal("DeliveryListen ended before it listened")
 	}
 	return stop
+}
+
+// listenWakeUps listens for wake-ups (DeliveryListenParams.Available): the
+// host of each comes on woken. stop ends the listening (t's cleanup does
+// too).
+func listenWakeUps(ctx context.Context, t testing.TB, s store.Store) (woken chan string, stop func() error) {
+	t.Helper()
+	woken = make(chan string, 100)
+	stop = listen(ctx, t, s, &store.DeliveryListenParams{Available: func(hostID string) { woken <- hostID }})
+	return woken, stop
 }

@@ -11,8 +11,7 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- hosts ---
-
+// exerciseHosts covers hosts.
 func exerciseHosts(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("HostCreateGet", func(t *testing.T) {
 		t.Parallel()

@@ -12,8 +12,8 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- the operator's cross-host reads and the results hosts report ---
-
+// exerciseInspect covers the operator's cross-host reads and the results
+// hosts report.
 func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("DeliveryFind", func(t *testing.T) {
 		t.Parallel()
@@ -142,8 +142,7 @@ func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 		// A result reported with an ack that no longer applies (acked
 		// already: the host lost the answer) replaces the one kept all the
 		// same; so does one reported with a nack, beside an ack.
-		e := insert(ctx, t, s, b.host.ID, "evt-n", base, deliveryOpts{})
-		require.Len(t, handOut(ctx, t, s, b.host.ID, 1, 0, base), 1)
+		e := handOutOne(ctx, t, s, b.host.ID, "evt-n", base)
 		res, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: b.host.ID,
 			Ack:  &store.DeliveryAckParams{HostID: b.host.ID, IDs: []string{d.ID}, Now: now},
 			Nack: delivery.NackParams(b.host.ID, []delivery.Nack{{ID: e.ID, Error: "500", Retryable: true}}, delivery.RetryPolicy{}, now),

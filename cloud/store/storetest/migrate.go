@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -18,6 +19,16 @@ type Migration struct {
 	// InlineBody reads a delivery's body from its deliveries row, as it is
 	// stored before that migration.
 	InlineBody func(ctx context.Context, deliveryID string) ([]byte, error)
+}
+
+// GooseMigration is the Migration that p, an engine's goose provider of
+// its migrations, undoes down to version downTo and applies again up to
+// the newest.
+func GooseMigration(p *goose.Provider, downTo int64) Migration {
+	return Migration{
+		Down: func(ctx context.Context) error { _, err := p.DownTo(ctx, downTo); return err },
+		Up:   func(ctx context.Context) error { _, err := p.Up(ctx); return err },
+	}
 }
 
 // MigrateBodies holds the migration that moved webhook bodies into a table of

@@ -11,8 +11,8 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// --- a host's report: acks, nacks, extends and release in one transaction ---
-
+// exerciseReport covers a host's report: acks, nacks, extends and release
+// in one transaction.
 func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("Report", func(t *testing.T) {
 		t.Parallel()
@@ -69,8 +69,7 @@ func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("HandBack", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		woken := make(chan string, 100)
-		listen(ctx, t, s, &store.DeliveryListenParams{Available: func(hostID string) { woken <- hostID }})
+		woken, _ := listenWakeUps(ctx, t, s)
 		next := func() string { t.Helper(); return nextWakeUp(t, woken) }
 		back := insert(ctx, t, s, b.host.ID, "evt-back", base, deliveryOpts{})
 		last := insert(ctx, t, s, b.host.ID, "evt-last", base, deliveryOpts{maxAttempts: 1})
@@ -180,9 +179,7 @@ func exerciseReport(ctx context.Context, t *testing.T, setup setupFunc) {
 		// Revived by the provider's repeat: the same.
 		handBack()
 		deadLetter()
-		res, err := s.DeliveryInsert(ctx, insertParams(b.host.ID, "evt-budget", now, deliveryOpts{maxAttempts: 2}))
-		require.NoError(t, err)
-		require.Equal(t, store.InsertRevived, res.Outcome)
+		res := insertFor(ctx, t, s, insertParams(b.host.ID, "evt-budget", now, deliveryOpts{maxAttempts: 2}), store.InsertRevived)
 		require.Equal(t, 2, res.Delivery.MaxAttempts)
 		require.Zero(t, res.Delivery.Attempts)
 		require.Equal(t, 2, get(ctx, t, s, b.host.ID, d.ID).MaxAttempts)
