@@ -124,9 +124,8 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("AckAfterLeaseExpiry", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := handOutOne(ctx, t, s, b.host.ID, "evt-1", base)
 		late := base.Add(leaseFor + time.Minute)
-		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, late))
+		d := handOutExpired(ctx, t, s, b.host.ID, "evt-1", late)
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d.ID).Status)
 
 		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, late, d.ID), "a late ack still counts")
@@ -330,4 +329,14 @@ func leaseEach(ctx context.Context, t *testing.T, s store.Store, hostID string, 
 	}
 	require.Len(t, lease(ctx, t, s, hostID, len(events), 0, at), len(events))
 	return ds
+}
+
+// handOutExpired hands a delivery out at base (handOutOne) and lets its
+// lease expire at expiredAt under the default retry policy: the delivery,
+// now retrying.
+func handOutExpired(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, expiredAt time.Time) *store.Delivery {
+	t.Helper()
+	d := handOutOne(ctx, t, s, hostID, eventID, base)
+	require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, expiredAt))
+	return d
 }

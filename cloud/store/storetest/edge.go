@@ -267,10 +267,9 @@ func exerciseStaleNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("NackOfAnEarlierAttemptIsIgnored", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := handOutOne(ctx, t, s, b.host.ID, "evt-stale", base)
 		// Attempt 1's lease expires; attempt 2 goes out.
 		expired := base.Add(leaseFor + time.Second)
-		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, expired))
+		d := handOutExpired(ctx, t, s, b.host.ID, "evt-stale", expired)
 		again := expired.Add(delivery.DefaultRetryPolicy.Delays[1])
 		leased := lease(ctx, t, s, b.host.ID, 1, 0, again)
 		require.Len(t, leased, 1)
