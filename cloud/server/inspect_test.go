@@ -18,8 +18,8 @@ func TestHostDeliveriesOwnOnly(t *testing.T) {
 	b := setup(t)
 	hostA, tokenA := b.newHost("a")
 	hostB, _ := b.newHost("b")
-	require.Equal(t, 200, b.sendGitHub(hostA, "a-1", prBody).status)
-	require.Equal(t, 200, b.sendGitHub(hostB, "b-1", prBody).status)
+	b.sent(hostA, "a-1")
+	b.sent(hostB, "b-1")
 	auth := map[string]string{"Authorization": "Bearer " + tokenA}
 
 	var page shared.HostDeliveriesResponse
@@ -83,7 +83,7 @@ func TestHeartbeatRecordsResults(t *testing.T) {
 func TestFindAndEventsValidate(t *testing.T) {
 	b := setup(t)
 	hostID, _ := b.newHost("h")
-	require.Equal(t, 200, b.sendGitHub(hostID, "f-1", prBody).status)
+	b.sent(hostID, "f-1")
 	for _, q := range []string{"/api/deliveries?status=lost", "/api/deliveries?since=1h", "/api/deliveries?cursor=!!!",
 		"/api/deliveries?limit=501", "/api/events?after=-1", "/api/events?last=0", "/api/events?last=501", "/api/events?limit=x"} {
 		a := b.admin("GET", q, nil)

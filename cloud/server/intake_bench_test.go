@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,6 +29,7 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
 	"github.com/relaykit/relay/shared"
+	"github.com/relaykit/relay/shared/sharedtest"
 )
 
 // BenchmarkIntake drives signed GitHub webhooks through the real handler over
@@ -127,7 +127,7 @@ func benchIntake(b *testing.B, st store.Store, random bool, guard string) {
 			req.Header.Set("X-GitHub-Event", "installation")
 			delivery := "bench-" + strconv.FormatInt(n, 10)
 			if random {
-				delivery = uuid()
+				delivery = sharedtest.DeliveryUUID()
 			}
 			req.Header.Set("X-GitHub-Delivery", delivery)
 			req.Header.Set("X-Hub-Signature-256", signature)
@@ -146,15 +146,6 @@ func benchIntake(b *testing.B, st store.Store, random bool, guard string) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "webhooks/s")
-}
-
-// uuid is a random UUID (version 4), the shape of GitHub's X-GitHub-Delivery.
-func uuid() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // BenchmarkHeartbeatDrain is the cloud's side of draining a backlog to one

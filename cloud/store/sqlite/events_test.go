@@ -36,6 +36,15 @@ func eventsOf(ctx context.Context, t *testing.T, s *Store, host string, n int, n
 	return ids
 }
 
+// trailed is a migrated store with n deliveries of host h-a (see
+// eventsOf), received from the time it returns, and their ids.
+func trailed(ctx context.Context, t *testing.T, n int) (*Store, time.Time, []string) {
+	t.Helper()
+	s := migrated(ctx, t)
+	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	return s, now, eventsOf(ctx, t, s, "h-a", n, now)
+}
+
 func trails(ctx context.Context, t *testing.T, s *Store, ids []string) map[string][]*store.DeliveryEvent {
 	t.Helper()
 	out := map[string][]*store.DeliveryEvent{}
@@ -54,9 +63,7 @@ func trails(ctx context.Context, t *testing.T, s *Store, ids []string) map[strin
 // found through the index and go with it.
 func TestMigrateEventKeys(t *testing.T) {
 	ctx := context.Background()
-	s := migrated(ctx, t)
-	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
-	ids := eventsOf(ctx, t, s, "h-a", 5, now)
+	s, now, ids := trailed(ctx, t, 5)
 	gone := eventsOf(ctx, t, s, "h-gone", 2, now)
 	before := trails(ctx, t, s, ids)
 	var last int64

@@ -3,8 +3,6 @@ package sqlite_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite"
+	"github.com/relaykit/relay/shared/sharedtest"
 )
 
 // BenchmarkInsertBatch is the intake's transaction alone: batches of 128
@@ -48,7 +47,7 @@ func BenchmarkInsertBatch(b *testing.B) {
 			}
 			id := func(i int) string { return "bench-" + strconv.Itoa(i) }
 			if ids != "counter" {
-				id = func(int) string { return uuid() }
+				id = func(int) string { return sharedtest.DeliveryUUID() }
 			}
 			const batch = 128
 			w0, cpu0 := writeBytes(b), cpuTime()
@@ -76,14 +75,6 @@ func BenchmarkInsertBatch(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "webhooks/s")
 		})
 	}
-}
-
-func uuid() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // writeBytes is the process's write_bytes from /proc/self/io: what it
@@ -146,7 +137,7 @@ func BenchmarkInsertOne(b *testing.B) {
 			for range b.N {
 				time.Sleep(2 * time.Millisecond) // idle between webhooks, as at a low rate
 				now := time.Now()
-				ev := uuid()
+				ev := sharedtest.DeliveryUUID()
 				p := &store.DeliveryInsertParams{ID: "github:" + ev + ":" + strconv.FormatInt(now.UnixMilli(), 10),
 					HostID: "h-bench", Source: "github", EventID: ev, EventType: "installation", EventAction: "created",
 					RawBody: body, ReceivedAt: now, MaxAttempts: 10,

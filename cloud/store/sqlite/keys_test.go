@@ -66,9 +66,7 @@ func schemaOf(ctx context.Context, t *testing.T, s *Store, table string) []strin
 // distinct; a delivery's body, events and result go with it.
 func TestMigrateDeliveryKeys(t *testing.T) {
 	ctx := context.Background()
-	s := migrated(ctx, t)
-	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
-	ids := eventsOf(ctx, t, s, "h-a", 4, now)
+	s, now, ids := trailed(ctx, t, 4)
 	other := eventsOf(ctx, t, s, "h-b", 2, now.Add(time.Second))
 	_, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-a", Results: []store.DeliveryResult{
 		{DeliveryID: ids[0], Attempt: 1, Result: "ok", Handler: "deploy", ReportedAt: now},
@@ -241,9 +239,7 @@ func createHosts(ctx context.Context, t *testing.T, s *Store, now time.Time, ids
 // its delivery by that key.
 func TestMigrateResultKeys(t *testing.T) {
 	ctx := context.Background()
-	s := migrated(ctx, t)
-	now := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
-	ids := eventsOf(ctx, t, s, "h-a", 4, now)
+	s, now, ids := trailed(ctx, t, 4)
 	report := func(id, result string) {
 		t.Helper()
 		_, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-a", Results: []store.DeliveryResult{

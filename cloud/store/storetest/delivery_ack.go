@@ -18,10 +18,8 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		t.Parallel()
 		s, b := setup(t)
 		// One delivery in each ackable state.
-		delivering := insert(ctx, t, s, b.host.ID, "evt-delivering", base, deliveryOpts{})
-		delivered := insert(ctx, t, s, b.host.ID, "evt-delivered", base.Add(1*time.Millisecond), deliveryOpts{})
-		retrying := insert(ctx, t, s, b.host.ID, "evt-retrying", base.Add(2*time.Millisecond), deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 3, 0, base), 3)
+		leased := leaseEach(ctx, t, s, b.host.ID, base, "evt-delivering", "evt-delivered", "evt-retrying")
+		delivering, delivered, retrying := leased[0], leased[1], leased[2]
 		n, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{delivered.ID}, Now: base})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
@@ -77,12 +75,8 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 		// Written to the host and not yet marked delivered: one at each of
 		// two times; one marked already; one whose lease expired
 		// (retrying); one written and not acked.
-		early := insert(ctx, t, s, b.host.ID, "evt-early", base, deliveryOpts{})
-		late := insert(ctx, t, s, b.host.ID, "evt-late", base.Add(1*time.Millisecond), deliveryOpts{})
-		marked := insert(ctx, t, s, b.host.ID, "evt-marked", base.Add(2*time.Millisecond), deliveryOpts{})
-		retrying := insert(ctx, t, s, b.host.ID, "evt-retrying", base.Add(3*time.Millisecond), deliveryOpts{})
-		unacked := insert(ctx, t, s, b.host.ID, "evt-unacked", base.Add(4*time.Millisecond), deliveryOpts{})
-		require.Len(t, lease(ctx, t, s, b.host.ID, 5, 0, base), 5)
+		leased := leaseEach(ctx, t, s, b.host.ID, base, "evt-early", "evt-late", "evt-marked", "evt-retrying", "evt-unacked")
+		early, late, marked, retrying, unacked := leased[0], leased[1], leased[2], leased[3], leased[4]
 		markedAt, earlyAt, lateAt := base.Add(10*time.Millisecond), base.Add(20*time.Millisecond), base.Add(30*time.Millisecond)
 		n, err := s.DeliveryMarkDelivered(ctx, &store.DeliveryMarkDeliveredParams{HostID: b.host.ID, IDs: []string{marked.ID}, Now: markedAt})
 		require.NoError(t, err)
@@ -130,9 +124,8 @@ func exerciseAckNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("AckAfterLeaseExpiry", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := handOutOne(ctx, t, s, b.host.ID, "evt-1", base)
 		late := base.Add(leaseFor + time.Minute)
-		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, late))
+		d := handOutExpired(ctx, t, s, b.host.ID, "evt-1", late)
 		require.Equal(t, store.StatusRetrying, get(ctx, t, s, b.host.ID, d.ID).Status)
 
 		require.Equal(t, 1, ack(ctx, t, s, b.host.ID, late, d.ID), "a late ack still counts")
@@ -323,4 +316,27 @@ func exerciseAudit(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Empty(t, evs)
 	})
+}
+
+// leaseEach inserts a delivery of hostID for each event, a millisecond
+// apart from at on, and leases them all at at: the deliveries, in that
+// order.
+func leaseEach(ctx context.Context, t *testing.T, s store.Store, hostID string, at time.Time, events ...string) []*store.Delivery {
+	t.Helper()
+	ds := make([]*store.Delivery, len(events))
+	for i, ev := range events {
+		ds[i] = insert(ctx, t, s, hostID, ev, at.Add(time.Duration(i)*time.Millisecond), deliveryOpts{})
+	}
+	require.Len(t, lease(ctx, t, s, hostID, len(events), 0, at), len(events))
+	return ds
+}
+
+// handOutExpired hands a delivery out at base (handOutOne) and lets its
+// lease expire at expiredAt under the default retry policy: the delivery,
+// now retrying.
+func handOutExpired(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, expiredAt time.Time) *store.Delivery {
+	t.Helper()
+	d := handOutOne(ctx, t, s, hostID, eventID, base)
+	require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, expiredAt))
+	return d
 }

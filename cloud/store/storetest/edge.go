@@ -124,9 +124,7 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		}
 		_, err := s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q, MaxRows: 3})
 		require.ErrorIs(t, err, store.ErrQuarantineFull)
-		n, err := s.QuarantineCount(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 3, n)
+		requireQuarantined(ctx, t, s, 3)
 
 		list, err := s.QuarantineList(ctx, &store.QuarantineListParams{Limit: 2})
 		require.NoError(t, err)
@@ -144,9 +142,7 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 
 		require.NoError(t, s.QuarantineDelete(ctx, ids[0]))
 		require.NoError(t, s.QuarantineDelete(ctx, ids[0]), "deleting twice is a no-op")
-		n, err = s.QuarantineCount(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		requireQuarantined(ctx, t, s, 2)
 		_, err = s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q, MaxRows: 3})
 		require.NoError(t, err, "room again")
 	})
@@ -171,9 +167,7 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.ErrorIs(t, insert("", "", big, 994), store.ErrQuarantineFull, "the headers count")
 		require.NoError(t, insert(strings.Repeat("b", 5), "", big, 1000), "600 + 400 fits exactly")
 		require.ErrorIs(t, insert("", "", empty, 1000), store.ErrQuarantineFull)
-		n, err := s.QuarantineCount(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		requireQuarantined(ctx, t, s, 2)
 	})
 
 	// Each host has a share of the quarantine: one host's flood leaves the
@@ -206,9 +200,7 @@ func exerciseEdge(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.ErrorIs(t, insert(b.host.ID, 10, byBytes), store.ErrQuarantineHostFull, "48 + 12 > 59")
 		require.NoError(t, insert(b.host.ID, 9, byBytes), "48 + 11 = 59")
 		require.NoError(t, insert(b.other.ID, 20, byBytes), "the other host has its own share: 24 + 22 <= 59")
-		n, err := s.QuarantineCount(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 8, n)
+		requireQuarantined(ctx, t, s, 8)
 	})
 
 	t.Run("Meta", func(t *testing.T) {
@@ -275,10 +267,9 @@ func exerciseStaleNack(ctx context.Context, t *testing.T, setup setupFunc) {
 	t.Run("NackOfAnEarlierAttemptIsIgnored", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
-		d := handOutOne(ctx, t, s, b.host.ID, "evt-stale", base)
 		// Attempt 1's lease expires; attempt 2 goes out.
 		expired := base.Add(leaseFor + time.Second)
-		require.Equal(t, 1, expire(ctx, t, s, delivery.DefaultRetryPolicy, expired))
+		d := handOutExpired(ctx, t, s, b.host.ID, "evt-stale", expired)
 		again := expired.Add(delivery.DefaultRetryPolicy.Delays[1])
 		leased := lease(ctx, t, s, b.host.ID, 1, 0, again)
 		require.Len(t, leased, 1)
@@ -342,4 +333,12 @@ func exerciseInsertRace(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Len(t, ds, 1)
 		require.Len(t, events(ctx, t, s, first), 1, "one received event")
 	})
+}
+
+// requireQuarantined checks that the quarantine holds n requests.
+func requireQuarantined(ctx context.Context, t *testing.T, s store.Store, n int) {
+	t.Helper()
+	got, err := s.QuarantineCount(ctx)
+	require.NoError(t, err)
+	require.Equal(t, n, got)
 }

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"fmt"
 	"net/http"
+
+	"github.com/relaykit/relay/shared/sharedtest"
 )
 
 // installationCreated is a real GitHub webhook body (3,329 bytes); see
@@ -79,9 +79,5 @@ func (w GitHubWebhook) NewRequest(ctx context.Context, cloudURL, hostID, source 
 // NewDeliveryID returns a random UUID (version 4), the shape of GitHub's
 // X-GitHub-Delivery.
 func NewDeliveryID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	return sharedtest.DeliveryUUID()
 }
