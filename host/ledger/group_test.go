@@ -96,9 +96,7 @@ func TestGroupCommitConcurrentRecords(t *testing.T) {
 	require.Equal(t, n, acks)
 	require.NoError(t, l.Close())
 
-	l, err = Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopen(t, path)
 	require.Len(t, outboxIDs(t, l), n)
 }
 
@@ -191,9 +189,7 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "late", Kind: OutboxAck}), ErrClosed)
 
-	l, err = Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopen(t, path)
 	require.ElementsMatch(t, []string{"first", "queued"}, outboxIDs(t, l))
 }
 
@@ -204,8 +200,7 @@ func TestGroupCommitMixesWrites(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 	record(t, l, entry("sent", ResultSuccess, t0))
-	sent, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	sent := outbox(t, l)
 	require.Len(t, sent, 1)
 
 	release, first := holdWriter(t, l)
