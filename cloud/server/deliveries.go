@@ -14,6 +14,8 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
+// eventJSON is one step of a delivery's audit trail, in the one-delivery
+// answer.
 type eventJSON struct {
 	At      time.Time    `json:"at"`
 	From    store.Status `json:"from"`
