@@ -30,18 +30,8 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer, get
 			synopsis("ledger list"), synopsis("ledger show"))
 		return exitOK
 	}
-	if len(args) == 0 {
-		fmt.Fprintf(stderr, "host ledger: list or show?\n%s", usage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "list":
-		return ledgerList(ctx, args[1:], stdout, stderr, getenv)
-	case "show":
-		return ledgerShow(ctx, args[1:], stdout, stderr, getenv)
-	}
-	fmt.Fprintf(stderr, "host ledger: unknown command %q\n%s", args[0], usage)
-	return exitUsage
+	return dispatch(ctx, args, stdout, stderr, getenv, "host ledger", "host ledger: list or show?\n",
+		map[string]command{"list": ledgerList, "show": ledgerShow})
 }
 
 // parseInterspersed parses flags that may come before or after the

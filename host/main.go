@@ -118,36 +118,48 @@ func main() {
 
 // run is the whole command, with its surroundings passed in for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	return dispatch(ctx, args, stdout, stderr, getenv, "host", "", map[string]command{
+		"claim": runClaim, "run": runAgent, "ledger": runLedger, "reconcile": runReconcile, "health": runHealth,
+		"version": runVersion, "-v": runVersion, "--version": runVersion,
+		"-h": runHelp, "-help": runHelp, "--help": runHelp, "help": runHelp,
+	})
+}
+
+// command is a command's entry: the arguments after its name, and the
+// process's surroundings.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int
+
+// dispatch runs the command of cmds that args[0] names with the rest of
+// args. Without arguments it prints missing and the usage on stderr; a name
+// it does not know it reports under name ("host ledger").
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string,
+	name, missing string, cmds map[string]command) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, missing+usage)
 		return exitUsage
 	}
-	switch args[0] {
-	case "claim":
-		return runClaim(ctx, args[1:], stdout, stderr, getenv)
-	case "run":
-		return runAgent(ctx, args[1:], stdout, stderr, getenv)
-	case "ledger":
-		return runLedger(ctx, args[1:], stdout, stderr, getenv)
-	case "reconcile":
-		return runReconcile(ctx, args[1:], stdout, stderr, getenv)
-	case "health":
-		return runHealth(ctx, args[1:], stdout, stderr, getenv)
-	case "version", "-v", "--version":
-		if wantsHelp(args[1:]) {
-			printHelp(stdout, "version", nil)
-			return exitOK
-		}
-		// The build's version, the cloud's; the protocol version is what
-		// the host reports to the cloud (agent_version).
-		fmt.Fprintln(stdout, buildinfo.String("host", "protocol "+agent.Version))
-		return exitOK
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	if cmd, ok := cmds[args[0]]; ok {
+		return cmd(ctx, args[1:], stdout, stderr, getenv)
+	}
+	fmt.Fprintf(stderr, "%s: unknown command %q\n%s", name, args[0], usage)
+	return exitUsage
+}
+
+// runVersion is `host version`: the build's version, and the protocol
+// version the host reports to the cloud (agent_version).
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer, _ func(string) string) int {
+	if wantsHelp(args) {
+		printHelp(stdout, "version", nil)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "host: unknown command %q\n%s", args[0], usage)
-	return exitUsage
+	fmt.Fprintln(stdout, buildinfo.String("host", "protocol "+agent.Version))
+	return exitOK
+}
+
+// runHelp is `host help`: the usage, on stdout as asked.
+func runHelp(_ context.Context, _ []string, stdout, _ io.Writer, _ func(string) string) int {
+	fmt.Fprint(stdout, usage)
+	return exitOK
 }
 
 // newFlagSet makes command name's flags. A flag that does not parse is

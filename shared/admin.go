@@ -28,6 +28,32 @@ type Source struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
+// Delivery is a delivery as the admin API shows it. Headers and RawBody are
+// set only in the one-delivery answer.
+type Delivery struct {
+	DeliveryID    string            `json:"delivery_id"`
+	ReplayOf      string            `json:"replay_of,omitempty"` // a replay's original (X-Relay-Replay-Of)
+	HostID        string            `json:"host_id"`
+	Source        string            `json:"source"`
+	EventID       string            `json:"event_id"`
+	EventType     string            `json:"event_type"`
+	EventAction   string            `json:"event_action"`
+	Status        string            `json:"status"`
+	Attempts      int               `json:"attempts"`
+	MaxAttempts   int               `json:"max_attempts"`
+	NextRetryAt   *time.Time        `json:"next_retry_at"`
+	LeaseExpires  *time.Time        `json:"lease_expires_at"`
+	LastError     string            `json:"last_error"`
+	ReceivedAt    time.Time         `json:"received_at"`
+	DeliveredAt   *time.Time        `json:"delivered_at"`
+	AckedAt       *time.Time        `json:"acked_at"`
+	DLQAt         *time.Time        `json:"dlq_at"`
+	CorrelationID string            `json:"correlation_id"`
+	BodySize      int               `json:"body_size"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	RawBody       []byte            `json:"raw_body,omitempty"`
+}
+
 // HostResult is what a host's ledger recorded of a delivery's last handler
 // run, as the host reported it.
 type HostResult struct {

@@ -157,27 +157,6 @@ type host struct {
 	WebhookURL string         `json:"webhook_url"`
 }
 
-type delivery struct {
-	DeliveryID    string     `json:"delivery_id"`
-	ReplayOf      string     `json:"replay_of,omitempty"`
-	HostID        string     `json:"host_id"`
-	Source        string     `json:"source"`
-	EventID       string     `json:"event_id"`
-	EventType     string     `json:"event_type"`
-	EventAction   string     `json:"event_action"`
-	Status        string     `json:"status"`
-	Attempts      int        `json:"attempts"`
-	MaxAttempts   int        `json:"max_attempts"`
-	NextRetryAt   *time.Time `json:"next_retry_at"`
-	LeaseExpires  *time.Time `json:"lease_expires_at"`
-	LastError     string     `json:"last_error"`
-	ReceivedAt    time.Time  `json:"received_at"`
-	AckedAt       *time.Time `json:"acked_at"`
-	DLQAt         *time.Time `json:"dlq_at"`
-	CorrelationID string     `json:"correlation_id"`
-	BodySize      int        `json:"body_size"`
-}
-
 type event struct {
 	ID         int64     `json:"id,omitempty"`
 	DeliveryID string    `json:"delivery_id,omitempty"`
@@ -191,6 +170,6 @@ type event struct {
 }
 
 type deliveryPage struct {
-	Webhooks   []delivery `json:"webhooks"`
-	NextCursor string     `json:"next_cursor"`
+	Webhooks   []shared.Delivery `json:"webhooks"`
+	NextCursor string            `json:"next_cursor"`
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared"
 )
 
 var now = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
@@ -12,9 +14,9 @@ var now = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 func at(d time.Duration) *time.Time { t := now.Add(d); return &t }
 
 func TestLeaseLine(t *testing.T) {
-	require.Equal(t, "claimed_until 2026-11-25T08:59:19Z (expired 41s ago)", leaseLine(delivery{LeaseExpires: at(-41 * time.Second)}, now))
-	require.Equal(t, "claimed_until 2026-11-25T09:01:00Z (expires in 1m0s)", leaseLine(delivery{LeaseExpires: at(time.Minute)}, now))
-	require.Empty(t, leaseLine(delivery{}, now))
+	require.Equal(t, "claimed_until 2026-11-25T08:59:19Z (expired 41s ago)", leaseLine(shared.Delivery{LeaseExpires: at(-41 * time.Second)}, now))
+	require.Equal(t, "claimed_until 2026-11-25T09:01:00Z (expires in 1m0s)", leaseLine(shared.Delivery{LeaseExpires: at(time.Minute)}, now))
+	require.Empty(t, leaseLine(shared.Delivery{}, now))
 }
 
 func TestHoistGlobals(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relaykit/relay/shared"
 )
 
 func deliveriesList(ctx context.Context, e *env, args []string, auth func() error) error {
@@ -53,9 +55,9 @@ func deliveriesList(ctx context.Context, e *env, args []string, auth func() erro
 	return nil
 }
 
-func (e *env) deliveryTable(ds []delivery) { e.deliveryTableTo(e.stdout, ds) }
+func (e *env) deliveryTable(ds []shared.Delivery) { e.deliveryTableTo(e.stdout, ds) }
 
-func (e *env) deliveryTableTo(w io.Writer, ds []delivery) {
+func (e *env) deliveryTableTo(w io.Writer, ds []shared.Delivery) {
 	rows := make([][]string, 0, len(ds))
 	for _, d := range ds {
 		rows = append(rows, []string{d.DeliveryID, d.HostID, d.Status, fmt.Sprintf("%d/%d", d.Attempts, d.MaxAttempts),
@@ -64,7 +66,7 @@ func (e *env) deliveryTableTo(w io.Writer, ds []delivery) {
 	tableTo(w, []string{"DELIVERY", "HOST", "STATUS", "ATTEMPTS", "EVENT", "RECEIVED", "LAST ERROR"}, rows)
 }
 
-func eventName(d delivery) string {
+func eventName(d shared.Delivery) string {
 	if d.EventAction != "" {
 		return d.EventType + "." + d.EventAction
 	}
@@ -91,7 +93,7 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 
 // find finds the deliveries a reference names: a delivery id, else a
 // provider's event id, else a correlation id.
-func (e *env) find(ctx context.Context, ref string) ([]delivery, error) {
+func (e *env) find(ctx context.Context, ref string) ([]shared.Delivery, error) {
 	var page deliveryPage
 	// A delivery id is {source}:{event id}:{received ms}.
 	if first, last := strings.Index(ref, ":"), strings.LastIndex(ref, ":"); first >= 0 && last > first {
@@ -102,7 +104,7 @@ func (e *env) find(ctx context.Context, ref string) ([]delivery, error) {
 			}
 			for _, d := range page.Webhooks {
 				if d.DeliveryID == ref {
-					return []delivery{d}, nil
+					return []shared.Delivery{d}, nil
 				}
 			}
 		}
@@ -119,30 +121,30 @@ func (e *env) find(ctx context.Context, ref string) ([]delivery, error) {
 }
 
 // findOne is find, when the reference must name one delivery.
-func (e *env) findOne(ctx context.Context, ref string) (delivery, error) {
+func (e *env) findOne(ctx context.Context, ref string) (shared.Delivery, error) {
 	ds, err := e.find(ctx, ref)
 	if err != nil {
-		return delivery{}, err
+		return shared.Delivery{}, err
 	}
 	if len(ds) > 1 {
 		fmt.Fprintf(e.stderr, "%q names %d deliveries:\n", ref, len(ds))
 		e.deliveryTableTo(e.stderr, ds)
-		return delivery{}, usagef("%q names several deliveries: give one delivery id", ref)
+		return shared.Delivery{}, usagef("%q names several deliveries: give one delivery id", ref)
 	}
 	return ds[0], nil
 }
 
 // deliveryArg reads a command's flags and its one argument, a reference that
 // must name one delivery, and finds that delivery.
-func (e *env) deliveryArg(ctx context.Context, f *flags, args []string, auth func() error) (delivery, error) {
+func (e *env) deliveryArg(ctx context.Context, f *flags, args []string, auth func() error) (shared.Delivery, error) {
 	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
-		return delivery{}, err
+		return shared.Delivery{}, err
 	}
 	return e.findOne(ctx, pos[0])
 }
 
-func deliveryPath(d delivery) string {
+func deliveryPath(d shared.Delivery) string {
 	return "/api/hosts/" + url.PathEscape(d.HostID) + "/webhooks/" + url.PathEscape(d.DeliveryID)
 }
 
@@ -174,11 +176,11 @@ func (e *env) deliveryAction(ctx context.Context, f *flags, args []string, auth 
 	if done, err := e.fetch(ctx, "POST", deliveryPath(d)+"/"+action, nil, in(), &out); done {
 		return err
 	}
-	var got delivery
+	var got shared.Delivery
 	if err := json.Unmarshal(out["delivery"], &got); err != nil {
 		return fmt.Errorf("the cloud's answer: %w", err)
 	}
-	e.deliveryTable([]delivery{got})
+	e.deliveryTable([]shared.Delivery{got})
 	return nil
 }
 

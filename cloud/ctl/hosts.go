@@ -37,16 +37,24 @@ func backlog(h host) string {
 }
 
 func hostsShow(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "hosts show HOST_ID [--json]")
+	return hostCommand(ctx, e, args, auth, "hosts show HOST_ID [--json]", "GET", "", e.printHost)
+}
+
+// hostCommand is a command of one argument, HOST_ID, that sends method to
+// that host's path with suffix ("/deactivate") and prints the answer with
+// print.
+func hostCommand[T any](ctx context.Context, e *env, args []string, auth func() error, usage, method, suffix string,
+	print func(T) error) error {
+	f := newFlags(e, usage)
 	pos, err := f.parseAuthed(args, 1, 1, auth)
 	if err != nil {
 		return err
 	}
-	var h host
-	if err := e.client.do(ctx, "GET", "/api/hosts/"+url.PathEscape(pos[0]), nil, nil, &h); err != nil {
+	var out T
+	if err := e.client.do(ctx, method, "/api/hosts/"+url.PathEscape(pos[0])+suffix, nil, nil, &out); err != nil {
 		return err
 	}
-	return e.printHost(h)
+	return print(out)
 }
 
 func (e *env) printHost(h host) error {
@@ -152,27 +160,9 @@ func (e *env) patchHost(ctx context.Context, auth func() error, id string, patch
 }
 
 func hostsDeactivate(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "hosts deactivate HOST_ID [--json]")
-	pos, err := f.parseAuthed(args, 1, 1, auth)
-	if err != nil {
-		return err
-	}
-	var h host
-	if err := e.client.do(ctx, "POST", "/api/hosts/"+url.PathEscape(pos[0])+"/deactivate", nil, nil, &h); err != nil {
-		return err
-	}
-	return e.printHost(h)
+	return hostCommand(ctx, e, args, auth, "hosts deactivate HOST_ID [--json]", "POST", "/deactivate", e.printHost)
 }
 
 func hostsClaimCode(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "hosts claim-code HOST_ID [--json]")
-	pos, err := f.parseAuthed(args, 1, 1, auth)
-	if err != nil {
-		return err
-	}
-	var out shared.CreateHostResponse
-	if err := e.client.do(ctx, "POST", "/api/hosts/"+url.PathEscape(pos[0])+"/claim-code", nil, nil, &out); err != nil {
-		return err
-	}
-	return e.printClaim(out)
+	return hostCommand(ctx, e, args, auth, "hosts claim-code HOST_ID [--json]", "POST", "/claim-code", e.printClaim)
 }

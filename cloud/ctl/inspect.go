@@ -14,7 +14,7 @@ import (
 
 // inspection is a webhook's whole life, as inspect prints it.
 type inspection struct {
-	Delivery   delivery           `json:"delivery"`
+	Delivery   shared.Delivery    `json:"delivery"`
 	Events     []event            `json:"events"`
 	HostResult *shared.HostResult `json:"host_result"`
 	Edge       string             `json:"edge"`
@@ -35,6 +35,9 @@ func inspect(ctx context.Context, e *env, args []string, auth func() error) erro
 		return err
 	}
 	out.Delivery.HostID = d.HostID
+	// inspect shows a webhook's life, not its content: the body and headers
+	// the one-delivery answer carries stay out of it.
+	out.Delivery.Headers, out.Delivery.RawBody = nil, nil
 	now := e.now()
 	out.Edge = edgeVerdict(out.Events)
 	out.Lease = leaseLine(out.Delivery, now)
@@ -57,7 +60,7 @@ func edgeVerdict(evs []event) string {
 }
 
 // leaseLine says whether the delivery is under a lease and until when.
-func leaseLine(d delivery, now time.Time) string {
+func leaseLine(d shared.Delivery, now time.Time) string {
 	if d.LeaseExpires == nil {
 		return ""
 	}

@@ -14,32 +14,8 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-// deliveryJSON is a delivery as the admin API shows it. RawBody is set only
-// in the one-delivery answer.
-type deliveryJSON struct {
-	DeliveryID    string            `json:"delivery_id"`
-	ReplayOf      string            `json:"replay_of,omitempty"` // a replay's original (X-Relay-Replay-Of)
-	HostID        string            `json:"host_id"`
-	Source        string            `json:"source"`
-	EventID       string            `json:"event_id"`
-	EventType     string            `json:"event_type"`
-	EventAction   string            `json:"event_action"`
-	Status        store.Status      `json:"status"`
-	Attempts      int               `json:"attempts"`
-	MaxAttempts   int               `json:"max_attempts"`
-	NextRetryAt   *time.Time        `json:"next_retry_at"`
-	LeaseExpires  *time.Time        `json:"lease_expires_at"`
-	LastError     string            `json:"last_error"`
-	ReceivedAt    time.Time         `json:"received_at"`
-	DeliveredAt   *time.Time        `json:"delivered_at"`
-	AckedAt       *time.Time        `json:"acked_at"`
-	DLQAt         *time.Time        `json:"dlq_at"`
-	CorrelationID string            `json:"correlation_id"`
-	BodySize      int               `json:"body_size"`
-	Headers       map[string]string `json:"headers,omitempty"`
-	RawBody       []byte            `json:"raw_body,omitempty"`
-}
-
+// eventJSON is one step of a delivery's audit trail, in the one-delivery
+// answer.
 type eventJSON struct {
 	At      time.Time    `json:"at"`
 	From    store.Status `json:"from"`
@@ -48,10 +24,12 @@ type eventJSON struct {
 	Attempt int          `json:"attempt"`
 }
 
-func deliveryView(d *store.Delivery, withBody bool) deliveryJSON {
-	v := deliveryJSON{
+// deliveryView is d as the admin API shows it; withBody adds its headers
+// and body, for the one-delivery answer.
+func deliveryView(d *store.Delivery, withBody bool) shared.Delivery {
+	v := shared.Delivery{
 		DeliveryID: d.ID, HostID: d.HostID, Source: d.Source, EventID: d.EventID, EventType: d.EventType, EventAction: d.EventAction,
-		Status: d.Status, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextRetryAt: d.NextRetryAt,
+		Status: string(d.Status), Attempts: d.Attempts, MaxAttempts: d.MaxAttempts, NextRetryAt: d.NextRetryAt,
 		LeaseExpires: d.LeaseExpiresAt, LastError: d.LastError, ReceivedAt: d.ReceivedAt,
 		DeliveredAt: d.DeliveredAt, AckedAt: d.AckedAt, DLQAt: d.DLQAt, CorrelationID: d.CorrelationID,
 		BodySize: d.BodySize, ReplayOf: d.Headers[replayHeader],
@@ -145,7 +123,7 @@ func writeDeliveryPage(c *gin.Context, ds []*store.Delivery, limit int) {
 		last := ds[len(ds)-1]
 		next = EncodeCursor(last.ReceivedAt, last.ID)
 	}
-	out := make([]deliveryJSON, 0, len(ds))
+	out := make([]shared.Delivery, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, deliveryView(d, false))
 	}

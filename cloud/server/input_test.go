@@ -76,7 +76,7 @@ func TestAdminReachesSlashedDeliveryID(t *testing.T) {
 	require.Contains(t, path, "a%2Fb")
 
 	var one struct {
-		Delivery deliveryJSON `json:"delivery"`
+		Delivery shared.Delivery `json:"delivery"`
 	}
 	a = b.admin("GET", path, nil)
 	require.Equal(t, 200, a.status, string(a.body))

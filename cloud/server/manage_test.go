@@ -327,8 +327,8 @@ func TestManagementDeliveries(t *testing.T) {
 	acked, retrying := sent[0], sent[1]
 
 	type page struct {
-		Webhooks   []deliveryJSON `json:"webhooks"`
-		NextCursor string         `json:"next_cursor"`
+		Webhooks   []shared.Delivery `json:"webhooks"`
+		NextCursor string            `json:"next_cursor"`
 	}
 	list := func(q string) page {
 		t.Helper()
@@ -373,14 +373,14 @@ func TestManagementDeliveries(t *testing.T) {
 
 	// One delivery: its fields, body and audit trail.
 	var one struct {
-		Delivery deliveryJSON `json:"delivery"`
-		Events   []eventJSON  `json:"events"`
+		Delivery shared.Delivery `json:"delivery"`
+		Events   []eventJSON     `json:"events"`
 	}
 	a := b.admin("GET", "/api/hosts/"+hostID+"/webhooks/"+dead, nil)
 	require.Equal(t, 200, a.status)
 	a.json(t, &one)
 	require.Equal(t, prBody, one.Delivery.RawBody)
-	require.Equal(t, store.StatusDLQ, one.Delivery.Status)
+	require.Equal(t, string(store.StatusDLQ), one.Delivery.Status)
 	require.Equal(t, 1, one.Delivery.Attempts)
 	require.Equal(t, 5, one.Delivery.MaxAttempts)
 	var trail []string
@@ -393,19 +393,19 @@ func TestManagementDeliveries(t *testing.T) {
 	b.refused("GET", "/api/hosts/h_nope/webhooks/"+dead, nil, 404, shared.CodeNotFound)
 
 	// Manual retry: from dlq and from retrying, attempts reset.
-	retry := func(id string) deliveryJSON {
+	retry := func(id string) shared.Delivery {
 		t.Helper()
 		a := b.admin("POST", "/api/hosts/"+hostID+"/webhooks/"+id+"/retry", nil)
 		require.Equal(t, 200, a.status, string(a.body))
 		var r struct {
-			Delivery deliveryJSON `json:"delivery"`
+			Delivery shared.Delivery `json:"delivery"`
 		}
 		a.json(t, &r)
 		return r.Delivery
 	}
 	b.clock.Advance(time.Second)
 	d := retry(dead)
-	require.Equal(t, store.StatusQueued, d.Status)
+	require.Equal(t, string(store.StatusQueued), d.Status)
 	require.Zero(t, d.Attempts)
 	require.Nil(t, d.DLQAt)
 	b.admin("GET", "/api/hosts/"+hostID+"/webhooks/"+dead, nil).json(t, &one)
@@ -413,7 +413,7 @@ func TestManagementDeliveries(t *testing.T) {
 	require.Equal(t, eventJSON{At: b.clock.Now().UTC().Truncate(time.Millisecond), From: store.StatusDLQ, To: store.StatusQueued,
 		Reason: store.TransitionRetry.Reason, Attempt: 0}, eventJSON{At: last.At.UTC(), From: last.From, To: last.To, Reason: last.Reason, Attempt: last.Attempt})
 	d = retry(retrying)
-	require.Equal(t, store.StatusQueued, d.Status)
+	require.Equal(t, string(store.StatusQueued), d.Status)
 	require.Nil(t, d.NextRetryAt)
 	// Both are handed out on the next heartbeat, as first attempts.
 	a = b.heartbeat(token, shared.HeartbeatRequest{})

@@ -739,8 +739,8 @@ func TestAdminAPI(t *testing.T) {
 
 	// Deliveries: list, filters, cursor, one with its trail.
 	var page struct {
-		Webhooks   []deliveryJSON `json:"webhooks"`
-		NextCursor string         `json:"next_cursor"`
+		Webhooks   []shared.Delivery `json:"webhooks"`
+		NextCursor string            `json:"next_cursor"`
 	}
 	b.admin("GET", "/api/hosts/"+hostID+"/webhooks?limit=1", nil).json(t, &page)
 	require.Len(t, page.Webhooks, 1)
@@ -763,8 +763,8 @@ func TestAdminAPI(t *testing.T) {
 	require.Equal(t, 404, b.admin("GET", "/api/hosts/h_nope/webhooks", nil).status)
 
 	var one struct {
-		Delivery deliveryJSON `json:"delivery"`
-		Events   []eventJSON  `json:"events"`
+		Delivery shared.Delivery `json:"delivery"`
+		Events   []eventJSON     `json:"events"`
 	}
 	a = b.admin("GET", "/api/hosts/"+hostID+"/webhooks/"+first, nil)
 	require.Equal(t, 200, a.status)

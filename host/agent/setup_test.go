@@ -437,3 +437,13 @@ func failFirst(status int) func(int, shared.HeartbeatRequest) (int, shared.Heart
 		return http.StatusOK, shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1}
 	}
 }
+
+// setupFailingFirst sets up an agent whose cloud fails the first heartbeat
+// with status (failFirst), and returns it with that heartbeat.
+func setupFailingFirst(t *testing.T, status int) (*testBundle, heartbeatSeen) {
+	t.Helper()
+	b := setup(t, func(b *testBundle) { b.cloud.answer = failFirst(status) })
+	hb := b.next(t)
+	require.Equal(t, status, hb.status)
+	return b, hb
+}

@@ -45,11 +45,7 @@ func TestSubscriptionSentOnceThenOnChange(t *testing.T) {
 // deliver the subscription, so the next one carries it again.
 func TestSubscriptionResentUntilAccepted(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.cloud.answer = failFirst(http.StatusBadGateway)
-	})
-	hb := b.next(t)
-	require.Equal(t, http.StatusBadGateway, hb.status)
+	b, hb := setupFailingFirst(t, http.StatusBadGateway)
 	require.NotNil(t, hb.req.Config)
 	b.advance(t, 30*time.Second)
 	hb = b.next(t)

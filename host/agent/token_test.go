@@ -10,11 +10,7 @@ import (
 
 func TestTokenRefreshOn401(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.cloud.answer = failFirst(http.StatusUnauthorized)
-	})
-	hb := b.next(t)
-	require.Equal(t, http.StatusUnauthorized, hb.status)
+	b, hb := setupFailingFirst(t, http.StatusUnauthorized)
 	require.Equal(t, "Bearer tok-1", hb.authorization)
 	// Retried at once with a fresh token, without waiting on the clock.
 	hb = b.next(t)

@@ -12,29 +12,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// holdWriter takes the writer's only connection, so that writes queue up
-// behind the one the writer is trying to begin; release gives it back.
-func holdWriter(t *testing.T, l *Ledger) (release func()) {
+// holdWriter takes the writer's only connection and has a record of
+// "first" wait for it: writes made after it queue up behind that one.
+// release gives the connection back; first brings that record's result.
+func holdWriter(t *testing.T, l *Ledger) (release func(), first <-chan error) {
 	t.Helper()
 	conn, err := l.write.Conn(context.Background())
 	require.NoError(t, err)
 	var once sync.Once
 	release = func() { once.Do(func() { conn.Close() }) }
 	t.Cleanup(release)
-	return release
-}
-
-// recordTaken records id in a goroutine once the writer's connection is
-// held, and returns when the writer has taken it and waits for the
-// connection: writes made after it queue up behind it.
-func recordTaken(t *testing.T, l *Ledger, id string) <-chan error {
-	t.Helper()
 	waits := l.write.Stats().WaitCount
-	ch := recordAsync(context.Background(), l, id)
+	first = recordAsync(context.Background(), l, "first")
 	require.Eventually(t, func() bool { return l.write.Stats().WaitCount > waits }, 10*time.Second, time.Millisecond,
 		"the writer waits for its connection")
 	require.Zero(t, len(l.ops))
-	return ch
+	return release, first
 }
 
 // waitQueued waits until n writes wait in the writer's queue.
@@ -103,9 +96,7 @@ func TestGroupCommitConcurrentRecords(t *testing.T) {
 	require.Equal(t, n, acks)
 	require.NoError(t, l.Close())
 
-	l, err = Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopen(t, path)
 	require.Len(t, outboxIDs(t, l), n)
 }
 
@@ -118,8 +109,7 @@ func TestGroupCommitOneFailureFailsAlone(t *testing.T) {
 	l, _ := setup(t)
 	refuseBad(t, l)
 
-	release := holdWriter(t, l)
-	first := recordTaken(t, l, "first")
+	release, first := holdWriter(t, l)
 	ids := []string{"good1", "bad1", "good2", "good3"}
 	results := map[string]<-chan error{}
 	for _, id := range ids {
@@ -163,8 +153,7 @@ func TestGroupCommitCanceledWhileQueued(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 
-	release := holdWriter(t, l)
-	first := recordTaken(t, l, "first")
+	release, first := holdWriter(t, l)
 	cctx, cancel := context.WithCancel(ctx)
 	gaveUp := recordAsync(cctx, l, "gave-up")
 	kept := recordAsync(ctx, l, "kept")
@@ -187,8 +176,7 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 	ctx := context.Background()
 	l, path := openNew(t)
 
-	release := holdWriter(t, l)
-	first := recordTaken(t, l, "first")
+	release, first := holdWriter(t, l)
 	queued := recordAsync(ctx, l, "queued")
 	waitQueued(t, l, 1)
 	closed := make(chan error, 1)
@@ -201,9 +189,7 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	require.ErrorIs(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "late", Kind: OutboxAck}), ErrClosed)
 
-	l, err = Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopen(t, path)
 	require.ElementsMatch(t, []string{"first", "queued"}, outboxIDs(t, l))
 }
 
@@ -214,12 +200,10 @@ func TestGroupCommitMixesWrites(t *testing.T) {
 	ctx := context.Background()
 	l, _ := setup(t)
 	record(t, l, entry("sent", ResultSuccess, t0))
-	sent, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	sent := outbox(t, l)
 	require.Len(t, sent, 1)
 
-	release := holdWriter(t, l)
-	first := recordTaken(t, l, "first")
+	release, first := holdWriter(t, l)
 	rec := recordAsync(ctx, l, "new")
 	again := make(chan error, 1)
 	go func() {
@@ -248,8 +232,7 @@ func TestGroupCommitCountsAttempts(t *testing.T) {
 		record(t, l, entry("again", ResultError, t0))
 	}
 
-	release := holdWriter(t, l)
-	first := recordTaken(t, l, "first")
+	release, first := holdWriter(t, l)
 	type result struct {
 		attempts int
 		err      error

@@ -33,11 +33,45 @@ func openNew(t *testing.T) (*Ledger, string) {
 	return l, path
 }
 
+// reopen opens the ledger file at path again, closed when the test ends.
+func reopen(t *testing.T, path string) *Ledger {
+	t.Helper()
+	l, err := Open(context.Background(), path)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// outbox lists l's outbox, up to ten entries.
+func outbox(t *testing.T, l *Ledger) []OutboxEntry {
+	t.Helper()
+	ob, err := l.OutboxList(context.Background(), 10)
+	require.NoError(t, err)
+	return ob
+}
+
+// listed counts the deliveries l lists, up to ten.
+func listed(t *testing.T, l *Ledger) int {
+	t.Helper()
+	page, _, err := l.DeliveryList(context.Background(), ListParams{Limit: 10})
+	require.NoError(t, err)
+	return len(page)
+}
+
 // record records e in l, which must take it.
 func record(t *testing.T, l *Ledger, e Entry) {
 	t.Helper()
 	_, err := l.DeliveryRecord(context.Background(), RecordParams{Entry: e})
 	require.NoError(t, err)
+}
+
+// requireCount requires count (a ledger's OutboxCount or DeliveryCount) to
+// answer want.
+func requireCount(t *testing.T, want int, count func(context.Context) (int, error)) {
+	t.Helper()
+	n, err := count(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, want, n)
 }
 
 var t0 = time.Date(2026, 2, 16, 10, 0, 0, 0, time.UTC)
@@ -131,8 +165,7 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: failed, Retryable: true})
 	require.NoError(t, err)
 
-	ob, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob := outbox(t, l)
 	require.Len(t, ob, 2)
 	require.Equal(t, "d1", ob[0].DeliveryID)
 	require.Equal(t, OutboxAck, ob[0].Kind)
@@ -146,8 +179,7 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 		"each entry carries the ledger's record of its run, reported beside the nack")
 	require.Equal(t, ResultSuccess, ob[0].Ran.Result)
 	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "never-ran", Kind: OutboxNack, CreatedAt: t0}))
-	ob, err = l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob = outbox(t, l)
 	require.Nil(t, ob[2].Ran, "a webhook that never ran has no record to report")
 	require.NoError(t, l.OutboxDelete(ctx, []int64{ob[2].Seq}))
 
@@ -163,14 +195,11 @@ func TestRecordWritesOutboxInSameTransaction(t *testing.T) {
 	attempts, err := l.DeliveryRecord(ctx, RecordParams{Entry: entry("d2", ResultSuccess, t0.Add(2*time.Second))})
 	require.NoError(t, err)
 	require.Equal(t, 2, attempts)
-	ob, err = l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob = outbox(t, l)
 	require.Len(t, ob, 2)
 	require.Equal(t, "d2", ob[1].DeliveryID)
 	require.Equal(t, OutboxAck, ob[1].Kind)
-	n, err := l.OutboxCount(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	requireCount(t, 2, l.OutboxCount)
 }
 
 func TestRecordRollsBackOnOutboxFailure(t *testing.T) {
@@ -195,8 +224,7 @@ func TestOutboxDeleteOnlySent(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		record(t, l, entry(id, ResultSuccess, t0))
 	}
-	sent, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	sent := outbox(t, l)
 	require.Len(t, sent, 2)
 
 	// While the heartbeat is in flight, "b" is acked again and "c" arrives.
@@ -204,8 +232,7 @@ func TestOutboxDeleteOnlySent(t *testing.T) {
 	record(t, l, entry("c", ResultSuccess, t0))
 
 	require.NoError(t, l.OutboxDelete(ctx, []int64{sent[0].Seq, sent[1].Seq}))
-	left, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	left := outbox(t, l)
 	require.Len(t, left, 2)
 	require.Equal(t, "b", left[0].DeliveryID)
 	require.Equal(t, "c", left[1].DeliveryID)
@@ -221,8 +248,7 @@ func TestReopenKeepsOutboxAndIsIdempotent(t *testing.T) {
 	for range 2 {
 		l, err := Open(ctx, path)
 		require.NoError(t, err)
-		ob, err := l.OutboxList(ctx, 10)
-		require.NoError(t, err)
+		ob := outbox(t, l)
 		require.Len(t, ob, 1)
 		require.Equal(t, "d1", ob[0].DeliveryID)
 		got, err := l.DeliveryGet(ctx, "d1")
@@ -325,15 +351,12 @@ func TestMigratesVersion1(t *testing.T) {
 	_, err = OpenReadOnly(ctx, path)
 	require.ErrorContains(t, err, fmt.Sprintf("schema version 1 is older than this binary's (%d): start `host run` once", len(migrations)))
 
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
+	l := reopen(t, path)
 	got, err := l.DeliveryGet(ctx, "old:1")
 	require.NoError(t, err)
 	require.Equal(t, Entry{DeliveryID: "old:1", Source: "github", ProcessedAt: t0, Result: ResultSuccess,
 		Attempts: 1, Summary: "push: acme/app"}, got)
-	ob, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob := outbox(t, l)
 	require.Len(t, ob, 1, "a pending nack survives the upgrade")
 	require.Equal(t, OutboxEntry{Seq: ob[0].Seq, DeliveryID: "old:2", Kind: OutboxNack, Error: "boom", Retryable: true, CreatedAt: t0}, ob[0],
 		"with attempt 0: the cloud applies it to the current attempt")
@@ -354,11 +377,8 @@ func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
 		Attempt: 1, CreatedAt: t0}))
 	require.NoError(t, l.Close())
 
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
-	ob, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	l = reopen(t, path)
+	ob := outbox(t, l)
 	require.Len(t, ob, 2)
 	back.Seq = ob[0].Seq
 	require.Equal(t, back, ob[0])
@@ -366,10 +386,9 @@ func TestOutboxKeepsHandBackAcrossReopen(t *testing.T) {
 
 	e := entry("d1", ResultError, t0.Add(time.Second))
 	e.CloudAttempt = 3
-	_, err = l.DeliveryRecord(ctx, RecordParams{Entry: e, Retryable: true})
+	_, err := l.DeliveryRecord(ctx, RecordParams{Entry: e, Retryable: true})
 	require.NoError(t, err)
-	ob, err = l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob = outbox(t, l)
 	require.Len(t, ob, 2)
 	require.Equal(t, "d1", ob[1].DeliveryID)
 	require.False(t, ob[1].NotStarted, "the run's nack replaced the hand-back")
@@ -387,17 +406,13 @@ func TestMigratesPendingHandBackColumn(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
-	ob, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	l := reopen(t, path)
+	ob := outbox(t, l)
 	require.Equal(t, []OutboxEntry{{Seq: ob[0].Seq, DeliveryID: "old:1", Kind: OutboxNack, Error: "host stopping: not started",
 		Retryable: true, Attempt: 1, CreatedAt: t0}}, ob)
 	require.NoError(t, l.OutboxEnqueue(ctx, OutboxEntry{DeliveryID: "new:1", Kind: OutboxNack, Retryable: true,
 		Attempt: 1, NotStarted: true, CreatedAt: t0}))
-	ob, err = l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob = outbox(t, l)
 	require.Len(t, ob, 2)
 	require.True(t, ob[1].NotStarted)
 }
@@ -425,9 +440,7 @@ func TestMigratesToTheKeyedLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
-	l, err := Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
+	l := reopen(t, path)
 	got, err := l.DeliveryGet(ctx, a)
 	require.NoError(t, err)
 	require.Equal(t, Entry{DeliveryID: a, Source: "github", EventType: "push", ProcessedAt: t0, Result: ResultError,
@@ -438,8 +451,7 @@ func TestMigratesToTheKeyedLedger(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ResultSuccess, got.Result)
 	require.Equal(t, ptr(0), got.ExitCode)
-	ob, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob := outbox(t, l)
 	require.Len(t, ob, 1)
 	require.NotNil(t, ob[0].Ran, "the outbox still finds its ledger row")
 	require.Equal(t, RunResult{Result: ResultError, Attempt: 2, Handler: "forward http://127.0.0.1:3000/github",
@@ -452,9 +464,7 @@ func TestMigratesToTheKeyedLedger(t *testing.T) {
 	done, err := l.DeliveriesDone(ctx, []string{a, b, "github:new:1771236000000"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]Result{a: ResultSuccess, b: ResultSuccess}, done)
-	count, err := l.DeliveryCount(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 2, count)
+	requireCount(t, 2, l.DeliveryCount)
 }
 
 // TestReadOnlyWhileWriterOpen reads a ledger another connection is writing
@@ -537,21 +547,16 @@ func TestRetentionLoop(t *testing.T) {
 		record(t, l, entry(fmt.Sprintf("d%d", i), ResultSuccess, at))
 	}
 	reportAll(t, l) // retention keeps rows whose outcome waits
-	count := func() int {
-		page, _, err := l.DeliveryList(context.Background(), ListParams{Limit: 10})
-		require.NoError(t, err)
-		return len(page)
-	}
 	r := &Retention{Ledger: l, MaxAge: 30 * 24 * time.Hour, Interval: time.Hour, Batch: 1, Clock: clock,
 		Logger: slog.New(slog.DiscardHandler)}
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 
 	// At start: older than 30 days at t0+31d is only d0 (in batches of one).
-	require.Eventually(t, func() bool { return count() == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return listed(t, l) == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, clock.BlockUntilContext(ctx, 1))
 	clock.Advance(24 * time.Hour) // the ticker fires; d1 is now 31 days old
-	require.Eventually(t, func() bool { return count() == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return listed(t, l) == 1 }, 5*time.Second, 5*time.Millisecond)
 	_, err := l.DeliveryGet(ctx, "d2")
 	require.NoError(t, err)
 
@@ -590,12 +595,7 @@ func TestRetentionOnCloudTime(t *testing.T) {
 	for i, at := range []time.Time{t0.Add(-2 * 24 * time.Hour), t0.Add(-time.Hour), t0} {
 		record(t, l, entry(fmt.Sprintf("d%d", i), ResultSuccess, at))
 	}
-	reportAll(t, l) // retention keeps rows whose outcome waits
-	count := func() int {
-		page, _, err := l.DeliveryList(context.Background(), ListParams{Limit: 10})
-		require.NoError(t, err)
-		return len(page)
-	}
+	reportAll(t, l)                                               // retention keeps rows whose outcome waits
 	clock := clockwork.NewFakeClockAt(t0.Add(7 * 24 * time.Hour)) // the host's clock, a week ahead
 	var mu sync.Mutex
 	var cloud time.Time // zero: not known yet
@@ -611,13 +611,13 @@ func TestRetentionOnCloudTime(t *testing.T) {
 
 	// The cloud's time unknown: nothing pruned, asked again in a minute.
 	require.NoError(t, clock.BlockUntilContext(ctx, 1))
-	require.Equal(t, 3, count())
+	require.Equal(t, 3, listed(t, l))
 	mu.Lock()
 	cloud = t0.Add(time.Minute)
 	mu.Unlock()
 	clock.Advance(time.Minute)
 	// On the cloud's time only d0 (two days old) is past a day.
-	require.Eventually(t, func() bool { return count() == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return listed(t, l) == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.NoError(t, clock.BlockUntilContext(ctx, 1))
 	_, err := l.DeliveryGet(ctx, "d1")
 	require.NoError(t, err, "an hour-old row is kept although this host's clock says it is a week old")
@@ -628,7 +628,7 @@ func TestRetentionOnCloudTime(t *testing.T) {
 	cloud = t0.Add(30 * 24 * time.Hour)
 	mu.Unlock()
 	clock.Advance(time.Hour) // the host's clock: t0+7d+1h+1m
-	require.Eventually(t, func() bool { return count() == 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return listed(t, l) == 0 }, 5*time.Second, 5*time.Millisecond)
 	cancel()
 	<-done
 }

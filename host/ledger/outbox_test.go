@@ -32,9 +32,7 @@ func TestOutboxHeldMatchesTheTable(t *testing.T) {
 		stored, err := table.OutboxList(ctx, 1<<20)
 		require.NoError(t, err)
 		require.Equal(t, stored, held)
-		n, err := l.OutboxCount(ctx)
-		require.NoError(t, err)
-		require.Equal(t, len(stored), n)
+		requireCount(t, len(stored), l.OutboxCount)
 		first, err := l.OutboxList(ctx, 3)
 		require.NoError(t, err)
 		require.Equal(t, stored[:min(3, len(stored))], first)
@@ -89,9 +87,7 @@ func TestOutboxHeldMatchesTheTable(t *testing.T) {
 	}
 	require.NoError(t, l.Close())
 
-	l, err = Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
+	l = reopen(t, path)
 	same(l)
 	// Taken out of memory as out of the table.
 	listed, err := l.OutboxList(ctx, 1<<20)
@@ -113,8 +109,7 @@ func TestPruneKeepsRowsWithPendingOutcomes(t *testing.T) {
 	e.ResponseStatus = ptr(204)
 	record(t, l, e)
 	record(t, l, entry("github:b:1", ResultSuccess, t0))
-	ob, err := l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	ob := outbox(t, l)
 	require.Len(t, ob, 2)
 	require.NoError(t, l.OutboxDelete(ctx, []int64{ob[1].Seq}), "b's ack reached the cloud")
 
@@ -127,11 +122,8 @@ func TestPruneKeepsRowsWithPendingOutcomes(t *testing.T) {
 	require.NoError(t, err, "a's ack is still to go")
 
 	require.NoError(t, l.Close())
-	l, err = Open(ctx, path)
-	require.NoError(t, err)
-	defer l.Close()
-	ob, err = l.OutboxList(ctx, 10)
-	require.NoError(t, err)
+	l = reopen(t, path)
+	ob = outbox(t, l)
 	require.Len(t, ob, 1)
 	require.Equal(t, &RunResult{Result: ResultSuccess, Handler: e.Handler, ResponseStatus: ptr(204), DurationMS: 12}, ob[0].Ran,
 		"reported with its run after a restart")

@@ -2,6 +2,7 @@ package summary
 
 import (
 	"encoding/json"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,6 +33,14 @@ func hook(source, eventType, action string, body []byte, headers map[string]stri
 func TestGitHub(t *testing.T) {
 	t.Parallel()
 	gh := map[string]string{"x-github-event": "x"}
+	// pr2 is the fields of the fixtures about pull request #2 of
+	// Codertocat/Hello-World, with more of the fixture's own.
+	pr2 := func(more map[string]string) map[string]string {
+		f := map[string]string{"github.repo": "Codertocat/Hello-World", "github.number": "2", "github.branch": "changes",
+			"github.sha": "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "github.sender": "Codertocat"}
+		maps.Copy(f, more)
+		return f
+	}
 	for _, tc := range []struct {
 		file, eventType, action string
 		text                    string
@@ -39,11 +48,7 @@ func TestGitHub(t *testing.T) {
 	}{
 		{"github/pull_request.opened.json", "pull_request", "opened",
 			"pull_request.opened Codertocat/Hello-World #2 (changes) by Codertocat",
-			map[string]string{
-				"github.repo": "Codertocat/Hello-World", "github.number": "2", "github.branch": "changes",
-				"github.sha": "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "github.action": "opened",
-				"github.sender": "Codertocat", "github.url": "https://github.com/Codertocat/Hello-World/pull/2",
-			}},
+			pr2(map[string]string{"github.action": "opened", "github.url": "https://github.com/Codertocat/Hello-World/pull/2"})},
 		{"github/push.json", "push", "",
 			"push Codertocat/Hello-World (master) by Codertocat",
 			map[string]string{
@@ -52,19 +57,11 @@ func TestGitHub(t *testing.T) {
 			}},
 		{"github/check_run.completed.json", "check_run", "completed",
 			"check_run.completed Codertocat/Hello-World #2 (changes) success by Codertocat",
-			map[string]string{
-				"github.repo": "Codertocat/Hello-World", "github.number": "2", "github.branch": "changes",
-				"github.sha": "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "github.action": "completed",
-				"github.sender": "Codertocat", "github.conclusion": "success",
-				"github.url": "https://github.com/Codertocat/Hello-World/runs/128620228",
-			}},
+			pr2(map[string]string{"github.action": "completed", "github.conclusion": "success",
+				"github.url": "https://github.com/Codertocat/Hello-World/runs/128620228"})},
 		{"github/check_suite.completed.json", "check_suite", "completed",
 			"check_suite.completed Codertocat/Hello-World #2 (changes) success by Codertocat",
-			map[string]string{
-				"github.repo": "Codertocat/Hello-World", "github.number": "2", "github.branch": "changes",
-				"github.sha": "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "github.action": "completed",
-				"github.sender": "Codertocat", "github.conclusion": "success",
-			}},
+			pr2(map[string]string{"github.action": "completed", "github.conclusion": "success"})},
 		{"github/issue_comment.created.json", "issue_comment", "created",
 			"issue_comment.created Codertocat/Hello-World #1 by Codertocat",
 			map[string]string{
@@ -122,37 +119,47 @@ func TestStripe(t *testing.T) {
 func TestSlack(t *testing.T) {
 	t.Parallel()
 	sl := map[string]string{"x-slack-signature": "v0=x", "x-slack-request-timestamp": "1"}
-
-	// A reply in a thread: answers go to the thread's parent.
-	s := Of(hook("team-chat", "event_callback", "", fixture(t, "slack/event_callback.message.thread_reply.json"), sl), "")
-	require.Equal(t, Slack, s.Provider)
-	require.Equal(t, map[string]string{
-		"slack.team": "T043DB835ML", "slack.channel": "C043YJGBY49", "slack.user": "U0442US8QGH",
-		"slack.ts": "1664216870.477049", "slack.thread_ts": "1664216109.798919", "slack.event_type": "message",
-	}, s.Fields)
-	require.Equal(t, "event_callback message in C043YJGBY49 thread 1664216109.798919 by U0442US8QGH", s.Text)
-
-	// A top-level message starts its own thread: thread_ts = ts.
-	s = Of(hook("slack", "message", "", fixture(t, "slack/event_callback.message.json"), nil), "")
-	require.Equal(t, map[string]string{
-		"slack.team": "T043DB835ML", "slack.channel": "C043YJGBY49", "slack.user": "U043H11ES4V",
-		"slack.ts": "1663966382.046509", "slack.thread_ts": "1663966382.046509", "slack.event_type": "message",
-	}, s.Fields)
-	require.Equal(t, "message in C043YJGBY49 thread 1663966382.046509 by U043H11ES4V", s.Text)
-
-	// A reaction points at a message; no thread is implied.
-	s = Of(hook("slack", "event_callback", "", fixture(t, "slack/event_callback.reaction_added.json"), sl), "")
-	require.Equal(t, map[string]string{
-		"slack.team": "T0JFD6M53", "slack.channel": "D2AQCJCQ2", "slack.user": "U27FFLNF4",
-		"slack.ts": "1477958101.000004", "slack.event_type": "reaction_added",
-	}, s.Fields)
-
-	// A slash command is form-encoded.
-	s = Of(hook("slack", "", "", fixture(t, "slack/slash_command.form-urlencoded.txt"), sl), "")
-	require.Equal(t, map[string]string{
-		"slack.team": "T1DC2JH3J", "slack.channel": "G8PSS9T3V", "slack.user": "U2CERLKJA",
-		"slack.event_type": "slash_command",
-	}, s.Fields)
+	for _, tc := range []struct {
+		source, eventType, file string
+		headers                 map[string]string
+		text                    string
+		fields                  map[string]string
+	}{
+		// A reply in a thread: answers go to the thread's parent.
+		{"team-chat", "event_callback", "slack/event_callback.message.thread_reply.json", sl,
+			"event_callback message in C043YJGBY49 thread 1664216109.798919 by U0442US8QGH",
+			map[string]string{
+				"slack.team": "T043DB835ML", "slack.channel": "C043YJGBY49", "slack.user": "U0442US8QGH",
+				"slack.ts": "1664216870.477049", "slack.thread_ts": "1664216109.798919", "slack.event_type": "message",
+			}},
+		// A top-level message starts its own thread: thread_ts = ts. Detected
+		// by the source's name when the headers say nothing.
+		{"slack", "message", "slack/event_callback.message.json", nil,
+			"message in C043YJGBY49 thread 1663966382.046509 by U043H11ES4V",
+			map[string]string{
+				"slack.team": "T043DB835ML", "slack.channel": "C043YJGBY49", "slack.user": "U043H11ES4V",
+				"slack.ts": "1663966382.046509", "slack.thread_ts": "1663966382.046509", "slack.event_type": "message",
+			}},
+		// A reaction points at a message; no thread is implied.
+		{"slack", "event_callback", "slack/event_callback.reaction_added.json", sl,
+			"event_callback reaction_added in D2AQCJCQ2 by U27FFLNF4",
+			map[string]string{
+				"slack.team": "T0JFD6M53", "slack.channel": "D2AQCJCQ2", "slack.user": "U27FFLNF4",
+				"slack.ts": "1477958101.000004", "slack.event_type": "reaction_added",
+			}},
+		// A slash command is form-encoded.
+		{"slack", "", "slack/slash_command.form-urlencoded.txt", sl,
+			"slash_command in G8PSS9T3V by U2CERLKJA",
+			map[string]string{
+				"slack.team": "T1DC2JH3J", "slack.channel": "G8PSS9T3V", "slack.user": "U2CERLKJA",
+				"slack.event_type": "slash_command",
+			}},
+	} {
+		s := Of(hook(tc.source, tc.eventType, "", fixture(t, tc.file), tc.headers), "")
+		require.Equal(t, Slack, s.Provider, tc.file)
+		require.Equal(t, tc.fields, s.Fields, tc.file)
+		require.Equal(t, tc.text, s.Text, tc.file)
+	}
 }
 
 func TestSlackEditedMessageAndInteractivity(t *testing.T) {
