@@ -129,14 +129,7 @@ func TestCloudHealth(t *testing.T) {
 	out, err := runBin(t, env, "cloud", "health")
 	require.Error(t, err, "nothing listens yet: %s", out)
 
-	cmd := exec.Command(bin("cloud"), "serve")
-	cmd.Env = append(os.Environ(), env...)
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	cmd, log, done := startServe(t, env)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, err = runBin(t, env, "cloud", "health")
@@ -518,14 +511,7 @@ func TestOneBoxGuide(t *testing.T) {
 		list = append(list, k+"="+v)
 	}
 
-	cmd := exec.Command(bin("cloud"), "serve")
-	cmd.Env = append(os.Environ(), list...)
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	_, log, done := startServe(t, list)
 
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf.Cert)
@@ -591,4 +577,19 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// startServe starts `cloud serve` with env added to this process's, its
+// output in log; done closes when it exits, and the test's end kills it.
+func startServe(t *testing.T, env []string) (cmd *exec.Cmd, log *syncBuffer, done chan struct{}) {
+	t.Helper()
+	cmd = exec.Command(bin("cloud"), "serve")
+	cmd.Env = append(os.Environ(), env...)
+	log = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	return cmd, log, done
 }

@@ -238,17 +238,10 @@ func mainErr() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	root, err := rig.RepoRoot()
+	root, work, err := rig.WorkDir("relay-bench-")
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "relay-bench-")
-	if err != nil {
-		return err
-	}
-	// Postgres runs as its own user when we are root: let it reach the
-	// work directory.
-	_ = os.Chmod(work, 0o755)
 	b := &bench{ctx: ctx, cfg: cfg, root: root, work: work, started: time.Now()}
 	if b.mix, err = newMix(cfg.payloads); err != nil {
 		return err

@@ -49,17 +49,10 @@ type env struct {
 }
 
 func newEnv(ctx context.Context, short, verbose, keep bool, seed int64) (*env, error) {
-	root, err := rig.RepoRoot()
+	root, work, err := rig.WorkDir("relay-chaos-")
 	if err != nil {
 		return nil, err
 	}
-	work, err := os.MkdirTemp("", "relay-chaos-")
-	if err != nil {
-		return nil, err
-	}
-	// Postgres runs as an unprivileged user when we are root: it must be
-	// able to reach its directory.
-	_ = os.Chmod(work, 0o755)
 	e := &env{short: short, verbose: verbose, keep: keep, seed: seed, root: root, work: work,
 		rng: rand.New(rand.NewPCG(uint64(seed), 0x636861))}
 	e.logf("work directory %s", work)

@@ -116,11 +116,7 @@ type engine struct {
 }
 
 func run(ctx context.Context, cfg config) error {
-	root, err := rig.RepoRoot()
-	if err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp("", "relay-soak-")
+	root, work, err := rig.WorkDir("relay-soak-")
 	if err != nil {
 		return err
 	}

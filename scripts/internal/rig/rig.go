@@ -109,3 +109,17 @@ func WaitFor(ctx context.Context, timeout, interval time.Duration, what string, 
 		}
 	}
 }
+
+// WorkDir returns the module's root and a new temporary work directory
+// named after prefix, which Postgres — run as an unprivileged user when we
+// are root — can reach.
+func WorkDir(prefix string) (root, work string, err error) {
+	if root, err = RepoRoot(); err != nil {
+		return "", "", err
+	}
+	if work, err = os.MkdirTemp("", prefix); err != nil {
+		return "", "", err
+	}
+	_ = os.Chmod(work, 0o755)
+	return root, work, nil
+}
