@@ -56,7 +56,7 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 	}
 	ev := verify.EventOf(provider, req, src.Options)
 	if ev.Note != "" {
-		note = strings.TrimPrefix(note+"; "+truncate(ev.Note, 200), "; ")
+		note = strings.TrimPrefix(note+"; "+shared.Truncate(ev.Note, 200), "; ")
 	}
 	// Only the operator's event filter drops a webhook here. The host's own
 	// configuration (its sources and their events, reported as its
@@ -102,8 +102,8 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 		HostID:        host.ID,
 		Source:        src.Name,
 		EventID:       ev.ID,
-		EventType:     truncate(ev.Type, 200),
-		EventAction:   truncate(ev.Action, 200),
+		EventType:     shared.Truncate(ev.Type, 200),
+		EventAction:   shared.Truncate(ev.Action, 200),
 		Headers:       headers,
 		RawBody:       req.Body,
 		RetryDelays:   src.RetryDelays, // nil: the store's default schedule

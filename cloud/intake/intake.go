@@ -13,7 +13,6 @@ package intake
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -106,25 +105,6 @@ const (
 	OutcomeQuarantineRateLimited = "quarantine_rate_limited"
 )
 
-func errNotFound(msg string) error { return &shared.Error{Code: shared.CodeNotFound, Message: msg} }
-
-// ErrUnavailable marks a storage failure: the sender should retry later.
-func ErrUnavailable(cause error) error {
-	return &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Cause: cause}
-}
-
-// IsUnavailable reports a storage failure (ErrUnavailable): the request
-// may succeed later.
-func IsUnavailable(err error) bool { return codeOf(err) == shared.CodeUnavailable }
-
-func codeOf(err error) string {
-	var e *shared.Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return ""
-}
-
 // ErrSecretUnavailable answers a request the quarantine took or had no
 // room for; the quarantine logs it, sampled.
 var ErrSecretUnavailable = &shared.Error{Code: shared.CodeUnavailable, Message: "source secret unavailable, retry later", Quiet: true}
@@ -190,11 +170,4 @@ func New(cfg Config) *Service {
 		quarantineRate: limits.NewSampler(cfg.QuarantinePerMin, cfg.QuarantinePerMin),
 		quarantineLog:  limits.NewSampler(6, 1),
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -107,7 +107,7 @@ func (s *Service) StoreIPSet(ctx context.Context, pub *ipallow.Publisher, data [
 		Origin: origin, TakenAt: now, Now: now})
 	s.ForgetAll()
 	if err != nil {
-		return ErrUnavailable(err)
+		return shared.Unavailable(err)
 	}
 	s.log.Info("IP set refreshed", "set", pub.Name, "origin", origin, "prefixes", len(prefixes))
 	return nil
@@ -119,7 +119,7 @@ func (s *Service) ipSetFailed(ctx context.Context, pub *ipallow.Publisher, origi
 	s.log.Warn("IP set not refreshed; the last good set stays", "set", pub.Name, "origin", origin, "err", cause)
 	if _, err := s.store.IPSetFailed(ctx, &store.IPSetFailedParams{Name: pub.Name, Origin: origin,
 		Error: cause.Error(), Now: s.now()}); err != nil {
-		return ErrUnavailable(err)
+		return shared.Unavailable(err)
 	}
 	return cause
 }

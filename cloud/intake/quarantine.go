@@ -206,7 +206,7 @@ type releaseSource struct {
 // a storage failure is an error.
 func (s *Service) releaseSourceFor(ctx context.Context, hostID, name string) (*releaseSource, error) {
 	t, err := s.resolve(ctx, hostID, name)
-	if IsUnavailable(err) {
+	if shared.CodeOf(err) == shared.CodeUnavailable {
 		return nil, err
 	}
 	if err != nil {
@@ -241,7 +241,7 @@ func (s *Service) releaseOne(ctx context.Context, q *store.QuarantinedRequest, r
 		s.metrics.Count(provider.Name(), OutcomeBadSignature)
 		rerr := s.store.RejectionInsert(ctx, &store.Rejection{
 			HostID: q.HostID, Source: q.Source, At: s.now(), Status: 401,
-			Reason:   truncate("quarantined request failed verification: signature: "+err.Error(), 500),
+			Reason:   shared.Truncate("quarantined request failed verification: signature: "+err.Error(), 500),
 			ClientIP: q.ClientIP, HeaderNames: HeaderNames(req.Header),
 		})
 		return false, false, rerr
@@ -281,26 +281,26 @@ func (s *Service) RunQuarantineRelease(ctx context.Context, clock clockwork.Cloc
 func (s *Service) ReleaseHeld(ctx context.Context, id int64) (*Admitted, error) {
 	q, err := s.store.QuarantineGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errNotFound("no such quarantined request")
+		return nil, shared.NotFound("no such quarantined request")
 	}
 	if err != nil {
-		return nil, ErrUnavailable(err)
+		return nil, shared.Unavailable(err)
 	}
 	if q.Kind != store.QuarantineReplay {
 		return nil, &shared.Error{Code: shared.CodeConflict,
 			Message: "this request waits for a key that decrypts its source's secret: the release passes take it (POST /api/quarantine/release)"}
 	}
 	t, err := s.resolve(ctx, q.HostID, q.Source)
-	if IsUnavailable(err) {
+	if shared.CodeOf(err) == shared.CodeUnavailable {
 		return nil, err
 	}
 	if err != nil {
 		// Its host or source is gone: nothing to deliver it to.
 		if derr := s.store.QuarantineDelete(ctx, id); derr != nil {
-			return nil, ErrUnavailable(derr)
+			return nil, shared.Unavailable(derr)
 		}
 		s.log.Warn("held request dropped on release", "host", q.HostID, "source", q.Source, "reason", err.Error())
-		return nil, errNotFound("its host or source is gone: the held request was dropped")
+		return nil, shared.NotFound("its host or source is gone: the held request was dropped")
 	}
 	header := http.Header(q.Header)
 	if header == nil {
@@ -310,11 +310,11 @@ func (s *Service) ReleaseHeld(ctx context.Context, id int64) (*Admitted, error) 
 	res, err := s.Admit(ctx, t, req, "released by an operator, held as a "+q.Reason, q.ReceivedAt,
 		From{Guard: false, ClientIP: q.ClientIP})
 	if err != nil {
-		return nil, ErrUnavailable(err)
+		return nil, shared.Unavailable(err)
 	}
 	// Admitted before it leaves: released twice, the second is a duplicate.
 	if err := s.store.QuarantineDelete(ctx, id); err != nil {
-		return nil, ErrUnavailable(err)
+		return nil, shared.Unavailable(err)
 	}
 	s.log.Info("held request released by an operator", "host", q.HostID, "source", q.Source,
 		"quarantine_id", id, "delivery_id", res.Response.DeliveryID, "status", res.Response.Status)

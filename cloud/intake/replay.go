@@ -37,7 +37,7 @@ func (s *Service) holdReplay(ctx context.Context, t *Target, req *verify.Request
 	q, err := s.store.QuarantineInsert(ctx, &store.QuarantineInsertParams{
 		QuarantinedRequest: store.QuarantinedRequest{
 			HostID: src.HostID, Source: src.Name, URL: req.URL, Header: header, Body: req.Body,
-			ClientIP: clientIP, ReceivedAt: received, Kind: store.QuarantineReplay, Reason: truncate(reason, 500),
+			ClientIP: clientIP, ReceivedAt: received, Kind: store.QuarantineReplay, Reason: shared.Truncate(reason, 500),
 		},
 		MaxRows:      s.cfg.QuarantineMax,
 		MaxBytes:     s.cfg.QuarantineMaxBytes,
@@ -75,7 +75,7 @@ func (s *Service) Audit(ctx context.Context, src *store.Source, status int, reas
 		return false
 	}
 	err := s.store.RejectionInsert(ctx, &store.Rejection{
-		HostID: src.HostID, Source: src.Name, At: at, Status: status, Reason: truncate(reason, 500),
+		HostID: src.HostID, Source: src.Name, At: at, Status: status, Reason: shared.Truncate(reason, 500),
 		ClientIP: clientIP, HeaderNames: HeaderNames(h),
 	})
 	if err != nil {

@@ -43,7 +43,7 @@ var SourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // store. Errors are *shared.Error: not found or gone for the sender (answered at
 // once for a name that could not exist, and cached otherwise), internal
 // for a provider this build does not know, unavailable for a storage
-// failure (IsUnavailable). A secret that does not open is not an error:
+// failure (shared.Unavailable). A secret that does not open is not an error:
 // KeysErr says so.
 func (s *Service) Target(ctx context.Context, hostID, name string) (*Target, error) {
 	if err := checkNames(hostID, name); err != nil {
@@ -79,20 +79,20 @@ func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, er
 	host, err := s.store.HostGet(ctx, hostID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, errNotFound("no such host")
+		return nil, shared.NotFound("no such host")
 	case err != nil:
-		return nil, ErrUnavailable(err)
+		return nil, shared.Unavailable(err)
 	case host.Status != store.HostActive:
 		return nil, &shared.Error{Code: shared.CodeGone, Message: "host is deactivated"}
 	}
 	src, err := s.store.SourceGet(ctx, hostID, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, errNotFound("no such source on this host")
+		return nil, shared.NotFound("no such source on this host")
 	case err != nil:
-		return nil, ErrUnavailable(err)
+		return nil, shared.Unavailable(err)
 	case !src.Enabled:
-		return nil, errNotFound("source is disabled")
+		return nil, shared.NotFound("source is disabled")
 	}
 	provider, ok := verify.Lookup(src.Provider)
 	if !ok {
@@ -101,7 +101,7 @@ func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, er
 	}
 	allow, err := s.resolveAllow(ctx, src)
 	if err != nil {
-		return nil, ErrUnavailable(err)
+		return nil, shared.Unavailable(err)
 	}
 	t := &Target{Host: host, Source: src, Provider: provider, Allow: allow, Forward: verify.ForwardedHeaders(provider, src.Options)}
 	t.Keys, t.KeysErr = s.openSecrets(src)
@@ -112,10 +112,10 @@ func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, er
 // exist: not of NewHostID's form, or not of SourceNameRE's.
 func checkNames(hostID, name string) error {
 	if !auth.ValidHostID(hostID) {
-		return errNotFound("no such host")
+		return shared.NotFound("no such host")
 	}
 	if len(name) > 64 || !SourceNameRE.MatchString(name) {
-		return errNotFound("no such source on this host")
+		return shared.NotFound("no such source on this host")
 	}
 	return nil
 }
@@ -302,7 +302,7 @@ func (c *targetCache) len() (entries int, bytes int64) {
 // open are tried again on the next request.
 func cacheable(t *Target, err error) bool {
 	if err != nil {
-		code := codeOf(err)
+		code := shared.CodeOf(err)
 		return code == shared.CodeNotFound || code == shared.CodeGone
 	}
 	return t.KeysErr == nil

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/auth"
+	"github.com/relaykit/relay/shared"
 )
 
 // The answers are bounded by bytes as well as entries.
@@ -16,7 +17,7 @@ func TestTargetCacheBoundedBytes(t *testing.T) {
 	now := clockwork.NewFakeClock().Now()
 	const maxBytes = 20 * (entryOverhead + 100)
 	c := newTargetCache(TargetTTL, targetCacheFound, cacheBounds{entries: 1000, bytes: maxBytes})
-	notFound := func() (*Target, error) { return nil, errNotFound("no such source on this host") }
+	notFound := func() (*Target, error) { return nil, shared.NotFound("no such source on this host") }
 	for i := range 500 {
 		_, err := c.get(auth.NewHostID(), strings.Repeat("s", 60)+strconv.Itoa(i), now, notFound)
 		require.Error(t, err)
@@ -34,7 +35,7 @@ func TestTargetCacheEvictsExpired(t *testing.T) {
 	clock := clockwork.NewFakeClock()
 	c := newTargetCache(TargetTTL, targetCacheFound, targetCacheMissing)
 	loads := 0
-	notFound := func() (*Target, error) { loads++; return nil, errNotFound("no such host") }
+	notFound := func() (*Target, error) { loads++; return nil, shared.NotFound("no such host") }
 	for range 100 {
 		_, _ = c.get(auth.NewHostID(), "github", clock.Now(), notFound)
 	}

@@ -128,14 +128,14 @@ func (s *Server) listAlertRules(c *gin.Context) {
 func (s *Server) ruleTarget(c *gin.Context) (alert.Rule, string, error) {
 	r, ok := alert.RuleNamed(c.Param("rule"))
 	if !ok {
-		return r, "", errNotFound("no such rule (GET /api/alerts/rules lists them)")
+		return r, "", shared.NotFound("no such rule (GET /api/alerts/rules lists them)")
 	}
 	hostID := c.Param("id")
 	if hostID == "" {
 		return r, "", nil
 	}
 	if !r.PerHost {
-		return r, "", errInvalid("rule " + r.Name + " is cloud-wide: set it with PUT /api/alerts/rules/" + r.Name)
+		return r, "", shared.Invalid("rule " + r.Name + " is cloud-wide: set it with PUT /api/alerts/rules/" + r.Name)
 	}
 	if _, err := s.store.HostGet(c.Request.Context(), hostID); err != nil {
 		return r, "", hostErr(err)
@@ -167,10 +167,10 @@ func (s *Server) putAlertRule(c *gin.Context) {
 		t := *req.Threshold
 		switch {
 		case r.Unit == alert.UnitNone:
-			s.writeError(c, errInvalid("rule "+r.Name+" takes no threshold"))
+			s.writeError(c, shared.Invalid("rule "+r.Name+" takes no threshold"))
 			return
 		case t < 0 || t > 366*24*3600:
-			s.writeError(c, errInvalid("threshold must be 0 (the default) to 31622400"))
+			s.writeError(c, shared.Invalid("threshold must be 0 (the default) to 31622400"))
 			return
 		case r.Unit == alert.UnitDuration:
 			t *= 1000
@@ -230,12 +230,12 @@ func (s *Server) createSink(c *gin.Context) {
 		return
 	}
 	if len(existing) >= maxSinks {
-		s.writeError(c, errInvalid("at most 20 sinks: delete one first"))
+		s.writeError(c, shared.Invalid("at most 20 sinks: delete one first"))
 		return
 	}
 	k, secret, err := alert.NewSink(s.ring, req.Kind, req.URL, s.cfg.AlertSinkAllow, s.now())
 	if err != nil {
-		s.writeError(c, errInvalid(err.Error()))
+		s.writeError(c, shared.Invalid(err.Error()))
 		return
 	}
 	if err := s.store.AlertSinkCreate(ctx, k); err != nil {

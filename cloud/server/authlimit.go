@@ -90,7 +90,7 @@ func (s *Server) CheckAdminLogin(c *gin.Context, token string) (wait time.Durati
 	}
 	if !auth.BearerEqual(token, s.cfg.AdminToken) {
 		s.logAuthFailure(c, client, "wrong admin token")
-		return 0, errUnauthorized("wrong admin token")
+		return 0, shared.Unauthorized("wrong admin token")
 	}
 	refund()
 	return 0, nil

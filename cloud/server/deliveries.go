@@ -56,7 +56,7 @@ func (s *Server) listDeliveries(c *gin.Context) {
 	if v := c.Query("status"); v != "" {
 		st, err := store.ParseStatus(v)
 		if err != nil {
-			s.writeError(c, errInvalid("status: "+err.Error()))
+			s.writeError(c, shared.Invalid("status: "+err.Error()))
 			return
 		}
 		p.Status = st
@@ -139,7 +139,7 @@ func queryDeliveryCursor(c *gin.Context) (*time.Time, string, error) {
 	}
 	at, id, err := DecodeCursor(v)
 	if err != nil {
-		return nil, "", errInvalid("cursor is not one this API issued")
+		return nil, "", shared.Invalid("cursor is not one this API issued")
 	}
 	return &at, id, nil
 }

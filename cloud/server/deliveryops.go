@@ -18,7 +18,7 @@ func (s *Server) RetryDelivery(ctx context.Context, hostID, id string) (*store.D
 	var te *store.TransitionError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, errNotFound("no such delivery on this host")
+		return nil, shared.NotFound("no such delivery on this host")
 	case errors.As(err, &te):
 		return nil, &shared.Error{Code: shared.CodeConflict, Message: fmt.Sprintf(
 			"delivery is %s: only a dead-lettered (dlq) or retrying delivery can be retried", te.Status)}

@@ -11,35 +11,17 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-func errInvalid(msg string) error {
-	return &shared.Error{Code: shared.CodeInvalid, Message: msg}
-}
-func errUnauthorized(msg string) error {
-	return &shared.Error{Code: shared.CodeUnauthorized, Message: msg}
-}
-func errNotFound(msg string) error {
-	return &shared.Error{Code: shared.CodeNotFound, Message: msg}
-}
-
-// notFoundAs is err, or, when the store found nothing, errNotFound(msg).
+// notFoundAs is err, or, when the store found nothing, shared.NotFound(msg).
 func notFoundAs(err error, msg string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return errNotFound(msg)
+		return shared.NotFound(msg)
 	}
 	return err
 }
 
-// errUnavailable marks a storage failure: the sender should retry later.
-func errUnavailable(cause error) error {
-	return &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Cause: cause}
-}
-
-// isUnavailable reports a storage failure (errUnavailable): the request may
-// succeed later.
-func isUnavailable(err error) bool {
-	var ae *shared.Error
-	return errors.As(err, &ae) && ae.Code == shared.CodeUnavailable
-}
+// isUnavailable reports a storage failure (shared.Unavailable): the
+// request may succeed later.
+func isUnavailable(err error) bool { return shared.CodeOf(err) == shared.CodeUnavailable }
 
 // Describe is the code and message an error is answered with: a
 // shared.Error's own, the store's domain errors', else internal (the detail

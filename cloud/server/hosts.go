@@ -108,7 +108,7 @@ func (s *Server) createHost(c *gin.Context) {
 func (s *Server) CreateHost(ctx context.Context, name string) (*shared.CreateHostResponse, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || utf8.RuneCountInString(name) > 200 {
-		return nil, errInvalid("name is required (1 to 200 characters)")
+		return nil, shared.Invalid("name is required (1 to 200 characters)")
 	}
 	now := s.now()
 	code := auth.NewClaimCode()
@@ -130,7 +130,7 @@ func (s *Server) listHosts(c *gin.Context) {
 	switch presence {
 	case "", store.PresenceOnline, store.PresenceLate, store.PresenceOffline:
 	default:
-		s.writeError(c, errInvalid("presence must be online, late or offline"))
+		s.writeError(c, shared.Invalid("presence must be online, late or offline"))
 		return
 	}
 	hosts, err := s.store.HostListWithCounts(c.Request.Context())
@@ -246,7 +246,7 @@ func (s *Server) claim(c *gin.Context) {
 		return
 	}
 	if req.ClaimCode == "" {
-		s.writeError(c, errInvalid("claim_code is required"))
+		s.writeError(c, shared.Invalid("claim_code is required"))
 		return
 	}
 	at, ok := s.authAttempt(c)
@@ -257,12 +257,12 @@ func (s *Server) claim(c *gin.Context) {
 	h, err := s.store.HostClaim(c.Request.Context(), &store.HostClaimParams{
 		ClaimCodeHash:  auth.Hash(auth.NormalizeClaimCode(req.ClaimCode)),
 		CredentialHash: auth.Hash(cred),
-		AgentVersion:   truncate(req.AgentVersion, 100),
+		AgentVersion:   shared.Truncate(req.AgentVersion, 100),
 		Now:            s.now(),
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		at.failed("claim code unknown, already used or expired")
-		s.writeError(c, errUnauthorized("claim code unknown, already used or expired"))
+		s.writeError(c, shared.Unauthorized("claim code unknown, already used or expired"))
 		return
 	}
 	at.succeeded() // a storage failure is no failed attempt either
@@ -290,14 +290,14 @@ func (s *Server) token(c *gin.Context) {
 		return
 	}
 	if req.HostID == "" || req.HostCredential == "" {
-		s.writeError(c, errInvalid("host_id and host_credential are required"))
+		s.writeError(c, shared.Invalid("host_id and host_credential are required"))
 		return
 	}
 	at, ok := s.authAttempt(c)
 	if !ok {
 		return
 	}
-	bad := errUnauthorized("unknown host or wrong credential")
+	bad := shared.Unauthorized("unknown host or wrong credential")
 	h, err := s.store.HostGet(c.Request.Context(), req.HostID)
 	if errors.Is(err, store.ErrNotFound) {
 		at.failed("unknown host")
@@ -333,32 +333,25 @@ func (s *Server) token(c *gin.Context) {
 func (s *Server) authHost(c *gin.Context) (*store.Host, error) {
 	tok, ok := auth.Bearer(c.Request)
 	if !ok {
-		return nil, errUnauthorized("missing bearer token")
+		return nil, shared.Unauthorized("missing bearer token")
 	}
 	claims, err := s.tokens.Verify(tok)
 	if err != nil {
-		return nil, errUnauthorized("invalid or expired token")
+		return nil, shared.Unauthorized("invalid or expired token")
 	}
 	h, err := s.store.HostGet(c.Request.Context(), claims.Subject)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errUnauthorized("invalid or expired token")
+		return nil, shared.Unauthorized("invalid or expired token")
 	}
 	if err != nil {
-		return nil, errUnavailable(err)
+		return nil, shared.Unavailable(err)
 	}
 	if h.Status != store.HostActive || h.Generation != claims.Generation {
-		return nil, errUnauthorized("token revoked")
+		return nil, shared.Unauthorized("token revoked")
 	}
 	return h, nil
 }
 
 func (s *Server) intervalS() int {
 	return int((s.cfg.HeartbeatFloor + time.Second - 1) / time.Second)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -41,14 +41,14 @@ func findParams(c *gin.Context) (*store.DeliveryFindParams, int, error) {
 	if v := c.Query("status"); v != "" {
 		st, err := store.ParseStatus(v)
 		if err != nil {
-			return nil, 0, errInvalid("status: " + err.Error())
+			return nil, 0, shared.Invalid("status: " + err.Error())
 		}
 		p.Status = st
 	}
 	if v := c.Query("since"); v != "" {
 		at, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return nil, 0, errInvalid("since: want an RFC 3339 time, e.g. 2026-11-25T09:00:00Z")
+			return nil, 0, shared.Invalid("since: want an RFC 3339 time, e.g. 2026-11-25T09:00:00Z")
 		}
 		p.ReceivedSince = &at
 	}
@@ -91,7 +91,7 @@ func (s *Server) listEvents(c *gin.Context) {
 	var after int64
 	if v := c.Query("after"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
-			s.writeError(c, errInvalid("after: want an event id (a non-negative integer)"))
+			s.writeError(c, shared.Invalid("after: want an event id (a non-negative integer)"))
 			return
 		}
 	}
@@ -99,7 +99,7 @@ func (s *Server) listEvents(c *gin.Context) {
 	if v := c.Query("last"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
-			s.writeError(c, errInvalid("last: want an integer from 1 to 500"))
+			s.writeError(c, shared.Invalid("last: want an integer from 1 to 500"))
 			return
 		}
 		p.Newest, p.Limit = true, n

@@ -118,7 +118,7 @@ func (s *Server) receive(c *gin.Context) {
 			return
 		}
 		s.metrics.Count(provider.Name(), intake.OutcomeUnavailable)
-		s.writeError(c, errUnavailable(err))
+		s.writeError(c, shared.Unavailable(err))
 		return
 	}
 	if !allowed && res.Outcome != intake.OutcomeHandshake && res.Outcome != intake.OutcomeFiltered && res.Outcome != intake.OutcomeReplayHeld {
@@ -199,7 +199,7 @@ func (s *Server) reject(c *gin.Context, src *store.Source, provider verify.Provi
 		return
 	}
 	s.log.Info("webhook rejected", "host", src.HostID, "source", src.Name, "status", status,
-		"reason", truncate(reason, store.RejectionMaxReasonBytes), "remote", c.ClientIP())
+		"reason", shared.Truncate(reason, store.RejectionMaxReasonBytes), "remote", c.ClientIP())
 }
 
 var errBodyTooLarge = errors.New("body over the limit")
@@ -219,7 +219,7 @@ func readLimited(c *gin.Context, limit int64, lease *limits.BodyLease) ([]byte, 
 		}
 		body := make([]byte, n)
 		if _, err := io.ReadFull(c.Request.Body, body); err != nil {
-			return nil, errInvalid("could not read body: " + err.Error())
+			return nil, shared.Invalid("could not read body: " + err.Error())
 		}
 		return body, nil
 	}
@@ -242,7 +242,7 @@ func readLimited(c *gin.Context, limit int64, lease *limits.BodyLease) ([]byte, 
 		case errors.As(err, &mbe):
 			return nil, errBodyTooLarge
 		case err != nil:
-			return nil, errInvalid("could not read body: " + err.Error())
+			return nil, shared.Invalid("could not read body: " + err.Error())
 		}
 	}
 }
@@ -254,5 +254,5 @@ func budgetErr(err error) error {
 	if errors.As(err, &obe) {
 		return err
 	}
-	return errInvalid("could not read body: " + err.Error())
+	return shared.Invalid("could not read body: " + err.Error())
 }

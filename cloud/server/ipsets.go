@@ -44,7 +44,7 @@ func (s *Server) notAllowed(c *gin.Context, t *intake.Target, ip string) {
 func (s *Server) checkAllowedIPs(ctx context.Context, entries []string) ([]string, error) {
 	parsed, err := ipallow.ParseList(entries)
 	if err != nil {
-		return nil, errInvalid("allowed_ips: " + err.Error())
+		return nil, shared.Invalid("allowed_ips: " + err.Error())
 	}
 	for _, e := range parsed {
 		if e.Set == "" {
@@ -55,7 +55,7 @@ func (s *Server) checkAllowedIPs(ctx context.Context, entries []string) ([]strin
 			return nil, err
 		}
 		if set.Size == 0 {
-			return nil, errInvalid(fmt.Sprintf("allowed_ips: the IP set %q holds no address yet: refresh it first (cloud ctl ipsets refresh %s)", e.Set, e.Set))
+			return nil, shared.Invalid(fmt.Sprintf("allowed_ips: the IP set %q holds no address yet: refresh it first (cloud ctl ipsets refresh %s)", e.Set, e.Set))
 		}
 	}
 	out := ipallow.Normalize(parsed)
@@ -91,7 +91,7 @@ type ipSetRefresh struct {
 func (s *Server) refreshIPSet(c *gin.Context) {
 	pub, ok := ipallow.Lookup(c.Param("name"))
 	if !ok {
-		s.writeError(c, errNotFound(fmt.Sprintf("no IP set %q; known: %v", c.Param("name"), ipallow.Names())))
+		s.writeError(c, shared.NotFound(fmt.Sprintf("no IP set %q; known: %v", c.Param("name"), ipallow.Names())))
 		return
 	}
 	var req ipSetRefresh
@@ -105,7 +105,7 @@ func (s *Server) refreshIPSet(c *gin.Context) {
 			s.writeError(c, err)
 			return
 		}
-		s.writeError(c, errInvalid(err.Error()))
+		s.writeError(c, shared.Invalid(err.Error()))
 		return
 	}
 	set, err := s.intake.IPSet(ctx, pub.Name)

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 // maxRateLimit bounds a host's own intake rate limit and burst.
@@ -27,25 +28,25 @@ func parseHostPatch(c *gin.Context) (*store.HostUpdateParams, error) {
 		return nil, err
 	}
 	if raw == nil {
-		return nil, errInvalid("request body must be a JSON object")
+		return nil, shared.Invalid("request body must be a JSON object")
 	}
 	for k := range raw {
 		if !slices.Contains(hostPatchFields, k) {
-			return nil, errInvalid(fmt.Sprintf("unknown field %q; a host's patch may set %s", k, strings.Join(hostPatchFields, ", ")))
+			return nil, shared.Invalid(fmt.Sprintf("unknown field %q; a host's patch may set %s", k, strings.Join(hostPatchFields, ", ")))
 		}
 	}
 	if len(raw) == 0 {
-		return nil, errInvalid("nothing to change: set one of " + strings.Join(hostPatchFields, ", "))
+		return nil, shared.Invalid("nothing to change: set one of " + strings.Join(hostPatchFields, ", "))
 	}
 	p := &store.HostUpdateParams{}
 	if v, ok := raw["name"]; ok {
 		var name string
 		if string(v) == "null" || json.Unmarshal(v, &name) != nil {
-			return nil, errInvalid("name must be a string")
+			return nil, shared.Invalid("name must be a string")
 		}
 		name = strings.TrimSpace(name)
 		if name == "" || utf8.RuneCountInString(name) > 200 {
-			return nil, errInvalid("name must be 1 to 200 characters")
+			return nil, shared.Invalid("name must be 1 to 200 characters")
 		}
 		p.Name = &name
 	}
@@ -87,7 +88,7 @@ func (s *Server) UpdateHost(ctx context.Context, p *store.HostUpdateParams) (*st
 	if p.Name != nil {
 		name := strings.TrimSpace(*p.Name)
 		if name == "" || utf8.RuneCountInString(name) > 200 {
-			return nil, errInvalid("name must be 1 to 200 characters")
+			return nil, shared.Invalid("name must be 1 to 200 characters")
 		}
 		p.Name = &name
 	}
@@ -106,7 +107,7 @@ func (s *Server) UpdateHost(ctx context.Context, p *store.HostUpdateParams) (*st
 }
 
 func errRateLimit(field string) error {
-	return errInvalid(fmt.Sprintf("%s must be a whole number from 0 (the cloud's default) to %d", field, maxRateLimit))
+	return shared.Invalid(fmt.Sprintf("%s must be a whole number from 0 (the cloud's default) to %d", field, maxRateLimit))
 }
 
 // retryDelivery is POST /api/hosts/:id/webhooks/:deliveryId/retry: a

@@ -11,6 +11,7 @@ import (
 	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/secrets"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 type quarantinedJSON struct {
@@ -63,7 +64,7 @@ func (s *Server) listQuarantine(c *gin.Context) {
 func (s *Server) releaseQuarantine(c *gin.Context) {
 	res, err := s.ReleaseQuarantine(c.Request.Context())
 	if err != nil {
-		s.writeError(c, errUnavailable(err))
+		s.writeError(c, shared.Unavailable(err))
 		return
 	}
 	c.JSON(200, gin.H{"admitted": res.Admitted, "rejected": res.Rejected, "held": res.Held})
@@ -74,7 +75,7 @@ func (s *Server) releaseQuarantine(c *gin.Context) {
 func (s *Server) releaseHeld(c *gin.Context) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		s.writeError(c, errInvalid("id: a quarantined request's id"))
+		s.writeError(c, shared.Invalid("id: a quarantined request's id"))
 		return
 	}
 	res, err := s.intake.ReleaseHeld(c.Request.Context(), id)

@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 type rejectionJSON struct {
@@ -74,7 +75,7 @@ func queryIDPage(c *gin.Context, def, max int) (limit int, before int64, err err
 	}
 	before, err = strconv.ParseInt(cur, 10, 64)
 	if err != nil || before <= 0 {
-		return 0, 0, errInvalid("cursor: not a value this API returned")
+		return 0, 0, shared.Invalid("cursor: not a value this API returned")
 	}
 	return limit, before, nil
 }
@@ -88,7 +89,7 @@ func queryLimit(c *gin.Context, def, max int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > max {
-		return 0, errInvalid("limit: want an integer from 1 to " + strconv.Itoa(max))
+		return 0, shared.Invalid("limit: want an integer from 1 to " + strconv.Itoa(max))
 	}
 	return n, nil
 }

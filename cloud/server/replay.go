@@ -86,7 +86,7 @@ func (s *Server) ReplayDelivery(ctx context.Context, hostID, id, toHostID string
 			Note: delivery.ReplayNote(newID, to.ID)},
 	})
 	if err != nil {
-		return nil, errUnavailable(err)
+		return nil, shared.Unavailable(err)
 	}
 	s.log.Info("delivery replayed", "host", orig.HostID, "delivery_id", orig.ID, "to_host", to.ID, "replay_id", res.Delivery.ID)
 	return res.Delivery, nil
@@ -107,7 +107,7 @@ func (s *Server) replayDelivery(c *gin.Context) {
 		}
 	}
 	if req.HostID != "" && !auth.ValidHostID(req.HostID) {
-		s.writeError(c, errInvalid("host_id: not a host id"))
+		s.writeError(c, shared.Invalid("host_id: not a host id"))
 		return
 	}
 	d, err := s.ReplayDelivery(c.Request.Context(), c.Param("id"), c.Param("deliveryId"), req.HostID)

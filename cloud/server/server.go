@@ -338,7 +338,7 @@ func (s *Server) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
-		s.writeError(c, errUnavailable(err))
+		s.writeError(c, shared.Unavailable(err))
 		return
 	}
 	c.JSON(200, gin.H{"status": "ok"})
@@ -406,7 +406,7 @@ func (s *Server) requireAdmin(c *gin.Context) {
 				err = &shared.Error{Code: ae.Code, Message: "too many failed attempts from this address: retry after the time in Retry-After"}
 			case shared.CodeUnauthorized:
 				c.Header("WWW-Authenticate", `Bearer realm="relay-admin"`)
-				err = errUnauthorized("missing or wrong admin token")
+				err = shared.Unauthorized("missing or wrong admin token")
 			}
 		}
 		s.writeError(c, err)
@@ -428,12 +428,12 @@ func decodeJSON(c *gin.Context, limit int64, v any) error {
 			return &shared.Error{Code: shared.CodeTooLarge, Message: fmt.Sprintf("request body over %d bytes", limit)}
 		}
 		if errors.Is(err, io.EOF) {
-			return errInvalid("request body is empty: want a JSON object")
+			return shared.Invalid("request body is empty: want a JSON object")
 		}
-		return errInvalid(shared.DescribeJSONError(err))
+		return shared.Invalid(shared.DescribeJSONError(err))
 	}
 	if dec.More() {
-		return errInvalid("malformed JSON: trailing data after the object")
+		return shared.Invalid("malformed JSON: trailing data after the object")
 	}
 	return nil
 }

@@ -806,7 +806,7 @@ func TestErrorMapping(t *testing.T) {
 	}{
 		{fmt.Errorf("host get: %w", store.ErrNotFound), 404, shared.CodeNotFound},
 		{fmt.Errorf("delivery insert: %w", store.ErrConflict), 409, shared.CodeConflict},
-		{errUnavailable(errors.New("dial tcp: refused")), 503, shared.CodeUnavailable},
+		{shared.Unavailable(errors.New("dial tcp: refused")), 503, shared.CodeUnavailable},
 		{errors.New("secret detail"), 500, shared.CodeInternal},
 	}
 	for _, c := range cases {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
+	"github.com/relaykit/relay/shared"
 )
 
 // sourcePatch is PATCH /api/hosts/:id/sources/:source: the fields given
@@ -27,7 +28,7 @@ func (s *Server) patchSource(c *gin.Context) {
 		return
 	}
 	if req.Enabled == nil && req.Events == nil && req.AllowedIPs == nil {
-		s.writeError(c, errInvalid("give enabled, events, allowed_ips or several"))
+		s.writeError(c, shared.Invalid("give enabled, events, allowed_ips or several"))
 		return
 	}
 	src, err := s.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"),
@@ -84,7 +85,7 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 	if ch.NewSecret != "" {
 		prov, ok := verify.Lookup(src.Provider)
 		if !ok {
-			return nil, errInvalid("the source's provider is no longer known: replace the source")
+			return nil, shared.Invalid("the source's provider is no longer known: replace the source")
 		}
 		sealed, err := s.sealSecrets(prov, hostID, name, []string{ch.NewSecret})
 		if err != nil {
@@ -93,7 +94,7 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 		if ch.KeepSecrets {
 			sealed = append(sealed, src.Secrets...)
 			if len(sealed) > maxSecrets {
-				return nil, errInvalid("at most 10 secrets may be active at once: rotate without keeping the current ones")
+				return nil, shared.Invalid("at most 10 secrets may be active at once: rotate without keeping the current ones")
 			}
 		}
 		p.Secrets = slices.Clip(sealed)

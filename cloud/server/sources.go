@@ -53,28 +53,28 @@ const (
 // stored (nil delays: the default policy).
 func retrySchedule(req *SourceRequest) ([]time.Duration, int, error) {
 	if len(req.RetrySchedule) > maxScheduleEntries {
-		return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s has %d entries; at most %d", len(req.RetrySchedule), maxScheduleEntries))
+		return nil, 0, shared.Invalid(fmt.Sprintf("retry_schedule_s has %d entries; at most %d", len(req.RetrySchedule), maxScheduleEntries))
 	}
 	var delays []time.Duration
 	for i, sec := range req.RetrySchedule {
 		// Checked before it becomes a Duration, which 1e10 s would
 		// overflow (to a negative delay) and 1e308 s turn into 0.
 		if !(sec >= 0 && sec <= maxScheduleDelay.Seconds()) {
-			return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s[%d] must be from 0 to %d seconds", i, int(maxScheduleDelay.Seconds())))
+			return nil, 0, shared.Invalid(fmt.Sprintf("retry_schedule_s[%d] must be from 0 to %d seconds", i, int(maxScheduleDelay.Seconds())))
 		}
 		ms := sec * 1000
 		if math.Abs(ms-math.Round(ms)) > 1e-6 {
-			return nil, 0, errInvalid(fmt.Sprintf("retry_schedule_s[%d]: %g is finer than the millisecond a delay is kept to", i, sec))
+			return nil, 0, shared.Invalid(fmt.Sprintf("retry_schedule_s[%d]: %g is finer than the millisecond a delay is kept to", i, sec))
 		}
 		d := time.Duration(math.Round(ms)) * time.Millisecond
 		switch {
 		case i == 0 && d != 0:
-			return nil, 0, errInvalid("retry_schedule_s[0] is the first attempt, made on receipt: it must be 0")
+			return nil, 0, shared.Invalid("retry_schedule_s[0] is the first attempt, made on receipt: it must be 0")
 		}
 		delays = append(delays, d)
 	}
 	if req.MaxAttempts != 0 && (req.MaxAttempts < 1 || req.MaxAttempts > maxSourceAttempts) {
-		return nil, 0, errInvalid(fmt.Sprintf("max_attempts must be from 1 to %d (absent: one per entry of retry_schedule_s)", maxSourceAttempts))
+		return nil, 0, shared.Invalid(fmt.Sprintf("max_attempts must be from 1 to %d (absent: one per entry of retry_schedule_s)", maxSourceAttempts))
 	}
 	return delays, req.MaxAttempts, nil
 }
@@ -166,7 +166,7 @@ func (s *Server) putSource(c *gin.Context) {
 	c.JSON(status, s.SourceView(c, src))
 }
 
-var errBadSourceName = errInvalid("source name must be 1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit")
+var errBadSourceName = shared.Invalid("source name must be 1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit")
 
 // PutSource creates or replaces a host's source as PUT
 // /api/hosts/:id/sources/:source does, and says whether it created it.
@@ -180,14 +180,14 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 	}
 	p, ok := verify.Lookup(req.Provider)
 	if !ok {
-		return nil, false, errInvalid(fmt.Sprintf("unknown provider %q; known: %v", req.Provider, verify.Names()))
+		return nil, false, shared.Invalid(fmt.Sprintf("unknown provider %q; known: %v", req.Provider, verify.Names()))
 	}
 	if err := checkEvents(req.Events); err != nil {
 		return nil, false, err
 	}
 	if oc, ok := p.(verify.OptionsChecker); ok {
 		if err := oc.CheckOptions(req.Options); err != nil {
-			return nil, false, errInvalid("options: " + err.Error())
+			return nil, false, shared.Invalid("options: " + err.Error())
 		}
 	}
 	delays, maxAttempts, err := retrySchedule(req)
@@ -195,7 +195,7 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 		return nil, false, err
 	}
 	if req.MaxBodyBytes < 0 || req.MaxBodyBytes > 100<<20 {
-		return nil, false, errInvalid("max_body_bytes must be between 0 (provider default) and 104857600")
+		return nil, false, shared.Invalid("max_body_bytes must be between 0 (provider default) and 104857600")
 	}
 	allowed, err := s.checkAllowedIPs(ctx, req.AllowedIPs)
 	if err != nil {
@@ -219,7 +219,7 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 		sealed = existing.Secrets
 	}
 	if len(sealed) == 0 {
-		return nil, false, errInvalid("secrets: at least one secret is required")
+		return nil, false, shared.Invalid("secrets: at least one secret is required")
 	}
 	enabled := true
 	if req.Enabled != nil {
@@ -244,16 +244,16 @@ const maxSecrets = 10
 // them, bound to the host and source.
 func (s *Server) sealSecrets(p verify.Provider, hostID, name string, secs []string) ([]store.SealedSecret, error) {
 	if len(secs) > maxSecrets {
-		return nil, errInvalid(fmt.Sprintf("at most %d secrets may be active at once", maxSecrets))
+		return nil, shared.Invalid(fmt.Sprintf("at most %d secrets may be active at once", maxSecrets))
 	}
 	var sealed []store.SealedSecret
 	for i, sec := range secs {
 		if sec == "" || len(sec) > 4096 {
-			return nil, errInvalid(fmt.Sprintf("secrets[%d] must be 1 to 4096 bytes", i))
+			return nil, shared.Invalid(fmt.Sprintf("secrets[%d] must be 1 to 4096 bytes", i))
 		}
 		if sc, ok := p.(verify.SecretChecker); ok {
 			if err := sc.CheckSecret([]byte(sec)); err != nil {
-				return nil, errInvalid(fmt.Sprintf("secrets[%d]: %v", i, err))
+				return nil, shared.Invalid(fmt.Sprintf("secrets[%d]: %v", i, err))
 			}
 		}
 		ct, err := s.ring.Seal([]byte(sec), intake.SealContext(hostID, name))
@@ -269,7 +269,7 @@ func (s *Server) sealSecrets(p verify.Provider, hostID, name string, secs []stri
 func checkEvents(events []string) error {
 	for _, e := range events {
 		if !eventNameRE.MatchString(e) {
-			return errInvalid(fmt.Sprintf("bad event name %q", e))
+			return shared.Invalid(fmt.Sprintf("bad event name %q", e))
 		}
 	}
 	return nil

@@ -36,7 +36,7 @@ func (s *Transports) Heartbeat(c *gin.Context) {
 		return
 	}
 	if err := req.Validate(); err != nil {
-		s.edge.WriteError(c, errInvalid(err.Error()))
+		s.edge.WriteError(c, shared.Invalid(err.Error()))
 		return
 	}
 	hb, err := fromWire(&req)
@@ -47,7 +47,7 @@ func (s *Transports) Heartbeat(c *gin.Context) {
 	ctx := c.Request.Context()
 	res, err := s.deliveries.Heartbeat(ctx, host, hb)
 	if err != nil {
-		s.edge.WriteError(c, errUnavailable(err))
+		s.edge.WriteError(c, shared.Unavailable(err))
 		return
 	}
 	defer s.holdOutgoing(res.Deliveries)()
@@ -83,7 +83,7 @@ func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 	hb := &delivery.Heartbeat{
 		Report: delivery.Report{Acks: req.WebhookAcks, Extends: req.WebhookExtends,
 			AnswerLost: req.AnswerLost, Held: req.WebhooksHeld, Stopping: req.Stopping},
-		Beat: delivery.Beat{AgentVersion: truncate(req.AgentVersion, 100)},
+		Beat: delivery.Beat{AgentVersion: shared.Truncate(req.AgentVersion, 100)},
 		Max:  shared.DefaultMaxWebhooks,
 		Wait: time.Duration(req.WaitS) * time.Second,
 	}
@@ -112,7 +112,7 @@ func fromWire(req *shared.HeartbeatRequest) (*delivery.Heartbeat, error) {
 // fromWireNack is a host's nack, from a heartbeat or a socket's report, as
 // the delivery core reads it (its error bounded).
 func fromWireNack(n shared.Nack) delivery.Nack {
-	return delivery.Nack{ID: n.DeliveryID, Error: truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
+	return delivery.Nack{ID: n.DeliveryID, Error: shared.Truncate(n.Error, 2000), Retryable: n.Retryable, Attempt: n.Attempt,
 		NotStarted: n.NotStarted}
 }
 

@@ -165,7 +165,7 @@ func (ss *socketSession) hello(ctx context.Context) error {
 	}
 	ss.rawBodyOnly = f.RawBodyOnly
 	ss.binary = f.BinaryWebhooks
-	beat := delivery.Beat{AgentVersion: truncate(f.AgentVersion, 100)}
+	beat := delivery.Beat{AgentVersion: shared.Truncate(f.AgentVersion, 100)}
 	if f.Config != nil {
 		if beat.Subscription, err = json.Marshal(f.Config); err != nil {
 			return protocolError("config: %v", err)
@@ -183,11 +183,11 @@ func (ss *socketSession) hello(ctx context.Context) error {
 }
 
 func protocolError(format string, args ...any) error {
-	return &closeError{code: shared.CloseProtocol, reason: truncate(fmt.Sprintf(format, args...), 120)}
+	return &closeError{code: shared.CloseProtocol, reason: shared.Truncate(fmt.Sprintf(format, args...), 120)}
 }
 
 func unavailable(err error) error {
-	return &closeError{code: websocket.StatusInternalError, reason: "storage unavailable: " + truncate(err.Error(), 80)}
+	return &closeError{code: websocket.StatusInternalError, reason: "storage unavailable: " + shared.Truncate(err.Error(), 80)}
 }
 
 // grant applies a credit (delivery.Outbox.Grant).
@@ -304,7 +304,7 @@ func (ss *socketSession) report(ctx context.Context, f *shared.Frame) error {
 		r.Results = append(r.Results, fromWireResult(res))
 	}
 	if f.Config != nil || f.AgentVersion != "" {
-		beat := delivery.Beat{AgentVersion: truncate(f.AgentVersion, 100)}
+		beat := delivery.Beat{AgentVersion: shared.Truncate(f.AgentVersion, 100)}
 		if beat.AgentVersion == "" {
 			beat.AgentVersion = ss.host.AgentVersion
 		}

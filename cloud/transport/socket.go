@@ -44,13 +44,13 @@ func (s *Transports) Socket(c *gin.Context) {
 		return
 	}
 	if !isUpgrade(c.Request) {
-		s.edge.WriteError(c, errInvalid("not a WebSocket upgrade: GET with Connection: Upgrade and Upgrade: websocket"))
+		s.edge.WriteError(c, shared.Invalid("not a WebSocket upgrade: GET with Connection: Upgrade and Upgrade: websocket"))
 		return
 	}
 	tok, _ := auth.Bearer(c.Request)
 	claims, err := s.tokens.Verify(tok) // verified by authHost: its expiry
 	if err != nil || claims.ExpiresAt == nil {
-		s.edge.WriteError(c, errUnauthorized("invalid or expired token"))
+		s.edge.WriteError(c, shared.Unauthorized("invalid or expired token"))
 		return
 	}
 	answer := c.Writer.Header() // the upgrade's answer, as Accept sets it

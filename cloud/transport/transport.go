@@ -17,7 +17,6 @@ import (
 	"github.com/relaykit/relay/cloud/auth"
 	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
-	"github.com/relaykit/relay/shared"
 )
 
 // Edge is what the transports need of the HTTP edge that mounts them.
@@ -131,21 +130,4 @@ func (s *Transports) holdOutgoing(ds []*store.Delivery) (release func()) {
 	}
 	changed(n)
 	return func() { changed(-n) }
-}
-
-func errInvalid(msg string) error { return &shared.Error{Code: shared.CodeInvalid, Message: msg} }
-
-func errUnauthorized(msg string) error {
-	return &shared.Error{Code: shared.CodeUnauthorized, Message: msg}
-}
-
-func errUnavailable(cause error) error {
-	return &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Cause: cause}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
