@@ -278,7 +278,7 @@ func (s *Server) claim(c *gin.Context) {
 	s.log.Info("host claimed", "host", h.ID, "agent_version", h.AgentVersion)
 	c.JSON(200, shared.ClaimResponse{
 		HostID: h.ID, HostCredential: cred, Token: tok, TokenExpiresAt: exp,
-		HeartbeatIntervalS: s.intervalS(),
+		HeartbeatIntervalS: s.hosts.IntervalS(),
 	})
 }
 
@@ -350,8 +350,4 @@ func (s *Server) authHost(c *gin.Context) (*store.Host, error) {
 		return nil, shared.Unauthorized("token revoked")
 	}
 	return h, nil
-}
-
-func (s *Server) intervalS() int {
-	return int((s.cfg.HeartbeatFloor + time.Second - 1) / time.Second)
 }

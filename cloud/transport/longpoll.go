@@ -54,7 +54,7 @@ func (s *Transports) Heartbeat(c *gin.Context) {
 
 	// more: available work was left over, cut by the batch's count or byte
 	// bound; the host comes back at once.
-	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.intervalS(), More: res.More, Webhooks: make([]shared.Webhook, 0, len(res.Deliveries)),
+	resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: s.IntervalS(), More: res.More, Webhooks: make([]shared.Webhook, 0, len(res.Deliveries)),
 		Now: s.deliveries.Now(), LeaseS: int(s.deliveries.LeaseFor() / time.Second), PollWhileBusy: true}
 	ids := make([]string, 0, len(res.Deliveries))
 	for _, d := range res.Deliveries {

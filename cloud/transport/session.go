@@ -178,7 +178,7 @@ func (ss *socketSession) hello(ctx context.Context) error {
 	if _, err := ss.s.deliveries.Report(ctx, ss.host.ID, &delivery.Report{AnswerLost: true, Held: f.Held}); err != nil {
 		return unavailable(err)
 	}
-	return ss.write(ctx, &shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: ss.s.intervalS(), MaxCredit: shared.MaxSocketCredit,
+	return ss.write(ctx, &shared.Frame{Type: shared.FrameWelcome, HeartbeatIntervalS: ss.s.IntervalS(), MaxCredit: shared.MaxSocketCredit,
 		Now: ss.s.deliveries.Now(), LeaseS: int(ss.s.deliveries.LeaseFor() / time.Second)})
 }
 

@@ -111,8 +111,9 @@ func (s *Transports) WaitSockets(ctx context.Context) error {
 	}
 }
 
-// intervalS is the heartbeat interval hosts are told, in whole seconds.
-func (s *Transports) intervalS() int {
+// IntervalS is the heartbeat interval hosts are told, in whole seconds:
+// by the long poll, the socket's welcome, and a claim's or token's answer.
+func (s *Transports) IntervalS() int {
 	return int((s.cfg.HeartbeatFloor + time.Second - 1) / time.Second)
 }
 
