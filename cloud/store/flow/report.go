@@ -122,27 +122,26 @@ func splitResults(ids []string, results []store.DeliveryResult) (of, others []st
 // Nack fails the host's deliveries p names that TransitionNack allows, as
 // p.Fail decides.
 func Nack(ctx context.Context, tx ReportSteps, p *store.DeliveryNackParams) (int, error) {
-	if len(p.IDs) == 0 {
-		return 0, nil
-	}
-	failing, err := tx.Transitionable(ctx, store.TransitionNack, p.HostID, p.IDs)
-	if err != nil {
-		return 0, err
-	}
-	return ApplyFailures(ctx, tx, failing, p.Fail, p.Now)
+	return failAllowed(ctx, tx, store.TransitionNack, p.HostID, p.IDs, p.Fail, p.Now)
 }
 
 // Release fails the host's deliveries p names that TransitionRelease
 // allows, as p.Fail decides.
 func Release(ctx context.Context, tx ReportSteps, p *store.DeliveryReleaseParams) (int, error) {
-	if len(p.IDs) == 0 {
+	return failAllowed(ctx, tx, store.TransitionRelease, p.HostID, p.IDs, p.Fail, p.Now)
+}
+
+// failAllowed fails the host's deliveries among ids that t allows, as fail
+// decides.
+func failAllowed(ctx context.Context, tx ReportSteps, t store.Transition, hostID string, ids []string, fail store.FailFunc, now time.Time) (int, error) {
+	if len(ids) == 0 {
 		return 0, nil
 	}
-	failing, err := tx.Transitionable(ctx, store.TransitionRelease, p.HostID, p.IDs)
+	failing, err := tx.Transitionable(ctx, t, hostID, ids)
 	if err != nil {
 		return 0, err
 	}
-	return ApplyFailures(ctx, tx, failing, p.Fail, p.Now)
+	return ApplyFailures(ctx, tx, failing, fail, now)
 }
 
 // ReleaseUnheld fails the host's leased deliveries not in p.Held, as

@@ -96,7 +96,7 @@ func (s *Store) Close() error {
 
 // interpretError maps Postgres errors to the store's domain errors.
 func interpretError(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, pgx.ErrNoRows) || errors.Is(err, flow.ErrNoRows) {
 		return store.ErrNotFound
 	}
 	var pgErr *pgconn.PgError

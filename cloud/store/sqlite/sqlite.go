@@ -226,7 +226,7 @@ func (s *Store) Close() error {
 
 // interpretError maps SQLite errors to the store's domain errors.
 func interpretError(err error) error {
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, flow.ErrNoRows) {
 		return store.ErrNotFound
 	}
 	var sqErr *sqlite.Error
