@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -131,29 +130,10 @@ func (e *env) dir(name string) string {
 	return d
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// waitFor polls cond every interval until it holds, ctx ends or timeout.
+// waitFor polls cond every interval until it holds, ctx ends or timeout
+// (rig.WaitFor, for a condition that cannot fail).
 func waitFor(ctx context.Context, timeout, interval time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-	}
-	return nil
+	return rig.WaitFor(ctx, timeout, interval, what, func() (bool, error) { return cond(), nil })
 }
 
 // proc is a binary run with its output appended to a log file, in a
@@ -197,7 +177,7 @@ type cloudProc struct {
 // startCloud runs `cloud serve` on dbURL; replicas of one scenario share
 // their keys so that hosts and secrets work across them.
 func (e *env) startCloud(ctx context.Context, name, dbURL string, extraEnv ...string) (*cloudProc, error) {
-	addr, err := freeAddr()
+	addr, err := rig.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +336,7 @@ func (e *env) startHost(ctx context.Context, h *relayHost, cloudURL, stateDir st
 	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
 		return err
 	}
-	if h.listen, err = freeAddr(); err != nil {
+	if h.listen, err = rig.FreeAddr(); err != nil {
 		return err
 	}
 	h.run = e.newProc(h.name, "host", []string{"RELAY_HOST_STATE=" + stateDir, "RELAY_HOST_LISTEN=" + h.listen, "RELAY_LOG_LEVEL=info"},

@@ -158,7 +158,9 @@ func requireLastEvent(ctx context.Context, t *testing.T, s store.Store, want sto
 func leaseOne(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
 	t.Helper()
 	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
-	require.Len(t, lease(ctx, t, s, hostID, 1, 0, at), 1)
+	leased := lease(ctx, t, s, hostID, 1, 0, at)
+	require.Len(t, leased, 1)
+	require.Equal(t, d.ID, leased[0].ID, "the lease takes the delivery just inserted")
 	return d
 }
 
@@ -167,7 +169,9 @@ func leaseOne(ctx context.Context, t *testing.T, s store.Store, hostID, eventID 
 func handOutOne(ctx context.Context, t *testing.T, s store.Store, hostID, eventID string, at time.Time) *store.Delivery {
 	t.Helper()
 	d := insert(ctx, t, s, hostID, eventID, at, deliveryOpts{})
-	require.Len(t, handOut(ctx, t, s, hostID, 1, 0, at), 1)
+	handed := handOut(ctx, t, s, hostID, 1, 0, at)
+	require.Len(t, handed, 1)
+	require.Equal(t, d.ID, handed[0].ID, "the delivery just inserted is handed out")
 	return d
 }
 
