@@ -25,6 +25,11 @@ type Delivery struct {
 	DLQAt          *time.Time
 	CorrelationID  string
 	UpdatedAt      time.Time
+	// GroupID is the group whose URL received it ("": a host's own); Lane
+	// the member of a fanout delivery ("" for an any delivery, which
+	// HostID holds until it is handed to another member).
+	GroupID string
+	Lane    string
 }
 
 type DeliveryInsertParams struct {
@@ -58,6 +63,20 @@ type DeliveryInsertParams struct {
 	// BodyDigest, when set, is stored with the delivery (the SHA-256 of
 	// RawBody, set for replay-guarded sources only) for DeliveryByDigest.
 	BodyDigest []byte
+	// GroupID makes it a group's delivery, held by HostID; Lane is the
+	// member of a fanout delivery ("" for an any delivery). Its dedupe key
+	// is (group, source, event id, lane).
+	GroupID string
+	Lane    string
+	// Share, when set, is a fanout's: the deliveries with the same Share
+	// stored in one batch keep one copy of their body.
+	Share *BodyShare
+}
+
+// BodyShare ties the deliveries of one fanout together: they share one
+// stored body. The engines fill it in as they write.
+type BodyShare struct {
+	Key any // the engine's key of the body once stored in the batch; nil: not yet
 }
 
 // DigestLookupParams asks for a delivery by its body's digest.

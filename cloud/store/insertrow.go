@@ -42,12 +42,31 @@ type InsertRow struct {
 	Delays      *string // EncodeDelays(RetryDelays)
 }
 
-// Key is the dedupe key, (host, source, event id), as one string.
-func (p *DeliveryInsertParams) Key() string { return DedupeKey(p.HostID, p.Source, p.EventID) }
+// Key is the dedupe key as one string: (host, source, event id), or a
+// group's (group, source, event id, lane).
+func (p *DeliveryInsertParams) Key() string {
+	if p.GroupID != "" {
+		return GroupDedupeKey(p.GroupID, p.Source, p.EventID, p.Lane)
+	}
+	return DedupeKey(p.HostID, p.Source, p.EventID)
+}
 
-// DedupeKey is the key DeliveryInsertParams.Key gives an event.
+// DedupeKey is the key DeliveryInsertParams.Key gives a host's event.
 func DedupeKey(hostID, source, eventID string) string {
 	return hostID + "\x00" + source + "\x00" + eventID
+}
+
+// GroupDedupeKey is the key DeliveryInsertParams.Key gives a group's event.
+func GroupDedupeKey(groupID, source, eventID, lane string) string {
+	return "\x01" + groupID + "\x00" + source + "\x00" + eventID + "\x00" + lane
+}
+
+// KeyOf is the dedupe key of a stored delivery.
+func KeyOf(d *Delivery) string {
+	if d.GroupID != "" {
+		return GroupDedupeKey(d.GroupID, d.Source, d.EventID, d.Lane)
+	}
+	return DedupeKey(d.HostID, d.Source, d.EventID)
 }
 
 // PrepareInserts makes each insert ready to write. order lists their
@@ -88,9 +107,20 @@ func DeliveryID(source, eventID string, at time.Time) string {
 	return source + ":" + eventID + ":" + strconv.FormatInt(at.UnixMilli(), 10)
 }
 
+// LaneDeliveryID is the id of the delivery of a fanout's member (lane):
+// {source}:{event_id}:{lane}:{received_ms}, distinct for each member of
+// the same event received at the same time.
+func LaneDeliveryID(source, eventID, lane string, at time.Time) string {
+	return source + ":" + eventID + ":" + lane + ":" + strconv.FormatInt(at.UnixMilli(), 10)
+}
+
 // next moves r to the next millisecond and its id.
 func (r *InsertRow) next() {
 	r.ReceivedAt = r.ReceivedAt.Truncate(time.Millisecond).Add(time.Millisecond)
+	if r.Lane != "" {
+		r.ID = LaneDeliveryID(r.Source, r.EventID, r.Lane, r.ReceivedAt)
+		return
+	}
 	r.ID = DeliveryID(r.Source, r.EventID, r.ReceivedAt)
 }
 
@@ -182,7 +212,7 @@ func (r *InsertRow) Inserted(at time.Time) *Delivery {
 		ID: r.ID, HostID: r.HostID, Source: r.Source, EventID: r.EventID, EventType: r.EventType,
 		EventAction: r.EventAction, Headers: headers, BodySize: len(r.Body), Status: r.Status(),
 		Attempts: r.Attempts(), MaxAttempts: r.MaxAttempts, RetryDelays: delays, ReceivedAt: at,
-		LeaseExpiresAt: r.LeaseUntil(at), CorrelationID: r.CorrelationID, UpdatedAt: at,
+		LeaseExpiresAt: r.LeaseUntil(at), CorrelationID: r.CorrelationID, UpdatedAt: at, GroupID: r.GroupID, Lane: r.Lane,
 	}
 	if r.Leased() {
 		d.RawBody = r.Body

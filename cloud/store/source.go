@@ -26,8 +26,11 @@ type Source struct {
 	// MaxAttempts dead-letters a delivery after this many failed attempts.
 	// 0: len(RetryDelays), or the default policy's when RetryDelays is nil.
 	MaxAttempts int
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Mode is how a group's source hands its webhooks to the group's
+	// members; "" for a host's source.
+	Mode      GroupMode
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // SealedSecret is a source secret encrypted at rest, with a fingerprint that
@@ -49,6 +52,7 @@ type SourceUpsertParams struct {
 	AllowedIPs   []string        // empty: any address
 	RetryDelays  []time.Duration // nil: the default policy
 	MaxAttempts  int             // 0: len(RetryDelays), or the default policy's
+	Mode         GroupMode       // a group's source only (HostID is the group's id)
 	Now          time.Time
 }
 

@@ -174,7 +174,14 @@ type Failing struct {
 	Attempts    int // attempts made so far, the failed one included
 	MaxAttempts int
 	RetryDelays []time.Duration // the delivery's own schedule; nil: none
+	// GroupID and Lane: a group's delivery (Lane "" for an any delivery,
+	// which a failure may hand to another member: Failure.MoveTo).
+	GroupID, Lane string
 }
+
+// HandedOver reports whether f is a group's any delivery: one a failure
+// may hand to another member.
+func (f Failing) HandedOver() bool { return f.GroupID != "" && f.Lane == "" }
 
 // Failure is what a failed attempt makes of a delivery: decided by the
 // delivery core (package delivery), applied by an engine with one update
@@ -190,6 +197,9 @@ type Failure struct {
 	// hand-back gives the attempt it spent back to the budget. 0 leaves
 	// max_attempts as it is (every other failure).
 	MaxAttempts int
+	// MoveTo, when set, hands a group's any delivery to that member for
+	// its next attempt (To retrying only).
+	MoveTo string
 }
 
 // FailFunc decides the Failure of a delivery; ok false leaves the delivery

@@ -202,4 +202,6 @@ type Store interface {
 	VolumeStore
 	// Named sets of sender addresses (ipset.go).
 	IPSetStore
+	// Groups of hosts (groups.go).
+	GroupStore
 }

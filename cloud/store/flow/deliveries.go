@@ -25,10 +25,10 @@ const (
 	// scan them.
 	DeliveryColumns = `delivery_id, host_id, source, event_id, event_type, event_action, headers, body_size,
 	status, attempts, max_attempts, retry_delays_ms, next_retry_at, lease_expires_at, last_error, received_at,
-	delivered_at, acked_at, dlq_at, correlation_id, updated_at`
+	delivered_at, acked_at, dlq_at, correlation_id, updated_at, group_id, lane`
 	// FailingColumns are what the delivery core decides a failing attempt
 	// from (store.Failing).
-	FailingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms`
+	FailingColumns = `delivery_id, host_id, status, attempts, max_attempts, retry_delays_ms, group_id, lane`
 )
 
 // InLeaseOrder sorts leased deliveries as a lease hands them out: oldest

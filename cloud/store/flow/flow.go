@@ -69,6 +69,10 @@ type Dialect interface {
 	// RowKey is the column that names a delivery most cheaply: its
 	// primary key, or the engine's own row id.
 	RowKey() string
+	// DeliveryIs is the condition that finds a delivery by its id, given
+	// as the placeholder param, the way the engine's index of ids is
+	// keyed.
+	DeliveryIs(param string) string
 	// VolumeQuery is DeliveryVolume's query (store.VolumeQuery) in the
 	// engine's SQL and placeholders, with its arguments.
 	VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error)

@@ -10,6 +10,7 @@ type Shared struct {
 	Alerts
 	Deliveries
 	Edge
+	Groups
 	Sessions
 	IPSets
 	Sources
@@ -18,5 +19,5 @@ type Shared struct {
 
 // NewShared is Shared on db.
 func NewShared(db DB) Shared {
-	return Shared{Alerts: Alerts{db}, Deliveries: Deliveries{db}, Edge: Edge{db}, Sessions: Sessions{db}, IPSets: IPSets{db}, Sources: Sources{db}, Upkeep: Upkeep{db}}
+	return Shared{Alerts: Alerts{db}, Deliveries: Deliveries{db}, Edge: Edge{db}, Groups: Groups{db}, Sessions: Sessions{db}, IPSets: IPSets{db}, Sources: Sources{db}, Upkeep: Upkeep{db}}
 }

@@ -15,7 +15,7 @@ type Sources struct{ DB DB }
 
 // SourceColumns are the columns ScanSource reads, in its order.
 const SourceColumns = `host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-	retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips`
+	retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips, mode`
 
 func (c Sources) SourceGet(ctx context.Context, hostID, name string) (*store.Source, error) {
 	src, err := c.DB.Times().ScanSource(c.DB.Read().QueryRow(ctx,
@@ -50,19 +50,27 @@ func UpsertSource(ctx context.Context, d Dialect, q Executor, p *store.SourceUps
 	if err != nil {
 		return nil, err
 	}
-	return d.Times().ScanSource(q.QueryRow(ctx, `
+	// The owner is a host or a group (their ids never collide, and
+	// neither is ever deleted): a source of neither is not stored.
+	var one int
+	if err := q.QueryRow(ctx, `SELECT 1 FROM hosts WHERE id = $1 UNION ALL SELECT 1 FROM host_groups WHERE id = $1`,
+		p.HostID).Scan(&one); err != nil {
+		return nil, notFound(err)
+	}
+	src, err := d.Times().ScanSource(q.QueryRow(ctx, `
 		INSERT INTO sources (host_id, name, provider, enabled, events, secrets, options, max_body_bytes,
-			retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)
+			retry_delays_ms, max_attempts, created_at, updated_at, allowed_ips, mode)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13)
 		ON CONFLICT (host_id, name) DO UPDATE
 		SET provider = excluded.provider, enabled = excluded.enabled, events = excluded.events,
 			secrets = excluded.secrets, options = excluded.options,
 			max_body_bytes = excluded.max_body_bytes, retry_delays_ms = excluded.retry_delays_ms,
 			max_attempts = excluded.max_attempts, updated_at = excluded.updated_at,
-			allowed_ips = excluded.allowed_ips
+			allowed_ips = excluded.allowed_ips, mode = excluded.mode
 		RETURNING `+SourceColumns,
 		p.HostID, p.Name, p.Provider, p.Enabled, string(events), string(secrets), string(options),
-		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), d.Time(p.Now), p.AllowedIPsJSON()))
+		p.MaxBodyBytes, store.EncodeDelays(p.RetryDelays), max(p.MaxAttempts, 0), d.Time(p.Now), p.AllowedIPsJSON(), string(p.Mode)))
+	return src, notFound(err)
 }
 
 // ScanSource reads SourceColumns.
@@ -70,7 +78,7 @@ func (c TimeColumns) ScanSource(row Scanner) (*store.Source, error) {
 	var src store.Source
 	var events, secrets, options, delays, allowed []byte
 	err := row.Scan(&src.HostID, &src.Name, &src.Provider, &src.Enabled, &events, &secrets, &options,
-		&src.MaxBodyBytes, &delays, &src.MaxAttempts, c.Time(&src.CreatedAt), c.Time(&src.UpdatedAt), &allowed)
+		&src.MaxBodyBytes, &delays, &src.MaxAttempts, c.Time(&src.CreatedAt), c.Time(&src.UpdatedAt), &allowed, &src.Mode)
 	if err != nil {
 		return nil, err
 	}

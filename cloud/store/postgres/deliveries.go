@@ -17,7 +17,7 @@ import (
 
 // bodyColumn reads a delivery's body beside flow.DeliveryColumns: bodies live in
 // a table of their own, so that state changes do not rewrite them.
-const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = deliveries.delivery_id)`
+const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = COALESCE(deliveries.body_of, deliveries.delivery_id))`
 
 // scanDelivery scans flow.DeliveryColumns, followed by the body when withBody.
 func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
@@ -25,7 +25,7 @@ func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
 	var headers, delays []byte
 	dest := []any{&d.ID, &d.HostID, &d.Source, &d.EventID, &d.EventType, &d.EventAction, &headers, &d.BodySize,
 		&d.Status, &d.Attempts, &d.MaxAttempts, &delays, &d.NextRetryAt, &d.LeaseExpiresAt, &d.LastError, &d.ReceivedAt,
-		&d.DeliveredAt, &d.AckedAt, &d.DLQAt, &d.CorrelationID, &d.UpdatedAt}
+		&d.DeliveredAt, &d.AckedAt, &d.DLQAt, &d.CorrelationID, &d.UpdatedAt, &d.GroupID, &d.Lane}
 	if withBody {
 		dest = append(dest, &d.RawBody)
 	}
@@ -665,7 +665,7 @@ func collectFailing(rows pgx.Rows) ([]store.Failing, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Failing, error) {
 		var f store.Failing
 		var delays []byte
-		if err := r.Scan(&f.ID, &f.HostID, &f.Status, &f.Attempts, &f.MaxAttempts, &delays); err != nil {
+		if err := r.Scan(&f.ID, &f.HostID, &f.Status, &f.Attempts, &f.MaxAttempts, &delays, &f.GroupID, &f.Lane); err != nil {
 			return f, err
 		}
 		var err error

@@ -26,11 +26,12 @@ func (d flowDB) InTx(ctx context.Context, fn func(tx flow.Executor) error) error
 	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(executor{tx}) })
 }
 
-func (flowDB) Time(t time.Time) any    { return ms(t) }
-func (flowDB) Times() flow.TimeColumns { return cols }
-func (flowDB) ForUpdate() string       { return " FOR UPDATE" }
-func (flowDB) SkipLocked() string      { return " FOR UPDATE SKIP LOCKED" }
-func (flowDB) RowKey() string          { return "delivery_id" }
+func (flowDB) Time(t time.Time) any           { return ms(t) }
+func (flowDB) Times() flow.TimeColumns        { return cols }
+func (flowDB) ForUpdate() string              { return " FOR UPDATE" }
+func (flowDB) SkipLocked() string             { return " FOR UPDATE SKIP LOCKED" }
+func (flowDB) RowKey() string                 { return "delivery_id" }
+func (flowDB) DeliveryIs(param string) string { return "delivery_id = " + param }
 
 // pgxQuerier is the pool, or a transaction.
 type pgxQuerier interface {

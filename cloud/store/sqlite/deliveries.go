@@ -58,7 +58,7 @@ func scanDelivery(row scanner, withBody bool) (*store.Delivery, error) {
 	dest := []any{&d.ID, &d.HostID, &d.Source, &d.EventID, &d.EventType, &d.EventAction, &headers, &d.BodySize,
 		&d.Status, &d.Attempts, &d.MaxAttempts, &delays, nullTimeCol{&d.NextRetryAt}, nullTimeCol{&d.LeaseExpiresAt},
 		&d.LastError, timeCol{&d.ReceivedAt}, nullTimeCol{&d.DeliveredAt}, nullTimeCol{&d.AckedAt},
-		nullTimeCol{&d.DLQAt}, &d.CorrelationID, timeCol{&d.UpdatedAt}}
+		nullTimeCol{&d.DLQAt}, &d.CorrelationID, timeCol{&d.UpdatedAt}, &d.GroupID, &d.Lane}
 	if withBody {
 		dest = append(dest, &d.RawBody)
 	}
@@ -597,7 +597,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 func scanFailing(r scanner) (store.Failing, error) {
 	var f store.Failing
 	var delays *string
-	if err := r.Scan(&f.ID, &f.HostID, &f.Status, &f.Attempts, &f.MaxAttempts, &delays); err != nil {
+	if err := r.Scan(&f.ID, &f.HostID, &f.Status, &f.Attempts, &f.MaxAttempts, &delays, &f.GroupID, &f.Lane); err != nil {
 		return f, err
 	}
 	var err error
