@@ -27,6 +27,7 @@ type InspectStore interface {
 // DeliveryFindParams filters DeliveryFind; zero values mean "any".
 type DeliveryFindParams struct {
 	HostID        string
+	GroupID       string // a group's deliveries (by whichever member holds them)
 	Status        Status
 	Source        string
 	Provider      string // the provider of the delivery's source
@@ -63,6 +64,9 @@ func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time)
 	} else if p.Status != "" && p.EventID == "" && p.Source == "" && everyHost != "" {
 		add(everyHost)
 	}
+	if p.GroupID != "" {
+		add("group_id = ?", p.GroupID)
+	}
 	if p.Status != "" {
 		add("status = ?", string(p.Status))
 	}
@@ -74,8 +78,11 @@ func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time)
 			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
 	}
 	if p.EventID != "" {
-		// Each of the hosts' sources, looked up by the delivery key.
-		add("(host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s)", p.EventID)
+		// Each of the hosts' sources, looked up by the delivery key; each
+		// of the groups' by theirs, every member's lane of it.
+		add(`((group_id = '' AND (host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s WHERE s.mode = ''))
+			OR (group_id <> '' AND (group_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s WHERE s.mode <> '')))`,
+			p.EventID, p.EventID)
 	}
 	if p.CorrelationID != "" {
 		add("correlation_id = ?", p.CorrelationID)

@@ -51,6 +51,9 @@ ALTER TABLE deliveries DROP CONSTRAINT deliveries_host_id_source_event_id_key;
 CREATE UNIQUE INDEX deliveries_group_event_idx ON deliveries (group_id, source, event_id, lane) WHERE group_id <> '';
 -- A fanout's deliveries by their shared body, for the body's deletion.
 CREATE INDEX deliveries_body_of_idx ON deliveries (body_of) WHERE body_of IS NOT NULL;
+-- A group's deliveries, newest first (the group's page, by member).
+CREATE INDEX deliveries_group_received_idx ON deliveries (group_id, received_at DESC, delivery_id DESC)
+    WHERE group_id <> '';
 -- An any group's deliveries waiting, for failover.
 CREATE INDEX deliveries_group_waiting_idx ON deliveries (group_id, host_id, received_at)
     WHERE group_id <> '' AND lane = '' AND status IN ('queued', 'retrying');
@@ -80,6 +83,7 @@ END
 $$;
 -- +goose StatementEnd
 DROP INDEX deliveries_group_waiting_idx;
+DROP INDEX deliveries_group_received_idx;
 DROP INDEX deliveries_body_of_idx;
 DROP INDEX deliveries_group_event_idx;
 ALTER TABLE deliveries ADD CONSTRAINT deliveries_host_id_source_event_id_key UNIQUE (host_id, source, event_id);

@@ -119,6 +119,9 @@ CREATE INDEX deliveries_body_digest_idx ON deliveries (host_id, source, body_sha
     WHERE body_sha256 IS NOT NULL;
 -- A fanout's deliveries by their shared body, for the body's deletion.
 CREATE INDEX deliveries_fanout_body_idx ON deliveries (body_id) WHERE lane <> '';
+-- A group's deliveries, newest first (the group's page, by member).
+CREATE INDEX deliveries_group_received_idx ON deliveries (group_id, received_at DESC, delivery_id DESC)
+    WHERE group_id <> '';
 -- An any group's deliveries waiting, for failover.
 CREATE INDEX deliveries_group_waiting_idx ON deliveries (group_id, host_id, received_at)
     WHERE group_id <> '' AND lane = '' AND status IN ('queued', 'retrying');
@@ -157,6 +160,7 @@ END;
 -- +goose Down
 DELETE FROM deliveries WHERE group_id <> '';
 DROP INDEX deliveries_group_waiting_idx;
+DROP INDEX deliveries_group_received_idx;
 DROP INDEX deliveries_fanout_body_idx;
 DROP INDEX deliveries_group_event_idx;
 DROP INDEX deliveries_event_idx;
