@@ -65,7 +65,7 @@ func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time)
 		add(everyHost)
 	}
 	if p.GroupID != "" {
-		add("group_id = ?", p.GroupID)
+		add("group_id <> '' AND group_id = ?", p.GroupID) // the partial index's own condition, said
 	}
 	if p.Status != "" {
 		add("status = ?", string(p.Status))
