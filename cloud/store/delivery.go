@@ -73,11 +73,9 @@ type DeliveryInsertParams struct {
 	Share *BodyShare
 }
 
-// BodyShare ties the deliveries of one fanout together: they share one
-// stored body. The engines fill it in as they write.
-type BodyShare struct {
-	Key any // the engine's key of the body once stored in the batch; nil: not yet
-}
+// BodyShare ties the deliveries of one fanout together (by its address):
+// stored in one batch, they share one stored body.
+type BodyShare struct{ _ byte }
 
 // DigestLookupParams asks for a delivery by its body's digest.
 type DigestLookupParams struct {

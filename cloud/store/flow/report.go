@@ -156,8 +156,9 @@ func ReleaseUnheld(ctx context.Context, tx ReportSteps, p *store.DeliveryRelease
 
 // ApplyFailures applies to each of the locked deliveries failing the
 // Failure fail decides: one update guarded on its transition's From, and
-// its audit event. A delivery due again at once wakes its host, once per
-// host. It returns how many changed.
+// its audit event. A delivery due again at once wakes its holder (the
+// member it was handed to, if it was), once per host. It returns how many
+// changed.
 func ApplyFailures(ctx context.Context, tx FailureSteps, failing []store.Failing, fail store.FailFunc, now time.Time) (int, error) {
 	now = now.Truncate(time.Millisecond).UTC() // the precision both engines keep
 	n := 0
@@ -180,13 +181,26 @@ func ApplyFailures(ctx context.Context, tx FailureSteps, failing []store.Failing
 		if err != nil {
 			return 0, err
 		}
-		if fl.Transition.AtOnce && !woken[f.HostID] {
-			woken[f.HostID] = true
-			if err := tx.Wake(ctx, f.HostID); err != nil {
+		holder := f.HostID
+		if fl.MoveTo != "" {
+			holder = fl.MoveTo
+		}
+		if dueNow(fl, now) && !woken[holder] {
+			woken[holder] = true
+			if err := tx.Wake(ctx, holder); err != nil {
 				return 0, err
 			}
 		}
 		n++
 	}
 	return n, nil
+}
+
+// dueNow reports whether a failure leaves its delivery due at once: an
+// AtOnce transition's, or one handed to another member with no wait.
+func dueNow(fl store.Failure, now time.Time) bool {
+	if fl.Transition.AtOnce {
+		return true
+	}
+	return fl.MoveTo != "" && fl.To == store.StatusRetrying && fl.NextRetryAt != nil && !fl.NextRetryAt.After(now)
 }

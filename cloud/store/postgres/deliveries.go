@@ -257,10 +257,24 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		leases   = make([]*time.Time, n)
 		leasedBy = make([]string, n)
 		digests  = make([][]byte, n) // NULL where nil: unguarded sources
+		groups   = make([]string, n)
+		lanes    = make([]string, n)
+		bodyOf   = make([]*string, n) // a fanout's: the key its shared body is stored under
 	)
 	byKey := make(map[string]int, n)
+	shares := map[*store.BodyShare]*string{}
 	for j, i := range first {
 		r := &rows[i]
+		groups[j], lanes[j] = r.GroupID, r.Lane
+		if r.Share != nil {
+			// The body of a fanout's deliveries is stored once, under the
+			// id of the first of them here (ON CONFLICT: another batch
+			// may have stored it already).
+			if shares[r.Share] == nil {
+				shares[r.Share] = &r.ID
+			}
+			bodyOf[j] = shares[r.Share]
+		}
 		ids[j], hosts[j], sources[j], events[j], types[j], actions[j], headers[j], correlations[j], reasons[j] =
 			r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON, r.CorrelationID,
 			r.ReceiveReason()
@@ -279,20 +293,26 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		WITH r AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
 				$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[],
-				$17::text[], $18::integer[], $19::timestamptz[], $20::text[], $21::bytea[])
-				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease, lreason, dig)
+				$17::text[], $18::integer[], $19::timestamptz[], $20::text[], $21::bytea[], $22::text[], $23::text[], $24::text[])
+				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease, lreason, dig,
+					grp, lane, body_of)
 		), ins AS (
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
-				correlation_id, updated_at, body_sha256)
-			SELECT id, host, src, ev, typ, act, hdr, size, status, tries, att, delays, lease, at, corr, at, dig FROM r
+				correlation_id, updated_at, body_sha256, group_id, lane, body_of)
+			SELECT id, host, src, ev, typ, act, hdr, size, status, tries, att, delays, lease, at, corr, at, dig,
+				grp, lane, body_of FROM r
 			ON CONFLICT DO NOTHING
-			RETURNING delivery_id, host_id, source, event_id, received_at, status
+			RETURNING delivery_id, host_id, source, event_id, received_at, status, group_id, lane
 		), new AS (
-			SELECT ins.delivery_id, ins.received_at, ins.status, r.body, r.reason, r.lreason FROM ins
+			SELECT ins.delivery_id, ins.received_at, ins.status, r.body, r.reason, r.lreason, r.body_of FROM ins
 				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
 		), bodies AS (
-			INSERT INTO delivery_bodies (delivery_id, raw_body) SELECT delivery_id, body FROM new
+			INSERT INTO delivery_bodies (delivery_id, raw_body)
+			SELECT delivery_id, body FROM new WHERE body_of IS NULL
+			UNION ALL
+			SELECT DISTINCT ON (body_of) body_of, body FROM new WHERE body_of IS NOT NULL
+			ON CONFLICT (delivery_id) DO NOTHING
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT delivery_id, at, from_status, to_status, reason, attempt FROM (
@@ -302,22 +322,27 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 				SELECT delivery_id, received_at, $15, status, lreason, 1, 1 FROM new WHERE status <> $15
 			) e ORDER BY delivery_id, k
 		)
-		SELECT host_id, source, event_id, (SELECT count(*) FROM (
+		SELECT host_id, source, event_id, group_id, lane, (SELECT count(*) FROM (
 			SELECT pg_notify($16, h) FROM (SELECT DISTINCT host_id AS h FROM ins WHERE status = $15) hosts) woken)
 		FROM ins`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
-		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, leasedBy, digests)
+		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, leasedBy, digests,
+		groups, lanes, bodyOf)
 	if err != nil {
 		return nil, err
 	}
 	// What was written need not be read back: each new row is its params.
 	inserted := make(map[string]*store.Delivery, n)
 	var (
-		host, source, event string
-		woken               int64
+		host, source, event, group, lane string
+		woken                            int64
 	)
-	_, err = pgx.ForEachRow(out, []any{&host, &source, &event, &woken}, func() error {
-		r := &rows[byKey[store.DedupeKey(host, source, event)]]
+	_, err = pgx.ForEachRow(out, []any{&host, &source, &event, &group, &lane, &woken}, func() error {
+		key := store.DedupeKey(host, source, event)
+		if group != "" {
+			key = store.GroupDedupeKey(group, source, event, lane)
+		}
+		r := &rows[byKey[key]]
 		inserted[r.Key()] = r.Inserted(ms(r.ReceivedAt))
 		return nil
 	})
@@ -327,32 +352,56 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 // lockExisting reads and locks the stored deliveries of ps[i] for each i
 // of idx, by dedupe key.
 func lockExisting(ctx context.Context, tx pgx.Tx, ps []*store.DeliveryInsertParams, idx []int) (map[string]*store.Delivery, error) {
-	hosts, sources, events := make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx))
-	for j, i := range idx {
-		hosts[j], sources[j], events[j] = ps[i].HostID, ps[i].Source, ps[i].EventID
+	var hosts, sources, events, groups, gsources, gevents, lanes []string
+	for _, i := range idx {
+		if p := ps[i]; p.GroupID != "" {
+			groups, gsources, gevents, lanes = append(groups, p.GroupID), append(gsources, p.Source), append(gevents, p.EventID), append(lanes, p.Lane)
+		} else {
+			hosts, sources, events = append(hosts, p.HostID), append(sources, p.Source), append(events, p.EventID)
+		}
 	}
-	out, err := tx.Query(ctx, `
-		SELECT `+flow.DeliveryColumns+` FROM deliveries
-		WHERE (host_id, source, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
-		ORDER BY host_id, source, event_id
-		FOR UPDATE`, hosts, sources, events)
-	if err != nil {
-		return nil, err
-	}
-	return collectByKey(out)
-}
-
-func collectByKey(rows pgx.Rows) (map[string]*store.Delivery, error) {
-	defer rows.Close()
 	byKey := map[string]*store.Delivery{}
-	for rows.Next() {
-		d, err := scanDelivery(rows, false)
+	if len(hosts) > 0 {
+		out, err := tx.Query(ctx, `
+			SELECT `+flow.DeliveryColumns+` FROM deliveries
+			WHERE group_id = '' AND (host_id, source, event_id) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))
+			ORDER BY host_id, source, event_id
+			FOR UPDATE`, hosts, sources, events)
 		if err != nil {
 			return nil, err
 		}
-		byKey[store.DedupeKey(d.HostID, d.Source, d.EventID)] = d
+		if err := collectByKey(out, byKey); err != nil {
+			return nil, err
+		}
 	}
-	return byKey, rows.Err()
+	if len(groups) > 0 {
+		out, err := tx.Query(ctx, `
+			SELECT `+flow.DeliveryColumns+` FROM deliveries
+			WHERE group_id <> '' AND (group_id, source, event_id, lane) IN
+				(SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]))
+			ORDER BY group_id, source, event_id, lane
+			FOR UPDATE`, groups, gsources, gevents, lanes)
+		if err != nil {
+			return nil, err
+		}
+		if err := collectByKey(out, byKey); err != nil {
+			return nil, err
+		}
+	}
+	return byKey, nil
+}
+
+// collectByKey adds the deliveries of rows to byKey, by dedupe key.
+func collectByKey(rows pgx.Rows, byKey map[string]*store.Delivery) error {
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanDelivery(rows, false)
+		if err != nil {
+			return err
+		}
+		byKey[store.KeyOf(d)] = d
+	}
+	return rows.Err()
 }
 
 // revive answers a repeat of an existing delivery: a dead-lettered one goes
@@ -915,10 +964,10 @@ func (st steps) Fail(ctx context.Context, f store.Failing, fl store.Failure, now
 	tag, err := st.q.Exec(ctx, `
 		UPDATE deliveries
 		SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6,
-			max_attempts = COALESCE($8::integer, max_attempts)
+			max_attempts = COALESCE($8::integer, max_attempts), host_id = COALESCE(NULLIF($9, ''), host_id)
 		WHERE delivery_id = $1 AND status = ANY($7)`,
 		f.ID, string(fl.To), msPtr(fl.NextRetryAt), msPtr(fl.DLQAt), fl.LastError, ms(now), statusNames(fl.Transition.From),
-		raisedMaxAttempts(fl))
+		raisedMaxAttempts(fl), fl.MoveTo)
 	if err != nil {
 		return false, err
 	}

@@ -141,7 +141,7 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 // them prepared there): preparing four statements per batch was 1–2% of
 // the cloud's CPU at 256 concurrent senders.
 type insertStatements struct {
-	lookup, insert, insertBody, insertEvent, insertEvents *sql.Stmt
+	lookup, lookupGroup, insert, insertBody, insertEvent, insertEvents *sql.Stmt
 }
 
 // eventsPerInsert is how many audit events insertEvents writes at once: a
@@ -160,12 +160,15 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 		stmt  **sql.Stmt
 		query string
 	}{
-		{&st.lookup, `SELECT ` + flow.DeliveryColumns + ` FROM deliveries WHERE host_id = ? AND source = ? AND event_id = ?`},
+		{&st.lookup, `SELECT ` + flow.DeliveryColumns + ` FROM deliveries
+			WHERE host_id = ? AND source = ? AND event_id = ? AND group_id = ''`},
+		{&st.lookupGroup, `SELECT ` + flow.DeliveryColumns + ` FROM deliveries
+			WHERE group_id = ? AND source = ? AND event_id = ? AND lane = ? AND group_id <> ''`},
 		{&st.insert, `
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
-				correlation_id, updated_at, body_sha256)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				correlation_id, updated_at, body_sha256, group_id, lane)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT DO NOTHING`},
 		// Bodies are keyed in arrival order (see migration 7): appended,
 		// not written into an index at the random place of an event id.
@@ -187,7 +190,7 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 }
 
 func (st *insertStatements) close() {
-	for _, stmt := range []*sql.Stmt{st.lookup, st.insert, st.insertBody, st.insertEvent, st.insertEvents} {
+	for _, stmt := range []*sql.Stmt{st.lookup, st.lookupGroup, st.insert, st.insertBody, st.insertEvent, st.insertEvents} {
 		if stmt != nil {
 			stmt.Close()
 		}
@@ -208,21 +211,36 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		return nil, fmt.Errorf("delivery insert: %w", err)
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		lookup, insert, insertBody := tx.StmtContext(ctx, st.lookup), tx.StmtContext(ctx, st.insert), tx.StmtContext(ctx, st.insertBody)
+		lookup, lookupGroup := tx.StmtContext(ctx, st.lookup), tx.StmtContext(ctx, st.lookupGroup)
+		insert, insertBody := tx.StmtContext(ctx, st.insert), tx.StmtContext(ctx, st.insertBody)
 		defer lookup.Close()
+		defer lookupGroup.Close()
 		defer insert.Close()
 		defer insertBody.Close()
 		received := make([]store.DeliveryEvent, 0, len(ps))
+		// A fanout's deliveries share the body the first of them stored
+		// (their own in this transaction: a failed batch is retried one
+		// insert at a time), kept only if one of them was new.
+		shared := map[*store.BodyShare]*sharedBody{}
 		for _, i := range order {
 			r := &rows[i]
 			now := ms(r.ReceivedAt)
-			res, err := insertBody.ExecContext(ctx, store.OrEmpty(r.Body))
-			if err != nil {
-				return err
-			}
-			bodyID, err := res.LastInsertId()
-			if err != nil {
-				return err
+			var bodyID int64
+			sb := shared[r.Share]
+			if sb == nil {
+				res, err := insertBody.ExecContext(ctx, store.OrEmpty(r.Body))
+				if err != nil {
+					return err
+				}
+				if bodyID, err = res.LastInsertId(); err != nil {
+					return err
+				}
+				if r.Share != nil {
+					sb = &sharedBody{id: bodyID}
+					shared[r.Share] = sb
+				}
+			} else {
+				bodyID = sb.id
 			}
 			// Most events are new: the insert itself finds out, through
 			// the dedupe key's index it writes anyway, and the delivery is
@@ -239,7 +257,8 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				res, err := insert.ExecContext(ctx,
 					r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON,
 					len(r.Body), bodyID, string(r.Status()), r.Attempts(), r.MaxAttempts, r.Delays,
-					dbTimePtr(r.LeaseUntil(now)), dbTime(now), r.CorrelationID, dbTime(now), digestOrNull(r.BodyDigest))
+					dbTimePtr(r.LeaseUntil(now)), dbTime(now), r.CorrelationID, dbTime(now), digestOrNull(r.BodyDigest),
+					r.GroupID, r.Lane)
 				if err != nil {
 					return err
 				}
@@ -248,12 +267,23 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 					return err
 				}
 				if n == 1 {
+					if sb != nil {
+						sb.used = true
+					}
 					break
 				}
-				existing, err := scanDelivery(lookup.QueryRowContext(ctx, r.HostID, r.Source, r.EventID), false)
+				var row *sql.Row
+				if r.GroupID != "" {
+					row = lookupGroup.QueryRowContext(ctx, r.GroupID, r.Source, r.EventID, r.Lane)
+				} else {
+					row = lookup.QueryRowContext(ctx, r.HostID, r.Source, r.EventID)
+				}
+				existing, err := scanDelivery(row, false)
 				if err == nil {
-					if _, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE id = ?`, bodyID); err != nil {
-						return err
+					if r.Share == nil {
+						if _, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE id = ?`, bodyID); err != nil {
+							return err
+						}
 					}
 					if repeat, err = revive(ctx, tx, existing, now); err != nil {
 						return err
@@ -282,6 +312,13 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			}
 			received = append(received, r.Events(now)...)
 		}
+		for _, sb := range shared {
+			if !sb.used {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM delivery_bodies WHERE id = ?`, sb.id); err != nil {
+					return err
+				}
+			}
+		}
 		return insertReceived(ctx, tx, st, received)
 	})
 	if err != nil {
@@ -298,6 +335,13 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 		}
 	}
 	return results, nil
+}
+
+// sharedBody is the body a fanout's deliveries share in one batch, and
+// whether one of them was stored new with it.
+type sharedBody struct {
+	id   int64
+	used bool
 }
 
 // noteReplay records a replay's note in the audit trail of the delivery it
@@ -897,7 +941,7 @@ func (st steps) Unheld(ctx context.Context, hostID string, held []string) ([]sto
 
 func (st steps) Fail(ctx context.Context, f store.Failing, fl store.Failure, now time.Time) (bool, error) {
 	args := append([]any{string(fl.To), dbTimePtr(fl.NextRetryAt), dbTimePtr(fl.DLQAt), fl.LastError, dbTime(now),
-		raisedMaxAttempts(fl), f.ID, f.ID}, statusArgs(fl.Transition.From)...)
+		raisedMaxAttempts(fl), fl.MoveTo, f.ID, f.ID}, statusArgs(fl.Transition.From)...)
 	res, err := st.tx.ExecContext(ctx, failQuery(fl.Transition), args...)
 	if err != nil {
 		return false, err
@@ -921,11 +965,13 @@ func (st steps) RecordResults(ctx context.Context, hostID string, results []stor
 
 // failQuery applies a failure's transition tr to a delivery (its id
 // twice) in a status tr allows (the statuses follow). max_attempts is
-// kept when its parameter is NULL (every failure but a hand-back).
+// kept when its parameter is NULL (every failure but a hand-back), the
+// holder when its parameter is empty (every failure but a group's any
+// delivery handed to another member).
 func failQuery(tr store.Transition) string {
 	return `UPDATE deliveries
 		SET status = ?, next_retry_at = ?, dlq_at = ?, lease_expires_at = NULL, last_error = ?, updated_at = ?,
-			max_attempts = COALESCE(?, max_attempts)
+			max_attempts = COALESCE(?, max_attempts), host_id = COALESCE(NULLIF(?, ''), host_id)
 		WHERE ` + idKey + ` AND status IN (` + placeholders(len(tr.From)) + `)`
 }
 

@@ -85,9 +85,14 @@ func TestMigrateEventKeys(t *testing.T) {
 	require.Equal(t, len(before[ids[0]]), n, "events back under the foreign key")
 	// Today's insert also writes the body digest (migration 21): the old
 	// layout gets that column alone, which migration 16's rebuild leaves
-	// behind and 21 adds back.
+	// behind and 21 adds back (22's rebuild keeps them).
 	_, err = s.write.ExecContext(ctx, `ALTER TABLE deliveries ADD COLUMN body_sha256 BLOB`)
 	require.NoError(t, err)
+	// And a group's id and lane (migration 22), empty for a host's own.
+	for _, col := range []string{"group_id", "lane"} {
+		_, err = s.write.ExecContext(ctx, `ALTER TABLE deliveries ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`)
+		require.NoError(t, err)
+	}
 	eventsOf(ctx, t, s, "h-between", 2, now) // written in the old layout
 	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT max(id) FROM delivery_events`).Scan(&last))
 

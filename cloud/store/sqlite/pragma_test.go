@@ -237,7 +237,12 @@ func TestFindUsesIndexes(t *testing.T) {
 		q, args := findQuery(&p)
 		return strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
 	}
-	require.Contains(t, plan(store.DeliveryFindParams{EventID: "e"}), "USING INDEX sqlite_autoindex_deliveries_1 (host_id=? AND source=? AND event_id=?)")
+	// By event id: the hosts' key and the groups' key, each by its index.
+	byEvent := plan(store.DeliveryFindParams{EventID: "e"})
+	require.Contains(t, byEvent, "USING INDEX deliveries_event_idx (host_id=? AND source=? AND event_id=?)")
+	require.Contains(t, byEvent, "USING INDEX deliveries_group_event_idx (group_id=? AND source=? AND event_id=?)")
+	require.NotContains(t, byEvent, "SCAN deliveries")
+	require.Contains(t, plan(store.DeliveryFindParams{GroupID: "g"}), "USING INDEX deliveries_group_received_idx (group_id=?)")
 	require.Contains(t, plan(store.DeliveryFindParams{CorrelationID: "c"}), "SCAN deliveries USING INDEX deliveries_received_idx")
 	require.Contains(t, plan(store.DeliveryFindParams{HostID: "h"}), "USING INDEX deliveries_host_received_idx (host_id=?)")
 	// A host's deliveries in one status: that index, in order, whatever the
@@ -361,7 +366,7 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 	}{
 		"get":     {`SELECT ` + flow.DeliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE ` + ofHost, []any{id, id, "h"}},
 		"requeue": {requeueQuery(store.TransitionRevive), append([]any{"queued", 5, 0, id, id}, statusArgs(store.TransitionRevive.From)...)},
-		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, nil, id, id},
+		"fail": {failQuery(store.TransitionNack), append([]any{"retrying", nil, nil, "", 0, nil, "", id, id},
 			statusArgs(store.TransitionNack.From)...)},
 		"result": {recordResult, []any{1, "ok", "", nil, nil, 0, "", 0, id, id, "h"}},
 	} {
