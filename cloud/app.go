@@ -233,7 +233,7 @@ func (a *app) Open(ctx context.Context) error {
 	a.ln = mem.listener(srv.LimitConnsPerIP(ln, o.maxConnsPerIP))
 
 	// Background upkeep runs on every replica: each job is safe to run at once.
-	expire := sweep.ExpireLeases(st, delivery.DefaultRetryPolicy)
+	expire := sweep.ExpireLeases(st, delivery.DefaultRetryPolicy, srv.Groups())
 	expireLeases := expire.Do
 	expire.Do = func(ctx context.Context, now time.Time) (int, error) {
 		n, err := expireLeases(ctx, now)
@@ -250,6 +250,7 @@ func (a *app) Open(ctx context.Context) error {
 		sweeper.Run,
 		func(ctx context.Context) { srv.RunQuarantineRelease(ctx, time.Minute) },
 		srv.RunWakeups,
+		srv.RunGroups,
 		srv.RunIPSetRefresh,
 		alerts.Run,
 		a.reloadOnHUP,

@@ -170,10 +170,23 @@ func NewHostID() string {
 // hostIDLen is NewHostID's length: "h_" and 15 bytes in base32.
 const hostIDLen = 2 + 24
 
+// NewGroupID returns a new group id: "g_" and 15 random bytes in
+// base32, the shape of a host's id with its own prefix (the two never
+// collide).
+func NewGroupID() string {
+	return "g_" + strings.ToLower(crockford.EncodeToString(randomBytes(15)))
+}
+
 // ValidHostID reports whether id has NewHostID's form, so that a made-up
 // id can be refused before anything looks it up.
-func ValidHostID(id string) bool {
-	if len(id) != hostIDLen || id[:2] != "h_" {
+func ValidHostID(id string) bool { return validID(id, "h_") }
+
+// ValidGroupID reports whether id has NewGroupID's form.
+func ValidGroupID(id string) bool { return validID(id, "g_") }
+
+// validID reports whether id is prefix and an id's random part.
+func validID(id, prefix string) bool {
+	if len(id) != hostIDLen || id[:2] != prefix {
 		return false
 	}
 	for i := 2; i < len(id); i++ {

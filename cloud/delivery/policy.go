@@ -118,13 +118,22 @@ const HandBackCeiling = 100
 // (one step further along the schedule per hand-back), not as after the
 // failed ones alone.
 func HandBack(f store.Failing, fallback RetryPolicy, lastError string, now time.Time) (fl store.Failure, ok bool) {
+	return handBackAs(store.TransitionHandBack, f, fallback, lastError, now)
+}
+
+// handBackAs is HandBack's decision with transition tr: the attempt given
+// back, due again at once.
+func handBackAs(tr store.Transition, f store.Failing, fallback RetryPolicy, lastError string, now time.Time) (fl store.Failure, ok bool) {
 	raised := attemptsAllowed(PolicyFor(f.RetryDelays, fallback), f.MaxAttempts) + 1
 	if raised > HandBackCeiling {
 		return store.Failure{}, false
 	}
 	f.MaxAttempts = raised
-	fl = Fail(store.TransitionHandBack, f, fallback, true, lastError, now)
+	fl = Fail(tr, f, fallback, true, lastError, now)
 	fl.MaxAttempts = raised
+	if fl.To == store.StatusRetrying {
+		fl.NextRetryAt = &now
+	}
 	return fl, true
 }
 

@@ -63,7 +63,7 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 		p.Ack = &store.DeliveryAckParams{HostID: hostID, IDs: r.Acks, Written: r.Unmarked, Now: now}
 	}
 	if len(r.Nacks) > 0 {
-		p.Nack = NackParams(hostID, r.Nacks, s.cfg.Policy, now)
+		p.Nack = s.handover(NackParams(hostID, r.Nacks, s.cfg.Policy, now))
 	}
 	if len(r.Extends) > 0 {
 		p.Extend = &store.DeliveryExtendParams{HostID: hostID, IDs: r.Extends, LeaseFor: s.cfg.LeaseFor, Now: now}
@@ -74,6 +74,7 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 		// once, in this very answer if there is room. (Its acks are applied
 		// first: acked deliveries are no longer leased.)
 		p.ReleaseUnheld = ReleaseUnheldParams(hostID, r.Held, s.cfg.Policy, now)
+		p.ReleaseUnheld.Fail = s.cfg.Groups.Handover(p.ReleaseUnheld.Fail, now)
 	}
 	res, err := s.store.DeliveryReport(ctx, p)
 	if err != nil {
@@ -155,7 +156,7 @@ func (s *Service) HandBackUnpushed(ctx context.Context, hostID string, ids []str
 	for i, id := range ids {
 		nacks[i] = Nack{ID: id, Error: "host stopping: not pushed", Retryable: true, NotStarted: true}
 	}
-	if _, err := s.store.DeliveryNack(context.WithoutCancel(ctx), NackParams(hostID, nacks, s.cfg.Policy, s.now())); err != nil {
+	if _, err := s.store.DeliveryNack(context.WithoutCancel(ctx), s.handover(NackParams(hostID, nacks, s.cfg.Policy, s.now()))); err != nil {
 		s.log.Warn("hand back deliveries not pushed to a stopping host; their leases will end", "host", hostID,
 			"deliveries", len(ids), "err", err)
 	}
@@ -174,7 +175,9 @@ func (s *Service) MarkDelivered(ctx context.Context, hostID string, ids []string
 // Release fails the attempt of leased deliveries that never reached the
 // host: due again at once (TransitionRelease). It returns how many changed.
 func (s *Service) Release(ctx context.Context, hostID string, ids []string) (int, error) {
-	n, err := s.store.DeliveryRelease(ctx, ReleaseParams(hostID, ids, s.cfg.Policy, s.now()))
+	p := ReleaseParams(hostID, ids, s.cfg.Policy, s.now())
+	p.Fail = s.cfg.Groups.Handover(p.Fail, p.Now)
+	n, err := s.store.DeliveryRelease(ctx, p)
 	if err != nil {
 		return 0, fmt.Errorf("release: %w", err)
 	}
@@ -192,7 +195,7 @@ func (s *Service) ConnectionLost(ctx context.Context, hostID string, ids []strin
 		return 0, nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	n, err := s.store.DeliveryNack(ctx, ConnectionLostParams(hostID, ids, s.cfg.Policy, s.now()))
+	n, err := s.store.DeliveryNack(ctx, s.handover(ConnectionLostParams(hostID, ids, s.cfg.Policy, s.now())))
 	if err != nil {
 		return 0, fmt.Errorf("connection lost: %w", err)
 	}
@@ -200,4 +203,11 @@ func (s *Service) ConnectionLost(ctx context.Context, hostID string, ids []strin
 		s.log.Info("socket closed with deliveries unreported; they are due again", "host", hostID, "deliveries", n)
 	}
 	return n, nil
+}
+
+// handover lets the group router hand a group's any deliveries that fail
+// among p to another member (Groups.Handover).
+func (s *Service) handover(p *store.DeliveryNackParams) *store.DeliveryNackParams {
+	p.Fail = s.cfg.Groups.Handover(p.Fail, p.Now)
+	return p
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// Tracer, when exporting, records a lease span in each leased
 	// delivery's trace.
 	Tracer *telemetry.Tracer
+	// Groups, when set, hands a group's any deliveries whose attempt
+	// failed to another member (Groups.Handover).
+	Groups *Groups
 }
 
 // Observer is told what the core did (the cloud's metrics). Its methods

@@ -28,6 +28,7 @@ import (
 // Store is what intake needs of the store.
 type Store interface {
 	HostGet(ctx context.Context, id string) (*store.Host, error)
+	GroupGet(ctx context.Context, id string) (*store.Group, error)
 	SourceGet(ctx context.Context, hostID, name string) (*store.Source, error)
 	IPSetGet(ctx context.Context, name string) (*store.IPSet, error)
 	DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error)

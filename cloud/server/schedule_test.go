@@ -92,7 +92,7 @@ func (g *agent) trail(id string) []string {
 func (b *bundle) upkeep() func(time.Duration) {
 	b.t.Helper()
 	jobs := []sweep.Job{
-		sweep.ExpireLeases(b.store, delivery.DefaultRetryPolicy),
+		sweep.ExpireLeases(b.store, delivery.DefaultRetryPolicy, nil),
 		sweep.Retention(sweep.DeliveryPruners(b.store, 7*24*time.Hour, 7*24*time.Hour)...),
 		sweep.ExpireClaimCodes(b.store),
 	}

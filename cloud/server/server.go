@@ -171,6 +171,7 @@ type Server struct {
 	accessLogs *limits.LogBudget   // 4xx and 5xx access log lines, per route and status
 	metrics    *metrics
 	deliveries *delivery.Service
+	groups     *delivery.Groups      // which member of a group holds its any deliveries
 	intake     *intake.Service       // a provider's request becomes a stored delivery
 	leaser     intake.Leaser         // leases at intake to a host's socket or waiting long poll
 	hosts      *transport.Transports // the hosts' long polls and sockets
@@ -210,15 +211,20 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 		metrics:    newMetrics(),
 		bodies:     limits.NewBodyBudget(clock, cfg.BodyBudgetWait, cfg.InflightBytes, cfg.InflightHostBytes, cfg.InflightIPBytes),
 	}
+	s.groups = delivery.NewGroups(st, delivery.GroupsConfig{OnlineWithin: cfg.Presence.LateAfter}, clock, log)
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
-		MaxWait: cfg.MaxWait, Changed: func(hostID string) { s.intake.Forget(hostID) }, Observer: s.metrics, Tracer: cfg.Tracer}, clock, log)
+		MaxWait: cfg.MaxWait, Changed: func(hostID string) { s.intake.Forget(hostID) }, Observer: s.metrics, Tracer: cfg.Tracer,
+		Groups: s.groups}, clock, log)
 	s.conns = delivery.NewConnections(st, clock, log, transport.SocketTakeover)
 	s.leaser = delivery.NewIntake(s.conns, s.deliveries)
 	s.hosts = transport.New(transport.Config{Edge: hostEdge{s}, Deliveries: s.deliveries, Conns: s.conns, Tokens: tokens,
 		Metrics: s.metrics, Clock: clock, Log: log, MaxHeartbeatReq: cfg.MaxHeartbeatReq,
 		HeartbeatFloor: cfg.HeartbeatFloor, OutgoingChanged: cfg.OutgoingChanged})
 	s.intake = intake.New(s.intakeConfig(intake.Config{}))
-	s.deliveries.OnSocket(s.conns.Observe)
+	s.deliveries.OnSocket(func(e store.SocketEvent) {
+		s.conns.Observe(e)
+		s.groups.Socket(e)
+	})
 	// Targets hold their sets' prefixes: a set stored anew by any replica
 	// drops them all.
 	s.deliveries.OnIPSetChanged(func(string) { s.intake.ForgetAll() })
@@ -226,6 +232,14 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 	s.metrics.reg.MustRegister(bodyGauge(s.bodies))
 	return s
 }
+
+// Groups is the router of groups' any deliveries (for the sweeper's
+// lease expiry).
+func (s *Server) Groups() *delivery.Groups { return s.groups }
+
+// RunGroups reads the groups' rosters and hands the deliveries of members
+// that are not online to those that are, until ctx ends.
+func (s *Server) RunGroups(ctx context.Context) { s.groups.Run(ctx) }
 
 // hostEdge is the edge the hosts' transports are mounted on.
 type hostEdge struct{ s *Server }

@@ -15,6 +15,7 @@ import (
 type Store interface {
 	delivery.Store
 	delivery.SocketStore
+	delivery.GroupStore
 	intake.Store
 
 	AlertList(ctx context.Context, p *store.AlertListParams) ([]*store.Alert, error)

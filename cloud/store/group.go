@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -65,19 +66,31 @@ type grouped struct {
 	closeErr error
 }
 
+// groupItem is one caller's inserts: one webhook's delivery, or a
+// fanout's deliveries (one per member), which go in one transaction.
 type groupItem struct {
 	ctx  context.Context
-	p    *DeliveryInsertParams
+	ps   []*DeliveryInsertParams
 	done chan groupResult // buffered: the flusher never waits on a caller
 }
 
 type groupResult struct {
-	res *DeliveryInsertResult
+	res []*DeliveryInsertResult
 	err error
 }
 
 func (g *grouped) DeliveryInsert(ctx context.Context, p *DeliveryInsertParams) (*DeliveryInsertResult, error) {
-	it := &groupItem{ctx: ctx, p: p, done: make(chan groupResult, 1)}
+	res, err := g.DeliveryInsertBatch(ctx, []*DeliveryInsertParams{p})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// DeliveryInsertBatch stores ps together, in one of the shared
+// transactions: all of them or none (a fanout's deliveries).
+func (g *grouped) DeliveryInsertBatch(ctx context.Context, ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error) {
+	it := &groupItem{ctx: ctx, ps: ps, done: make(chan groupResult, 1)}
 	select {
 	case g.queue <- it:
 	case <-ctx.Done():
@@ -153,9 +166,9 @@ func (g *grouped) flush(batch []*groupItem) {
 	if len(live) == 0 {
 		return
 	}
-	ps := make([]*DeliveryInsertParams, len(live))
-	for i, it := range live {
-		ps[i] = it.p
+	ps := make([]*DeliveryInsertParams, 0, len(live))
+	for _, it := range live {
+		ps = append(ps, it.ps...)
 	}
 	start := time.Now()
 	results, err := g.insert(ps)
@@ -163,8 +176,9 @@ func (g *grouped) flush(batch []*groupItem) {
 		g.o.Observe(len(ps), time.Since(start))
 	}
 	if err == nil {
-		for i, it := range live {
-			it.done <- groupResult{res: results[i]}
+		for _, it := range live {
+			it.done <- groupResult{res: results[:len(it.ps):len(it.ps)]}
+			results = results[len(it.ps):]
 		}
 		return
 	}
@@ -172,24 +186,22 @@ func (g *grouped) flush(batch []*groupItem) {
 		live[0].done <- groupResult{err: err}
 		return
 	}
-	// What was stored is answered; the rest is tried again one insert at a
-	// time, so that one bad insert (or a deadlock with another batch) fails
-	// no other.
+	// What was stored is answered; the rest is tried again one caller's
+	// inserts at a time, so that one bad insert (or a deadlock with
+	// another batch) fails no other.
 	failed := live[:0:0]
-	for i, it := range live {
-		if i < len(results) && results[i] != nil {
-			it.done <- groupResult{res: results[i]}
+	for _, it := range live {
+		mine := results[:min(len(it.ps), len(results))]
+		results = results[len(mine):]
+		if len(mine) == len(it.ps) && !slices.Contains(mine, nil) {
+			it.done <- groupResult{res: mine}
 			continue
 		}
 		failed = append(failed, it)
 	}
 	for _, it := range failed {
-		res, err := g.insert([]*DeliveryInsertParams{it.p})
-		if err != nil {
-			it.done <- groupResult{err: err}
-			continue
-		}
-		it.done <- groupResult{res: res[0]}
+		res, err := g.insert(it.ps)
+		it.done <- groupResult{res: res, err: err}
 	}
 }
 

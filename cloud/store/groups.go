@@ -164,10 +164,10 @@ type GroupStore interface {
 	// GroupRosters returns every active group that has an any source, with
 	// its members and their presence.
 	GroupRosters(ctx context.Context) ([]*GroupRoster, error)
-	// DeliveryGroupWaiting lists, oldest first, at most limit of the
-	// group's any deliveries waiting (queued or retrying) held by one of
-	// holders.
-	DeliveryGroupWaiting(ctx context.Context, groupID string, holders []string, limit int) ([]Waiting, error)
+	// DeliveryGroupWaiting lists, oldest first, at most limit (0: 1000) of
+	// the group's any deliveries waiting (queued or retrying) held by a
+	// host not among except.
+	DeliveryGroupWaiting(ctx context.Context, groupID string, except []string, limit int) ([]Waiting, error)
 	// DeliveryMove hands waiting any deliveries to other members, each
 	// with an audit event, and wakes the new holders. Returns how many moved.
 	DeliveryMove(ctx context.Context, p *DeliveryMoveParams) (int, error)

@@ -96,13 +96,16 @@ func drain(ctx context.Context, limit int, step func(limit int) (int, error)) (i
 
 // ExpireLeases turns every lease that ended into a failed attempt, on each
 // delivery's own retry schedule (fallback for deliveries without one), every
-// second.
+// second; a group's any delivery goes to another member when groups has
+// one online (delivery.Groups.Handover; groups may be nil).
 func ExpireLeases(st interface {
 	DeliveryExpireLeases(ctx context.Context, p *store.DeliveryExpireLeasesParams) (int, error)
-}, fallback delivery.RetryPolicy) Job {
+}, fallback delivery.RetryPolicy, groups *delivery.Groups) Job {
 	return Job{Name: "lease expiry", Interval: time.Second, Do: func(ctx context.Context, now time.Time) (int, error) {
 		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
-			return st.DeliveryExpireLeases(ctx, delivery.ExpireLeasesParams(fallback, limit, now))
+			p := delivery.ExpireLeasesParams(fallback, limit, now)
+			p.Fail = groups.Handover(p.Fail, now)
+			return st.DeliveryExpireLeases(ctx, p)
 		})
 	}}
 }

@@ -249,18 +249,19 @@ func (g Groups) GroupRosters(ctx context.Context) ([]*store.GroupRoster, error) 
 	return out, nil
 }
 
-func (g Groups) DeliveryGroupWaiting(ctx context.Context, groupID string, holders []string, limit int) ([]store.Waiting, error) {
-	if len(holders) == 0 {
-		return nil, nil
-	}
+func (g Groups) DeliveryGroupWaiting(ctx context.Context, groupID string, except []string, limit int) ([]store.Waiting, error) {
 	args := []any{groupID}
-	in := ""
-	for i, h := range holders {
-		if i > 0 {
-			in += ", "
+	notIn := ""
+	if len(except) > 0 {
+		notIn = " AND host_id NOT IN ("
+		for i, h := range except {
+			if i > 0 {
+				notIn += ", "
+			}
+			args = append(args, h)
+			notIn += fmt.Sprintf("$%d", len(args))
 		}
-		args = append(args, h)
-		in += fmt.Sprintf("$%d", len(args))
+		notIn += ")"
 	}
 	args = append(args, store.LimitOr(limit, DefaultBatch))
 	out, err := All(ctx, g.DB.Read(), func(r Scanner) (store.Waiting, error) {
@@ -269,7 +270,7 @@ func (g Groups) DeliveryGroupWaiting(ctx context.Context, groupID string, holder
 		return w, err
 	}, `
 		SELECT delivery_id, host_id FROM deliveries
-		WHERE group_id = $1 AND host_id IN (`+in+`) AND lane = '' AND status IN ('queued', 'retrying')
+		WHERE group_id = $1`+notIn+` AND group_id <> '' AND lane = '' AND status IN ('queued', 'retrying')
 		ORDER BY received_at, delivery_id
 		LIMIT $`+fmt.Sprint(len(args)), args...)
 	if err != nil {

@@ -1,0 +1,295 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// Groups decides, once for every transport and engine, which member of a
+// group holds a delivery of an any source:
+//
+//   - at intake, the next online member in turn (Pick), so that the
+//     members share the work; when none is online, the first member in
+//     order holds it and it waits, as a host's does;
+//   - after a failed attempt, the next online member after the one that
+//     failed it ("try the next one"), the attempt given back when the
+//     holder vanished (its lease ran out, its socket closed, its answer
+//     was lost: Handover) rather than its handler failing;
+//   - while it waits, any member that is online: a delivery held by a
+//     member that is offline, deactivated or no longer a member is handed
+//     to one that is (Rebalance, every RebalanceEvery).
+//
+// A member is online when its last contact is within OnlineWithin (the
+// presence settings' "late" threshold: what the console shows as online)
+// and its socket has not closed since. A fanout source's deliveries are
+// each a member's own and never change hands.
+type Groups struct {
+	store GroupStore
+	clock clockwork.Clock
+	log   *slog.Logger
+	cfg   GroupsConfig
+
+	mu      sync.Mutex
+	rosters map[string]*store.GroupRoster // active groups with an any source, by id
+	turn    map[string]int                // the next member Pick starts from, by group
+	closed  map[string]time.Time          // when a host's socket last closed
+}
+
+// GroupStore is what Groups uses of the store (a store.Store has it).
+type GroupStore interface {
+	GroupRosters(ctx context.Context) ([]*store.GroupRoster, error)
+	DeliveryGroupWaiting(ctx context.Context, groupID string, holders []string, limit int) ([]store.Waiting, error)
+	DeliveryMove(ctx context.Context, p *store.DeliveryMoveParams) (int, error)
+}
+
+// GroupsConfig sets how Groups sees its members. Zero values take the
+// defaults.
+type GroupsConfig struct {
+	// OnlineWithin: a member whose last contact is older is not online
+	// (default 1 min, presence's late threshold).
+	OnlineWithin time.Duration
+	// RebalanceEvery is how often waiting deliveries of members that are
+	// not online are handed over, and the rosters read again (default 2 s).
+	RebalanceEvery time.Duration
+	// Policy is the retry schedule of deliveries without their own.
+	Policy RetryPolicy
+}
+
+// NewGroups returns the group router over st.
+func NewGroups(st GroupStore, cfg GroupsConfig, clock clockwork.Clock, log *slog.Logger) *Groups {
+	if cfg.OnlineWithin <= 0 {
+		cfg.OnlineWithin = time.Minute
+	}
+	if cfg.RebalanceEvery <= 0 {
+		cfg.RebalanceEvery = 2 * time.Second
+	}
+	cfg.Policy = cfg.Policy.OrDefault()
+	return &Groups{store: st, clock: clock, log: log, cfg: cfg, rosters: map[string]*store.GroupRoster{},
+		turn: map[string]int{}, closed: map[string]time.Time{}}
+}
+
+// Refresh reads the rosters again.
+func (g *Groups) Refresh(ctx context.Context) error {
+	rs, err := g.store.GroupRosters(ctx)
+	if err != nil {
+		return fmt.Errorf("group rosters: %w", err)
+	}
+	byID := make(map[string]*store.GroupRoster, len(rs))
+	for _, r := range rs {
+		byID[r.GroupID] = r
+	}
+	g.mu.Lock()
+	g.rosters = byID
+	g.mu.Unlock()
+	return nil
+}
+
+// Socket is told of hosts' sockets opening and closing in any replica: a
+// member whose socket closed is not online until it is heard from again.
+func (g *Groups) Socket(e store.SocketEvent) {
+	if e.Open {
+		return
+	}
+	g.mu.Lock()
+	g.closed[e.HostID] = g.clock.Now()
+	g.mu.Unlock()
+}
+
+// online reports whether m is online at now. Called with g.mu held.
+func (g *Groups) online(m store.RosterMember, now time.Time) bool {
+	if m.Status != store.HostActive || m.LastHeartbeatAt == nil || now.Sub(*m.LastHeartbeatAt) > g.cfg.OnlineWithin {
+		return false
+	}
+	closed, ok := g.closed[m.HostID]
+	return !ok || m.LastHeartbeatAt.After(closed)
+}
+
+// Pick is the member that holds a new delivery of the any source of group:
+// the next online member of members (the group's, in order, as intake
+// read them) in turn; when none is online, the first. "" when members is
+// empty.
+func (g *Groups) Pick(groupID string, members []string) string {
+	if len(members) == 0 {
+		return ""
+	}
+	now := g.clock.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	online := g.onlineOf(groupID, now)
+	start := g.turn[groupID]
+	for i := range members {
+		m := members[(start+i)%len(members)]
+		if online[m] {
+			g.turn[groupID] = (start + i + 1) % len(members)
+			return m
+		}
+	}
+	return members[0]
+}
+
+// onlineOf is the set of the group's members online at now (none when the
+// group's roster is not known yet). Called with g.mu held.
+func (g *Groups) onlineOf(groupID string, now time.Time) map[string]bool {
+	out := map[string]bool{}
+	if r := g.rosters[groupID]; r != nil {
+		for _, m := range r.Members {
+			if g.online(m, now) {
+				out[m.HostID] = true
+			}
+		}
+	}
+	return out
+}
+
+// next is the online member after holder in the group's order, other than
+// holder; "" when there is none. Called with g.mu held.
+func (g *Groups) next(groupID, holder string, now time.Time) string {
+	r := g.rosters[groupID]
+	if r == nil {
+		return ""
+	}
+	at := slices.IndexFunc(r.Members, func(m store.RosterMember) bool { return m.HostID == holder })
+	for i := 1; i <= len(r.Members); i++ {
+		m := r.Members[(at+i+len(r.Members))%len(r.Members)]
+		if m.HostID != holder && g.online(m, now) {
+			return m.HostID
+		}
+	}
+	return ""
+}
+
+// Handover wraps the failure decision fail of a host's deliveries: a
+// group's any delivery whose attempt failed goes, for its next attempt, to
+// the next online member after the one that held it. When the holder
+// vanished (vanished(tr): its lease ran out, its connection closed, its
+// answer was lost) the attempt is given back, as a hand-back gives it,
+// and the delivery is due again at once: the webhook did not fail, its
+// holder went away. Other deliveries are decided by fail alone.
+func (g *Groups) Handover(fail store.FailFunc, now time.Time) store.FailFunc {
+	if g == nil {
+		return fail
+	}
+	return func(f store.Failing) (store.Failure, bool) {
+		if !f.HandedOver() {
+			return fail(f)
+		}
+		g.mu.Lock()
+		to := g.next(f.GroupID, f.HostID, g.clock.Now())
+		g.mu.Unlock()
+		if to != "" && vanished(failingTransition(fail, f)) {
+			tr := failingTransition(fail, f)
+			if fl, ok := handBackAs(tr, f, g.cfg.Policy, tr.Reason+"; handed to "+to, now); ok {
+				fl.MoveTo = to
+				return fl, true
+			}
+		}
+		fl, ok := fail(f)
+		if ok && to != "" && fl.To == store.StatusRetrying {
+			fl.MoveTo = to
+			fl.Reason += "; handed to " + to
+		}
+		return fl, ok
+	}
+}
+
+// failingTransition is the transition fail applies to f.
+func failingTransition(fail store.FailFunc, f store.Failing) store.Transition {
+	fl, _ := fail(f)
+	return fl.Transition
+}
+
+// vanished reports whether tr fails an attempt because the holder went
+// away rather than because its handler failed.
+func vanished(tr store.Transition) bool {
+	for _, v := range []store.Transition{store.TransitionExpire, store.TransitionExpireUnwritten,
+		store.TransitionConnectionLost, store.TransitionRelease, store.TransitionAnswerLost} {
+		if tr.Reason == v.Reason {
+			return true
+		}
+	}
+	return false
+}
+
+// Run reads the rosters and hands over stranded deliveries every
+// RebalanceEvery until ctx ends.
+func (g *Groups) Run(ctx context.Context) {
+	for {
+		if err := g.Refresh(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("group rosters not read", "err", err)
+		} else if _, err := g.Rebalance(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("group deliveries not handed over", "err", err)
+		}
+		t := g.clock.NewTimer(g.cfg.RebalanceEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.Chan():
+		}
+	}
+}
+
+// rebalanceBatch bounds the deliveries handed over per group per round.
+const rebalanceBatch = 500
+
+// Rebalance hands each any group's waiting deliveries held by members that
+// are not online (or no longer members) to the online members in turn.
+// Returns how many moved.
+func (g *Groups) Rebalance(ctx context.Context) (int, error) {
+	now := g.clock.Now()
+	type plan struct {
+		groupID string
+		online  []string
+	}
+	var plans []plan
+	g.mu.Lock()
+	for id, r := range g.rosters {
+		p := plan{groupID: id}
+		for _, m := range r.Members {
+			if g.online(m, now) {
+				p.online = append(p.online, m.HostID)
+			}
+		}
+		if len(p.online) > 0 {
+			plans = append(plans, p)
+		}
+	}
+	g.mu.Unlock()
+	moved := 0
+	for _, p := range plans {
+		// Held by a member that is not online, or by a host no longer a
+		// member (removed): every holder that is not an online member.
+		ws, err := g.store.DeliveryGroupWaiting(ctx, p.groupID, p.online, rebalanceBatch)
+		if err != nil {
+			return moved, err
+		}
+		if len(ws) == 0 {
+			continue
+		}
+		moves := make([]store.DeliveryMove, len(ws))
+		g.mu.Lock()
+		for i, w := range ws {
+			start := g.turn[p.groupID]
+			to := p.online[start%len(p.online)]
+			g.turn[p.groupID] = (start + 1) % len(p.online)
+			moves[i] = store.DeliveryMove{ID: w.ID, From: w.HostID, To: to,
+				Reason: "handed to " + to + ": " + w.HostID + " is not online"}
+		}
+		g.mu.Unlock()
+		n, err := g.store.DeliveryMove(ctx, &store.DeliveryMoveParams{Moves: moves, Now: now.UTC().Truncate(time.Millisecond)})
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
