@@ -152,6 +152,7 @@ func TestGroupPage(t *testing.T) {
 		require.Contains(t, src, `<span class="tag mode mode-`+mode+`">`+mode+`</span>`)
 		require.Contains(t, src, `value="`+b.srv.URL+`/api/webhooks/g_office/`+name+`"`)
 		require.Contains(t, src, "Events: push")
+		require.Contains(t, src, "secret fingerprints: none")
 	}
 
 	// A host's page names its groups, linked; a host in none says so.
