@@ -104,6 +104,7 @@ type navItem struct{ Key, Title, Href string }
 // nav is the console's navigation, in order.
 var nav = []navItem{
 	{"hosts", "Hosts", Path + "/"},
+	{"groups", "Groups", Path + "/groups"},
 	{"deliveries", "Deliveries", Path + "/deliveries"},
 	{"dead-letters", "Dead letters", Path + "/deliveries?status=dlq"},
 	{"volume", "Volume", Path + "/volume"},
@@ -134,6 +135,8 @@ func (cn *Console) Routes(r gin.IRouter) {
 	a.POST("/hosts/:id/sources/:source/events", cn.checkCSRF, cn.setEvents)
 	a.POST("/hosts/:id/sources/:source/allowed-ips", cn.checkCSRF, cn.setAllowedIPs)
 	a.POST("/hosts/:id/sources/:source/secret", cn.checkCSRF, cn.rotateSecret)
+	a.GET("/groups", cn.groupsPage)
+	a.GET("/groups/:id", cn.groupPage)
 	a.GET("/alerts", cn.alertsPage)
 	cn.deliveryRoutes(a) // deliveries.go
 }

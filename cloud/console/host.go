@@ -31,6 +31,7 @@ type hostData struct {
 	RatePerMin, RateBurst int
 	History               []*store.PresenceEvent
 	Alerts                []*store.Alert // firing alerts about this host
+	Groups                []store.GroupMemberOf
 	Providers             []string
 	// Form is the add-source form's values after a refused attempt.
 	Form sourceForm
@@ -65,12 +66,17 @@ func (cn *Console) renderHost(c *gin.Context, status int, flash string, form sou
 		cn.fail(c, err)
 		return
 	}
+	groups, err := cn.d.Store.GroupsOfHost(ctx, h.ID)
+	if err != nil {
+		cn.fail(c, err)
+		return
+	}
 	firing, err := cn.d.Store.AlertList(ctx, &store.AlertListParams{Firing: true, Limit: 100})
 	if err != nil {
 		cn.fail(c, err)
 		return
 	}
-	d := hostData{Host: h, Claimed: h.CredentialHash != nil, Presence: cn.d.App.Presence(h), Counts: counts,
+	d := hostData{Host: h, Groups: groups, Claimed: h.CredentialHash != nil, Presence: cn.d.App.Presence(h), Counts: counts,
 		Statuses: store.Statuses, History: history, Providers: verify.Names(), Form: form}
 	for _, s := range srcs {
 		d.Sources = append(d.Sources, cn.d.App.SourceView(c, s))

@@ -12,11 +12,8 @@ import (
 
 // hostRow is a line of the hosts page.
 type hostRow struct {
+	hostState
 	ID, Name      string
-	Status        store.HostStatus
-	Claimed       bool
-	Presence      store.Presence
-	LastContact   *time.Time
 	Pending       int
 	OldestPending *time.Time
 	PendingFor    time.Duration // age of the oldest pending
@@ -48,8 +45,7 @@ func (cn *Console) hostsPage(c *gin.Context) {
 	now := cn.now()
 	rows := make([]hostRow, 0, len(hosts))
 	for _, h := range hosts {
-		r := hostRow{ID: h.ID, Name: h.Name, Status: h.Status, Claimed: h.CredentialHash != nil,
-			Presence: cn.d.App.Presence(h), LastContact: h.LastHeartbeatAt}
+		r := hostRow{hostState: cn.stateOf(h), ID: h.ID, Name: h.Name}
 		if b := byHost[h.ID]; b != nil {
 			r.Pending, r.OldestPending, r.DLQ = b.Pending, b.OldestPending, b.DLQ
 			if b.OldestPending != nil {
