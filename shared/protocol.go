@@ -60,6 +60,10 @@ const (
 	// only a replay has it; the host forwards it as it forwards the
 	// provider's headers, and gives an exec program RELAY_REPLAY_OF.
 	HeaderReplayOf = "X-Relay-Replay-Of"
+	// HeaderGroup names, on a group's webhook, the group whose URL took
+	// it. Stored and forwarded as HeaderReplayOf is (a sender's own is
+	// dropped); an exec program gets RELAY_GROUP.
+	HeaderGroup = "X-Relay-Group"
 )
 
 // Intake statuses answered to a provider.

@@ -94,6 +94,9 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 		attribute.String("relay.delivery_id", id), attribute.String("relay.host_id", host.ID), attribute.String("relay.source", src.Name))
 	headers := providerHeaders(req.Header, t.Forward, verify.SecretHeaders(provider, src.Options))
 	headers[shared.HeaderTraceParent] = traceparent
+	if t.Group != nil {
+		headers[groupHeader] = t.Group.ID
+	}
 	steptime.Stamp(headers, "verified", steptime.Now())
 	correlationID := NewCorrelationID()
 	sctx, storeSpan := s.cfg.Tracer.StartChild(ctx, "store")
@@ -113,26 +116,22 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 		ReceivedAt:    received,
 		BodyDigest:    digest,
 	}
-	// A host whose socket on this replica has room and waits with nothing
-	// to push, or whose long poll here waits having found nothing, gets the
-	// webhook stored leased to it, which pushes it (or answers with it) once
-	// committed: no lease of its own.
-	reserved := s.cfg.Leaser.Reserve(host.ID, len(req.Body))
-	if reserved != nil {
-		p.Lease = reserved.Lease()
-		// The outcome decides whether it is handed over or the room is
-		// given back: waited for even when the provider hangs up (the
-		// group commit bounds the wait).
-		sctx = context.WithoutCancel(sctx)
-	}
-	res, err := s.store.DeliveryInsert(sctx, p)
-	if err == nil && reserved != nil {
-		steptime.Stamp(res.Delivery.Headers, "stored", steptime.Now())
-	}
-	if !reserved.Settle(res, err) && err == nil && res.Outcome != store.InsertDuplicate {
-		// Stored pending: nothing stored after it may be leased at
-		// intake before it is leased.
-		s.cfg.Leaser.Pending(host.ID)
+	var res *store.DeliveryInsertResult
+	var err error
+	if t.Group != nil && src.Mode == store.GroupFanout {
+		res, err = s.insertFanout(sctx, t.Group, p)
+	} else {
+		if t.Group != nil {
+			// An any source: one delivery, held by the member the
+			// group router picks.
+			p.GroupID, p.HostID = t.Group.ID, s.cfg.Groups.Pick(t.Group.ID, t.Group.MemberIDs())
+			if p.HostID == "" {
+				telemetry.End(storeSpan, ErrNoMembers)
+				telemetry.End(span, ErrNoMembers)
+				return nil, ErrNoMembers
+			}
+		}
+		res, err = s.insert(sctx, p, len(req.Body))
 	}
 	telemetry.End(storeSpan, err)
 	if err != nil {
@@ -157,6 +156,72 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 	return s.answer(provider, req, out), nil
 }
 
+// insert stores p. A host whose socket on this replica has room and waits
+// with nothing to push, or whose long poll here waits having found
+// nothing, gets the webhook stored leased to it, which pushes it (or
+// answers with it) once committed: no lease of its own.
+func (s *Service) insert(ctx context.Context, p *store.DeliveryInsertParams, size int) (*store.DeliveryInsertResult, error) {
+	reserved := s.cfg.Leaser.Reserve(p.HostID, size)
+	if reserved != nil {
+		p.Lease = reserved.Lease()
+		// The outcome decides whether it is handed over or the room is
+		// given back: waited for even when the provider hangs up (the
+		// group commit bounds the wait).
+		ctx = context.WithoutCancel(ctx)
+	}
+	res, err := s.store.DeliveryInsert(ctx, p)
+	if err == nil && reserved != nil {
+		steptime.Stamp(res.Delivery.Headers, "stored", steptime.Now())
+	}
+	if !reserved.Settle(res, err) && err == nil && res.Outcome != store.InsertDuplicate {
+		// Stored pending: nothing stored after it may be leased at
+		// intake before it is leased.
+		s.cfg.Leaser.Pending(p.HostID)
+	}
+	return res, err
+}
+
+// insertFanout stores p as a delivery for every member of g (its members
+// as intake read them: a member added later gets only later webhooks),
+// each its own — lease, attempts, schedule, dead letter, audit trail —
+// with one copy of the body, all in one transaction. The answer is the
+// first member's; the webhook is a duplicate only when every member's
+// delivery was one.
+func (s *Service) insertFanout(ctx context.Context, g *store.Group, base *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error) {
+	members := g.MemberIDs()
+	if len(members) == 0 {
+		return nil, ErrNoMembers
+	}
+	share := &store.BodyShare{}
+	ps := make([]*store.DeliveryInsertParams, len(members))
+	for i, m := range members {
+		p := *base
+		p.HostID, p.GroupID, p.Lane, p.Share = m, g.ID, m, share
+		p.ID = store.LaneDeliveryID(p.Source, p.EventID, m, p.ReceivedAt)
+		ps[i] = &p
+	}
+	results, err := s.store.DeliveryInsertBatch(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	out := *results[0]
+	for _, r := range results {
+		if r.Outcome != store.InsertDuplicate {
+			s.cfg.Leaser.Pending(r.Delivery.HostID)
+		}
+		switch {
+		case r.Outcome == store.InsertRevived:
+			out.Outcome = store.InsertRevived
+		case r.Outcome == store.InsertQueued && out.Outcome == store.InsertDuplicate:
+			out.Outcome = store.InsertQueued
+		}
+	}
+	return &out, nil
+}
+
+// groupHeader is shared.HeaderGroup as a webhook's headers hold it.
+var groupHeader = strings.ToLower(shared.HeaderGroup)
+
 // answer counts an admitted request's outcome and gives it the provider's
 // own shape of acknowledgement where it reads one.
 func (s *Service) answer(provider verify.Provider, req *verify.Request, out *Admitted) *Admitted {
@@ -177,8 +242,10 @@ var dropHeaders = map[string]bool{
 	"host": true, "content-length": true, "forwarded": true, "x-forwarded-for": true,
 	"x-forwarded-host": true, "x-forwarded-proto": true, "x-forwarded-port": true, "x-real-ip": true,
 	"expect": true,
-	// The relay's own: a sender cannot make a webhook pass for a replay.
+	// The relay's own: a sender cannot make a webhook pass for a replay,
+	// or for a group's.
 	strings.ToLower(shared.HeaderReplayOf): true,
+	strings.ToLower(shared.HeaderGroup):    true,
 }
 
 // providerHeaders keeps the provider's headers with their values exactly as

@@ -32,6 +32,7 @@ type Store interface {
 	SourceGet(ctx context.Context, hostID, name string) (*store.Source, error)
 	IPSetGet(ctx context.Context, name string) (*store.IPSet, error)
 	DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error)
+	DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryInsertParams) ([]*store.DeliveryInsertResult, error)
 	DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error)
 	RejectionInsert(ctx context.Context, r *store.Rejection) error
 	QuarantineInsert(ctx context.Context, p *store.QuarantineInsertParams) (*store.QuarantinedRequest, error)
@@ -95,6 +96,7 @@ const (
 	OutcomeUnavailable     = "unavailable"
 	OutcomeOverBudget      = "over_budget"
 	OutcomeIPNotAllowed    = "ip_not_allowed"
+	OutcomeNoMembers       = "no_members"
 	// A suspected replay held (answered 2xx, not delivered; see holdReplay).
 	OutcomeReplayHeld = "replay_held"
 )
@@ -114,12 +116,24 @@ var ErrSecretUnavailable = &shared.Error{Code: shared.CodeUnavailable, Message: 
 // for: 503, as for a quarantine that is full; holdReplay logs it, sampled.
 var ErrReplayNotHeld = &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Quiet: true}
 
+// ErrNoMembers answers a webhook to a group with no members: nothing can
+// hold it, so it is not stored and the provider is told to send it again
+// later (503), and the request is recorded among the rejections.
+var ErrNoMembers = &shared.Error{Code: shared.CodeUnavailable, Message: "the group has no members: add a host to it"}
+
+// Picker chooses the member of a group that holds a new delivery of its
+// any source (delivery.Groups).
+type Picker interface {
+	Pick(groupID string, members []string) string
+}
+
 // Config is the service's dependencies and bounds. All but the bounds and
 // IPSetURLs are required.
 type Config struct {
 	Store   Store
 	Ring    *secrets.Ring
 	Leaser  Leaser
+	Groups  Picker
 	Metrics Metrics
 	Tracer  *telemetry.Tracer
 	Now     func() time.Time

@@ -19,7 +19,12 @@ import (
 // Target is where a webhook goes: an active host and its enabled source,
 // with what intake derives from them.
 type Target struct {
-	Host     *store.Host
+	// Host is the host the URL names; for a group's URL, the group as the
+	// edge treats a host (its id, name, status and rate limits).
+	Host *store.Host
+	// Group is the group the URL names, with its members as read (nil: a
+	// host's URL).
+	Group    *store.Group
 	Source   *store.Source
 	Provider verify.Provider
 	Keys     [][]byte // the source's secrets, opened
@@ -76,19 +81,38 @@ func (s *Service) Cached() (entries int, bytes int64) { return s.targets.len() }
 // resolve reads an active host, its enabled source and the source's
 // provider from the store, and opens the source's secrets.
 func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, error) {
-	host, err := s.store.HostGet(ctx, hostID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, shared.NotFound("no such host")
-	case err != nil:
-		return nil, shared.Unavailable(err)
-	case host.Status != store.HostActive:
-		return nil, &shared.Error{Code: shared.CodeGone, Message: "host is deactivated"}
+	var host *store.Host
+	var group *store.Group
+	owner := "host"
+	if auth.ValidGroupID(hostID) {
+		g, err := s.store.GroupGet(ctx, hostID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, shared.NotFound("no such group")
+		case err != nil:
+			return nil, shared.Unavailable(err)
+		case g.Status != store.HostActive:
+			return nil, &shared.Error{Code: shared.CodeGone, Message: "group is deactivated"}
+		}
+		group, owner = g, "group"
+		host = &store.Host{ID: g.ID, Name: g.Name, Status: g.Status, RateLimitPerMin: g.RateLimitPerMin,
+			RateLimitBurst: g.RateLimitBurst, CreatedAt: g.CreatedAt}
+	} else {
+		h, err := s.store.HostGet(ctx, hostID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, shared.NotFound("no such host")
+		case err != nil:
+			return nil, shared.Unavailable(err)
+		case h.Status != store.HostActive:
+			return nil, &shared.Error{Code: shared.CodeGone, Message: "host is deactivated"}
+		}
+		host = h
 	}
 	src, err := s.store.SourceGet(ctx, hostID, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, shared.NotFound("no such source on this host")
+		return nil, shared.NotFound("no such source on this " + owner)
 	case err != nil:
 		return nil, shared.Unavailable(err)
 	case !src.Enabled:
@@ -103,15 +127,17 @@ func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, er
 	if err != nil {
 		return nil, shared.Unavailable(err)
 	}
-	t := &Target{Host: host, Source: src, Provider: provider, Allow: allow, Forward: verify.ForwardedHeaders(provider, src.Options)}
+	t := &Target{Host: host, Group: group, Source: src, Provider: provider, Allow: allow,
+		Forward: verify.ForwardedHeaders(provider, src.Options)}
 	t.Keys, t.KeysErr = s.openSecrets(src)
 	return t, nil
 }
 
-// checkNames answers not found for a host id or source name that could not
-// exist: not of NewHostID's form, or not of SourceNameRE's.
+// checkNames answers not found for a host or group id or source name that
+// could not exist: of neither NewHostID's nor NewGroupID's form, or not of
+// SourceNameRE's.
 func checkNames(hostID, name string) error {
-	if !auth.ValidHostID(hostID) {
+	if !auth.ValidHostID(hostID) && !auth.ValidGroupID(hostID) {
 		return shared.NotFound("no such host")
 	}
 	if len(name) > 64 || !SourceNameRE.MatchString(name) {
@@ -267,6 +293,9 @@ func (e *cachedTarget) estimate() int64 {
 	h, src := e.t.Host, e.t.Source
 	n += len(h.ID) + len(h.Name) + len(h.AgentVersion) + len(h.CredentialHash) + len(h.ClaimCodeHash)
 	n += len(h.Subscription)
+	if g := e.t.Group; g != nil {
+		n += 64 * len(g.Members)
+	}
 	n += len(src.HostID) + len(src.Name) + len(src.Provider) + 8*len(src.RetryDelays)
 	for _, ev := range src.Events {
 		n += 16 + len(ev)

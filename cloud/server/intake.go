@@ -117,6 +117,13 @@ func (s *Server) receive(c *gin.Context) {
 			s.writeError(c, err)
 			return
 		}
+		if errors.Is(err, intake.ErrNoMembers) {
+			// Nothing can hold it: not stored, the provider sends it
+			// again later, and the rejection says why.
+			s.reject(c, src, provider, 503, err.Error(), intake.OutcomeNoMembers)
+			s.writeError(c, err)
+			return
+		}
 		s.metrics.Count(provider.Name(), intake.OutcomeUnavailable)
 		s.writeError(c, shared.Unavailable(err))
 		return

@@ -253,7 +253,7 @@ func (e hostEdge) DecodeJSON(c *gin.Context, limit int64, v any) error {
 // intakeConfig is base with the server's dependencies and bounds.
 func (s *Server) intakeConfig(base intake.Config) intake.Config {
 	cfg := s.cfg
-	base.Store, base.Ring, base.Leaser, base.Metrics = s.store, s.ring, s.leaser, s.metrics
+	base.Store, base.Ring, base.Leaser, base.Metrics, base.Groups = s.store, s.ring, s.leaser, s.metrics, s.groups
 	base.Tracer, base.Now, base.Log = cfg.Tracer, s.now, s.log
 	base.TokenKey = func() []byte { return s.tokens.DerivedKey("quarantined token hashes") }
 	base.IPSetURLs, base.IPSetClient = cfg.IPSetURLs, cfg.IPSetClient

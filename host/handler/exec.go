@@ -46,7 +46,8 @@ func (e *Exec) Name() string { return "exec " + filepath.Base(e.opts.Argv[0]) }
 // RELAY_SOURCE, RELAY_EVENT_TYPE, RELAY_EVENT_ACTION, RELAY_ATTEMPT,
 // RELAY_CORRELATION_ID, IDEMPOTENCY_KEY, RELAY_SUMMARY, TRACEPARENT (the
 // W3C trace context, when the webhook carries one), RELAY_REPLAY_OF (on a
-// replay: the delivery it replays) and the summary's
+// replay: the delivery it replays), RELAY_GROUP (on a group's webhook:
+// the group) and the summary's
 // fields (RELAY_GITHUB_REPO, RELAY_SLACK_THREAD_TS, …). No value holds a
 // NUL or more than 4 KiB, and the summary's fields stop where the job's
 // variables would pass 64 KiB, so the program always starts.
@@ -69,6 +70,9 @@ func Env(job Job) []string {
 	if of := w.Headers[replayOfKey]; of != "" {
 		env = append(env, "RELAY_REPLAY_OF="+safeID(of))
 	}
+	if g := w.Headers[groupKey]; g != "" {
+		env = append(env, "RELAY_GROUP="+safeID(g))
+	}
 	size := 0
 	for _, kv := range env {
 		size += len(kv) + 1
@@ -84,8 +88,12 @@ func Env(job Job) []string {
 	return env
 }
 
-// replayOfKey is shared.HeaderReplayOf as a webhook's headers hold it.
-var replayOfKey = strings.ToLower(shared.HeaderReplayOf)
+// replayOfKey and groupKey are shared.HeaderReplayOf and
+// shared.HeaderGroup as a webhook's headers hold them.
+var (
+	replayOfKey = strings.ToLower(shared.HeaderReplayOf)
+	groupKey    = strings.ToLower(shared.HeaderGroup)
+)
 
 // inherited is the host's own environment without the variables a job sets,
 // so that a field a webhook lacks is absent rather than inherited.
@@ -95,7 +103,7 @@ func inherited() []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case "RELAY_DELIVERY_ID", "RELAY_SOURCE", "RELAY_EVENT_TYPE", "RELAY_EVENT_ACTION", "RELAY_ATTEMPT",
-			"RELAY_CORRELATION_ID", "IDEMPOTENCY_KEY", "RELAY_SUMMARY", "TRACEPARENT", "RELAY_REPLAY_OF":
+			"RELAY_CORRELATION_ID", "IDEMPOTENCY_KEY", "RELAY_SUMMARY", "TRACEPARENT", "RELAY_REPLAY_OF", "RELAY_GROUP":
 			continue
 		}
 		drop := false
