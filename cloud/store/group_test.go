@@ -51,7 +51,7 @@ func TestGroupFlushAnswersWhatAPartialBatchStored(t *testing.T) {
 	g := &grouped{Store: st, o: GroupOptions{MaxBatch: 8, Flushers: 1, Timeout: time.Second}}
 	var batch []*groupItem
 	for i := range 6 {
-		batch = append(batch, &groupItem{ctx: ctx, p: &DeliveryInsertParams{EventID: fmt.Sprintf("evt-%d", i)},
+		batch = append(batch, &groupItem{ctx: ctx, ps: []*DeliveryInsertParams{{EventID: fmt.Sprintf("evt-%d", i)}},
 			done: make(chan groupResult, 1)})
 	}
 	g.flush(batch)
@@ -67,8 +67,9 @@ func TestGroupFlushAnswersWhatAPartialBatchStored(t *testing.T) {
 			continue
 		}
 		require.NoError(t, r.err, "evt-%d", i)
-		require.Equal(t, InsertQueued, r.res.Outcome)
-		require.Equal(t, fmt.Sprintf("evt-%d", i), r.res.Delivery.ID)
+		require.Len(t, r.res, 1)
+		require.Equal(t, InsertQueued, r.res[0].Outcome)
+		require.Equal(t, fmt.Sprintf("evt-%d", i), r.res[0].Delivery.ID)
 	}
 }
 

@@ -88,7 +88,7 @@ func leaseExpiries(t *testing.T, step time.Duration, steadyClock bool) []time.Du
 	stepped = step
 	mu.Unlock()
 
-	job := ExpireLeases(st, delivery.DefaultRetryPolicy)
+	job := ExpireLeases(st, delivery.DefaultRetryPolicy, nil)
 	var expiries []time.Duration
 	for len(expiries) < 10 && real.Since(start) < 20*time.Minute {
 		real.Advance(time.Second)

@@ -59,7 +59,7 @@ func status(t *testing.T, st store.Store, id string) store.Status {
 func TestExpireLeasesExpiresOnlyEndedLeases(t *testing.T) {
 	st := setup(t)
 	ctx := context.Background()
-	job := ExpireLeases(st, delivery.DefaultRetryPolicy)
+	job := ExpireLeases(st, delivery.DefaultRetryPolicy, nil)
 	n, err := job.Do(ctx, start.Add(29*time.Second))
 	require.NoError(t, err)
 	require.Zero(t, n, "lease still valid")
