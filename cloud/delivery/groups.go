@@ -292,4 +292,3 @@ func (g *Groups) Rebalance(ctx context.Context) (int, error) {
 	}
 	return moved, nil
 }
-
