@@ -27,7 +27,8 @@ import (
 //     member that is offline, deactivated or no longer a member is handed
 //     to one that is (Rebalance, every RebalanceEvery).
 //
-// A member is online when its last contact is within OnlineWithin (the
+// A member is online when it has a socket open (in any replica, as far as
+// this one was told), or when its last contact is within OnlineWithin (the
 // presence settings' "late" threshold: what the console shows as online)
 // and its socket has not closed since. A fanout source's deliveries are
 // each a member's own and never change hands.
@@ -40,7 +41,9 @@ type Groups struct {
 	mu      sync.Mutex
 	rosters map[string]*store.GroupRoster // active groups with an any source, by id
 	turn    map[string]int                // the next member Pick starts from, by group
+	open    map[string]int64              // a host's open socket (its epoch), in any replica
 	closed  map[string]time.Time          // when a host's socket last closed
+	poke    chan struct{}                 // Run reads the rosters again at once
 }
 
 // GroupStore is what Groups uses of the store (a store.Store has it).
@@ -73,7 +76,7 @@ func NewGroups(st GroupStore, cfg GroupsConfig, clock clockwork.Clock, log *slog
 	}
 	cfg.Policy = cfg.Policy.OrDefault()
 	return &Groups{store: st, clock: clock, log: log, cfg: cfg, rosters: map[string]*store.GroupRoster{},
-		turn: map[string]int{}, closed: map[string]time.Time{}}
+		turn: map[string]int{}, open: map[string]int64{}, closed: map[string]time.Time{}, poke: make(chan struct{}, 1)}
 }
 
 // Refresh reads the rosters again.
@@ -93,19 +96,34 @@ func (g *Groups) Refresh(ctx context.Context) error {
 }
 
 // Socket is told of hosts' sockets opening and closing in any replica: a
-// member whose socket closed is not online until it is heard from again.
+// member with a socket open is online; one whose socket closed is not
+// until it is heard from again. A socket closed after another took it
+// over changes nothing.
 func (g *Groups) Socket(e store.SocketEvent) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if e.Open {
+		g.open[e.HostID] = e.Epoch
 		return
 	}
-	g.mu.Lock()
+	if epoch, ok := g.open[e.HostID]; ok && epoch != e.Epoch {
+		return
+	}
+	delete(g.open, e.HostID)
 	g.closed[e.HostID] = g.clock.Now()
-	g.mu.Unlock()
 }
 
-// online reports whether m is online at now. Called with g.mu held.
+// online reports whether m is online at now: active, and with a socket
+// open, or heard from within OnlineWithin and not since its socket
+// closed. Called with g.mu held.
 func (g *Groups) online(m store.RosterMember, now time.Time) bool {
-	if m.Status != store.HostActive || m.LastHeartbeatAt == nil || now.Sub(*m.LastHeartbeatAt) > g.cfg.OnlineWithin {
+	if m.Status != store.HostActive {
+		return false
+	}
+	if _, ok := g.open[m.HostID]; ok {
+		return true
+	}
+	if m.LastHeartbeatAt == nil || now.Sub(*m.LastHeartbeatAt) > g.cfg.OnlineWithin {
 		return false
 	}
 	closed, ok := g.closed[m.HostID]
@@ -218,8 +236,16 @@ func vanished(tr store.Transition) bool {
 	return false
 }
 
+// Poke has Run read the rosters again at once: a group changed.
+func (g *Groups) Poke() {
+	select {
+	case g.poke <- struct{}{}:
+	default:
+	}
+}
+
 // Run reads the rosters and hands over stranded deliveries every
-// RebalanceEvery until ctx ends.
+// RebalanceEvery, and when poked, until ctx ends.
 func (g *Groups) Run(ctx context.Context) {
 	for {
 		if err := g.Refresh(ctx); err != nil && ctx.Err() == nil {
@@ -233,6 +259,8 @@ func (g *Groups) Run(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.Chan():
+		case <-g.poke:
+			t.Stop()
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package server
 
-import "context"
+import (
+	"context"
+
+	"github.com/relaykit/relay/cloud/auth"
+)
 
 // StopWaiting answers every waiting heartbeat at once, and every later one
 // without waiting: for a graceful shutdown (http.Server.RegisterOnShutdown).
@@ -11,7 +15,17 @@ func (s *Server) StopWaiting() { s.deliveries.StopWaiting() }
 // listened went untold: each time it listens again, the cache of intake's
 // hosts and sources is reset.
 func (s *Server) RunWakeups(ctx context.Context) {
-	s.deliveries.Listen(ctx, s.intake.ForgetAll, s.intake.Forget)
+	s.deliveries.Listen(ctx, func() {
+		s.intake.ForgetAll()
+		s.groups.Poke()
+	}, func(id string) {
+		s.intake.Forget(id)
+		if auth.ValidGroupID(id) {
+			// A group or one of its sources changed: its members as the
+			// router sees them too.
+			s.groups.Poke()
+		}
+	})
 }
 
 // WaitSockets waits until every socket's handler returned (after
