@@ -309,6 +309,50 @@ func exerciseGroups(ctx context.Context, t *testing.T, setup setupFunc) {
 		}, rosters)
 	})
 
+	t.Run("GroupListenChanged", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		changed := make(chan string, 100)
+		stop := listen(ctx, t, s, &store.DeliveryListenParams{
+			Available: func(string) {},
+			Changed:   func(id string) { changed <- id },
+		})
+		next := func(what string) string {
+			t.Helper()
+			return receive(t, changed, "no change told: "+what)
+		}
+		createGroup(ctx, t, s, "g_one", base)
+		require.Equal(t, "g_one", next("create"))
+		_, err := s.GroupUpdate(ctx, &store.GroupUpdateParams{GroupID: "g_one", RateLimitBurst: ptr(5)})
+		require.NoError(t, err)
+		require.Equal(t, "g_one", next("update"))
+		addMember(ctx, t, s, "g_one", b.host.ID, 0, base)
+		require.Equal(t, "g_one", next("member add"))
+		_, err = s.GroupMemberRemove(ctx, &store.GroupMemberParams{GroupID: "g_one", HostID: b.host.ID, Now: base})
+		require.NoError(t, err)
+		require.Equal(t, "g_one", next("member remove"))
+		groupSource(ctx, t, s, "g_one", "github", store.GroupAny)
+		require.Equal(t, "g_one", next("source upsert"))
+
+		// What changed nothing tells nothing: a mark comes next.
+		_, err = s.GroupUpdate(ctx, &store.GroupUpdateParams{GroupID: "g_nope", Name: ptr("x")})
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = s.GroupMemberRemove(ctx, &store.GroupMemberParams{GroupID: "g_one", HostID: b.host.ID, Now: base})
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = s.GroupsOfHost(ctx, b.host.ID)
+		require.NoError(t, err)
+		_, err = s.GroupDeactivate(ctx, &store.GroupDeactivateParams{GroupID: "g_one", Now: base})
+		require.NoError(t, err)
+		require.Equal(t, "g_one", next("deactivate"))
+
+		require.NoError(t, stop())
+		select {
+		case id := <-changed:
+			t.Fatalf("told more than the changes: %s", id)
+		default:
+		}
+	})
+
 	t.Run("GroupSources", func(t *testing.T) {
 		t.Parallel()
 		s, b := setup(t)
