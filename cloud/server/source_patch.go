@@ -35,12 +35,11 @@ func (s *Server) patchSourceOf(c *gin.Context, o sourceOwner) {
 		return
 	}
 	ch := &SourceChange{Enabled: req.Enabled, Events: req.Events, AllowedIPs: req.AllowedIPs}
-	switch {
-	case req.Mode != nil && !o.group:
-		s.writeError(c, shared.Invalid("mode is a group's source's setting: a host's source has none"))
-		return
-	case req.Mode != nil:
+	if req.Mode != nil {
 		m, err := o.mode(*req.Mode)
+		if err == nil && !o.group {
+			err = errHostMode // even "": a host's source has no mode to give
+		}
 		if err != nil {
 			s.writeError(c, err)
 			return
@@ -88,7 +87,7 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 // changeSource applies a change to a source of o's.
 func (s *Server) changeSource(ctx context.Context, o sourceOwner, name string, ch *SourceChange) (*store.Source, error) {
 	if ch.Mode != "" && !o.group {
-		return nil, shared.Invalid("mode is a group's source's setting: a host's source has none")
+		return nil, errHostMode
 	}
 	src, err := s.store.SourceGet(ctx, o.id, name)
 	if err == nil && !o.owns(src) {

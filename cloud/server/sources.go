@@ -74,7 +74,7 @@ func (o sourceOwner) owns(src *store.Source) bool { return (src.Mode != "") == o
 func (o sourceOwner) mode(m string) (store.GroupMode, error) {
 	if !o.group {
 		if m != "" {
-			return "", shared.Invalid("mode is a group's source's setting: a host's source has none")
+			return "", errHostMode
 		}
 		return "", nil
 	}
@@ -83,6 +83,8 @@ func (o sourceOwner) mode(m string) (store.GroupMode, error) {
 	}
 	return store.GroupMode(m), nil
 }
+
+var errHostMode = shared.Invalid("mode is a group's source's setting: a host's source has none")
 
 // checkOwner finds o in the store: a host's id is no group, a group's no
 // host.
