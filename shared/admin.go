@@ -22,10 +22,71 @@ type Source struct {
 	MaxAttempts        int               `json:"max_attempts"`
 	// AllowedIPs lists the addresses the source takes webhooks from:
 	// CIDRs, single IPs, names of IP sets. Empty: any address.
-	AllowedIPs []string  `json:"allowed_ips"`
+	AllowedIPs []string `json:"allowed_ips"`
+	// Mode is how a group's source hands its webhooks to the group's
+	// members: "fanout" (each member its own delivery) or "any" (one
+	// delivery, one member at a time). Absent for a host's source.
+	Mode       string    `json:"mode,omitempty"`
 	WebhookURL string    `json:"webhook_url"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// Group is a group of hosts as the admin API shows it: a URL of its own
+// (WebhookURL, with the source's name for {source}) and its members in
+// order.
+type Group struct {
+	ID              string        `json:"id"`
+	Name            string        `json:"name"`
+	Status          string        `json:"status"` // active or deactivated
+	RateLimitPerMin int           `json:"rate_limit_per_min"`
+	RateLimitBurst  int           `json:"rate_limit_burst"`
+	CreatedAt       time.Time     `json:"created_at"`
+	DeactivatedAt   *time.Time    `json:"deactivated_at,omitempty"`
+	WebhookURL      string        `json:"webhook_url"`
+	Members         []GroupMember `json:"members"`
+}
+
+// GroupDetail is one group with its sources (GET /api/groups/:id).
+type GroupDetail struct {
+	Group
+	Sources []Source `json:"sources"`
+}
+
+// GroupMember is a host of a group, with what the host list says of it.
+type GroupMember struct {
+	HostID   string `json:"host_id"`
+	Name     string `json:"name"`
+	Status   string `json:"status"` // the host's: active or deactivated
+	Claimed  bool   `json:"claimed"`
+	Presence string `json:"presence,omitempty"` // online, late or offline for an active, claimed host
+	// LastHeartbeatAt is the host's last contact.
+	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"`
+	Position        int        `json:"position"`
+	AddedAt         time.Time  `json:"added_at"`
+}
+
+// CreateGroupRequest creates a group (POST /api/groups). Rate limits of 0
+// are the cloud's defaults.
+type CreateGroupRequest struct {
+	Name            string `json:"name"`
+	RateLimitPerMin int    `json:"rate_limit_per_min,omitempty"`
+	RateLimitBurst  int    `json:"rate_limit_burst,omitempty"`
+}
+
+// GroupMemberRequest adds a host to a group (PUT
+// /api/groups/:id/members/:hostId). Position places it (absent or 0: after
+// the last); a member already there keeps its place.
+type GroupMemberRequest struct {
+	Position int `json:"position,omitempty"`
+}
+
+// GroupMemberRemoved answers DELETE /api/groups/:id/members/:hostId: the
+// group, and how many of the group's fanout deliveries the host held
+// unfinished were cancelled (dead-lettered).
+type GroupMemberRemoved struct {
+	Group     Group `json:"group"`
+	Cancelled int   `json:"cancelled"`
 }
 
 // Delivery is a delivery as the admin API shows it. Headers and RawBody are

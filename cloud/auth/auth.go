@@ -163,29 +163,28 @@ func NewCredential() string {
 
 // NewHostID returns a host id: unguessable, since it appears in public
 // webhook URLs.
-func NewHostID() string {
-	return "h_" + strings.ToLower(crockford.EncodeToString(randomBytes(15)))
+func NewHostID() string { return newID("h_") }
+
+// NewGroupID returns a group id: a host id's shape with its own prefix,
+// so that the two never collide on the webhook URLs both appear in.
+func NewGroupID() string { return newID("g_") }
+
+func newID(prefix string) string {
+	return prefix + strings.ToLower(crockford.EncodeToString(randomBytes(15)))
 }
 
-// hostIDLen is NewHostID's length: "h_" and 15 bytes in base32.
+// hostIDLen is NewHostID's (and NewGroupID's) length: the prefix and 15
+// bytes in base32.
 const hostIDLen = 2 + 24
-
-// NewGroupID returns a new group id: "g_" and 15 random bytes in
-// base32, the shape of a host's id with its own prefix (the two never
-// collide).
-func NewGroupID() string {
-	return "g_" + strings.ToLower(crockford.EncodeToString(randomBytes(15)))
-}
 
 // ValidHostID reports whether id has NewHostID's form, so that a made-up
 // id can be refused before anything looks it up.
-func ValidHostID(id string) bool { return validID(id, "h_") }
+func ValidHostID(id string) bool { return validID("h_", id) }
 
 // ValidGroupID reports whether id has NewGroupID's form.
-func ValidGroupID(id string) bool { return validID(id, "g_") }
+func ValidGroupID(id string) bool { return validID("g_", id) }
 
-// validID reports whether id is prefix and an id's random part.
-func validID(id, prefix string) bool {
+func validID(prefix, id string) bool {
 	if len(id) != hostIDLen || id[:2] != prefix {
 		return false
 	}

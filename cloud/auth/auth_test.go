@@ -137,6 +137,29 @@ func TestCodesAndHashes(t *testing.T) {
 	require.False(t, BearerEqual("tok2", "tok"))
 }
 
+// TestGroupIDs: a group id has a host id's shape with its own prefix; the
+// one is never taken for the other.
+func TestGroupIDs(t *testing.T) {
+	require.True(t, strings.HasPrefix(NewGroupID(), "g_"))
+	require.NotEqual(t, NewGroupID(), NewGroupID())
+	for range 100 {
+		id := NewGroupID()
+		require.True(t, ValidGroupID(id), id)
+		require.False(t, ValidHostID(id), id)
+		require.False(t, ValidGroupID(NewHostID()))
+	}
+	require.True(t, ValidGroupID("g_0123456789abcdefghjkmnpq"))
+	for _, id := range []string{"", "g_", "g_nosuchgroup",
+		"g_0123456789abcdefghjkmnp",   // short
+		"g_0123456789abcdefghjkmnpqr", // long
+		"G_0123456789abcdefghjkmnpq", "h_0123456789abcdefghjkmnpq",
+		"g_0123456789ABCDEFGHJKMNPQ", // NewGroupID writes lower case
+		"g_0123456789abcdefghjkmnpu", "g_0123456789abcdefghjkmnp/", "g_0123456789abcdefghjkmné",
+	} {
+		require.False(t, ValidGroupID(id), id)
+	}
+}
+
 // A derived key is fixed by the signing key and the purpose, and is neither
 // the signing key nor another purpose's key.
 func TestDerivedKey(t *testing.T) {

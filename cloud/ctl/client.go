@@ -1,6 +1,7 @@
 // Package ctl is `cloud ctl`: the operator's command line over the cloud's
-// admin API — hosts, sources, deliveries, rejections, the quarantine — with
-// tables for people, --json for scripts, and exit codes scripts can rely on.
+// admin API — hosts, groups, sources, deliveries, rejections, the
+// quarantine — with tables for people, --json for scripts, and exit codes
+// scripts can rely on.
 package ctl
 
 import (

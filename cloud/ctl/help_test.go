@@ -65,7 +65,7 @@ func TestEveryCommandHelp(t *testing.T) {
 			leaves++
 		}
 	}
-	require.Equal(t, 33, leaves, "every command was asked")
+	require.Equal(t, 43, leaves, "every command was asked")
 	for _, h := range []string{"-h", "--help", "help"} {
 		code, out, errs := ctlRun(h)
 		require.Equal(t, ExitOK, code, errs)

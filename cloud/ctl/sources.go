@@ -77,12 +77,16 @@ func (e *env) printSource(s shared.Source) error {
 	for k, v := range s.Options {
 		opts = append(opts, k+"="+v)
 	}
-	e.table([]string{"FIELD", "VALUE"}, [][]string{
-		{"name", s.Name}, {"provider", s.Provider}, {"enabled", strconv.FormatBool(s.Enabled)}, {"events", events(s.Events)},
+	rows := [][]string{{"name", s.Name}, {"provider", s.Provider}}
+	if s.Mode != "" { // a group's source
+		rows = append(rows, []string{"mode", s.Mode})
+	}
+	e.table([]string{"FIELD", "VALUE"}, append(rows, [][]string{
+		{"enabled", strconv.FormatBool(s.Enabled)}, {"events", events(s.Events)},
 		{"secrets", orDash(strings.Join(s.SecretFingerprints, ", "))}, {"options", orDash(strings.Join(opts, ", "))},
 		{"max body bytes", strconv.FormatInt(s.MaxBodyBytes, 10)}, {"retry schedule (s)", strings.Join(sched, ", ")},
 		{"max attempts", strconv.Itoa(s.MaxAttempts)}, {"allowed ips", allowedIPs(s.AllowedIPs)}, {"webhook url", s.WebhookURL},
-	})
+	}...))
 	return nil
 }
 
@@ -92,66 +96,99 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+const sourcePutFlags = "[--provider P] [--events E,…] [--secrets-file FILE|-] [--retry-schedule 0,10,60] [--max-attempts N] [--max-body-bytes N] [--option K=V]… [--allowed-ips CIDR|IP|SET,…] [--disabled] [--json]  (replaces the source; omitted secrets keep the stored ones)"
+
 func sourcesPut(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "sources put HOST_ID SOURCE [--provider P] [--events E,…] [--secrets-file FILE|-] [--retry-schedule 0,10,60] [--max-attempts N] [--max-body-bytes N] [--option K=V]… [--allowed-ips CIDR|IP|SET,…] [--disabled] [--json]  (replaces the source; omitted secrets keep the stored ones)")
-	provider := f.String("provider", "", "the provider (default: the source's name)")
-	evs := f.String("events", "", "comma-separated events to take (default: every event)")
-	secretsFile := f.String("secrets-file", "", `a file of secrets, one a line ("-": standard input); never a flag's value`)
-	schedule := f.String("retry-schedule", "", "comma-separated seconds before each attempt, the first 0 (default: the cloud's)")
-	maxAttempts := f.Int("max-attempts", 0, "dead-letter after this many failed attempts (0: one per schedule entry)")
-	maxBody := f.Int64("max-body-bytes", 0, "largest body taken (0: the provider's default)")
-	disabled := f.Bool("disabled", false, "create or keep the source disabled")
-	allowed := f.String("allowed-ips", "", "comma-separated CIDRs, IPs and IP set names webhooks may come from (default: any address)")
-	var options listFlag
-	f.Var(&options, "option", "a provider option KEY=VALUE (repeatable)")
+	f := newFlags(e, "sources put HOST_ID SOURCE "+sourcePutFlags)
+	sf := addSourceFlags(f)
 	pos, err := f.parse(args, 2, 2)
 	if err != nil {
 		return err
 	}
-	body := map[string]any{"enabled": !*disabled, "max_attempts": *maxAttempts, "max_body_bytes": *maxBody}
-	if *provider != "" {
-		body["provider"] = *provider
+	body, err := sf.body(e)
+	if err != nil {
+		return err
 	}
-	if *evs != "" {
-		body["events"] = strings.Split(*evs, ",")
+	return e.putSource(ctx, auth, sourcePath(pos[0], pos[1]), body)
+}
+
+// sourceFlags are the flags that set a whole source (sources put, groups
+// source-set).
+type sourceFlags struct {
+	provider, evs, secretsFile, schedule, allowed *string
+	maxAttempts                                   *int
+	maxBody                                       *int64
+	disabled                                      *bool
+	options                                       listFlag
+}
+
+func addSourceFlags(f *flags) *sourceFlags {
+	sf := &sourceFlags{
+		provider:    f.String("provider", "", "the provider (default: the source's name)"),
+		evs:         f.String("events", "", "comma-separated events to take (default: every event)"),
+		secretsFile: f.String("secrets-file", "", `a file of secrets, one a line ("-": standard input); never a flag's value`),
+		schedule:    f.String("retry-schedule", "", "comma-separated seconds before each attempt, the first 0 (default: the cloud's)"),
+		maxAttempts: f.Int("max-attempts", 0, "dead-letter after this many failed attempts (0: one per schedule entry)"),
+		maxBody:     f.Int64("max-body-bytes", 0, "largest body taken (0: the provider's default)"),
+		disabled:    f.Bool("disabled", false, "create or keep the source disabled"),
+		allowed:     f.String("allowed-ips", "", "comma-separated CIDRs, IPs and IP set names webhooks may come from (default: any address)"),
 	}
-	if *allowed != "" {
-		body["allowed_ips"] = strings.Split(*allowed, ",")
+	f.Var(&sf.options, "option", "a provider option KEY=VALUE (repeatable)")
+	return sf
+}
+
+// body is the source the flags set, as PUT takes it.
+func (sf *sourceFlags) body(e *env) (map[string]any, error) {
+	body := map[string]any{"enabled": !*sf.disabled, "max_attempts": *sf.maxAttempts, "max_body_bytes": *sf.maxBody}
+	if *sf.provider != "" {
+		body["provider"] = *sf.provider
 	}
-	if *schedule != "" {
+	if *sf.evs != "" {
+		body["events"] = strings.Split(*sf.evs, ",")
+	}
+	if *sf.allowed != "" {
+		body["allowed_ips"] = strings.Split(*sf.allowed, ",")
+	}
+	if *sf.schedule != "" {
 		var sched []float64
-		for _, v := range strings.Split(*schedule, ",") {
+		for _, v := range strings.Split(*sf.schedule, ",") {
 			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
-				return usagef("--retry-schedule: %q is not a number of seconds", v)
+				return nil, usagef("--retry-schedule: %q is not a number of seconds", v)
 			}
 			sched = append(sched, n)
 		}
 		body["retry_schedule_s"] = sched
 	}
-	if len(options) > 0 {
+	if len(sf.options) > 0 {
 		opts := map[string]string{}
-		for _, o := range options {
+		for _, o := range sf.options {
 			k, v, ok := strings.Cut(o, "=")
 			if !ok || k == "" {
-				return usagef("--option %q: want KEY=VALUE", o)
+				return nil, usagef("--option %q: want KEY=VALUE", o)
 			}
 			opts[k] = v
 		}
 		body["options"] = opts
 	}
-	if *secretsFile != "" {
-		secrets, err := readSecrets(e.stdin, *secretsFile)
+	if *sf.secretsFile != "" {
+		secrets, err := readSecrets(e.stdin, *sf.secretsFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body["secrets"] = secrets
 	}
+	return body, nil
+}
+
+// putSource sends a whole source to path and prints what the cloud
+// stored.
+func (e *env) putSource(ctx context.Context, auth func() error, path string, body map[string]any) error {
 	if err := auth(); err != nil {
 		return err
 	}
 	var s shared.Source
-	if err := e.client.do(ctx, "PUT", sourcePath(pos[0], pos[1]), nil, body, &s); err != nil {
+	if err := e.client.do(ctx, "PUT", path, nil, body, &s); err != nil {
 		return err
 	}
 	return e.printSource(s)

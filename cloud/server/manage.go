@@ -17,12 +17,31 @@ import (
 // maxRateLimit bounds a host's own intake rate limit and burst.
 const maxRateLimit = 1_000_000
 
-// hostPatchFields are the fields PATCH /api/hosts/:id accepts.
-var hostPatchFields = []string{"name", "rate_limit_per_min", "rate_limit_burst"}
+// patchFields are the fields PATCH /api/hosts/:id and PATCH
+// /api/groups/:id accept.
+var patchFields = []string{"name", "rate_limit_per_min", "rate_limit_burst"}
 
-// parseHostPatch reads a PATCH body: a JSON object with at least one of
-// hostPatchFields and nothing else. Absent fields are left as they are.
+// limitsPatch is what a PATCH of a host or a group changes: nil fields
+// stay as they are.
+type limitsPatch struct {
+	Name            *string
+	RateLimitPerMin *int
+	RateLimitBurst  *int
+}
+
+// parseHostPatch reads PATCH /api/hosts/:id's body (parseLimitsPatch).
 func parseHostPatch(c *gin.Context) (*store.HostUpdateParams, error) {
+	lp, err := parseLimitsPatch(c, "a host's")
+	if err != nil {
+		return nil, err
+	}
+	return &store.HostUpdateParams{Name: lp.Name, RateLimitPerMin: lp.RateLimitPerMin, RateLimitBurst: lp.RateLimitBurst}, nil
+}
+
+// parseLimitsPatch reads a PATCH body of whose ("a host's"): a JSON object
+// with at least one of patchFields and nothing else. Absent fields are
+// left as they are.
+func parseLimitsPatch(c *gin.Context, whose string) (*limitsPatch, error) {
 	var raw map[string]json.RawMessage
 	if err := decodeJSON(c, 64<<10, &raw); err != nil {
 		return nil, err
@@ -31,22 +50,22 @@ func parseHostPatch(c *gin.Context) (*store.HostUpdateParams, error) {
 		return nil, shared.Invalid("request body must be a JSON object")
 	}
 	for k := range raw {
-		if !slices.Contains(hostPatchFields, k) {
-			return nil, shared.Invalid(fmt.Sprintf("unknown field %q; a host's patch may set %s", k, strings.Join(hostPatchFields, ", ")))
+		if !slices.Contains(patchFields, k) {
+			return nil, shared.Invalid(fmt.Sprintf("unknown field %q; %s patch may set %s", k, whose, strings.Join(patchFields, ", ")))
 		}
 	}
 	if len(raw) == 0 {
-		return nil, shared.Invalid("nothing to change: set one of " + strings.Join(hostPatchFields, ", "))
+		return nil, shared.Invalid("nothing to change: set one of " + strings.Join(patchFields, ", "))
 	}
-	p := &store.HostUpdateParams{}
+	p := &limitsPatch{}
 	if v, ok := raw["name"]; ok {
 		var name string
 		if string(v) == "null" || json.Unmarshal(v, &name) != nil {
 			return nil, shared.Invalid("name must be a string")
 		}
-		name = strings.TrimSpace(name)
-		if name == "" || utf8.RuneCountInString(name) > 200 {
-			return nil, shared.Invalid("name must be 1 to 200 characters")
+		name, err := checkName(name)
+		if err != nil {
+			return nil, err
 		}
 		p.Name = &name
 	}
@@ -62,6 +81,15 @@ func parseHostPatch(c *gin.Context) (*store.HostUpdateParams, error) {
 		*dst = &n
 	}
 	return p, nil
+}
+
+// checkName trims a host's or a group's name and checks its length.
+func checkName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || utf8.RuneCountInString(name) > 200 {
+		return "", shared.Invalid("name must be 1 to 200 characters")
+	}
+	return name, nil
 }
 
 // updateHost is PATCH /api/hosts/:id: a partial update of the host's name
@@ -86,9 +114,9 @@ func (s *Server) updateHost(c *gin.Context) {
 // Describe).
 func (s *Server) UpdateHost(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
 	if p.Name != nil {
-		name := strings.TrimSpace(*p.Name)
-		if name == "" || utf8.RuneCountInString(name) > 200 {
-			return nil, shared.Invalid("name must be 1 to 200 characters")
+		name, err := checkName(*p.Name)
+		if err != nil {
+			return nil, err
 		}
 		p.Name = &name
 	}

@@ -342,6 +342,19 @@ func (s *Server) Handler() http.Handler {
 	admin.DELETE("/:id/webhooks/dlq", s.purgeDLQ)
 	admin.PUT("/:id/alert-rules/:rule", s.putAlertRule)
 	admin.DELETE("/:id/alert-rules/:rule", s.deleteAlertRule)
+
+	groups := r.Group("/api/groups", s.requireAdmin, s.checkGroupID)
+	groups.POST("", s.createGroup)
+	groups.GET("", s.listGroups)
+	groups.GET("/:id", s.getGroup)
+	groups.PATCH("/:id", s.updateGroup)
+	groups.POST("/:id/deactivate", s.deactivateGroup)
+	groups.PUT("/:id/members/:hostId", s.putMember)
+	groups.DELETE("/:id/members/:hostId", s.deleteMember)
+	groups.GET("/:id/sources", s.listGroupSources)
+	groups.GET("/:id/sources/:source", s.getGroupSource)
+	groups.PUT("/:id/sources/:source", s.putGroupSource)
+	groups.PATCH("/:id/sources/:source", s.patchGroupSource)
 	for _, m := range s.mounts {
 		m.routes(r)
 	}

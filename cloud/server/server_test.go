@@ -71,7 +71,12 @@ func testServer(tb testing.TB, st store.Store, clock clockwork.Clock, log *slog.
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	st := sqlitetest.Open(t)
+	return setupOn(t, sqlitetest.Open(t))
+}
+
+// setupOn is setup on the store st.
+func setupOn(t *testing.T, st store.Store) *bundle {
+	t.Helper()
 	clock := newClock()
 	s := testServer(t, st, clock, nil, Config{AdminToken: testAdmin, LeaseFor: time.Minute})
 	h := s.Handler()

@@ -11,28 +11,50 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-// sourcePatch is PATCH /api/hosts/:id/sources/:source: the fields given
-// change, the rest (secrets, options, limits, retry schedule) stay as stored.
+// sourcePatch is PATCH /api/hosts/:id/sources/:source and PATCH
+// /api/groups/:id/sources/:source: the fields given change, the rest
+// (secrets, options, limits, retry schedule) stay as stored. Mode is a
+// group's source's only.
 type sourcePatch struct {
 	Enabled    *bool     `json:"enabled"`
 	Events     *[]string `json:"events"`
 	AllowedIPs *[]string `json:"allowed_ips"`
+	Mode       *string   `json:"mode"`
 }
 
-// patchSource turns a source on or off, or changes the events it takes,
-// without restating (and so pinning) its other settings.
-func (s *Server) patchSource(c *gin.Context) {
+func (s *Server) patchSource(c *gin.Context)      { s.patchSourceOf(c, hostOwner(c.Param("id"))) }
+func (s *Server) patchGroupSource(c *gin.Context) { s.patchSourceOf(c, groupOwner(c.Param("id"))) }
+
+// patchSourceOf turns a source on or off, or changes the events it takes
+// (or a group's source's mode), without restating (and so pinning) its
+// other settings.
+func (s *Server) patchSourceOf(c *gin.Context, o sourceOwner) {
 	var req sourcePatch
 	if err := decodeJSON(c, 64<<10, &req); err != nil {
 		s.writeError(c, err)
 		return
 	}
-	if req.Enabled == nil && req.Events == nil && req.AllowedIPs == nil {
-		s.writeError(c, shared.Invalid("give enabled, events, allowed_ips or several"))
+	ch := &SourceChange{Enabled: req.Enabled, Events: req.Events, AllowedIPs: req.AllowedIPs}
+	if req.Mode != nil {
+		m, err := o.mode(*req.Mode)
+		if err == nil && !o.group {
+			err = errHostMode // even "": a host's source has no mode to give
+		}
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		ch.Mode = m
+	}
+	if req.Enabled == nil && req.Events == nil && req.AllowedIPs == nil && req.Mode == nil {
+		what := "give enabled, events, allowed_ips or several"
+		if o.group {
+			what = "give enabled, events, allowed_ips, mode or several"
+		}
+		s.writeError(c, shared.Invalid(what))
 		return
 	}
-	src, err := s.ChangeSource(c.Request.Context(), c.Param("id"), c.Param("source"),
-		&SourceChange{Enabled: req.Enabled, Events: req.Events, AllowedIPs: req.AllowedIPs})
+	src, err := s.changeSource(c.Request.Context(), o, c.Param("source"), ch)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -52,19 +74,35 @@ type SourceChange struct {
 	// at most maxSecrets in all).
 	NewSecret   string
 	KeepSecrets bool
+	// Mode, when not "", is a group's source's new mode.
+	Mode store.GroupMode
 }
 
 // ChangeSource applies a change to a source without restating its other
 // settings. Errors are the API's (see Describe).
 func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *SourceChange) (*store.Source, error) {
-	src, err := s.store.SourceGet(ctx, hostID, name)
+	return s.changeSource(ctx, hostOwner(hostID), name, ch)
+}
+
+// changeSource applies a change to a source of o's.
+func (s *Server) changeSource(ctx context.Context, o sourceOwner, name string, ch *SourceChange) (*store.Source, error) {
+	if ch.Mode != "" && !o.group {
+		return nil, errHostMode
+	}
+	src, err := s.store.SourceGet(ctx, o.id, name)
+	if err == nil && !o.owns(src) {
+		err = store.ErrNotFound
+	}
 	if err != nil {
 		return nil, notFoundAs(err, "no such source")
 	}
 	p := &store.SourceUpsertParams{
-		HostID: hostID, Name: name, Provider: src.Provider, Enabled: src.Enabled, Events: src.Events,
+		HostID: o.id, Name: name, Provider: src.Provider, Enabled: src.Enabled, Events: src.Events,
 		Secrets: src.Secrets, Options: src.Options, MaxBodyBytes: src.MaxBodyBytes, AllowedIPs: src.AllowedIPs,
-		RetryDelays: src.RetryDelays, MaxAttempts: src.MaxAttempts, Now: s.now(),
+		RetryDelays: src.RetryDelays, MaxAttempts: src.MaxAttempts, Mode: src.Mode, Now: s.now(),
+	}
+	if ch.Mode != "" {
+		p.Mode = ch.Mode
 	}
 	if ch.Enabled != nil {
 		p.Enabled = *ch.Enabled
@@ -87,7 +125,7 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 		if !ok {
 			return nil, shared.Invalid("the source's provider is no longer known: replace the source")
 		}
-		sealed, err := s.sealSecrets(prov, hostID, name, []string{ch.NewSecret})
+		sealed, err := s.sealSecrets(prov, o.id, name, []string{ch.NewSecret})
 		if err != nil {
 			return nil, err
 		}
@@ -100,9 +138,9 @@ func (s *Server) ChangeSource(ctx context.Context, hostID, name string, ch *Sour
 		p.Secrets = slices.Clip(sealed)
 	}
 	src, err = s.store.SourceUpsert(ctx, p)
-	s.intake.Forget(hostID)
+	s.intake.Forget(o.id)
 	if err != nil {
-		return nil, hostErr(err)
+		return nil, o.notFound(err)
 	}
 	return src, nil
 }

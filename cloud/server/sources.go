@@ -22,8 +22,9 @@ var (
 	eventNameRE = regexp.MustCompile(`^[A-Za-z0-9_.:*-]{1,128}$`)
 )
 
-// SourceRequest is PUT /api/hosts/:id/sources/:source. Secrets are
-// write-only: omitted keeps the stored ones, a list replaces them.
+// SourceRequest is PUT /api/hosts/:id/sources/:source and PUT
+// /api/groups/:id/sources/:source. Secrets are write-only: omitted keeps
+// the stored ones, a list replaces them.
 type SourceRequest struct {
 	Provider     string            `json:"provider"`
 	Enabled      *bool             `json:"enabled"`
@@ -40,6 +41,61 @@ type SourceRequest struct {
 	// AllowedIPs: CIDRs, single IPs and names of IP sets the source takes
 	// webhooks from; absent or empty: any address.
 	AllowedIPs []string `json:"allowed_ips"`
+	// Mode is a group's source's, and required there: fanout or any. A
+	// host's source has none.
+	Mode string `json:"mode"`
+}
+
+// sourceOwner is whose sources a request reaches: a host's, or a group's
+// (whose sources have a mode). One code serves both.
+type sourceOwner struct {
+	id    string
+	group bool
+}
+
+func hostOwner(id string) sourceOwner  { return sourceOwner{id: id} }
+func groupOwner(id string) sourceOwner { return sourceOwner{id: id, group: true} }
+
+// notFound is err, or, when the store found nothing, the owner's "no such
+// host" or "no such group".
+func (o sourceOwner) notFound(err error) error {
+	if o.group {
+		return groupErr(err)
+	}
+	return hostErr(err)
+}
+
+// owns reports whether src is o's kind of source: a group's has a mode, a
+// host's none.
+func (o sourceOwner) owns(src *store.Source) bool { return (src.Mode != "") == o.group }
+
+// mode checks the mode a request gives a source of o's: a group's must be
+// fanout or any, a host's has none ("").
+func (o sourceOwner) mode(m string) (store.GroupMode, error) {
+	if !o.group {
+		if m != "" {
+			return "", errHostMode
+		}
+		return "", nil
+	}
+	if !store.GroupMode(m).Valid() {
+		return "", shared.Invalid(`mode must be "fanout" or "any"`)
+	}
+	return store.GroupMode(m), nil
+}
+
+var errHostMode = shared.Invalid("mode is a group's source's setting: a host's source has none")
+
+// checkOwner finds o in the store: a host's id is no group, a group's no
+// host.
+func (s *Server) checkOwner(ctx context.Context, o sourceOwner) error {
+	var err error
+	if o.group {
+		_, err = s.store.GroupGet(ctx, o.id)
+	} else {
+		_, err = s.store.HostGet(ctx, o.id)
+	}
+	return o.notFound(err)
 }
 
 // Bounds of a source's retry schedule.
@@ -108,6 +164,7 @@ func (s *Server) SourceView(c *gin.Context, src *store.Source) shared.Source {
 		RetrySchedule: scheduleSeconds(delivery.PolicyFor(src.RetryDelays, s.deliveries.Policy()).Delays),
 		MaxAttempts:   store.MaxAttemptsFor(src.MaxAttempts, src.RetryDelays),
 		AllowedIPs:    allowed,
+		Mode:          string(src.Mode),
 		WebhookURL:    s.publicURL(c) + "/api/webhooks/" + src.HostID + "/" + src.Name,
 		CreatedAt:     src.CreatedAt, UpdatedAt: src.UpdatedAt,
 	}
@@ -144,7 +201,10 @@ func (s *Server) shownFingerprint(src *store.Source, sec store.SealedSecret) str
 	return secrets.Fingerprint(s.fingerprintKey(), pt)
 }
 
-func (s *Server) putSource(c *gin.Context) {
+func (s *Server) putSource(c *gin.Context)      { s.putSourceOf(c, hostOwner(c.Param("id"))) }
+func (s *Server) putGroupSource(c *gin.Context) { s.putSourceOf(c, groupOwner(c.Param("id"))) }
+
+func (s *Server) putSourceOf(c *gin.Context, o sourceOwner) {
 	var req SourceRequest
 	if !intake.SourceNameRE.MatchString(c.Param("source")) {
 		s.writeError(c, errBadSourceName)
@@ -154,7 +214,7 @@ func (s *Server) putSource(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	src, created, err := s.PutSource(c.Request.Context(), c.Param("id"), c.Param("source"), &req)
+	src, created, err := s.upsertSource(c.Request.Context(), o, c.Param("source"), &req)
 	if err != nil {
 		s.writeError(c, err)
 		return
@@ -172,6 +232,12 @@ var errBadSourceName = shared.Invalid("source name must be 1 to 64 of a-z, 0-9, 
 // /api/hosts/:id/sources/:source does, and says whether it created it.
 // Errors are the API's (see Describe).
 func (s *Server) PutSource(ctx context.Context, hostID, name string, req *SourceRequest) (*store.Source, bool, error) {
+	return s.upsertSource(ctx, hostOwner(hostID), name, req)
+}
+
+// upsertSource creates or replaces a source of o's, and says whether it
+// created it.
+func (s *Server) upsertSource(ctx context.Context, o sourceOwner, name string, req *SourceRequest) (*store.Source, bool, error) {
 	if !intake.SourceNameRE.MatchString(name) {
 		return nil, false, errBadSourceName
 	}
@@ -197,12 +263,19 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 	if req.MaxBodyBytes < 0 || req.MaxBodyBytes > 100<<20 {
 		return nil, false, shared.Invalid("max_body_bytes must be between 0 (provider default) and 104857600")
 	}
+	mode, err := o.mode(req.Mode)
+	if err != nil {
+		return nil, false, err
+	}
 	allowed, err := s.checkAllowedIPs(ctx, req.AllowedIPs)
 	if err != nil {
 		return nil, false, err
 	}
 
-	existing, err := s.store.SourceGet(ctx, hostID, name)
+	if err := s.checkOwner(ctx, o); err != nil {
+		return nil, false, err
+	}
+	existing, err := s.store.SourceGet(ctx, o.id, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		existing = nil
@@ -212,7 +285,7 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 	var sealed []store.SealedSecret
 	switch {
 	case req.Secrets != nil:
-		if sealed, err = s.sealSecrets(p, hostID, name, req.Secrets); err != nil {
+		if sealed, err = s.sealSecrets(p, o.id, name, req.Secrets); err != nil {
 			return nil, false, err
 		}
 	case existing != nil:
@@ -226,13 +299,13 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 		enabled = *req.Enabled
 	}
 	src, err := s.store.SourceUpsert(ctx, &store.SourceUpsertParams{
-		HostID: hostID, Name: name, Provider: p.Name(), Enabled: enabled, Events: req.Events,
+		HostID: o.id, Name: name, Provider: p.Name(), Enabled: enabled, Events: req.Events,
 		Secrets: sealed, Options: req.Options, MaxBodyBytes: req.MaxBodyBytes, AllowedIPs: allowed,
-		RetryDelays: delays, MaxAttempts: maxAttempts, Now: s.now(),
+		RetryDelays: delays, MaxAttempts: maxAttempts, Mode: mode, Now: s.now(),
 	})
-	s.intake.Forget(hostID)
+	s.intake.Forget(o.id)
 	if err != nil {
-		return nil, false, hostErr(err)
+		return nil, false, o.notFound(err)
 	}
 	return src, existing == nil, nil
 }
@@ -241,8 +314,8 @@ func (s *Server) PutSource(ctx context.Context, hostID, name string, req *Source
 const maxSecrets = 10
 
 // sealSecrets checks a source's secrets against its provider and seals
-// them, bound to the host and source.
-func (s *Server) sealSecrets(p verify.Provider, hostID, name string, secs []string) ([]store.SealedSecret, error) {
+// them, bound to the source's owner (a host or a group) and name.
+func (s *Server) sealSecrets(p verify.Provider, ownerID, name string, secs []string) ([]store.SealedSecret, error) {
 	if len(secs) > maxSecrets {
 		return nil, shared.Invalid(fmt.Sprintf("at most %d secrets may be active at once", maxSecrets))
 	}
@@ -256,7 +329,7 @@ func (s *Server) sealSecrets(p verify.Provider, hostID, name string, secs []stri
 				return nil, shared.Invalid(fmt.Sprintf("secrets[%d]: %v", i, err))
 			}
 		}
-		ct, err := s.ring.Seal([]byte(sec), intake.SealContext(hostID, name))
+		ct, err := s.ring.Seal([]byte(sec), intake.SealContext(ownerID, name))
 		if err != nil {
 			return nil, err
 		}
@@ -275,8 +348,14 @@ func checkEvents(events []string) error {
 	return nil
 }
 
-func (s *Server) getSource(c *gin.Context) {
-	src, err := s.store.SourceGet(c.Request.Context(), c.Param("id"), c.Param("source"))
+func (s *Server) getSource(c *gin.Context)      { s.getSourceOf(c, hostOwner(c.Param("id"))) }
+func (s *Server) getGroupSource(c *gin.Context) { s.getSourceOf(c, groupOwner(c.Param("id"))) }
+
+func (s *Server) getSourceOf(c *gin.Context, o sourceOwner) {
+	src, err := s.store.SourceGet(c.Request.Context(), o.id, c.Param("source"))
+	if err == nil && !o.owns(src) {
+		err = store.ErrNotFound
+	}
 	if err != nil {
 		s.writeError(c, notFoundAs(err, "no such source"))
 		return
@@ -284,19 +363,27 @@ func (s *Server) getSource(c *gin.Context) {
 	c.JSON(200, s.SourceView(c, src))
 }
 
-func (s *Server) listSources(c *gin.Context) {
-	if _, err := s.store.HostGet(c.Request.Context(), c.Param("id")); err != nil {
-		s.writeError(c, hostErr(err))
+func (s *Server) listSources(c *gin.Context)      { s.listSourcesOf(c, hostOwner(c.Param("id"))) }
+func (s *Server) listGroupSources(c *gin.Context) { s.listSourcesOf(c, groupOwner(c.Param("id"))) }
+
+func (s *Server) listSourcesOf(c *gin.Context, o sourceOwner) {
+	if err := s.checkOwner(c.Request.Context(), o); err != nil {
+		s.writeError(c, err)
 		return
 	}
-	srcs, err := s.store.SourceList(c.Request.Context(), c.Param("id"))
+	srcs, err := s.store.SourceList(c.Request.Context(), o.id)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
+	c.JSON(200, gin.H{"sources": s.sourceViews(c, srcs)})
+}
+
+// sourceViews is each of srcs as SourceView shows it.
+func (s *Server) sourceViews(c *gin.Context, srcs []*store.Source) []shared.Source {
 	out := make([]shared.Source, 0, len(srcs))
 	for _, src := range srcs {
 		out = append(out, s.SourceView(c, src))
 	}
-	c.JSON(200, gin.H{"sources": out})
+	return out
 }

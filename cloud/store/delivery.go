@@ -254,8 +254,11 @@ type DeliveryListenParams struct {
 	// Changed, when set, is called with a host's id each time the host or
 	// one of its sources was created or changed (HostCreate, HostUpdate,
 	// HostDeactivate, HostHeartbeat with a subscription, SourceUpsert,
-	// SourceSetSecrets) in any process sharing the database: what caches of
-	// them must drop. Must not block.
+	// SourceSetSecrets), and with a group's id each time the group, its
+	// members or its sources were (GroupCreate, GroupUpdate,
+	// GroupDeactivate, GroupMemberAdd, GroupMemberRemove, SourceUpsert), in
+	// any process sharing the database: what caches of them must drop.
+	// Must not block.
 	Changed func(hostID string)
 	// Socket, when set, is called each time a host's socket opened
 	// (SocketOpen) or closed (SocketClose) in any process sharing the

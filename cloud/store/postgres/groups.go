@@ -24,35 +24,44 @@ func (s *Store) DeliveryMove(ctx context.Context, p *store.DeliveryMoveParams) (
 	return n, nil
 }
 
-// The changes of a group below tell every listener (Changed with the
-// group's id) once committed, as a host's changes do: intake's cached
-// targets of the group hold its members.
+// A group's changes — created, renamed, its limits, deactivated, a member
+// added or removed — are told to every listener once committed
+// (store.DeliveryListenParams.Changed, with the group's id), as a host's
+// are: what caches of the group must drop.
+
+func (s *Store) GroupCreate(ctx context.Context, p *store.GroupCreateParams) (*store.Group, error) {
+	g, err := s.Groups.GroupCreate(ctx, p)
+	return g, s.groupChanged(ctx, p.ID, err)
+}
 
 func (s *Store) GroupUpdate(ctx context.Context, p *store.GroupUpdateParams) (*store.Group, error) {
-	return changed(ctx, s, p.GroupID, func() (*store.Group, error) { return s.Groups.GroupUpdate(ctx, p) })
+	g, err := s.Groups.GroupUpdate(ctx, p)
+	return g, s.groupChanged(ctx, p.GroupID, err)
 }
 
 func (s *Store) GroupDeactivate(ctx context.Context, p *store.GroupDeactivateParams) (*store.Group, error) {
-	return changed(ctx, s, p.GroupID, func() (*store.Group, error) { return s.Groups.GroupDeactivate(ctx, p) })
+	g, err := s.Groups.GroupDeactivate(ctx, p)
+	return g, s.groupChanged(ctx, p.GroupID, err)
 }
 
 func (s *Store) GroupMemberAdd(ctx context.Context, p *store.GroupMemberParams) (*store.Group, error) {
-	return changed(ctx, s, p.GroupID, func() (*store.Group, error) { return s.Groups.GroupMemberAdd(ctx, p) })
+	g, err := s.Groups.GroupMemberAdd(ctx, p)
+	return g, s.groupChanged(ctx, p.GroupID, err)
 }
 
 func (s *Store) GroupMemberRemove(ctx context.Context, p *store.GroupMemberParams) (*store.GroupMemberRemoved, error) {
-	return changed(ctx, s, p.GroupID, func() (*store.GroupMemberRemoved, error) { return s.Groups.GroupMemberRemove(ctx, p) })
+	out, err := s.Groups.GroupMemberRemove(ctx, p)
+	return out, s.groupChanged(ctx, p.GroupID, err)
 }
 
-// changed runs change and, when it succeeded, tells every listener that
-// id changed.
-func changed[T any](ctx context.Context, s *Store, id string, change func() (T, error)) (T, error) {
-	out, err := change()
+// groupChanged tells listeners that group id changed, unless err says it
+// did not; it returns err, or the failure to tell.
+func (s *Store) groupChanged(ctx context.Context, id string, err error) error {
 	if err != nil {
-		return out, err
+		return err
 	}
 	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, changedChannel, id); err != nil {
-		return out, fmt.Errorf("group changed: %w", err)
+		return fmt.Errorf("group changed: %w", err)
 	}
-	return out, nil
+	return nil
 }

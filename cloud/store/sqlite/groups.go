@@ -18,37 +18,41 @@ func (s *Store) DeliveryMove(ctx context.Context, p *store.DeliveryMoveParams) (
 	return n, err
 }
 
-// The changes of a group below tell every listener (Changed with the
-// group's id), as a host's changes do: intake's cached targets of the
-// group hold its members.
+// A group's changes — created, renamed, its limits, deactivated, a member
+// added or removed — are told to listeners (store.DeliveryListenParams.
+// Changed, with the group's id), as a host's are: what caches of the
+// group must drop.
+
+func (s *Store) GroupCreate(ctx context.Context, p *store.GroupCreateParams) (*store.Group, error) {
+	g, err := s.Groups.GroupCreate(ctx, p)
+	return g, s.groupChanged(p.ID, err)
+}
 
 func (s *Store) GroupUpdate(ctx context.Context, p *store.GroupUpdateParams) (*store.Group, error) {
-	return changed(s, p.GroupID)(s.Groups.GroupUpdate(ctx, p))
+	g, err := s.Groups.GroupUpdate(ctx, p)
+	return g, s.groupChanged(p.GroupID, err)
 }
 
 func (s *Store) GroupDeactivate(ctx context.Context, p *store.GroupDeactivateParams) (*store.Group, error) {
-	return changed(s, p.GroupID)(s.Groups.GroupDeactivate(ctx, p))
+	g, err := s.Groups.GroupDeactivate(ctx, p)
+	return g, s.groupChanged(p.GroupID, err)
 }
 
 func (s *Store) GroupMemberAdd(ctx context.Context, p *store.GroupMemberParams) (*store.Group, error) {
-	return changed(s, p.GroupID)(s.Groups.GroupMemberAdd(ctx, p))
+	g, err := s.Groups.GroupMemberAdd(ctx, p)
+	return g, s.groupChanged(p.GroupID, err)
 }
 
 func (s *Store) GroupMemberRemove(ctx context.Context, p *store.GroupMemberParams) (*store.GroupMemberRemoved, error) {
-	return changedTo[*store.GroupMemberRemoved](s, p.GroupID)(s.Groups.GroupMemberRemove(ctx, p))
+	out, err := s.Groups.GroupMemberRemove(ctx, p)
+	return out, s.groupChanged(p.GroupID, err)
 }
 
-// changed tells every listener that group id changed, when the change it
-// is handed succeeded.
-func changed(s *Store, id string) func(*store.Group, error) (*store.Group, error) {
-	return changedTo[*store.Group](s, id)
-}
-
-func changedTo[T any](s *Store, id string) func(T, error) (T, error) {
-	return func(out T, err error) (T, error) {
-		if err == nil {
-			s.changed.notify(id)
-		}
-		return out, err
+// groupChanged tells listeners that group id changed, unless err says it
+// did not; it returns err.
+func (s *Store) groupChanged(id string, err error) error {
+	if err == nil {
+		s.changed.notify(id)
 	}
+	return err
 }

@@ -72,6 +72,7 @@ func Exercise(ctx context.Context, t *testing.T, newStore func(t *testing.T) sto
 	exerciseConsole(ctx, t, setup)
 	exerciseVolume(ctx, t, setup)
 	exerciseIPSets(ctx, t, setup)
+	exerciseGroups(ctx, t, setup)
 	exerciseGroupDeliveries(ctx, t, setup)
 }
 
