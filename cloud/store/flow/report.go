@@ -156,8 +156,8 @@ func ReleaseUnheld(ctx context.Context, tx ReportSteps, p *store.DeliveryRelease
 
 // ApplyFailures applies to each of the locked deliveries failing the
 // Failure fail decides: one update guarded on its transition's From, and
-// its audit event. A delivery due again at once wakes its holder (the
-// member it was handed to, if it was), once per host. It returns how many
+// its audit event. A delivery due again at once, or handed to another
+// member, wakes its holder, once per host. It returns how many
 // changed.
 func ApplyFailures(ctx context.Context, tx FailureSteps, failing []store.Failing, fail store.FailFunc, now time.Time) (int, error) {
 	now = now.Truncate(time.Millisecond).UTC() // the precision both engines keep
@@ -185,7 +185,7 @@ func ApplyFailures(ctx context.Context, tx FailureSteps, failing []store.Failing
 		if fl.MoveTo != "" {
 			holder = fl.MoveTo
 		}
-		if dueNow(fl, now) && !woken[holder] {
+		if wakes(fl) && !woken[holder] {
 			woken[holder] = true
 			if err := tx.Wake(ctx, holder); err != nil {
 				return 0, err
@@ -196,11 +196,9 @@ func ApplyFailures(ctx context.Context, tx FailureSteps, failing []store.Failing
 	return n, nil
 }
 
-// dueNow reports whether a failure leaves its delivery due at once: an
-// AtOnce transition's, or one handed to another member with no wait.
-func dueNow(fl store.Failure, now time.Time) bool {
-	if fl.Transition.AtOnce {
-		return true
-	}
-	return fl.MoveTo != "" && fl.To == store.StatusRetrying && fl.NextRetryAt != nil && !fl.NextRetryAt.After(now)
+// wakes reports whether a failure wakes its delivery's holder: due again
+// at once (an AtOnce transition), or handed to another member, whose
+// connections learn of it (and of when it comes due) only so.
+func wakes(fl store.Failure) bool {
+	return fl.Transition.AtOnce || (fl.MoveTo != "" && fl.To == store.StatusRetrying)
 }
