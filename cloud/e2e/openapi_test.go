@@ -494,6 +494,34 @@ func openAPIResponses(t *testing.T, dbURL string) {
 	require.Equal(t, 200, st)
 	require.JSONEq(t, `{"ended":0}`, string(b))
 
+	// A group: created, renamed, a member and a source, then its intake,
+	// the member removed and the group deactivated.
+	var grp shared.Group
+	st, b = a.call("POST", "/api/groups", adminToken, map[string]any{"name": "openapi"})
+	require.Equal(t, 201, st)
+	decode(t, b, &grp)
+	g := "/api/groups/" + grp.ID
+	for _, c := range []struct {
+		m, p string
+		in   any
+		want int
+	}{
+		{"GET", "/api/groups", nil, 200}, {"GET", g, nil, 200}, {"PATCH", g, map[string]any{"name": "renamed"}, 200},
+		{"PUT", g + "/members/" + hostID, nil, 200},
+		{"PUT", g + "/sources/github", map[string]any{"mode": "any", "secrets": []string{secret}, "options": guardOff}, 201},
+		{"GET", g + "/sources", nil, 200}, {"GET", g + "/sources/github", nil, 200},
+		{"PATCH", g + "/sources/github", map[string]any{"mode": "fanout"}, 200},
+	} {
+		st, _ = a.call(c.m, c.p, adminToken, c.in)
+		require.Equal(t, c.want, st, c.m+" "+c.p)
+	}
+	st, _ = intake(signGitHub(secret, "push", "openapi-group", push.body), grp.ID)
+	require.Equal(t, 200, st)
+	for _, c := range []struct{ m, p string }{{"DELETE", g + "/members/" + hostID}, {"POST", g + "/deactivate"}} {
+		st, _ = a.call(c.m, c.p, adminToken, nil)
+		require.Equal(t, 200, st, c.m+" "+c.p)
+	}
+
 	st, _ = a.call("POST", "/api/hosts/"+hostID+"/claim-code", adminToken, nil)
 	require.Equal(t, 200, st)
 	st, _ = a.call("POST", "/api/hosts/"+hostID+"/deactivate", adminToken, nil)
