@@ -41,6 +41,8 @@ type Store interface {
 	AlertOutboxFailed(ctx context.Context, p *store.AlertOutboxFailedParams) error
 	Intake5xxAdd(ctx context.Context, p *store.Intake5xxAddParams) error
 	Intake5xxSum(ctx context.Context, p *store.Intake5xxSumParams) (int64, error)
+	GroupList(ctx context.Context) ([]*store.Group, error)
+	DeliveryGroupWaiting(ctx context.Context, groupID string, except []string, limit int) ([]store.Waiting, error)
 }
 
 // MaxHosts bounds what one evaluation reads of hosts: the presence changes
@@ -296,6 +298,11 @@ func (e *Evaluator) evaluate(ctx context.Context, now time.Time) error {
 	}
 	e.metrics.observeBacklog(now, backlog)
 
+	if err := e.groupsOffline(ctx, now, sets, offlineSince, add); err != nil {
+		return err
+	}
+	complete[RuleGroupOffline] = complete[RuleOffline]
+
 	rf := mustRule(RuleRepeatedFailures)
 	failing, err := e.store.FailingSources(ctx, &store.FailingSourcesParams{MinAttempts: int(sets.min(rf)), Limit: MaxHosts})
 	if err != nil {
@@ -492,3 +499,49 @@ func (e *Evaluator) payload(typ string, a *store.Alert, link string, now time.Ti
 		StartedAt: a.StartedAt, ResolvedAt: a.ResolvedAt, Link: link,
 	}})
 }
+
+// groupsOffline observes each active group's members up and any
+// deliveries waiting, and adds RuleGroupOffline's conditions: a group
+// whose members are all offline (offlineSince), the last of them for at
+// least the threshold, while deliveries of its any sources wait. (A
+// fanout's deliveries are each a member's own: the host rules see them.)
+func (e *Evaluator) groupsOffline(ctx context.Context, now time.Time, sets *settings, offlineSince map[string]time.Time,
+	add func(*condition)) error {
+	thr, on := sets.of(mustRule(RuleGroupOffline), "")
+	groups, err := e.store.GroupList(ctx)
+	if err != nil {
+		return err
+	}
+	var series []groupSeries
+	for _, g := range groups {
+		if g.Status != store.HostActive {
+			continue
+		}
+		var last time.Time
+		up := 0
+		for _, m := range g.Members {
+			since, ok := offlineSince[m.HostID]
+			if !ok {
+				up++
+			} else if since.After(last) {
+				last = since
+			}
+		}
+		waiting, err := e.store.DeliveryGroupWaiting(ctx, g.ID, nil, maxGroupWaiting)
+		if err != nil {
+			return err
+		}
+		series = append(series, groupSeries{id: g.ID, up: up, waiting: len(waiting)})
+		if on && up == 0 && len(g.Members) > 0 && len(waiting) > 0 && now.Sub(last) >= store.Millis(thr) {
+			add(&condition{rule: RuleGroupOffline, key: "group:" + g.ID,
+				what: fmt.Sprintf("group %s (%s): every member offline since %s (%s) with %s waiting", g.Name, g.ID,
+					last.Format(time.RFC3339), ago(now, last), count(len(waiting), "webhook")),
+				link: e.cfg.PublicURL + "/api/groups/" + g.ID})
+		}
+	}
+	e.metrics.observeGroups(series)
+	return nil
+}
+
+// maxGroupWaiting bounds the waiting deliveries counted per group.
+const maxGroupWaiting = 1000

@@ -24,6 +24,8 @@ type Metrics struct {
 	offline       *prometheus.GaugeVec
 	failing       *prometheus.GaugeVec
 	hosts         *prometheus.GaugeVec
+	groupMembers  *prometheus.GaugeVec
+	groupWaiting  *prometheus.GaugeVec
 }
 
 func newMetrics() *Metrics {
@@ -52,13 +54,17 @@ func newMetrics() *Metrics {
 			Help: "The most failed attempts in a row of a retrying delivery of a host's source, at most 1000 series."}, []string{"host", "source"}),
 		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_hosts",
 			Help: "Active, claimed hosts by recorded presence."}, []string{"presence"}),
+		groupMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_group_members_up",
+			Help: "Members of an active group that are not offline, by group."}, []string{"group"}),
+		groupWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_group_waiting_deliveries",
+			Help: "Deliveries of a group's any sources waiting for a member (at most 1000 counted), by group."}, []string{"group"}),
 	}
 }
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.evaluator, m.evalErrors, m.firing, m.notifications, m.sinkFailures, m.pending, m.oldest,
-		m.deadLetters, m.recentDLQ, m.offline, m.failing, m.hosts}
+		m.deadLetters, m.recentDLQ, m.offline, m.failing, m.hosts, m.groupMembers, m.groupWaiting}
 }
 
 func (m *Metrics) observeBacklog(now time.Time, backlog []*store.HostBacklog) {
@@ -73,6 +79,21 @@ func (m *Metrics) observeBacklog(now time.Time, backlog []*store.HostBacklog) {
 		if b.OldestPending != nil {
 			m.oldest.WithLabelValues(b.HostID).Set(now.Sub(*b.OldestPending).Seconds())
 		}
+	}
+}
+
+// groupSeries is one group's gauges.
+type groupSeries struct {
+	id          string
+	up, waiting int
+}
+
+func (m *Metrics) observeGroups(gs []groupSeries) {
+	m.groupMembers.Reset()
+	m.groupWaiting.Reset()
+	for _, g := range gs {
+		m.groupMembers.WithLabelValues(g.id).Set(float64(g.up))
+		m.groupWaiting.WithLabelValues(g.id).Set(float64(g.waiting))
 	}
 }
 

@@ -56,6 +56,7 @@ const (
 	RuleQuarantine       = "quarantine_not_empty"
 	RuleSecretKeys       = "secret_keys"
 	RuleIntake5xx        = "intake_5xx"
+	RuleGroupOffline     = "group_offline_with_work"
 )
 
 // Unit is what a rule's threshold counts.
@@ -86,6 +87,7 @@ var Rules = []Rule{
 	{RuleQuarantine, "intake requests wait in the quarantine for a key that opens their secret", UnitNone, 0, false},
 	{RuleSecretKeys, "no configured secret key opens the stored secrets' canary", UnitNone, 0, false},
 	{RuleIntake5xx, "intake answered at least the threshold of 5xx within the last minute (or interval, if longer), over every replica", UnitCount, 1, false},
+	{RuleGroupOffline, "every member of a group is offline for at least the threshold while its any sources' webhooks wait", UnitDuration, 0, false},
 }
 
 // RuleNamed returns the rule of that name.
