@@ -543,3 +543,37 @@ func gauge(t *testing.T, m *alert.Metrics, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// A group whose members are all offline while its any webhooks wait fires
+// group_offline_with_work (once, for the group) beside its holder's own
+// host rule; a member back resolves it.
+func TestGroupOfflineWithWork(t *testing.T) {
+	e := newEnv(t, openSQLite(t), alert.Config{})
+	ctx := context.Background()
+	for _, rule := range []string{alert.RuleOldestPending, alert.RuleOfflineWithWork, alert.RuleOffline} {
+		require.NoError(t, e.st.AlertRuleSet(ctx, &store.AlertRuleSetting{Rule: rule, Disabled: true}))
+	}
+	two := claimedHost(t, e.st, "h_two", "two")
+	_, err := e.st.GroupCreate(ctx, &store.GroupCreateParams{ID: "g_team", Name: "team", Now: base})
+	require.NoError(t, err)
+	for _, h := range []string{e.host.ID, two.ID} {
+		_, err = e.st.GroupMemberAdd(ctx, &store.GroupMemberParams{GroupID: "g_team", HostID: h, Now: base})
+		require.NoError(t, err)
+	}
+	e.beat(t, 0)
+	require.NoError(t, e.st.HostHeartbeat(ctx, &store.HostHeartbeatParams{HostID: two.ID, Now: base.Add(time.Minute)}))
+	e.at(time.Minute)
+	e.receive(t, "a", time.Minute, func(p *store.DeliveryInsertParams) { p.GroupID = "g_team" })
+	e.at(3*time.Minute + 10*time.Second)
+	require.Empty(t, e.sink.types(t), "one member still not offline")
+	e.at(4*time.Minute + 10*time.Second)
+	require.Equal(t, []string{"alert.firing group_offline_with_work"}, e.sink.types(t))
+	n := e.sink.notifications(t)[0]
+	require.Equal(t, "https://relay.example/api/groups/g_team", n.Data.Link)
+	require.Contains(t, n.Data.Summary, "group team (g_team): every member offline since")
+	require.Contains(t, n.Data.Summary, "with 1 webhook waiting")
+
+	require.NoError(t, e.st.HostHeartbeat(ctx, &store.HostHeartbeatParams{HostID: two.ID, Now: base.Add(5 * time.Minute)}))
+	e.at(5*time.Minute + 5*time.Second)
+	require.Equal(t, []string{"alert.firing group_offline_with_work", "alert.resolved group_offline_with_work"}, e.sink.types(t))
+}

@@ -238,6 +238,8 @@ func TestGroupAnyHandlerFailsOnOneMember(t *testing.T) {
 		require.Contains(t, good.rc.snapshot(), id, "the same delivery, the same idempotency key")
 		require.Positive(t, failing.Load(), "the first attempt was the failing member's")
 		eventually(t, 30*time.Second, "acked by the other member", func() bool { return c.delivery(good.id, id).Delivery.Status == "acked" })
-		require.Contains(t, c.delivery(good.id, id).reasons(), "handed to "+good.id)
+		trail := c.delivery(good.id, id).reasons()
+		require.Contains(t, trail, "received (held by "+badID+")")
+		require.Contains(t, trail, "handed to "+good.id)
 	})
 }

@@ -130,6 +130,9 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 				telemetry.End(span, ErrNoMembers)
 				return nil, ErrNoMembers
 			}
+			// Its trail names each holder: this one, then each it is
+			// handed to.
+			p.ReceiveNote = strings.TrimPrefix(p.ReceiveNote+"; held by "+p.HostID, "; ")
 		}
 		res, err = s.insert(sctx, p, len(req.Body))
 	}
