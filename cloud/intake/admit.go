@@ -76,8 +76,12 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 		sum := sha256.Sum256(req.Body)
 		digest = sum[:]
 		if from.Guard {
-			earlier, err := s.store.DeliveryByDigest(ctx, &store.DigestLookupParams{
-				HostID: host.ID, Source: src.Name, Digest: digest, Since: received.Add(-ReplayWindow), EventID: ev.ID})
+			lookup := &store.DigestLookupParams{HostID: host.ID, Source: src.Name, Digest: digest,
+				Since: received.Add(-ReplayWindow), EventID: ev.ID}
+			if t.Group != nil {
+				lookup.GroupID = t.Group.ID
+			}
+			earlier, err := s.store.DeliveryByDigest(ctx, lookup)
 			switch {
 			case err == nil && earlier.EventID != ev.ID:
 				return s.holdReplay(ctx, t, req, ev, id, earlier, received, from.ClientIP)

@@ -80,6 +80,7 @@ type BodyShare struct{ _ byte }
 // DigestLookupParams asks for a delivery by its body's digest.
 type DigestLookupParams struct {
 	HostID  string
+	GroupID string // set: a group's deliveries, whichever member holds them (HostID unused)
 	Source  string
 	Digest  []byte
 	Since   time.Time

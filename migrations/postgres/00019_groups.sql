@@ -54,6 +54,9 @@ CREATE INDEX deliveries_body_of_idx ON deliveries (body_of) WHERE body_of IS NOT
 -- A group's deliveries, newest first (the group's page, by member).
 CREATE INDEX deliveries_group_received_idx ON deliveries (group_id, received_at DESC, delivery_id DESC)
     WHERE group_id <> '';
+-- A group's deliveries by body, for its sources' replay guard.
+CREATE INDEX deliveries_group_digest_idx ON deliveries (group_id, source, body_sha256, received_at)
+    WHERE group_id <> '' AND body_sha256 IS NOT NULL;
 -- An any group's deliveries waiting, for failover.
 CREATE INDEX deliveries_group_waiting_idx ON deliveries (group_id, host_id, received_at)
     WHERE group_id <> '' AND lane = '' AND status IN ('queued', 'retrying');
@@ -83,6 +86,7 @@ END
 $$;
 -- +goose StatementEnd
 DROP INDEX deliveries_group_waiting_idx;
+DROP INDEX deliveries_group_digest_idx;
 DROP INDEX deliveries_group_received_idx;
 DROP INDEX deliveries_body_of_idx;
 DROP INDEX deliveries_group_event_idx;

@@ -72,11 +72,17 @@ func (d Deliveries) DeliveryNextRetryAt(ctx context.Context, hostID string) (*ti
 
 func (d Deliveries) DeliveryByDigest(ctx context.Context, p *store.DigestLookupParams) (*store.DigestMatch, error) {
 	var m store.DigestMatch
+	// A host's own deliveries, or a group's (any member's), each by its
+	// partial index.
+	owner, id := "host_id = $1 AND group_id = ''", p.HostID
+	if p.GroupID != "" {
+		owner, id = "group_id = $1 AND group_id <> ''", p.GroupID
+	}
 	err := d.DB.Read().QueryRow(ctx, `
 		SELECT delivery_id, event_id, received_at FROM deliveries
-		WHERE host_id = $1 AND source = $2 AND body_sha256 = $3 AND received_at >= $4
+		WHERE `+owner+` AND source = $2 AND body_sha256 = $3 AND received_at >= $4
 		ORDER BY event_id = $5 DESC, received_at DESC LIMIT 1`,
-		p.HostID, p.Source, p.Digest, d.DB.Time(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, d.DB.Times().Time(&m.ReceivedAt))
+		id, p.Source, p.Digest, d.DB.Time(p.Since), p.EventID).Scan(&m.DeliveryID, &m.EventID, d.DB.Times().Time(&m.ReceivedAt))
 	if err != nil {
 		return nil, fmt.Errorf("delivery by digest: %w", notFound(err))
 	}

@@ -66,6 +66,9 @@ func exerciseGroupDeliveries(ctx context.Context, t *testing.T, setup setupFunc)
 		gb := newGroupBed(ctx, t, s, b)
 		body := []byte("{\"fanned\": \"out\"}\n\x00\xff")
 		ps := gb.fanoutParams("evt-f", base, body)
+		for _, p := range ps {
+			p.BodyDigest = []byte("digest-of-the-body")
+		}
 		res, err := s.DeliveryInsertBatch(ctx, ps)
 		require.NoError(t, err)
 		for i, m := range gb.members {
@@ -82,6 +85,17 @@ func exerciseGroupDeliveries(ctx context.Context, t *testing.T, setup setupFunc)
 				}
 			}
 		}
+		// The replay guard looks a group's bodies up by the group, never
+		// by a member's own.
+		byDigest := &store.DigestLookupParams{GroupID: gb.group.ID, Source: "github", Digest: []byte("digest-of-the-body"),
+			Since: base.Add(-time.Hour), EventID: "evt-other"}
+		m, err := s.DeliveryByDigest(ctx, byDigest)
+		require.NoError(t, err)
+		require.Equal(t, "evt-f", m.EventID)
+		byDigest.GroupID, byDigest.HostID = "", gb.members[0]
+		_, err = s.DeliveryByDigest(ctx, byDigest)
+		require.ErrorIs(t, err, store.ErrNotFound, "a member's own source is not guarded by the group's bodies")
+
 		// The provider sends it again: a duplicate for every member.
 		again, err := s.DeliveryInsertBatch(ctx, gb.fanoutParams("evt-f", base.Add(time.Second), body))
 		require.NoError(t, err)
