@@ -101,24 +101,7 @@ func groupsRename(ctx context.Context, e *env, args []string, auth func() error)
 }
 
 func groupsLimits(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "groups limits GROUP_ID [--per-min N] [--burst N] [--json]  (0: the cloud's default)")
-	perMin := f.Int("per-min", -1, "webhooks a minute the group's intake takes (0: the cloud's default)")
-	burst := f.Int("burst", -1, "burst of the rate limit (0: the cloud's default)")
-	pos, err := f.parse(args, 1, 1)
-	if err != nil {
-		return err
-	}
-	patch := map[string]any{}
-	if *perMin >= 0 {
-		patch["rate_limit_per_min"] = *perMin
-	}
-	if *burst >= 0 {
-		patch["rate_limit_burst"] = *burst
-	}
-	if len(patch) == 0 {
-		return usagef("groups limits: give --per-min, --burst or both")
-	}
-	return e.patchGroup(ctx, auth, pos[0], patch)
+	return limits(ctx, e, args, auth, "group", e.patchGroup)
 }
 
 func (e *env) patchGroup(ctx context.Context, auth func() error, id string, patch map[string]any) error {

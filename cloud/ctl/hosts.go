@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/relaykit/relay/shared"
 )
@@ -128,24 +129,32 @@ func hostsRename(ctx context.Context, e *env, args []string, auth func() error) 
 }
 
 func hostsLimits(ctx context.Context, e *env, args []string, auth func() error) error {
-	f := newFlags(e, "hosts limits HOST_ID [--per-min N] [--burst N] [--json]  (0: the cloud's default)")
-	perMin := f.Int("per-min", -1, "webhooks a minute the host's intake takes (0: the cloud's default)")
+	return limits(ctx, e, args, auth, "host", e.patchHost)
+}
+
+// limits is `hosts limits` and `groups limits`: the intake rate limits of
+// a host or group (kind), changed with patch.
+func limits(ctx context.Context, e *env, args []string, auth func() error, kind string,
+	patch func(ctx context.Context, auth func() error, id string, patch map[string]any) error) error {
+	id := strings.ToUpper(kind) + "_ID"
+	f := newFlags(e, kind+"s limits "+id+" [--per-min N] [--burst N] [--json]  (0: the cloud's default)")
+	perMin := f.Int("per-min", -1, "webhooks a minute the "+kind+"'s intake takes (0: the cloud's default)")
 	burst := f.Int("burst", -1, "burst of the rate limit (0: the cloud's default)")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
-	patch := map[string]any{}
+	changes := map[string]any{}
 	if *perMin >= 0 {
-		patch["rate_limit_per_min"] = *perMin
+		changes["rate_limit_per_min"] = *perMin
 	}
 	if *burst >= 0 {
-		patch["rate_limit_burst"] = *burst
+		changes["rate_limit_burst"] = *burst
 	}
-	if len(patch) == 0 {
-		return usagef("hosts limits: give --per-min, --burst or both")
+	if len(changes) == 0 {
+		return usagef("%ss limits: give --per-min, --burst or both", kind)
 	}
-	return e.patchHost(ctx, auth, pos[0], patch)
+	return patch(ctx, auth, pos[0], changes)
 }
 
 func (e *env) patchHost(ctx context.Context, auth func() error, id string, patch map[string]any) error {

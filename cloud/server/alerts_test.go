@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relaykit/relay/cloud/alert"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -96,7 +98,7 @@ func TestAlertsAPI(t *testing.T) {
 	for _, r := range rules.Rules {
 		byName[r.Name] = r
 	}
-	require.Len(t, byName, 8)
+	require.Len(t, byName, len(alert.Rules), "every built-in rule")
 	require.Equal(t, int64(900), byName["oldest_pending"].DefaultThreshold)
 	require.Equal(t, "seconds", byName["oldest_pending"].Unit)
 	require.Equal(t, int64(600), *byName["oldest_pending"].Settings[0].Threshold)

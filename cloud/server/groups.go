@@ -177,17 +177,9 @@ func (s *Server) updateGroup(c *gin.Context) {
 // stay as they are), as PATCH /api/groups/:id does. Errors are the API's
 // (see Describe).
 func (s *Server) UpdateGroup(ctx context.Context, p *store.GroupUpdateParams) (*store.Group, error) {
-	if p.Name != nil {
-		name, err := checkName(*p.Name)
-		if err != nil {
-			return nil, err
-		}
-		p.Name = &name
-	}
-	for field, n := range map[string]*int{"rate_limit_per_min": p.RateLimitPerMin, "rate_limit_burst": p.RateLimitBurst} {
-		if n != nil && (*n < 0 || *n > maxRateLimit) {
-			return nil, errRateLimit(field)
-		}
+	var err error
+	if p.Name, err = checkUpdate(p.Name, p.RateLimitPerMin, p.RateLimitBurst); err != nil {
+		return nil, err
 	}
 	g, err := s.store.GroupUpdate(ctx, p)
 	s.intake.Forget(p.GroupID)

@@ -113,17 +113,9 @@ func (s *Server) updateHost(c *gin.Context) {
 // as they are), as PATCH /api/hosts/:id does. Errors are the API's (see
 // Describe).
 func (s *Server) UpdateHost(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {
-	if p.Name != nil {
-		name, err := checkName(*p.Name)
-		if err != nil {
-			return nil, err
-		}
-		p.Name = &name
-	}
-	for field, n := range map[string]*int{"rate_limit_per_min": p.RateLimitPerMin, "rate_limit_burst": p.RateLimitBurst} {
-		if n != nil && (*n < 0 || *n > maxRateLimit) {
-			return nil, errRateLimit(field)
-		}
+	var err error
+	if p.Name, err = checkUpdate(p.Name, p.RateLimitPerMin, p.RateLimitBurst); err != nil {
+		return nil, err
 	}
 	h, err := s.store.HostUpdate(ctx, p)
 	s.intake.Forget(p.HostID)
@@ -159,4 +151,22 @@ func (s *Server) purgeDLQ(c *gin.Context) {
 		return
 	}
 	c.JSON(200, gin.H{"purged": n})
+}
+
+// checkUpdate checks a change of a host's or group's name and intake rate
+// limits (nil: unchanged), and returns the name as it is stored.
+func checkUpdate(name *string, perMin, burst *int) (*string, error) {
+	if name != nil {
+		n, err := checkName(*name)
+		if err != nil {
+			return nil, err
+		}
+		name = &n
+	}
+	for field, n := range map[string]*int{"rate_limit_per_min": perMin, "rate_limit_burst": burst} {
+		if n != nil && (*n < 0 || *n > maxRateLimit) {
+			return nil, errRateLimit(field)
+		}
+	}
+	return name, nil
 }
