@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 	"github.com/relaykit/relay/shared"
 )
 
@@ -242,4 +244,61 @@ func TestGroupAnyHandlerFailsOnOneMember(t *testing.T) {
 		require.Contains(t, trail, "received (held by "+badID+")")
 		require.Contains(t, trail, "handed to "+good.id)
 	})
+}
+
+// An any group across two replicas on one Postgres: its three members hold
+// sockets on different replicas, webhooks arrive at both; each is run by
+// exactly one member (never leased to two at once), every member running
+// its share, whichever replica its socket is on.
+func TestGroupAnyAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	env := append([]string{
+		"RELAY_JWT_KEY=" + "replicas-share-this-jwt-key-of-32+-bytes",
+		"RELAY_SECRET_KEYS=" + base64.StdEncoding.EncodeToString([]byte("replicas share this 32-byte key!")),
+	}, groupsCloudEnv...)
+	a, b := startCloud(t, dbURL, env...), startCloud(t, dbURL, env...)
+	ms := make([]*member, 3)
+	for i, c := range []*cloud{a, b, a} {
+		id, code := a.newHost(fmt.Sprintf("replica member %d", i), secret)
+		rc := startReceiver(t)
+		ms[i] = &member{id: id, rc: rc, host: startHost(t, c.url, code, forwardTo(rc.url, nil))}
+	}
+	g := b.newGroup("across", "any", ms[0].id, ms[1].id, ms[2].id)
+
+	p := githubPayloads(t)[0]
+	var ids []string
+	for i := range 30 {
+		c := []*cloud{a, b}[i%2]
+		ids = append(ids, sendGitHub(t, c.url, g, p.event, fmt.Sprintf("across-%d", i), p.body))
+	}
+	eventually(t, 60*time.Second, "every webhook run", func() bool { return len(unionKeys(ms[0].rc, ms[1].rc, ms[2].rc)) == len(ids) })
+	runs := 0
+	for _, m := range ms {
+		require.Positive(t, m.rc.count(), "%s takes a share", m.id)
+		runs += m.rc.count()
+	}
+	require.Equal(t, len(ids), runs, "each run once, by one member")
+	for _, id := range ids {
+		eventually(t, 30*time.Second, id+" acked", func() bool {
+			for _, m := range ms {
+				var d cloudDelivery
+				if a.admin("GET", "/api/hosts/"+m.id+"/webhooks/"+id, nil, &d) == 200 {
+					return d.Delivery.Status == "acked"
+				}
+			}
+			return false
+		})
+	}
+}
+
+// unionKeys is the idempotency keys the receivers got.
+func unionKeys(rcs ...*receiver) map[string]bool {
+	out := map[string]bool{}
+	for _, rc := range rcs {
+		for k := range rc.snapshot() {
+			out[k] = true
+		}
+	}
+	return out
 }
