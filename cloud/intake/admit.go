@@ -128,7 +128,7 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 		if t.Group != nil {
 			// An any source: one delivery, held by the member the
 			// group router picks.
-			p.GroupID, p.HostID = t.Group.ID, s.cfg.Groups.Pick(t.Group.ID, t.Group.MemberIDs())
+			p.GroupID, p.HostID = t.Group.ID, s.cfg.Groups.Pick(t.Group.ID, t.Group.ActiveMemberIDs())
 			if p.HostID == "" {
 				telemetry.End(storeSpan, ErrNoMembers)
 				telemetry.End(span, ErrNoMembers)
@@ -188,14 +188,15 @@ func (s *Service) insert(ctx context.Context, p *store.DeliveryInsertParams, siz
 	return res, err
 }
 
-// insertFanout stores p as a delivery for every member of g (its members
-// as intake read them: a member added later gets only later webhooks),
+// insertFanout stores p as a delivery for every active member of g (its
+// members as intake read them: a member added later gets only later
+// webhooks; a deactivated host nothing),
 // each its own — lease, attempts, schedule, dead letter, audit trail —
 // with one copy of the body, all in one transaction. The answer is the
 // first member's; the webhook is a duplicate only when every member's
 // delivery was one.
 func (s *Service) insertFanout(ctx context.Context, g *store.Group, base *store.DeliveryInsertParams) (*store.DeliveryInsertResult, error) {
-	members := g.MemberIDs()
+	members := g.ActiveMemberIDs()
 	if len(members) == 0 {
 		return nil, ErrNoMembers
 	}

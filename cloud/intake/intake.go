@@ -116,10 +116,10 @@ var ErrSecretUnavailable = &shared.Error{Code: shared.CodeUnavailable, Message: 
 // for: 503, as for a quarantine that is full; holdReplay logs it, sampled.
 var ErrReplayNotHeld = &shared.Error{Code: shared.CodeUnavailable, Message: "storage unavailable, retry later", Quiet: true}
 
-// ErrNoMembers answers a webhook to a group with no members: nothing can
+// ErrNoMembers answers a webhook to a group with no active members: nothing can
 // hold it, so it is not stored and the provider is told to send it again
 // later (503), and the request is recorded among the rejections.
-var ErrNoMembers = &shared.Error{Code: shared.CodeUnavailable, Message: "the group has no members: add a host to it"}
+var ErrNoMembers = &shared.Error{Code: shared.CodeUnavailable, Message: "the group has no active members: add a host to it"}
 
 // Picker chooses the member of a group that holds a new delivery of its
 // any source (delivery.Groups).

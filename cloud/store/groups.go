@@ -49,9 +49,22 @@ func (g *Group) MemberIDs() []string {
 
 // GroupMember is one host of a group.
 type GroupMember struct {
-	HostID   string
-	Position int
-	AddedAt  time.Time
+	HostID     string
+	Position   int
+	AddedAt    time.Time
+	HostStatus HostStatus // the host's own: a deactivated host is handed nothing
+}
+
+// ActiveMemberIDs lists, in order, the members whose host is active: those
+// a webhook of the group can go to.
+func (g *Group) ActiveMemberIDs() []string {
+	ids := make([]string, 0, len(g.Members))
+	for _, m := range g.Members {
+		if m.HostStatus == HostActive {
+			ids = append(ids, m.HostID)
+		}
+	}
+	return ids
 }
 
 type GroupCreateParams struct {

@@ -34,14 +34,16 @@ type memberRow struct {
 func (g Groups) members(ctx context.Context, q Executor, id string) (map[string][]store.GroupMember, error) {
 	where, args := "", []any{}
 	if id != "" {
-		where, args = "WHERE group_id = $1", []any{id}
+		where, args = "WHERE m.group_id = $1", []any{id}
 	}
 	times := g.DB.Times()
 	rows, err := All(ctx, q, func(r Scanner) (memberRow, error) {
 		var x memberRow
-		err := r.Scan(&x.groupID, &x.m.HostID, &x.m.Position, times.Time(&x.m.AddedAt))
+		err := r.Scan(&x.groupID, &x.m.HostID, &x.m.Position, times.Time(&x.m.AddedAt), &x.m.HostStatus)
 		return x, err
-	}, `SELECT group_id, host_id, position, added_at FROM group_members `+where+` ORDER BY group_id, position, added_at, host_id`, args...)
+	}, `SELECT m.group_id, m.host_id, m.position, m.added_at, h.status
+		FROM group_members m JOIN hosts h ON h.id = m.host_id `+where+`
+		ORDER BY m.group_id, m.position, m.added_at, m.host_id`, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -155,6 +155,15 @@ func exerciseGroupDeliveries(ctx context.Context, t *testing.T, setup setupFunc)
 		require.Contains(t, evs[len(evs)-1].Reason, "left the group")
 		require.Empty(t, lease(ctx, t, s, gone, 10, 0, base.Add(time.Minute)), "never handed out")
 		require.Len(t, lease(ctx, t, s, gb.members[0], 10, 0, base.Add(time.Minute)), 1, "the others keep theirs")
+
+		// A deactivated host stays a member, and is handed nothing new.
+		_, err = s.HostDeactivate(ctx, &store.HostDeactivateParams{HostID: gb.members[2], Now: base.Add(time.Minute)})
+		require.NoError(t, err)
+		g, err := s.GroupGet(ctx, gb.group.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{gb.members[0], gb.members[2]}, g.MemberIDs())
+		require.Equal(t, []string{gb.members[0]}, g.ActiveMemberIDs())
+		require.Equal(t, store.HostDeactivated, g.Members[1].HostStatus)
 	})
 
 	t.Run("GroupAnyChangesHands", func(t *testing.T) {

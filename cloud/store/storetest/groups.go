@@ -78,7 +78,7 @@ func exerciseGroups(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Empty(t, groups[0].Members)
 		require.Empty(t, groups[1].Members)
 		require.Equal(t, []string{b.other.ID, b.host.ID}, groups[2].MemberIDs(), "members in order")
-		require.Equal(t, []store.GroupMember{{HostID: b.other.ID, Position: 1, AddedAt: base}, {HostID: b.host.ID, Position: 2, AddedAt: base}},
+		require.Equal(t, []store.GroupMember{{HostID: b.other.ID, Position: 1, AddedAt: base, HostStatus: store.HostActive}, {HostID: b.host.ID, Position: 2, AddedAt: base, HostStatus: store.HostActive}},
 			groups[2].Members)
 		one, err := s.GroupGet(ctx, "g_two")
 		require.NoError(t, err)
@@ -143,9 +143,9 @@ func exerciseGroups(ctx context.Context, t *testing.T, setup setupFunc) {
 		createGroup(ctx, t, s, "g_one", base)
 
 		g := addMember(ctx, t, s, "g_one", b.host.ID, 10, base)
-		require.Equal(t, []store.GroupMember{{HostID: b.host.ID, Position: 10, AddedAt: base}}, g.Members)
+		require.Equal(t, []store.GroupMember{{HostID: b.host.ID, Position: 10, AddedAt: base, HostStatus: store.HostActive}}, g.Members)
 		g = addMember(ctx, t, s, "g_one", b.other.ID, 0, base.Add(time.Second))
-		require.Equal(t, store.GroupMember{HostID: b.other.ID, Position: 11, AddedAt: base.Add(time.Second)}, g.Members[1], "after the last")
+		require.Equal(t, store.GroupMember{HostID: b.other.ID, Position: 11, AddedAt: base.Add(time.Second), HostStatus: store.HostActive}, g.Members[1], "after the last")
 		g = addMember(ctx, t, s, "g_one", third.ID, 5, base.Add(2*time.Second))
 		require.Equal(t, []string{third.ID, b.host.ID, b.other.ID}, g.MemberIDs(), "by position")
 
