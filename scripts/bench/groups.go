@@ -368,8 +368,21 @@ type groupFailoverRow struct {
 	p50, max          time.Duration // from the SIGKILL to another member's handler, of held
 	maxLeased         time.Duration // the same, of the leased ones
 	maxWaiting        time.Duration // the same, of the waiting ones
-	bound             string        // the settings that bound it
-	err               string
+	// The GitHub webhooks sent after the SIGKILL (some given to the killed
+	// member while the cloud still counted it online): how many, and the
+	// most one took from its POST to a handler.
+	after    int
+	afterMax time.Duration
+	bound    string // the settings that bound it
+	err      string
+}
+
+// secsOf is secs of the most of n durations, "–" when there were none.
+func secsOf(n int, d time.Duration) string {
+	if n == 0 {
+		return "–"
+	}
+	return secs(d)
 }
 
 // failoverSettings are the cloud's settings of a failover run (empty: the
@@ -441,7 +454,15 @@ func (b *bench) groupFailover(engine, transport string) groupFailoverRow {
 	ctx, cancel := context.WithCancel(b.ctx)
 	var traffic loadResult
 	var wg sync.WaitGroup
-	wg.Go(func() { traffic = s.openLoop(ctx, b.cfg.groupRate, b.cfg.groupFailoverDur, 64, nil, nil) })
+	var sentMu sync.Mutex
+	sentAt := map[string]time.Time{} // GitHub's event id → when it was sent
+	wg.Go(func() {
+		traffic = s.openLoop(ctx, b.cfg.groupRate, b.cfg.groupFailoverDur, 64, func(id string, _ int, at time.Time) {
+			sentMu.Lock()
+			sentAt[id] = at
+			sentMu.Unlock()
+		}, nil)
+	})
 	defer func() { cancel(); wg.Wait() }()
 
 	select {
@@ -530,11 +551,51 @@ func (b *bench) groupFailover(engine, transport string) groupFailoverRow {
 	row.handed = len(all)
 	p := newPercentiles(all)
 	row.p50, row.max = p.at(0.5), p.max()
-	cancel()
+	// The traffic runs its course; then every GitHub webhook sent after
+	// the kill reaches a member.
 	wg.Wait()
 	row.sent = traffic.OK - traffic.Dups
-	logf("group-failover %s %s: %d of %d held run by another member, p50 %s max %s (leased: max %s; waiting: max %s); bound by %s",
-		engine, transport, row.handed, row.held, secs(row.p50), secs(row.max), secs(row.maxLeased), secs(row.maxWaiting), row.bound)
+	arrived := func() map[string]time.Time {
+		out := map[string]time.Time{}
+		for _, m := range others {
+			for _, h := range m.recv.Snapshot() {
+				if at, ok := out[h.EventID]; h.EventID != "" && (!ok || h.First.Before(at)) {
+					out[h.EventID] = h.First
+				}
+			}
+		}
+		return out
+	}
+	sentMu.Lock()
+	var afterIDs []string
+	for id, at := range sentAt {
+		if at.After(killAt) {
+			afterIDs = append(afterIDs, id)
+		}
+	}
+	sentMu.Unlock()
+	afterErr := rig.WaitFor(b.ctx, lease+late+time.Minute, 50*time.Millisecond, "every webhook sent after the kill at a member", func() (bool, error) {
+		got := arrived()
+		for _, id := range afterIDs {
+			if _, ok := got[id]; !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	got := arrived()
+	for _, id := range afterIDs {
+		if at, ok := got[id]; ok {
+			row.after++
+			row.afterMax = max(row.afterMax, at.Sub(sentAt[id]))
+		}
+	}
+	logf("group-failover %s %s: %d of %d held run by another member, p50 %s max %s (leased: max %s; waiting: max %s); %d of %d GitHub webhooks sent after the kill run, the slowest in %s; bound by %s",
+		engine, transport, row.handed, row.held, secs(row.p50), secs(row.max), secsOf(row.leased, row.maxLeased), secsOf(row.waiting, row.maxWaiting),
+		row.after, len(afterIDs), secs(row.afterMax), row.bound)
+	if waitErr == nil && afterErr != nil {
+		waitErr = fmt.Errorf("%w (%d of %d)", afterErr, row.after, len(afterIDs))
+	}
 	switch {
 	case waitErr != nil:
 		row.err = r.fail(fmt.Errorf("%w (%d of %d)", waitErr, row.handed, row.held))

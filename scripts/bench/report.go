@@ -283,16 +283,19 @@ func (rep *report) groupsMarkdown(w *strings.Builder, b *bench) {
 		p("An `any` group of %d running hosts (a source's default: one webhook at a time, in order) takes %g webhooks/s\n", groupFailoverMembers, cfg.groupRate)
 		p("for %s. A third of the way in, the first member's app stops answering (a handler at work); once it holds\n", cfg.groupFailoverDur)
 		p("work the member is SIGKILLed. *held*: its deliveries not done as it died (*leased* to it, or *waiting* on\n")
-		p("it to take them); *handed over*: the time from the SIGKILL until another member's handler had each.\n\n")
-		p("| engine | transport | sent | held: leased + waiting | run by another member | handed over p50 | max | max of the leased | max of the waiting | bound by |\n")
-		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		p("it to take them); *handed over*: the time from the SIGKILL until another member's handler had each.\n")
+		p("*sent after*: the GitHub webhooks sent after the SIGKILL (the cloud hands new ones to the killed member\n")
+		p("until it no longer counts it online), and the most one took from its POST to a member's handler.\n\n")
+		p("| engine | transport | sent | held: leased + waiting | run by another member | handed over p50 | max | max of the leased | max of the waiting | sent after | its max | bound by |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, r := range rep.groupFailover {
 			if r.err != "" && r.handed == 0 {
-				p("| %s | %s | %d | failed: %s |||||||\n", r.engine, r.transport, r.sent, oneLine(r.err))
+				p("| %s | %s | %d | failed: %s |||||||||\n", r.engine, r.transport, r.sent, oneLine(r.err))
 				continue
 			}
-			p("| %s | %s | %d | %d + %d | %d | %s | %s | %s | %s | %s |\n", r.engine, r.transport, r.sent, r.leased, r.waiting, r.handed,
-				secs(r.p50), secs(r.max), secs(r.maxLeased), secs(r.maxWaiting), r.bound)
+			p("| %s | %s | %d | %d + %d | %d | %s | %s | %s | %s | %d | %s | %s |\n", r.engine, r.transport, r.sent, r.leased, r.waiting, r.handed,
+				secsOf(r.handed, r.p50), secsOf(r.handed, r.max), secsOf(r.leased, r.maxLeased), secsOf(r.waiting, r.maxWaiting),
+				r.after, secsOf(r.after, r.afterMax), r.bound)
 		}
 		p("\n")
 	}
