@@ -206,6 +206,7 @@ type groupDrainRow struct {
 	engine, transport string
 	members           int
 	queued            int
+	held              []int // by member, when queued (none running)
 	toForward, toAck  time.Duration
 	rate              float64
 	acked             []int // by member, as the cloud counts them
@@ -242,7 +243,8 @@ func (b *bench) groupDrain(engine, transport string) groupDrainRow {
 		row.err = r.fail(err)
 		return row
 	}
-	logf("group-drain %s: queued %d at %.0f/s (%d errors); held by the members: %v", engine, row.queued, res.Rate, res.BadStatus+res.Transport, statusOf(counts, "queued"))
+	row.held = statusOf(counts, "queued")
+	logf("group-drain %s: queued %d at %.0f/s (%d errors); held by the members: %v", engine, row.queued, res.Rate, res.BadStatus+res.Transport, row.held)
 	// Claim first, so the clock starts with the hosts' processes.
 	for i, m := range r.members {
 		if err := rig.ClaimHost(b.ctx, b.bins.Host, r.cloud.URL, m.code, filepath.Join(r.dir, fmt.Sprintf("member-%d", i))); err != nil {
@@ -368,7 +370,7 @@ type groupFailoverRow struct {
 	p50, max          time.Duration // from the SIGKILL to another member's handler, of held
 	maxLeased         time.Duration // the same, of the leased ones
 	maxWaiting        time.Duration // the same, of the waiting ones
-	// The GitHub webhooks sent after the SIGKILL (some given to the killed
+	// The webhooks sent after the SIGKILL (some given to the killed
 	// member while the cloud still counted it online): how many, and the
 	// most one took from its POST to a handler.
 	after    int
@@ -455,7 +457,7 @@ func (b *bench) groupFailover(engine, transport string) groupFailoverRow {
 	var traffic loadResult
 	var wg sync.WaitGroup
 	var sentMu sync.Mutex
-	sentAt := map[string]time.Time{} // GitHub's event id → when it was sent
+	sentAt := map[string]time.Time{} // event id → when it was sent
 	wg.Go(func() {
 		traffic = s.openLoop(ctx, b.cfg.groupRate, b.cfg.groupFailoverDur, 64, func(id string, _ int, at time.Time) {
 			sentMu.Lock()
@@ -551,16 +553,18 @@ func (b *bench) groupFailover(engine, transport string) groupFailoverRow {
 	row.handed = len(all)
 	p := newPercentiles(all)
 	row.p50, row.max = p.at(0.5), p.max()
-	// The traffic runs its course; then every GitHub webhook sent after
+	// The traffic runs its course; then every webhook sent after
 	// the kill reaches a member.
 	wg.Wait()
 	row.sent = traffic.OK - traffic.Dups
 	arrived := func() map[string]time.Time {
 		out := map[string]time.Time{}
 		for _, m := range others {
-			for _, h := range m.recv.Snapshot() {
-				if at, ok := out[h.EventID]; h.EventID != "" && (!ok || h.First.Before(at)) {
-					out[h.EventID] = h.First
+			for key, h := range m.recv.Snapshot() {
+				// An any group's delivery id is a host's: {source}:{event_id}:{ms}.
+				id := eventIDOf(key)
+				if at, ok := out[id]; !ok || h.First.Before(at) {
+					out[id] = h.First
 				}
 			}
 		}
@@ -590,7 +594,7 @@ func (b *bench) groupFailover(engine, transport string) groupFailoverRow {
 			row.afterMax = max(row.afterMax, at.Sub(sentAt[id]))
 		}
 	}
-	logf("group-failover %s %s: %d of %d held run by another member, p50 %s max %s (leased: max %s; waiting: max %s); %d of %d GitHub webhooks sent after the kill run, the slowest in %s; bound by %s",
+	logf("group-failover %s %s: %d of %d held run by another member, p50 %s max %s (leased: max %s; waiting: max %s); %d of %d webhooks sent after the kill run, the slowest in %s; bound by %s",
 		engine, transport, row.handed, row.held, secs(row.p50), secs(row.max), secsOf(row.leased, row.maxLeased), secsOf(row.waiting, row.maxWaiting),
 		row.after, len(afterIDs), secs(row.afterMax), row.bound)
 	if waitErr == nil && afterErr != nil {

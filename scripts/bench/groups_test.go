@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,32 @@ func TestShares(t *testing.T) {
 	require.Equal(t, 3, sum([]int{1, 2}))
 	require.Equal(t, 3, sumStatus([]map[string]int{{"queued": 1, "acked": 5}, {"queued": 2}}, "queued"))
 	require.Equal(t, []int{5, 0}, statusOf([]map[string]int{{"acked": 5}, {}}, "acked"))
+}
+
+// TestGroupsMarkdown: each group section sets its figures beside the
+// single host's of the same run, and a failed run says why.
+func TestGroupsMarkdown(t *testing.T) {
+	cfg, err := parseFlags([]string{"-quick"})
+	require.NoError(t, err)
+	b := &bench{cfg: cfg}
+	rep := &report{
+		intake: []intakeRow{{engine: "sqlite", conc: 16, cloudCPU: 0.8, res: loadResult{Rate: 1000}, dbGrowth: 4000, walPer: -1}},
+		groupIntake: []intakeRow{
+			{engine: "sqlite", conc: 16, members: 5, cloudCPU: 1.0, res: loadResult{Rate: 1000}, dbGrowth: 6000, walPer: -1},
+			{engine: "postgres", conc: 16, members: 5, err: "no webhook accepted"},
+		},
+		drain:      []drainRow{{engine: "sqlite", transport: "websocket", rate: 1661}},
+		groupDrain: []groupDrainRow{{engine: "sqlite", transport: "websocket", members: 3, queued: 5000, held: []int{5000, 0, 0}, acked: []int{5000, 0, 0}, rate: 1495}},
+		groupFailover: []groupFailoverRow{{engine: "sqlite", transport: "heartbeat", sent: 500, held: 18, leased: 18, handed: 18,
+			p50: 10 * time.Second, max: 10 * time.Second, maxLeased: 10 * time.Second, after: 40, afterMax: 5 * time.Second, bound: "RELAY_LEASE=10s"}},
+	}
+	var w strings.Builder
+	rep.groupsMarkdown(&w, b)
+	md := w.String()
+	require.Contains(t, md, "| sqlite | 5 | 16 | 1000 |")
+	require.Contains(t, md, "| 1000 | 1.25× | 6000 / – | 1.50× / – |", "CPU and bytes against one host")
+	require.Contains(t, md, "| postgres | 5 | 16 | failed: no webhook accepted |")
+	require.Contains(t, md, "| 5000 | 100 / 0 / 0 % | 0.0 s |", "where the backlog waited")
+	require.Contains(t, md, "| 1495 | 1661 | 100 / 0 / 0 % | 0 |", "the group's rate beside one host's")
+	require.Contains(t, md, "| 18 + 0 | 18 | 10.0 s | 10.0 s | 10.0 s | – | 40 | 5.0 s | RELAY_LEASE=10s |", "none waiting: –")
 }

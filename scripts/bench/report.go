@@ -260,20 +260,22 @@ func (rep *report) groupsMarkdown(w *strings.Builder, b *bench) {
 		p("The drain above, to an `any` group of %d hosts: the deliveries are queued while no member runs, then all\n", groupDrainMembers)
 		p("start at once (each as the drain's host: `parallel: true`, %d workers, a `forward` handler to a receiver of\n", cfg.drainWorkers)
 		p("its own). *deliveries/s* counts from their start to the cloud counting every delivery acked; *one host* is\n")
-		p("the drain's of the same engine and transport. *acked by* is each member's share of the deliveries (the\n")
-		p("member whose ack the cloud took); *duplicates* are runs of a delivery beyond its first, on any member.\n\n")
-		p("| engine | transport | members | queued | last forwarded | last acked | deliveries/s | one host deliveries/s | acked by member | duplicates |\n")
-		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("the drain's of the same engine and transport. *held when queued* is each member's share of the deliveries\n")
+		p("as they waited (with no member online the cloud gives each new one to a member all the same);\n")
+		p("*acked by* each member's share at the end (the member whose ack the cloud took); *duplicates* are runs of\n")
+		p("a delivery beyond its first, on any member.\n\n")
+		p("| engine | transport | members | queued | held when queued | last forwarded | last acked | deliveries/s | one host deliveries/s | acked by member | duplicates |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.groupDrain {
 			if r.err != "" {
-				p("| %s | %s | %d | %d | failed: %s ||||||\n", r.engine, r.transport, r.members, r.queued, oneLine(r.err))
+				p("| %s | %s | %d | %d | failed: %s |||||||\n", r.engine, r.transport, r.members, r.queued, oneLine(r.err))
 				continue
 			}
 			one := "–"
 			if d, ok := singleDrain(rep.drain, r.engine, r.transport); ok {
 				one = fmt.Sprintf("%.0f", d.rate)
 			}
-			p("| %s | %s | %d | %d | %s | %s | %.0f | %s | %s | %d |\n", r.engine, r.transport, r.members, r.queued,
+			p("| %s | %s | %d | %d | %s | %s | %s | %.0f | %s | %s | %d |\n", r.engine, r.transport, r.members, r.queued, sharesText(r.held),
 				secs(r.toForward), secs(r.toAck), r.rate, one, sharesText(r.acked), r.duplicates)
 		}
 		p("\n")
@@ -284,7 +286,7 @@ func (rep *report) groupsMarkdown(w *strings.Builder, b *bench) {
 		p("for %s. A third of the way in, the first member's app stops answering (a handler at work); once it holds\n", cfg.groupFailoverDur)
 		p("work the member is SIGKILLed. *held*: its deliveries not done as it died (*leased* to it, or *waiting* on\n")
 		p("it to take them); *handed over*: the time from the SIGKILL until another member's handler had each.\n")
-		p("*sent after*: the GitHub webhooks sent after the SIGKILL (the cloud hands new ones to the killed member\n")
+		p("*sent after*: the webhooks sent after the SIGKILL (the cloud hands new ones to the killed member\n")
 		p("until it no longer counts it online), and the most one took from its POST to a member's handler.\n\n")
 		p("| engine | transport | sent | held: leased + waiting | run by another member | handed over p50 | max | max of the leased | max of the waiting | sent after | its max | bound by |\n")
 		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
