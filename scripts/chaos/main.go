@@ -65,8 +65,8 @@
 //	go run ./scripts/chaos [-short] [-run REGEX] [-transports LIST] [-v] [-keep] [-seed N]
 //	    [-abuse-scale F] [-abuse-for D] [-abuse-kinds REGEX] [-abuse-rss-mib N] [-abuse-abort-mib N]
 //
-// -short runs scenarios 1, 3, 4 and 9 in short versions (about 3 minutes in
-// all per transport); with -run it shortens the scenarios picked (-run matches
+// -short runs scenarios 1, 3, 4 and 9 in short versions (about 150 s in all
+// per transport); with -run it shortens the scenarios picked (-run matches
 // the name with its transport: -run 'host-sigkill/websocket'). The last line is
 // "N passed, N failed"; the exit status is 1 when any failed.
 package main
