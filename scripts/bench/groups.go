@@ -379,10 +379,14 @@ type groupFailoverRow struct {
 	err      string
 }
 
-// secsOf is secs of the most of n durations, "–" when there were none.
+// secsOf is a hand-over time of n deliveries, "–" when there were none: in
+// ms below a second (a socket's), else in seconds.
 func secsOf(n int, d time.Duration) string {
-	if n == 0 {
+	switch {
+	case n == 0:
 		return "–"
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
 	return secs(d)
 }
@@ -595,8 +599,8 @@ func (b *bench) groupFailover(engine, transport string) groupFailoverRow {
 		}
 	}
 	logf("group-failover %s %s: %d of %d held run by another member, p50 %s max %s (leased: max %s; waiting: max %s); %d of %d webhooks sent after the kill run, the slowest in %s; bound by %s",
-		engine, transport, row.handed, row.held, secs(row.p50), secs(row.max), secsOf(row.leased, row.maxLeased), secsOf(row.waiting, row.maxWaiting),
-		row.after, len(afterIDs), secs(row.afterMax), row.bound)
+		engine, transport, row.handed, row.held, secsOf(row.handed, row.p50), secsOf(row.handed, row.max), secsOf(row.leased, row.maxLeased), secsOf(row.waiting, row.maxWaiting),
+		row.after, len(afterIDs), secsOf(row.after, row.afterMax), row.bound)
 	if waitErr == nil && afterErr != nil {
 		waitErr = fmt.Errorf("%w (%d of %d)", afterErr, row.after, len(afterIDs))
 	}

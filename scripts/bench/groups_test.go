@@ -132,10 +132,11 @@ func TestGroupsMarkdown(t *testing.T) {
 	var w strings.Builder
 	rep.groupsMarkdown(&w, b)
 	md := w.String()
-	require.Contains(t, md, "| sqlite | 5 | 16 | 1000 |")
+	require.Contains(t, md, "| sqlite | 5 | 16 | 1000 | 1000 |", "the rate beside one host's")
 	require.Contains(t, md, "| 1000 | 1.25× | 6000 / – | 1.50× / – |", "CPU and bytes against one host")
 	require.Contains(t, md, "| postgres | 5 | 16 | failed: no webhook accepted |")
 	require.Contains(t, md, "| 5000 | 100 / 0 / 0 % | 0.0 s |", "where the backlog waited")
 	require.Contains(t, md, "| 1495 | 1661 | 100 / 0 / 0 % | 0 |", "the group's rate beside one host's")
 	require.Contains(t, md, "| 18 + 0 | 18 | 10.0 s | 10.0 s | 10.0 s | – | 40 | 5.0 s | RELAY_LEASE=10s |", "none waiting: –")
+	require.Equal(t, "45 ms", secsOf(3, 45*time.Millisecond), "a socket's hand-over")
 }

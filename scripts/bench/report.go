@@ -233,23 +233,24 @@ func (rep *report) groupsMarkdown(w *strings.Builder, b *bench) {
 	if len(rep.groupIntake) > 0 {
 		p("## Groups: intake to a fanout group\n\n")
 		p("The intake run above, sent to a `fanout` group of %d hosts (not running, as the intake's host is not)\n", groupIntakeMembers)
-		p("instead of one host: each webhook is stored as a delivery for every member, its body once. *× one host*\n")
-		p("compares with the intake row of the same engine and concurrency: the cloud's CPU µs per webhook (the\n")
+		p("instead of one host: each webhook is stored as a delivery for every member, its body once. *one host* and\n")
+		p("*× one host* compare with the intake row of the same engine and concurrency: the cloud's CPU µs per webhook (the\n")
 		p("expectation: at most 1.5×) and the bytes per webhook, the database's growth and (Postgres) its WAL, as\n")
 		p("the intake table measures them.\n\n")
-		p("| engine | members | concurrency | accepted/s | p50 | p99 | errors | cloud CPU µs/webhook | × one host | bytes/webhook: database / WAL | × one host: database / WAL | cloud peak RSS |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| engine | members | concurrency | accepted/s | one host accepted/s | p50 | p99 | errors | cloud CPU µs/webhook | × one host | bytes/webhook: database / WAL | × one host: database / WAL | cloud peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.groupIntake {
 			if r.err != "" {
-				p("| %s | %d | %d | failed: %s |||||||||\n", r.engine, r.members, r.conc, oneLine(r.err))
+				p("| %s | %d | %d | failed: %s ||||||||||\n", r.engine, r.members, r.conc, oneLine(r.err))
 				continue
 			}
-			cpuRatio, dbRatio, walRatio := -1.0, -1.0, -1.0
+			oneRate, cpuRatio, dbRatio, walRatio := "–", -1.0, -1.0, -1.0
 			if one, ok := singleIntake(rep.intake, r.engine, r.conc); ok {
+				oneRate = fmt.Sprintf("%.0f", one.res.Rate)
 				cpuRatio = groupRatio(usPer(r.cloudCPU, r.res.Rate), usPer(one.cloudCPU, one.res.Rate))
 				dbRatio, walRatio = groupRatio(r.dbGrowth, one.dbGrowth), groupRatio(r.walPer, one.walPer)
 			}
-			p("| %s | %d | %d | %.0f | %s | %s | %d + %d | %s | %s | %s | %s / %s | %s |\n", r.engine, r.members, r.conc, r.res.Rate,
+			p("| %s | %d | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s / %s | %s |\n", r.engine, r.members, r.conc, r.res.Rate, oneRate,
 				ms(r.p50), ms(r.p99), r.res.BadStatus, r.res.Transport, cpuSplit(usPer(r.cloudCPU, r.res.Rate)), times(cpuRatio),
 				cpuSplit(r.dbGrowth, r.walPer), times(dbRatio), times(walRatio), mib(r.cloudPeak))
 		}
