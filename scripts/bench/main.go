@@ -2,7 +2,9 @@
 // and latency, latency under a steady open-loop load, how fast a host drains
 // a backlog (and, beside it, what forwarding alone costs on the machine),
 // end-to-end latency to the local app, the cost of idle hosts and
-// peak memory, each on Postgres (durable: fsync and synchronous_commit on)
+// peak memory, and the same for groups of hosts (a fanout group's intake, an
+// any group's drain, an any group's member killed while it holds work),
+// each on Postgres (durable: fsync and synchronous_commit on)
 // and on embedded SQLite. It prints a markdown report and writes it to
 // BENCHMARKS.md (see -out); a -quick run only prints it, unless -out says
 // where to write it.
@@ -10,6 +12,7 @@
 //	go run ./scripts/bench                         # everything (make bench)
 //	go run ./scripts/bench -quick                  # 2 s runs, a small drain: a smoke test (make bench BENCH_FLAGS=-quick)
 //	go run ./scripts/bench -engines sqlite -scenarios intake,e2e -out -
+//	go run ./scripts/bench -quick -engines sqlite -scenarios intake,group-intake,drain,group-drain,group-failover
 package main
 
 import (
@@ -58,9 +61,18 @@ type config struct {
 	idleInterval   time.Duration
 	idleWait       int
 	idleDuration   time.Duration
+
+	// The group scenarios (groups.go): group-intake at intakeConc,
+	// group-drain of drainN, group-failover under groupRate webhooks/s for
+	// groupFailoverDur on a cloud with groupLease and groupLateAfter (0:
+	// the cloud's defaults).
+	groupRate        float64
+	groupFailoverDur time.Duration
+	groupLease       time.Duration
+	groupLateAfter   time.Duration
 }
 
-var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle"}
+var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle", "group-intake", "group-drain", "group-failover"}
 
 func main() {
 	runAsClient(os.Args)
@@ -95,7 +107,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only (the default with -quick)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
-	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s (explicit flags still win)")
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
 	fs.StringVar(&c.bins, "bins", "", "directory holding prebuilt cloud and host binaries to measure instead of building the module's (to compare two builds with the same bench)")
@@ -106,11 +118,11 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&rates, "latency-rates", "1000,2000", "latency: open-loop rates (webhooks/s), one run each")
 	fs.DurationVar(&c.latencyDur, "latency-duration", 10*time.Second, "latency: length of each run")
 	fs.IntVar(&c.latencyMaxIn, "latency-max-inflight", 512, "latency: most requests outstanding at once (more shows as latency)")
-	fs.IntVar(&c.drainN, "drain", 100000, "drain: deliveries queued before the host starts")
+	fs.IntVar(&c.drainN, "drain", 100000, "drain and group-drain: deliveries queued before the host (the group's members) starts")
 	fs.IntVar(&c.drainConc, "drain-conc", 64, "drain: concurrent senders while queuing")
 	fs.IntVar(&c.drainWorkers, "drain-workers", 128, "drain: the host's workers (source parallel: true)")
 	fs.StringVar(&e2eRates, "e2e-rate", "100,1000", "end to end: webhooks/s, one run each")
-	fs.StringVar(&transports, "transports", "heartbeat,websocket", "drain, end to end and idle: the host transports, one run each: heartbeat (long poll), websocket")
+	fs.StringVar(&transports, "transports", "heartbeat,websocket", "drain, end to end, idle, group-drain and group-failover: the host transports, one run each: heartbeat (long poll), websocket")
 	fs.StringVar(&modes, "e2e-modes", "sequential,parallel", "end to end: how the host runs the source, one run each: sequential (the default, one at a time in order), parallel (parallel: true)")
 	fs.IntVar(&c.e2eWorkers, "e2e-workers", 16, "end to end: the host's workers in parallel mode")
 	fs.DurationVar(&c.e2eDuration, "e2e-duration", 20*time.Second, "end to end: length of the run")
@@ -118,6 +130,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.idleInterval, "idle-interval", 30*time.Second, "idle: each host's heartbeat interval")
 	fs.IntVar(&c.idleWait, "idle-wait", 25, "idle: wait_s of each heartbeat (a real idle host long-polls with 25); 0 for plain heartbeats")
 	fs.DurationVar(&c.idleDuration, "idle-duration", 60*time.Second, "idle: how long the cloud's CPU is measured")
+	fs.Float64Var(&c.groupRate, "group-rate", 50, "group-failover: webhooks/s to the group while its member is killed")
+	fs.DurationVar(&c.groupFailoverDur, "group-failover-duration", 30*time.Second, "group-failover: length of the traffic (the member is killed a third of the way in)")
+	fs.DurationVar(&c.groupLease, "group-lease", 0, "group-failover: the cloud's RELAY_LEASE (0: its default, 2m), which bounds a long-poll member's hand-over")
+	fs.DurationVar(&c.groupLateAfter, "group-late-after", 0, "group-failover: the cloud's RELAY_HOST_LATE_AFTER (0: its default, 1m; below 3m, its RELAY_HOST_OFFLINE_AFTER)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/bench [flags]\n\n")
 		fs.PrintDefaults()
@@ -141,6 +157,11 @@ func parseFlags(args []string) (*config, error) {
 			"idle-interval":    func() { c.idleInterval = 5 * time.Second },
 			"idle-wait":        func() { c.idleWait = 4 },
 			"idle-duration":    func() { c.idleDuration = 10 * time.Second },
+			// A long-poll member's hand-over waits for these: the
+			// defaults (2m, 1m) would make a smoke run minutes long.
+			"group-failover-duration": func() { c.groupFailoverDur = 10 * time.Second },
+			"group-lease":             func() { c.groupLease = 10 * time.Second },
+			"group-late-after":        func() { c.groupLateAfter = 5 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -201,6 +222,12 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.drainWorkers < 2 || c.drainWorkers > 256 {
 		return nil, fmt.Errorf("-drain-workers: must be 2–256 (the host's limit)")
+	}
+	if c.groupRate <= 0 || c.groupFailoverDur <= 0 {
+		return nil, fmt.Errorf("-group-rate and -group-failover-duration: must be positive")
+	}
+	if c.groupLease < 0 || c.groupLateAfter < 0 || c.groupLateAfter >= 3*time.Minute {
+		return nil, fmt.Errorf("-group-lease, -group-late-after: must not be negative, and -group-late-after below 3m (the cloud's RELAY_HOST_OFFLINE_AFTER)")
 	}
 	if c.idleWait > 25 || c.idleWait < 0 {
 		return nil, fmt.Errorf("-idle-wait: must be 0–25 (the cloud holds at most 25 s)")
@@ -313,6 +340,18 @@ func mainErr() error {
 			case "idle":
 				for _, tr := range cfg.transports {
 					rep.idle = append(rep.idle, b.idle(engine, tr))
+				}
+			case "group-intake":
+				for _, conc := range cfg.intakeConc {
+					rep.groupIntake = append(rep.groupIntake, b.groupIntake(engine, conc))
+				}
+			case "group-drain":
+				for _, tr := range cfg.transports {
+					rep.groupDrain = append(rep.groupDrain, b.groupDrain(engine, tr))
+				}
+			case "group-failover":
+				for _, tr := range cfg.transports {
+					rep.groupFailover = append(rep.groupFailover, b.groupFailover(engine, tr))
 				}
 			}
 		}

@@ -20,6 +20,10 @@ type report struct {
 	// with the end-to-end runs: what one hop and one commit cost here
 	latencyFloor *latencyFloorRow
 	idle         []idleRow
+	// groups of hosts (groups.go)
+	groupIntake   []intakeRow
+	groupDrain    []groupDrainRow
+	groupFailover []groupFailoverRow
 }
 
 func (rep *report) markdown(b *bench) string {
@@ -61,17 +65,20 @@ func (rep *report) markdown(b *bench) string {
 		p("*CPU µs/webhook* is the cloud's and Postgres's CPU per accepted webhook, which depends less on what else\n")
 		p("runs on the machine than the rate does. *cloud RSS at the end* splits the cloud's resident memory as the\n")
 		p("run ends into its binary's pages (files) / what Go's runtime holds (heap, stacks, its own structures; less what\n")
-		p("it returned) / the rest (on SQLite, its page cache and allocator), in MiB.\n\n")
-		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | CPU µs/webhook | load generator CPU | cloud peak RSS | cloud RSS at the end: files / Go / rest |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("it returned) / the rest (on SQLite, its page cache and allocator), in MiB. *bytes/webhook* is what the\n")
+		p("database grew by over the run / wrote to its write-ahead log, per webhook stored: the growth is SQLite's\n")
+		p("pages (`page_count` × `page_size`, as a reader sees the last commit) or Postgres's `pg_database_size`; the\n")
+		p("WAL is Postgres's (`pg_current_wal_lsn` before and after; SQLite rewrites its log in place: –).\n\n")
+		p("| engine | concurrency | accepted/s | p50 | p99 | p99.9 | errors | cloud CPU | Postgres CPU | CPU µs/webhook | bytes/webhook: database / WAL | load generator CPU | cloud peak RSS | cloud RSS at the end: files / Go / rest |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, r := range rep.intake {
 			if r.err != "" {
-				p("| %s | %d | failed: %s ||||||||||\n", r.engine, r.conc, oneLine(r.err))
+				p("| %s | %d | failed: %s |||||||||||\n", r.engine, r.conc, oneLine(r.err))
 				continue
 			}
-			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
+			p("| %s | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s | %s | %s | %s |\n", r.engine, r.conc, r.res.Rate,
 				ms(r.p50), ms(r.p99), ms(r.p999), r.res.BadStatus, r.res.Transport, cores(r.cloudCPU), cores(r.dbCPU),
-				cpuSplit(usPer(r.cloudCPU, r.res.Rate), usPer(r.dbCPU, r.res.Rate)), cores(r.selfCPU), mib(r.cloudPeak), r.mem)
+				cpuSplit(usPer(r.cloudCPU, r.res.Rate), usPer(r.dbCPU, r.res.Rate)), cpuSplit(r.dbGrowth, r.walPer), cores(r.selfCPU), mib(r.cloudPeak), r.mem)
 		}
 		p("\n")
 	}
@@ -214,7 +221,95 @@ func (rep *report) markdown(b *bench) string {
 		}
 		p("\n")
 	}
+	rep.groupsMarkdown(&w, b)
 	return w.String()
+}
+
+// groupsMarkdown writes the group scenarios' sections, each beside the
+// single host's figures of the same run.
+func (rep *report) groupsMarkdown(w *strings.Builder, b *bench) {
+	cfg := b.cfg
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	if len(rep.groupIntake) > 0 {
+		p("## Groups: intake to a fanout group\n\n")
+		p("The intake run above, sent to a `fanout` group of %d hosts (not running, as the intake's host is not)\n", groupIntakeMembers)
+		p("instead of one host: each webhook is stored as a delivery for every member, its body once. *one host* and\n")
+		p("*× one host* compare with the intake row of the same engine and concurrency: the cloud's CPU µs per webhook (the\n")
+		p("expectation: at most 1.5×) and the bytes per webhook, the database's growth and (Postgres) its WAL, as\n")
+		p("the intake table measures them.\n\n")
+		p("| engine | members | concurrency | accepted/s | one host accepted/s | p50 | p99 | errors | cloud CPU µs/webhook | × one host | bytes/webhook: database / WAL | × one host: database / WAL | cloud peak RSS |\n")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.groupIntake {
+			if r.err != "" {
+				p("| %s | %d | %d | failed: %s ||||||||||\n", r.engine, r.members, r.conc, oneLine(r.err))
+				continue
+			}
+			oneRate, cpuRatio, dbRatio, walRatio := "–", -1.0, -1.0, -1.0
+			if one, ok := singleIntake(rep.intake, r.engine, r.conc); ok {
+				oneRate = fmt.Sprintf("%.0f", one.res.Rate)
+				cpuRatio = groupRatio(usPer(r.cloudCPU, r.res.Rate), usPer(one.cloudCPU, one.res.Rate))
+				dbRatio, walRatio = groupRatio(r.dbGrowth, one.dbGrowth), groupRatio(r.walPer, one.walPer)
+			}
+			p("| %s | %d | %d | %.0f | %s | %s | %s | %d + %d | %s | %s | %s | %s / %s | %s |\n", r.engine, r.members, r.conc, r.res.Rate, oneRate,
+				ms(r.p50), ms(r.p99), r.res.BadStatus, r.res.Transport, cpuSplit(usPer(r.cloudCPU, r.res.Rate)), times(cpuRatio),
+				cpuSplit(r.dbGrowth, r.walPer), times(dbRatio), times(walRatio), mib(r.cloudPeak))
+		}
+		p("\n")
+	}
+	if len(rep.groupDrain) > 0 {
+		p("## Groups: drain to an any group\n\n")
+		p("The drain above, to an `any` group of %d hosts: the deliveries are queued while no member runs, then all\n", groupDrainMembers)
+		p("start at once (each as the drain's host: `parallel: true`, %d workers, a `forward` handler to a receiver of\n", cfg.drainWorkers)
+		p("its own). *deliveries/s* counts from their start to the cloud counting every delivery acked; *one host* is\n")
+		p("the drain's of the same engine and transport. *held when queued* is each member's share of the deliveries\n")
+		p("as they waited (with no member online the cloud gives each new one to a member all the same);\n")
+		p("*acked by* each member's share at the end (the member whose ack the cloud took); *duplicates* are runs of\n")
+		p("a delivery beyond its first, on any member.\n\n")
+		p("| engine | transport | members | queued | held when queued | last forwarded | last acked | deliveries/s | one host deliveries/s | acked by member | duplicates |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.groupDrain {
+			if r.err != "" {
+				p("| %s | %s | %d | %d | failed: %s |||||||\n", r.engine, r.transport, r.members, r.queued, oneLine(r.err))
+				continue
+			}
+			one := "–"
+			if d, ok := singleDrain(rep.drain, r.engine, r.transport); ok {
+				one = fmt.Sprintf("%.0f", d.rate)
+			}
+			p("| %s | %s | %d | %d | %s | %s | %s | %.0f | %s | %s | %d |\n", r.engine, r.transport, r.members, r.queued, sharesText(r.held),
+				secs(r.toForward), secs(r.toAck), r.rate, one, sharesText(r.acked), r.duplicates)
+		}
+		p("\n")
+	}
+	if len(rep.groupFailover) > 0 {
+		p("## Groups: a member of an any group killed\n\n")
+		p("An `any` group of %d running hosts (a source's default: one webhook at a time, in order) takes %g webhooks/s\n", groupFailoverMembers, cfg.groupRate)
+		p("for %s. A third of the way in, the first member's app stops answering (a handler at work); once it holds\n", cfg.groupFailoverDur)
+		p("work the member is SIGKILLed. *held*: its deliveries not done as it died (*leased* to it, or *waiting* on\n")
+		p("it to take them); *handed over*: the time from the SIGKILL until another member's handler had each.\n")
+		p("*sent after*: the webhooks sent after the SIGKILL (the cloud hands new ones to the killed member\n")
+		p("until it no longer counts it online), and the most one took from its POST to a member's handler.\n\n")
+		p("| engine | transport | sent | held: leased + waiting | run by another member | handed over p50 | max | max of the leased | max of the waiting | sent after | its max | bound by |\n")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, r := range rep.groupFailover {
+			if r.err != "" && r.handed == 0 {
+				p("| %s | %s | %d | failed: %s |||||||||\n", r.engine, r.transport, r.sent, oneLine(r.err))
+				continue
+			}
+			p("| %s | %s | %d | %d + %d | %d | %s | %s | %s | %s | %d | %s | %s |\n", r.engine, r.transport, r.sent, r.leased, r.waiting, r.handed,
+				secsOf(r.handed, r.p50), secsOf(r.handed, r.max), secsOf(r.leased, r.maxLeased), secsOf(r.waiting, r.maxWaiting),
+				r.after, secsOf(r.after, r.afterMax), r.bound)
+		}
+		p("\n")
+	}
+}
+
+// times is a ratio as the report shows it: "1.23×", "–" when unknown.
+func times(r float64) string {
+	if r < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", r)
 }
 
 // requestsText says what the load generator sends.

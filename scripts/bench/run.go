@@ -48,12 +48,38 @@ type run struct {
 	host    *rig.Host
 	recv    *rig.Receiver
 	senders []*sender
+	// A group run's group and its members (groups.go); hostID is then
+	// a host outside the group that takes no webhooks.
+	groupID string
+	members []*member
 }
 
 // newRun starts a cloud on a new database of engine and creates a host with
 // a github source, and a stripe source when the mix sends to one; env is
 // added to the cloud's environment.
 func (b *bench) newRun(engine, name string, env ...string) (*run, error) {
+	r, err := b.newCloud(engine, name, env...)
+	if err != nil {
+		return nil, err
+	}
+	h, err := r.cloud.CreateHost(b.ctx, "bench")
+	if err == nil {
+		err = r.cloud.PutGitHubSource(b.ctx, h.ID, secret)
+	}
+	if err == nil && slices.Contains(b.mix.providers(), "stripe") {
+		err = r.cloud.PutSource(b.ctx, h.ID, "stripe", map[string]any{"provider": "stripe", "secrets": []string{stripeSecret}})
+	}
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.hostID, r.code = h.ID, h.ClaimCode
+	return r, nil
+}
+
+// newCloud starts a cloud on a new database of engine, with no host; env
+// is added to the cloud's environment.
+func (b *bench) newCloud(engine, name string, env ...string) (*run, error) {
 	b.n++
 	r := &run{b: b, engine: engine, dir: filepath.Join(b.work, fmt.Sprintf("%02d-%s-%s", b.n, engine, name))}
 	switch engine {
@@ -72,18 +98,6 @@ func (b *bench) newRun(engine, name string, env ...string) (*run, error) {
 		return nil, err
 	}
 	r.cloud = c
-	h, err := c.CreateHost(b.ctx, "bench")
-	if err == nil {
-		err = c.PutGitHubSource(b.ctx, h.ID, secret)
-	}
-	if err == nil && slices.Contains(b.mix.providers(), "stripe") {
-		err = c.PutSource(b.ctx, h.ID, "stripe", map[string]any{"provider": "stripe", "secrets": []string{stripeSecret}})
-	}
-	if err != nil {
-		r.close()
-		return nil, err
-	}
-	r.hostID, r.code = h.ID, h.ClaimCode
 	return r, nil
 }
 
@@ -164,6 +178,11 @@ func (r *run) fail(err error) string {
 	if r.host != nil {
 		logf("host log (%s):\n%s", r.host.LogPath, r.host.Tail(15))
 	}
+	for _, m := range r.members {
+		if m.host != nil {
+			logf("member %s log (%s):\n%s", m.id, m.host.LogPath, m.host.Tail(10))
+		}
+	}
 	return err.Error()
 }
 
@@ -175,6 +194,7 @@ func (r *run) close() {
 	if r.host != nil {
 		_ = r.host.Close()
 	}
+	r.closeMembers()
 	if r.recv != nil {
 		_ = r.recv.Close()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -31,7 +32,13 @@ type intakeRow struct {
 	dbCPU             float64
 	cloudPeak         int64
 	mem               memSplit
-	err               string
+	// Bytes per webhook stored: the database's growth, and (Postgres) its
+	// WAL written; -1 where unknown (rig.DBBytes).
+	dbGrowth, walPer float64
+	// A group's run (group-intake): its members, each a delivery of every
+	// webhook (fanout).
+	members int
+	err     string
 }
 
 func (b *bench) intake(engine string, conc int) intakeRow {
@@ -42,22 +49,51 @@ func (b *bench) intake(engine string, conc int) intakeRow {
 		return row
 	}
 	defer r.close()
-	s := r.sender(conc)
+	return r.measureIntake(row, r.sender(conc), "intake")
+}
+
+// measureIntake runs the closed loop of an intake run with s (after the
+// warm-up) and fills in row's figures; what names the run in the log.
+func (r *run) measureIntake(row intakeRow, s *sender, what string) intakeRow {
+	b, conc, engine := r.b, row.conc, row.engine
 	if b.cfg.warmup > 0 {
 		s.closedLoop(b.ctx, conc, b.cfg.warmup, 0)
 	}
+	bytes0, bytesErr := rig.ReadDBBytes(b.ctx, r.dbURL)
 	cpu, self, db := startCPU(r.cloud.Proc), startSelfCPU(), b.startDBCPU(engine)
 	row.res = s.closedLoop(b.ctx, conc, b.cfg.intakeDuration, 0)
 	row.cloudCPU, row.selfCPU, row.dbCPU = cpu.share(), self.share(), db.share()
+	row.dbGrowth, row.walPer = -1, -1
+	if bytes1, err := rig.ReadDBBytes(b.ctx, r.dbURL); err == nil && bytesErr == nil {
+		row.dbGrowth, row.walPer = bytesPer(bytes0, bytes1, row.res.OK-row.res.Dups)
+	} else {
+		logf("%s %s: database size: %v", what, engine, errors.Join(bytesErr, err))
+	}
 	p := newPercentiles(row.res.Lat)
 	row.p50, row.p99, row.p999 = p.at(0.50), p.at(0.99), p.at(0.999)
 	row.cloudPeak = r.cloudPeak()
 	row.mem = r.cloudMemory()
-	logf("intake %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d", engine, conc, row.res.Rate, ms(row.p50), ms(row.p99), row.res.BadStatus, row.res.Transport)
+	logf("%s %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d; cloud CPU %.0f µs/webhook; database +%.0f B/webhook, WAL %.0f B/webhook",
+		what, engine, conc, row.res.Rate, ms(row.p50), ms(row.p99), row.res.BadStatus, row.res.Transport,
+		usPer(row.cloudCPU, row.res.Rate), row.dbGrowth, row.walPer)
 	if row.res.OK == 0 {
 		row.err = r.fail(fmt.Errorf("no webhook accepted"))
 	}
 	return row
+}
+
+// bytesPer is what the database grew (its size) and wrote to its
+// write-ahead log between two readings, per webhook stored; -1 where
+// unknown (no webhook, no WAL position on SQLite).
+func bytesPer(from, to rig.DBBytes, stored int) (growth, wal float64) {
+	if stored <= 0 {
+		return -1, -1
+	}
+	growth, wal = float64(to.Size-from.Size)/float64(stored), -1
+	if from.WAL >= 0 && to.WAL >= from.WAL {
+		wal = float64(to.WAL-from.WAL) / float64(stored)
+	}
+	return growth, wal
 }
 
 // startSelfCPU measures this process (the load generator).

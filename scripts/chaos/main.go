@@ -46,8 +46,16 @@
 //     deploy stops them (SIGTERM) at random points and restarted; their
 //     sources allow one attempt alone, so a restart that spent one would
 //     dead-letter a webhook. Every webhook handled exactly once.
+//  9. groups: an `any` group of three hosts takes 20 webhooks a second for
+//     4 minutes while its members are SIGKILLed (each every 2–6 s, down for
+//     0.2–3 s), beside a `fanout` group of three hosts taking as many. Every
+//     2xx handled at least once by an any member and exactly once by each
+//     fanout member; every repeat in the any group follows a run that was
+//     never acked (in a member's ledger, its ack never taken; or cut by its
+//     member's SIGKILL); nothing dead-lettered. Its short version (-short
+//     -run groups) lasts 40 s.
 //
-// Scenarios 1, 3, 4, 5 and 8 run once per host transport in -transports
+// Scenarios 1, 3, 4, 5, 8 and 9 run once per host transport in -transports
 // (default: heartbeat, then websocket), named e.g. "3-host-sigkill/websocket".
 // On websocket the hosts keep sockets, which the cloud SIGKILL, the resets,
 // the stalls and the partition cut, and which the cloud sees close when a
@@ -109,6 +117,7 @@ var scenarios = []scenario{
 	{6, "four-claimers", false, false, runClaimers},
 	{7, "abusive-clients", false, false, runAbusive},
 	{8, "host-restarts", false, true, runHostRestarts},
+	{9, "groups", false, true, runGroups},
 }
 
 // run is a scenario on one host transport.

@@ -11,7 +11,8 @@ import (
 
 // TestSmoke runs the whole rig once: build, a cloud on SQLite (and on a
 // throwaway Postgres with RIG_SMOKE=postgres), a host forwarding to a
-// receiver, one signed webhook end to end. It builds the binaries, so it
+// receiver, one signed webhook end to end, then one to a group of that
+// host. It builds the binaries, so it
 // runs only when RIG_SMOKE is set.
 func TestSmoke(t *testing.T) {
 	mode := os.Getenv("RIG_SMOKE")
@@ -85,6 +86,10 @@ func TestSmoke(t *testing.T) {
 			t.Fatalf("event id %q, want %q", hit.EventID, w.Delivery)
 		}
 	}
+	smokeGroup(ctx, t, c, h.ID, rc)
+	if b, err := ReadDBBytes(ctx, dbURL); err != nil || b.Size <= 0 || (mode == "postgres") != (b.WAL >= 0) {
+		t.Fatalf("database bytes %+v %v", b, err)
+	}
 	s, err := ReadProc(c.PID())
 	if err != nil || s.VmHWM <= 0 {
 		t.Fatalf("proc %+v %v", s, err)
@@ -93,6 +98,42 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// smokeGroup makes the host the one member of a fanout group, sends the
+// group a webhook, waits for it at the receiver, and takes the group down.
+func smokeGroup(ctx context.Context, t *testing.T, c *Cloud, hostID string, rc *Receiver) {
+	t.Helper()
+	g, err := c.NewGroup(ctx, "smoke", hostID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutGroupSource(ctx, g, "github", map[string]any{"mode": "fanout", "provider": "github", "secrets": []string{"group-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Group(ctx, g)
+	if err != nil || len(info.Members) != 1 || info.Members[0].HostID != hostID {
+		t.Fatalf("group %+v %v", info, err)
+	}
+	event, body := GitHubPayload()
+	req, _ := SignGitHub("group-secret", event, NewDeliveryID(), body).NewRequest(ctx, c.URL, g, "github")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("group intake status %d", resp.StatusCode)
+	}
+	if err := WaitFor(ctx, 20*time.Second, 20*time.Millisecond, "the group's webhook", func() (bool, error) { return rc.Unique() == 2, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RemoveMember(ctx, g, hostID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeactivateGroup(ctx, g); err != nil {
 		t.Fatal(err)
 	}
 }
