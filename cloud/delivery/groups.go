@@ -25,7 +25,9 @@ import (
 //     was lost: Handover) rather than its handler failing;
 //   - while it waits, any member that is online: a delivery held by a
 //     member that is offline, deactivated or no longer a member is handed
-//     to one that is (Rebalance, every RebalanceEvery).
+//     to one that is, and a backlog one member holds (stored while it was
+//     the only one online, or none was) is spread over the members online
+//     (Rebalance, every RebalanceEvery).
 //
 // A member is online when it has a socket open (in any replica, as far as
 // this one was told), or when its last contact is within OnlineWithin (the
@@ -49,7 +51,8 @@ type Groups struct {
 // GroupStore is what Groups uses of the store (a store.Store has it).
 type GroupStore interface {
 	GroupRosters(ctx context.Context) ([]*store.GroupRoster, error)
-	DeliveryGroupWaiting(ctx context.Context, groupID string, holders []string, limit int) ([]store.Waiting, error)
+	DeliveryGroupWaiting(ctx context.Context, groupID string, except []string, limit int) ([]store.Waiting, error)
+	DeliveryGroupHolders(ctx context.Context, groupID string) (map[string]int, error)
 	DeliveryMove(ctx context.Context, p *store.DeliveryMoveParams) (int, error)
 }
 
@@ -318,5 +321,73 @@ func (g *Groups) Rebalance(ctx context.Context) (int, error) {
 			return moved, err
 		}
 	}
+	for _, p := range plans {
+		n, err := g.spread(ctx, p.groupID, p.online, now)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+	}
 	return moved, nil
+}
+
+// spreadSlack is how many waiting deliveries more than its share a member
+// may hold before some go to the others: a member draining its own takes
+// them in batches, and moving a handful back and forth is not worth it.
+const spreadSlack = 16
+
+// spread evens out the group's waiting any deliveries over its online
+// members: a member holding more than its share (plus spreadSlack) hands
+// its newest surplus to those holding less, at most rebalanceBatch a
+// round. It returns how many moved.
+func (g *Groups) spread(ctx context.Context, groupID string, online []string, now time.Time) (int, error) {
+	if len(online) < 2 {
+		return 0, nil
+	}
+	counts, err := g.store.DeliveryGroupHolders(ctx, groupID)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, h := range online {
+		total += counts[h]
+	}
+	share := (total + len(online) - 1) / len(online)
+	var moves []store.DeliveryMove
+	for _, from := range online {
+		surplus := counts[from] - share
+		if surplus <= spreadSlack {
+			continue
+		}
+		others := slices.DeleteFunc(slices.Clone(online), func(h string) bool { return h == from })
+		held, err := g.store.DeliveryGroupWaiting(ctx, groupID, others, counts[from])
+		if err != nil {
+			return 0, err
+		}
+		// The newest go: the member keeps working through the oldest.
+		for i := len(held) - 1; i >= 0 && surplus > 0 && len(moves) < rebalanceBatch; i-- {
+			if held[i].HostID != from {
+				continue // a stranded one, for the next round
+			}
+			to := ""
+			for _, h := range online {
+				if h != from && counts[h] < share {
+					to = h
+					break
+				}
+			}
+			if to == "" {
+				break
+			}
+			moves = append(moves, store.DeliveryMove{ID: held[i].ID, From: from, To: to,
+				Reason: "handed to " + to + ": spread over the members online"})
+			counts[from]--
+			counts[to]++
+			surplus--
+		}
+	}
+	if len(moves) == 0 {
+		return 0, nil
+	}
+	return g.store.DeliveryMove(ctx, &store.DeliveryMoveParams{Moves: moves, Now: now.UTC().Truncate(time.Millisecond)})
 }

@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -179,4 +180,30 @@ func TestGroupsRebalance(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Contains(t, []string{a, c}, r.holder(moved))
+}
+
+// A backlog one member holds (stored while no one else was online) is
+// spread over the members online: its newest go, the share of each evened
+// out; a small surplus stays where it is.
+func TestGroupsRebalanceSpreads(t *testing.T) {
+	r := newGroupRig(t)
+	a, b, c := r.members[0], r.members[1], r.members[2]
+	var ids []string
+	for i := range 90 {
+		r.clock.Advance(time.Millisecond)
+		ids = append(ids, r.insert(a, fmt.Sprintf("e%d", i)))
+	}
+	r.heard(a, b, c)
+	n, err := r.groups.Rebalance(r.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 60, n)
+	got := map[string]int{}
+	for _, id := range ids {
+		got[r.holder(id)]++
+	}
+	require.Equal(t, map[string]int{a: 30, b: 30, c: 30}, got)
+	require.Equal(t, a, r.holder(ids[0]), "the oldest stay with the member draining them")
+	n, err = r.groups.Rebalance(r.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "even: nothing moves")
 }

@@ -181,6 +181,9 @@ type GroupStore interface {
 	// the group's any deliveries waiting (queued or retrying) held by a
 	// host not among except.
 	DeliveryGroupWaiting(ctx context.Context, groupID string, except []string, limit int) ([]Waiting, error)
+	// DeliveryGroupHolders counts the group's any deliveries waiting
+	// (queued or retrying), by the host that holds them.
+	DeliveryGroupHolders(ctx context.Context, groupID string) (map[string]int, error)
 	// DeliveryMove hands waiting any deliveries to other members, each
 	// with an audit event, and wakes the new holders. Returns how many moved.
 	DeliveryMove(ctx context.Context, p *DeliveryMoveParams) (int, error)

@@ -281,6 +281,17 @@ func (g Groups) DeliveryGroupWaiting(ctx context.Context, groupID string, except
 	return out, nil
 }
 
+func (g Groups) DeliveryGroupHolders(ctx context.Context, groupID string) (map[string]int, error) {
+	counts, err := All(ctx, g.DB.Read(), ScanCount[string], `
+		SELECT host_id, count(*) FROM deliveries
+		WHERE group_id = $1 AND group_id <> '' AND lane = '' AND status IN ('queued', 'retrying')
+		GROUP BY host_id`, groupID)
+	if err != nil {
+		return nil, fmt.Errorf("group holders: %w", err)
+	}
+	return AddCounts(map[string]int{}, counts), nil
+}
+
 // Move hands each waiting any delivery of p to its new holder, if its
 // holder is still From and it still waits, with an audit event; it returns
 // how many moved and the hosts that now hold one (to be woken once

@@ -182,6 +182,9 @@ func exerciseGroupDeliveries(ctx context.Context, t *testing.T, setup setupFunc)
 		waiting, err = s.DeliveryGroupWaiting(ctx, gb.group.ID, []string{first}, 0)
 		require.NoError(t, err)
 		require.Empty(t, waiting)
+		holders, err := s.DeliveryGroupHolders(ctx, gb.group.ID)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{first: 1}, holders)
 
 		// Handed to the second member; a move from a holder it no longer
 		// has changes nothing.
