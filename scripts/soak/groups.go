@@ -79,13 +79,13 @@ func checkGroups(accepted map[string]*group, runs map[string][]groupRun, names m
 		switch g.mode {
 		case "fanout":
 			f.fanoutAccepted++
-			ok := true
+			ok, keysOf := true, map[string]bool{}
 			for _, m := range g.members {
-				n, mkeys := 0, map[string]bool{}
+				n := 0
 				for _, r := range rs {
 					if r.member == m {
 						n++
-						mkeys[r.key] = true
+						keysOf[r.key] = true
 					}
 				}
 				switch {
@@ -97,7 +97,7 @@ func checkGroups(accepted map[string]*group, runs map[string][]groupRun, names m
 					ok = false
 				}
 			}
-			if ok && distinctKeys(rs) == len(g.members) {
+			if ok && len(keysOf) == len(g.members) {
 				f.fanoutOnce++
 			} else if ok {
 				keys = append(keys, ev+" (members share an Idempotency-Key)")
