@@ -3,11 +3,20 @@
 //
 // Two clouds run side by side, one on SQLite and one on a throwaway
 // Postgres, each with three hosts; every host has a GitHub, a Stripe and a
-// Slack source forwarding to one local receiver. A sender posts signed
-// webhooks at a steady rate, spread over the clouds, hosts and providers,
-// and retries a non-2xx answer as a provider would. Along the way:
+// Slack source forwarding to one local receiver, each host to a path of
+// its own (/hook/HOST_ID). Two hosts of each cloud take their webhooks over
+// the socket (transport auto, the hosts' default), the third over the
+// long poll (transport heartbeat). Beside them each cloud has two groups
+// of the same three hosts, each with a GitHub source: one in fanout mode
+// (every member runs every webhook), one in any mode (one member runs
+// it). A sender posts signed webhooks at a steady rate, spread over the
+// clouds, the hosts' own URLs and providers (eight in ten) and the groups'
+// URLs (one in ten each), and retries a non-2xx answer as a provider
+// would. Along the way:
 //
-//   - a host is restarted now and then (SIGTERM, then started again);
+//   - a host is restarted now and then (SIGTERM, then started again), in
+//     turn on both transports: its groups' any webhooks go to the other
+//     members meanwhile, its fanout ones wait for it;
 //   - a share of the webhooks fail their first attempt at the receiver
 //     (503) and are retried by the cloud's schedule;
 //   - a smaller share fail until they are dead-lettered, and are then
@@ -20,8 +29,10 @@
 // RSS, goroutines and open file descriptors, the database's size and its
 // WAL, the deliveries pending (queued, retrying) and in flight (delivering,
 // delivered) over all hosts, and the hosts' RSS, threads and open file
-// descriptors (summed over the three). It writes the samples as a table
-// (SOAK.md) and a small SVG plot of each series (soak.svg) into -out.
+// descriptors (summed over the three), the groups' any deliveries waiting
+// for a member (relay_group_waiting_deliveries), and the transport each
+// host is on (its page, /). It writes the samples as a table (SOAK.md) and
+// a small SVG plot of each series (soak.svg) into -out.
 //
 // It passes when:
 //
@@ -30,12 +41,22 @@
 //     samples is at most 10 % above the mean of its second quarter, plus a
 //     small absolute allowance per series (allowance, below) so that a
 //     series near zero is not failed for noise;
-//   - every webhook answered 2xx was handled exactly once: the receiver
-//     answered 200 to exactly one forward of it (its Idempotency-Key), and
-//     to none that was not answered 2xx;
+//   - every webhook answered 2xx at a host's URL was handled exactly once,
+//     by that host: the receiver answered 200 to exactly one forward of it
+//     (its Idempotency-Key), and to none that was not answered 2xx;
+//   - every webhook answered 2xx at a fanout group's URL was handled
+//     exactly once by each member (one 200 per member, each under its own
+//     Idempotency-Key, with the group's X-Relay-Group);
+//   - every webhook answered 2xx at an any group's URL was handled at
+//     least once by a member, and more than once only under its one
+//     Idempotency-Key (a member that ran it and went away before its ack
+//     leaves it to another: the report counts these second runs);
+//   - each host carried its webhooks on its transport: a socket host was
+//     never seen on heartbeats, the long-poll host never opened a socket;
 //   - nothing is left that should not be: once the sender stops and the
 //     last dead letters are retried, no delivery is queued, retrying,
-//     delivering, delivered or dead-lettered on either cloud.
+//     delivering, delivered or dead-lettered on either cloud, of the
+//     hosts' own or of a group's.
 //
 // Usage:
 //
@@ -106,14 +127,22 @@ type config struct {
 	keep   bool
 }
 
-// engine is one cloud with its hosts.
+// engine is one cloud with its hosts and groups.
 type engine struct {
-	name  string
-	dbURL string
-	cloud *rig.Cloud
-	hosts []*rig.Host
-	ids   []string // host ids, as hosts
+	name       string
+	dbURL      string
+	cloud      *rig.Cloud
+	hosts      []*rig.Host
+	ids        []string // host ids, as hosts
+	names      []string // host names, as hosts
+	transports []string // the transport each host is configured with, as hosts
+	fanout     *group   // of every host, its GitHub source in fanout mode
+	any        *group   // of every host, its GitHub source in any mode
 }
+
+// hostTransports are the transports of each cloud's hosts, in order: the
+// socket (auto, the hosts' default) on all but the last, which long-polls.
+var hostTransports = []string{"auto", "auto", "heartbeat"}
 
 func run(ctx context.Context, cfg config) error {
 	root, work, err := rig.WorkDir("relay-soak-")
@@ -186,8 +215,9 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			return fmt.Errorf("%s cloud: %w", e.name, err)
 		}
-		for i := range 3 {
-			h, err := e.cloud.CreateHost(ctx, fmt.Sprintf("%s-host-%d", e.name, i))
+		for i, transport := range hostTransports {
+			name := fmt.Sprintf("%s-host-%d", e.name, i)
+			h, err := e.cloud.CreateHost(ctx, name)
 			if err != nil {
 				return err
 			}
@@ -197,26 +227,33 @@ func run(ctx context.Context, cfg config) error {
 				// dead-lettered within seconds.
 				spec := map[string]any{"provider": p, "secrets": []string{secret}, "retry_schedule_s": []int{0, 2, 3}}
 				if p == "github" {
-					// The soak sends each payload under many delivery ids:
-					// the replay guard would hold all but the first.
-					spec["options"] = map[string]string{"replay_guard": "off"}
+					spec = githubSpec()
 				}
 				if err := e.cloud.PutSource(ctx, h.ID, p, spec); err != nil {
 					return err
 				}
-				webhooks[p] = map[string]any{"enabled": true, "forward": r.URL, "parallel": true}
+				webhooks[p] = map[string]any{"enabled": true, "forward": r.URL + "/" + h.ID, "parallel": true}
 			}
 			host, err := rig.StartHost(ctx, rig.HostConfig{Bin: bins.Host, CloudURL: e.cloud.Admin.URL, ClaimCode: h.ClaimCode,
-				StateDir: filepath.Join(dir, fmt.Sprintf("host-%d", i)), Config: map[string]any{"webhooks": webhooks, "heartbeat_interval_s": 5}})
+				StateDir: filepath.Join(dir, fmt.Sprintf("host-%d", i)),
+				Config:   map[string]any{"webhooks": webhooks, "heartbeat_interval_s": 5, "transport": transport}})
 			if err != nil {
 				return err
 			}
 			e.hosts = append(e.hosts, host)
 			e.ids = append(e.ids, h.ID)
+			e.names = append(e.names, name)
+			e.transports = append(e.transports, transport)
+		}
+		if e.fanout, err = createGroup(ctx, e, e.name+"-fanout", "fanout"); err != nil {
+			return err
+		}
+		if e.any, err = createGroup(ctx, e, e.name+"-any", "any"); err != nil {
+			return err
 		}
 	}
-	fmt.Printf("soak: %d clouds (%s), %d hosts each, %.0f webhooks/s for %s, sampled every %s\n",
-		len(engines), engineNames(engines), 3, cfg.rate, cfg.runFor, cfg.every)
+	fmt.Printf("soak: %d clouds (%s), %d hosts each (transports %s) and a fanout and an any group of them, %.0f webhooks/s for %s, sampled every %s\n",
+		len(engines), engineNames(engines), len(hostTransports), strings.Join(hostTransports, ", "), cfg.rate, cfg.runFor, cfg.every)
 
 	// The load and the faults run until loadCtx ends.
 	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.runFor)
@@ -257,15 +294,18 @@ func run(ctx context.Context, cfg config) error {
 	// The end: the app is fixed; what is dead-lettered is retried by hand,
 	// and everything drains.
 	rcv.fixAll()
-	left, err := drain(ctx, engines, rcv)
+	left, err := drain(ctx, engines, rcv, snd.groupEvents())
 	if err != nil {
 		return err
 	}
+	links := readLinks(ctx, engines)
 	sent, accepted, gaveUp, why := snd.totals()
 	rep := &report{cfg: cfg, engines: engineNames(engines), samples: samples, started: started,
 		sent: sent, accepted: accepted, gaveUp: gaveUp, gaveUpWhy: why, restarts: restarts, retriedByHand: retried + rcv.handRetries(),
-		load: loadAverage()}
-	rep.check(snd.acceptedKeys(), rcv.successes(), left)
+		load: loadAverage(), links: links}
+	hostsOK, groupsOK := snd.acceptedKeys()
+	hostRuns, groupRuns := rcv.successes()
+	rep.check(hostsOK, groupsOK, hostRuns, groupRuns, hostNames(engines), left)
 	fmt.Print(rep.markdown())
 	if cfg.out != "" {
 		if err := rep.write(cfg.out); err != nil {
@@ -277,6 +317,38 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("%d checks failed", len(rep.failures))
 	}
 	return nil
+}
+
+// hostNames are every host's name by its id.
+func hostNames(es []*engine) map[string]string {
+	n := map[string]string{}
+	for _, e := range es {
+		for i, id := range e.ids {
+			n[id] = e.names[i]
+		}
+	}
+	return n
+}
+
+// hostLink is what a run saw of one host's transport.
+type hostLink struct {
+	engine, name, configured string
+	last                     link // its page at the end
+	err                      error
+	sockets, lost, fellBack  int // over every start: "socket connected", "socket lost", "socket unavailable" in its log
+}
+
+// readLinks reads every host's page and log at the end of the run.
+func readLinks(ctx context.Context, engines []*engine) []hostLink {
+	var out []hostLink
+	for _, e := range engines {
+		for i, h := range e.hosts {
+			l, err := readLink(ctx, h)
+			out = append(out, hostLink{engine: e.name, name: e.names[i], configured: e.transports[i], last: l, err: err,
+				sockets: logCount(h, "socket connected"), lost: logCount(h, "socket lost"), fellBack: logCount(h, "socket unavailable")})
+		}
+	}
+	return out
 }
 
 func engineNames(es []*engine) string {

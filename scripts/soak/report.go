@@ -30,6 +30,7 @@ var allowance = map[string]float64{
 	"wal":              16, // MiB: one Postgres WAL segment, or SQLite's WAL before a checkpoint
 	"pending":          40, // deliveries: two seconds of load
 	"inflight":         40, // deliveries
+	"group_waiting":    20, // deliveries: a second of the any groups' share, or one member's restart
 	"host_rss":         6,  // MiB over three hosts
 	"host_threads":     6,  // threads over three hosts
 	"host_fds":         6,  // descriptors over three hosts
@@ -45,14 +46,21 @@ type report struct {
 	gaveUpWhy                string
 	restarts, retriedByHand  int
 	load                     string
+	links                    []hostLink
 	handled, duplicates, odd int
+	groups                   groupFindings
+	linkLines                []string // one line per host: its transport through the run
 	flat                     []string // one line per series: the rule's figures
 	allowed                  []string // series over 10 % growth, within their allowance
 	failures                 []string
 }
 
-// check applies the three rules.
-func (r *report) check(accepted map[string]bool, ok map[string]int, left map[string]int) {
+// check applies the rules: flat series; each webhook handled as its URL
+// promises (accepted: a host's own by delivery id → host id, a group's by
+// event id → group; ok and runs: the receiver's 200s to them; names: host
+// id → name); each host on its transport; nothing left.
+func (r *report) check(accepted map[string]string, groupAccepted map[string]*group, ok map[string][]string, runs map[string][]groupRun,
+	names map[string]string, left map[string]int) {
 	// Flat after warm-up.
 	n := len(r.samples)
 	if n < 8 {
@@ -80,20 +88,22 @@ func (r *report) check(accepted map[string]bool, ok map[string]int, left map[str
 		}
 		r.flat = append(r.flat, fmt.Sprintf("| %s | %.1f | %.1f | %.1f | %s |", key, q2, q4, limit, verdict))
 	}
-	// Exactly once.
-	var missing, dup, unknown []string
-	for key := range accepted {
-		switch c := ok[key]; {
-		case c == 0:
+	// A host's own webhooks: exactly once, by that host.
+	var missing, dup, unknown, other []string
+	for key, host := range accepted {
+		switch by := ok[key]; {
+		case len(by) == 0:
 			missing = append(missing, key)
-		case c > 1:
-			dup = append(dup, fmt.Sprintf("%s (%d)", key, c))
+		case len(by) > 1:
+			dup = append(dup, fmt.Sprintf("%s (%d)", key, len(by)))
+		case by[0] != host:
+			other = append(other, fmt.Sprintf("%s (by %s, not %s)", key, names[by[0]], names[host]))
 		default:
 			r.handled++
 		}
 	}
 	for key := range ok {
-		if !accepted[key] {
+		if _, ok := accepted[key]; !ok {
 			unknown = append(unknown, key)
 		}
 	}
@@ -101,12 +111,20 @@ func (r *report) check(accepted map[string]bool, ok map[string]int, left map[str
 	for _, f := range []struct {
 		what string
 		keys []string
-	}{{"answered 2xx but never handled", missing}, {"handled more than once", dup}, {"handled but never answered 2xx", unknown}} {
+	}{{"answered 2xx but never handled", missing}, {"handled more than once", dup}, {"handled by another host than its own", other},
+		{"handled but never answered 2xx", unknown}} {
 		if len(f.keys) > 0 {
 			sort.Strings(f.keys)
 			r.failures = append(r.failures, fmt.Sprintf("%s: %d (%s)", f.what, len(f.keys), strings.Join(first(f.keys, 10), ", ")))
 		}
 	}
+	// A group's webhooks: once by each member (fanout), at least once by
+	// one, again only under the same key (any).
+	var gf []string
+	r.groups, gf = checkGroups(groupAccepted, runs, names)
+	r.failures = append(r.failures, gf...)
+	// Each host on its transport.
+	r.checkLinks()
 	// A steady load is taken: every webhook answered 2xx within a
 	// provider's five tries.
 	if r.gaveUp > 0 {
@@ -120,6 +138,41 @@ func (r *report) check(accepted map[string]bool, ok map[string]int, left map[str
 		}
 		sort.Strings(l)
 		r.failures = append(r.failures, "left after the drain: "+strings.Join(l, ", "))
+	}
+}
+
+// checkLinks tallies the transport each host was seen on at each sample
+// and fails a socket host seen on heartbeats (or falling back to them, or
+// never connecting its socket) and a long-poll host that opened a socket.
+func (r *report) checkLinks() {
+	for _, l := range r.links {
+		seen := map[string]int{}
+		for _, s := range r.samples {
+			seen[s.links[l.name]]++
+		}
+		var tally []string
+		for _, t := range []string{"websocket", "heartbeat", "not connected", "down"} {
+			if seen[t] > 0 {
+				tally = append(tally, fmt.Sprintf("%s %d", t, seen[t]))
+			}
+		}
+		end := l.last.inUse
+		if l.err != nil {
+			end = "unread (" + firstLine(l.err) + ")"
+		}
+		r.linkLines = append(r.linkLines, fmt.Sprintf("| %s | %s | %s of %d | %s | %d | %d | %d |",
+			l.name, l.configured, strings.Join(tally, ", "), len(r.samples), end, l.sockets, l.lost, l.fellBack))
+		switch l.configured {
+		case "heartbeat":
+			if seen["websocket"] > 0 || l.sockets > 0 {
+				r.failures = append(r.failures, fmt.Sprintf("%s (transport heartbeat) opened a socket", l.name))
+			}
+		default:
+			if seen["heartbeat"] > 0 || l.fellBack > 0 || l.sockets == 0 {
+				r.failures = append(r.failures, fmt.Sprintf("%s (transport %s) was not on its socket throughout: samples %v, sockets opened %d, falls back %d",
+					l.name, l.configured, seen, l.sockets, l.fellBack))
+			}
+		}
 	}
 }
 
@@ -159,15 +212,20 @@ func (r *report) markdown() string {
 		kind = "-short run"
 	}
 	fmt.Fprintf(&b, "# Soak (`make soak`)\n\n")
-	fmt.Fprintf(&b, "%s, %s: %s of traffic at %.0f signed webhooks/s (GitHub, Stripe, Slack) to two clouds (%s), three hosts each; sampled every %s. ",
+	fmt.Fprintf(&b, "%s, %s: %s of traffic at %.0f signed webhooks/s (GitHub, Stripe, Slack) to two clouds (%s), three hosts each (two on the socket, one on the long poll) and two groups of those three (GitHub in fanout and in any mode; a tenth of the webhooks each); sampled every %s. ",
 		kind, r.started.UTC().Format("2006-01-02 15:04 UTC"), r.cfg.runFor, r.cfg.rate, r.engines, r.cfg.every)
 	fmt.Fprintf(&b, "Machine: %d CPUs, load average at the end %s (shared with other work).\n\n", numCPU(), r.load)
 	why := ""
 	if r.gaveUpWhy != "" {
 		why = ": " + r.gaveUpWhy
 	}
-	fmt.Fprintf(&b, "Sent %d, answered 2xx %d (gave up %d%s), handled exactly once %d, duplicates %d; hosts restarted %d times; dead letters retried by hand %d.\n\n",
-		r.sent, r.accepted, r.gaveUp, why, r.handled, r.duplicates, r.restarts, r.retriedByHand)
+	g := r.groups
+	fmt.Fprintf(&b, "Sent %d, answered 2xx %d (gave up %d%s). To the hosts' own URLs: handled exactly once by their host %d, duplicates %d. ",
+		r.sent, r.accepted, r.gaveUp, why, r.handled, r.duplicates)
+	fmt.Fprintf(&b, "To the fanout groups: %d answered 2xx, handled exactly once by each member %d. ", g.fanoutAccepted, g.fanoutOnce)
+	fmt.Fprintf(&b, "To the any groups: %d answered 2xx, handled %d, of which run again (same Idempotency-Key) %d, %d second runs in all; runs by member: %s. ",
+		g.anyAccepted, g.anyHandled, g.anyTwice, g.anySecondRuns, byMember(g.anyByMember))
+	fmt.Fprintf(&b, "Hosts restarted %d times; dead letters retried by hand %d.\n\n", r.restarts, r.retriedByHand)
 	if len(r.failures) == 0 {
 		fmt.Fprintf(&b, "**Passed.**\n\n")
 	} else {
@@ -187,6 +245,11 @@ func (r *report) markdown() string {
 	b.WriteString("\n\n")
 	b.WriteString("| series | 2nd quarter | last quarter | limit | |\n|---|---|---|---|---|\n")
 	for _, l := range r.flat {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\nTransports: what each host's page said at each sample (down: restarting), at the end, and its log over every start.\n\n")
+	b.WriteString("| host | configured | at the samples | at the end | sockets opened | sockets lost | falls back to heartbeats |\n|---|---|---|---|---|---|---|\n")
+	for _, l := range r.linkLines {
 		b.WriteString(l + "\n")
 	}
 	for _, eng := range strings.Split(r.engines, ", ") {
@@ -209,6 +272,18 @@ func (r *report) markdown() string {
 	}
 	b.WriteString("\n![each series over time](soak.svg)\n")
 	return b.String()
+}
+
+func byMember(m map[string]int) string {
+	var out []string
+	for k, v := range m {
+		out = append(out, fmt.Sprintf("%s %d", k, v))
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 func num(v float64) string {

@@ -1,56 +1,16 @@
-// Command soak is the relay's long run (`make soak`): about an hour of
-// steady signed traffic, with nothing allowed to grow.
-//
-// Two clouds run side by side, one on SQLite and one on a throwaway
-// Postgres, each with three hosts; every host has a GitHub, a Stripe and a
-// Slack source forwarding to one local receiver. A sender posts signed
-// webhooks at a steady rate, spread over the clouds, hosts and providers,
-// and retries a non-2xx answer as a provider would. Along the way:
-//
-//   - a host is restarted now and then (SIGTERM, then started again);
-//   - a share of the webhooks fail their first attempt at the receiver
-//     (503) and are retried by the cloud's schedule;
-//   - a smaller share fail until they are dead-lettered, and are then
-//     retried by hand (POST …/retry), as an operator would once the app is
-//     fixed;
-//   - retention runs with short windows (acked and dead-lettered deliveries
-//     pruned after two minutes, one in -short).
-//
-// Every -every (1 min; 15 s in -short) it samples, per engine: the cloud's
-// RSS, goroutines and open file descriptors, the database's size and its
-// WAL, the deliveries pending (queued, retrying) and in flight (delivering,
-// delivered) over all hosts, and the hosts' RSS, threads and open file
-// descriptors (summed over the three). It writes the samples as a table
-// (SOAK.md) and a small SVG plot of each series (soak.svg) into -out.
-//
-// It passes when:
-//
-//   - every webhook was answered 2xx within five tries (the sender's);
-//   - every series is flat after warm-up: the mean of its last quarter of
-//     samples is at most 10 % above the mean of its second quarter, plus a
-//     small absolute allowance per series (allowance, below) so that a
-//     series near zero is not failed for noise;
-//   - every webhook answered 2xx was handled exactly once: the receiver
-//     answered 200 to exactly one forward of it (its Idempotency-Key), and
-//     to none that was not answered 2xx;
-//   - nothing is left that should not be: once the sender stops and the
-//     last dead letters are retried, no delivery is queued, retrying,
-//     delivering, delivered or dead-lettered on either cloud.
-//
-// Usage:
-//
-//	go run ./scripts/soak [-short] [-for 1h] [-every 1m] [-rate 20] [-out DIR] [-keep]
-//
-// -short runs for 4 minutes, sampling every 15 s (without -out it writes
-// nothing but the table to stdout). The exit status is 1 when a check
-// failed.
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,10 +19,12 @@ import (
 	"github.com/relaykit/relay/scripts/internal/rig"
 )
 
-// sample is one reading of every series, per engine.
+// sample is one reading of every series, per engine, and of the
+// transport each host was on.
 type sample struct {
 	at     time.Duration // since the start
 	values map[string]float64
+	links  map[string]string // host name → its transport in use (websocket, heartbeat, not connected, down)
 }
 
 // series are the sampled series, in table order, with their units.
@@ -74,13 +36,14 @@ var series = []struct{ key, head string }{
 	{"wal", "WAL MiB"},
 	{"pending", "pending"},
 	{"inflight", "in flight"},
+	{"group_waiting", "groups waiting"},
 	{"host_rss", "hosts RSS MiB"},
 	{"host_threads", "hosts threads"},
 	{"host_fds", "hosts fds"},
 }
 
 func takeSample(ctx context.Context, engines []*engine, at time.Duration) sample {
-	s := sample{at: at, values: map[string]float64{}}
+	s := sample{at: at, values: map[string]float64{}, links: map[string]string{}}
 	set := func(e *engine, key string, v float64) { s.values[e.name+"."+key] = v }
 	for _, e := range engines {
 		pid := e.cloud.PID()
@@ -92,6 +55,9 @@ func takeSample(ctx context.Context, engines []*engine, at time.Duration) sample
 		}
 		if g, err := e.cloud.Metric(ctx, "go_goroutines"); err == nil {
 			set(e, "cloud_goroutines", g)
+		}
+		if w, err := metricSum(ctx, e, "relay_group_waiting_deliveries"); err == nil {
+			set(e, "group_waiting", w)
 		}
 		db, wal := dbSize(ctx, e.dbURL)
 		set(e, "db", mib(db))
@@ -108,6 +74,10 @@ func takeSample(ctx context.Context, engines []*engine, at time.Duration) sample
 			}
 			if n, err := rig.OpenFDs(e.hosts[i].PID()); err == nil {
 				fds += float64(n)
+			}
+			s.links[e.names[i]] = "down"
+			if l, err := readLink(ctx, e.hosts[i]); err == nil {
+				s.links[e.names[i]] = l.inUse
 			}
 		}
 		set(e, "pending", pending)
@@ -129,6 +99,92 @@ func (s sample) line() string {
 		}
 	}
 	return fmt.Sprintf("%6s %s", s.at.Round(time.Second), strings.Join(keys, " "))
+}
+
+// metricSum is the sum of a labelled series (name{…} v) over its labels,
+// from the cloud's /metrics; 0 when it has none.
+func metricSum(ctx context.Context, e *engine, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", e.cloud.Admin.URL+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.cloud.Admin.Token)
+	resp, err := e.cloud.Admin.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("GET /metrics: status %d", resp.StatusCode)
+	}
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name+"{")
+		if !ok {
+			continue
+		}
+		_, v, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		if x, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			sum += x
+		}
+	}
+	return sum, sc.Err()
+}
+
+// link is a host's connection to the cloud as its page shows it.
+type link struct {
+	inUse, configured  string // the transport carrying webhooks ("not connected" when none), the one asked for
+	sockets, fallbacks int    // sockets opened and falls back to heartbeats since the host started
+}
+
+var (
+	transportRE = regexp.MustCompile(`<strong id="transport">([^<]*)</strong>.*?\(configured: ([a-z]+)`)
+	socketsRE   = regexp.MustCompile(`Sockets opened</dt><dd>(\d+) \(\d+ reconnects\) · fallbacks to heartbeats: (\d+)`)
+)
+
+// readLink reads the host's page (its local API's /) for the transport it
+// is on.
+func readLink(ctx context.Context, h *rig.Host) (link, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", h.LocalURL+"/", nil)
+	if err != nil {
+		return link{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return link{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return link{}, err
+	}
+	m := transportRE.FindSubmatch(b)
+	if m == nil {
+		return link{}, fmt.Errorf("host page: no transport (status %d)", resp.StatusCode)
+	}
+	l := link{inUse: string(m[1]), configured: string(m[2])}
+	if m := socketsRE.FindSubmatch(b); m != nil {
+		l.sockets, _ = strconv.Atoi(string(m[1]))
+		l.fallbacks, _ = strconv.Atoi(string(m[2]))
+	}
+	return l, nil
+}
+
+// logCount counts the lines of the host's log (every start of it, appended)
+// that hold s.
+func logCount(h *rig.Host, s string) int {
+	b, err := os.ReadFile(h.LogPath)
+	if err != nil {
+		return -1
+	}
+	return bytes.Count(b, []byte(s))
 }
 
 // dbSize is the database's size and its WAL's, in bytes.

@@ -1,49 +1,3 @@
-// Command soak is the relay's long run (`make soak`): about an hour of
-// steady signed traffic, with nothing allowed to grow.
-//
-// Two clouds run side by side, one on SQLite and one on a throwaway
-// Postgres, each with three hosts; every host has a GitHub, a Stripe and a
-// Slack source forwarding to one local receiver. A sender posts signed
-// webhooks at a steady rate, spread over the clouds, hosts and providers,
-// and retries a non-2xx answer as a provider would. Along the way:
-//
-//   - a host is restarted now and then (SIGTERM, then started again);
-//   - a share of the webhooks fail their first attempt at the receiver
-//     (503) and are retried by the cloud's schedule;
-//   - a smaller share fail until they are dead-lettered, and are then
-//     retried by hand (POST …/retry), as an operator would once the app is
-//     fixed;
-//   - retention runs with short windows (acked and dead-lettered deliveries
-//     pruned after two minutes, one in -short).
-//
-// Every -every (1 min; 15 s in -short) it samples, per engine: the cloud's
-// RSS, goroutines and open file descriptors, the database's size and its
-// WAL, the deliveries pending (queued, retrying) and in flight (delivering,
-// delivered) over all hosts, and the hosts' RSS, threads and open file
-// descriptors (summed over the three). It writes the samples as a table
-// (SOAK.md) and a small SVG plot of each series (soak.svg) into -out.
-//
-// It passes when:
-//
-//   - every webhook was answered 2xx within five tries (the sender's);
-//   - every series is flat after warm-up: the mean of its last quarter of
-//     samples is at most 10 % above the mean of its second quarter, plus a
-//     small absolute allowance per series (allowance, below) so that a
-//     series near zero is not failed for noise;
-//   - every webhook answered 2xx was handled exactly once: the receiver
-//     answered 200 to exactly one forward of it (its Idempotency-Key), and
-//     to none that was not answered 2xx;
-//   - nothing is left that should not be: once the sender stops and the
-//     last dead letters are retried, no delivery is queued, retrying,
-//     delivering, delivered or dead-lettered on either cloud.
-//
-// Usage:
-//
-//	go run ./scripts/soak [-short] [-for 1h] [-every 1m] [-rate 20] [-out DIR] [-keep]
-//
-// -short runs for 4 minutes, sampling every 15 s (without -out it writes
-// nothing but the table to stdout). The exit status is 1 when a check
-// failed.
 package main
 
 import (
@@ -56,24 +10,28 @@ import (
 	"time"
 
 	"github.com/relaykit/relay/scripts/internal/rig"
+	"github.com/relaykit/relay/shared"
 )
 
-// receiver decides the local app's answers and counts its successes.
+// receiver decides the local app's answers and counts its successes. Each
+// host forwards to a path of its own (/hook/HOST_ID), so the receiver
+// knows which host ran what.
 type receiver struct {
 	mu      sync.Mutex
-	ok      map[string]int  // Idempotency-Key → 200 answers
-	fixed   map[string]bool // doomed deliveries the app now accepts
+	ok      map[string][]string   // a host's own webhook: Idempotency-Key → the hosts answered 200
+	runs    map[string][]groupRun // a group's webhook: event id → each 200 answered
+	fixed   map[string]bool       // doomed deliveries the app now accepts
 	allFix  bool
 	byHands int
 }
 
 func newReceiver() *receiver {
-	return &receiver{ok: map[string]int{}, fixed: map[string]bool{}}
+	return &receiver{ok: map[string][]string{}, runs: map[string][]groupRun{}, fixed: map[string]bool{}}
 }
 
 // answer: a "flaky" event fails its first attempt, a "doomed" one every
 // attempt until fixed; the rest succeed.
-func (rc *receiver) answer(_ *http.Request, key string, n int) int {
+func (rc *receiver) answer(r *http.Request, key string, n int) int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	switch {
@@ -82,7 +40,13 @@ func (rc *receiver) answer(_ *http.Request, key string, n int) int {
 	case strings.Contains(key, "flaky") && n == 1:
 		return http.StatusServiceUnavailable
 	}
-	rc.ok[key]++
+	member := strings.TrimPrefix(r.URL.Path, "/hook/")
+	if g := r.Header.Get(shared.HeaderGroup); g != "" {
+		ev := r.Header.Get("X-GitHub-Delivery")
+		rc.runs[ev] = append(rc.runs[ev], groupRun{key: key, member: member, group: g})
+	} else {
+		rc.ok[key] = append(rc.ok[key], member)
+	}
 	return http.StatusOK
 }
 
@@ -110,31 +74,49 @@ func (rc *receiver) handRetries() int {
 	return rc.byHands
 }
 
-func (rc *receiver) successes() map[string]int {
+// successes are the 200s answered: to hosts' own webhooks by
+// Idempotency-Key, to groups' by event id.
+func (rc *receiver) successes() (hosts map[string][]string, groups map[string][]groupRun) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	out := make(map[string]int, len(rc.ok))
+	hosts = make(map[string][]string, len(rc.ok))
 	for k, v := range rc.ok {
-		out[k] = v
+		hosts[k] = append([]string(nil), v...)
 	}
-	return out
+	groups = make(map[string][]groupRun, len(rc.runs))
+	for k, v := range rc.runs {
+		groups[k] = append([]groupRun(nil), v...)
+	}
+	return hosts, groups
 }
 
 // sender posts signed webhooks at a steady rate, as providers would: a
 // non-2xx answer or a transport error is retried (same event) a few times.
+// Of every ten webhooks to a cloud, eight go to its hosts' own URLs (the
+// hosts and providers in turn), one to its fanout group's and one to its
+// any group's (GitHub).
 type sender struct {
 	engines []*engine
 	rate    float64
 
 	mu       sync.Mutex
 	sent     int
-	accepted map[string]bool // delivery ids answered 2xx
+	accepted map[string]string // a host's own webhook answered 2xx: delivery id → host id
+	groupOK  map[string]*group // a group's webhook answered 2xx: event id → group
+	sentTo   map[string]*group // every group's webhook sent: event id → group
 	gaveUp   int
 	why      map[string]int // the last answer of those given up
 }
 
+// target is where one webhook goes: a host's or a group's URL.
+type target struct {
+	id     string // host or group id
+	source string
+	group  *group // nil for a host
+}
+
 func (s *sender) run(ctx context.Context) {
-	s.accepted, s.why = map[string]bool{}, map[string]int{}
+	s.accepted, s.groupOK, s.sentTo, s.why = map[string]string{}, map[string]*group{}, map[string]*group{}, map[string]int{}
 	client := &http.Client{Timeout: 30 * time.Second}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -149,8 +131,17 @@ func (s *sender) run(ctx context.Context) {
 		case <-t.C:
 		}
 		e := s.engines[i%len(s.engines)]
-		hi := (i / len(s.engines)) % len(e.ids)
-		provider := providers[(i/len(s.engines)/len(e.ids))%len(providers)]
+		j := i / len(s.engines)
+		var to target
+		switch j % 10 {
+		case 8:
+			to = target{id: e.fanout.id, source: "github", group: e.fanout}
+		case 9:
+			to = target{id: e.any.id, source: "github", group: e.any}
+		default:
+			k := j - 2*(j/10) // the hosts' own webhooks, counted alone
+			to = target{id: e.ids[k%len(e.ids)], source: providers[(k/len(e.ids))%len(providers)]}
+		}
 		kind := "ok"
 		switch x := rng.IntN(100); {
 		case x < 1:
@@ -159,11 +150,16 @@ func (s *sender) run(ctx context.Context) {
 			kind = "flaky"
 		}
 		id := fmt.Sprintf("soak-%s-%d", kind, i)
-		wg.Go(func() { s.send(ctx, client, e, e.ids[hi], provider, id) })
+		if to.group != nil {
+			s.mu.Lock()
+			s.sentTo[id] = to.group
+			s.mu.Unlock()
+		}
+		wg.Go(func() { s.send(ctx, client, e, to, id) })
 	}
 }
 
-func (s *sender) send(ctx context.Context, client *http.Client, e *engine, hostID, provider, id string) {
+func (s *sender) send(ctx context.Context, client *http.Client, e *engine, to target, id string) {
 	s.mu.Lock()
 	s.sent++
 	s.mu.Unlock()
@@ -178,7 +174,7 @@ func (s *sender) send(ctx context.Context, client *http.Client, e *engine, hostI
 		var body []byte
 		var header http.Header
 		now := time.Now()
-		switch provider {
+		switch to.source {
 		case "github":
 			w := rig.SignGitHub(secret, "push", id, []byte(fmt.Sprintf(`{"ref":"refs/heads/main","after":%q,"repository":{"full_name":"acme/app"}}`, id)))
 			body, header = w.Body, w.Header
@@ -189,7 +185,7 @@ func (s *sender) send(ctx context.Context, client *http.Client, e *engine, hostI
 		}
 		// Sent even after the load ends: a provider does not drop a webhook
 		// mid-retry.
-		req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), "POST", rig.WebhookURL(e.cloud.Admin.URL, hostID, provider), strings.NewReader(string(body)))
+		req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), "POST", rig.WebhookURL(e.cloud.Admin.URL, to.id, to.source), strings.NewReader(string(body)))
 		if err != nil {
 			break
 		}
@@ -206,7 +202,11 @@ func (s *sender) send(ctx context.Context, client *http.Client, e *engine, hostI
 		decodeJSON(resp, &ans)
 		if resp.StatusCode/100 == 2 && ans.DeliveryID != "" {
 			s.mu.Lock()
-			s.accepted[ans.DeliveryID] = true
+			if to.group != nil {
+				s.groupOK[id] = to.group
+			} else {
+				s.accepted[ans.DeliveryID] = to.id
+			}
 			s.mu.Unlock()
 			return
 		}
@@ -224,13 +224,22 @@ func (s *sender) totals() (sent, accepted, gaveUp int, why string) {
 	for k, v := range s.why {
 		w = append(w, fmt.Sprintf("%s: %d", k, v))
 	}
-	return s.sent, len(s.accepted), s.gaveUp, strings.Join(w, ", ")
+	return s.sent, len(s.accepted) + len(s.groupOK), s.gaveUp, strings.Join(w, ", ")
 }
 
-func (s *sender) acceptedKeys() map[string]bool {
+// acceptedKeys are the webhooks answered 2xx: the hosts' own by delivery
+// id (→ host id), the groups' by event id (→ group).
+func (s *sender) acceptedKeys() (hosts map[string]string, groups map[string]*group) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.accepted
+	return s.accepted, s.groupOK
+}
+
+// groupEvents are the events sent to a group's URL, answered or not.
+func (s *sender) groupEvents() map[string]*group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sentTo
 }
 
 // restartHosts restarts one host every interval, round robin, gracefully
@@ -293,11 +302,13 @@ func retryDLQ(ctx context.Context, engines []*engine, rc *receiver) int {
 }
 
 // drain waits (up to 5 min) until no delivery is left but acked ones,
-// retrying dead letters by hand meanwhile, and returns what is left.
-func drain(ctx context.Context, engines []*engine, rc *receiver) (map[string]int, error) {
+// retrying dead letters by hand meanwhile, and returns what is left by
+// engine, what took it (hosts' own URLs, a group's) and status (sentTo:
+// the events sent to groups).
+func drain(ctx context.Context, engines []*engine, rc *receiver, sentTo map[string]*group) (map[string]int, error) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		left := map[string]int{}
+		left := 0
 		for _, e := range engines {
 			for _, id := range e.ids {
 				counts, err := e.cloud.Counts(ctx, id)
@@ -305,14 +316,14 @@ func drain(ctx context.Context, engines []*engine, rc *receiver) (map[string]int
 					return nil, err
 				}
 				for st, c := range counts {
-					if st != "acked" && c > 0 {
-						left[e.name+" "+st] += c
+					if st != "acked" {
+						left += c
 					}
 				}
 			}
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left, nil
+		if left == 0 || time.Now().After(deadline) {
+			return leftOver(ctx, engines, sentTo)
 		}
 		for range retryDLQ(ctx, engines, rc) {
 			rc.countHandRetry()
