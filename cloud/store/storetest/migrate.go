@@ -90,7 +90,27 @@ func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count
 	require.NoError(t, err)
 	_, err = s.DeliveryResultGet(ctx, acked.ID)
 	require.NoError(t, err)
-	gone := []string{acked.ID, dead.ID}
+	// A fanout of two members, its one body shared, both acked.
+	_, err = s.HostCreate(ctx, &store.HostCreateParams{ID: "h-delete-2", Name: "delete 2", Now: base})
+	require.NoError(t, err)
+	_, err = s.GroupCreate(ctx, &store.GroupCreateParams{ID: "g-delete", Name: "delete", Now: base})
+	require.NoError(t, err)
+	share := &store.BodyShare{}
+	var fanned []string
+	var ps []*store.DeliveryInsertParams
+	for _, m := range []string{"h-delete", "h-delete-2"} {
+		p := insertParams(m, "evt-fanned", base, deliveryOpts{})
+		p.GroupID, p.Lane, p.Share = "g-delete", m, share
+		p.ID = store.LaneDeliveryID(p.Source, p.EventID, m, base)
+		ps, fanned = append(ps, p), append(fanned, p.ID)
+	}
+	_, err = s.DeliveryInsertBatch(ctx, ps)
+	require.NoError(t, err)
+	for i, m := range []string{"h-delete", "h-delete-2"} {
+		require.Contains(t, ids(lease(ctx, t, s, m, 10, 0, base)), fanned[i])
+		require.Equal(t, 1, ack(ctx, t, s, m, base, fanned[i]))
+	}
+	gone := append([]string{acked.ID, dead.ID}, fanned...)
 	for _, table := range []string{"delivery_bodies", "delivery_events"} {
 		n, err := count(ctx, table, gone)
 		require.NoError(t, err)
@@ -99,7 +119,7 @@ func DeletesLeaveNothing(ctx context.Context, t *testing.T, s store.Store, count
 
 	n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked, PruneParams: store.PruneParams{Before: base.Add(time.Hour)}})
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Equal(t, 3, n)
 	n, err = s.DeliveryPurgeDLQ(ctx, &store.DeliveryPurgeDLQParams{HostID: "h-delete"})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
