@@ -116,6 +116,21 @@ func (g *Groups) Socket(e store.SocketEvent) {
 	g.closed[e.HostID] = g.clock.Now()
 }
 
+// Gone is told that a host left on this replica without a socket's close
+// saying so: its long poll hung up, or it said it is stopping. Like a
+// socket's close, it is not online until it is heard from again. (Other
+// replicas see it go when its contact grows older than OnlineWithin.)
+func (g *Groups) Gone(hostID string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.open[hostID]; !ok {
+		g.closed[hostID] = g.clock.Now()
+	}
+}
+
 // online reports whether m is online at now: active, and with a socket
 // open, or heard from within OnlineWithin and not since its socket
 // closed. Called with g.mu held.

@@ -102,6 +102,17 @@ func TestGroupsPickInTurnAmongOnline(t *testing.T) {
 	r.clock.Advance(time.Second)
 	r.heard(b)
 	require.Equal(t, b, r.groups.Pick(r.id, r.members))
+
+	// A long poll hung up: gone until heard from again; a socket open
+	// says otherwise.
+	r.groups.Gone(b)
+	require.Equal(t, a, r.groups.Pick(r.id, r.members))
+	r.clock.Advance(time.Second)
+	r.heard(b)
+	require.Equal(t, b, r.groups.Pick(r.id, r.members))
+	r.groups.Socket(store.SocketEvent{HostID: c, Epoch: 9, Open: true})
+	r.groups.Gone(c)
+	require.Equal(t, c, r.groups.Pick(r.id, r.members), "its socket is open")
 }
 
 // A failed attempt hands an any delivery to the next online member: after

@@ -106,6 +106,9 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 		}
 		handed := pl.close()
 		if ctx.Err() != nil {
+			// The host hung up its poll: gone, as far as its groups go,
+			// until it is heard from again.
+			s.cfg.Groups.Gone(p.HostID)
 			s.releaseHanded(ctx, p.HostID, handed)
 			return &store.DeliveryLeaseResult{}, nil
 		}
@@ -124,6 +127,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 		}
 		if ended {
 			// Its host is stopping and reads this answer: nothing more.
+			s.cfg.Groups.Gone(p.HostID)
 			return &store.DeliveryLeaseResult{}, nil
 		}
 		if err != nil {

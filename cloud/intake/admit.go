@@ -128,7 +128,7 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 		if t.Group != nil {
 			// An any source: one delivery, held by the member the
 			// group router picks.
-			p.GroupID, p.HostID = t.Group.ID, s.cfg.Groups.Pick(t.Group.ID, t.Group.ActiveMemberIDs())
+			p.GroupID, p.HostID = t.Group.ID, s.pick(t.Group)
 			if p.HostID == "" {
 				telemetry.End(storeSpan, ErrNoMembers)
 				telemetry.End(span, ErrNoMembers)
@@ -161,6 +161,19 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 	}
 	span.End()
 	return s.answer(provider, req, out), nil
+}
+
+// pick is the member of g that holds a new delivery of an any source: the
+// group router's choice, or the first active member without one.
+func (s *Service) pick(g *store.Group) string {
+	members := g.ActiveMemberIDs()
+	if s.cfg.Groups != nil {
+		return s.cfg.Groups.Pick(g.ID, members)
+	}
+	if len(members) == 0 {
+		return ""
+	}
+	return members[0]
 }
 
 // insert stores p. A host whose socket on this replica has room and waits
