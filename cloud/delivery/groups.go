@@ -16,9 +16,11 @@ import (
 // Groups decides, once for every transport and engine, which member of a
 // group holds a delivery of an any source:
 //
-//   - at intake, the next online member in turn (Pick), so that the
-//     members share the work; when none is online, the first member in
-//     order holds it and it waits, as a host's does;
+//   - at intake, an online member: the first in turn with room on a
+//     connection of the replica that stores it (pushed or answered at
+//     once), else the next in turn (Pick), so that the members share the
+//     work; when none is online, the first member in order holds it and
+//     it waits, as a host's does;
 //   - after a failed attempt, the next online member after the one that
 //     failed it ("try the next one"), the attempt given back when the
 //     holder vanished (its lease ran out, its socket closed, its answer
@@ -148,27 +150,34 @@ func (g *Groups) online(m store.RosterMember, now time.Time) bool {
 	return !ok || m.LastHeartbeatAt.After(closed)
 }
 
-// Pick is the member that holds a new delivery of the any source of group:
-// the next online member of members (the group's, in order, as intake
-// read them) in turn; when none is online, the first. "" when members is
-// empty.
-func (g *Groups) Pick(groupID string, members []string) string {
+// Pick lists who may hold a new delivery of the any source of group,
+// first choice first: its online members of members (the group's, in
+// order, as intake read them), starting from the next one in turn (so the
+// members share the work); when none is online, the first member alone.
+// Intake gives it to the first of them with room on a connection of this
+// replica (Leaser.Reserve), else to the first. Empty when members is.
+func (g *Groups) Pick(groupID string, members []string) []string {
 	if len(members) == 0 {
-		return ""
+		return nil
 	}
 	now := g.clock.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	online := g.onlineOf(groupID, now)
-	start := g.turn[groupID]
+	start := g.turn[groupID] % len(members)
+	var out []string
 	for i := range members {
-		m := members[(start+i)%len(members)]
-		if online[m] {
-			g.turn[groupID] = (start + i + 1) % len(members)
-			return m
+		if m := members[(start+i)%len(members)]; online[m] {
+			if len(out) == 0 {
+				g.turn[groupID] = (start + i + 1) % len(members)
+			}
+			out = append(out, m)
 		}
 	}
-	return members[0]
+	if len(out) == 0 {
+		return members[:1]
+	}
+	return out
 }
 
 // onlineOf is the set of the group's members online at now (none when the

@@ -68,6 +68,9 @@ func (r *groupRig) insert(holder, event string) string {
 	return res.Delivery.ID
 }
 
+// pick is the first choice of Pick among the rig's members.
+func (r *groupRig) pick() string { return r.groups.Pick(r.id, r.members)[0] }
+
 func (r *groupRig) holder(id string) string {
 	for _, h := range r.members {
 		if d, err := r.st.DeliveryGet(r.ctx, h, id); err == nil {
@@ -82,37 +85,39 @@ func (r *groupRig) holder(id string) string {
 func TestGroupsPickInTurnAmongOnline(t *testing.T) {
 	r := newGroupRig(t)
 	a, b, c := r.members[0], r.members[1], r.members[2]
-	require.Equal(t, a, r.groups.Pick(r.id, r.members), "no one online: the first")
+	require.Equal(t, a, r.pick(), "no one online: the first")
 	r.heard(a, c)
 	var picked []string
 	for range 4 {
-		picked = append(picked, r.groups.Pick(r.id, r.members))
+		picked = append(picked, r.pick())
 	}
 	require.Equal(t, []string{a, c, a, c}, picked)
+	require.Equal(t, []string{a, c}, r.groups.Pick(r.id, r.members), "every online member, the next in turn first")
+	require.Equal(t, []string{c, a}, r.groups.Pick(r.id, r.members))
 
 	// A socket open makes a member online whatever its last contact; its
 	// closing makes it offline at once, until it is heard from again.
 	r.clock.Advance(2 * time.Minute)
 	r.groups.Socket(store.SocketEvent{HostID: b, Epoch: 7, Open: true})
-	require.Equal(t, b, r.groups.Pick(r.id, r.members))
+	require.Equal(t, b, r.pick())
 	r.groups.Socket(store.SocketEvent{HostID: b, Epoch: 6}) // an older socket, taken over
-	require.Equal(t, b, r.groups.Pick(r.id, r.members), "a socket taken over closing changes nothing")
+	require.Equal(t, b, r.pick(), "a socket taken over closing changes nothing")
 	r.groups.Socket(store.SocketEvent{HostID: b, Epoch: 7})
-	require.Equal(t, a, r.groups.Pick(r.id, r.members), "none online")
+	require.Equal(t, a, r.pick(), "none online")
 	r.clock.Advance(time.Second)
 	r.heard(b)
-	require.Equal(t, b, r.groups.Pick(r.id, r.members))
+	require.Equal(t, b, r.pick())
 
 	// A long poll hung up: gone until heard from again; a socket open
 	// says otherwise.
 	r.groups.Gone(b)
-	require.Equal(t, a, r.groups.Pick(r.id, r.members))
+	require.Equal(t, a, r.pick())
 	r.clock.Advance(time.Second)
 	r.heard(b)
-	require.Equal(t, b, r.groups.Pick(r.id, r.members))
+	require.Equal(t, b, r.pick())
 	r.groups.Socket(store.SocketEvent{HostID: c, Epoch: 9, Open: true})
 	r.groups.Gone(c)
-	require.Equal(t, c, r.groups.Pick(r.id, r.members), "its socket is open")
+	require.Equal(t, c, r.pick(), "its socket is open")
 }
 
 // A failed attempt hands an any delivery to the next online member: after

@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
@@ -125,20 +126,18 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 	if t.Group != nil && src.Mode == store.GroupFanout {
 		res, err = s.insertFanout(sctx, t.Group, p)
 	} else {
+		candidates := []string{host.ID}
 		if t.Group != nil {
-			// An any source: one delivery, held by the member the
-			// group router picks.
-			p.GroupID, p.HostID = t.Group.ID, s.pick(t.Group)
-			if p.HostID == "" {
+			// An any source: one delivery, held by a member the group
+			// router picks.
+			p.GroupID, candidates = t.Group.ID, s.pick(t.Group)
+			if len(candidates) == 0 {
 				telemetry.End(storeSpan, ErrNoMembers)
 				telemetry.End(span, ErrNoMembers)
 				return nil, ErrNoMembers
 			}
-			// Its trail names each holder: this one, then each it is
-			// handed to.
-			p.ReceiveNote = strings.TrimPrefix(p.ReceiveNote+"; held by "+p.HostID, "; ")
 		}
-		res, err = s.insert(sctx, p, len(req.Body))
+		res, err = s.insert(sctx, p, len(req.Body), candidates)
 	}
 	telemetry.End(storeSpan, err)
 	if err != nil {
@@ -163,25 +162,37 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 	return s.answer(provider, req, out), nil
 }
 
-// pick is the member of g that holds a new delivery of an any source: the
-// group router's choice, or the first active member without one.
-func (s *Service) pick(g *store.Group) string {
+// pick lists the members of g that may hold a new delivery of an any
+// source, first choice first: the group router's, or the first active
+// member without one.
+func (s *Service) pick(g *store.Group) []string {
 	members := g.ActiveMemberIDs()
 	if s.cfg.Groups != nil {
 		return s.cfg.Groups.Pick(g.ID, members)
 	}
-	if len(members) == 0 {
-		return ""
-	}
-	return members[0]
+	return members[:min(len(members), 1)]
 }
 
-// insert stores p. A host whose socket on this replica has room and waits
-// with nothing to push, or whose long poll here waits having found
-// nothing, gets the webhook stored leased to it, which pushes it (or
-// answers with it) once committed: no lease of its own.
-func (s *Service) insert(ctx context.Context, p *store.DeliveryInsertParams, size int) (*store.DeliveryInsertResult, error) {
-	reserved := s.cfg.Leaser.Reserve(p.HostID, size)
+// insert stores p for the first of candidates (a host, or the members of
+// a group that may hold it, first choice first) whose socket on this
+// replica has room and waits with nothing to push, or whose long poll
+// here waits having found nothing: it is stored leased to that one, which
+// pushes it (or answers with it) once committed, with no lease of its
+// own. With none, it is stored pending for the first candidate. A group's
+// delivery names its holder in its trail: this one, then each it is
+// handed to.
+func (s *Service) insert(ctx context.Context, p *store.DeliveryInsertParams, size int, candidates []string) (*store.DeliveryInsertResult, error) {
+	p.HostID = candidates[0]
+	var reserved *delivery.Reservation
+	for _, c := range candidates {
+		if reserved = s.cfg.Leaser.Reserve(c, size); reserved != nil {
+			p.HostID = c
+			break
+		}
+	}
+	if p.GroupID != "" {
+		p.ReceiveNote = strings.TrimPrefix(p.ReceiveNote+"; held by "+p.HostID, "; ")
+	}
 	if reserved != nil {
 		p.Lease = reserved.Lease()
 		// The outcome decides whether it is handed over or the room is

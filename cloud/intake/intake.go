@@ -121,10 +121,10 @@ var ErrReplayNotHeld = &shared.Error{Code: shared.CodeUnavailable, Message: "sto
 // later (503), and the request is recorded among the rejections.
 var ErrNoMembers = &shared.Error{Code: shared.CodeUnavailable, Message: "the group has no active members: add a host to it"}
 
-// Picker chooses the member of a group that holds a new delivery of its
-// any source (delivery.Groups).
+// Picker lists the members of a group that may hold a new delivery of its
+// any source, first choice first (delivery.Groups).
 type Picker interface {
-	Pick(groupID string, members []string) string
+	Pick(groupID string, members []string) []string
 }
 
 // Config is the service's dependencies and bounds. All but the bounds and
