@@ -42,10 +42,12 @@ type DeliveryFindParams struct {
 
 // FindQuery is DeliveryFind's query with only the filters given, so that
 // the planner sees which index serves it, whatever plan it caches: the
-// delivery key for an event id (one look-up per source), a host's receipt
-// order, or everyone's. A correlation id has no index of its own (a random
-// key costs intake a random page per insert): it is found by reading
-// newest first.
+// delivery key for an event id (one look-up per source), the correlation
+// id's index, a host's receipt order, or everyone's. A correlation id
+// names one webhook (a group's fanout: one per member), so with one the
+// host and the group are checked on the rows it finds, written so that no
+// index of theirs applies: a host's receipt order, read newest first,
+// would walk all its deliveries for an id that is not there.
 //
 // The query has a ? for each of its arguments, in order. An engine gives
 // its select list, its keyset condition on (received_at, delivery_id)
@@ -59,12 +61,19 @@ func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time)
 	var where []string
 	var args []any
 	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
-	if p.HostID != "" {
+	byCorrelation := p.CorrelationID != ""
+	switch {
+	case p.HostID != "" && byCorrelation:
+		add("host_id || '' = ?", p.HostID)
+	case p.HostID != "":
 		add("host_id = ?", p.HostID)
-	} else if p.Status != "" && p.EventID == "" && p.Source == "" && everyHost != "" {
+	case p.Status != "" && p.EventID == "" && p.Source == "" && !byCorrelation && everyHost != "":
 		add(everyHost)
 	}
-	if p.GroupID != "" {
+	switch {
+	case p.GroupID != "" && byCorrelation:
+		add("group_id || '' = ?", p.GroupID)
+	case p.GroupID != "":
 		add("group_id <> '' AND group_id = ?", p.GroupID) // the partial index's own condition, said
 	}
 	if p.Status != "" {
