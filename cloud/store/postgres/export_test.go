@@ -27,3 +27,16 @@ const (
 // AckStatement is an ack's statement with write times and results
 // ($8-$15), for the plan test.
 var AckStatement = transitionStatement(ackSet, true, 8)
+
+// The reads of the incident plan test: a host's deliveries, deliveries
+// found, one delivery, and the counts kept.
+var (
+	FindQuery          = findQuery
+	CountByStatusQuery = flow.CountByStatusQuery(flowDB{})
+	HostCountsQuery    = flow.HostCountsQuery(flowDB{}, hostColumns)
+)
+
+const (
+	ListQuery = listQuery
+	GetQuery  = getQuery
+)
