@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"context"
+
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/flow"
 )
@@ -40,3 +42,10 @@ const (
 	ListQuery = listQuery
 	GetQuery  = getQuery
 )
+
+// BackendPID is the server process of one of the store's connections: the
+// only one, when its URL says pool_max_conns=1.
+func BackendPID(ctx context.Context, s *Store) (pid int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	return pid, err
+}
