@@ -68,7 +68,7 @@ func TestIncidentReadsUseIndexes(t *testing.T) {
 // the newest now; each with a random correlation id, as intake makes them.
 // Bulk SQL, not the store's inserts: the counts are kept by the triggers
 // all the same.
-func fillIncident(ctx context.Context, t *testing.T, s *Store, n int) {
+func fillIncident(ctx context.Context, t testing.TB, s *Store, n int) {
 	t.Helper()
 	now := time.Now()
 	_, err := s.write.ExecContext(ctx, `
