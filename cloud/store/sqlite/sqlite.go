@@ -239,11 +239,6 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.ckptStop()
 		<-s.ckptDone
-		// What SQLite advises before closing a connection: statistics for
-		// what this process's queries found worth them (seldom anything).
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, _ = s.write.ExecContext(ctx, `PRAGMA optimize`)
 	})
 	s.insertMu.Lock()
 	if s.inserts != nil {
@@ -251,6 +246,12 @@ func (s *Store) Close() error {
 		s.inserts = nil
 	}
 	s.insertMu.Unlock()
+	// What SQLite advises before closing a connection: statistics for what
+	// this process's queries found worth them (seldom anything). Closed
+	// already, the writer says so at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = s.write.ExecContext(ctx, `PRAGMA optimize`)
 	return errors.Join(s.ckpt.Close(), s.read.Close(), s.write.Close())
 }
 
