@@ -245,6 +245,8 @@ func (a *app) Open(ctx context.Context) error {
 		sweep.Retention(append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),
+		sweep.FoldCounts(st),
+		sweep.Statistics(st),
 	}}
 	for _, loop := range []func(context.Context){
 		sweeper.Run,

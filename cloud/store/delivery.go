@@ -293,6 +293,10 @@ type DeliveryPruneParams struct {
 	PruneParams
 }
 
+type DeliveryCountFoldParams struct {
+	Limit int // 0: 1000
+}
+
 // LeaseCut returns how many lease candidates (body sizes, in FIFO order) fit
 // in one batch of at most max deliveries and maxBytes of body (0: no byte
 // bound). A single delivery larger than maxBytes goes alone.

@@ -42,10 +42,12 @@ type DeliveryFindParams struct {
 
 // FindQuery is DeliveryFind's query with only the filters given, so that
 // the planner sees which index serves it, whatever plan it caches: the
-// delivery key for an event id (one look-up per source), a host's receipt
-// order, or everyone's. A correlation id has no index of its own (a random
-// key costs intake a random page per insert): it is found by reading
-// newest first.
+// delivery key for an event id (one look-up per source), the correlation
+// id's index, a host's receipt order, or everyone's. A correlation id
+// names one webhook (a group's fanout: one per member), so with one the
+// host and the group are checked on the rows it finds, written so that no
+// index of theirs applies: a host's receipt order, read newest first,
+// would walk all its deliveries for an id that is not there.
 //
 // The query has a ? for each of its arguments, in order. An engine gives
 // its select list, its keyset condition on (received_at, delivery_id)
@@ -55,16 +57,30 @@ type DeliveryFindParams struct {
 // has an index of its own): one that holds for every delivery, but lets
 // the engine read each host's deliveries in that status in order instead
 // of everyone's deliveries.
-func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time) any, everyHost string) (string, []any) {
+//
+// An event id is looked up by each source's delivery key. eventsByKey ""
+// says so as two conditions joined by OR, which SQLite reads as one
+// look-up per source (MULTI-INDEX OR); an engine that cannot join
+// through an OR (Postgres filters every delivery, newest first, by both)
+// names its row key instead, and the look-ups are a list of the rows
+// they find.
+func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time) any, everyHost, eventsByKey string) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
-	if p.HostID != "" {
+	byCorrelation := p.CorrelationID != ""
+	switch {
+	case p.HostID != "" && byCorrelation:
+		add("host_id || '' = ?", p.HostID)
+	case p.HostID != "":
 		add("host_id = ?", p.HostID)
-	} else if p.Status != "" && p.EventID == "" && p.Source == "" && everyHost != "" {
+	case p.Status != "" && p.EventID == "" && p.Source == "" && !byCorrelation && everyHost != "":
 		add(everyHost)
 	}
-	if p.GroupID != "" {
+	switch {
+	case p.GroupID != "" && byCorrelation:
+		add("group_id || '' = ?", p.GroupID)
+	case p.GroupID != "":
 		add("group_id <> '' AND group_id = ?", p.GroupID) // the partial index's own condition, said
 	}
 	if p.Status != "" {
@@ -77,7 +93,17 @@ func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time)
 		add(`EXISTS (SELECT 1 FROM sources s
 			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
 	}
-	if p.EventID != "" {
+	switch {
+	case p.EventID != "" && eventsByKey != "":
+		add(eventsByKey+` IN (
+			SELECT d.`+eventsByKey+` FROM sources s JOIN deliveries d
+				ON d.group_id = '' AND d.host_id = s.host_id AND d.source = s.name AND d.event_id = ?
+			WHERE s.mode = ''
+			UNION ALL
+			SELECT d.`+eventsByKey+` FROM sources s JOIN deliveries d
+				ON d.group_id <> '' AND d.group_id = s.host_id AND d.source = s.name AND d.event_id = ?
+			WHERE s.mode <> '')`, p.EventID, p.EventID)
+	case p.EventID != "":
 		// Each of the hosts' sources, looked up by the delivery key; each
 		// of the groups' by theirs, every member's lane of it.
 		add(`((group_id = '' AND (host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s WHERE s.mode = ''))

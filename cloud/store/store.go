@@ -189,6 +189,16 @@ type Store interface {
 	// that have not changed since before Before, with their audit trails, at
 	// most Limit of them (0: 1000). Returns how many.
 	DeliveryPrune(ctx context.Context, p *DeliveryPruneParams) (int, error)
+	// DeliveryCountFold folds at most Limit (0: 1000) of the changes that
+	// writers recorded to the counts of deliveries by host and status into
+	// those counts, and says how many it folded. The counts read the same
+	// before and after; what it saves is the next read's work. An engine
+	// that keeps its counts in place folds none.
+	DeliveryCountFold(ctx context.Context, p *DeliveryCountFoldParams) (int, error)
+	// StatsOptimize refreshes the query planner's statistics where the
+	// engine leaves that to the application (SQLite), and does nothing where
+	// the engine keeps them itself (Postgres' autovacuum).
+	StatsOptimize(ctx context.Context) error
 
 	// The intake edge's own records (edge.go).
 	EdgeStore

@@ -1,7 +1,8 @@
 // Package sweep runs the cloud's background upkeep, each job in its own loop
 // on an injected clock: lease expiry (an expired lease is a failed attempt),
 // retention (finished deliveries, and any other table's old rows, pruned in
-// bounded batches) and claim-code expiry.
+// bounded batches), claim-code expiry, the folding of the deliveries'
+// counts and the planner's statistics.
 //
 // Every job is a guarded update or a bounded delete that skips rows another
 // replica holds, so every replica may run every job at once; on SQLite the
@@ -30,6 +31,9 @@ type Job struct {
 	Name     string
 	Interval time.Duration
 	Do       func(ctx context.Context, now time.Time) (int, error)
+	// Quiet: a pass that changed rows is not logged (only a failure is),
+	// for a job that changes some on nearly every pass.
+	Quiet bool
 }
 
 // Runner runs jobs until its context ends.
@@ -72,7 +76,7 @@ func (r *Runner) pass(ctx context.Context, j Job) {
 	switch {
 	case err != nil && ctx.Err() == nil:
 		r.Log.Warn("sweep failed", "job", j.Name, "done", n, "err", err)
-	case n > 0:
+	case n > 0 && !j.Quiet:
 		r.Log.Info("sweep", "job", j.Name, "count", n)
 	}
 }
@@ -118,6 +122,29 @@ func ExpireClaimCodes(st interface {
 		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
 			return st.HostExpireClaimCodes(ctx, &store.HostExpireClaimCodesParams{Limit: limit, Now: now})
 		})
+	}}
+}
+
+// FoldCounts folds the changes writers recorded to the counts of
+// deliveries by host and status into those counts, every 5 seconds, so
+// that a read of the counts adds up few of them (store.DeliveryCountFold).
+func FoldCounts(st interface {
+	DeliveryCountFold(ctx context.Context, p *store.DeliveryCountFoldParams) (int, error)
+}) Job {
+	return Job{Name: "count folding", Interval: 5 * time.Second, Quiet: true, Do: func(ctx context.Context, now time.Time) (int, error) {
+		return drain(ctx, 10*DefaultBatch, func(limit int) (int, error) {
+			return st.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{Limit: limit})
+		})
+	}}
+}
+
+// Statistics refreshes the query planner's statistics every hour, where
+// the engine leaves that to the application (store.StatsOptimize).
+func Statistics(st interface {
+	StatsOptimize(ctx context.Context) error
+}) Job {
+	return Job{Name: "planner statistics", Interval: time.Hour, Do: func(ctx context.Context, now time.Time) (int, error) {
+		return 0, st.StatsOptimize(ctx)
 	}}
 }
 

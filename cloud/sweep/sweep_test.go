@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,4 +216,38 @@ func TestRunnerLoops(t *testing.T) {
 	require.Equal(t, "fast@0s", fast[0])
 	require.Equal(t, "fast@1m0s", fast[60])
 	require.Equal(t, []string{"slow@0s", "slow@1m0s"}, slow)
+}
+
+type foldFunc func(ctx context.Context, p *store.DeliveryCountFoldParams) (int, error)
+
+func (f foldFunc) DeliveryCountFold(ctx context.Context, p *store.DeliveryCountFoldParams) (int, error) {
+	return f(ctx, p)
+}
+
+// TestFoldCountsDrainsQuietly: a pass folds in bounded batches until one
+// folds fewer than its limit, and the Runner logs such a pass only when
+// it fails (it folds some on nearly every pass).
+func TestFoldCountsDrainsQuietly(t *testing.T) {
+	left := 2*10*DefaultBatch + 5
+	var limits []int
+	fail := false
+	job := FoldCounts(foldFunc(func(_ context.Context, p *store.DeliveryCountFoldParams) (int, error) {
+		if fail {
+			return 0, errors.New("boom")
+		}
+		limits = append(limits, p.Limit)
+		k := min(left, p.Limit)
+		left -= k
+		return k, nil
+	}))
+	require.True(t, job.Quiet)
+	var logged strings.Builder
+	r := &Runner{Clock: clockwork.NewFakeClockAt(start), Log: slog.New(slog.NewTextHandler(&logged, nil))}
+	r.pass(context.Background(), job)
+	require.Equal(t, []int{10 * DefaultBatch, 10 * DefaultBatch, 10 * DefaultBatch}, limits)
+	require.Zero(t, left)
+	require.Empty(t, logged.String(), "a pass that folded is not logged")
+	fail = true
+	r.pass(context.Background(), job)
+	require.Contains(t, logged.String(), "boom", "a failure is")
 }

@@ -43,20 +43,27 @@ func InLeaseOrder(leased []*store.Delivery) {
 }
 
 // Deliveries implements, on DB, the reads of deliveries whose SQL both
-// engines share: a host's counts by status, its next retry, the replay
-// guard's lookup by body digest, and the volume chart's hours (in each
-// engine's query, Dialect.VolumeQuery). The rest of store.DeliveryStore is
+// engines share: a host's counts by status (from the engine's counts,
+// Dialect.DeliveryCounts), its next retry, the replay guard's lookup by
+// body digest, and the volume chart's hours (in each engine's query,
+// Dialect.VolumeQuery). The rest of store.DeliveryStore is
 // the engines' (leasing, inserts and transitions, each in its dialect and
 // tuned to its planner) or Upkeep's.
 type Deliveries struct{ DB DB }
 
 func (d Deliveries) DeliveryCountByStatus(ctx context.Context, hostID string) (map[store.Status]int, error) {
-	counts, err := All(ctx, d.DB.Read(), ScanCount[store.Status],
-		`SELECT status, count(*) FROM deliveries WHERE host_id = $1 GROUP BY status`, hostID)
+	counts, err := All(ctx, d.DB.Read(), ScanCount[store.Status], CountByStatusQuery(d.DB), hostID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery count by status: %w", err)
 	}
 	return AddCounts(ZeroCounts(), counts), nil
+}
+
+// CountByStatusQuery is DeliveryCountByStatus' query: the host ($1)'s
+// counts the engine keeps (Dialect.DeliveryCounts), by status, not its
+// deliveries counted.
+func CountByStatusQuery(d Dialect) string {
+	return `SELECT status, CAST(sum(n) AS bigint) FROM ` + d.DeliveryCounts() + ` k WHERE host_id = $1 GROUP BY status`
 }
 
 func (d Deliveries) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {

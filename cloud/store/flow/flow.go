@@ -76,6 +76,10 @@ type Dialect interface {
 	// VolumeQuery is DeliveryVolume's query (store.VolumeQuery) in the
 	// engine's SQL and placeholders, with its arguments.
 	VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error)
+	// DeliveryCounts is a table, or a subquery, of the counts the engine
+	// keeps of each host's deliveries by status: rows of (host_id, status,
+	// n) whose n summed by host and status is the count.
+	DeliveryCounts() string
 }
 
 // DB is an engine's database as the flows use it.

@@ -8,16 +8,12 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// HostsWithCounts is store.HostListWithCounts on q: every host, oldest
-// first, with its deliveries counted by status, in one query. columns are
-// the host columns scanHost reads, in its order.
-func HostsWithCounts(ctx context.Context, q Executor, columns string, scanHost func(Scanner) (*store.Host, error)) ([]*store.HostWithCounts, error) {
-	rows, err := q.Query(ctx, `
-		SELECT `+prefixed("h.", columns)+`, c.status, c.n
-		FROM hosts h
-		LEFT JOIN (SELECT host_id, status, count(*) AS n FROM deliveries GROUP BY host_id, status) c
-			ON c.host_id = h.id
-		ORDER BY h.created_at, h.id`)
+// HostsWithCounts is store.HostListWithCounts on db: every host, oldest
+// first, with its deliveries counted by status, in one query that reads
+// the counts the engine keeps (Dialect.DeliveryCounts), not the
+// deliveries. columns are the host columns scanHost reads, in its order.
+func HostsWithCounts(ctx context.Context, db DB, columns string, scanHost func(Scanner) (*store.Host, error)) ([]*store.HostWithCounts, error) {
+	rows, err := db.Read().Query(ctx, HostCountsQuery(db, columns))
 	if err != nil {
 		return nil, fmt.Errorf("host list with counts: %w", err)
 	}
@@ -41,6 +37,17 @@ func HostsWithCounts(ctx context.Context, q Executor, columns string, scanHost f
 		return nil, fmt.Errorf("host list with counts: %w", err)
 	}
 	return out, nil
+}
+
+// HostCountsQuery is HostsWithCounts' query: each host's columns, then a
+// status and its count (NULL, NULL for a host without deliveries).
+func HostCountsQuery(d Dialect, columns string) string {
+	return `SELECT ` + prefixed("h.", columns) + `, c.status, c.n
+		FROM hosts h
+		LEFT JOIN (SELECT host_id, status, CAST(sum(n) AS bigint) AS n FROM ` + d.DeliveryCounts() + ` k
+			GROUP BY host_id, status) c
+			ON c.host_id = h.id
+		ORDER BY h.created_at, h.id`
 }
 
 // ZeroCounts is a count per status, all zero.

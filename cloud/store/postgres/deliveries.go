@@ -551,30 +551,36 @@ func (s *Store) HostStopping(ctx context.Context, hostID string) error {
 	return nil
 }
 
+// getQuery is DeliveryGet's query: a host ($1)'s delivery ($2) with its
+// body.
+const getQuery = `SELECT ` + flow.DeliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`
+
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, `
-		SELECT `+flow.DeliveryColumns+`, `+bodyColumn+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`,
-		hostID, id), true)
+	d, err := scanDelivery(s.pool.QueryRow(ctx, getQuery, hostID, id), true)
 	if err != nil {
 		return nil, fmt.Errorf("delivery get: %w", interpretError(err))
 	}
 	return d, nil
 }
 
+// listQuery is DeliveryList's query: a host ($1)'s deliveries, newest
+// first, in a status ($2, empty: any) of a source ($3, empty: any), older
+// than a cursor ($4, $5; NULL: none), at most $6.
+const listQuery = `
+	SELECT ` + flow.DeliveryColumns + ` FROM deliveries
+	WHERE host_id = $1
+		AND ($2::text = '' OR status = $2)
+		AND ($3::text = '' OR source = $3)
+		AND ($4::timestamptz IS NULL OR (received_at, delivery_id) < ($4, $5::text))
+	ORDER BY received_at DESC, delivery_id DESC
+	LIMIT $6`
+
 func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) ([]*store.Delivery, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = flow.DefaultListLimit
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+flow.DeliveryColumns+` FROM deliveries
-		WHERE host_id = $1
-			AND ($2::text = '' OR status = $2)
-			AND ($3::text = '' OR source = $3)
-			AND ($4::timestamptz IS NULL OR (received_at, delivery_id) < ($4, $5::text))
-		ORDER BY received_at DESC, delivery_id DESC
-		LIMIT $6`,
-		p.HostID, string(p.Status), p.Source, msPtr(p.BeforeReceivedAt), p.BeforeID, limit)
+	rows, err := s.pool.Query(ctx, listQuery, p.HostID, string(p.Status), p.Source, msPtr(p.BeforeReceivedAt), p.BeforeID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("delivery list: %w", err)
 	}

@@ -100,3 +100,11 @@ func (c utcNullTime) ScanTimestamptz(v pgtype.Timestamptz) error {
 	*c.t = &t
 	return nil
 }
+
+// DeliveryCounts: the counts folded so far and the changes recorded since
+// (migration 20), added up. Writers only append changes, so none waits
+// on another's count; DeliveryCountFold folds them in.
+func (flowDB) DeliveryCounts() string {
+	return `(SELECT host_id, status, n FROM delivery_counts
+		UNION ALL SELECT host_id, status, n FROM delivery_count_changes)`
+}

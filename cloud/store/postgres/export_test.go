@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"context"
+
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/flow"
 )
@@ -27,3 +29,23 @@ const (
 // AckStatement is an ack's statement with write times and results
 // ($8-$15), for the plan test.
 var AckStatement = transitionStatement(ackSet, true, 8)
+
+// The reads of the incident plan test: a host's deliveries, deliveries
+// found, one delivery, and the counts kept.
+var (
+	FindQuery          = findQuery
+	CountByStatusQuery = flow.CountByStatusQuery(flowDB{})
+	HostCountsQuery    = flow.HostCountsQuery(flowDB{}, hostColumns)
+)
+
+const (
+	ListQuery = listQuery
+	GetQuery  = getQuery
+)
+
+// BackendPID is the server process of one of the store's connections: the
+// only one, when its URL says pool_max_conns=1.
+func BackendPID(ctx context.Context, s *Store) (pid int, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	return pid, err
+}

@@ -318,7 +318,7 @@ func decodeDelays(b []byte) ([]time.Duration, error) {
 }
 
 func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
-	return flow.HostsWithCounts(ctx, s.db().Read(), hostColumns, scanHost)
+	return flow.HostsWithCounts(ctx, s.db(), hostColumns, scanHost)
 }
 
 func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {

@@ -51,7 +51,7 @@ func TestBodiesUseLZ4(t *testing.T) {
 }
 
 // openStore opens a store on a new database, and returns its URL too.
-func openStore(ctx context.Context, t *testing.T) (*postgres.Store, string) {
+func openStore(ctx context.Context, t testing.TB) (*postgres.Store, string) {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	s, err := postgres.Open(ctx, url)
@@ -62,7 +62,7 @@ func openStore(ctx context.Context, t *testing.T) (*postgres.Store, string) {
 
 // openWithConn opens a store on a new database (its migrations applied)
 // and a connection of its own to it; it returns the database's URL too.
-func openWithConn(ctx context.Context, t *testing.T) (*postgres.Store, *pgx.Conn, string) {
+func openWithConn(ctx context.Context, t testing.TB) (*postgres.Store, *pgx.Conn, string) {
 	t.Helper()
 	s, url := openStore(ctx, t)
 	conn, err := pgx.Connect(ctx, url)

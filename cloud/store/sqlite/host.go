@@ -126,7 +126,7 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 }
 
 func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
-	return flow.HostsWithCounts(ctx, s.db().Read(), hostColumns, scanHost)
+	return flow.HostsWithCounts(ctx, s.db(), hostColumns, scanHost)
 }
 
 func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {

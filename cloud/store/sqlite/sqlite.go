@@ -160,6 +160,11 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite open: %w", err)
 	}
 	read.SetMaxOpenConns(max(4, runtime.NumCPU()))
+	// A connection reads the planner's statistics when it loads the schema,
+	// and an ANALYZE does not change the schema: a reader is replaced
+	// within the hour (as often as the writer's PRAGMA optimize runs), so
+	// that the readers plan with the statistics the writer gathered.
+	read.SetConnMaxLifetime(time.Hour)
 	if err := read.PingContext(ctx); err != nil {
 		write.Close()
 		read.Close()
@@ -196,9 +201,29 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return err
 }
 
+// MigrateReport applies pending migrations, then gathers the planner's
+// statistics where they are missing or stale (optimizeOnOpen).
 func (s *Store) MigrateReport(ctx context.Context) (store.MigrateResult, error) {
-	return flow.Migrate(ctx, goose.DialectSQLite3, s.write, migrations.SQLite)
+	res, err := flow.Migrate(ctx, goose.DialectSQLite3, s.write, migrations.SQLite)
+	if err != nil {
+		return res, err
+	}
+	if _, err := s.write.ExecContext(ctx, optimizeOnOpen); err != nil {
+		return res, fmt.Errorf("migrate: optimize: %w", err)
+	}
+	return res, nil
 }
+
+// optimizeOnOpen is what SQLite advises a long-lived connection to run
+// once opened, and after a schema change: PRAGMA optimize over every table
+// (0x10000), not only those this connection has queried, analyzing (0x02)
+// those never analyzed or whose row counts changed much since, each
+// within a bounded number of rows (an analysis limit optimize sets
+// itself). Statistics let SQLite weigh one index against another by the
+// rows each would read; without them it goes by rules of thumb. The
+// writer then runs PRAGMA optimize every hour (StatsOptimize) and on
+// Close.
+const optimizeOnOpen = `PRAGMA optimize=0x10002`
 
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.write.PingContext(ctx); err != nil {
@@ -221,6 +246,12 @@ func (s *Store) Close() error {
 		s.inserts = nil
 	}
 	s.insertMu.Unlock()
+	// What SQLite advises before closing a connection: statistics for what
+	// this process's queries found worth them (seldom anything). Closed
+	// already, the writer says so at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = s.write.ExecContext(ctx, `PRAGMA optimize`)
 	return errors.Join(s.ckpt.Close(), s.read.Close(), s.write.Close())
 }
 

@@ -455,4 +455,61 @@ func exerciseHostUpkeep(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 1, list[1].Counts[store.StatusDLQ])
 		require.Len(t, list[2].Counts, len(store.Statuses), "a host without deliveries counts zeros")
 	})
+
+	// The counts are kept as deliveries change (an engine may record the
+	// changes and fold them in later): the same whether or not they have
+	// been folded, through inserts, transitions and deletions.
+	t.Run("DeliveryCountFold", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		for i := range 4 {
+			insert(ctx, t, s, b.host.ID, fmt.Sprintf("evt-%d", i), base.Add(time.Duration(i)*time.Second), deliveryOpts{})
+		}
+		leased := lease(ctx, t, s, b.host.ID, 3, 0, base)
+		require.Equal(t, 2, ack(ctx, t, s, b.host.ID, base, leased[0].ID, leased[1].ID))
+		toDLQ(ctx, t, s, b.other.ID, "evt-o", base)
+		counts := func(hostID string) map[store.Status]int {
+			t.Helper()
+			c, err := s.DeliveryCountByStatus(ctx, hostID)
+			require.NoError(t, err)
+			return c
+		}
+		want := func(n map[store.Status]int) map[store.Status]int {
+			c := map[store.Status]int{}
+			for _, st := range store.Statuses {
+				c[st] = n[st]
+			}
+			return c
+		}
+		hostCounts := want(map[store.Status]int{store.StatusQueued: 1, store.StatusDelivering: 1, store.StatusAcked: 2})
+		check := func(otherDLQ int) {
+			t.Helper()
+			require.Equal(t, hostCounts, counts(b.host.ID))
+			require.Equal(t, want(map[store.Status]int{store.StatusDLQ: otherDLQ}), counts(b.other.ID))
+			list, err := s.HostListWithCounts(ctx)
+			require.NoError(t, err)
+			for _, hc := range list {
+				require.Equal(t, counts(hc.Host.ID), hc.Counts, hc.Host.ID)
+			}
+		}
+		fold := func(limit int) int {
+			t.Helper()
+			n, err := s.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{Limit: limit})
+			require.NoError(t, err)
+			return n
+		}
+		check(1)
+		fold(1)
+		check(1)
+		fold(0)
+		check(1)
+		n, err := s.DeliveryPurgeDLQ(ctx, &store.DeliveryPurgeDLQParams{HostID: b.other.ID})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		check(0)
+		fold(0)
+		check(0)
+		require.Zero(t, fold(0), "every change folded")
+		require.Equal(t, want(nil), counts("nope"))
+	})
 }

@@ -1,0 +1,67 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// BenchmarkIncidentReads times, through the store, the reads an operator
+// runs during an incident on RELAY_BENCH_DELIVERIES deliveries (default
+// 300,000) stored as TestIncidentReadsUseIndexes stores them: 60 % acked,
+// 2 % dead-lettered, the rest queued, over 50 hosts, analyzed, the
+// changes to the counts not folded (at most 5 s of them, in service).
+//
+//	RELAY_BENCH_DELIVERIES=1000000 go test -run '^$' -bench IncidentReads -benchtime 30x ./cloud/store/postgres/
+func BenchmarkIncidentReads(b *testing.B) {
+	ctx := context.Background()
+	n := 300_000
+	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
+		n = v / 5000 * 5000
+	}
+	s, conn, _ := openWithConn(ctx, b)
+	fillIncident(ctx, b, conn, n)
+	_, err := s.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{})
+	require.NoError(b, err)
+	var correlationID string
+	require.NoError(b, conn.QueryRow(ctx, `SELECT correlation_id FROM deliveries WHERE event_id = 'e1234'`).Scan(&correlationID))
+
+	for _, r := range []struct {
+		name string
+		read func() error
+	}{
+		{"hosts-with-counts", func() error { _, err := s.HostListWithCounts(ctx); return err }},
+		{"host-counts", func() error { _, err := s.DeliveryCountByStatus(ctx, "h7"); return err }},
+		{"correlation-id", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{CorrelationID: correlationID, Limit: 21})
+			return err
+		}},
+		{"absent-correlation-id", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{CorrelationID: "0123456789abcdef", Limit: 21})
+			return err
+		}},
+		{"absent-event-id", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{EventID: "absent", Limit: 21})
+			return err
+		}},
+		{"dead-letters", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{Status: store.StatusDLQ, Limit: 51})
+			return err
+		}},
+		{"host-dead-letters", func() error {
+			_, err := s.DeliveryList(ctx, &store.DeliveryListParams{HostID: "h7", Status: store.StatusDLQ, Limit: 51})
+			return err
+		}},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			for b.Loop() {
+				require.NoError(b, r.read())
+			}
+		})
+	}
+}

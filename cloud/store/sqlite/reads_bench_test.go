@@ -1,0 +1,75 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+)
+
+// BenchmarkIncidentReads times, through the store, the reads an operator
+// runs during an incident on RELAY_BENCH_DELIVERIES deliveries (default
+// 300,000) stored as TestIncidentReadsUseIndexes stores them: 60 % acked,
+// 2 % dead-lettered, the rest queued, over 50 hosts, statistics gathered
+// as Migrate gathers them.
+//
+//	RELAY_BENCH_DELIVERIES=1000000 go test -run '^$' -bench IncidentReads -benchtime 30x ./cloud/store/sqlite/
+func BenchmarkIncidentReads(b *testing.B) {
+	ctx := context.Background()
+	n := 300_000
+	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
+		n = v / 5000 * 5000
+	}
+	path := filepath.Join(b.TempDir(), "cloud.db")
+	s, err := Open(ctx, path)
+	require.NoError(b, err)
+	require.NoError(b, s.Migrate(ctx))
+	fillIncident(ctx, b, s, n)
+	_, err = s.write.ExecContext(ctx, optimizeOnOpen)
+	require.NoError(b, err)
+	require.NoError(b, s.Close())
+	s, err = Open(ctx, path) // readers that load the statistics
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	var correlationID string
+	require.NoError(b, s.read.QueryRowContext(ctx, `SELECT correlation_id FROM deliveries WHERE rowid = 1234`).Scan(&correlationID))
+
+	for _, r := range []struct {
+		name string
+		read func() error
+	}{
+		{"hosts-with-counts", func() error { _, err := s.HostListWithCounts(ctx); return err }},
+		{"host-counts", func() error { _, err := s.DeliveryCountByStatus(ctx, "h7"); return err }},
+		{"correlation-id", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{CorrelationID: correlationID, Limit: 21})
+			return err
+		}},
+		{"absent-correlation-id", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{CorrelationID: "0123456789abcdef", Limit: 21})
+			return err
+		}},
+		{"absent-event-id", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{EventID: "absent", Limit: 21})
+			return err
+		}},
+		{"dead-letters", func() error {
+			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{Status: store.StatusDLQ, Limit: 51})
+			return err
+		}},
+		{"host-dead-letters", func() error {
+			_, err := s.DeliveryList(ctx, &store.DeliveryListParams{HostID: "h7", Status: store.StatusDLQ, Limit: 51})
+			return err
+		}},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			for b.Loop() {
+				require.NoError(b, r.read())
+			}
+		})
+	}
+}
