@@ -109,6 +109,8 @@ func (g *Groups) Socket(e store.SocketEvent) {
 	defer g.mu.Unlock()
 	if e.Open {
 		g.open[e.HostID] = e.Epoch
+		// A member back: what waits on the others may be spread to it.
+		g.Poke()
 		return
 	}
 	if epoch, ok := g.open[e.HostID]; ok && epoch != e.Epoch {
@@ -292,8 +294,9 @@ func (g *Groups) Run(ctx context.Context) {
 	}
 }
 
-// rebalanceBatch bounds the deliveries handed over per group per round.
-const rebalanceBatch = 500
+// rebalanceBatch bounds the deliveries handed over per group per round
+// (each a guarded update and an audit event, in one transaction).
+const rebalanceBatch = 2000
 
 // Rebalance hands each any group's waiting deliveries held by members that
 // are not online (or no longer members) to the online members in turn.
@@ -339,7 +342,7 @@ func (g *Groups) Rebalance(ctx context.Context) (int, error) {
 				Reason: "handed to " + to + ": " + w.HostID + " is not online"}
 		}
 		g.mu.Unlock()
-		n, err := g.store.DeliveryMove(ctx, &store.DeliveryMoveParams{Moves: moves, Now: now.UTC().Truncate(time.Millisecond)})
+		n, err := g.store.DeliveryMove(ctx, &store.DeliveryMoveParams{GroupID: p.groupID, Moves: moves, Now: now.UTC().Truncate(time.Millisecond)})
 		moved += n
 		if err != nil {
 			return moved, err
@@ -393,11 +396,10 @@ func (g *Groups) spread(ctx context.Context, groupID string, online []string, no
 			if held[i].HostID != from {
 				continue // a stranded one, for the next round
 			}
-			to := ""
+			to := "" // the member holding the fewest, below its share
 			for _, h := range online {
-				if h != from && counts[h] < share {
+				if h != from && counts[h] < share && (to == "" || counts[h] < counts[to]) {
 					to = h
-					break
 				}
 			}
 			if to == "" {
@@ -413,5 +415,5 @@ func (g *Groups) spread(ctx context.Context, groupID string, online []string, no
 	if len(moves) == 0 {
 		return 0, nil
 	}
-	return g.store.DeliveryMove(ctx, &store.DeliveryMoveParams{Moves: moves, Now: now.UTC().Truncate(time.Millisecond)})
+	return g.store.DeliveryMove(ctx, &store.DeliveryMoveParams{GroupID: groupID, Moves: moves, Now: now.UTC().Truncate(time.Millisecond)})
 }

@@ -142,11 +142,12 @@ type DeliveryMove struct {
 	Reason   string // the audit event's
 }
 
-// DeliveryMoveParams hands over waiting any deliveries (DeliveryMove),
-// each only if From still holds it waiting.
+// DeliveryMoveParams hands over waiting any deliveries of the group
+// (DeliveryMove), each only if From still holds it waiting.
 type DeliveryMoveParams struct {
-	Moves []DeliveryMove
-	Now   time.Time
+	GroupID string
+	Moves   []DeliveryMove
+	Now     time.Time
 }
 
 // GroupStore is the storage of groups.

@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -295,37 +296,51 @@ func (g Groups) DeliveryGroupHolders(ctx context.Context, groupID string) (map[s
 // Move hands each waiting any delivery of p to its new holder, if its
 // holder is still From and it still waits, with an audit event; it returns
 // how many moved and the hosts that now hold one (to be woken once
-// committed).
+// committed). The moves of one holder to another with one reason are two
+// statements (the events, the update), whatever their number: a group's
+// waiting deliveries of one holder are found by their partial index.
 func (g Groups) Move(ctx context.Context, p *store.DeliveryMoveParams) (int, []string, error) {
+	type pair struct{ from, to, reason string }
+	var order []pair
+	ids := map[pair][]any{}
+	for _, mv := range p.Moves {
+		k := pair{mv.From, mv.To, mv.Reason}
+		if _, ok := ids[k]; !ok {
+			order = append(order, k)
+		}
+		ids[k] = append(ids[k], mv.ID)
+	}
 	now := g.DB.Time(p.Now)
 	moved := 0
-	woken := map[string]bool{}
 	var hosts []string
 	err := g.DB.InTx(ctx, func(tx Executor) error {
 		moved, hosts = 0, nil
-		clear(woken)
-		for _, mv := range p.Moves {
+		woken := map[string]bool{}
+		for _, k := range order {
+			in := make([]string, len(ids[k]))
+			for i := range in {
+				in[i] = fmt.Sprintf("$%d", i+5)
+			}
+			// $3 the group, $4 the holder, $5… the ids.
+			held := `group_id = $3 AND group_id <> '' AND host_id = $4 AND lane = '' AND status IN ('queued', 'retrying')
+				AND delivery_id IN (` + strings.Join(in, ", ") + `)`
 			if _, err := tx.Exec(ctx, `
 				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-				SELECT delivery_id, $1, status, status, $2, attempts FROM deliveries
-				WHERE `+g.DB.DeliveryIs("$3")+` AND host_id = $4 AND group_id <> '' AND lane = ''
-					AND status IN ('queued', 'retrying')`,
-				now, mv.Reason, mv.ID, mv.From); err != nil {
+				SELECT delivery_id, $1, status, status, $2, attempts FROM deliveries WHERE `+held+`
+				ORDER BY delivery_id`,
+				append([]any{now, k.reason, p.GroupID, k.from}, ids[k]...)...); err != nil {
 				return err
 			}
-			n, err := tx.Exec(ctx, `
-				UPDATE deliveries SET host_id = $1, updated_at = $2
-				WHERE `+g.DB.DeliveryIs("$3")+` AND host_id = $4 AND group_id <> '' AND lane = ''
-					AND status IN ('queued', 'retrying')`,
-				mv.To, now, mv.ID, mv.From)
+			n, err := tx.Exec(ctx, `UPDATE deliveries SET updated_at = $1, host_id = $2 WHERE `+held,
+				append([]any{now, k.to, p.GroupID, k.from}, ids[k]...)...)
 			if err != nil {
 				return err
 			}
 			if n > 0 {
-				moved++
-				if !woken[mv.To] {
-					woken[mv.To] = true
-					hosts = append(hosts, mv.To)
+				moved += int(n)
+				if !woken[k.to] {
+					woken[k.to] = true
+					hosts = append(hosts, k.to)
 				}
 			}
 		}

@@ -266,15 +266,6 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 	for j, i := range first {
 		r := &rows[i]
 		groups[j], lanes[j] = r.GroupID, r.Lane
-		if r.Share != nil {
-			// The body of a fanout's deliveries is stored once, under the
-			// id of the first of them here (ON CONFLICT: another batch
-			// may have stored it already).
-			if shares[r.Share] == nil {
-				shares[r.Share] = &r.ID
-			}
-			bodyOf[j] = shares[r.Share]
-		}
 		ids[j], hosts[j], sources[j], events[j], types[j], actions[j], headers[j], correlations[j], reasons[j] =
 			r.ID, r.HostID, r.Source, r.EventID, r.EventType, r.EventAction, r.HeadersJSON, r.CorrelationID,
 			r.ReceiveReason()
@@ -283,6 +274,18 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		statuses[j], tries[j], leases[j], leasedBy[j] = string(r.Status()), int32(r.Attempts()), r.LeaseUntil(ms(r.ReceivedAt)), r.LeaseReason()
 		digests[j] = r.BodyDigest
 		byKey[r.Key()] = i
+		if r.Share != nil {
+			// The body of a fanout's deliveries is stored once, under the
+			// id of the first of them here (ON CONFLICT: another batch
+			// may have stored it already), and sent once: the others'
+			// are NULL.
+			if shares[r.Share] == nil {
+				shares[r.Share] = &r.ID
+			} else {
+				bodies[j] = nil
+			}
+			bodyOf[j] = shares[r.Share]
+		}
 	}
 	// A row whose event is stored, or whose delivery id another event has,
 	// is skipped; the caller tells which. A row stored leased (InsertRow)
@@ -311,7 +314,9 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			INSERT INTO delivery_bodies (delivery_id, raw_body)
 			SELECT delivery_id, body FROM new WHERE body_of IS NULL
 			UNION ALL
-			SELECT DISTINCT ON (body_of) body_of, body FROM new WHERE body_of IS NOT NULL
+			SELECT r.body_of, r.body FROM r
+			WHERE r.body IS NOT NULL AND r.body_of IS NOT NULL
+				AND EXISTS (SELECT 1 FROM new WHERE new.body_of = r.body_of)
 			ON CONFLICT (delivery_id) DO NOTHING
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)

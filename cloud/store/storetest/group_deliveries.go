@@ -188,7 +188,7 @@ func exerciseGroupDeliveries(ctx context.Context, t *testing.T, setup setupFunc)
 
 		// Handed to the second member; a move from a holder it no longer
 		// has changes nothing.
-		n, err := s.DeliveryMove(ctx, &store.DeliveryMoveParams{Now: base.Add(time.Second), Moves: []store.DeliveryMove{
+		n, err := s.DeliveryMove(ctx, &store.DeliveryMoveParams{GroupID: gb.group.ID, Now: base.Add(time.Second), Moves: []store.DeliveryMove{
 			{ID: p.ID, From: first, To: second, Reason: "handed to " + second},
 			{ID: p.ID, From: first, To: third, Reason: "handed to " + third},
 		}})
