@@ -27,6 +27,9 @@ type HostSource struct {
 	// Events is the operator's event filter: the cloud answers any other
 	// event "filtered" and stores nothing. Empty: every event.
 	Events []string `json:"events"`
+	// Group, when set, is the group whose source it is (the host is a
+	// member): its webhooks reach the host's handler of that name.
+	Group string `json:"group,omitempty"`
 }
 
 // Kinds of SourceMismatch.

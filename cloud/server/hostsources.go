@@ -18,12 +18,39 @@ func (s *Server) hostSources(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	srcs, err := s.store.SourceList(c.Request.Context(), host.ID)
+	ctx := c.Request.Context()
+	srcs, err := s.store.SourceList(ctx, host.ID)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	c.JSON(200, shared.HostSourcesResponse{Sources: HostSourcesOf(srcs)})
+	out := HostSourcesOf(srcs)
+	// The sources of the groups it belongs to reach its handlers too, by
+	// name: listed unless it has one of that name itself.
+	groups, err := s.store.GroupsOfHost(ctx, host.ID)
+	if err != nil {
+		s.writeError(c, err)
+		return
+	}
+	own := map[string]bool{}
+	for _, src := range out {
+		own[src.Name] = true
+	}
+	for _, g := range groups {
+		gs, err := s.store.SourceList(ctx, g.GroupID)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		for _, src := range HostSourcesOf(gs) {
+			if !own[src.Name] {
+				own[src.Name] = true
+				src.Group = g.GroupID
+				out = append(out, src)
+			}
+		}
+	}
+	c.JSON(200, shared.HostSourcesResponse{Sources: out})
 }
 
 // HostSourcesOf is a host's sources as the host compares them with its

@@ -9,8 +9,8 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-// TestHostSourcesOwnOnly: a host reads its own sources as the cloud has
-// them — name, provider, enabled, event filter, ordered by name, no secret
+// TestHostSourcesOwnOnly: a host reads its own sources (and its groups')
+// as the cloud has them — name, provider, enabled, event filter, ordered by name, no secret
 // nor its fingerprint — never another host's; without a host token,
 // nothing. Every answer is as the OpenAPI document describes it.
 func TestHostSourcesOwnOnly(t *testing.T) {
@@ -57,6 +57,27 @@ func TestHostSourcesOwnOnly(t *testing.T) {
 		{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
 		{Name: "only-b", Provider: "github", Enabled: true, Events: []string{}},
 	}, got.Sources, "its own, not host a's")
+
+	// A member reads its groups' sources too, by name, after its own;
+	// a name it has itself stays its own.
+	var grp shared.Group
+	a = b.admin("POST", "/api/groups", map[string]any{"name": "team"})
+	require.Equal(t, 201, a.status, string(a.body))
+	a.json(t, &grp)
+	require.Equal(t, 200, b.admin("PUT", "/api/groups/"+grp.ID+"/members/"+hostB, nil).status)
+	for _, name := range []string{"deploys", "github"} {
+		a = b.admin("PUT", "/api/groups/"+grp.ID+"/sources/"+name, map[string]any{"provider": "github", "mode": "any",
+			"secrets": []string{testSecret}})
+		require.Equal(t, 201, a.status, string(a.body))
+	}
+	get(tokenB).json(t, &got)
+	require.Equal(t, []shared.HostSource{
+		{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
+		{Name: "only-b", Provider: "github", Enabled: true, Events: []string{}},
+		{Name: "deploys", Provider: "github", Enabled: true, Events: []string{}, Group: grp.ID},
+	}, got.Sources, "its own, then its group's")
+	get(tokenA).json(t, &got)
+	require.Len(t, got.Sources, 3, "not a member: not the group's")
 
 	require.Equal(t, 401, get("").status)
 	require.Equal(t, 401, get(testAdmin).status, "the admin token is no host token")

@@ -39,6 +39,7 @@ type Store interface {
 	GroupDeactivate(ctx context.Context, p *store.GroupDeactivateParams) (*store.Group, error)
 	GroupGet(ctx context.Context, id string) (*store.Group, error)
 	GroupList(ctx context.Context) ([]*store.Group, error)
+	GroupsOfHost(ctx context.Context, hostID string) ([]store.GroupMemberOf, error)
 	GroupMemberAdd(ctx context.Context, p *store.GroupMemberParams) (*store.Group, error)
 	GroupMemberRemove(ctx context.Context, p *store.GroupMemberParams) (*store.GroupMemberRemoved, error)
 	GroupUpdate(ctx context.Context, p *store.GroupUpdateParams) (*store.Group, error)
