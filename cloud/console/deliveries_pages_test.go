@@ -264,4 +264,21 @@ func TestHostPageComparesTheHostsConfiguration(t *testing.T) {
 	a = cl.get("/console/hosts/" + h)
 	require.Contains(t, a.body, `id="config-matches"`)
 	require.NotContains(t, a.body, `class="mismatch`)
+
+	// A group's source reaches the host's handler of that name: the
+	// host that has one matches, one that has none is told.
+	ctx := context.Background()
+	_, err := b.store.GroupCreate(ctx, &store.GroupCreateParams{ID: "g_pagesgroup0000000000000", Name: "team", Now: b.clock.Now()})
+	require.NoError(t, err)
+	_, err = b.store.GroupMemberAdd(ctx, &store.GroupMemberParams{GroupID: "g_pagesgroup0000000000000", HostID: h, Now: b.clock.Now()})
+	require.NoError(t, err)
+	_, err = b.store.SourceUpsert(ctx, &store.SourceUpsertParams{HostID: "g_pagesgroup0000000000000", Name: "deploys",
+		Provider: "github", Enabled: true, Mode: store.GroupAny, Now: b.clock.Now()})
+	require.NoError(t, err)
+	a = cl.get("/console/hosts/" + h)
+	checkPage(t, "host, a group's source it has no handler for", a)
+	require.Contains(t, a.body, `class="mismatch mismatch-not-on-host"`)
+	report(`{"webhooks":{"github":{"enabled":true},"deploys":{"enabled":true}}}`)
+	a = cl.get("/console/hosts/" + h)
+	require.Contains(t, a.body, `id="config-matches"`, "the group's source is one the host handles")
 }

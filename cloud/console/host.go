@@ -86,7 +86,12 @@ func (cn *Console) renderHost(c *gin.Context, status int, flash string, form sou
 		var sub shared.Subscription
 		if json.Unmarshal(h.Subscription, &sub) == nil {
 			d.Reported = true
-			d.Mismatches = shared.CompareSources(&sub, server.HostSourcesOf(srcs))
+			reaching, err := server.HostSourcesFor(ctx, cn.d.Store, h.ID, srcs)
+			if err != nil {
+				cn.fail(c, err)
+				return
+			}
+			d.Mismatches = shared.CompareSources(&sub, reaching)
 		}
 	}
 	for _, a := range firing {
