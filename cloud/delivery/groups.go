@@ -225,32 +225,31 @@ func (g *Groups) Handover(fail store.FailFunc, now time.Time) store.FailFunc {
 		return fail
 	}
 	return func(f store.Failing) (store.Failure, bool) {
-		if !f.HandedOver() {
-			return fail(f)
+		fl, ok := fail(f)
+		if !ok || !f.HandedOver() {
+			return fl, ok
 		}
 		g.mu.Lock()
 		to := g.next(f.GroupID, f.HostID, g.clock.Now())
 		g.mu.Unlock()
-		if to != "" && vanished(failingTransition(fail, f)) {
-			tr := failingTransition(fail, f)
-			if fl, ok := handBackAs(tr, f, g.cfg.Policy, tr.Reason+"; handed to "+to, now); ok {
-				fl.MoveTo = to
-				return fl, true
+		if to == "" {
+			return fl, ok
+		}
+		// Its holder vanished: the attempt is given back (even the last:
+		// the webhook did not fail), due at once on the next member.
+		if tr := fl.Transition; vanished(tr) {
+			if back, ok := handBackAs(tr, f, g.cfg.Policy, tr.Reason+"; handed to "+to, now); ok {
+				back.MoveTo = to
+				return back, true
 			}
 		}
-		fl, ok := fail(f)
-		if ok && to != "" && fl.To == store.StatusRetrying {
-			fl.MoveTo = to
-			fl.Reason += "; handed to " + to
+		if fl.To != store.StatusRetrying {
+			return fl, ok
 		}
-		return fl, ok
+		fl.MoveTo = to
+		fl.Reason += "; handed to " + to
+		return fl, true
 	}
-}
-
-// failingTransition is the transition fail applies to f.
-func failingTransition(fail store.FailFunc, f store.Failing) store.Transition {
-	fl, _ := fail(f)
-	return fl.Transition
 }
 
 // vanished reports whether tr fails an attempt because the holder went
