@@ -43,7 +43,7 @@ type Groups struct {
 	cfg   GroupsConfig
 
 	mu      sync.Mutex
-	rosters map[string]*store.GroupRoster // active groups with an any source, by id
+	rosters map[string]*store.GroupRoster // groups with an any source (active, or with work waiting), by id
 	turn    map[string]int                // the next member Pick starts from, by group
 	open    map[string]int64              // a host's open socket (its epoch), in any replica
 	closed  map[string]time.Time          // when a host's socket last closed

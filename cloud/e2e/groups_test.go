@@ -302,3 +302,50 @@ func unionKeys(rcs ...*receiver) map[string]bool {
 	}
 	return out
 }
+
+// An any group deactivated while its webhooks wait on a member that is not
+// running: its URL takes no more (410), and what it holds is delivered as
+// before, handed to the member that comes back.
+func TestGroupDeactivatedDeliversWhatItHolds(t *testing.T) {
+	t.Parallel()
+	eachEngine(t, func(t *testing.T, dbURL string) {
+		c := startCloud(t, dbURL, groupsCloudEnv...)
+		ms := newMembers(t, c, 2)
+		g := c.newGroup("winding down", "any", ms[0].id, ms[1].id)
+		ms[0].host.kill()
+		ms[1].host.kill()
+		eventually(t, 30*time.Second, "neither member online", func() bool {
+			var got shared.Group
+			require.Equal(t, 200, c.admin("GET", "/api/groups/"+g, nil, &got))
+			for _, m := range got.Members {
+				if m.Presence == "online" {
+					return false
+				}
+			}
+			return true
+		})
+
+		p := githubPayloads(t)[0]
+		var held []string
+		for i := range 3 {
+			held = append(held, sendGitHub(t, c.url, g, p.event, fmt.Sprintf("held-%d", i), p.body))
+		}
+		for _, id := range held {
+			require.Equal(t, "queued", c.delivery(ms[0].id, id).Delivery.Status, "held by the first member, waiting")
+		}
+		require.Equal(t, 200, c.admin("POST", "/api/groups/"+g+"/deactivate", nil, nil))
+		eventually(t, 15*time.Second, "the deactivated group's URL answers 410", func() bool {
+			status, _, err := signGitHub(secret, p.event, "held-late", p.body).send(c.url, g)
+			return err == nil && status == http.StatusGone
+		})
+
+		ms[1].host.start()
+		eventually(t, 30*time.Second, "what the group held run by the member back", func() bool { return ms[1].rc.count() == len(held) })
+		for _, id := range held {
+			require.Contains(t, ms[1].rc.snapshot(), id)
+			eventually(t, 30*time.Second, id+" acked", func() bool { return c.delivery(ms[1].id, id).Delivery.Status == "acked" })
+			require.Contains(t, c.delivery(ms[1].id, id).reasons(), "handed to "+ms[1].id)
+		}
+		require.Zero(t, ms[0].rc.count())
+	})
+}

@@ -175,8 +175,10 @@ type GroupStore interface {
 	GroupMemberRemove(ctx context.Context, p *GroupMemberParams) (*GroupMemberRemoved, error)
 	// GroupsOfHost lists the groups a host is a member of, by id.
 	GroupsOfHost(ctx context.Context, hostID string) ([]GroupMemberOf, error)
-	// GroupRosters returns every active group that has an any source and
-	// at least one member, with its members and their presence.
+	// GroupRosters returns every group that has an any source and at
+	// least one member, with its members and their presence: the active
+	// ones, and the deactivated ones while any delivery of theirs waits
+	// (what their members hold is delivered as before).
 	GroupRosters(ctx context.Context) ([]*GroupRoster, error)
 	// DeliveryGroupWaiting lists, oldest first, at most limit (0: 1000) of
 	// the group's any deliveries waiting (queued or retrying) held by a

@@ -225,18 +225,21 @@ func (g Groups) GroupRosters(ctx context.Context) ([]*store.GroupRoster, error) 
 	times := g.DB.Times()
 	type row struct {
 		groupID string
+		status  store.HostStatus
 		m       store.RosterMember
 	}
 	rows, err := All(ctx, g.DB.Read(), func(r Scanner) (row, error) {
 		var x row
-		err := r.Scan(&x.groupID, &x.m.HostID, &x.m.Status, times.NullTime(&x.m.LastHeartbeatAt))
+		err := r.Scan(&x.groupID, &x.status, &x.m.HostID, &x.m.Status, times.NullTime(&x.m.LastHeartbeatAt))
 		return x, err
 	}, `
-		SELECT m.group_id, m.host_id, h.status, h.last_heartbeat_at
+		SELECT m.group_id, g.status, m.host_id, h.status, h.last_heartbeat_at
 		FROM host_groups g
 		JOIN group_members m ON m.group_id = g.id
 		JOIN hosts h ON h.id = m.host_id
-		WHERE g.status = 'active' AND EXISTS (SELECT 1 FROM sources s WHERE s.host_id = g.id AND s.mode = 'any')
+		WHERE EXISTS (SELECT 1 FROM sources s WHERE s.host_id = g.id AND s.mode = 'any')
+			AND (g.status = 'active' OR EXISTS (SELECT 1 FROM deliveries d
+				WHERE d.group_id = g.id AND d.lane = '' AND d.status IN ('queued', 'retrying')))
 		ORDER BY m.group_id, m.position, m.added_at, m.host_id`)
 	if err != nil {
 		return nil, fmt.Errorf("group rosters: %w", err)
@@ -244,7 +247,7 @@ func (g Groups) GroupRosters(ctx context.Context) ([]*store.GroupRoster, error) 
 	var out []*store.GroupRoster
 	for _, x := range rows {
 		if len(out) == 0 || out[len(out)-1].GroupID != x.groupID {
-			out = append(out, &store.GroupRoster{GroupID: x.groupID, Status: store.HostActive})
+			out = append(out, &store.GroupRoster{GroupID: x.groupID, Status: x.status})
 		}
 		r := out[len(out)-1]
 		r.Members = append(r.Members, x.m)

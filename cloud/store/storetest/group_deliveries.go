@@ -225,4 +225,34 @@ func exerciseGroupDeliveries(ctx context.Context, t *testing.T, setup setupFunc)
 		require.Equal(t, 2, leased[0].Attempts)
 		require.Equal(t, p.ID, leased[0].ID, "the same delivery, so the same idempotency key")
 	})
+
+	t.Run("GroupDeactivatedStillRouted", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		gb := newGroupBed(ctx, t, s, b)
+		_, err := s.SourceUpsert(ctx, &store.SourceUpsertParams{HostID: gb.group.ID, Name: "github", Provider: "github",
+			Enabled: true, Mode: store.GroupAny, Now: base})
+		require.NoError(t, err)
+		p := gb.anyParams(gb.members[0], "evt-held", base)
+		insertFor(ctx, t, s, p, store.InsertQueued)
+		_, err = s.GroupDeactivate(ctx, &store.GroupDeactivateParams{GroupID: gb.group.ID, Now: base.Add(time.Second)})
+		require.NoError(t, err)
+
+		// Deactivated with a delivery waiting: still routed, so that what
+		// its members hold is handed over as before.
+		rosters, err := s.GroupRosters(ctx)
+		require.NoError(t, err)
+		require.Len(t, rosters, 1)
+		require.Equal(t, gb.group.ID, rosters[0].GroupID)
+		require.Equal(t, store.HostDeactivated, rosters[0].Status)
+		require.Len(t, rosters[0].Members, len(gb.members))
+
+		// Once nothing of it waits, it is routed no more.
+		leased := lease(ctx, t, s, gb.members[0], 10, 0, base.Add(2*time.Second))
+		require.Len(t, leased, 1)
+		require.Equal(t, 1, ack(ctx, t, s, gb.members[0], base.Add(3*time.Second), p.ID))
+		rosters, err = s.GroupRosters(ctx)
+		require.NoError(t, err)
+		require.Empty(t, rosters)
+	})
 }
