@@ -50,23 +50,34 @@ func BenchmarkIntake(b *testing.B) {
 	for _, ids := range []string{"random", "counter"} {
 		b.Run("sqlite/"+ids, func(b *testing.B) {
 			st := sqlitetest.Open(b)
-			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), ids == "random", "")
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), ids == "random", "", 0)
 		})
 		b.Run("postgres/"+ids, func(b *testing.B) {
 			st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
 			require.NoError(b, err)
-			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), ids == "random", "") // as the cloud runs it
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), ids == "random", "", 0) // as the cloud runs it
 		})
 	}
+	// fanout=5: the same webhooks to a group of five hosts with a fanout
+	// source (a delivery per member, one body), against sqlite/random.
+	b.Run("sqlite/fanout=5", func(b *testing.B) {
+		st := sqlitetest.Open(b)
+		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), true, "", 5)
+	})
+	b.Run("postgres/fanout=5", func(b *testing.B) {
+		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
+		require.NoError(b, err)
+		benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), true, "", 5)
+	})
 	for _, guard := range []string{"on", "off"} {
 		b.Run("sqlite/guard="+guard, func(b *testing.B) {
 			st := sqlitetest.Open(b)
-			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), true, guard)
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 1}), true, guard, 0)
 		})
 		b.Run("postgres/guard="+guard, func(b *testing.B) {
 			st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
 			require.NoError(b, err)
-			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), true, guard)
+			benchIntake(b, store.GroupCommit(st, store.GroupOptions{Flushers: 2}), true, guard, 0)
 		})
 	}
 }
@@ -74,8 +85,9 @@ func BenchmarkIntake(b *testing.B) {
 // benchIntake takes st migrated, as cloud serve wraps it: with group commit.
 // random: each delivery id a random UUID, else a counter. guard "": one
 // body for every request, the replay guard off (it would hold them); "on"
-// or "off": a body of its own each, with the guard so.
-func benchIntake(b *testing.B, st store.Store, random bool, guard string) {
+// or "off": a body of its own each, with the guard so. fanout > 0: to a
+// group of that many hosts whose source is fanout, not to a host.
+func benchIntake(b *testing.B, st store.Store, random bool, guard string, fanout int) {
 	s := testServer(b, st, clockwork.NewRealClock(), nil, Config{AdminToken: testAdmin, RateLimitPerMin: 1 << 30})
 	srv := httptest.NewServer(s.Handler())
 	b.Cleanup(func() { srv.Close(); st.Close() })
@@ -98,6 +110,17 @@ func benchIntake(b *testing.B, st store.Store, random bool, guard string) {
 	}
 	admin("PUT", "/api/hosts/"+h.ID+"/sources/github", `{"secrets":["`+testSecret+`"],"options":{"replay_guard":"`+option+`"}}`)
 	id := h.ID
+	if fanout > 0 {
+		var g shared.Group
+		require.NoError(b, json.Unmarshal(admin("POST", "/api/groups", `{"name":"bench"}`), &g))
+		for i := range fanout {
+			var m shared.CreateHostResponse
+			require.NoError(b, json.Unmarshal(admin("POST", "/api/hosts", fmt.Sprintf(`{"name":"member %d"}`, i)), &m))
+			admin("PUT", "/api/groups/"+g.ID+"/members/"+m.ID, "")
+		}
+		admin("PUT", "/api/groups/"+g.ID+"/sources/github", `{"mode":"fanout","secrets":["`+testSecret+`"]}`)
+		id = g.ID
+	}
 
 	body, err := os.ReadFile("testdata/installation.created.json")
 	require.NoError(b, err)

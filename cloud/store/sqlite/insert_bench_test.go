@@ -34,9 +34,12 @@ import (
 // them): bodies, the audit trail and the rows' own key are led by arrival
 // order (migrations 7, 12 and 16).
 //
+// fanout=5 is random with each webhook to a group of five hosts whose
+// source is fanout: five deliveries sharing one body, per webhook.
+//
 //	go test -run '^$' -bench InsertBatch -benchtime 100000x ./cloud/store/sqlite/
 func BenchmarkInsertBatch(b *testing.B) {
-	for _, ids := range []string{"counter", "random"} {
+	for _, ids := range []string{"counter", "random", "fanout=5"} {
 		b.Run(ids, func(b *testing.B) {
 			ctx := context.Background()
 			s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "cloud.db"))
@@ -45,6 +48,19 @@ func BenchmarkInsertBatch(b *testing.B) {
 			require.NoError(b, s.Migrate(ctx))
 			_, err = s.HostCreate(ctx, &store.HostCreateParams{ID: "h-bench", Name: "bench", Now: time.Now()})
 			require.NoError(b, err)
+			var members []string
+			if ids == "fanout=5" {
+				_, err = s.GroupCreate(ctx, &store.GroupCreateParams{ID: "g_bench", Name: "bench", Now: time.Now()})
+				require.NoError(b, err)
+				for i := range 5 {
+					m := "h-member-" + strconv.Itoa(i)
+					_, err = s.HostCreate(ctx, &store.HostCreateParams{ID: m, Name: m, Now: time.Now()})
+					require.NoError(b, err)
+					_, err = s.GroupMemberAdd(ctx, &store.GroupMemberParams{GroupID: "g_bench", HostID: m, Now: time.Now()})
+					require.NoError(b, err)
+					members = append(members, m)
+				}
+			}
 			body := make([]byte, 3329)
 			for i := range body {
 				body[i] = 'a' + byte(i%26)
@@ -58,16 +74,26 @@ func BenchmarkInsertBatch(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
 			for done := 0; done < b.N; {
-				ps := make([]*store.DeliveryInsertParams, 0, batch)
+				ps := make([]*store.DeliveryInsertParams, 0, batch*max(1, len(members)))
 				now := time.Now()
 				for j := 0; j < batch && done < b.N; j++ {
 					ev := id(done)
 					did := "github:" + ev + ":" + strconv.FormatInt(now.UnixMilli(), 10)
-					ps = append(ps, &store.DeliveryInsertParams{ID: did, CorrelationID: correlationID(),
+					p := &store.DeliveryInsertParams{ID: did, CorrelationID: correlationID(),
 						HostID: "h-bench", Source: "github", EventID: ev, EventType: "installation", EventAction: "created",
 						RawBody: body, ReceivedAt: now, MaxAttempts: 10,
 						Headers: map[string]string{"x-github-event": "installation", "x-github-delivery": ev,
-							"content-type": "application/json", "user-agent": "GitHub-Hookshot/a1b2c3d"}})
+							"content-type": "application/json", "user-agent": "GitHub-Hookshot/a1b2c3d"}}
+					if members == nil {
+						ps = append(ps, p)
+					}
+					share := &store.BodyShare{}
+					for _, m := range members {
+						mp := *p
+						mp.HostID, mp.GroupID, mp.Lane, mp.Share = m, "g_bench", m, share
+						mp.ID = store.LaneDeliveryID("github", ev, m, now)
+						ps = append(ps, &mp)
+					}
 					done++
 				}
 				_, err := s.DeliveryInsertBatch(ctx, ps)
