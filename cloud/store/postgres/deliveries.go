@@ -568,24 +568,36 @@ func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Deli
 	return d, nil
 }
 
-// listQuery is DeliveryList's query: a host ($1)'s deliveries, newest
-// first, in a status ($2, empty: any) of a source ($3, empty: any), older
-// than a cursor ($4, $5; NULL: none), at most $6.
-const listQuery = `
-	SELECT ` + flow.DeliveryColumns + ` FROM deliveries
-	WHERE host_id = $1
-		AND ($2::text = '' OR status = $2)
-		AND ($3::text = '' OR source = $3)
-		AND ($4::timestamptz IS NULL OR (received_at, delivery_id) < ($4, $5::text))
-	ORDER BY received_at DESC, delivery_id DESC
-	LIMIT $6`
+// listQuery is DeliveryList's query and its arguments: a host's
+// deliveries, newest first, in a status, of a source, older than a cursor
+// (each only when given), at most a limit. A filter not given is left
+// out, never written as "$n is empty or …": a statement the pool prepared
+// is planned once for any arguments after a few runs, and a plan that
+// must also serve "any status" walks the host's deliveries newest first,
+// every one of them when none has the status asked for.
+func listQuery(p *store.DeliveryListParams) (string, []any) {
+	var args []any
+	next := func(v any) string { // v's placeholder
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	where := []string{"host_id = " + next(p.HostID)}
+	if p.Status != "" {
+		where = append(where, "status = "+next(string(p.Status)))
+	}
+	if p.Source != "" {
+		where = append(where, "source = "+next(p.Source))
+	}
+	if p.BeforeReceivedAt != nil {
+		where = append(where, "(received_at, delivery_id) < ("+next(ms(*p.BeforeReceivedAt))+", "+next(p.BeforeID)+")")
+	}
+	return `SELECT ` + flow.DeliveryColumns + ` FROM deliveries WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY received_at DESC, delivery_id DESC LIMIT ` + next(store.LimitOr(p.Limit, flow.DefaultListLimit)), args
+}
 
 func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) ([]*store.Delivery, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = flow.DefaultListLimit
-	}
-	rows, err := s.pool.Query(ctx, listQuery, p.HostID, string(p.Status), p.Source, msPtr(p.BeforeReceivedAt), p.BeforeID, limit)
+	q, args := listQuery(p)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery list: %w", err)
 	}

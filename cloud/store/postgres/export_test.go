@@ -34,13 +34,13 @@ var AckStatement = transitionStatement(ackSet, true, 8)
 // found, one delivery, and the counts kept.
 var (
 	FindQuery          = findQuery
+	ListQuery          = listQuery
 	CountByStatusQuery = flow.CountByStatusQuery(flowDB{})
 	HostCountsQuery    = flow.HostCountsQuery(flowDB{}, hostColumns)
 )
 
 const (
-	ListQuery = listQuery
-	GetQuery  = getQuery
+	GetQuery = getQuery
 )
 
 // BackendPID is the server process of one of the store's connections: the

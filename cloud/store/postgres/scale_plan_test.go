@@ -89,7 +89,9 @@ func incidentPlans(ctx context.Context, t *testing.T, conn *pgx.Conn, correlatio
 		return explain(ctx, t, conn, q, args...)
 	}
 	list := func(status store.Status, source string, before *time.Time) string {
-		return explain(ctx, t, conn, postgres.ListQuery, "h7", string(status), source, before, "github:e1:1", 100)
+		q, args := postgres.ListQuery(&store.DeliveryListParams{HostID: "h7", Status: status, Source: source,
+			BeforeReceivedAt: before, BeforeID: "github:e1:1"})
+		return explain(ctx, t, conn, q, args...)
 	}
 	before := time.Now().Add(-time.Hour)
 	return map[string]string{
