@@ -246,6 +246,7 @@ func (a *app) Open(ctx context.Context) error {
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),
 		sweep.FoldCounts(st),
+		sweep.FoldVolume(st),
 		sweep.Statistics(st),
 	}}
 	for _, loop := range []func(context.Context){

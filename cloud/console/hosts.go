@@ -43,6 +43,13 @@ func (cn *Console) hostsPage(c *gin.Context) {
 		byHost[b.HostID] = b
 	}
 	now := cn.now()
+	var volume map[string][]int
+	if cn.d.Volume != nil {
+		if volume, err = cn.d.Volume(ctx, now); err != nil {
+			cn.fail(c, err)
+			return
+		}
+	}
 	rows := make([]hostRow, 0, len(hosts))
 	for _, h := range hosts {
 		r := hostRow{hostState: cn.stateOf(h), ID: h.ID, Name: h.Name}
@@ -52,11 +59,10 @@ func (cn *Console) hostsPage(c *gin.Context) {
 				r.PendingFor = now.Sub(*b.OldestPending)
 			}
 		}
-		if cn.d.Volume != nil {
-			counts, err := cn.d.Volume(ctx, h.ID, now)
-			if err != nil {
-				cn.fail(c, err)
-				return
+		if volume != nil {
+			counts := volume[h.ID]
+			if counts == nil {
+				counts = make([]int, store.MaxVolumeHours)
 			}
 			for _, n := range counts {
 				r.SparkTotal += n

@@ -98,18 +98,11 @@ func (cn *Console) volumePage(c *gin.Context) {
 	cn.render(c, 200, "volume", &page{Title: "Volume", Nav: "volume", Data: d})
 }
 
-// ReceivedPerHour is Deps.Volume read from the store: a host's webhooks
-// received per hour over the last 24 hours (store.DeliveryVolume).
-func ReceivedPerHour(st store.VolumeStore) func(ctx context.Context, hostID string, now time.Time) ([]int, error) {
-	return func(ctx context.Context, hostID string, now time.Time) ([]int, error) {
-		hours, err := st.DeliveryVolume(ctx, &store.DeliveryVolumeParams{HostID: hostID, ReceivedOnly: true, Now: now})
-		if err != nil {
-			return nil, err
-		}
-		counts := make([]int, len(hours))
-		for i, h := range hours {
-			counts[i] = h.Received
-		}
-		return counts, nil
+// ReceivedPerHour is Deps.Volume read from the store: every host's
+// webhooks received per hour over the last 24 hours
+// (store.DeliveryVolumeByHost).
+func ReceivedPerHour(st store.VolumeStore) func(ctx context.Context, now time.Time) (map[string][]int, error) {
+	return func(ctx context.Context, now time.Time) (map[string][]int, error) {
+		return st.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now})
 	}
 }

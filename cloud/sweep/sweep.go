@@ -2,7 +2,7 @@
 // on an injected clock: lease expiry (an expired lease is a failed attempt),
 // retention (finished deliveries, and any other table's old rows, pruned in
 // bounded batches), claim-code expiry, the folding of the deliveries'
-// counts and the planner's statistics.
+// counts and of their volume per hour, and the planner's statistics.
 //
 // Every job is a guarded update or a bounded delete that skips rows another
 // replica holds, so every replica may run every job at once; on SQLite the
@@ -135,6 +135,32 @@ func FoldCounts(st interface {
 		return drain(ctx, 10*DefaultBatch, func(limit int) (int, error) {
 			return st.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{Limit: limit})
 		})
+	}}
+}
+
+// VolumeFoldLag is how far behind now the volume is folded: what
+// happened before it has been committed (a transaction that took longer
+// is not counted in its hour), and what came after is counted as it
+// stands by whoever reads the volume.
+const VolumeFoldLag = 2 * time.Minute
+
+// FoldVolume keeps the webhooks per hour, host and outcome of what
+// happened up to VolumeFoldLag ago, every minute, an hour at a time until
+// it has caught up (store.DeliveryVolumeFold), so that the volume chart
+// reads the hours kept and counts only the last minutes.
+func FoldVolume(st interface {
+	DeliveryVolumeFold(ctx context.Context, p *store.VolumeFoldParams) (int, error)
+}) Job {
+	return Job{Name: "volume folding", Interval: time.Minute, Quiet: true, Do: func(ctx context.Context, now time.Time) (int, error) {
+		total := 0
+		for range 2 * store.MaxVolumeHours { // a day and more to catch up, at most
+			n, err := st.DeliveryVolumeFold(ctx, &store.VolumeFoldParams{Until: now.Add(-VolumeFoldLag)})
+			total += n
+			if err != nil || n == 0 {
+				return total, err
+			}
+		}
+		return total, nil
 	}}
 }
 

@@ -251,3 +251,38 @@ func TestFoldCountsDrainsQuietly(t *testing.T) {
 	r.pass(context.Background(), job)
 	require.Contains(t, logged.String(), "boom", "a failure is")
 }
+
+type volumeFoldFunc func(ctx context.Context, p *store.VolumeFoldParams) (int, error)
+
+func (f volumeFoldFunc) DeliveryVolumeFold(ctx context.Context, p *store.VolumeFoldParams) (int, error) {
+	return f(ctx, p)
+}
+
+// TestFoldVolumeCatchesUp: a pass folds up to VolumeFoldLag before now,
+// again and again until a fold writes nothing (an hour at a time: a store
+// a day behind catches up in one pass), and at most twice a day's hours.
+func TestFoldVolumeCatchesUp(t *testing.T) {
+	behind := 25
+	var untils []time.Time
+	job := FoldVolume(volumeFoldFunc(func(_ context.Context, p *store.VolumeFoldParams) (int, error) {
+		untils = append(untils, p.Until)
+		if behind == 0 {
+			return 0, nil
+		}
+		behind--
+		return 3, nil
+	}))
+	require.True(t, job.Quiet)
+	n, err := job.Do(context.Background(), start)
+	require.NoError(t, err)
+	require.Equal(t, 25*3, n)
+	require.Len(t, untils, 26)
+	for _, u := range untils {
+		require.Equal(t, start.Add(-VolumeFoldLag), u)
+	}
+	behind = 1000
+	untils = nil
+	_, err = job.Do(context.Background(), start)
+	require.NoError(t, err)
+	require.Len(t, untils, 2*store.MaxVolumeHours, "bounded")
+}

@@ -45,8 +45,8 @@ func InLeaseOrder(leased []*store.Delivery) {
 // Deliveries implements, on DB, the reads of deliveries whose SQL both
 // engines share: a host's counts by status (from the engine's counts,
 // Dialect.DeliveryCounts), its next retry, the replay guard's lookup by
-// body digest, and the volume chart's hours (in each engine's query,
-// Dialect.VolumeQuery). The rest of store.DeliveryStore is
+// body digest, and the volume chart's hours (volume.go, each count in the
+// engine's query, Dialect.VolumeQuery). The rest of store.DeliveryStore is
 // the engines' (leasing, inserts and transitions, each in its dialect and
 // tuned to its planner) or Upkeep's.
 type Deliveries struct{ DB DB }
@@ -94,12 +94,4 @@ func (d Deliveries) DeliveryByDigest(ctx context.Context, p *store.DigestLookupP
 		return nil, fmt.Errorf("delivery by digest: %w", notFound(err))
 	}
 	return &m, nil
-}
-
-func (d Deliveries) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeParams) ([]store.VolumeHour, error) {
-	q, args, err := d.DB.VolumeQuery(p)
-	if err != nil {
-		return nil, err
-	}
-	return volume(ctx, d.DB.Read(), p, q, args)
 }

@@ -73,9 +73,9 @@ type Dialect interface {
 	// as the placeholder param, the way the engine's index of ids is
 	// keyed.
 	DeliveryIs(param string) string
-	// VolumeQuery is DeliveryVolume's query (store.VolumeQuery) in the
-	// engine's SQL and placeholders, with its arguments.
-	VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error)
+	// VolumeQuery is a volume count's query (store.VolumeRangeQuery) in
+	// the engine's SQL and placeholders, with its arguments.
+	VolumeQuery(r store.VolumeRange) (string, []any)
 	// DeliveryCounts is a table, or a subquery, of the counts the engine
 	// keeps of each host's deliveries by status: rows of (host_id, status,
 	// n) whose n summed by host and status is the count.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/flow"
 	"github.com/relaykit/relay/cloud/store/postgres"
 )
 
@@ -37,13 +38,17 @@ func TestVolumeUsesIndexes(t *testing.T) {
 		_, err := conn.Exec(ctx, q, args...)
 		require.NoError(t, err)
 	}
-	for _, host := range []string{"", "h1"} {
-		q, args, err := postgres.VolumeQuery(&store.DeliveryVolumeParams{HostID: host, Now: now})
-		require.NoError(t, err)
+	from := now.Truncate(time.Hour).Add(-23 * time.Hour)
+	for name, r := range map[string]store.VolumeRange{
+		"every host":           {Base: from, From: from, To: now},
+		"one host":             {Base: from, From: from, To: now, HostID: "h1"},
+		"the fold, every host": {Base: now.Truncate(time.Hour), From: now.Truncate(time.Hour), To: now, PerHost: true},
+	} {
+		q, args := postgres.VolumeQuery(r)
 		plan := explain(ctx, t, conn, q, args...)
-		require.NotContains(t, plan, "Seq Scan", "host %q:\n%s", host, plan)
-		require.Equal(t, 5, strings.Count(plan, "Index Cond"), "host %q:\n%s", host, plan)
-		t.Logf("host %q:\n%s", host, plan)
+		require.NotContains(t, plan, "Seq Scan", "%s:\n%s", name, plan)
+		require.Equal(t, 5, strings.Count(plan, "Index Cond"), "%s:\n%s", name, plan)
+		t.Logf("%s:\n%s", name, plan)
 	}
 	v, err := s.DeliveryVolume(ctx, &store.DeliveryVolumeParams{Now: now})
 	require.NoError(t, err)
@@ -53,4 +58,41 @@ func TestVolumeUsesIndexes(t *testing.T) {
 	}
 	// The hours since the window's start: 23 to 24 of them.
 	require.InDelta(t, 100000*23.5/24/7, received, 300, "a day of a week's deliveries")
+
+	// Folded, the same counts, the hours kept read by their keys.
+	for {
+		n, err := s.DeliveryVolumeFold(ctx, &store.VolumeFoldParams{Until: now.Add(-2 * time.Minute)})
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	folded, err := s.DeliveryVolume(ctx, &store.DeliveryVolumeParams{Now: now})
+	require.NoError(t, err)
+	require.Equal(t, v, folded)
+	// The hours kept of 1,000 hosts for two days, analyzed: each read
+	// finds its rows by a key.
+	_, err = conn.Exec(ctx, `
+		INSERT INTO delivery_volume (hour, host_id, outcome, n)
+		SELECT date_trunc('hour', $1::timestamptz) - h * interval '1 hour', 'k' || k, o, 1
+		FROM generate_series(1, 47) h, generate_series(0, 999) k,
+			unnest(ARRAY['received', 'acked', 'failed', 'dead-lettered', 'rejected']) o`, now)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `ANALYZE delivery_volume`)
+	require.NoError(t, err)
+	every, h1 := "", "h1"
+	for name, r := range map[string]struct {
+		host    *string
+		outcome string
+	}{
+		"every host":           {&every, ""},
+		"one host":             {&h1, ""},
+		"one host's received":  {&h1, store.OutcomeReceived},
+		"each host's received": {nil, store.OutcomeReceived}, // the hosts page
+	} {
+		q, args := flow.KeptVolumeQuery(r.host, r.outcome, from, now)
+		plan := explain(ctx, t, conn, q, args...)
+		require.NotContains(t, plan, "Seq Scan on delivery_volume ", "%s:\n%s", name, plan)
+		require.Contains(t, plan, "Index", "%s:\n%s", name, plan)
+	}
 }

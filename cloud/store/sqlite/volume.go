@@ -6,20 +6,19 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// volumeQuery is DeliveryVolume's query in SQLite: times are unix
+// volumeQuery is a volume count's query in SQLite: times are unix
 // milliseconds, an hour is one divided by an hour's, its index that less
-// the window start's. A unary + keeps the host from choosing the index
-// where the time should.
-func volumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
-	return store.VolumeQuery(p, store.VolumeSQL{
+// Base's. A unary + keeps the host from choosing the index where the time
+// should.
+func volumeQuery(r store.VolumeRange) (string, []any) {
+	return store.VolumeRangeQuery(r, store.VolumeSQL{
 		Hour:   func(col string) string { return col + " / 3600000" },
 		Index:  func(h string) string { return h + " - ? / 3600000" },
 		At:     func(t time.Time) any { return dbTime(t) },
 		ByTime: "+host_id = ?",
+		Host:   "+host_id",
 	})
 }
 
 // VolumeQuery is volumeQuery (flow.Dialect).
-func (flowDB) VolumeQuery(p *store.DeliveryVolumeParams) (string, []any, error) {
-	return volumeQuery(p)
-}
+func (flowDB) VolumeQuery(r store.VolumeRange) (string, []any) { return volumeQuery(r) }

@@ -211,5 +211,54 @@ func exerciseVolume(ctx context.Context, t *testing.T, setup setupFunc) {
 			_, err := s.DeliveryVolume(ctx, &store.DeliveryVolumeParams{Hours: hours, Now: now})
 			require.Error(t, err, "hours %d", hours)
 		}
+
+		byHost, err := s.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now})
+		require.NoError(t, err)
+		wantByHost := map[string][]int{h: make([]int, 24), b.other.ID: make([]int, 24)}
+		wantByHost[h][21], wantByHost[h][22], wantByHost[b.other.ID][23] = 2, 1, 1
+		require.Equal(t, wantByHost, byHost, "each host's received, those with none left out")
+
+		// Folded up to two minutes ago, an hour at a time: the same
+		// counts, the hours before the fold read as kept.
+		params := []store.DeliveryVolumeParams{{HostID: h}, {}, {Hours: 3}, {HostID: h, ReceivedOnly: true}, {HostID: b.other.ID}}
+		before := make([][]store.VolumeHour, len(params))
+		for i, p := range params {
+			before[i] = volume(p)
+		}
+		fold := func(until time.Time) int {
+			t.Helper()
+			total := 0
+			for {
+				n, err := s.DeliveryVolumeFold(ctx, &store.VolumeFoldParams{Until: until})
+				require.NoError(t, err)
+				if n == 0 {
+					return total
+				}
+				total += n
+			}
+		}
+		require.Positive(t, fold(now.Add(-2*time.Minute)))
+		require.Zero(t, fold(now.Add(-2*time.Minute)), "folded once")
+		require.Zero(t, fold(now.Add(-time.Hour)), "never moved back")
+		for i, p := range params {
+			require.Equal(t, before[i], volume(p), "%+v folded", p)
+		}
+		byHost, err = s.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now})
+		require.NoError(t, err)
+		require.Equal(t, wantByHost, byHost, "folded")
+
+		// What happens after the fold is counted as it stands; what was
+		// folded is kept as it was counted: a delivery received in a
+		// folded hour and pruned since stays in its hour's count.
+		insert(ctx, t, s, h, "evt-new", now.Add(-time.Minute), deliveryOpts{})
+		n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked,
+			PruneParams: store.PruneParams{Before: base.Add(3 * time.Hour)}})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		got = volume(store.DeliveryVolumeParams{HostID: h})
+		require.Equal(t, before[0][:23], got[:23], "the hours folded, as they were")
+		require.Equal(t, before[0][23].Received+1, got[23].Received, "the last minutes counted as they stand")
+		require.Equal(t, 3, fold(now), "the host's received and every host's, and the mark moved on")
+		require.Equal(t, got, volume(store.DeliveryVolumeParams{HostID: h}))
 	})
 }
