@@ -10,8 +10,12 @@ import (
 // PruneQuery is flow.PruneQuery in Postgres, for the plan test.
 func PruneQuery(status store.Status) string { return flow.PruneQuery(flowDB{}, status) }
 
-// VolumeQuery is volumeQuery, for the plan test.
-var VolumeQuery = volumeQuery
+// VolumeQuery is volumeQuery, and BacklogQuery backlogQuery, for the plan
+// tests.
+var (
+	VolumeQuery  = volumeQuery
+	BacklogQuery = backlogQuery
+)
 
 // CandidatesQuery and CandidatesPlan are the lease's, for the plan test.
 const (

@@ -13,9 +13,13 @@ import (
 var _ store.AlertStore = (*Store)(nil)
 
 // backlogQuery is BacklogByHost's: one part per partial index (waiting to
-// be leased, leased, dead letters), so that acked deliveries, nearly all of
-// them, are never read. Grouping by +host_id keeps the planner from walking
-// the (host_id, status) index, every delivery of it, for its order.
+// be leased, leased, dead letters of the window), so that acked
+// deliveries, nearly all of them, are never read, and the dead letters
+// counted from the counts kept: they are kept for days, and the alerts
+// read the backlog every 15 s. A delivery's updated_at is never before
+// its dlq_at, so the window's dead letters are a range of their index.
+// Grouping by +host_id keeps the planner from walking the (host_id,
+// status) index, every delivery of it, for its order.
 const backlogQuery = `
 	SELECT host_id, SUM(pending), MIN(oldest), SUM(dlq), SUM(new_dlq) FROM (
 		SELECT host_id, COUNT(*) AS pending, MIN(received_at) AS oldest, 0 AS dlq, 0 AS new_dlq
@@ -24,10 +28,12 @@ const backlogQuery = `
 		SELECT host_id, COUNT(*), MIN(received_at), 0, 0
 		FROM deliveries WHERE status IN ('delivering', 'delivered') GROUP BY +host_id
 		UNION ALL
-		SELECT host_id, 0, NULL, COUNT(*), SUM(CASE WHEN dlq_at >= ? THEN 1 ELSE 0 END)
-		FROM deliveries WHERE status = 'dlq' GROUP BY +host_id)
+		SELECT host_id, 0, NULL, n, 0 FROM delivery_counts WHERE status = 'dlq' AND n <> 0
+		UNION ALL
+		SELECT host_id, 0, NULL, 0, COUNT(*)
+		FROM deliveries WHERE status = 'dlq' AND updated_at >= ?1 AND dlq_at >= ?1 GROUP BY +host_id)
 	GROUP BY host_id
-	ORDER BY MIN(oldest) IS NULL, MIN(oldest), host_id LIMIT ?`
+	ORDER BY MIN(oldest) IS NULL, MIN(oldest), host_id LIMIT ?2`
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, backlogQuery, dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000))

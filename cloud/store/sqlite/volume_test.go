@@ -114,8 +114,9 @@ func TestBacklogUsesPartialIndexes(t *testing.T) {
 	for _, idx := range []string{"deliveries_available_idx", "deliveries_lease_idx"} {
 		require.Contains(t, plan, "SCAN deliveries USING INDEX "+idx, plan)
 	}
-	// Dead letters, and those of the last hour, from their index alone
-	// (migration 18).
-	require.Contains(t, plan, "SCAN deliveries USING COVERING INDEX deliveries_dlq_idx", plan)
+	// The dead letters from the counts kept, those of the window from
+	// their index alone: a range of it, not all of them.
+	require.Contains(t, plan, "SEARCH deliveries USING COVERING INDEX deliveries_dlq_idx (updated_at>?)", plan)
+	require.Contains(t, plan, "delivery_counts", plan)
 	require.NotContains(t, plan, "deliveries_host_status_idx", plan)
 }
