@@ -79,7 +79,7 @@ func (s *Server) ReplayDelivery(ctx context.Context, hostID, id, toHostID string
 		RawBody:       orig.RawBody,
 		RetryDelays:   delays,
 		MaxAttempts:   maxAttempts,
-		CorrelationID: intake.NewCorrelationID(),
+		CorrelationID: intake.NewCorrelationID(now),
 		ReceiveNote:   delivery.ReplayReceiveNote(orig.ID, orig.HostID),
 		ReceivedAt:    now,
 		ReplayOf: &store.ReplayOf{HostID: orig.HostID, ID: orig.ID,

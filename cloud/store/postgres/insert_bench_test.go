@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
@@ -73,7 +72,7 @@ func BenchmarkInsertCosts(b *testing.B) {
 				for j := 0; j < batch && done < b.N; j++ {
 					ev := sharedtest.DeliveryUUID()
 					ps = append(ps, &store.DeliveryInsertParams{ID: "github:" + ev + ":" + strconv.FormatInt(now.UnixMilli(), 10),
-						CorrelationID: correlationID(), HostID: "h-bench", Source: "github", EventID: ev,
+						CorrelationID: intake.NewCorrelationID(now), HostID: "h-bench", Source: "github", EventID: ev,
 						EventType: "installation", EventAction: "created", RawBody: body, ReceivedAt: now, MaxAttempts: 10,
 						Headers: map[string]string{"x-github-event": "installation", "x-github-delivery": ev,
 							"content-type": "application/json", "user-agent": "GitHub-Hookshot/a1b2c3d"}})
@@ -117,12 +116,4 @@ func BenchmarkInsertCosts(b *testing.B) {
 			b.ReportMetric(float64(index)/float64(b.N), "index-B/webhook")
 		})
 	}
-}
-
-// correlationID is a delivery's correlation id as intake makes it: 64
-// random bits, hex.
-func correlationID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

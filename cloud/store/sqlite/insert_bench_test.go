@@ -3,8 +3,6 @@ package sqlite_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/sqlite"
 	"github.com/relaykit/relay/shared/sharedtest"
@@ -79,7 +78,7 @@ func BenchmarkInsertBatch(b *testing.B) {
 				for j := 0; j < batch && done < b.N; j++ {
 					ev := id(done)
 					did := "github:" + ev + ":" + strconv.FormatInt(now.UnixMilli(), 10)
-					p := &store.DeliveryInsertParams{ID: did, CorrelationID: correlationID(),
+					p := &store.DeliveryInsertParams{ID: did, CorrelationID: intake.NewCorrelationID(now),
 						HostID: "h-bench", Source: "github", EventID: ev, EventType: "installation", EventAction: "created",
 						RawBody: body, ReceivedAt: now, MaxAttempts: 10,
 						Headers: map[string]string{"x-github-event": "installation", "x-github-delivery": ev,
@@ -105,14 +104,6 @@ func BenchmarkInsertBatch(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "webhooks/s")
 		})
 	}
-}
-
-// correlationID is a delivery's correlation id as intake makes it: 64
-// random bits, hex.
-func correlationID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // writeBytes is the process's write_bytes from /proc/self/io: what it
