@@ -27,6 +27,7 @@ import (
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // nextRE finds a list's link to its next page.
@@ -80,13 +81,7 @@ func benchPages(b *testing.B, st store.Store, settle func()) {
 	hosts, sample := seedPages(b, st, app, end)
 	settle()
 	// The volume kept up to two minutes ago, as the cloud's sweep keeps it.
-	for {
-		n, err := st.DeliveryVolumeFold(context.Background(), &store.VolumeFoldParams{Until: end.Add(-2 * time.Minute)})
-		require.NoError(b, err)
-		if n == 0 {
-			break
-		}
-	}
+	storetest.FoldVolume(context.Background(), b, st, end.Add(-2*time.Minute))
 
 	// Log in once; every page is asked with the session's cookie.
 	req := httptest.NewRequest("POST", "/console/login", strings.NewReader(url.Values{"token": {testAdmin}}.Encode()))

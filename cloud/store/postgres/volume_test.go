@@ -10,6 +10,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/flow"
+	"github.com/relaykit/relay/cloud/store/storetest"
 	"github.com/relaykit/relay/cloud/store/postgres"
 )
 
@@ -67,13 +68,7 @@ func TestVolumeUsesIndexes(t *testing.T) {
 	require.InDelta(t, 100000*23.5/24/7, received, 300, "a day of a week's deliveries")
 
 	// Folded, the same counts, the hours kept read by their keys.
-	for {
-		n, err := s.DeliveryVolumeFold(ctx, &store.VolumeFoldParams{Until: now.Add(-2 * time.Minute)})
-		require.NoError(t, err)
-		if n == 0 {
-			break
-		}
-	}
+	storetest.FoldVolume(ctx, t, s, now.Add(-2*time.Minute))
 	folded, err := s.DeliveryVolume(ctx, &store.DeliveryVolumeParams{Now: now})
 	require.NoError(t, err)
 	require.Equal(t, v, folded)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/flow"
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // The volume chart's counts each read an index over their time (the
@@ -71,13 +72,7 @@ func TestVolumeUsesIndexes(t *testing.T) {
 
 	// Folded, the same counts; the hours kept of 1,000 hosts for two days
 	// each read by a key.
-	for {
-		n, err := s.DeliveryVolumeFold(ctx, &store.VolumeFoldParams{Until: now.Add(-2 * time.Minute)})
-		require.NoError(t, err)
-		if n == 0 {
-			break
-		}
-	}
+	storetest.FoldVolume(ctx, t, s, now.Add(-2*time.Minute))
 	folded, err := s.DeliveryVolume(ctx, &store.DeliveryVolumeParams{Now: now})
 	require.NoError(t, err)
 	require.Equal(t, v, folded)

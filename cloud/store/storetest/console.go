@@ -225,18 +225,7 @@ func exerciseVolume(ctx context.Context, t *testing.T, setup setupFunc) {
 		for i, p := range params {
 			before[i] = volume(p)
 		}
-		fold := func(until time.Time) int {
-			t.Helper()
-			total := 0
-			for {
-				n, err := s.DeliveryVolumeFold(ctx, &store.VolumeFoldParams{Until: until})
-				require.NoError(t, err)
-				if n == 0 {
-					return total
-				}
-				total += n
-			}
-		}
+		fold := func(until time.Time) int { return FoldVolume(ctx, t, s, until) }
 		require.Positive(t, fold(now.Add(-2*time.Minute)))
 		require.Zero(t, fold(now.Add(-2*time.Minute)), "folded once")
 		require.Zero(t, fold(now.Add(-time.Hour)), "never moved back")

@@ -245,3 +245,18 @@ func listenWakeUps(ctx context.Context, t testing.TB, s store.Store) (woken chan
 	stop = listen(ctx, t, s, &store.DeliveryListenParams{Available: func(hostID string) { woken <- hostID }})
 	return woken, stop
 }
+
+// FoldVolume folds s's volume up to until until a fold writes nothing, as
+// the sweep's job does, and returns how many counts the folds wrote.
+func FoldVolume(ctx context.Context, t testing.TB, s store.Store, until time.Time) int {
+	t.Helper()
+	total := 0
+	for {
+		n, err := s.DeliveryVolumeFold(ctx, &store.VolumeFoldParams{Until: until})
+		require.NoError(t, err)
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+}
