@@ -82,17 +82,8 @@ func TestVolumeUsesIndexes(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `ANALYZE delivery_volume`)
 	require.NoError(t, err)
-	every, h1 := "", "h1"
-	for name, r := range map[string]struct {
-		host    *string
-		outcome string
-	}{
-		"every host":           {&every, ""},
-		"one host":             {&h1, ""},
-		"one host's received":  {&h1, store.OutcomeReceived},
-		"each host's received": {nil, store.OutcomeReceived}, // the hosts page
-	} {
-		q, args := flow.KeptVolumeQuery(r.host, r.outcome, from, now)
+	for name, r := range storetest.KeptVolumeReads() {
+		q, args := flow.KeptVolumeQuery(r.Host, r.Outcome, from, now)
 		plan := explain(ctx, t, conn, q, args...)
 		require.NotContains(t, plan, "Seq Scan on delivery_volume ", "%s:\n%s", name, plan)
 		require.Contains(t, plan, "Index", "%s:\n%s", name, plan)

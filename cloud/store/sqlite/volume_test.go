@@ -83,17 +83,8 @@ func TestVolumeUsesIndexes(t *testing.T) {
 		INSERT INTO delivery_volume (hour, host_id, outcome, n)
 		SELECT ?1 / 3600000 * 3600000 - h.i * 3600000, 'k' || k.i, o.name, 1 FROM h, k, o`, dbTime(now))
 	require.NoError(t, err)
-	every, h1 := "", "h1"
-	for name, r := range map[string]struct {
-		host    *string
-		outcome string
-	}{
-		"every host":           {&every, ""},
-		"one host":             {&h1, ""},
-		"one host's received":  {&h1, store.OutcomeReceived},
-		"each host's received": {nil, store.OutcomeReceived}, // the hosts page
-	} {
-		q, args := flow.KeptVolumeQuery(r.host, r.outcome, dbTime(from), dbTime(now))
+	for name, r := range storetest.KeptVolumeReads() {
+		q, args := flow.KeptVolumeQuery(r.Host, r.Outcome, dbTime(from), dbTime(now))
 		plan := strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
 		require.NotContains(t, plan, "SCAN delivery_volume", "%s: %s", name, plan)
 		require.Contains(t, plan, "SEARCH delivery_volume", "%s: %s", name, plan)

@@ -260,3 +260,22 @@ func FoldVolume(ctx context.Context, t testing.TB, s store.Store, until time.Tim
 		total += n
 	}
 }
+
+// KeptVolumeReads are the reads of the volume kept that the console makes
+// (flow.KeptVolumeQuery's host and outcome), by name, for the engines'
+// plan tests.
+func KeptVolumeReads() map[string]struct {
+	Host    *string
+	Outcome string
+} {
+	every, one := "", "h1"
+	return map[string]struct {
+		Host    *string
+		Outcome string
+	}{
+		"every host":           {&every, ""},
+		"one host":             {&one, ""},
+		"one host's received":  {&one, store.OutcomeReceived},
+		"each host's received": {nil, store.OutcomeReceived}, // the hosts page
+	}
+}
