@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -87,4 +88,41 @@ func TestCheckpointNotDue(t *testing.T) {
 	frames, copied := walState(ctx, t, s)
 	require.Positive(t, frames)
 	require.Zero(t, copied)
+}
+
+// A WAL that outgrew its mark while a read held it is cut back when it
+// starts over, rather than kept at its largest for good.
+func TestWALCutBackAfterItGrew(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cloud.db")
+	s, err := OpenWith(ctx, path, Options{CheckpointPages: 300})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(ctx))
+	now := time.Now()
+	_, err = s.HostCreate(ctx, &store.HostCreateParams{ID: "h", Name: "h", Now: now})
+	require.NoError(t, err)
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		require.NoError(t, err)
+		return fi.Size()
+	}
+
+	// A read holds its snapshot while the WAL grows to over three times
+	// its mark: no checkpoint can start it over.
+	read, err := s.read.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, read.QueryRowContext(ctx, "SELECT count(*) FROM deliveries").Scan(&n))
+	for walSize() < 3*walSizeLimit(300) {
+		insertN(ctx, t, s, "h", 10, now)
+	}
+	grown := walSize()
+	require.NoError(t, read.Rollback())
+
+	// Copied, then started over by the next write: cut back to the limit.
+	_, err = s.ckpt.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+	require.NoError(t, err)
+	insertN(ctx, t, s, "h", 1, now.Add(time.Second))
+	require.LessOrEqual(t, walSize(), walSizeLimit(300), "from %d bytes", grown)
 }

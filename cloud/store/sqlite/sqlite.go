@@ -89,6 +89,13 @@ const DefaultCacheMB = 2
 // fall behind.
 const walCheckpointPages = 10000
 
+// walSizeLimit is the size, in bytes, that a WAL of checkpointPages pages
+// (4 KiB, each with its 24-byte frame header) and a quarter more is cut
+// back to when it starts over (journal_size_limit).
+func walSizeLimit(checkpointPages int) int64 {
+	return int64(checkpointPages) * (4096 + 24) * 5 / 4
+}
+
 // Options tunes a Store.
 type Options struct {
 	// CacheMB is the writer connection's page cache in MiB (0:
@@ -135,6 +142,11 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	write, err := sql.Open("sqlite", path+"?"+common+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"+
 		fmt.Sprintf("&_pragma=cache_size(%d)&_pragma=wal_autocheckpoint(%d)", -o.CacheMB*1024, 2*o.CheckpointPages)+
+		// A WAL that grew past its mark (the checkpointer behind on a
+		// starved machine, a long read holding it) is cut back to a
+		// quarter over it when it starts over: SQLite keeps the file at
+		// its largest otherwise, for good.
+		fmt.Sprintf("&_pragma=journal_size_limit(%d)", walSizeLimit(o.CheckpointPages))+
 		// A statement's journal (the pages it changed, kept until it ends,
 		// to undo it alone) stays in memory: in a temporary file, once past
 		// 64 KiB in a transaction, it cost a write system call per page
