@@ -19,6 +19,9 @@ import (
 // window, so that a window never reads past them.
 const keptVolumeHours = 2 * store.MaxVolumeHours
 
+// volumeOutcomes are the outcomes kept.
+var volumeOutcomes = []string{store.OutcomeReceived, store.OutcomeAcked, store.OutcomeFailed, store.OutcomeDeadLettered, store.OutcomeRejected}
+
 // volumeCount is one row of a volume count: an outcome of a host (""
 // every host) in an hour, from the window's start.
 type volumeCount struct {
@@ -231,7 +234,13 @@ func (d Deliveries) DeliveryVolumeFold(ctx context.Context, p *store.VolumeFoldP
 		if err := flush(); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM delivery_volume WHERE hour < $1`, d.DB.Time(hour.Add(-keptVolumeHours*time.Hour)))
+		if !start.Equal(hour) {
+			return nil
+		}
+		// Once an hour, as a fold begins one: the hours no window reads
+		// any more, found by the outcomes' index.
+		_, err = tx.Exec(ctx, `DELETE FROM delivery_volume WHERE outcome IN ('`+strings.Join(volumeOutcomes, "', '")+`') AND hour < $1`,
+			d.DB.Time(hour.Add(-keptVolumeHours*time.Hour)))
 		return err
 	})
 	if errors.Is(err, errFoldedMeanwhile) {

@@ -249,5 +249,12 @@ func exerciseVolume(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, before[0][23].Received+1, got[23].Received, "the last minutes counted as they stand")
 		require.Equal(t, 3, fold(now), "the host's received and every host's, and the mark moved on")
 		require.Equal(t, got, volume(store.DeliveryVolumeParams{HostID: h}))
+
+		// Three days on, the hours kept of today are forgotten: no window
+		// reaches them any more.
+		require.Positive(t, fold(now.Add(72*time.Hour)))
+		for _, v := range volume(store.DeliveryVolumeParams{}) {
+			require.Zero(t, v.Total(), "%v forgotten", v.Start)
+		}
 	})
 }
