@@ -12,27 +12,33 @@ import (
 // queries are Postgres's own.
 var _ store.AlertStore = (*Store)(nil)
 
-// backlogQuery is BacklogByHost's: one part per partial index (waiting to
-// be leased, leased, dead letters of the window since $1), so that acked
-// deliveries, nearly all of them, are never read, and the dead letters,
-// kept for days, counted from the counts kept. A delivery's updated_at is
-// never before its dlq_at, so the window's dead letters are a range of
-// their index.
+// backlogQuery is BacklogByHost's. What a host has pending and dead-
+// lettered comes from the counts kept (a host offline for a day has a day
+// of webhooks queued, and the alerts read the backlog every 15 s); the
+// oldest pending of a host with any is the first of its available index
+// (queued and retrying) and of its leased ones (a lease's worth at most);
+// the window's dead letters since $1 are a range of their index (a
+// delivery's updated_at is never before its dlq_at).
 var backlogQuery = `
-	SELECT host_id, sum(pending)::bigint, min(oldest), sum(dlq)::bigint, sum(new_dlq)::bigint FROM (
-		SELECT host_id, count(*) AS pending, min(received_at) AS oldest, 0::bigint AS dlq, 0::bigint AS new_dlq
-		FROM deliveries WHERE status IN ('queued', 'retrying') GROUP BY host_id
-		UNION ALL
-		SELECT host_id, count(*), min(received_at), 0, 0
-		FROM deliveries WHERE status IN ('delivering', 'delivered') GROUP BY host_id
-		UNION ALL
-		SELECT host_id, 0, NULL, sum(n), 0 FROM ` + flowDB{}.DeliveryCounts() + ` k
-		WHERE status = 'dlq' GROUP BY host_id HAVING sum(n) <> 0
-		UNION ALL
-		SELECT host_id, 0, NULL, 0, count(*)
-		FROM deliveries WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 GROUP BY host_id) b
-	GROUP BY host_id
-	ORDER BY min(oldest) NULLS LAST, host_id LIMIT $2`
+	WITH k AS (
+		SELECT host_id,
+			sum(n) FILTER (WHERE status IN ('queued', 'retrying', 'delivering', 'delivered')) AS pending,
+			sum(n) FILTER (WHERE status = 'dlq') AS dlq
+		FROM ` + flowDB{}.DeliveryCounts() + ` c GROUP BY host_id),
+	fresh AS (
+		SELECT host_id, count(*) AS n FROM deliveries
+		WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 GROUP BY host_id),
+	b AS MATERIALIZED (
+		SELECT k.host_id, coalesce(k.pending, 0) AS pending,
+			CASE WHEN k.pending > 0 THEN least(
+				(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('queued', 'retrying')),
+				(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('delivering', 'delivered')))
+			END AS oldest,
+			coalesce(k.dlq, 0) AS dlq, coalesce(f.n, 0) AS new_dlq
+		FROM k LEFT JOIN fresh f ON f.host_id = k.host_id)
+	SELECT host_id, pending::bigint, oldest, dlq::bigint, new_dlq::bigint FROM b
+	WHERE pending > 0 OR dlq > 0 OR new_dlq > 0
+	ORDER BY oldest NULLS LAST, host_id LIMIT $2`
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	bs, err := flow.All(ctx, s.db().Read(), cols.ScanHostBacklog, backlogQuery, ms(p.DLQSince), store.LimitOr(p.Limit, 1000))

@@ -51,12 +51,13 @@ func TestVolumeUsesIndexes(t *testing.T) {
 		require.Equal(t, 5, strings.Count(plan, "Index Cond"), "%s:\n%s", name, plan)
 		t.Logf("%s:\n%s", name, plan)
 	}
-	// The hosts page's and the alerts' backlog: the partial indexes of
-	// the deliveries not acked, the dead letters of the last hour a range
-	// of theirs, all of them from the counts kept.
+	// The hosts page's and the alerts' backlog: the counts kept, each
+	// host's oldest pending a step into its available index, the dead
+	// letters of the last hour a range of theirs.
 	plan := explain(ctx, t, conn, postgres.BacklogQuery, now.Add(-time.Hour), 1000)
 	require.NotContains(t, plan, "Seq Scan on deliveries", plan)
 	require.Regexp(t, `deliveries_dlq_idx on deliveries[^\n]*\n\s+Index Cond: \(updated_at >=`, plan)
+	require.Regexp(t, `deliveries_available_idx on deliveries[^\n]*\n\s+Index Cond: \(\(host_id = [a-z_]+\.host_id\)`, plan)
 	require.Contains(t, plan, "delivery_counts", plan)
 	v, err := s.DeliveryVolume(ctx, &store.DeliveryVolumeParams{Now: now})
 	require.NoError(t, err)

@@ -12,28 +12,44 @@ import (
 // queries are SQLite's own, tuned to its planner.
 var _ store.AlertStore = (*Store)(nil)
 
-// backlogQuery is BacklogByHost's: one part per partial index (waiting to
-// be leased, leased, dead letters of the window), so that acked
-// deliveries, nearly all of them, are never read, and the dead letters
-// counted from the counts kept: they are kept for days, and the alerts
-// read the backlog every 15 s. A delivery's updated_at is never before
-// its dlq_at, so the window's dead letters are a range of their index.
-// Grouping by +host_id keeps the planner from walking the (host_id,
-// status) index, every delivery of it, for its order.
+// backlogQuery is BacklogByHost's. What a host has pending and dead-
+// lettered comes from the counts kept (a host offline for a day has a
+// day of webhooks queued, and the alerts read the backlog every 15 s);
+// the oldest pending of a host with any is the first of each status in
+// an index that leads with the host and orders by receipt (available:
+// queued and retrying; the host's status: leased), one step into each;
+// the window's dead letters are a range of their index (a delivery's
+// updated_at is never before its dlq_at). Grouping by +host_id keeps the
+// planner from walking the (host_id, status) index, every delivery of it,
+// for its order.
 const backlogQuery = `
-	SELECT host_id, SUM(pending), MIN(oldest), SUM(dlq), SUM(new_dlq) FROM (
-		SELECT host_id, COUNT(*) AS pending, MIN(received_at) AS oldest, 0 AS dlq, 0 AS new_dlq
-		FROM deliveries WHERE status IN ('queued', 'retrying') GROUP BY +host_id
-		UNION ALL
-		SELECT host_id, COUNT(*), MIN(received_at), 0, 0
-		FROM deliveries WHERE status IN ('delivering', 'delivered') GROUP BY +host_id
-		UNION ALL
-		SELECT host_id, 0, NULL, n, 0 FROM delivery_counts WHERE status = 'dlq' AND n <> 0
-		UNION ALL
-		SELECT host_id, 0, NULL, 0, COUNT(*)
-		FROM deliveries WHERE status = 'dlq' AND updated_at >= ?1 AND dlq_at >= ?1 GROUP BY +host_id)
-	GROUP BY host_id
-	ORDER BY MIN(oldest) IS NULL, MIN(oldest), host_id LIMIT ?2`
+	WITH k AS (
+		SELECT host_id,
+			SUM(CASE WHEN status IN ('queued', 'retrying', 'delivering', 'delivered') THEN n ELSE 0 END) AS pending,
+			SUM(CASE WHEN status = 'dlq' THEN n ELSE 0 END) AS dlq
+		FROM delivery_counts GROUP BY host_id),
+	fresh AS (
+		SELECT host_id, COUNT(*) AS n FROM deliveries
+		WHERE status = 'dlq' AND updated_at >= ?1 AND dlq_at >= ?1 GROUP BY +host_id),
+	b AS MATERIALIZED (
+		SELECT k.host_id, k.pending,
+			CASE WHEN k.pending > 0 THEN NULLIF(min(
+				coalesce((SELECT received_at FROM deliveries INDEXED BY deliveries_available_idx
+					WHERE host_id = k.host_id AND status IN ('queued', 'retrying') ORDER BY received_at LIMIT 1), ` + noTime + `),
+				coalesce((SELECT received_at FROM deliveries INDEXED BY deliveries_host_status_idx
+					WHERE host_id = k.host_id AND status = 'delivering' ORDER BY received_at LIMIT 1), ` + noTime + `),
+				coalesce((SELECT received_at FROM deliveries INDEXED BY deliveries_host_status_idx
+					WHERE host_id = k.host_id AND status = 'delivered' ORDER BY received_at LIMIT 1), ` + noTime + `)), ` + noTime + `)
+			END AS oldest,
+			k.dlq, coalesce(f.n, 0) AS new_dlq
+		FROM k LEFT JOIN fresh f ON f.host_id = k.host_id)
+	SELECT host_id, pending, oldest, dlq, new_dlq FROM b
+	WHERE pending > 0 OR dlq > 0 OR new_dlq > 0
+	ORDER BY oldest IS NULL, oldest, host_id LIMIT ?2`
+
+// noTime stands for no time in a min() of times (SQLite's scalar min is
+// NULL when any argument is).
+const noTime = "9223372036854775807"
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, backlogQuery, dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000))
