@@ -74,7 +74,8 @@ func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time)
 		add("host_id || '' = ?", p.HostID)
 	case p.HostID != "":
 		add("host_id = ?", p.HostID)
-	case p.Status != "" && p.EventID == "" && p.Source == "" && !byCorrelation && everyHost != "":
+	case p.Status != "" && p.Status != StatusDLQ && p.EventID == "" && p.Source == "" && !byCorrelation && everyHost != "":
+		// (The dead letters have an index of their own, in receipt order.)
 		add(everyHost)
 	}
 	switch {

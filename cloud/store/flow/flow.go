@@ -78,7 +78,7 @@ type Dialect interface {
 	VolumeQuery(r store.VolumeRange) (string, []any)
 	// DeliveryCounts is a table, or a subquery, of the counts the engine
 	// keeps of each host's deliveries by status: rows of (host_id, status,
-	// n) whose n summed by host and status is the count.
+	// n), one for each host and status it has counted.
 	DeliveryCounts() string
 }
 

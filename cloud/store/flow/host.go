@@ -42,11 +42,9 @@ func HostsWithCounts(ctx context.Context, db DB, columns string, scanHost func(S
 // HostCountsQuery is HostsWithCounts' query: each host's columns, then a
 // status and its count (NULL, NULL for a host without deliveries).
 func HostCountsQuery(d Dialect, columns string) string {
-	return `SELECT ` + prefixed("h.", columns) + `, c.status, c.n
+	return `SELECT ` + prefixed("h.", columns) + `, c.status, CAST(c.n AS bigint)
 		FROM hosts h
-		LEFT JOIN (SELECT host_id, status, CAST(sum(n) AS bigint) AS n FROM ` + d.DeliveryCounts() + ` k
-			GROUP BY host_id, status) c
-			ON c.host_id = h.id
+		LEFT JOIN ` + d.DeliveryCounts() + ` c ON c.host_id = h.id
 		ORDER BY h.created_at, h.id`
 }
 

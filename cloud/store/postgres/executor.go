@@ -102,9 +102,11 @@ func (c utcNullTime) ScanTimestamptz(v pgtype.Timestamptz) error {
 }
 
 // DeliveryCounts: the counts folded so far and the changes recorded since
-// (migration 20), added up. Writers only append changes, so none waits
-// on another's count; DeliveryCountFold folds them in.
+// (migration 20), added up by host and status. Writers only append
+// changes, so none waits on another's count; DeliveryCountFold folds them
+// in.
 func (flowDB) DeliveryCounts() string {
-	return `(SELECT host_id, status, n FROM delivery_counts
-		UNION ALL SELECT host_id, status, n FROM delivery_count_changes)`
+	return `(SELECT host_id, status, sum(n) AS n FROM (
+		SELECT host_id, status, n FROM delivery_counts
+		UNION ALL SELECT host_id, status, n FROM delivery_count_changes) kc GROUP BY host_id, status)`
 }

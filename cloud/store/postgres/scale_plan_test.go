@@ -40,6 +40,9 @@ func TestIncidentReadsUseIndexes(t *testing.T) {
 		if lookUp.MatchString(name) {
 			require.NotRegexp(t, `deliveries_(host_)?received_idx`, plan, "%s: a look-up, not a walk newest first:\n%s", name, plan)
 		}
+		if name == "dead letter" {
+			require.Contains(t, plan, "deliveries_dlq_received_idx", "the dead letters alone, not everyone's deliveries newest first:\n%s", plan)
+		}
 	}
 }
 

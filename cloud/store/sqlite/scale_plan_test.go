@@ -36,11 +36,20 @@ func TestIncidentReadsUseIndexes(t *testing.T) {
 		t.Helper()
 		for name, plan := range incidentPlans(ctx, t, s, correlationID) {
 			joined := strings.Join(plan, "; ")
+			if name == "dead letter" {
+				// The dead letters' own index, walked in receipt order
+				// until a page is read: the dead letters alone.
+				require.Equal(t, []string{"SCAN deliveries USING INDEX deliveries_dlq_received_idx"}, plan, "%s, %s", when, name)
+				continue
+			}
 			for _, step := range plan {
 				require.NotRegexp(t, `^SCAN (deliveries|d)\b`, step, "%s, %s: %s", when, name, joined)
 			}
 			if strings.HasPrefix(name, "counts:") {
 				require.NotRegexp(t, `\bdeliveries\b`, joined, "%s, %s: the kept counts, not the deliveries: %s", when, name, joined)
+				// Each host's by the counts' key, not through an index
+				// of every count built on each call.
+				require.NotContains(t, joined, "AUTOMATIC", "%s, %s: %s", when, name, joined)
 				continue
 			}
 			require.Regexp(t, `SEARCH (deliveries|d) USING (COVERING )?INDEX`, joined, "%s, %s", when, name)
