@@ -10,8 +10,8 @@ import (
 
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/flow"
-	"github.com/relaykit/relay/cloud/store/storetest"
 	"github.com/relaykit/relay/cloud/store/postgres"
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // The volume chart's counts each read an index over their time, for every
