@@ -13,6 +13,7 @@
 //	go run ./scripts/bench -quick                  # 2 s runs, a small drain: a smoke test (make bench BENCH_FLAGS=-quick)
 //	go run ./scripts/bench -engines sqlite -scenarios intake,e2e -out -
 //	go run ./scripts/bench -quick -engines sqlite -scenarios intake,group-intake,drain,group-drain,group-failover
+//	go run ./scripts/bench -scenarios scale -scale 0,1000000 -engines sqlite,postgres
 package main
 
 import (
@@ -70,9 +71,14 @@ type config struct {
 	groupFailoverDur time.Duration
 	groupLease       time.Duration
 	groupLateAfter   time.Duration
+
+	// The scale scenario (scale.go): the store filled to each of
+	// scaleSizes deliveries, each read timed over scaleReads calls.
+	scaleSizes []int
+	scaleReads int
 }
 
-var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle", "group-intake", "group-drain", "group-failover"}
+var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle", "group-intake", "group-drain", "group-failover", "scale"}
 
 func main() {
 	runAsClient(os.Args)
@@ -101,7 +107,7 @@ func runAsClient(args []string) {
 
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
-	var engines, scenarios, conc, rates, modes, e2eRates, transports string
+	var engines, scenarios, conc, rates, modes, e2eRates, transports, sizes string
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	fs.StringVar(&engines, "engines", "postgres,sqlite", "storage engines to measure, comma-separated: postgres, sqlite")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
@@ -134,6 +140,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.groupFailoverDur, "group-failover-duration", 30*time.Second, "group-failover: length of the traffic (the member is killed a third of the way in)")
 	fs.DurationVar(&c.groupLease, "group-lease", 0, "group-failover: the cloud's RELAY_LEASE (0: its default, 2m), which bounds a long-poll member's hand-over")
 	fs.DurationVar(&c.groupLateAfter, "group-late-after", 0, "group-failover: the cloud's RELAY_HOST_LATE_AFTER (0: its default, 1m; below 3m, its RELAY_HOST_OFFLINE_AFTER)")
+	fs.StringVar(&sizes, "scale", "0,100000", "scale: the stored deliveries of each run, comma-separated (0 and more); 1000000,5000000,10000000 are the issue's sizes, which take long and need disk: ~15 KB a delivery on SQLite")
+	fs.IntVar(&c.scaleReads, "scale-reads", 30, "scale: calls of each read, one after the other")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/bench [flags]\n\n")
 		fs.PrintDefaults()
@@ -203,6 +211,16 @@ func parseFlags(args []string) (*config, error) {
 		if m != "sequential" && m != "parallel" {
 			return nil, fmt.Errorf("-e2e-modes: unknown mode %q (sequential, parallel)", m)
 		}
+	}
+	for _, v := range splitList(sizes) {
+		n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("-scale: %q is not a number of deliveries", v)
+		}
+		c.scaleSizes = append(c.scaleSizes, n)
+	}
+	if c.scaleReads < 1 {
+		return nil, fmt.Errorf("-scale-reads: must be at least 1")
 	}
 	var err error
 	if c.intakeConc, err = intList("intake-conc", conc); err != nil {
@@ -352,6 +370,10 @@ func mainErr() error {
 			case "group-failover":
 				for _, tr := range cfg.transports {
 					rep.groupFailover = append(rep.groupFailover, b.groupFailover(engine, tr))
+				}
+			case "scale":
+				for _, n := range cfg.scaleSizes {
+					rep.scale = append(rep.scale, b.scale(engine, n))
 				}
 			}
 		}
