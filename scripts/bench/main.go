@@ -113,7 +113,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only (the default with -quick)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
-	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s, scale at 0 and 5,000 deliveries with 5 calls of each read (explicit flags still win)")
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
 	fs.StringVar(&c.bins, "bins", "", "directory holding prebuilt cloud and host binaries to measure instead of building the module's (to compare two builds with the same bench)")
@@ -170,6 +170,8 @@ func parseFlags(args []string) (*config, error) {
 			"group-failover-duration": func() { c.groupFailoverDur = 10 * time.Second },
 			"group-lease":             func() { c.groupLease = 10 * time.Second },
 			"group-late-after":        func() { c.groupLateAfter = 5 * time.Second },
+			"scale":                   func() { sizes = "0,5000" },
+			"scale-reads":             func() { c.scaleReads = 5 },
 		}
 		for name, apply := range quick {
 			if !set[name] {

@@ -550,7 +550,7 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 		return
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("## The store at scale\n\n")
+	p("## The store at scale, this run's sizes\n\n")
 	p("For each size *N*, a cloud starts on a new database; %d hosts are created with a GitHub and a Stripe source\n", scaleHosts)
 	p("over its admin API; the cloud stops and the loader (scripts/bench/fill.go) stores *N* webhooks of the mix\n")
 	p("through the cloud's own intake (`intake.Service.Admit` over `store.GroupCommit`: everything but the HTTP request\n")
