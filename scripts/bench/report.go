@@ -551,18 +551,18 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("## The store at scale, this run's sizes\n\n")
-	p("For each size *N*, a cloud starts on a new database; %d hosts are created with a GitHub and a Stripe source\n", scaleHosts)
+	p("For each size *N*, a cloud starts on a new database; %s hosts are created with a GitHub and a Stripe source\n", thousands(scaleHosts))
 	p("over its admin API; the cloud stops and the loader (scripts/bench/fill.go) stores *N* webhooks of the mix\n")
 	p("through the cloud's own intake (`intake.Service.Admit` over `store.GroupCommit`: everything but the HTTP request\n")
 	p("and its signature check), received evenly over the week before the run and spread over the hosts, in rounds\n")
-	p("of a day: after each, every host leases what it was sent, as a heartbeat does, has it marked delivered, and\n")
-	p("reports it with its result: %.0f %% nacked as not retryable (dead-lettered), %.0f %% of the week failed once\n", fillShareDLQ*100, fillShareRetrying*100)
+	p("of a day: after each, every host leases what it was sent as its socket does and reports it with its result\n")
+	p("(an ack recording it written, then acked): %.0f %% nacked as not retryable (dead-lettered), %.0f %% of the week failed once\n", fillShareDLQ*100, fillShareRetrying*100)
 	p("in the last day (retrying), the newest %.0f %% never leased (queued), the rest acked. Then the cloud starts\n", fillSharePending*100)
 	p("again on the filled store and each read is called %d times, one after the other, over HTTP (the admin API with\n", b.cfg.scaleReads)
 	p("the admin token, the console with a session, `cloud ctl inspect` as a process of its own, its start included), on\n")
-	p("a host of about *N*/%d deliveries, a delivery received half a week before, and ids that are not there; the\n", scaleHosts)
+	p("a host of about *N*/%s deliveries, a delivery received half a week before, and ids that are not there; the\n", thousands(scaleHosts))
 	p("alert evaluation is timed in process on the store before the cloud starts. Then intake at concurrency %d\n", scaleIntakeConc)
-	p("(as the intake table measures it), end to end at %d/s to a new host (sequential), and a drain of %d\n", scaleE2ERate, scaleDrainN)
+	p("(as the intake table measures it), end to end at %d/s to a new host (sequential), and a drain of %s\n", scaleE2ERate, thousands(scaleDrainN))
 	p("deliveries to another new host. Times in ms, p50 / p99; *load* is the 1-minute load average as each was measured.\n\n")
 	for _, engine := range b.cfg.engines {
 		var rows []scaleRow
