@@ -124,16 +124,38 @@ func (f *fill) run(ctx context.Context, n int) (*fillResult, error) {
 			return nil, err
 		}
 		res.lastTaken = at
+		// The cloud folds the counts' change log every 5 s (Postgres:
+		// sweep.FoldCounts); a day's worth left unfolded is no store's.
+		if err := f.fold(ctx); err != nil {
+			return nil, err
+		}
 		f.logf("fill: %d of %d admitted (%.0f/s) and taken (%.0f/s); %s in all", to, n,
 			float64(to-from)/admitted.Seconds(), float64(to-from)/time.Since(t1).Seconds(), time.Since(start).Round(time.Second))
 	}
 	if err := f.admit(ctx, svc, n, taken, n); err != nil {
 		return nil, err
 	}
+	if err := f.fold(ctx); err != nil {
+		return nil, err
+	}
 	res.admitted = n
 	res.byFate[store.StatusQueued] += pending
 	res.took = time.Since(start)
 	return res, nil
+}
+
+// fold folds every change recorded to the kept counts into them, as the
+// cloud's sweep does (none on SQLite, which keeps them in place).
+func (f *fill) fold(ctx context.Context) error {
+	for {
+		n, err := f.st.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{Limit: 10000})
+		if err != nil {
+			return fmt.Errorf("fill: fold the counts: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
 }
 
 // receivedAt is when webhook i of n was received: evenly over fillSpan,
