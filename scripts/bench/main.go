@@ -13,6 +13,7 @@
 //	go run ./scripts/bench -quick                  # 2 s runs, a small drain: a smoke test (make bench BENCH_FLAGS=-quick)
 //	go run ./scripts/bench -engines sqlite -scenarios intake,e2e -out -
 //	go run ./scripts/bench -quick -engines sqlite -scenarios intake,group-intake,drain,group-drain,group-failover
+//	go run ./scripts/bench -scenarios scale -scale 0,1000000 -engines sqlite,postgres
 package main
 
 import (
@@ -70,9 +71,14 @@ type config struct {
 	groupFailoverDur time.Duration
 	groupLease       time.Duration
 	groupLateAfter   time.Duration
+
+	// The scale scenario (scale.go): the store filled to each of
+	// scaleSizes deliveries, each read timed over scaleReads calls.
+	scaleSizes []int
+	scaleReads int
 }
 
-var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle", "group-intake", "group-drain", "group-failover"}
+var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle", "group-intake", "group-drain", "group-failover", "scale"}
 
 func main() {
 	runAsClient(os.Args)
@@ -101,13 +107,13 @@ func runAsClient(args []string) {
 
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
-	var engines, scenarios, conc, rates, modes, e2eRates, transports string
+	var engines, scenarios, conc, rates, modes, e2eRates, transports, sizes string
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	fs.StringVar(&engines, "engines", "postgres,sqlite", "storage engines to measure, comma-separated: postgres, sqlite")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only (the default with -quick)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
-	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s, scale at 0 and 5,000 deliveries with 5 calls of each read (explicit flags still win)")
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
 	fs.StringVar(&c.bins, "bins", "", "directory holding prebuilt cloud and host binaries to measure instead of building the module's (to compare two builds with the same bench)")
@@ -134,6 +140,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.groupFailoverDur, "group-failover-duration", 30*time.Second, "group-failover: length of the traffic (the member is killed a third of the way in)")
 	fs.DurationVar(&c.groupLease, "group-lease", 0, "group-failover: the cloud's RELAY_LEASE (0: its default, 2m), which bounds a long-poll member's hand-over")
 	fs.DurationVar(&c.groupLateAfter, "group-late-after", 0, "group-failover: the cloud's RELAY_HOST_LATE_AFTER (0: its default, 1m; below 3m, its RELAY_HOST_OFFLINE_AFTER)")
+	fs.StringVar(&sizes, "scale", "0,100000", "scale: the stored deliveries of each run, comma-separated (0 and more); 1000000,5000000,10000000 are the issue's sizes, which take long and need disk: ~15 KB a delivery on SQLite")
+	fs.IntVar(&c.scaleReads, "scale-reads", 30, "scale: calls of each read, one after the other")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/bench [flags]\n\n")
 		fs.PrintDefaults()
@@ -162,6 +170,8 @@ func parseFlags(args []string) (*config, error) {
 			"group-failover-duration": func() { c.groupFailoverDur = 10 * time.Second },
 			"group-lease":             func() { c.groupLease = 10 * time.Second },
 			"group-late-after":        func() { c.groupLateAfter = 5 * time.Second },
+			"scale":                   func() { sizes = "0,5000" },
+			"scale-reads":             func() { c.scaleReads = 5 },
 		}
 		for name, apply := range quick {
 			if !set[name] {
@@ -203,6 +213,16 @@ func parseFlags(args []string) (*config, error) {
 		if m != "sequential" && m != "parallel" {
 			return nil, fmt.Errorf("-e2e-modes: unknown mode %q (sequential, parallel)", m)
 		}
+	}
+	for _, v := range splitList(sizes) {
+		n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("-scale: %q is not a number of deliveries", v)
+		}
+		c.scaleSizes = append(c.scaleSizes, n)
+	}
+	if c.scaleReads < 1 {
+		return nil, fmt.Errorf("-scale-reads: must be at least 1")
 	}
 	var err error
 	if c.intakeConc, err = intList("intake-conc", conc); err != nil {
@@ -352,6 +372,10 @@ func mainErr() error {
 			case "group-failover":
 				for _, tr := range cfg.transports {
 					rep.groupFailover = append(rep.groupFailover, b.groupFailover(engine, tr))
+				}
+			case "scale":
+				for _, n := range cfg.scaleSizes {
+					rep.scale = append(rep.scale, b.scale(engine, n))
 				}
 			}
 		}

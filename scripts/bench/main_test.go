@@ -63,6 +63,31 @@ func TestParseFlagsQuick(t *testing.T) {
 	require.ErrorContains(t, err, "unexpected arguments")
 }
 
+// TestParseFlagsScale: -scale takes sizes from 0 up, -quick makes them
+// small unless they are given, and what is not a size is refused.
+func TestParseFlagsScale(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		sizes []int
+	}{
+		{nil, []int{0, 100000}},
+		{[]string{"-quick"}, []int{0, 5000}},
+		{[]string{"-quick", "-scale", "0,1_000_000"}, []int{0, 1000000}},
+		{[]string{"-scale", "5000000, 10000000"}, []int{5000000, 10000000}},
+	} {
+		c, err := parseFlags(tc.args)
+		require.NoError(t, err, "%q", tc.args)
+		require.Equal(t, tc.sizes, c.scaleSizes, "%q", tc.args)
+	}
+	for _, bad := range []string{"-1", "1M", "x"} {
+		_, err := parseFlags([]string{"-scale", bad})
+		require.ErrorContains(t, err, "-scale", bad)
+	}
+	require.Equal(t, "1,000,000", thousands(1000000))
+	require.Equal(t, "0", thousands(0))
+	require.Equal(t, "20,000", thousands(20000))
+}
+
 // TestKeptSections: regenerating the report keeps what other benchmarks
 // wrote below the marker, and nothing when there is no marker or file.
 func TestKeptSections(t *testing.T) {

@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relaykit/relay/cloud/store"
 )
 
 // report collects every scenario's rows.
@@ -24,6 +27,8 @@ type report struct {
 	groupIntake   []intakeRow
 	groupDrain    []groupDrainRow
 	groupFailover []groupFailoverRow
+	// the store at scale (scale.go)
+	scale []scaleRow
 }
 
 func (rep *report) markdown(b *bench) string {
@@ -222,6 +227,7 @@ func (rep *report) markdown(b *bench) string {
 		p("\n")
 	}
 	rep.groupsMarkdown(&w, b)
+	rep.scaleMarkdown(&w, b)
 	return w.String()
 }
 
@@ -534,4 +540,164 @@ func (m memSplit) String() string {
 	}
 	f := func(b int64) float64 { return float64(b) / (1 << 20) }
 	return fmt.Sprintf("%.0f / %.0f / %.0f", f(m.file), f(m.goMem), f(m.other))
+}
+
+// scaleMarkdown writes the scale scenario's section: for each engine a
+// table by stored deliveries, each figure beside the load average of the
+// machine as it was measured.
+func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
+	if len(rep.scale) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## The store at scale, this run's sizes\n\n")
+	p("For each size *N*, a cloud starts on a new database; %s hosts are created with a GitHub and a Stripe source\n", thousands(scaleHosts))
+	p("over its admin API; the cloud stops and the loader (scripts/bench/fill.go) stores *N* webhooks of the mix\n")
+	p("through the cloud's own intake (`intake.Service.Admit` over `store.GroupCommit`: everything but the HTTP request\n")
+	p("and its signature check), received evenly over the week before the run and spread over the hosts, in rounds\n")
+	p("of a day: after each, every host leases what it was sent as its socket does and reports it with its result\n")
+	p("(an ack recording it written, then acked): %.0f %% nacked as not retryable (dead-lettered), %.0f %% of the week failed once\n", fillShareDLQ*100, fillShareRetrying*100)
+	p("in the last day (retrying), the newest %.0f %% never leased (queued), the rest acked; the counts' change log is\n", fillSharePending*100)
+	p("folded after each round as the cloud's sweep folds it, and Postgres is vacuumed (`VACUUM (ANALYZE)`) after the\n")
+	p("fill, as autovacuum would have over the week. Then the cloud starts\n")
+	p("again on the filled store and each read is called %d times, one after the other, over HTTP (the admin API with\n", b.cfg.scaleReads)
+	p("the admin token, the console with a session, `cloud ctl inspect` as a process of its own, its start included), on\n")
+	p("a host of about *N*/%s deliveries, a delivery received half a week before, and ids that are not there; the\n", thousands(scaleHosts))
+	p("alert evaluation is timed in process on the store before the cloud starts. Then intake at concurrency %d\n", scaleIntakeConc)
+	p("(as the intake table measures it), end to end at %d/s to a new host (sequential), and a drain of %s\n", scaleE2ERate, thousands(scaleDrainN))
+	p("deliveries to another new host. Times in ms, p50 / p99; *load* is the 1-minute load average as each was measured.\n\n")
+	for _, engine := range b.cfg.engines {
+		var rows []scaleRow
+		for _, r := range rep.scale {
+			if r.engine == engine {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		p("### %s\n\n", engine)
+		p("| |")
+		for _, r := range rows {
+			p(" N = %s |", thousands(r.n))
+		}
+		p("\n|---|")
+		for range rows {
+			p("---:|")
+		}
+		p("\n")
+		line := func(name string, cell func(r scaleRow) string) {
+			p("| %s |", name)
+			for _, r := range rows {
+				if r.err != "" && cell(r) == "–" {
+					p(" failed: %s |", oneLine(r.err))
+					continue
+				}
+				p(" %s |", cell(r))
+			}
+			p("\n")
+		}
+		line("fill: webhooks/s (time)", func(r scaleRow) string {
+			if r.fill == nil || r.fill.admitted == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f (%s)", float64(r.fill.admitted)/r.fill.took.Seconds(), r.fill.took.Round(time.Second))
+		})
+		line("stored: acked / dead-lettered / retrying / queued", func(r scaleRow) string {
+			if r.fill == nil || r.fill.admitted == 0 {
+				return "–"
+			}
+			f := r.fill.byFate
+			return fmt.Sprintf("%s / %s / %s / %s", thousands(f[store.StatusAcked]), thousands(f[store.StatusDLQ]),
+				thousands(f[store.StatusRetrying]), thousands(f[store.StatusQueued]))
+		})
+		line("database size", func(r scaleRow) string {
+			if r.dbBytes < 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f GiB", float64(r.dbBytes)/(1<<30))
+		})
+		line("bytes per stored delivery (database size / N)", func(r scaleRow) string {
+			if r.dbBytes < 0 || r.n == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f", float64(r.dbBytes)/float64(r.n))
+		})
+		if engine == "postgres" {
+			line("WAL the fill wrote per delivery", func(r scaleRow) string {
+				if r.walBytes < 0 || r.n == 0 {
+					return "–"
+				}
+				return fmt.Sprintf("%.0f", float64(r.walBytes)/float64(r.n))
+			})
+		}
+		for i := range rows[0].reads {
+			name := rows[0].reads[i].name
+			line(name, func(r scaleRow) string {
+				if i >= len(r.reads) {
+					return "–"
+				}
+				rd := r.reads[i]
+				switch {
+				case rd.skipped != "":
+					return "(" + rd.skipped + ")"
+				case rd.calls == 0:
+					return "–"
+				case rd.errs == rd.calls:
+					return "failed: " + oneLine(rd.err)
+				}
+				s := ms(rd.p50) + " / " + ms(rd.p99)
+				if rd.errs > 0 {
+					s += fmt.Sprintf(" (%d errors)", rd.errs)
+				}
+				return s
+			})
+		}
+		line("load during the reads", func(r scaleRow) string { return loadText(r.readsLoad) })
+		line(fmt.Sprintf("intake at c=%d: accepted/s, p50 / p99 (load)", scaleIntakeConc), func(r scaleRow) string {
+			if r.intake.res.OK == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f, %s / %s (%s)", r.intake.res.Rate, ms(r.intake.p50), ms(r.intake.p99), loadText(r.intakeLoad))
+		})
+		line("intake: bytes/webhook, database / WAL", func(r scaleRow) string {
+			if r.intake.res.OK == 0 {
+				return "–"
+			}
+			return cpuSplit(r.intake.dbGrowth, r.intake.walPer)
+		})
+		line(fmt.Sprintf("end to end at %d/s: p50 / p99 (load)", scaleE2ERate), func(r scaleRow) string {
+			if r.e2e.arrived == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%s / %s (%s)", ms(r.e2e.p50), ms(r.e2e.p99), loadText(r.e2eLoad))
+		})
+		line(fmt.Sprintf("drain of %s to one host: deliveries/s (load)", thousands(scaleDrainN)), func(r scaleRow) string {
+			if r.drain.err != "" {
+				return "failed: " + oneLine(r.drain.err)
+			}
+			if r.drain.rate == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f (%s)", r.drain.rate, loadText(r.drainLoad))
+		})
+		p("\n")
+	}
+}
+
+// loadText is a load average as the report shows it.
+func loadText(l float64) string {
+	if l < 0 {
+		return "load –"
+	}
+	return fmt.Sprintf("load %.1f", l)
+}
+
+// thousands writes n with thousands separated by commas.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

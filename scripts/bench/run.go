@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/relaykit/relay/scripts/internal/rig"
@@ -62,19 +64,40 @@ func (b *bench) newRun(engine, name string, env ...string) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := r.cloud.CreateHost(b.ctx, "bench")
-	if err == nil {
-		err = r.cloud.PutGitHubSource(b.ctx, h.ID, secret)
-	}
-	if err == nil && slices.Contains(b.mix.providers(), "stripe") {
-		err = r.cloud.PutSource(b.ctx, h.ID, "stripe", map[string]any{"provider": "stripe", "secrets": []string{stripeSecret}})
-	}
-	if err != nil {
+	if err := r.addHost("bench"); err != nil {
 		r.close()
 		return nil, err
 	}
-	r.hostID, r.code = h.ID, h.ClaimCode
 	return r, nil
+}
+
+// addHost creates a host named name with the mix's sources (createHost)
+// and makes it the run's host: the one its senders send to and its host
+// process claims.
+func (r *run) addHost(name string) error {
+	id, code, err := r.b.createHost(r.b.ctx, r.cloud.Admin, name)
+	if err != nil {
+		return err
+	}
+	r.hostID, r.code = id, code
+	return nil
+}
+
+// createHost creates a host named name through the admin API with a
+// github source, and a stripe source when the mix sends to one, and
+// returns its id and claim code.
+func (b *bench) createHost(ctx context.Context, admin *rig.Admin, name string) (id, code string, err error) {
+	h, err := admin.CreateHost(ctx, name)
+	if err == nil {
+		err = admin.PutGitHubSource(ctx, h.ID, secret)
+	}
+	if err == nil && slices.Contains(b.mix.providers(), "stripe") {
+		err = admin.PutSource(ctx, h.ID, "stripe", map[string]any{"provider": "stripe", "secrets": []string{stripeSecret}})
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("create host %s: %w", name, err)
+	}
+	return h.ID, h.ClaimCode, nil
 }
 
 // newCloud starts a cloud on a new database of engine, with no host; env
@@ -127,7 +150,7 @@ func (r *run) startHost(parallel bool, workers int, transport string, env ...str
 	}
 	r.recv = rc
 	h, err := rig.StartHost(r.b.ctx, rig.HostConfig{Bin: r.b.bins.Host, CloudURL: r.cloud.URL, ClaimCode: r.code,
-		StateDir: filepath.Join(r.dir, "host"), Config: withTransport(r.b.hostConfig(rc.URL, parallel, workers), transport), Env: env})
+		StateDir: r.hostDir(), Config: withTransport(r.b.hostConfig(rc.URL, parallel, workers), transport), Env: env})
 	if err != nil {
 		return err
 	}
@@ -135,13 +158,16 @@ func (r *run) startHost(parallel bool, workers int, transport string, env ...str
 	return nil
 }
 
-// peak is a process's peak RSS so far (0 when it does not run).
+// hostDir is the state directory of the run's host process.
+func (r *run) hostDir() string { return filepath.Join(r.dir, "host-"+r.hostID) }
+
 // withTransport sets a host configuration's transport.
 func withTransport(cfg map[string]any, transport string) map[string]any {
 	cfg["transport"] = transport
 	return cfg
 }
 
+// peak is a process's peak RSS so far (0 when it does not run).
 func peak(p *rig.Proc) int64 {
 	if p == nil || !p.Running() {
 		return 0
@@ -204,6 +230,12 @@ func (r *run) close() {
 	if r.engine == "postgres" && r.dbURL != "" && !r.b.cfg.keep {
 		if err := r.b.pg.DropDatabase(context.Background(), r.dbURL); err != nil {
 			logf("drop database: %v", err)
+		}
+	}
+	// A SQLite file goes too, unless kept: the scale runs' are gigabytes.
+	if path, ok := strings.CutPrefix(r.dbURL, "sqlite:"); ok && !r.b.cfg.keep && !r.b.failed {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			_ = os.Remove(path + suffix)
 		}
 	}
 }

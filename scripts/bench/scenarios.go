@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -175,9 +174,16 @@ func (b *bench) drain(engine, transport string) drainRow {
 		return row
 	}
 	defer r.close()
+	return r.measureDrain(row, b.cfg.drainN)
+}
+
+// measureDrain queues n deliveries for the run's host (not running), then
+// starts it and fills in row's figures of the drain.
+func (r *run) measureDrain(row drainRow, n int) drainRow {
+	b, engine, transport := r.b, row.engine, row.transport
 	s := r.sender(b.cfg.drainConc)
-	logf("drain %s: queuing %d deliveries", engine, b.cfg.drainN)
-	res := s.closedLoop(b.ctx, b.cfg.drainConc, 24*time.Hour, int64(b.cfg.drainN))
+	logf("drain %s: queuing %d deliveries", engine, n)
+	res := s.closedLoop(b.ctx, b.cfg.drainConc, 24*time.Hour, int64(n))
 	row.queued, row.insertRate, row.insertErrors = res.OK, res.Rate, res.BadStatus+res.Transport
 	logf("drain %s: queued %d at %.0f/s (%d replays, %d errors)", engine, res.OK-res.Dups, res.Rate, res.Dups, row.insertErrors)
 	row.queued -= res.Dups // answered 200, stored once
@@ -190,7 +196,7 @@ func (b *bench) drain(engine, transport string) drainRow {
 	}
 
 	// Claim first, so the clock starts with the host process.
-	state := filepath.Join(r.dir, "host")
+	state := r.hostDir()
 	if err := rig.ClaimHost(b.ctx, b.bins.Host, r.cloud.URL, r.code, state); err != nil {
 		row.err = r.fail(err)
 		return row
@@ -281,11 +287,18 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 		return row
 	}
 	defer r.close()
+	return r.measureE2E(row, stepEnv)
+}
+
+// measureE2E starts the run's host (env added to its environment) and
+// fills in row's figures of the end-to-end run.
+func (r *run) measureE2E(row e2eRow, env ...string) e2eRow {
+	b, engine, mode, transport, rate := r.b, row.engine, row.mode, row.transport, row.rate
 	parallel, workers := false, 0
 	if mode == "parallel" {
 		parallel, workers = true, b.cfg.e2eWorkers
 	}
-	if err := r.startHost(parallel, workers, transport, stepEnv); err != nil {
+	if err := r.startHost(parallel, workers, transport, env...); err != nil {
 		row.err = r.fail(err)
 		return row
 	}
@@ -297,7 +310,7 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 	if b.cfg.warmup > 0 {
 		res := s.openLoop(b.ctx, rate, b.cfg.warmup, 64, nil, nil)
 		warm = res.OK - res.Dups
-		err = rig.WaitFor(b.ctx, 60*time.Second, 20*time.Millisecond, "the warm-up webhooks at the receiver", func() (bool, error) {
+		err := rig.WaitFor(b.ctx, 60*time.Second, 20*time.Millisecond, "the warm-up webhooks at the receiver", func() (bool, error) {
 			return r.recv.Unique() >= warm, nil
 		})
 		if err != nil {
@@ -323,7 +336,7 @@ func (b *bench) e2e(engine, mode, transport string, rate float64) e2eRow {
 		mu.Unlock()
 	})
 	row.sent, row.errors = res.OK-res.Dups, res.BadStatus+res.Transport
-	err = rig.WaitFor(b.ctx, 60*time.Second, 20*time.Millisecond, "every webhook at the receiver", func() (bool, error) {
+	err := rig.WaitFor(b.ctx, 60*time.Second, 20*time.Millisecond, "every webhook at the receiver", func() (bool, error) {
 		return r.recv.Unique() >= warm+row.sent, nil
 	})
 	if err != nil {
