@@ -183,7 +183,7 @@ func testFill(t *testing.T, st store.Store, row func(id string) map[string]any) 
 			require.Equal(t, v, loadedHeaders[h], "header %s", h)
 		}
 	}
-	require.Len(t, pending.CorrelationID, 16)
+	require.Len(t, pending.CorrelationID, len(viaHTTP[0].CorrelationID), "a correlation id of intake's making")
 	loadedTrail, err := st.DeliveryEventList(ctx, pending.ID)
 	require.NoError(t, err)
 	storedTrail, err := st.DeliveryEventList(ctx, viaHTTP[0].ID)
