@@ -70,7 +70,7 @@ wait "$pgstore" || race_ok=1
 cat "$pgstore_log"; rm -f "$pgstore_log"
 [ "$race_ok" = 0 ] || { echo "FAIL: go test -race"; exit 1; }
 
-phase "go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-2s} each, two at a time)"
+phase "go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-1s} each, two at a time)"
 # Targets are found, not named, so new ones run too. Set RELAY_FUZZTIME
 # (e.g. 30s) to fuzz longer. A failure leaves its input under the package's
 # testdata/fuzz/ as a regression seed. Two targets run at once, each with
@@ -84,7 +84,7 @@ phase "go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-2s} each, two at a ti
 fuzz_one() {
   local pkg=$1 target=$2 out try
   for try in 1 2 3; do
-    if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime="${RELAY_FUZZTIME:-2s}" -parallel 1 "$pkg/" 2>&1); then
+    if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime="${RELAY_FUZZTIME:-1s}" -parallel 1 "$pkg/" 2>&1); then
       echo "    ${pkg#./} $target ok"
       return 0
     fi

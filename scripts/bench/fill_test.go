@@ -91,7 +91,7 @@ func testFill(t *testing.T, st store.Store, row func(id string) map[string]any) 
 		require.NoError(t, err)
 	}
 
-	const n = 3000
+	const n = 1500
 	f := &fill{st: st, hosts: hosts, mix: mix, ids: gen, end: time.Now(), writers: 32, flushers: 1, takers: 2,
 		publicURL: hs.URL, logf: t.Logf}
 	res, err := f.run(ctx, n)
