@@ -20,3 +20,6 @@ func (o *Outbox) Waits() bool {
 	defer o.mu.Unlock()
 	return o.waits
 }
+
+// ParkFor is how long an answered poll stays parked.
+const ParkFor = parkFor

@@ -24,30 +24,48 @@ func (s *Service) Lease(ctx context.Context, host *store.Host, max int, wait tim
 		return &store.DeliveryLeaseResult{}, nil
 	}
 	// A host that asks to wait is listening before it looks, so that work
-	// arriving in between still wakes it.
-	var wake <-chan struct{}
+	// arriving in between still wakes it; while it waits having found
+	// nothing, the intake may store a webhook leased to it (see poll).
 	var pl *poll
 	wait = min(wait, s.cfg.MaxWait)
 	if wait > 0 {
-		ch, unsubscribe := s.Subscribe(host.ID)
-		defer unsubscribe()
-		wake = ch
-		// While it waits having found nothing, the intake may store a
-		// webhook leased to it (see poll).
-		pl = newPoll(max, s.cfg.MaxBatchBytes, ch)
-		defer s.wakeups.watch(host.ID, pl)()
+		pl = s.openPoll(host.ID, max)
+	}
+	// What the intake stored leased to the host's last poll since it
+	// answered (see park.go) is this answer, with no lease.
+	held, clean := s.unpark(host.ID)
+	if len(held) > 0 {
+		s.answered(host.ID, pl, clean)
+		s.observeLeased(ctx, host.ID, held)
+		return &store.DeliveryLeaseResult{Deliveries: held}, nil
 	}
 	p := &store.DeliveryLeaseParams{HostID: host.ID, Via: store.ViaHeartbeat, Max: max, MaxBytes: s.cfg.MaxBatchBytes, LeaseFor: s.cfg.LeaseFor, Now: s.now()}
-	began := steptime.Now()
-	res, err := s.store.DeliveryLease(ctx, p)
-	if err == nil {
-		stamp(time.Time{}, time.Time{}, began, res.Deliveries)
-	}
-	if err == nil && len(res.Deliveries) == 0 && wake != nil {
+	var res *store.DeliveryLeaseResult
+	var err error
+	if clean && pl != nil {
+		// The last poll's look found all there was, and nothing was
+		// stored pending nor woke it since: this one waits at once,
+		// open to the intake from the start, with no look of its own.
 		res, err = s.await(ctx, p, host.Generation, wait, pl)
+	} else {
+		began := steptime.Now()
+		res, err = s.store.DeliveryLease(ctx, p)
+		if err == nil {
+			stamp(time.Time{}, time.Time{}, began, res.Deliveries)
+		}
+		if err == nil && len(res.Deliveries) == 0 && pl != nil {
+			res, err = s.await(ctx, p, host.Generation, wait, pl)
+		}
 	}
 	if err != nil {
+		s.endPoll(pl)
 		return nil, fmt.Errorf("lease: %w", err)
+	}
+	if len(res.Deliveries) > 0 && ctx.Err() == nil {
+		// Parked when it found all there was.
+		s.answered(host.ID, pl, !res.More)
+	} else {
+		s.endPoll(pl)
 	}
 	s.observeLeased(ctx, host.ID, res.Deliveries)
 	return res, nil
@@ -78,8 +96,20 @@ func (s *Service) observeLeased(ctx context.Context, hostID string, ds []*store.
 // again at once (Release: its answer was never written).
 func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, generation int64, wait time.Duration, pl *poll) (*store.DeliveryLeaseResult, error) {
 	deadline := p.Now.Add(wait)
+	// Open to the intake before its next retry is looked up.
+	pl.setOpen(false)
 	due, err := s.store.DeliveryNextRetryAt(ctx, p.HostID)
 	if err != nil {
+		// What the intake stored leased to it meanwhile is answered, or
+		// released when the host is gone.
+		handed := pl.close()
+		if ctx.Err() != nil {
+			s.releaseHanded(ctx, p.HostID, handed)
+			return &store.DeliveryLeaseResult{}, nil
+		}
+		if len(handed) > 0 {
+			return &store.DeliveryLeaseResult{Deliveries: handed}, nil
+		}
 		return nil, err
 	}
 	if due != nil && due.Before(deadline) {
@@ -90,7 +120,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 	for {
 		final, woken, ended := false, false, false
 		var notifiedAt, wokenAt time.Time // steptime
-		pl.setOpen()
+		pl.setOpen(true)
 		select {
 		case <-ctx.Done():
 		case <-s.wakeups.stop:

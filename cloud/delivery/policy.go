@@ -199,6 +199,22 @@ func ReleaseParams(hostID string, ids []string, fallback RetryPolicy, now time.T
 	return &store.DeliveryReleaseParams{HostID: hostID, IDs: ids, Now: now, Fail: atOnce(store.TransitionRelease, fallback, now)}
 }
 
+// unclaimedError is the last error of a delivery given back unclaimed.
+const unclaimedError = "held for the host's next poll, which did not come in time"
+
+// UnclaimedParams gives back the host's deliveries among ids that were
+// stored leased to its parked poll and never handed out (see park.go):
+// due again at once, the attempt given back as a hand-back's is, within
+// the same ceiling; past it, the attempt counts (TransitionRelease).
+func UnclaimedParams(hostID string, ids []string, fallback RetryPolicy, now time.Time) *store.DeliveryReleaseParams {
+	return &store.DeliveryReleaseParams{HostID: hostID, IDs: ids, Now: now, Fail: func(f store.Failing) (store.Failure, bool) {
+		if fl, ok := handBackAs(store.TransitionRelease, f, fallback, unclaimedError, now); ok {
+			return fl, true
+		}
+		return Fail(store.TransitionRelease, f, fallback, true, unclaimedError, now), true
+	}}
+}
+
 // ReleaseUnheldParams fails the attempt of the host's leased deliveries not
 // in held, after it lost an answer (TransitionAnswerLost): due again at
 // once.

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/relaykit/relay/cloud/store"
 )
 
@@ -34,6 +36,13 @@ type poll struct {
 	idle, closing bool
 	stale         bool // a delivery was stored pending since: look again before opening
 	held          room // what the intake reserved and handed in
+
+	// Set by Service.openPoll: done ends the poll's subscription and its
+	// watch (once). parked: its answer went out and it stays open for the
+	// host's next poll (see park.go) until expire runs.
+	parked bool
+	done   func()
+	expire clockwork.Timer
 }
 
 func newPoll(max int, maxBytes int, wake <-chan struct{}) *poll {
@@ -44,11 +53,12 @@ func newPoll(max int, maxBytes int, wake <-chan struct{}) *poll {
 
 // reserve holds room for one delivery of size body bytes about to be
 // stored; nil when the poll is not waiting with nothing found, was handed
-// one already, or holds its max or its bytes.
+// one already (unless parked: no one waits to answer), or holds its max
+// or its bytes.
 func (p *poll) reserve(leaseFor time.Duration, size int) *Reservation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.open || len(p.wake) > 0 || len(p.held.handed) > 0 || p.held.reserved >= p.max || !p.held.reserve(size) {
+	if !p.open || len(p.wake) > 0 || (len(p.held.handed) > 0 && !p.parked) || p.held.reserved+len(p.held.handed) >= p.max || !p.held.reserve(size) {
 		return nil
 	}
 	return &Reservation{h: p, leaseFor: leaseFor, via: store.ViaHeartbeat, size: size}
@@ -67,8 +77,9 @@ func (p *poll) settle(d *store.Delivery, size int) {
 	}
 }
 
-// setOpen opens the poll to reservations: it waits, having found nothing.
-func (p *poll) setOpen() {
+// setOpen opens the poll to reservations: it waits, having found nothing
+// (idle: with nothing left to do before it waits; see Intake.Idle).
+func (p *poll) setOpen(idle bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stale {
@@ -79,7 +90,33 @@ func (p *poll) setOpen() {
 		return
 	}
 	p.open = true
-	p.idle = len(p.ready) == 0 && len(p.wake) == 0
+	p.idle = idle && len(p.ready) == 0 && len(p.wake) == 0
+}
+
+// openParked opens the answered poll to reservations for the host's next
+// poll, unless a delivery was stored pending since its last look (or a
+// wake-up waits, which reserve checks): then it stays closed, and its
+// next poll looks (parkedClean). It is never idle: no one waits on it.
+func (p *poll) openParked() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open, p.idle, p.parked = !p.stale, false, true
+}
+
+// refuse closes the poll to reservations (close waits for those it holds).
+func (p *poll) refuse() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open, p.idle = false, false
+}
+
+// parkedClean says whether nothing is known to wait for the host beyond
+// what the poll holds: no delivery stored pending since its last look, no
+// wake-up. Call it once the poll is closed.
+func (p *poll) parkedClean() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.stale && len(p.wake) == 0
 }
 
 // pending says a delivery of the host was just stored pending: the poll

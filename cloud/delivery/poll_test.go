@@ -113,6 +113,9 @@ func TestPollAnswersWithAWebhookStoredLeasedToIt(t *testing.T) {
 		p.svc.RecordWrite(b.ctx, b.host.ID, []string{d.ID}, nil)
 		require.Equal(t, store.StatusDelivered, b.get(d.ID).Status)
 		require.Equal(t, b.trail(usual), b.trail(d.ID), "its audit equal to a lease's")
+		require.True(t, p.svc.Parked(b.host.ID), "answered with all there was: parked for the host's next poll")
+		b.clock.Advance(delivery.ParkFor)
+		require.Eventually(t, func() bool { return !p.svc.Parked(b.host.ID) }, 10*time.Second, time.Millisecond)
 		require.Nil(t, p.intake.Reserve(b.host.ID, 2), "the poll ended")
 	})
 }
@@ -160,8 +163,9 @@ func TestPollReservesNothingUnlessWaitingCaughtUp(t *testing.T) {
 		require.NoError(t, got.err)
 		require.Len(t, got.res.Deliveries, 1)
 		require.Equal(t, id, got.res.Deliveries[0].ID)
-		require.Nil(t, p.intake.Reserve(b.host.ID, 2))
-		// A lease that does not wait takes none.
+		require.True(t, p.svc.Parked(b.host.ID), "it found all there was: parked")
+		// A lease that does not wait takes none, and ends the parked one
+		// (which held nothing).
 		res, err := p.svc.Lease(b.ctx, b.host, 10, 0)
 		require.NoError(t, err)
 		require.Empty(t, res.Deliveries)

@@ -70,6 +70,9 @@ func (s *Service) Report(ctx context.Context, hostID string, r *Report) (*store.
 	}
 	p.Results = reportedResults(r, now)
 	if r.AnswerLost {
+		// What its parked poll holds was never handed out: given back,
+		// with its attempt, rather than released as lost below.
+		s.giveBackParked(hostID, nil)
 		// What the lost answer leased, the host does not hold: due again at
 		// once, in this very answer if there is room. (Its acks are applied
 		// first: acked deliveries are no longer leased.)

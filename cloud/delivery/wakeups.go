@@ -23,6 +23,7 @@ type wakeups struct {
 	socket       func(store.SocketEvent)   // OnSocket's
 	ipSetChanged func(name string)         // OnIPSetChanged's
 	polls        map[string]map[*poll]bool // host id → its long polls (watch)
+	parked       map[string]*poll          // host id → its answered poll, parked (park.go)
 	// notified is when each host was last woken, kept only while
 	// steptime stamps (the benchmark's latency breakdown).
 	notified map[string]time.Time
@@ -111,6 +112,7 @@ func (w *wakeups) watch(hostID string, p *poll) func() {
 // ever, when work arrives or its wait ends.
 func (s *Service) HostStopping(ctx context.Context, hostID string) {
 	s.endPolls(hostID)
+	s.giveBackParked(hostID, nil)
 	if err := s.store.HostStopping(context.WithoutCancel(ctx), hostID); err != nil {
 		s.log.Warn("tell other replicas a host is stopping", "host", hostID, "err", err)
 	}
@@ -191,11 +193,13 @@ func (s *Service) Waiting() int {
 // says.
 func (s *Service) StopWaiting() {
 	s.wakeups.mu.Lock()
-	defer s.wakeups.mu.Unlock()
 	if !s.wakeups.stopped {
 		s.wakeups.stopped = true
 		close(s.wakeups.stop)
 	}
+	s.wakeups.mu.Unlock()
+	// No poll comes for what parked polls hold.
+	s.giveBackAllParked()
 }
 
 // Stopping is closed once StopWaiting was called.
