@@ -97,7 +97,7 @@ func (s *Service) observeLeased(ctx context.Context, hostID string, ds []*store.
 func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, generation int64, wait time.Duration, pl *poll) (*store.DeliveryLeaseResult, error) {
 	deadline := p.Now.Add(wait)
 	// Open to the intake before its next retry is looked up.
-	pl.setOpen(false)
+	pl.openEarly()
 	due, err := s.store.DeliveryNextRetryAt(ctx, p.HostID)
 	if err != nil {
 		// What the intake stored leased to it meanwhile is answered, or
@@ -120,7 +120,7 @@ func (s *Service) await(ctx context.Context, p *store.DeliveryLeaseParams, gener
 	for {
 		final, woken, ended := false, false, false
 		var notifiedAt, wokenAt time.Time // steptime
-		pl.setOpen(true)
+		pl.setOpen()
 		select {
 		case <-ctx.Done():
 		case <-s.wakeups.stop:

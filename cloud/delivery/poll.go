@@ -77,9 +77,8 @@ func (p *poll) settle(d *store.Delivery, size int) {
 	}
 }
 
-// setOpen opens the poll to reservations: it waits, having found nothing
-// (idle: with nothing left to do before it waits; see Intake.Idle).
-func (p *poll) setOpen(idle bool) {
+// setOpen opens the poll to reservations: it waits, having found nothing.
+func (p *poll) setOpen() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stale {
@@ -90,7 +89,17 @@ func (p *poll) setOpen(idle bool) {
 		return
 	}
 	p.open = true
-	p.idle = idle && len(p.ready) == 0 && len(p.wake) == 0
+	p.idle = len(p.ready) == 0 && len(p.wake) == 0
+}
+
+// openEarly opens the poll to reservations before it waits (it found
+// nothing, or its host's last poll did), unless a delivery was stored
+// pending since: that stays for setOpen, which then keeps it closed until
+// it looked again. It is not idle yet: it has its wait to set up.
+func (p *poll) openEarly() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.open = !p.stale
 }
 
 // openParked opens the answered poll to reservations for the host's next
