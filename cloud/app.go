@@ -156,6 +156,7 @@ func (a *app) Open(ctx context.Context) error {
 
 	presence := alert.PresenceConfig{LateAfter: o.hostLateAfter, OfflineAfter: o.hostOfflineAfter}
 	srv := server.New(st, ring, tokens, clock, log, server.Config{
+		OneReplica: strings.HasPrefix(o.databaseURL, "sqlite:"),
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
 		QuarantineMaxBytes: int64(o.quarantineMB) << 20,

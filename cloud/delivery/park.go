@@ -57,7 +57,7 @@ func (s *Service) answered(hostID string, pl *poll, clean bool) {
 	if pl == nil {
 		return
 	}
-	if !clean {
+	if !clean || !s.cfg.ParkPolls {
 		s.endPoll(pl)
 		return
 	}

@@ -217,3 +217,15 @@ func TestPollAfterACleanAnswerWaitsWithoutALook(t *testing.T) {
 		require.Equal(t, 2, got.res.Deliveries[0].Attempts)
 	})
 }
+
+// Where other replicas may share the store, an answered poll does not park:
+// the host's next poll may go elsewhere.
+func TestPollsDoNotParkUnlessAsked(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		id := b.send()
+		res, err := b.svc.Lease(b.ctx, b.host, 10, 30*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, id, res.Deliveries[0].ID)
+		require.False(t, b.svc.Parked(b.host.ID))
+	})
+}

@@ -49,6 +49,11 @@ type Config struct {
 	// Groups, when set, hands a group's any deliveries whose attempt
 	// failed to another member (Groups.Handover).
 	Groups *Groups
+	// ParkPolls parks answered long polls for their host's next poll
+	// (park.go). Only where no other replica shares the store: behind a
+	// balancer the next poll may go to another replica, and what a
+	// parked poll held would wait for its give-back, an attempt spent.
+	ParkPolls bool
 }
 
 // Observer is told what the core did (the cloud's metrics). Its methods
