@@ -23,3 +23,10 @@ func (o *Outbox) Waits() bool {
 
 // ParkFor is how long an answered poll stays parked.
 const ParkFor = parkFor
+
+// Parked says whether hostID has a parked poll on this replica.
+func (s *Service) Parked(hostID string) bool {
+	s.wakeups.mu.Lock()
+	defer s.wakeups.mu.Unlock()
+	return s.wakeups.parked[hostID] != nil
+}

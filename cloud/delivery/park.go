@@ -75,7 +75,7 @@ func (s *Service) answered(hostID string, pl *poll, clean bool) {
 	w.parked[hostID] = pl
 	pl.openParked()
 	// Under w.mu: its expiry finds it parked, or taken.
-	pl.expire = s.clock.AfterFunc(parkFor, func() { s.expireParked(hostID, pl) })
+	pl.expire = s.clock.AfterFunc(parkFor, func() { s.giveBackParked(hostID, pl) })
 	w.mu.Unlock()
 	if old != nil {
 		// Two polls of the host answered at once: the older one's room
@@ -115,18 +115,9 @@ func (s *Service) unpark(hostID string) ([]*store.Delivery, bool) {
 	return held, clean
 }
 
-// expireParked gives back what pl holds, if it is still its host's parked
-// poll: the host did not poll again here in time.
-func (s *Service) expireParked(hostID string, pl *poll) {
-	if p, held := s.takeParked(hostID, pl); p != nil {
-		s.endPoll(p)
-		s.giveBack(hostID, held)
-	}
-}
-
 // giveBackParked gives back what the host's parked poll holds (pl's, or
-// any when nil): its host is stopping, lost an answer, or the cloud stops
-// waiting.
+// any when nil): no poll of its host came in time, its host is stopping
+// or lost an answer, or the cloud stops waiting.
 func (s *Service) giveBackParked(hostID string, pl *poll) {
 	if p, held := s.takeParked(hostID, pl); p != nil {
 		s.endPoll(p)
@@ -166,11 +157,4 @@ func (s *Service) giveBackAllParked() {
 	for _, h := range hosts {
 		s.giveBackParked(h, nil)
 	}
-}
-
-// Parked says whether hostID has a parked poll on this replica (tests).
-func (s *Service) Parked(hostID string) bool {
-	s.wakeups.mu.Lock()
-	defer s.wakeups.mu.Unlock()
-	return s.wakeups.parked[hostID] != nil
 }
