@@ -241,7 +241,7 @@ func (a *app) Open(ctx context.Context) error {
 		srv.ObserveLeaseExpiries(n)
 		return n, err
 	}
-	sweeper := &sweep.Runner{Clock: clock, Log: log, Jobs: []sweep.Job{
+	jobs := []sweep.Job{
 		expire,
 		sweep.Retention(append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
@@ -249,7 +249,9 @@ func (a *app) Open(ctx context.Context) error {
 		sweep.FoldCounts(st),
 		sweep.FoldVolume(st),
 		sweep.Statistics(st),
-	}}
+	}
+	sweeper := &sweep.Runner{Clock: clock, Log: log, Jobs: jobs, Metrics: sweep.NewMetrics(jobs...)}
+	srv.RegisterMetrics(sweeper.Metrics.Collectors()...)
 	for _, loop := range []func(context.Context){
 		sweeper.Run,
 		func(ctx context.Context) { srv.RunQuarantineRelease(ctx, time.Minute) },

@@ -186,6 +186,10 @@ func TestHostOfflineAlert(t *testing.T) {
 		require.Contains(t, metrics, `relay_delivery_attempt_count 3`)
 		require.Contains(t, metrics, `relay_hosts{presence="online"} 1`)
 		require.Regexp(t, `relay_host_exchanges_total [1-9]`, metrics)
+		// The upkeep's jobs, each from the start (a pass runs at once).
+		require.Regexp(t, `relay_sweep_rows_total\{job="retention"\} \d`, metrics)
+		require.Regexp(t, `relay_sweep_seconds_total\{job="lease expiry"\} \d`, metrics)
+		require.Contains(t, metrics, `relay_sweep_failures_total{job="count folding"} 0`)
 
 		// The host's own metrics moved with the webhooks it handled.
 		hm := scrape(t, "http://"+h.listen, "")

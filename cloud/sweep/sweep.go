@@ -38,9 +38,10 @@ type Job struct {
 
 // Runner runs jobs until its context ends.
 type Runner struct {
-	Clock clockwork.Clock
-	Log   *slog.Logger
-	Jobs  []Job
+	Clock   clockwork.Clock
+	Log     *slog.Logger
+	Jobs    []Job
+	Metrics *Metrics // nil: none
 }
 
 // Run runs each job at once and then Interval after its previous pass ended,
@@ -72,12 +73,16 @@ func (r *Runner) loop(ctx context.Context, j Job) {
 }
 
 func (r *Runner) pass(ctx context.Context, j Job) {
-	n, err := j.Do(ctx, r.Clock.Now().UTC().Truncate(time.Millisecond))
+	began := r.Clock.Now()
+	n, err := j.Do(ctx, began.UTC().Truncate(time.Millisecond))
+	took := r.Clock.Since(began)
+	failed := err != nil && ctx.Err() == nil
+	r.Metrics.observe(j.Name, n, took.Seconds(), failed)
 	switch {
-	case err != nil && ctx.Err() == nil:
-		r.Log.Warn("sweep failed", "job", j.Name, "done", n, "err", err)
+	case failed:
+		r.Log.Warn("sweep failed", "job", j.Name, "done", n, "took", took, "err", err)
 	case n > 0 && !j.Quiet:
-		r.Log.Info("sweep", "job", j.Name, "count", n)
+		r.Log.Info("sweep", "job", j.Name, "count", n, "took", took)
 	}
 }
 

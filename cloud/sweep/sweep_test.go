@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/delivery"
@@ -285,4 +287,59 @@ func TestFoldVolumeCatchesUp(t *testing.T) {
 	_, err = job.Do(context.Background(), start)
 	require.NoError(t, err)
 	require.Len(t, untils, 2*store.MaxVolumeHours, "bounded")
+}
+
+// TestRunnerMetrics: each pass adds its rows and the time it took on the
+// Runner's clock to its job's series, a failed pass counts as one, and
+// every job's series reads 0 before its first pass.
+func TestRunnerMetrics(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	fail := false
+	prune := Job{Name: "retention", Interval: time.Minute, Do: func(context.Context, time.Time) (int, error) {
+		clock.Advance(1500 * time.Millisecond)
+		if fail {
+			return 2, errors.New("boom")
+		}
+		return 1000, nil
+	}}
+	idle := Job{Name: "claim-code expiry", Interval: time.Minute, Do: func(context.Context, time.Time) (int, error) { return 0, nil }}
+	m := NewMetrics(prune, idle)
+	r := &Runner{Clock: clock, Log: discard(), Jobs: []Job{prune, idle}, Metrics: m}
+	for _, c := range m.Collectors() {
+		require.Len(t, collect(c), 2, "a series of each job from the start")
+	}
+	require.Zero(t, value(m.rows, "claim-code expiry"))
+
+	r.pass(context.Background(), prune)
+	r.pass(context.Background(), prune)
+	fail = true
+	r.pass(context.Background(), prune)
+	require.Equal(t, 2002.0, value(m.rows, "retention"))
+	require.Equal(t, 4.5, value(m.seconds, "retention"))
+	require.Equal(t, 1.0, value(m.failures, "retention"))
+	require.Zero(t, value(m.failures, "claim-code expiry"))
+
+	var none *Metrics
+	require.NotPanics(t, func() { none.observe("retention", 1, 1, true) }, "a Runner without metrics")
+}
+
+// collect is what c exports, each series as the registry would read it.
+func collect(c prometheus.Collector) []prometheus.Metric {
+	ch := make(chan prometheus.Metric, 16)
+	c.Collect(ch)
+	close(ch)
+	var all []prometheus.Metric
+	for m := range ch {
+		all = append(all, m)
+	}
+	return all
+}
+
+// value is the counter of v's series for job.
+func value(v *prometheus.CounterVec, job string) float64 {
+	var d dto.Metric
+	if err := v.WithLabelValues(job).Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetCounter().GetValue()
 }

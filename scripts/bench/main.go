@@ -76,6 +76,8 @@ type config struct {
 	// scaleSizes deliveries, each read timed over scaleReads calls.
 	scaleSizes []int
 	scaleReads int
+	// scaleRetention: how long the retention phase runs (0: not at all).
+	scaleRetention time.Duration
 }
 
 var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle", "group-intake", "group-drain", "group-failover", "scale"}
@@ -113,7 +115,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only (the default with -quick)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
-	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s, scale at 0 and 5,000 deliveries with 5 calls of each read (explicit flags still win)")
+	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s, scale at 0 and 5,000 deliveries with 5 calls of each read and a 20 s retention phase (explicit flags still win)")
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
 	fs.StringVar(&c.bins, "bins", "", "directory holding prebuilt cloud and host binaries to measure instead of building the module's (to compare two builds with the same bench)")
@@ -142,6 +144,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.groupLateAfter, "group-late-after", 0, "group-failover: the cloud's RELAY_HOST_LATE_AFTER (0: its default, 1m; below 3m, its RELAY_HOST_OFFLINE_AFTER)")
 	fs.StringVar(&sizes, "scale", "0,100000", "scale: the stored deliveries of each run, comma-separated (0 and more); 1000000,5000000,10000000 are the issue's sizes, which take long and need disk: ~15 KB a delivery on SQLite")
 	fs.IntVar(&c.scaleReads, "scale-reads", 30, "scale: calls of each read, one after the other")
+	fs.DurationVar(&c.scaleRetention, "scale-retention", 6*time.Minute, "scale: how long the last phase runs: the cloud keeping acked and dead-lettered deliveries 2 minutes, so the filled week is pruned while intake runs and then each minute what intake brought (0 skips it)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/bench [flags]\n\n")
 		fs.PrintDefaults()
@@ -172,6 +175,7 @@ func parseFlags(args []string) (*config, error) {
 			"group-late-after":        func() { c.groupLateAfter = 5 * time.Second },
 			"scale":                   func() { sizes = "0,5000" },
 			"scale-reads":             func() { c.scaleReads = 5 },
+			"scale-retention":         func() { c.scaleRetention = 20 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {

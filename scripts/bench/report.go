@@ -681,8 +681,55 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 			}
 			return fmt.Sprintf("%.0f (%s)", r.drain.rate, loadText(r.drainLoad))
 		})
+		if b.cfg.scaleRetention > 0 {
+			rep.retentionLines(line)
+		}
 		p("\n")
 	}
+	if b.cfg.scaleRetention > 0 {
+		p("*Retention*: the cloud restarted keeping acked and dead-lettered deliveries %s (`RELAY_RETAIN_ACKED`,\n", retentionKeep)
+		p("`RELAY_RETAIN_DLQ`), so its first pass prunes the filled week while a new host is sent %d webhooks/s, acked,\n", scaleE2ERate)
+		p("for %s, and each pass after prunes what that traffic left %s before (a pass every minute). Pruned and the\n", b.cfg.scaleRetention, retentionKeep)
+		p("passes' time from the cloud's `relay_sweep_rows_total` and `relay_sweep_seconds_total`, read every second;\n")
+		p("a webhook is \"during a pass\" when it was sent between the reading before the pass ended, less the pass's time,\n")
+		p("and the reading after; the size as `ReadDBBytes` reads it every 5 s.\n\n")
+	}
+}
+
+// retentionLines are the retention phase's rows of an engine's table.
+func (rep *report) retentionLines(line func(name string, cell func(r scaleRow) string)) {
+	line("retention: the week pruned as intake ran: deliveries, deliveries/s", func(r scaleRow) string {
+		t := r.retention
+		if t.err != "" {
+			return "failed: " + oneLine(t.err)
+		}
+		if t.backlogSeconds == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s, %.0f/s", thousands(int(t.backlog)), t.backlog/t.backlogSeconds)
+	})
+	line("retention: then pruned / sent, over", func(r scaleRow) string {
+		t := r.retention
+		if t.err != "" || t.steadyTook == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s / %s, %s", thousands(int(t.steadyPruned)), thousands(t.steadySent), t.steadyTook.Round(time.Second))
+	})
+	line("retention: intake p50 / p99 while a pass ran, while none did (load)", func(r scaleRow) string {
+		t := r.retention
+		if t.err != "" || t.during+t.outside == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s / %s (%d), %s / %s (%d) (%s)", ms(t.duringP50), ms(t.duringP99), t.during,
+			ms(t.outsideP50), ms(t.outsideP99), t.outside, loadText(t.load))
+	})
+	line("retention: database size at the start, least, end; grown over the second half", func(r scaleRow) string {
+		t := r.retention
+		if t.err != "" || t.sizeStart < 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s, %s, %s; %+.1f MiB", mib(t.sizeStart), mib(t.sizeMin), mib(t.sizeEnd), float64(t.grown)/(1<<20))
+	})
 }
 
 // loadText is a load average as the report shows it.

@@ -60,6 +60,7 @@ type scaleRow struct {
 	e2eLoad           float64
 	drain             drainRow
 	drainLoad         float64
+	retention         retentionRow
 	err               string
 }
 
@@ -185,6 +186,11 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	}
 	row.drainLoad = loadAverage()
 	row.drain = r.measureDrain(drainRow{engine: engine, transport: transport}, scaleDrainN)
+	r.stopHost()
+
+	if b.cfg.scaleRetention > 0 {
+		row.retention = r.measureRetention(transport, b.cfg.scaleRetention)
+	}
 	return row
 }
 
