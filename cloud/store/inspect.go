@@ -42,8 +42,8 @@ type DeliveryFindParams struct {
 
 // FindQuery is DeliveryFind's query with only the filters given, so that
 // the planner sees which index serves it, whatever plan it caches: the
-// delivery key for an event id (one look-up per source), the correlation
-// id's index, a host's receipt order, or everyone's. A correlation id
+// delivery keys for an event id, the correlation id's index, a host's
+// receipt order, or everyone's. A correlation id
 // names one webhook (a group's fanout: one per member), so with one the
 // host and the group are checked on the rows it finds, written so that no
 // index of theirs applies: a host's receipt order, read newest first,
@@ -57,14 +57,7 @@ type DeliveryFindParams struct {
 // has an index of its own): one that holds for every delivery, but lets
 // the engine read each host's deliveries in that status in order instead
 // of everyone's deliveries.
-//
-// An event id is looked up by each source's delivery key. eventsByKey ""
-// says so as two conditions joined by OR, which SQLite reads as one
-// look-up per source (MULTI-INDEX OR); an engine that cannot join
-// through an OR (Postgres filters every delivery, newest first, by both)
-// names its row key instead, and the look-ups are a list of the rows
-// they find.
-func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time) any, everyHost, eventsByKey string) (string, []any) {
+func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time) any, everyHost string) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, v ...any) { where, args = append(where, cond), append(args, v...) }
@@ -94,22 +87,10 @@ func FindQuery(p *DeliveryFindParams, columns, before string, at func(time.Time)
 		add(`EXISTS (SELECT 1 FROM sources s
 			WHERE s.host_id = deliveries.host_id AND s.name = deliveries.source AND s.provider = ?)`, p.Provider)
 	}
-	switch {
-	case p.EventID != "" && eventsByKey != "":
-		add(eventsByKey+` IN (
-			SELECT d.`+eventsByKey+` FROM sources s JOIN deliveries d
-				ON d.group_id = '' AND d.host_id = s.host_id AND d.source = s.name AND d.event_id = ?
-			WHERE s.mode = ''
-			UNION ALL
-			SELECT d.`+eventsByKey+` FROM sources s JOIN deliveries d
-				ON d.group_id <> '' AND d.group_id = s.host_id AND d.source = s.name AND d.event_id = ?
-			WHERE s.mode <> '')`, p.EventID, p.EventID)
-	case p.EventID != "":
-		// Each of the hosts' sources, looked up by the delivery key; each
-		// of the groups' by theirs, every member's lane of it.
-		add(`((group_id = '' AND (host_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s WHERE s.mode = ''))
-			OR (group_id <> '' AND (group_id, source, event_id) IN (SELECT s.host_id, s.name, ? FROM sources s WHERE s.mode <> '')))`,
-			p.EventID, p.EventID)
+	if p.EventID != "" {
+		// The hosts' delivery key and the groups' lead with the event id:
+		// a range of each, whatever the sources.
+		add("((group_id = '' AND event_id = ?) OR (group_id <> '' AND event_id = ?))", p.EventID, p.EventID)
 	}
 	if p.CorrelationID != "" {
 		add("correlation_id = ?", p.CorrelationID)

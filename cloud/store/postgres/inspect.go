@@ -26,13 +26,10 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 	return list, nil
 }
 
-// findQuery is DeliveryFind's query in Postgres. Deliveries by event id
-// are a list of keys the delivery keys' indexes find (an IN list Postgres
-// joins), not two lists joined by OR: it filtered every delivery by both,
-// newest first, and an event id absent read them all.
+// findQuery is DeliveryFind's query in Postgres.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
 	q, args := store.FindQuery(p, flow.DeliveryColumns, "(received_at, delivery_id) < (?, ?::text)", func(t time.Time) any { return ms(t) },
-		"", "delivery_id")
+		"")
 	return numbered(q), args
 }
 

@@ -22,7 +22,7 @@ func (s *Store) DeliveryFind(ctx context.Context, p *store.DeliveryFindParams) (
 // findQuery is DeliveryFind's query in SQLite.
 func findQuery(p *store.DeliveryFindParams) (string, []any) {
 	return store.FindQuery(p, flow.DeliveryColumns, "(received_at, delivery_id) < (?, ?)", func(t time.Time) any { return dbTime(t) },
-		everyHost, "")
+		everyHost)
 }
 
 // everyHost finds deliveries in a status on every host. Each delivery has

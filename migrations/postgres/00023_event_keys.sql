@@ -1,0 +1,26 @@
+-- +goose Up
+-- The delivery keys lead with the event id. A look-up by event id on
+-- every host (GET /api/deliveries?event_id=, cloud ctl inspect) read
+-- one range of the key per source of every host and group: 2,000 look-ups
+-- at 1,000 hosts of two sources, present or not. The same columns in
+-- another order keep the same uniqueness (intake's ON CONFLICT names the
+-- columns, not their order, so replicas still on the old binary keep
+-- working) and cost intake nothing more: an event id is random, so an
+-- insert wrote a random page of its host's and source's part of the key
+-- before, of the whole key now. Each new key is built before the old one
+-- goes; building reads the table once and holds its writes meanwhile
+-- (docs/deploy.md, Upgrading).
+CREATE UNIQUE INDEX deliveries_event_key_idx ON deliveries (event_id, host_id, source) WHERE group_id = '';
+DROP INDEX deliveries_event_idx;
+ALTER INDEX deliveries_event_key_idx RENAME TO deliveries_event_idx;
+CREATE UNIQUE INDEX deliveries_group_event_key_idx ON deliveries (event_id, group_id, source, lane) WHERE group_id <> '';
+DROP INDEX deliveries_group_event_idx;
+ALTER INDEX deliveries_group_event_key_idx RENAME TO deliveries_group_event_idx;
+
+-- +goose Down
+CREATE UNIQUE INDEX deliveries_group_event_key_idx ON deliveries (group_id, source, event_id, lane) WHERE group_id <> '';
+DROP INDEX deliveries_group_event_idx;
+ALTER INDEX deliveries_group_event_key_idx RENAME TO deliveries_group_event_idx;
+CREATE UNIQUE INDEX deliveries_event_key_idx ON deliveries (host_id, source, event_id) WHERE group_id = '';
+DROP INDEX deliveries_event_idx;
+ALTER INDEX deliveries_event_key_idx RENAME TO deliveries_event_idx;
