@@ -85,7 +85,7 @@ func explain(ctx context.Context, t *testing.T, q interface {
 
 // migrator returns goose's provider of the store's migrations at url, and
 // its connection.
-func migrator(t *testing.T, url string) (*goose.Provider, *sql.DB) {
+func migrator(t testing.TB, url string) (*goose.Provider, *sql.DB) {
 	db, err := sql.Open("pgx", url)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })

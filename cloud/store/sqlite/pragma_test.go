@@ -148,7 +148,7 @@ func migrated(ctx context.Context, t *testing.T) *Store {
 }
 
 // migrator is goose's provider of the store's migrations, on its writer.
-func migrator(t *testing.T, s *Store) *goose.Provider {
+func migrator(t testing.TB, s *Store) *goose.Provider {
 	t.Helper()
 	p, err := goose.NewProvider(goose.DialectSQLite3, s.write, migrations.SQLite, goose.WithDisableGlobalRegistry(true))
 	require.NoError(t, err)

@@ -1,0 +1,49 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkMigrations times the migrations that build indexes or count
+// the deliveries on a populated store, as an upgrade meets them: the store
+// filled as TestIncidentReadsUseIndexes fills it to RELAY_BENCH_DELIVERIES
+// deliveries (default 300,000), taken back down to before the groups
+// (migration 19, which builds two unique indexes), then up again one at a
+// time, each timed. The figures are in docs/deploy.md (Upgrading).
+//
+//	RELAY_BENCH_DELIVERIES=5000000 go test -run '^$' -bench Migrations -benchtime 1x -timeout 2h ./cloud/store/postgres/
+func BenchmarkMigrations(b *testing.B) {
+	ctx := context.Background()
+	n := 300_000
+	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
+		n = v / 5000 * 5000
+	}
+	_, conn, url := openWithConn(ctx, b)
+	t0 := time.Now()
+	fillIncident(ctx, b, conn, n)
+	b.Logf("filled %d deliveries in %s", n, time.Since(t0).Round(time.Millisecond))
+	p, _ := migrator(b, url)
+	_, err := p.DownTo(ctx, 18)
+	require.NoError(b, err)
+	for b.Loop() {
+		for {
+			t := time.Now()
+			res, err := p.UpByOne(ctx)
+			if err != nil {
+				require.Contains(b, err.Error(), "no next version")
+				break
+			}
+			took := time.Since(t)
+			b.ReportMetric(took.Seconds(), fmt.Sprintf("s/v%d", res.Source.Version))
+			b.Logf("migration %d (%s) on %d deliveries: %s", res.Source.Version, filepath.Base(res.Source.Path), n, took.Round(time.Millisecond))
+		}
+	}
+}
