@@ -123,7 +123,8 @@ func reportedResults(r *Report, now time.Time) []store.DeliveryResult {
 }
 
 // RecordWrite records how the handing out of leased deliveries ended: written
-// (nil err), they are delivered; not written, the attempt failed before
+// (nil err), they are delivered (put off since Writing when
+// Config.DeferPollMarks, pollmarks.go); not written, the attempt failed before
 // the handler ran and they are due again at once — a release that fails
 // leaves them to the lease expiry, which does the same. It is recorded even
 // when ctx was canceled (the host may be gone).
@@ -133,13 +134,18 @@ func (s *Service) RecordWrite(ctx context.Context, hostID string, ids []string, 
 	}
 	ctx = context.WithoutCancel(ctx)
 	if err != nil {
+		if m := s.pollMarker(hostID, false); m != nil {
+			m.Drop(ids)
+		}
 		if _, err := s.Release(ctx, hostID, ids); err != nil {
 			s.log.Warn("release unwritten deliveries", "host", hostID, "err", err)
 		}
 		return
 	}
-	if _, err := s.MarkDelivered(ctx, hostID, ids); err != nil {
-		s.log.Warn("mark delivered", "host", hostID, "err", err)
+	if !s.cfg.DeferPollMarks {
+		if _, err := s.MarkDelivered(ctx, hostID, ids); err != nil {
+			s.log.Warn("mark delivered", "host", hostID, "err", err)
+		}
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "leased", slog.String("host", hostID), slog.Int("count", len(ids)))
 }

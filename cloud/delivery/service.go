@@ -54,6 +54,10 @@ type Config struct {
 	// balancer the next poll may go to another replica, and what a
 	// parked poll held would wait for its give-back, an attempt spent.
 	ParkPolls bool
+	// DeferPollMarks puts off the mark of a written long-poll answer for
+	// the ack of the host's next poll to record (pollmarks.go). Only where
+	// no other replica shares the store, as ParkPolls.
+	DeferPollMarks bool
 }
 
 // Observer is told what the core did (the cloud's metrics). Its methods
@@ -87,6 +91,7 @@ type Service struct {
 	clock   clockwork.Clock
 	log     *slog.Logger
 	wakeups *wakeups
+	marks   pollMarks
 }
 
 // New returns the core over st.
@@ -161,7 +166,9 @@ func (s *Service) Heartbeat(ctx context.Context, host *store.Host, hb *Heartbeat
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Exchanged(host.ID)
 	}
+	restore := s.takeMarks(host.ID, &hb.Report)
 	if _, err := s.Report(ctx, host.ID, &hb.Report); err != nil {
+		restore()
 		return nil, err
 	}
 	if err := s.Record(ctx, host, hb.Beat); err != nil {

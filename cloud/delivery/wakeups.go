@@ -198,8 +198,9 @@ func (s *Service) StopWaiting() {
 		close(s.wakeups.stop)
 	}
 	s.wakeups.mu.Unlock()
-	// No poll comes for what parked polls hold.
+	// No poll comes for what parked polls hold, nor for the marks put off.
 	s.giveBackAllParked()
+	s.flushPollMarks()
 }
 
 // Stopping is closed once StopWaiting was called.

@@ -35,7 +35,8 @@ import (
 type Config struct {
 	// OneReplica: no other replica shares this cloud's store (embedded
 	// SQLite), so a host's next poll comes here: answered long polls park
-	// for it (delivery.Config.ParkPolls).
+	// for it and the marks of their answers wait for its ack
+	// (delivery.Config.ParkPolls, DeferPollMarks).
 	OneReplica      bool
 	AdminToken      string        // bearer token of the admin API; "" disables it
 	PublicURL       string        // base URL providers and hosts use; "" derives from requests
@@ -218,7 +219,7 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 	s.groups = delivery.NewGroups(st, delivery.GroupsConfig{OnlineWithin: cfg.Presence.LateAfter}, clock, log)
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
 		MaxWait: cfg.MaxWait, Changed: func(hostID string) { s.intake.Forget(hostID) }, Observer: s.metrics, Tracer: cfg.Tracer,
-		Groups: s.groups, ParkPolls: cfg.OneReplica}, clock, log)
+		Groups: s.groups, ParkPolls: cfg.OneReplica, DeferPollMarks: cfg.OneReplica}, clock, log)
 	s.conns = delivery.NewConnections(st, clock, log, transport.SocketTakeover)
 	s.leaser = delivery.NewIntake(s.conns, s.deliveries)
 	s.hosts = transport.New(transport.Config{Edge: hostEdge{s}, Deliveries: s.deliveries, Conns: s.conns, Tokens: tokens,

@@ -62,6 +62,7 @@ func (s *Transports) Heartbeat(c *gin.Context) {
 		steptime.Stamp(d.Headers, "encoded", time.Now())
 		resp.Webhooks = append(resp.Webhooks, toWire(d, !req.RawBodyOnly))
 	}
+	s.deliveries.Writing(host.ID, ids)
 	encoding := encodingBinary
 	if acceptsBinary(c.GetHeader("Accept")) {
 		err = s.writeBinaryAnswer(c, &resp)
