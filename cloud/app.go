@@ -243,7 +243,7 @@ func (a *app) Open(ctx context.Context) error {
 	}
 	jobs := []sweep.Job{
 		expire,
-		sweep.Retention(append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
+		sweep.Retention(clock, append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),
 		sweep.FoldCounts(st),

@@ -207,9 +207,19 @@ func DeliveryPruners(st interface {
 	}
 }
 
-// Retention runs every pruner every minute, each in bounded batches. One
+// RetentionBatch is how many rows one retention transaction deletes at
+// most: a delivery goes with its body, audit trail and result, so a batch
+// of 1,000 held SQLite's one writer for 100 ms and more, and intake's
+// commits waited behind it.
+const RetentionBatch = 250
+
+// Retention runs every pruner every minute, each in batches of
+// RetentionBatch. After a full batch it rests on clock as long as that
+// batch took: a backlog to prune (the first pass after retention was
+// shortened or the cloud was down a while) then takes at most half of the
+// store's time, and a commit of intake waits for one batch at most. One
 // pruner failing does not stop the others.
-func Retention(pruners ...Pruner) Job {
+func Retention(clock clockwork.Clock, pruners ...Pruner) Job {
 	return Job{Name: "retention", Interval: time.Minute, Do: func(ctx context.Context, now time.Time) (int, error) {
 		total := 0
 		var firstErr error
@@ -217,9 +227,9 @@ func Retention(pruners ...Pruner) Job {
 			if p.Retain <= 0 {
 				continue
 			}
-			n, err := drain(ctx, DefaultBatch, func(limit int) (int, error) {
+			n, err := drain(ctx, RetentionBatch, paced(ctx, clock, func(limit int) (int, error) {
 				return p.Prune(ctx, &store.PruneParams{Before: now.Add(-p.Retain), Limit: limit})
-			})
+			}))
 			total += n
 			if err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("prune %s: %w", p.Name, err)
@@ -227,4 +237,20 @@ func Retention(pruners ...Pruner) Job {
 		}
 		return total, firstErr
 	}}
+}
+
+// paced is step resting on clock, after a batch that changed its limit
+// (there is more), as long as the batch took.
+func paced(ctx context.Context, clock clockwork.Clock, step func(limit int) (int, error)) func(limit int) (int, error) {
+	return func(limit int) (int, error) {
+		began := clock.Now()
+		n, err := step(limit)
+		if took := clock.Since(began); err == nil && n == limit && took > 0 {
+			select {
+			case <-ctx.Done():
+			case <-clock.After(took):
+			}
+		}
+		return n, err
+	}
 }

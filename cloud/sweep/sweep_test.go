@@ -121,7 +121,7 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 		t.Error("a pruner retaining forever must not run")
 		return 0, nil
 	}}
-	job := Retention(append(DeliveryPruners(st, 7*24*time.Hour, 3*24*time.Hour), other, never)...)
+	job := Retention(clockwork.NewFakeClockAt(start), append(DeliveryPruners(st, 7*24*time.Hour, 3*24*time.Hour), other, never)...)
 
 	now := start.Add(3*24*time.Hour + time.Millisecond)
 	n, err := job.Do(ctx, now)
@@ -130,7 +130,7 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 	_, err = st.DeliveryGet(ctx, "h1", dead)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, store.StatusAcked, status(t, st, "github:e1:1"), "acked: kept 7 days")
-	require.Equal(t, []store.PruneParams{{Before: now.Add(-time.Hour), Limit: DefaultBatch}}, calls)
+	require.Equal(t, []store.PruneParams{{Before: now.Add(-time.Hour), Limit: RetentionBatch}}, calls)
 
 	n, err = job.Do(ctx, start.Add(7*24*time.Hour+time.Millisecond))
 	require.NoError(t, err)
@@ -144,10 +144,41 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 		return 0, errors.New("disk on fire")
 	}}
 	calls = nil
-	n, err = Retention(boom, other).Do(ctx, now)
+	n, err = Retention(clockwork.NewFakeClockAt(start), boom, other).Do(ctx, now)
 	require.ErrorContains(t, err, "prune boom: disk on fire")
 	require.Zero(t, n)
 	require.Len(t, calls, 1)
+}
+
+// TestRetentionRestsBetweenFullBatches: after each full batch the pass
+// waits as long as the batch took, on the clock; after the last, it does
+// not.
+func TestRetentionRestsBetweenFullBatches(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(start)
+	left := 2*RetentionBatch + 7
+	var at []time.Duration
+	batch := Pruner{Name: "acked", Retain: time.Hour, Prune: func(_ context.Context, p *store.PruneParams) (int, error) {
+		at = append(at, clock.Since(start))
+		clock.Advance(80 * time.Millisecond) // the batch's own time
+		k := min(left, p.Limit)
+		left -= k
+		return k, nil
+	}}
+	done := make(chan int)
+	go func() {
+		n, err := Retention(clock, batch).Do(context.Background(), start)
+		require.NoError(t, err)
+		done <- n
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 2 { // a rest after each of the two full batches
+		require.NoError(t, clock.BlockUntilContext(ctx, 1), "resting")
+		clock.Advance(80 * time.Millisecond)
+	}
+	require.Equal(t, 2*RetentionBatch+7, <-done)
+	require.Equal(t, []time.Duration{0, 160 * time.Millisecond, 320 * time.Millisecond}, at,
+		"each batch after the rest its previous one earned")
 }
 
 func TestDrainWorksInBoundedBatches(t *testing.T) {
