@@ -2,14 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // BenchmarkMigrations times the migrations that build indexes or count
@@ -31,19 +29,5 @@ func BenchmarkMigrations(b *testing.B) {
 	fillIncident(ctx, b, conn, n)
 	b.Logf("filled %d deliveries in %s", n, time.Since(t0).Round(time.Millisecond))
 	p, _ := migrator(b, url)
-	_, err := p.DownTo(ctx, 18)
-	require.NoError(b, err)
-	for b.Loop() {
-		for {
-			t := time.Now()
-			res, err := p.UpByOne(ctx)
-			if err != nil {
-				require.Contains(b, err.Error(), "no next version")
-				break
-			}
-			took := time.Since(t)
-			b.ReportMetric(took.Seconds(), fmt.Sprintf("s/v%d", res.Source.Version))
-			b.Logf("migration %d (%s) on %d deliveries: %s", res.Source.Version, filepath.Base(res.Source.Path), n, took.Round(time.Millisecond))
-		}
-	}
+	storetest.TimeMigrations(b, p, 18, n)
 }

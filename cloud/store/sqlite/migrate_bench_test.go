@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // BenchmarkMigrations times the migrations that build indexes or count
@@ -33,20 +34,5 @@ func BenchmarkMigrations(b *testing.B) {
 	t0 := time.Now()
 	fillIncident(ctx, b, s, n)
 	b.Logf("filled %d deliveries in %s", n, time.Since(t0).Round(time.Millisecond))
-	p := migrator(b, s)
-	_, err = p.DownTo(ctx, 21)
-	require.NoError(b, err)
-	for b.Loop() {
-		for {
-			t := time.Now()
-			res, err := p.UpByOne(ctx)
-			if err != nil {
-				require.Contains(b, err.Error(), "no next version")
-				break
-			}
-			took := time.Since(t)
-			b.ReportMetric(took.Seconds(), fmt.Sprintf("s/v%d", res.Source.Version))
-			b.Logf("migration %d (%s) on %d deliveries: %s", res.Source.Version, filepath.Base(res.Source.Path), n, took.Round(time.Millisecond))
-		}
-	}
+	storetest.TimeMigrations(b, migrator(b, s), 21, n)
 }

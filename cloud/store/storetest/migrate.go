@@ -2,6 +2,9 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -161,4 +164,27 @@ func MigrateQuarantine(ctx context.Context, t *testing.T, s store.Store, m Migra
 	require.ErrorIs(t, err, store.ErrQuarantineFull, "the migrated row's bytes count")
 	_, err = s.QuarantineInsert(ctx, &store.QuarantineInsertParams{QuarantinedRequest: q, MaxBytes: 200})
 	require.NoError(t, err)
+}
+
+// TimeMigrations times the newest migrations on a populated store, as an
+// upgrade meets them: p, the engine's goose provider of a store holding n
+// deliveries, takes it down to version downTo, then up again one
+// migration at a time, each timed and reported (s/vN) and logged.
+func TimeMigrations(b *testing.B, p *goose.Provider, downTo int64, n int) {
+	ctx := context.Background()
+	_, err := p.DownTo(ctx, downTo)
+	require.NoError(b, err)
+	for b.Loop() {
+		for {
+			t := time.Now()
+			res, err := p.UpByOne(ctx)
+			if errors.Is(err, goose.ErrNoNextVersion) {
+				break
+			}
+			require.NoError(b, err)
+			took := time.Since(t)
+			b.ReportMetric(took.Seconds(), fmt.Sprintf("s/v%d", res.Source.Version))
+			b.Logf("migration %d (%s) on %d deliveries: %s", res.Source.Version, filepath.Base(res.Source.Path), n, took.Round(time.Millisecond))
+		}
+	}
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/sweep"
 )
 
 // BenchPrune is retention's cost: s is filled with b.N deliveries as a
 // host's webhooks leave them (a 3 KB body, stored, leased and acked, each
 // step audited, 500 a transaction), received over the hour before the
 // timer starts, then pruned as the sweep prunes acked deliveries: batches
-// of 1,000 until none is left. It reports deliveries pruned per second
+// of sweep.RetentionBatch until none is left (without its rests). It reports deliveries pruned per second
 // and the CPU of this process per delivery pruned (the engine's own, for
 // SQLite; Postgres's server does its share elsewhere).
 func BenchPrune(b *testing.B, s store.Store) {
@@ -55,10 +56,10 @@ func BenchPrune(b *testing.B, s store.Store) {
 	pruned := 0
 	for {
 		n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked,
-			PruneParams: store.PruneParams{Before: time.Now(), Limit: 1000}})
+			PruneParams: store.PruneParams{Before: time.Now(), Limit: sweep.RetentionBatch}})
 		require.NoError(b, err)
 		pruned += n
-		if n < 1000 {
+		if n < sweep.RetentionBatch {
 			break
 		}
 	}
