@@ -18,9 +18,10 @@ import (
 // host's webhooks leave them (a 3 KB body, stored, leased and acked, each
 // step audited, 500 a transaction), received over the hour before the
 // timer starts, then pruned as the sweep prunes acked deliveries: batches
-// of sweep.RetentionBatch until none is left (without its rests). It reports deliveries pruned per second
-// and the CPU of this process per delivery pruned (the engine's own, for
-// SQLite; Postgres's server does its share elsewhere).
+// of sweep.RetentionBatch until none is left (without the rests between
+// them). It reports deliveries pruned per second and the CPU of this
+// process per delivery pruned (the engine's own, for SQLite; Postgres's
+// server does its share elsewhere).
 func BenchPrune(b *testing.B, s store.Store) {
 	ctx := context.Background()
 	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
