@@ -314,9 +314,12 @@ func mainErr() error {
 			return err
 		}
 		b.bins = &rig.Bins{Dir: dir, Cloud: filepath.Join(dir, "cloud"), Host: filepath.Join(dir, "host")}
+		b.source = "binaries from " + dir + " (the bench at " + revision(root) + ")"
 		logf("binaries from %s", dir)
 	} else {
 		logf("building the binaries")
+		// Read as they are built: the tree may move on during a long run.
+		b.source = revision(root)
 		if b.bins, err = rig.Build(ctx, root, filepath.Join(work, "bin")); err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@ func (rep *report) markdown(b *bench) string {
 	p("| date | %s |\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	p("| machine | %s |\n", machine(b.work))
 	p("| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	p("| source | %s |\n", revision(b.root))
+	p("| source | %s |\n", b.source)
 	if pg := postgresVersion(); pg != "" {
 		p("| Postgres | %s, throwaway server with fsync, synchronous_commit and full_page_writes on (`PGTEST_DURABLE=1`) |\n", pg)
 	}

@@ -19,6 +19,7 @@ type bench struct {
 	root    string
 	work    string
 	bins    *rig.Bins
+	source  string // what the binaries were built from, as the report says it
 	pg      *rig.Postgres
 	mix     *payloadMix
 	ids     *ids
