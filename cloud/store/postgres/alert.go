@@ -48,11 +48,15 @@ func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*s
 	return bs, nil
 }
 
+// failingQuery reads the partial index of retrying deliveries that holds
+// what it reads (deliveries_failing_idx).
+const failingQuery = `
+	SELECT host_id, source, max(attempts), count(*) FROM deliveries WHERE status = 'retrying'
+	GROUP BY host_id, source HAVING max(attempts) >= $1
+	ORDER BY max(attempts) DESC, host_id, source LIMIT $2`
+
 func (s *Store) FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error) {
-	fs, err := flow.All(ctx, s.db().Read(), flow.ScanSourceFailures, `
-		SELECT host_id, source, max(attempts), count(*) FROM deliveries WHERE status = 'retrying'
-		GROUP BY host_id, source HAVING max(attempts) >= $1
-		ORDER BY max(attempts) DESC, host_id, source LIMIT $2`, max(p.MinAttempts, 1), store.LimitOr(p.Limit, 1000))
+	fs, err := flow.All(ctx, s.db().Read(), flow.ScanSourceFailures, failingQuery, max(p.MinAttempts, 1), store.LimitOr(p.Limit, 1000))
 	if err != nil {
 		return nil, fmt.Errorf("failing sources: %w", err)
 	}

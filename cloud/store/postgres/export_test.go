@@ -41,6 +41,7 @@ var (
 	ListQuery          = listQuery
 	CountByStatusQuery = flow.CountByStatusQuery(flowDB{})
 	HostCountsQuery    = flow.HostCountsQuery(flowDB{}, hostColumns)
+	FailingQuery       = failingQuery
 )
 
 const (

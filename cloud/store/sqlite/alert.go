@@ -59,13 +59,11 @@ func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*s
 	return bs, nil
 }
 
-// failingQuery reads the partial index of retrying deliveries alone.
-// Grouped by plain host_id and source, the planner walked the dedupe key's
-// index instead, for its order: every delivery ever kept, at each
-// evaluation (every 15 s).
+// failingQuery reads the covering partial index of retrying deliveries
+// (deliveries_failing_idx) in its order, the table not at all.
 const failingQuery = `
 	SELECT host_id, source, MAX(attempts), COUNT(*) FROM deliveries WHERE status = 'retrying'
-	GROUP BY +host_id, +source HAVING MAX(attempts) >= ?
+	GROUP BY host_id, source HAVING MAX(attempts) >= ?
 	ORDER BY MAX(attempts) DESC, host_id, source LIMIT ?`
 
 func (s *Store) FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error) {

@@ -106,11 +106,12 @@ func TestAlertReadsUseStatusIndexes(t *testing.T) {
 	} {
 		for _, step := range plan {
 			if strings.Contains(step, "deliveries") {
-				require.Regexp(t, `deliveries_(retrying|available|lease|dlq)_idx|deliveries_host_status_idx \(host_id=\? AND status=\?\)`, step, "%s: %q", name, plan)
+				require.Regexp(t, `deliveries_(failing|available|lease|dlq)_idx|deliveries_host_status_idx \(host_id=\? AND status=\?\)`, step, "%s: %q", name, plan)
 			}
 		}
 	}
-	require.Contains(t, queryPlan(ctx, t, s, failingQuery, 1, 10), "SCAN deliveries USING INDEX deliveries_retrying_idx")
+	require.Contains(t, queryPlan(ctx, t, s, failingQuery, 1, 10), "SCAN deliveries USING COVERING INDEX deliveries_failing_idx",
+		"the retrying deliveries' index, the table not read")
 }
 
 // The firing alerts (the evaluator's list, every 15 s) are read from the
