@@ -720,8 +720,12 @@ func (rep *report) retentionLines(line func(name string, cell func(r scaleRow) s
 		if t.err != "" || t.during+t.outside == 0 {
 			return "–"
 		}
-		return fmt.Sprintf("%s / %s (%d), %s / %s (%d) (%s)", ms(t.duringP50), ms(t.duringP99), t.during,
+		s := fmt.Sprintf("%s / %s (%d), %s / %s (%d) (%s)", ms(t.duringP50), ms(t.duringP99), t.during,
 			ms(t.outsideP50), ms(t.outsideP99), t.outside, loadText(t.load))
+		if t.errs > 0 {
+			s += fmt.Sprintf("; %d requests failed", t.errs)
+		}
+		return s
 	})
 	line("retention: database size at the start, least, end; grown over the second half", func(r scaleRow) string {
 		t := r.retention

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -210,7 +212,7 @@ func (r *run) measureRetention(transport string, d time.Duration) retentionRow {
 	}
 	if len(sized) > 0 {
 		row.sizeStart, row.sizeEnd = sized[0].size, sized[len(sized)-1].size
-		row.sizeMin = slicesMinSize(sized)
+		row.sizeMin = slices.MinFunc(sized, func(a, b retentionSample) int { return cmp.Compare(a.size, b.size) }).size
 		mid := sort.Search(len(sized), func(i int) bool { return sized[i].at.Sub(began) >= row.took/2 })
 		if mid < len(sized) {
 			row.grown = row.sizeEnd - sized[mid].size
@@ -223,12 +225,4 @@ func (r *run) measureRetention(transport string, d time.Duration) retentionRow {
 		ms(row.duringP50), ms(row.duringP99), row.during, ms(row.outsideP50), ms(row.outsideP99), row.outside,
 		mib(row.sizeStart), mib(row.sizeMin), mib(row.sizeEnd), row.grown)
 	return row
-}
-
-func slicesMinSize(s []retentionSample) int64 {
-	least := s[0].size
-	for _, x := range s[1:] {
-		least = min(least, x.size)
-	}
-	return least
 }

@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -20,10 +18,7 @@ import (
 //	RELAY_BENCH_DELIVERIES=5000000 go test -run '^$' -bench Migrations -benchtime 1x -timeout 2h ./cloud/store/postgres/
 func BenchmarkMigrations(b *testing.B) {
 	ctx := context.Background()
-	n := 300_000
-	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
-		n = v / 5000 * 5000
-	}
+	n := storetest.BenchDeliveries(300_000)
 	_, conn, url := openWithConn(ctx, b)
 	t0 := time.Now()
 	fillIncident(ctx, b, conn, n)

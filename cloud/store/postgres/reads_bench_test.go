@@ -2,13 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // BenchmarkIncidentReads times, through the store, the reads an operator
@@ -20,10 +19,7 @@ import (
 //	RELAY_BENCH_DELIVERIES=1000000 go test -run '^$' -bench IncidentReads -benchtime 30x ./cloud/store/postgres/
 func BenchmarkIncidentReads(b *testing.B) {
 	ctx := context.Background()
-	n := 300_000
-	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
-		n = v / 5000 * 5000
-	}
+	n := storetest.BenchDeliveries(300_000)
 	s, conn, _ := openWithConn(ctx, b)
 	fillIncident(ctx, b, conn, n)
 	_, err := s.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{})

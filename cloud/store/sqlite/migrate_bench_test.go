@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -23,10 +21,7 @@ import (
 //	RELAY_BENCH_DELIVERIES=5000000 go test -run '^$' -bench Migrations -benchtime 1x -timeout 2h ./cloud/store/sqlite/
 func BenchmarkMigrations(b *testing.B) {
 	ctx := context.Background()
-	n := 300_000
-	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
-		n = v / 5000 * 5000
-	}
+	n := storetest.BenchDeliveries(300_000)
 	s, err := Open(ctx, filepath.Join(b.TempDir(), "cloud.db"))
 	require.NoError(b, err)
 	b.Cleanup(func() { s.Close() })

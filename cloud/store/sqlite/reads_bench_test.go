@@ -2,14 +2,13 @@ package sqlite
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // BenchmarkIncidentReads times, through the store, the reads an operator
@@ -21,10 +20,7 @@ import (
 //	RELAY_BENCH_DELIVERIES=1000000 go test -run '^$' -bench IncidentReads -benchtime 30x ./cloud/store/sqlite/
 func BenchmarkIncidentReads(b *testing.B) {
 	ctx := context.Background()
-	n := 300_000
-	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
-		n = v / 5000 * 5000
-	}
+	n := storetest.BenchDeliveries(300_000)
 	path := filepath.Join(b.TempDir(), "cloud.db")
 	s, err := Open(ctx, path)
 	require.NoError(b, err)

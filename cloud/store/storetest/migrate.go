@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -187,4 +189,14 @@ func TimeMigrations(b *testing.B, p *goose.Provider, downTo int64, n int) {
 			b.Logf("migration %d (%s) on %d deliveries: %s", res.Source.Version, filepath.Base(res.Source.Path), n, took.Round(time.Millisecond))
 		}
 	}
+}
+
+// BenchDeliveries is how many deliveries a benchmark of reads or
+// migrations stores: RELAY_BENCH_DELIVERIES, rounded down to a multiple of
+// 5,000 (the plan tests' fills store that many at a time), or def.
+func BenchDeliveries(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("RELAY_BENCH_DELIVERIES")); err == nil && v > 0 {
+		return v / 5000 * 5000
+	}
+	return def
 }
