@@ -208,20 +208,28 @@ func DeliveryPruners(st interface {
 }
 
 // RetentionBatch is how many rows one retention transaction deletes at
-// most. A delivery goes with its body, audit trail and result, and an
-// entry in each of its table's indexes, each at a random page: on a
-// SQLite store of a million deliveries of 15 KB bodies, 0.37 ms each, so
-// that a batch of 1,000 held the one writer for 370 ms and intake's
-// commits waited behind it (a backlog pruned that way took intake's p50
-// from 41 ms to 843 ms). A batch of 100 holds it for tens of ms.
-const RetentionBatch = 100
+// most, and RetentionBatchTime how long it should hold the store: each
+// batch after the first is sized from the last one's time to take about
+// that long. A delivery goes with its body, audit trail and result, and an
+// entry in each of its table's indexes, each at a random page: on a SQLite
+// store of a million deliveries of 15 KB bodies, 0.37 ms each, so that a
+// batch of 1,000 held the one writer for 370 ms and intake's commits
+// waited behind it (a backlog pruned that way took intake's p50 from 41 ms
+// to 843 ms); on an empty store a delivery goes in tens of µs and a batch
+// is the most.
+const (
+	RetentionBatch     = 100
+	RetentionBatchTime = 5 * time.Millisecond
+	retentionFirst     = 10 // the first batch of a pass, before any time is known
+)
 
-// Retention runs every pruner every minute, each in batches of
-// RetentionBatch. After a full batch it rests on clock as long as that
-// batch took: a backlog to prune (the first pass after retention was
-// shortened or the cloud was down a while) then takes at most half of the
-// store's time, and a commit of intake waits for one batch at most. One
-// pruner failing does not stop the others.
+// Retention runs every pruner every minute, in batches of at most
+// RetentionBatch sized to take about RetentionBatchTime each. After a full
+// batch it rests on clock as long as that batch took: a backlog to prune
+// (the first pass after retention was shortened or the cloud was down a
+// while) then takes at most half of the store's time, and a commit of
+// intake waits for one short batch at most. One pruner failing does not
+// stop the others.
 func Retention(clock clockwork.Clock, pruners ...Pruner) Job {
 	return Job{Name: "retention", Interval: time.Minute, Do: func(ctx context.Context, now time.Time) (int, error) {
 		total := 0
@@ -230,9 +238,9 @@ func Retention(clock clockwork.Clock, pruners ...Pruner) Job {
 			if p.Retain <= 0 {
 				continue
 			}
-			n, err := drain(ctx, RetentionBatch, paced(ctx, clock, func(limit int) (int, error) {
+			n, err := paced(ctx, clock, func(limit int) (int, error) {
 				return p.Prune(ctx, &store.PruneParams{Before: now.Add(-p.Retain), Limit: limit})
-			}))
+			})
 			total += n
 			if err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("prune %s: %w", p.Name, err)
@@ -242,18 +250,37 @@ func Retention(clock clockwork.Clock, pruners ...Pruner) Job {
 	}}
 }
 
-// paced is step resting on clock, after a batch that changed its limit
-// (there is more), as long as the batch took.
-func paced(ctx context.Context, clock clockwork.Clock, step func(limit int) (int, error)) func(limit int) (int, error) {
-	return func(limit int) (int, error) {
+// paced runs step until a batch comes back short, each batch's limit sized
+// from the last one's time on clock (nextBatch), resting after each full
+// batch as long as it took.
+func paced(ctx context.Context, clock clockwork.Clock, step func(limit int) (int, error)) (int, error) {
+	total, limit := 0, retentionFirst
+	for ctx.Err() == nil {
 		began := clock.Now()
 		n, err := step(limit)
-		if took := clock.Since(began); err == nil && n == limit && took > 0 {
+		total += n
+		if err != nil || n < limit {
+			return total, err
+		}
+		took := clock.Since(began)
+		limit = nextBatch(limit, took)
+		if took > 0 {
 			select {
 			case <-ctx.Done():
 			case <-clock.After(took):
 			}
 		}
-		return n, err
 	}
+	return total, ctx.Err()
+}
+
+// nextBatch is the limit after a full batch of limit rows that took took:
+// as many as take RetentionBatchTime at that pace, at most twice as many
+// as before, between 1 and RetentionBatch.
+func nextBatch(limit int, took time.Duration) int {
+	next := 2 * limit
+	if took > 0 {
+		next = min(next, int(int64(limit)*int64(RetentionBatchTime)/int64(took)))
+	}
+	return max(1, min(next, RetentionBatch))
 }

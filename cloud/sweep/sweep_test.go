@@ -130,7 +130,7 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 	_, err = st.DeliveryGet(ctx, "h1", dead)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Equal(t, store.StatusAcked, status(t, st, "github:e1:1"), "acked: kept 7 days")
-	require.Equal(t, []store.PruneParams{{Before: now.Add(-time.Hour), Limit: RetentionBatch}}, calls)
+	require.Equal(t, []store.PruneParams{{Before: now.Add(-time.Hour), Limit: retentionFirst}}, calls)
 
 	n, err = job.Do(ctx, start.Add(7*24*time.Hour+time.Millisecond))
 	require.NoError(t, err)
@@ -152,33 +152,57 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 
 // TestRetentionRestsBetweenFullBatches: after each full batch the pass
 // waits as long as the batch took, on the clock; after the last, it does
-// not.
+// not. Each batch is sized from the last one's time: a slow store's
+// batches shrink to what takes RetentionBatchTime, a fast one's grow to
+// RetentionBatch, at most doubling.
 func TestRetentionRestsBetweenFullBatches(t *testing.T) {
-	clock := clockwork.NewFakeClockAt(start)
-	left := 2*RetentionBatch + 7
-	var at []time.Duration
-	batch := Pruner{Name: "acked", Retain: time.Hour, Prune: func(_ context.Context, p *store.PruneParams) (int, error) {
-		at = append(at, clock.Since(start))
-		clock.Advance(80 * time.Millisecond) // the batch's own time
-		k := min(left, p.Limit)
-		left -= k
-		return k, nil
-	}}
-	done := make(chan int)
-	go func() {
-		n, err := Retention(clock, batch).Do(context.Background(), start)
-		require.NoError(t, err)
-		done <- n
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for range 2 { // a rest after each of the two full batches
-		require.NoError(t, clock.BlockUntilContext(ctx, 1), "resting")
-		clock.Advance(80 * time.Millisecond)
+	for _, tc := range []struct {
+		name   string
+		perRow time.Duration
+		left   int
+		limits []int
+	}{
+		// 1 ms a row: 10 rows take 10 ms, so 5 take 5 ms.
+		{"slow", time.Millisecond, 10 + 5 + 5 + 3, []int{10, 5, 5, 5}},
+		// 10 µs a row: 10 rows take 0.1 ms; doubling up to the most.
+		{"fast", 10 * time.Microsecond, 10 + 20 + 40 + 80 + 100 + 1, []int{10, 20, 40, 80, 100, 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := clockwork.NewFakeClockAt(start)
+			left, total := tc.left, tc.left
+			var limits []int
+			var at, rests []time.Duration
+			batch := Pruner{Name: "acked", Retain: time.Hour, Prune: func(_ context.Context, p *store.PruneParams) (int, error) {
+				limits = append(limits, p.Limit)
+				at = append(at, clock.Since(start))
+				k := min(left, p.Limit)
+				left -= k
+				clock.Advance(time.Duration(k) * tc.perRow) // the batch's own time
+				return k, nil
+			}}
+			done := make(chan int)
+			go func() {
+				n, err := Retention(clock, batch).Do(context.Background(), start)
+				require.NoError(t, err)
+				done <- n
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for i := range len(tc.limits) - 1 { // a rest after each full batch
+				require.NoError(t, clock.BlockUntilContext(ctx, 1), "resting")
+				rest := time.Duration(tc.limits[i]) * tc.perRow
+				rests = append(rests, rest)
+				clock.Advance(rest)
+			}
+			require.Equal(t, total, <-done)
+			require.Equal(t, tc.limits, limits)
+			want := []time.Duration{0}
+			for _, r := range rests {
+				want = append(want, want[len(want)-1]+2*r) // the batch, then as long again
+			}
+			require.Equal(t, want, at, "each batch after the rest its previous one earned")
+		})
 	}
-	require.Equal(t, 2*RetentionBatch+7, <-done)
-	require.Equal(t, []time.Duration{0, 160 * time.Millisecond, 320 * time.Millisecond}, at,
-		"each batch after the rest its previous one earned")
 }
 
 func TestDrainWorksInBoundedBatches(t *testing.T) {
