@@ -155,8 +155,9 @@ func (a *app) Open(ctx context.Context) error {
 	}
 
 	presence := alert.PresenceConfig{LateAfter: o.hostLateAfter, OfflineAfter: o.hostOfflineAfter}
+	oneWriter := strings.HasPrefix(o.databaseURL, "sqlite:") // embedded: one process, one writer
 	srv := server.New(st, ring, tokens, clock, log, server.Config{
-		OneReplica: strings.HasPrefix(o.databaseURL, "sqlite:"),
+		OneReplica: oneWriter,
 		AdminToken: o.adminToken, PublicURL: o.publicURL, LeaseFor: o.lease, HeartbeatFloor: o.heartbeatFloor,
 		RateLimitPerMin: o.rateLimit, RateLimitBurst: o.rateBurst, QuarantineMax: o.quarantineMax,
 		QuarantineMaxBytes: int64(o.quarantineMB) << 20,
@@ -243,7 +244,7 @@ func (a *app) Open(ctx context.Context) error {
 	}
 	jobs := []sweep.Job{
 		expire,
-		sweep.Retention(clock, append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
+		sweep.Retention(clock, retentionBatchTime(oneWriter), append(sweep.DeliveryPruners(st, o.retainAcked, o.retainDLQ),
 			sweep.Pruner{Name: "rejections", Retain: o.retainRejected, Prune: st.RejectionPrune})...),
 		sweep.ExpireClaimCodes(st),
 		sweep.FoldCounts(st),
@@ -376,4 +377,13 @@ func (a *app) Close() error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// retentionBatchTime is how long a retention transaction may hold the
+// store: short where intake's commits wait for it (one writer).
+func retentionBatchTime(oneWriter bool) time.Duration {
+	if oneWriter {
+		return sweep.OneWriterBatchTime
+	}
+	return 0
 }

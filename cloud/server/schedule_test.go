@@ -93,7 +93,7 @@ func (b *bundle) upkeep() func(time.Duration) {
 	b.t.Helper()
 	jobs := []sweep.Job{
 		sweep.ExpireLeases(b.store, delivery.DefaultRetryPolicy, nil),
-		sweep.Retention(b.clock, sweep.DeliveryPruners(b.store, 7*24*time.Hour, 7*24*time.Hour)...),
+		sweep.Retention(b.clock, 0, sweep.DeliveryPruners(b.store, 7*24*time.Hour, 7*24*time.Hour)...),
 		sweep.ExpireClaimCodes(b.store),
 	}
 	r := &sweep.Runner{Clock: b.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Jobs: jobs}

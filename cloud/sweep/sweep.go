@@ -208,29 +208,33 @@ func DeliveryPruners(st interface {
 }
 
 // RetentionBatch is how many rows one retention transaction deletes at
-// most, and RetentionBatchTime how long it should hold the store: each
-// batch after the first is sized from the last one's time to take about
-// that long. A delivery goes with its body, audit trail and result, and an
+// most. A delivery goes with its body, audit trail and result, and an
 // entry in each of its table's indexes, each at a random page: on a SQLite
 // store of a million deliveries of 15 KB bodies, 0.37 ms each, so that a
 // batch of 1,000 held the one writer for 370 ms and intake's commits
 // waited behind it (a backlog pruned that way took intake's p50 from 41 ms
-// to 843 ms); on an empty store a delivery goes in tens of µs and a batch
-// is the most.
-const (
-	RetentionBatch     = 100
-	RetentionBatchTime = 5 * time.Millisecond
-	retentionFirst     = 10 // the first batch of a pass, before any time is known
-)
+// to 843 ms).
+const RetentionBatch = 100
 
-// Retention runs every pruner every minute, in batches of at most
-// RetentionBatch sized to take about RetentionBatchTime each. After a full
-// batch it rests on clock as long as that batch took: a backlog to prune
-// (the first pass after retention was shortened or the cloud was down a
-// while) then takes at most half of the store's time, and a commit of
-// intake waits for one short batch at most. One pruner failing does not
-// stop the others.
-func Retention(clock clockwork.Clock, pruners ...Pruner) Job {
+// OneWriterBatchTime is how long a retention transaction should hold a
+// store that has one writer (embedded SQLite), where intake's commits wait
+// for it: each batch after the first is sized from the last one's time to
+// take about that long. On a store whose writers lock only their rows
+// (Postgres) batches are of RetentionBatch: small ones there only cost
+// more commits and a longer pass.
+const OneWriterBatchTime = 5 * time.Millisecond
+
+// retentionFirst is the first batch of a pass sized by time, before any
+// time is known.
+const retentionFirst = 10
+
+// Retention runs every pruner every minute. Batches are of RetentionBatch,
+// or, with batchTime > 0, sized to take about batchTime each (between 1
+// and RetentionBatch rows). After a full batch it rests on clock as long as
+// that batch took: a backlog to prune (the first pass after retention was
+// shortened or the cloud was down a while) then takes at most half of the
+// store's time. One pruner failing does not stop the others.
+func Retention(clock clockwork.Clock, batchTime time.Duration, pruners ...Pruner) Job {
 	return Job{Name: "retention", Interval: time.Minute, Do: func(ctx context.Context, now time.Time) (int, error) {
 		total := 0
 		var firstErr error
@@ -238,7 +242,7 @@ func Retention(clock clockwork.Clock, pruners ...Pruner) Job {
 			if p.Retain <= 0 {
 				continue
 			}
-			n, err := paced(ctx, clock, func(limit int) (int, error) {
+			n, err := paced(ctx, clock, batchTime, func(limit int) (int, error) {
 				return p.Prune(ctx, &store.PruneParams{Before: now.Add(-p.Retain), Limit: limit})
 			})
 			total += n
@@ -250,11 +254,14 @@ func Retention(clock clockwork.Clock, pruners ...Pruner) Job {
 	}}
 }
 
-// paced runs step until a batch comes back short, each batch's limit sized
-// from the last one's time on clock (nextBatch), resting after each full
-// batch as long as it took.
-func paced(ctx context.Context, clock clockwork.Clock, step func(limit int) (int, error)) (int, error) {
-	total, limit := 0, retentionFirst
+// paced runs step until a batch comes back short, resting after each full
+// batch as long as it took on clock; with batchTime > 0 each batch's limit
+// is sized from the last one's time (nextBatch).
+func paced(ctx context.Context, clock clockwork.Clock, batchTime time.Duration, step func(limit int) (int, error)) (int, error) {
+	total, limit := 0, RetentionBatch
+	if batchTime > 0 {
+		limit = retentionFirst
+	}
 	for ctx.Err() == nil {
 		began := clock.Now()
 		n, err := step(limit)
@@ -263,7 +270,9 @@ func paced(ctx context.Context, clock clockwork.Clock, step func(limit int) (int
 			return total, err
 		}
 		took := clock.Since(began)
-		limit = nextBatch(limit, took)
+		if batchTime > 0 {
+			limit = nextBatch(limit, took, batchTime)
+		}
 		if took > 0 {
 			select {
 			case <-ctx.Done():
@@ -275,12 +284,12 @@ func paced(ctx context.Context, clock clockwork.Clock, step func(limit int) (int
 }
 
 // nextBatch is the limit after a full batch of limit rows that took took:
-// as many as take RetentionBatchTime at that pace, at most twice as many
-// as before, between 1 and RetentionBatch.
-func nextBatch(limit int, took time.Duration) int {
+// as many as take batchTime at that pace, at most twice as many as before,
+// between 1 and RetentionBatch.
+func nextBatch(limit int, took, batchTime time.Duration) int {
 	next := 2 * limit
 	if took > 0 {
-		next = min(next, int(int64(limit)*int64(RetentionBatchTime)/int64(took)))
+		next = min(next, int(int64(limit)*int64(batchTime)/int64(took)))
 	}
 	return max(1, min(next, RetentionBatch))
 }

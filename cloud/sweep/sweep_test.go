@@ -121,7 +121,7 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 		t.Error("a pruner retaining forever must not run")
 		return 0, nil
 	}}
-	job := Retention(clockwork.NewFakeClockAt(start), append(DeliveryPruners(st, 7*24*time.Hour, 3*24*time.Hour), other, never)...)
+	job := Retention(clockwork.NewFakeClockAt(start), OneWriterBatchTime, append(DeliveryPruners(st, 7*24*time.Hour, 3*24*time.Hour), other, never)...)
 
 	now := start.Add(3*24*time.Hour + time.Millisecond)
 	n, err := job.Do(ctx, now)
@@ -143,29 +143,32 @@ func TestRetentionPrunesFinishedDeliveriesAndPluggedTables(t *testing.T) {
 	boom := Pruner{Name: "boom", Retain: time.Hour, Prune: func(context.Context, *store.PruneParams) (int, error) {
 		return 0, errors.New("disk on fire")
 	}}
-	calls = nil
-	n, err = Retention(clockwork.NewFakeClockAt(start), boom, other).Do(ctx, now)
+	calls = nil // batches of RetentionBatch without a batch time
+	n, err = Retention(clockwork.NewFakeClockAt(start), 0, boom, other).Do(ctx, now)
 	require.ErrorContains(t, err, "prune boom: disk on fire")
 	require.Zero(t, n)
-	require.Len(t, calls, 1)
+	require.Equal(t, []store.PruneParams{{Before: now.Add(-time.Hour), Limit: RetentionBatch}}, calls)
 }
 
 // TestRetentionRestsBetweenFullBatches: after each full batch the pass
 // waits as long as the batch took, on the clock; after the last, it does
-// not. Each batch is sized from the last one's time: a slow store's
-// batches shrink to what takes RetentionBatchTime, a fast one's grow to
-// RetentionBatch, at most doubling.
+// not. With a batch time each batch is sized from the last one's time: a
+// slow store's batches shrink to what takes that time, a fast one's grow
+// to RetentionBatch, at most doubling; without one, every batch is of
+// RetentionBatch.
 func TestRetentionRestsBetweenFullBatches(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		perRow time.Duration
-		left   int
-		limits []int
+		name      string
+		batchTime time.Duration
+		perRow    time.Duration
+		left      int
+		limits    []int
 	}{
 		// 1 ms a row: 10 rows take 10 ms, so 5 take 5 ms.
-		{"slow", time.Millisecond, 10 + 5 + 5 + 3, []int{10, 5, 5, 5}},
+		{"slow", OneWriterBatchTime, time.Millisecond, 10 + 5 + 5 + 3, []int{10, 5, 5, 5}},
 		// 10 µs a row: 10 rows take 0.1 ms; doubling up to the most.
-		{"fast", 10 * time.Microsecond, 10 + 20 + 40 + 80 + 100 + 1, []int{10, 20, 40, 80, 100, 100}},
+		{"fast", OneWriterBatchTime, 10 * time.Microsecond, 10 + 20 + 40 + 80 + 100 + 1, []int{10, 20, 40, 80, 100, 100}},
+		{"no batch time", 0, time.Millisecond, 2*RetentionBatch + 7, []int{RetentionBatch, RetentionBatch, RetentionBatch}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := clockwork.NewFakeClockAt(start)
@@ -182,7 +185,7 @@ func TestRetentionRestsBetweenFullBatches(t *testing.T) {
 			}}
 			done := make(chan int)
 			go func() {
-				n, err := Retention(clock, batch).Do(context.Background(), start)
+				n, err := Retention(clock, tc.batchTime, batch).Do(context.Background(), start)
 				require.NoError(t, err)
 				done <- n
 			}()
