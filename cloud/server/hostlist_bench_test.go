@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
@@ -18,7 +20,8 @@ import (
 )
 
 // BenchmarkHostList answers GET /api/hosts over loopback HTTP with 1,000
-// hosts, two sources each and no deliveries: what the list costs a host.
+// hosts, each with four deliveries (two acked, one queued, and one
+// delivering or dead-lettered): what the list costs a host.
 //
 //	go test -run '^$' -bench HostList -benchtime 200x ./cloud/server/
 func BenchmarkHostList(b *testing.B) {
@@ -34,9 +37,24 @@ func benchHostList(b *testing.B, st store.Store) {
 	s := testServer(b, st, clockwork.NewRealClock(), nil, Config{AdminToken: testAdmin})
 	srv := httptest.NewServer(s.Handler())
 	b.Cleanup(func() { srv.Close(); st.Close() })
+	ctx := context.Background()
+	now := time.Now()
 	for i := range 1000 {
-		_, err := s.CreateHost(context.Background(), fmt.Sprintf("host %d", i))
+		h, err := s.CreateHost(ctx, fmt.Sprintf("host %d", i))
 		require.NoError(b, err)
+		for k := range 4 {
+			_, err := st.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: fmt.Sprintf("github:e%d-%d:1", i, k), HostID: h.ID,
+				Source: "github", EventID: fmt.Sprintf("e%d-%d", i, k), RawBody: []byte("{}"), ReceivedAt: now, MaxAttempts: 1})
+			require.NoError(b, err)
+		}
+		leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: h.ID, Max: 3, LeaseFor: time.Hour, Now: now})
+		require.NoError(b, err)
+		_, err = st.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: h.ID, IDs: []string{leased.Deliveries[0].ID, leased.Deliveries[1].ID}, Now: now})
+		require.NoError(b, err)
+		if i%2 == 0 {
+			_, err = st.DeliveryNack(ctx, delivery.NackParams(h.ID, []delivery.Nack{{ID: leased.Deliveries[2].ID}}, delivery.RetryPolicy{}, now))
+			require.NoError(b, err)
+		}
 	}
 	get := func() int {
 		req, _ := http.NewRequest("GET", srv.URL+"/api/hosts", nil)

@@ -20,18 +20,16 @@ func HostsWithCounts(ctx context.Context, db DB, columns string, scanHost func(S
 	defer rows.Close()
 	var out []*store.HostWithCounts
 	for rows.Next() {
-		var status *string
-		var n *int64
-		h, err := scanHost(hostAndCount{rows, &status, &n})
+		n := make([]int64, len(store.Statuses))
+		h, err := scanHost(hostAndCounts{rows, n})
 		if err != nil {
 			return nil, fmt.Errorf("host list with counts: %w", err)
 		}
-		if len(out) == 0 || out[len(out)-1].Host.ID != h.ID {
-			out = append(out, &store.HostWithCounts{Host: h, Counts: ZeroCounts()})
+		counts := make(map[store.Status]int, len(store.Statuses))
+		for i, st := range store.Statuses {
+			counts[st] = int(n[i])
 		}
-		if status != nil && n != nil {
-			out[len(out)-1].Counts[store.Status(*status)] = int(*n)
-		}
+		out = append(out, &store.HostWithCounts{Host: h, Counts: counts})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("host list with counts: %w", err)
@@ -39,12 +37,20 @@ func HostsWithCounts(ctx context.Context, db DB, columns string, scanHost func(S
 	return out, nil
 }
 
-// HostCountsQuery is HostsWithCounts' query: each host's columns, then a
-// status and its count (NULL, NULL for a host without deliveries).
+// HostCountsQuery is HostsWithCounts' query: a row a host, its columns,
+// then a count for each of store.Statuses in that order (0 for none). The
+// counts are turned into columns before the join: joined a row per status,
+// each host's whole row was read and sent once per status it had.
 func HostCountsQuery(d Dialect, columns string) string {
-	return `SELECT ` + prefixed("h.", columns) + `, c.status, CAST(c.n AS bigint)
+	var sums, cols []string
+	for i, st := range store.Statuses {
+		sums = append(sums, fmt.Sprintf("sum(CASE WHEN status = '%s' THEN n ELSE 0 END) AS n%d", st, i))
+		cols = append(cols, fmt.Sprintf("CAST(coalesce(c.n%d, 0) AS bigint)", i))
+	}
+	return `SELECT ` + prefixed("h.", columns) + `, ` + strings.Join(cols, ", ") + `
 		FROM hosts h
-		LEFT JOIN ` + d.DeliveryCounts() + ` c ON c.host_id = h.id
+		LEFT JOIN (SELECT host_id, ` + strings.Join(sums, ", ") + `
+			FROM ` + d.DeliveryCounts() + ` k GROUP BY host_id) c ON c.host_id = h.id
 		ORDER BY h.created_at, h.id`
 }
 
@@ -57,15 +63,17 @@ func ZeroCounts() map[store.Status]int {
 	return counts
 }
 
-// hostAndCount scans a host's columns followed by a status and a count.
-type hostAndCount struct {
-	row    Scanner
-	status **string
-	n      **int64
+// hostAndCounts scans a host's columns followed by its counts.
+type hostAndCounts struct {
+	row Scanner
+	n   []int64
 }
 
-func (r hostAndCount) Scan(dest ...any) error {
-	return r.row.Scan(append(dest, r.status, r.n)...)
+func (r hostAndCounts) Scan(dest ...any) error {
+	for i := range r.n {
+		dest = append(dest, &r.n[i])
+	}
+	return r.row.Scan(dest...)
 }
 
 // prefixed qualifies each of a comma-separated column list with prefix.

@@ -47,8 +47,15 @@ func TestIncidentReadsUseIndexes(t *testing.T) {
 			}
 			if strings.HasPrefix(name, "counts:") {
 				require.NotRegexp(t, `\bdeliveries\b`, joined, "%s, %s: the kept counts, not the deliveries: %s", when, name, joined)
-				// Each host's by the counts' key, not through an index
-				// of every count built on each call.
+				if name == "counts: host list" {
+					// Every host's counts, once: a row a host, joined
+					// to the hosts by an index of them built per call
+					// (as many entries as hosts with deliveries).
+					require.Contains(t, joined, "SCAN k", "%s, %s: %s", when, name, joined)
+					continue
+				}
+				// A host's by the counts' key, not through an index of
+				// every count built on each call.
 				require.NotContains(t, joined, "AUTOMATIC", "%s, %s: %s", when, name, joined)
 				continue
 			}
