@@ -74,15 +74,36 @@ func (r *Runner) loop(ctx context.Context, j Job) {
 
 func (r *Runner) pass(ctx context.Context, j Job) {
 	began := r.Clock.Now()
-	n, err := j.Do(ctx, began.UTC().Truncate(time.Millisecond))
+	t := &tally{add: func(n int) { r.Metrics.addRows(j.Name, n) }}
+	n, err := j.Do(context.WithValue(ctx, tallyKey{}, t), began.UTC().Truncate(time.Millisecond))
 	took := r.Clock.Since(began)
 	failed := err != nil && ctx.Err() == nil
-	r.Metrics.observe(j.Name, n, took.Seconds(), failed)
+	r.Metrics.observe(j.Name, n-t.counted, took.Seconds(), failed)
 	switch {
 	case failed:
 		r.Log.Warn("sweep failed", "job", j.Name, "done", n, "took", took, "err", err)
 	case n > 0 && !j.Quiet:
 		r.Log.Info("sweep", "job", j.Name, "count", n, "took", took)
+	}
+}
+
+// tallyKey carries, in a pass's context, the tally its batches count
+// their rows into as each one commits (Runner.pass): a pass that prunes a
+// backlog for minutes shows its progress in the rows' metric, not only
+// when it ends.
+type tallyKey struct{}
+
+type tally struct {
+	counted int // rows already counted; a pass's batches run one at a time
+	add     func(n int)
+}
+
+// count tells the pass running in ctx, if any, that a batch changed n
+// rows.
+func count(ctx context.Context, n int) {
+	if t, ok := ctx.Value(tallyKey{}).(*tally); ok && n > 0 {
+		t.counted += n
+		t.add(n)
 	}
 }
 
@@ -93,6 +114,7 @@ func drain(ctx context.Context, limit int, step func(limit int) (int, error)) (i
 	for ctx.Err() == nil {
 		n, err := step(limit)
 		total += n
+		count(ctx, n)
 		if err != nil {
 			return total, err
 		}
@@ -266,6 +288,7 @@ func paced(ctx context.Context, clock clockwork.Clock, batchTime time.Duration, 
 		began := clock.Now()
 		n, err := step(limit)
 		total += n
+		count(ctx, n)
 		if err != nil || n < limit {
 			return total, err
 		}

@@ -377,8 +377,26 @@ func TestRunnerMetrics(t *testing.T) {
 	require.Equal(t, 1.0, value(m.failures, "retention"))
 	require.Zero(t, value(m.failures, "claim-code expiry"))
 
+	// A pass that works in batches counts each batch's rows as it
+	// commits, and its end adds only what they did not count.
+	var seen []float64
+	left := 7
+	batched := Job{Name: "claim-code expiry", Interval: time.Minute, Do: func(ctx context.Context, _ time.Time) (int, error) {
+		n, err := drain(ctx, 3, func(limit int) (int, error) {
+			seen = append(seen, value(m.rows, "claim-code expiry"))
+			k := min(left, limit)
+			left -= k
+			return k, nil
+		})
+		return n + 1, err // one more row, changed outside the batches
+	}}
+	r.pass(context.Background(), batched)
+	require.Equal(t, []float64{0, 3, 6}, seen, "each batch's rows counted before the next")
+	require.Equal(t, 8.0, value(m.rows, "claim-code expiry"))
+
 	var none *Metrics
 	require.NotPanics(t, func() { none.observe("retention", 1, 1, true) }, "a Runner without metrics")
+	require.NotPanics(t, func() { count(context.Background(), 1) }, "a batch outside a pass")
 }
 
 // collect is what c exports, each series as the registry would read it.
