@@ -706,7 +706,11 @@ func (rep *report) retentionLines(line func(name string, cell func(r scaleRow) s
 		if t.backlogSeconds == 0 {
 			return "–"
 		}
-		return fmt.Sprintf("%s, %.0f/s", thousands(int(t.backlog)), t.backlog/t.backlogSeconds)
+		s := fmt.Sprintf("%s, %.0f/s", thousands(int(t.backlog)), t.backlog/t.backlogSeconds)
+		if t.backlogRunning {
+			s += " (the pass had not ended)"
+		}
+		return s
 	})
 	line("retention: then pruned / sent, over", func(r scaleRow) string {
 		t := r.retention

@@ -35,6 +35,9 @@ type retentionRow struct {
 	pruned, backlog             float64
 	passSeconds, backlogSeconds float64
 	passes                      int
+	// backlogRunning: the first pass had not ended when the phase did
+	// (backlog is what it had pruned, backlogSeconds how long it had run).
+	backlogRunning bool
 	// steadyPruned: what passes after the backlog pruned, over
 	// steadyTook, against steadySent sent in that time.
 	steadyPruned float64
@@ -149,31 +152,16 @@ func (r *run) measureRetention(transport string, d time.Duration) retentionRow {
 		row.err = r.fail(fmt.Errorf("retention: %d samples of the cloud's metrics", len(samples)))
 		return row
 	}
-	// A pass ended between two samples whose seconds differ; it ran for
-	// that difference before it ended: the window [previous sample − its
-	// seconds, this sample] holds it (a second wider at most).
-	type window struct{ from, to time.Time }
-	var passes []window
-	backlogAt := -1 // the sample that first saw a pass: the week's
-	if samples[0].seconds > 0 {
-		// The first pass runs as the cloud starts, before the first sample.
-		passes = append(passes, window{began, samples[0].at})
-		backlogAt = 0
-	}
-	for i := 1; i < len(samples); i++ {
-		prev, cur := samples[i-1], samples[i]
-		if ds := cur.seconds - prev.seconds; ds > 0 {
-			passes = append(passes, window{prev.at.Add(-time.Duration(ds * float64(time.Second))), cur.at})
-			if backlogAt < 0 {
-				backlogAt = i
-			}
-		}
-	}
+	passes, backlogAt, running := retentionPasses(began, samples)
 	last := samples[len(samples)-1]
 	row.passes, row.pruned, row.passSeconds = len(passes), last.rows, last.seconds
 	backlogEnd := samples[0].at
-	if backlogAt >= 0 {
+	switch {
+	case backlogAt >= 0:
 		row.backlog, row.backlogSeconds, backlogEnd = samples[backlogAt].rows, samples[backlogAt].seconds, samples[backlogAt].at
+	case running != nil:
+		row.backlog, row.backlogSeconds, backlogEnd = last.rows, last.at.Sub(running.from).Seconds(), last.at
+		row.backlogRunning = true
 	}
 	row.steadyPruned = last.rows - row.backlog
 	row.steadyTook = last.at.Sub(backlogEnd)
@@ -218,11 +206,60 @@ func (r *run) measureRetention(transport string, d time.Duration) retentionRow {
 			row.grown = row.sizeEnd - sized[mid].size
 		}
 	}
-	logf("scale %s retention: %s pruned in %d passes (%.1f s of passes); the backlog %s in %.1f s; then %s in %s while %d were sent; intake p50/p99 during passes %s / %s (%d), outside %s / %s (%d); size %s → least %s → %s (%+d bytes over the second half)",
+	unfinished := ""
+	if row.backlogRunning {
+		unfinished = " (not ended)"
+	}
+	logf("scale %s retention: %s pruned in %d passes (%.1f s of passes); the backlog %s in %.1f s%s; then %s in %s while %d were sent; intake p50/p99 during passes %s / %s (%d), outside %s / %s (%d); size %s → least %s → %s (%+d bytes over the second half)",
 		r.engine, strconv.FormatFloat(row.pruned, 'f', 0, 64), row.passes, row.passSeconds,
-		strconv.FormatFloat(row.backlog, 'f', 0, 64), row.backlogSeconds,
+		strconv.FormatFloat(row.backlog, 'f', 0, 64), row.backlogSeconds, unfinished,
 		strconv.FormatFloat(row.steadyPruned, 'f', 0, 64), row.steadyTook.Round(time.Second), row.steadySent,
 		ms(row.duringP50), ms(row.duringP99), row.during, ms(row.outsideP50), ms(row.outsideP99), row.outside,
 		mib(row.sizeStart), mib(row.sizeMin), mib(row.sizeEnd), row.grown)
 	return row
+}
+
+
+// window is a span of the phase a pass ran in.
+type window struct{ from, to time.Time }
+
+// retentionPasses finds the passes in the metrics' samples (the phase
+// began at began). A pass ended between two samples whose seconds differ;
+// it ran for that difference before it ended: the window [previous sample
+// − its seconds, this sample] holds it (a second wider at most).
+// backlogAt is the sample that first saw a pass end (the week's), or −1.
+// A pass still running at the end (running, also the last of passes): its
+// batches' rows are counted as they commit, its time only when it ends; it
+// began before the first sample that saw rows the last ended pass had not.
+func retentionPasses(began time.Time, samples []retentionSample) (passes []window, backlogAt int, running *window) {
+	backlogAt = -1
+	if samples[0].seconds > 0 {
+		// The first pass runs as the cloud starts, before the first sample.
+		passes = append(passes, window{began, samples[0].at})
+		backlogAt = 0
+	}
+	ended := 0 // the sample that saw the last pass end
+	for i := 1; i < len(samples); i++ {
+		prev, cur := samples[i-1], samples[i]
+		if ds := cur.seconds - prev.seconds; ds > 0 {
+			passes = append(passes, window{prev.at.Add(-time.Duration(ds * float64(time.Second))), cur.at})
+			if backlogAt < 0 {
+				backlogAt = i
+			}
+			ended = i
+		}
+	}
+	last := samples[len(samples)-1]
+	if samples[0].seconds == 0 && ended == 0 && samples[0].rows > 0 {
+		running = &window{began, last.at} // the first, since the cloud started
+	}
+	for i := ended + 1; running == nil && i < len(samples); i++ {
+		if samples[i].rows > samples[i-1].rows {
+			running = &window{samples[i-1].at, last.at}
+		}
+	}
+	if running != nil {
+		passes = append(passes, *running)
+	}
+	return passes, backlogAt, running
 }
