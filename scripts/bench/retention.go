@@ -219,7 +219,6 @@ func (r *run) measureRetention(transport string, d time.Duration) retentionRow {
 	return row
 }
 
-
 // window is a span of the phase a pass ran in.
 type window struct{ from, to time.Time }
 
