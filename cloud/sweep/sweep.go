@@ -108,8 +108,9 @@ func count(ctx context.Context, n int) {
 }
 
 // drain calls step with limit until it changes fewer rows than that, and
-// returns the total.
-func drain(ctx context.Context, limit int, step func(limit int) (int, error)) (int, error) {
+// returns the total. After each full batch, then (when not nil) says the
+// next batch's limit, and may rest first.
+func drain(ctx context.Context, limit int, step func(limit int) (int, error), then func(limit int) int) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
 		n, err := step(limit)
@@ -120,6 +121,9 @@ func drain(ctx context.Context, limit int, step func(limit int) (int, error)) (i
 		}
 		if n < limit {
 			break
+		}
+		if then != nil {
+			limit = then(limit)
 		}
 	}
 	return total, ctx.Err()
@@ -137,7 +141,7 @@ func ExpireLeases(st interface {
 			p := delivery.ExpireLeasesParams(fallback, limit, now)
 			p.Fail = groups.Handover(p.Fail, now)
 			return st.DeliveryExpireLeases(ctx, p)
-		})
+		}, nil)
 	}}
 }
 
@@ -148,7 +152,7 @@ func ExpireClaimCodes(st interface {
 	return Job{Name: "claim-code expiry", Interval: time.Minute, Do: func(ctx context.Context, now time.Time) (int, error) {
 		return drain(ctx, DefaultBatch, func(limit int) (int, error) {
 			return st.HostExpireClaimCodes(ctx, &store.HostExpireClaimCodesParams{Limit: limit, Now: now})
-		})
+		}, nil)
 	}}
 }
 
@@ -161,7 +165,7 @@ func FoldCounts(st interface {
 	return Job{Name: "count folding", Interval: 5 * time.Second, Quiet: true, Do: func(ctx context.Context, now time.Time) (int, error) {
 		return drain(ctx, 10*DefaultBatch, func(limit int) (int, error) {
 			return st.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{Limit: limit})
-		})
+		}, nil)
 	}}
 }
 
@@ -276,22 +280,20 @@ func Retention(clock clockwork.Clock, batchTime time.Duration, pruners ...Pruner
 	}}
 }
 
-// paced runs step until a batch comes back short, resting after each full
-// batch as long as it took on clock; with batchTime > 0 each batch's limit
-// is sized from the last one's time (nextBatch).
+// paced drains step resting after each full batch as long as it took on
+// clock; with batchTime > 0 each batch's limit is sized from the last
+// one's time (nextBatch).
 func paced(ctx context.Context, clock clockwork.Clock, batchTime time.Duration, step func(limit int) (int, error)) (int, error) {
-	total, limit := 0, RetentionBatch
+	limit := RetentionBatch
 	if batchTime > 0 {
 		limit = retentionFirst
 	}
-	for ctx.Err() == nil {
-		began := clock.Now()
-		n, err := step(limit)
-		total += n
-		count(ctx, n)
-		if err != nil || n < limit {
-			return total, err
-		}
+	var began time.Time
+	timed := func(limit int) (int, error) {
+		began = clock.Now()
+		return step(limit)
+	}
+	return drain(ctx, limit, timed, func(limit int) int {
 		took := clock.Since(began)
 		if batchTime > 0 {
 			limit = nextBatch(limit, took, batchTime)
@@ -302,8 +304,8 @@ func paced(ctx context.Context, clock clockwork.Clock, batchTime time.Duration, 
 			case <-clock.After(took):
 			}
 		}
-	}
-	return total, ctx.Err()
+		return limit
+	})
 }
 
 // nextBatch is the limit after a full batch of limit rows that took took:

@@ -216,7 +216,7 @@ func TestDrainWorksInBoundedBatches(t *testing.T) {
 		k := min(left, limit)
 		left -= k
 		return k, nil
-	})
+	}, nil)
 	require.NoError(t, err)
 	require.Equal(t, 7, n)
 	require.Equal(t, []int{3, 3, 3}, limits, "3 + 3 + 1, then it stops")
@@ -227,7 +227,7 @@ func TestDrainWorksInBoundedBatches(t *testing.T) {
 		calls++
 		cancel()
 		return limit, nil
-	})
+	}, nil)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Equal(t, 3, n)
 	require.Equal(t, 1, calls, "stops when the context ends")
@@ -387,7 +387,7 @@ func TestRunnerMetrics(t *testing.T) {
 			k := min(left, limit)
 			left -= k
 			return k, nil
-		})
+		}, nil)
 		return n + 1, err // one more row, changed outside the batches
 	}}
 	r.pass(context.Background(), batched)
