@@ -7,7 +7,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/relaykit/relay/cloud/server"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 // hostRow is a line of the hosts page.
@@ -24,23 +26,53 @@ type hostRow struct {
 
 type hostsData struct {
 	Hosts []hostRow
+	Next  string // the next page's URL; "" on the last
+	First string // the first page's URL; "" on the first
 }
 
+// hostsPageSize is how many hosts a page of the hosts page shows.
+const hostsPageSize = 100
+
+// hostsPage shows a page of the hosts, oldest first: each one's presence,
+// what waits for it (its counts kept, the oldest of them) and its last
+// day's webhooks.
 func (cn *Console) hostsPage(c *gin.Context) {
 	ctx := c.Request.Context()
-	hosts, err := cn.d.Store.HostList(ctx)
+	p := &store.HostPageParams{Limit: hostsPageSize + 1}
+	if v := c.Query("cursor"); v != "" {
+		at, id, err := server.DecodeCursor(v)
+		if err != nil {
+			cn.failCode(c, shared.CodeInvalid, "cursor: not one this page made")
+			return
+		}
+		p.AfterCreatedAt, p.AfterID = &at, id
+	}
+	hosts, err := cn.d.Store.HostListWithCounts(ctx, p)
 	if err != nil {
 		cn.fail(c, err)
 		return
 	}
-	backlog, err := cn.d.Store.BacklogByHost(ctx, &store.BacklogParams{DLQSince: cn.now(), Limit: len(hosts) + 1})
+	var d hostsData
+	if len(hosts) > hostsPageSize {
+		hosts = hosts[:hostsPageSize]
+		last := hosts[len(hosts)-1].Host
+		d.Next = "/console/?cursor=" + server.EncodeCursor(last.CreatedAt, last.ID)
+	}
+	if p.AfterCreatedAt != nil {
+		d.First = "/console/"
+	}
+	ids := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		ids = append(ids, h.Host.ID)
+	}
+	backlog, err := cn.d.Store.BacklogByHost(ctx, &store.BacklogParams{DLQSince: cn.now(), Limit: len(ids) + 1, HostIDs: ids})
 	if err != nil {
 		cn.fail(c, err)
 		return
 	}
-	byHost := make(map[string]*store.HostBacklog, len(backlog))
+	oldest := make(map[string]*time.Time, len(backlog))
 	for _, b := range backlog {
-		byHost[b.HostID] = b
+		oldest[b.HostID] = b.OldestPending
 	}
 	now := cn.now()
 	var volume map[string][]int
@@ -50,14 +82,13 @@ func (cn *Console) hostsPage(c *gin.Context) {
 			return
 		}
 	}
-	rows := make([]hostRow, 0, len(hosts))
-	for _, h := range hosts {
-		r := hostRow{hostState: cn.stateOf(h), ID: h.ID, Name: h.Name}
-		if b := byHost[h.ID]; b != nil {
-			r.Pending, r.OldestPending, r.DLQ = b.Pending, b.OldestPending, b.DLQ
-			if b.OldestPending != nil {
-				r.PendingFor = now.Sub(*b.OldestPending)
-			}
+	d.Hosts = make([]hostRow, 0, len(hosts))
+	for _, hc := range hosts {
+		h, n := hc.Host, hc.Counts
+		r := hostRow{hostState: cn.stateOf(h), ID: h.ID, Name: h.Name, OldestPending: oldest[h.ID],
+			Pending: n[store.StatusQueued] + n[store.StatusDelivering] + n[store.StatusDelivered] + n[store.StatusRetrying], DLQ: n[store.StatusDLQ]}
+		if r.OldestPending != nil {
+			r.PendingFor = now.Sub(*r.OldestPending)
 		}
 		if volume != nil {
 			counts := volume[h.ID]
@@ -69,9 +100,9 @@ func (cn *Console) hostsPage(c *gin.Context) {
 			}
 			r.Spark = Sparkline(counts, fmt.Sprintf("%d webhooks in the last 24 hours", r.SparkTotal))
 		}
-		rows = append(rows, r)
+		d.Hosts = append(d.Hosts, r)
 	}
-	cn.render(c, 200, "hosts", &page{Title: "Hosts", Nav: "hosts", Data: hostsData{Hosts: rows}})
+	cn.render(c, 200, "hosts", &page{Title: "Hosts", Nav: "hosts", Data: d})
 }
 
 type claimData struct {

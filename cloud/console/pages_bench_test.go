@@ -66,43 +66,14 @@ func BenchmarkPages(b *testing.B) {
 
 func benchPages(b *testing.B, st store.Store, settle func()) {
 	end := time.Date(2026, 11, 26, 12, 30, 0, 0, time.UTC)
-	clock := clockwork.NewFakeClockAt(end)
-	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
-	require.NoError(b, err)
-	tokens, err := auth.NewTokens([]byte("jwt-key-for-tests-32-bytes-long!"), 0, clock)
-	require.NoError(b, err)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: testAdmin})
-	con := New(Deps{App: app, Store: st, Clock: clock, Log: log, CSRFKey: tokens.DerivedKey("console csrf"),
-		Volume: ReceivedPerHour(st)})
-	app.Mount(Path+"/", con.Routes, con.NotFound)
-	h := app.Handler()
+	app, h := benchConsole(b, st, end)
 
 	hosts, sample := seedPages(b, st, app, end)
 	settle()
 	// The volume kept up to two minutes ago, as the cloud's sweep keeps it.
 	storetest.FoldVolume(context.Background(), b, st, end.Add(-2*time.Minute))
 
-	// Log in once; every page is asked with the session's cookie.
-	req := httptest.NewRequest("POST", "/console/login", strings.NewReader(url.Values{"token": {testAdmin}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	require.Equal(b, 303, rec.Code, rec.Body.String())
-	var cookie *http.Cookie
-	for _, ck := range rec.Result().Cookies() {
-		if ck.Name == CookieName {
-			cookie = ck
-		}
-	}
-	require.NotNil(b, cookie)
-	get := func(path string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("GET", path, nil)
-		req.AddCookie(cookie)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
+	get := loggedIn(b, h)
 	first := get("/console/deliveries")
 	require.Equal(b, 200, first.Code)
 	next := nextRE.FindStringSubmatch(first.Body.String())
@@ -143,6 +114,97 @@ func benchPages(b *testing.B, st store.Store, settle func()) {
 			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// benchConsole is the cloud's API and console on st, on a clock stopped
+// at end.
+func benchConsole(b *testing.B, st store.Store, end time.Time) (*server.Server, http.Handler) {
+	clock := clockwork.NewFakeClockAt(end)
+	ring, err := secrets.NewRing(bytes.Repeat([]byte{7}, 32))
+	require.NoError(b, err)
+	tokens, err := auth.NewTokens([]byte("jwt-key-for-tests-32-bytes-long!"), 0, clock)
+	require.NoError(b, err)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	app := server.New(st, ring, tokens, clock, log, server.Config{AdminToken: testAdmin})
+	con := New(Deps{App: app, Store: st, Clock: clock, Log: log, CSRFKey: tokens.DerivedKey("console csrf"),
+		Volume: ReceivedPerHour(st)})
+	app.Mount(Path+"/", con.Routes, con.NotFound)
+	return app, app.Handler()
+}
+
+// BenchmarkHostsPage renders the console's hosts page over 1,000 hosts,
+// each with four deliveries received in the last day (two acked, one
+// queued, one leased or dead-lettered): what the page costs a host.
+//
+//	go test -run '^$' -bench HostsPage -benchtime 100x ./cloud/console/
+func BenchmarkHostsPage(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) { benchHostsPage(b, sqlitetest.Open(b)) })
+	b.Run("postgres", func(b *testing.B) {
+		st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
+		require.NoError(b, err)
+		b.Cleanup(func() { st.Close() })
+		benchHostsPage(b, st)
+	})
+}
+
+func benchHostsPage(b *testing.B, st store.Store) {
+	ctx := context.Background()
+	end := time.Date(2026, 11, 26, 12, 30, 0, 0, time.UTC)
+	app, h := benchConsole(b, st, end)
+	for i := range 1000 {
+		host, err := app.CreateHost(ctx, fmt.Sprintf("host %d", i))
+		require.NoError(b, err)
+		for k := range 4 {
+			_, err := st.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: fmt.Sprintf("github:e%d-%d:1", i, k), HostID: host.ID,
+				Source: "github", EventID: fmt.Sprintf("e%d-%d", i, k), RawBody: []byte("{}"), ReceivedAt: end.Add(-time.Duration(k+1) * time.Hour), MaxAttempts: 1})
+			require.NoError(b, err)
+		}
+		leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: host.ID, Max: 3, LeaseFor: time.Hour, Now: end})
+		require.NoError(b, err)
+		_, err = st.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: host.ID, IDs: []string{leased.Deliveries[0].ID, leased.Deliveries[1].ID}, Now: end})
+		require.NoError(b, err)
+		if i%2 == 0 {
+			_, err = st.DeliveryNack(ctx, delivery.NackParams(host.ID, []delivery.Nack{{ID: leased.Deliveries[2].ID}}, delivery.RetryPolicy{}, end))
+			require.NoError(b, err)
+		}
+	}
+	storetest.FoldVolume(ctx, b, st, end.Add(-2*time.Minute))
+	get := loggedIn(b, h)
+	rec := get("/console/")
+	require.Equal(b, 200, rec.Code, rec.Body.String())
+	b.SetBytes(int64(rec.Body.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		if rec := get("/console/"); rec.Code != 200 {
+			b.Fatalf("%d", rec.Code)
+		}
+	}
+}
+
+// loggedIn logs in to the console of h once and returns a getter that
+// asks for a page with the session's cookie.
+func loggedIn(b *testing.B, h http.Handler) func(path string) *httptest.ResponseRecorder {
+	// Log in once; every page is asked with the session's cookie.
+	req := httptest.NewRequest("POST", "/console/login", strings.NewReader(url.Values{"token": {testAdmin}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(b, 303, rec.Code, rec.Body.String())
+	var cookie *http.Cookie
+	for _, ck := range rec.Result().Cookies() {
+		if ck.Name == CookieName {
+			cookie = ck
+		}
+	}
+	require.NotNil(b, cookie)
+	get := func(path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		req.AddCookie(cookie)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	return get
 }
 
 // processCPU is the user and system time this process has used.

@@ -23,6 +23,7 @@ type Store interface {
 	GroupsOfHost(ctx context.Context, hostID string) ([]store.GroupMemberOf, error)
 	HostGet(ctx context.Context, id string) (*store.Host, error)
 	HostList(ctx context.Context) ([]*store.Host, error)
+	HostListWithCounts(ctx context.Context, p *store.HostPageParams) ([]*store.HostWithCounts, error)
 	PresenceEventList(ctx context.Context, hostID string, limit int) ([]*store.PresenceEvent, error)
 	QuarantineCount(ctx context.Context) (int, error)
 	QuarantineList(ctx context.Context, p *store.QuarantineListParams) ([]*store.QuarantinedRequest, error)

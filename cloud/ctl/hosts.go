@@ -11,13 +11,33 @@ import (
 )
 
 func hostsList(ctx context.Context, e *env, args []string, auth func() error) error {
-	type answer struct {
-		Hosts []host `json:"hosts"`
+	f := newFlags(e, "hosts list [--presence online|late|offline] [--limit N] [--cursor C] [--json]  (oldest first)")
+	presence := f.String("presence", "", "only hosts of this presence: online, late or offline")
+	limit := f.Int("limit", 100, "hosts, 1 to 500")
+	cursor := f.String("cursor", "", "the next page")
+	if _, err := f.parseAuthed(args, 0, 0, auth); err != nil {
+		return err
 	}
-	return listTable(ctx, e, args, auth, "hosts list [--json]", "/api/hosts", func(a *answer) []host { return a.Hosts },
-		[]string{"ID", "NAME", "STATUS", "PRESENCE", "LAST CONTACT", "BACKLOG", "DLQ"}, func(h host) []string {
-			return []string{h.ID, h.Name, h.Status, e.presence(h), e.ago(h.LastHeartbeatAt), backlog(h), strconv.Itoa(h.Counts["dlq"])}
-		})
+	q := pageQuery(*limit, *cursor)
+	if *presence != "" {
+		q.Set("presence", *presence)
+	}
+	var out struct {
+		Hosts      []host `json:"hosts"`
+		NextCursor string `json:"next_cursor,omitempty"`
+	}
+	if done, err := e.fetch(ctx, "GET", "/api/hosts", q, nil, &out); done {
+		return err
+	}
+	rows := make([][]string, 0, len(out.Hosts))
+	for _, h := range out.Hosts {
+		rows = append(rows, []string{h.ID, h.Name, h.Status, e.presence(h), e.ago(h.LastHeartbeatAt), backlog(h), strconv.Itoa(h.Counts["dlq"])})
+	}
+	e.table([]string{"ID", "NAME", "STATUS", "PRESENCE", "LAST CONTACT", "BACKLOG", "DLQ"}, rows)
+	if out.NextCursor != "" {
+		fmt.Fprintf(e.stdout, "more: --cursor %s\n", out.NextCursor)
+	}
+	return nil
 }
 
 // presence is the cloud's judgement of a host (online, late, offline);

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -86,6 +87,16 @@ func TestCtlCommands(t *testing.T) {
 			}
 			ctlJSON(t, u, &hosts, "hosts", "list")
 			require.Len(t, hosts.Hosts, 2)
+			// A page at a time: the first says where the next starts.
+			out = ctlOK(t, u, "hosts", "list", "--limit", "1")
+			require.Contains(t, out, "build box")
+			require.NotContains(t, out, "edge box")
+			more := regexp.MustCompile(`(?m)^more: --cursor (\S+)$`).FindStringSubmatch(out)
+			require.NotNil(t, more, out)
+			out = ctlOK(t, u, "hosts", "list", "--limit", "1", "--cursor", more[1])
+			require.Contains(t, out, "edge box")
+			require.NotContains(t, out, "more:")
+			require.Contains(t, ctlOK(t, u, "hosts", "list", "--presence", "offline"), "ID")
 
 			require.Contains(t, ctlOK(t, u, "hosts", "rename", id, "edge box 2"), "edge box 2")
 			var h struct {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,6 +54,73 @@ func TestHostPresence(t *testing.T) {
 	require.Len(t, h.PresenceHistory, 2)
 	require.Equal(t, presenceEventJSON{At: now.UTC(), From: store.PresenceOnline, To: store.PresenceOffline, LastedS: 240}, h.PresenceHistory[0])
 	_ = online
+}
+
+// The host list comes a page at a time, oldest first, and a presence
+// filter reads on through the hosts until its page is full.
+func TestHostListPages(t *testing.T) {
+	b := setup(t)
+	tokens := map[string]string{}
+	for i := range 7 {
+		b.clock.Advance(time.Millisecond)
+		id, token := b.newHost(fmt.Sprintf("host %d", i))
+		tokens[id] = token
+	}
+	twin, token := b.newHost("twin") // created in the same millisecond as host 6: told apart by id
+	tokens[twin] = token
+	type page struct {
+		Hosts      []hostJSON `json:"hosts"`
+		NextCursor string     `json:"next_cursor"`
+	}
+	get := func(query string) page {
+		t.Helper()
+		var out page
+		a := b.admin("GET", "/api/hosts"+query, nil)
+		require.Equal(t, 200, a.status, string(a.body))
+		a.json(t, &out)
+		return out
+	}
+	ids := func(hs []hostJSON) (out []string) {
+		for _, h := range hs {
+			out = append(out, h.ID)
+		}
+		return out
+	}
+	all := get("")
+	require.Len(t, all.Hosts, 8)
+	require.Empty(t, all.NextCursor, "the last page")
+	walk := func(query string) (got []string, pages int) {
+		t.Helper()
+		p := get(query)
+		for {
+			got, pages = append(got, ids(p.Hosts)...), pages+1
+			if p.NextCursor == "" {
+				return got, pages
+			}
+			p = get(query + "&cursor=" + p.NextCursor)
+		}
+	}
+	got, pages := walk("?limit=3")
+	require.Equal(t, ids(all.Hosts), got)
+	require.Equal(t, 3, pages)
+	got, pages = walk("?limit=8")
+	require.Equal(t, ids(all.Hosts), got)
+	require.Equal(t, 1, pages, "no empty page after a full one")
+
+	// Two hosts heartbeat; the others go late. A page of one online host
+	// skips the late ones before and between.
+	b.clock.Advance(2 * time.Minute)
+	online := []string{all.Hosts[3].ID, all.Hosts[6].ID}
+	for _, id := range online {
+		require.Equal(t, 200, b.heartbeat(tokens[id], shared.HeartbeatRequest{MaxWebhooks: shared.Ptr(0)}).status)
+	}
+	got, pages = walk("?presence=online&limit=1")
+	require.Equal(t, online, got)
+	require.Equal(t, 2, pages)
+
+	for _, q := range []string{"?limit=0", "?limit=501", "?limit=x", "?cursor=not-a-cursor", "?cursor=bm9wZQ"} {
+		b.refused("GET", "/api/hosts"+q, nil, 400, shared.CodeInvalid)
+	}
 }
 
 func TestAlertsAPI(t *testing.T) {

@@ -61,7 +61,7 @@ func (s *Server) listDeliveries(c *gin.Context) {
 		}
 		p.Status = st
 	}
-	if p.BeforeReceivedAt, p.BeforeID, err = queryDeliveryCursor(c); err != nil {
+	if p.BeforeReceivedAt, p.BeforeID, err = queryCursor(c); err != nil {
 		s.writeError(c, err)
 		return
 	}
@@ -130,9 +130,10 @@ func writeDeliveryPage(c *gin.Context, ds []*store.Delivery, limit int) {
 	c.JSON(200, gin.H{"webhooks": out, "next_cursor": next})
 }
 
-// queryDeliveryCursor parses the `cursor` query parameter of a page of
-// deliveries: nil when absent, else where the page before ended.
-func queryDeliveryCursor(c *gin.Context) (*time.Time, string, error) {
+// queryCursor parses the `cursor` query parameter of a page of deliveries
+// or of hosts (EncodeCursor's): nil when absent, else where the page
+// before ended.
+func queryCursor(c *gin.Context) (*time.Time, string, error) {
 	v := c.Query("cursor")
 	if v == "" {
 		return nil, "", nil
@@ -144,8 +145,9 @@ func queryDeliveryCursor(c *gin.Context) (*time.Time, string, error) {
 	return &at, id, nil
 }
 
-// EncodeCursor is a deliveries page's keyset cursor, the same in the API
-// and the console: base64url of "<received unix ms>:<delivery id>".
+// EncodeCursor is a page's keyset cursor, the same in the API and the
+// console: base64url of "<unix ms>:<id>", a delivery's receipt and id or a
+// host's creation and id.
 func EncodeCursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMilli(), 10) + ":" + id))
 }

@@ -125,6 +125,10 @@ func (s *Server) CreateHost(ctx context.Context, name string) (*shared.CreateHos
 	return &shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt}, nil
 }
 
+// listHosts answers a page of hosts, oldest first, with their counts: at
+// most limit (1–500, default 100), after the cursor (the next_cursor of the
+// page before; "" on the last page). A presence filter reads on through
+// the hosts until the page is full or none are left.
 func (s *Server) listHosts(c *gin.Context) {
 	presence := store.Presence(c.Query("presence"))
 	switch presence {
@@ -133,20 +137,43 @@ func (s *Server) listHosts(c *gin.Context) {
 		s.writeError(c, shared.Invalid("presence must be online, late or offline"))
 		return
 	}
-	hosts, err := s.store.HostListWithCounts(c.Request.Context())
+	limit, err := queryLimit(c, 100, 500)
 	if err != nil {
 		s.writeError(c, err)
 		return
 	}
-	out := make([]hostJSON, 0, len(hosts))
-	for _, h := range hosts {
-		v := s.hostView(c, h.Host, h.Counts)
-		if presence != "" && v.Presence != presence {
-			continue
-		}
-		out = append(out, v)
+	after, afterID, err := queryCursor(c)
+	if err != nil {
+		s.writeError(c, err)
+		return
 	}
-	c.JSON(200, gin.H{"hosts": out})
+	// One more than the page says whether there is a next page.
+	out := make([]hostJSON, 0, limit+1)
+	p := &store.HostPageParams{Limit: limit + 1, AfterCreatedAt: after, AfterID: afterID}
+	for len(out) <= limit {
+		hosts, err := s.store.HostListWithCounts(c.Request.Context(), p)
+		if err != nil {
+			s.writeError(c, err)
+			return
+		}
+		for _, h := range hosts {
+			if v := s.hostView(c, h.Host, h.Counts); presence == "" || v.Presence == presence {
+				out = append(out, v)
+			}
+		}
+		if len(hosts) < p.Limit {
+			break
+		}
+		last := hosts[len(hosts)-1].Host
+		p = &store.HostPageParams{Limit: p.Limit, AfterCreatedAt: &last.CreatedAt, AfterID: last.ID}
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[len(out)-1]
+		next = EncodeCursor(last.CreatedAt, last.ID)
+	}
+	c.JSON(200, gin.H{"hosts": out, "next_cursor": next})
 }
 
 func (s *Server) getHost(c *gin.Context) {

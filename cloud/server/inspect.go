@@ -52,7 +52,7 @@ func findParams(c *gin.Context) (*store.DeliveryFindParams, int, error) {
 		}
 		p.ReceivedSince = &at
 	}
-	if p.BeforeReceivedAt, p.BeforeID, err = queryDeliveryCursor(c); err != nil {
+	if p.BeforeReceivedAt, p.BeforeID, err = queryCursor(c); err != nil {
 		return nil, 0, err
 	}
 	return p, limit, nil

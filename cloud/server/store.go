@@ -47,7 +47,7 @@ type Store interface {
 	HostCreate(ctx context.Context, p *store.HostCreateParams) (*store.Host, error)
 	HostDeactivate(ctx context.Context, p *store.HostDeactivateParams) (*store.Host, error)
 	HostList(ctx context.Context) ([]*store.Host, error)
-	HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error)
+	HostListWithCounts(ctx context.Context, p *store.HostPageParams) ([]*store.HostWithCounts, error)
 	HostSetClaimCode(ctx context.Context, p *store.HostSetClaimCodeParams) (*store.Host, error)
 	HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error)
 	Ping(ctx context.Context) error

@@ -49,7 +49,8 @@ type AlertStore interface {
 	// BacklogByHost returns, in one query, the hosts with deliveries waiting
 	// (queued, delivering, delivered or retrying) or dead-lettered: their
 	// counts and the oldest waiting delivery's receipt, hosts with the
-	// oldest waiting delivery first, at most Limit hosts (0: 1000).
+	// oldest waiting delivery first, at most Limit hosts (0: 1000), of
+	// HostIDs only when it is not nil.
 	BacklogByHost(ctx context.Context, p *BacklogParams) ([]*HostBacklog, error)
 	// FailingSources returns, in one query, each host and source whose
 	// retrying deliveries failed at least MinAttempts attempts in a row (the
@@ -161,6 +162,7 @@ type PresenceEvent struct {
 type BacklogParams struct {
 	DLQSince time.Time // dead letters counted in NewDLQ: dead-lettered at or after this
 	Limit    int
+	HostIDs  []string // only these hosts; nil: every host
 }
 
 // HostBacklog is one host's waiting and dead-lettered deliveries.

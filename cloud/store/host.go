@@ -38,6 +38,14 @@ type HostWithCounts struct {
 	Counts map[Status]int
 }
 
+// HostPageParams is a page of the hosts, oldest first.
+type HostPageParams struct {
+	Limit int // 0: every host
+	// Keyset cursor: hosts created strictly after (AfterCreatedAt, AfterID).
+	AfterCreatedAt *time.Time
+	AfterID        string
+}
+
 // HostUpdateParams changes the fields that are not nil.
 type HostUpdateParams struct {
 	HostID          string

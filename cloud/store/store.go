@@ -46,10 +46,10 @@ type Store interface {
 	HostGet(ctx context.Context, id string) (*Host, error)
 	// HostList returns all hosts, oldest first.
 	HostList(ctx context.Context) ([]*Host, error)
-	// HostListWithCounts returns all hosts, oldest first, each with its
-	// deliveries counted by status (every status present, zeros included),
-	// in one query.
-	HostListWithCounts(ctx context.Context) ([]*HostWithCounts, error)
+	// HostListWithCounts returns a page of hosts, oldest first, each with
+	// its deliveries counted by status (every status present, zeros
+	// included), in one query that counts the page's hosts only.
+	HostListWithCounts(ctx context.Context, p *HostPageParams) ([]*HostWithCounts, error)
 	// HostUpdate changes a host's name and rate limits; nil fields are left
 	// as they are. ErrNotFound for an unknown host.
 	HostUpdate(ctx context.Context, p *HostUpdateParams) (*Host, error)

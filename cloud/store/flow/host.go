@@ -8,12 +8,14 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// HostsWithCounts is store.HostListWithCounts on db: every host, oldest
-// first, with its deliveries counted by status, in one query that reads
-// the counts the engine keeps (Dialect.DeliveryCounts), not the
-// deliveries. columns are the host columns scanHost reads, in its order.
-func HostsWithCounts(ctx context.Context, db DB, columns string, scanHost func(Scanner) (*store.Host, error)) ([]*store.HostWithCounts, error) {
-	rows, err := db.Read().Query(ctx, HostCountsQuery(db, columns))
+// HostsWithCounts is store.HostListWithCounts on db: a page of hosts,
+// oldest first, with their deliveries counted by status, in one query that
+// reads the counts the engine keeps (Dialect.DeliveryCounts) of the page's
+// hosts only, not the deliveries. columns are the host columns scanHost
+// reads, in its order.
+func HostsWithCounts(ctx context.Context, db DB, columns string, scanHost func(Scanner) (*store.Host, error), p *store.HostPageParams) ([]*store.HostWithCounts, error) {
+	q, args := HostCountsQuery(db, columns, p)
+	rows, err := db.Read().Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("host list with counts: %w", err)
 	}
@@ -37,21 +39,35 @@ func HostsWithCounts(ctx context.Context, db DB, columns string, scanHost func(S
 	return out, nil
 }
 
-// HostCountsQuery is HostsWithCounts' query: a row a host, its columns,
-// then a count for each of store.Statuses in that order (0 for none). The
-// counts are turned into columns before the join: joined a row per status,
-// each host's whole row was read and sent once per status it had.
-func HostCountsQuery(d Dialect, columns string) string {
+// HostCountsQuery is HostsWithCounts' query and its arguments: a row a
+// host of the page, its columns, then a count for each of store.Statuses in
+// that order (0 for none). The page is taken first (hosts_created_idx),
+// then the counts of its hosts, each host's turned into columns before the
+// join: joined a row per status, each host's whole row was read and sent
+// once per status it had.
+func HostCountsQuery(d Dialect, columns string, p *store.HostPageParams) (string, []any) {
 	var sums, cols []string
 	for i, st := range store.Statuses {
 		sums = append(sums, fmt.Sprintf("sum(CASE WHEN status = '%s' THEN n ELSE 0 END) AS n%d", st, i))
 		cols = append(cols, fmt.Sprintf("CAST(coalesce(c.n%d, 0) AS bigint)", i))
 	}
-	return `SELECT ` + prefixed("h.", columns) + `, ` + strings.Join(cols, ", ") + `
-		FROM hosts h
+	var where string
+	var args []any
+	if p.AfterCreatedAt != nil {
+		where = `WHERE (created_at, id) > ($1, $2)`
+		args = append(args, d.Time(*p.AfterCreatedAt), p.AfterID)
+	}
+	var limit string
+	if p.Limit > 0 {
+		args = append(args, p.Limit)
+		limit = fmt.Sprintf("LIMIT $%d", len(args))
+	}
+	return `WITH h AS MATERIALIZED (SELECT ` + columns + ` FROM hosts ` + where + ` ORDER BY created_at, id ` + limit + `)
+		SELECT ` + prefixed("h.", columns) + `, ` + strings.Join(cols, ", ") + `
+		FROM h
 		LEFT JOIN (SELECT host_id, ` + strings.Join(sums, ", ") + `
-			FROM ` + d.DeliveryCounts() + ` k GROUP BY host_id) c ON c.host_id = h.id
-		ORDER BY h.created_at, h.id`
+			FROM ` + d.DeliveryCounts() + ` k WHERE host_id IN (SELECT id FROM h) GROUP BY host_id) c ON c.host_id = h.id
+		ORDER BY h.created_at, h.id`, args
 }
 
 // ZeroCounts is a count per status, all zero.

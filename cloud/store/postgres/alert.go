@@ -19,15 +19,24 @@ var _ store.AlertStore = (*Store)(nil)
 // (queued and retrying) and of its leased ones (a lease's worth at most);
 // the window's dead letters since $1 are a range of their index (a
 // delivery's updated_at is never before its dlq_at).
-var backlogQuery = `
+var backlogQuery = backlogOf(false)
+
+// backlogOf is BacklogByHost's query, of the hosts in $3 (text[]) only
+// when hosts.
+func backlogOf(hosts bool) string {
+	of, andOf := "", ""
+	if hosts {
+		of, andOf = "WHERE host_id = ANY($3)", "AND host_id = ANY($3)"
+	}
+	return `
 	WITH k AS (
 		SELECT host_id,
 			sum(n) FILTER (WHERE status IN ('queued', 'retrying', 'delivering', 'delivered')) AS pending,
 			sum(n) FILTER (WHERE status = 'dlq') AS dlq
-		FROM ` + flowDB{}.DeliveryCounts() + ` c GROUP BY host_id),
+		FROM ` + flowDB{}.DeliveryCounts() + ` c ` + of + ` GROUP BY host_id),
 	fresh AS (
 		SELECT host_id, count(*) AS n FROM deliveries
-		WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 GROUP BY host_id),
+		WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 ` + andOf + ` GROUP BY host_id),
 	b AS MATERIALIZED (
 		SELECT k.host_id, coalesce(k.pending, 0) AS pending,
 			CASE WHEN k.pending > 0 THEN least(
@@ -39,9 +48,14 @@ var backlogQuery = `
 	SELECT host_id, pending::bigint, oldest, dlq::bigint, new_dlq::bigint FROM b
 	WHERE pending > 0 OR dlq > 0 OR new_dlq > 0
 	ORDER BY oldest NULLS LAST, host_id LIMIT $2`
+}
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
-	bs, err := flow.All(ctx, s.db().Read(), cols.ScanHostBacklog, backlogQuery, ms(p.DLQSince), store.LimitOr(p.Limit, 1000))
+	q, args := backlogQuery, []any{ms(p.DLQSince), store.LimitOr(p.Limit, 1000)}
+	if p.HostIDs != nil {
+		q, args = backlogOf(true), append(args, p.HostIDs)
+	}
+	bs, err := flow.All(ctx, s.db().Read(), cols.ScanHostBacklog, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("backlog by host: %w", err)
 	}

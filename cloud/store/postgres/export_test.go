@@ -40,7 +40,7 @@ var (
 	FindQuery          = findQuery
 	ListQuery          = listQuery
 	CountByStatusQuery = flow.CountByStatusQuery(flowDB{})
-	HostCountsQuery    = flow.HostCountsQuery(flowDB{}, hostColumns)
+	HostCountsQuery    = func(p *store.HostPageParams) (string, []any) { return flow.HostCountsQuery(flowDB{}, hostColumns, p) }
 	FailingQuery       = failingQuery
 )
 

@@ -317,8 +317,8 @@ func decodeDelays(b []byte) ([]time.Duration, error) {
 	return store.DecodeDelays(&v)
 }
 
-func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
-	return flow.HostsWithCounts(ctx, s.db(), hostColumns, scanHost)
+func (s *Store) HostListWithCounts(ctx context.Context, p *store.HostPageParams) ([]*store.HostWithCounts, error) {
+	return flow.HostsWithCounts(ctx, s.db(), hostColumns, scanHost, p)
 }
 
 func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {

@@ -31,7 +31,7 @@ func BenchmarkIncidentReads(b *testing.B) {
 		name string
 		read func() error
 	}{
-		{"hosts-with-counts", func() error { _, err := s.HostListWithCounts(ctx); return err }},
+		{"hosts-with-counts", func() error { _, err := s.HostListWithCounts(ctx, &store.HostPageParams{Limit: 101}); return err }},
 		{"host-counts", func() error { _, err := s.DeliveryCountByStatus(ctx, "h7"); return err }},
 		{"correlation-id", func() error {
 			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{CorrelationID: correlationID, Limit: 21})

@@ -110,27 +110,32 @@ func incidentPlans(ctx context.Context, t *testing.T, conn *pgx.Conn, correlatio
 			BeforeReceivedAt: before, BeforeID: "github:e1:1"})
 		return explain(ctx, t, conn, q, args...)
 	}
+	hosts := func(p *store.HostPageParams) string {
+		q, args := postgres.HostCountsQuery(p)
+		return explain(ctx, t, conn, q, args...)
+	}
 	before := time.Now().Add(-time.Hour)
 	return map[string]string{
-		"counts: host list":  explain(ctx, t, conn, postgres.HostCountsQuery),
-		"counts: host page":  explain(ctx, t, conn, postgres.CountByStatusQuery, "h7"),
-		"failing sources":    explain(ctx, t, conn, postgres.FailingQuery, 1, 1000),
-		"host's deliveries":  list("", "", nil),
-		"host's next page":   list("", "", &before),
-		"host's acked":       list(store.StatusAcked, "", nil),
-		"host's queued":      list(store.StatusQueued, "", nil),
-		"host's by source":   list("", "github", nil),
-		"host's dead letter": list(store.StatusDLQ, "", nil),
-		"dead letter":        find(store.DeliveryFindParams{Status: store.StatusDLQ}),
-		"queued":             find(store.DeliveryFindParams{Status: store.StatusQueued}),
-		"host's found":       find(store.DeliveryFindParams{HostID: "h7", Status: store.StatusDLQ}),
-		"delivery id":        find(store.DeliveryFindParams{EventID: "e1234", Source: "github"}),
-		"delivery":           explain(ctx, t, conn, postgres.GetQuery, "h34", "github:e1234:1234"),
-		"event id":           find(store.DeliveryFindParams{EventID: "e1234"}),
-		"absent event id":    find(store.DeliveryFindParams{EventID: "absent"}),
-		"correlation id":     find(store.DeliveryFindParams{CorrelationID: correlationID}),
-		"absent correlation": find(store.DeliveryFindParams{CorrelationID: "0123456789abcdef"}),
-		"host's correlation": find(store.DeliveryFindParams{HostID: "h7", CorrelationID: "0123456789abcdef"}),
+		"counts: host list":            hosts(&store.HostPageParams{Limit: 100}),
+		"counts: host list, next page": hosts(&store.HostPageParams{Limit: 100, AfterCreatedAt: &before, AfterID: "h9"}),
+		"counts: host page":            explain(ctx, t, conn, postgres.CountByStatusQuery, "h7"),
+		"failing sources":              explain(ctx, t, conn, postgres.FailingQuery, 1, 1000),
+		"host's deliveries":            list("", "", nil),
+		"host's next page":             list("", "", &before),
+		"host's acked":                 list(store.StatusAcked, "", nil),
+		"host's queued":                list(store.StatusQueued, "", nil),
+		"host's by source":             list("", "github", nil),
+		"host's dead letter":           list(store.StatusDLQ, "", nil),
+		"dead letter":                  find(store.DeliveryFindParams{Status: store.StatusDLQ}),
+		"queued":                       find(store.DeliveryFindParams{Status: store.StatusQueued}),
+		"host's found":                 find(store.DeliveryFindParams{HostID: "h7", Status: store.StatusDLQ}),
+		"delivery id":                  find(store.DeliveryFindParams{EventID: "e1234", Source: "github"}),
+		"delivery":                     explain(ctx, t, conn, postgres.GetQuery, "h34", "github:e1234:1234"),
+		"event id":                     find(store.DeliveryFindParams{EventID: "e1234"}),
+		"absent event id":              find(store.DeliveryFindParams{EventID: "absent"}),
+		"correlation id":               find(store.DeliveryFindParams{CorrelationID: correlationID}),
+		"absent correlation":           find(store.DeliveryFindParams{CorrelationID: "0123456789abcdef"}),
+		"host's correlation":           find(store.DeliveryFindParams{HostID: "h7", CorrelationID: "0123456789abcdef"}),
 		"group's correlation": find(store.DeliveryFindParams{GroupID: "g_1", CorrelationID: "0123456789abcdef",
 			Status: store.StatusAcked}),
 	}

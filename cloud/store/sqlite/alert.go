@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -22,15 +23,24 @@ var _ store.AlertStore = (*Store)(nil)
 // updated_at is never before its dlq_at). Grouping by +host_id keeps the
 // planner from walking the (host_id, status) index, every delivery of it,
 // for its order.
-const backlogQuery = `
+var backlogQuery = backlogOf(false)
+
+// backlogOf is BacklogByHost's query, of the hosts in ?3 (a JSON array)
+// only when hosts.
+func backlogOf(hosts bool) string {
+	of, andOf := "", ""
+	if hosts {
+		of, andOf = "WHERE host_id IN (SELECT value FROM json_each(?3))", "AND host_id IN (SELECT value FROM json_each(?3))"
+	}
+	return `
 	WITH k AS (
 		SELECT host_id,
 			SUM(CASE WHEN status IN ('queued', 'retrying', 'delivering', 'delivered') THEN n ELSE 0 END) AS pending,
 			SUM(CASE WHEN status = 'dlq' THEN n ELSE 0 END) AS dlq
-		FROM delivery_counts GROUP BY host_id),
+		FROM delivery_counts ` + of + ` GROUP BY host_id),
 	fresh AS (
 		SELECT host_id, COUNT(*) AS n FROM deliveries
-		WHERE status = 'dlq' AND updated_at >= ?1 AND dlq_at >= ?1 GROUP BY +host_id),
+		WHERE status = 'dlq' AND updated_at >= ?1 AND dlq_at >= ?1 ` + andOf + ` GROUP BY +host_id),
 	b AS MATERIALIZED (
 		SELECT k.host_id, k.pending,
 			CASE WHEN k.pending > 0 THEN NULLIF(min(
@@ -46,13 +56,22 @@ const backlogQuery = `
 	SELECT host_id, pending, oldest, dlq, new_dlq FROM b
 	WHERE pending > 0 OR dlq > 0 OR new_dlq > 0
 	ORDER BY oldest IS NULL, oldest, host_id LIMIT ?2`
+}
 
 // noTime stands for no time in a min() of times (SQLite's scalar min is
 // NULL when any argument is).
 const noTime = "9223372036854775807"
 
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
-	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, backlogQuery, dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000))
+	q, args := backlogQuery, []any{dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000)}
+	if p.HostIDs != nil {
+		ids, err := json.Marshal(p.HostIDs)
+		if err != nil {
+			return nil, fmt.Errorf("backlog by host: %w", err)
+		}
+		q, args = backlogOf(true), append(args, string(ids))
+	}
+	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("backlog by host: %w", err)
 	}

@@ -125,8 +125,8 @@ func (s *Store) HostDeactivate(ctx context.Context, p *store.HostDeactivateParam
 	return h, nil
 }
 
-func (s *Store) HostListWithCounts(ctx context.Context) ([]*store.HostWithCounts, error) {
-	return flow.HostsWithCounts(ctx, s.db(), hostColumns, scanHost)
+func (s *Store) HostListWithCounts(ctx context.Context, p *store.HostPageParams) ([]*store.HostWithCounts, error) {
+	return flow.HostsWithCounts(ctx, s.db(), hostColumns, scanHost, p)
 }
 
 func (s *Store) HostUpdate(ctx context.Context, p *store.HostUpdateParams) (*store.Host, error) {

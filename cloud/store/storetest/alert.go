@@ -143,6 +143,16 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Len(t, bs, 1, "bounded")
 		require.Equal(t, 0, bs[0].NewDLQ, "dead-lettered before DLQSince")
 
+		// Of some hosts only (a page of the console's hosts).
+		bs, err = s.BacklogByHost(ctx, &store.BacklogParams{DLQSince: base.Add(3 * time.Minute), HostIDs: []string{third.ID, b.host.ID, "h_nope"}})
+		require.NoError(t, err)
+		require.Len(t, bs, 2)
+		require.Equal(t, store.HostBacklog{HostID: b.host.ID, Pending: 2, OldestPending: ptr(base), DLQ: 1, NewDLQ: 1}, *bs[0])
+		require.Equal(t, store.HostBacklog{HostID: third.ID, DLQ: 1}, *bs[1])
+		bs, err = s.BacklogByHost(ctx, &store.BacklogParams{DLQSince: base, HostIDs: []string{}})
+		require.NoError(t, err)
+		require.Empty(t, bs, "of no host")
+
 		fs, err := s.FailingSources(ctx, &store.FailingSourcesParams{MinAttempts: 2})
 		require.NoError(t, err)
 		require.Equal(t, []*store.SourceFailures{{HostID: b.other.ID, Source: "stripe", Attempts: 2, Retrying: 1}}, fs)

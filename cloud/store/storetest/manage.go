@@ -439,7 +439,7 @@ func exerciseHostUpkeep(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Len(t, lease(ctx, t, s, b.host.ID, 2, 0, base), 2)
 		toDLQ(ctx, t, s, b.other.ID, "evt-o", base)
 
-		list, err := s.HostListWithCounts(ctx)
+		list, err := s.HostListWithCounts(ctx, &store.HostPageParams{})
 		require.NoError(t, err)
 		require.Len(t, list, 3)
 		hosts, err := s.HostList(ctx)
@@ -454,6 +454,35 @@ func exerciseHostUpkeep(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 2, list[0].Counts[store.StatusDelivering])
 		require.Equal(t, 1, list[1].Counts[store.StatusDLQ])
 		require.Len(t, list[2].Counts, len(store.Statuses), "a host without deliveries counts zeros")
+
+		// A page at a time, each after the last one's (created_at, id):
+		// the same hosts with the same counts. Two hosts created in the
+		// same millisecond are told apart by id.
+		createHost(ctx, t, s, "host-b2", base.Add(time.Second))
+		all, err := s.HostListWithCounts(ctx, &store.HostPageParams{})
+		require.NoError(t, err)
+		require.Len(t, all, 4)
+		var paged []*store.HostWithCounts
+		p := &store.HostPageParams{Limit: 1}
+		for range 10 {
+			page, err := s.HostListWithCounts(ctx, p)
+			require.NoError(t, err)
+			if len(page) == 0 {
+				break
+			}
+			require.Len(t, page, 1)
+			paged = append(paged, page...)
+			last := page[len(page)-1].Host
+			p = &store.HostPageParams{Limit: 1, AfterCreatedAt: &last.CreatedAt, AfterID: last.ID}
+		}
+		require.Equal(t, all, paged)
+		page, err := s.HostListWithCounts(ctx, &store.HostPageParams{Limit: 3})
+		require.NoError(t, err)
+		require.Equal(t, all[:3], page)
+		last := all[1].Host
+		page, err = s.HostListWithCounts(ctx, &store.HostPageParams{Limit: 5, AfterCreatedAt: &last.CreatedAt, AfterID: last.ID})
+		require.NoError(t, err)
+		require.Equal(t, all[2:], page)
 	})
 
 	// The counts are kept as deliveries change (an engine may record the
@@ -486,7 +515,7 @@ func exerciseHostUpkeep(ctx context.Context, t *testing.T, setup setupFunc) {
 			t.Helper()
 			require.Equal(t, hostCounts, counts(b.host.ID))
 			require.Equal(t, want(map[store.Status]int{store.StatusDLQ: otherDLQ}), counts(b.other.ID))
-			list, err := s.HostListWithCounts(ctx)
+			list, err := s.HostListWithCounts(ctx, &store.HostPageParams{})
 			require.NoError(t, err)
 			for _, hc := range list {
 				require.Equal(t, counts(hc.Host.ID), hc.Counts, hc.Host.ID)
