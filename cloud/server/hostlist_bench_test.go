@@ -21,7 +21,9 @@ import (
 
 // BenchmarkHostList answers GET /api/hosts over loopback HTTP with 1,000
 // hosts, each with four deliveries (two acked, one queued, and one
-// delivering or dead-lettered): what the list costs a host.
+// delivering or dead-lettered): the first page (100 hosts), the largest
+// (500), and a page of the hosts online, which reads through every host to
+// find none.
 //
 //	go test -run '^$' -bench HostList -benchtime 200x ./cloud/server/
 func BenchmarkHostList(b *testing.B) {
@@ -56,8 +58,8 @@ func benchHostList(b *testing.B, st store.Store) {
 			require.NoError(b, err)
 		}
 	}
-	get := func() int {
-		req, _ := http.NewRequest("GET", srv.URL+"/api/hosts", nil)
+	get := func(query string) int {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/hosts"+query, nil)
 		req.Header.Set("Authorization", "Bearer "+testAdmin)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(b, err)
@@ -66,9 +68,12 @@ func benchHostList(b *testing.B, st store.Store) {
 		require.Equal(b, 200, resp.StatusCode)
 		return int(n)
 	}
-	b.SetBytes(int64(get()))
-	b.ResetTimer()
-	for range b.N {
-		get()
+	for _, q := range []struct{ name, query string }{{"page", ""}, {"page-500", "?limit=500"}, {"online", "?presence=online"}} {
+		b.Run(q.name, func(b *testing.B) {
+			b.SetBytes(int64(get(q.query)))
+			for b.Loop() {
+				get(q.query)
+			}
+		})
 	}
 }

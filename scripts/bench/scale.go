@@ -349,7 +349,9 @@ func (r *run) measureReads(s *scaleSamples, calls int) ([]readRow, error) {
 		skipped string
 	}
 	reads := []read{
-		{name: "API: host list with counts (`GET /api/hosts`)", do: apiGet("/api/hosts")},
+		{name: "API: host list with counts, a page of 100 (`GET /api/hosts`)", do: apiGet("/api/hosts")},
+		{name: "API: … 500 a page (`?limit=500`)", do: apiGet("/api/hosts?limit=500")},
+		{name: "API: … online (`?presence=online`: every host read to fill the page)", do: apiGet("/api/hosts?presence=online")},
 		{name: "API: host page with counts (`GET /api/hosts/:id`)", do: apiGet("/api/hosts/" + h)},
 		{name: "API: a host's deliveries, newest (`/api/hosts/:id/webhooks`)", do: apiGet("/api/hosts/" + h + "/webhooks")},
 		{name: "API: … dead-lettered (`?status=dlq`)", do: apiGet("/api/hosts/" + h + "/webhooks?status=dlq")},
@@ -364,7 +366,7 @@ func (r *run) measureReads(s *scaleSamples, calls int) ([]readRow, error) {
 		{name: "API: absent correlation id (`?correlation_id=…`)", do: apiGet("/api/deliveries?correlation_id=" + absentCorrelation)},
 		{name: "API: a host's rejections (`/api/hosts/:id/rejections`)", do: apiGet("/api/hosts/" + h + "/rejections")},
 		{name: "API: alerts (`GET /api/alerts`)", do: apiGet("/api/alerts")},
-		{name: "console: hosts page", do: pageGet("/console/")},
+		{name: "console: hosts page (100 a page)", do: pageGet("/console/")},
 		{name: "console: host page", do: pageGet("/console/hosts/" + h)},
 		{name: "console: deliveries, newest", do: pageGet("/console/deliveries")},
 		{name: "console: dead letters", do: pageGet("/console/deliveries?status=dlq")},
