@@ -241,7 +241,7 @@ func parseFlags(args []string) (*config, error) {
 	if _, err := newIDs(c.ids); err != nil {
 		return nil, err
 	}
-	if _, err := newMix(c.payloads); err != nil {
+	if err := checkMix(c.payloads); err != nil {
 		return nil, err
 	}
 	if c.drainWorkers < 2 || c.drainWorkers > 256 {
