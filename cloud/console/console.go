@@ -62,10 +62,10 @@ type Deps struct {
 	// serves TLS or RELAY_PUBLIC_URL is https. Without it, a request that
 	// a trusted proxy says came over HTTPS (App.ViaHTTPS) gets it Secure.
 	SecureCookie bool
-	// Volume gives every host's webhooks per hour over the last 24 hours,
+	// Volume gives the hosts' webhooks per hour over the last 24 hours,
 	// oldest first, by host id (a host with none may be absent), for the
-	// hosts page's sparklines; nil: none drawn.
-	Volume func(ctx context.Context, now time.Time) (map[string][]int, error)
+	// hosts page's sparklines of a page of hosts; nil: none drawn.
+	Volume func(ctx context.Context, now time.Time, hostIDs []string) (map[string][]int, error)
 	// MaxSessions is how many live sessions are kept at most, the oldest
 	// removed first; 0: DefaultMaxSessions.
 	MaxSessions int

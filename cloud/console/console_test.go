@@ -42,7 +42,7 @@ type bundle struct {
 type options struct {
 	secureCookie   bool
 	trustedProxies []string
-	volume         func(ctx context.Context, now time.Time) (map[string][]int, error)
+	volume         func(ctx context.Context, now time.Time, hostIDs []string) (map[string][]int, error)
 	maxSessions    int
 }
 

@@ -130,7 +130,7 @@ func TestVolumeAndRejectionsData(t *testing.T) {
 	require.Equal(t, outcomeTotal{"rejected", 0}, v.Host.Totals[4])
 	require.Equal(t, outcomeTotal{"rejected", 60}, v.Relay.Totals[4])
 	require.Len(t, v.Hosts, 2)
-	byHost, err := ReceivedPerHour(s)(ctx, dataBase.Add(time.Minute))
+	byHost, err := ReceivedPerHour(s)(ctx, dataBase.Add(time.Minute), []string{"h1", "h2"})
 	require.NoError(t, err)
 	require.Len(t, byHost, 1, "hosts with none are left out")
 	require.Len(t, byHost["h1"], 24)

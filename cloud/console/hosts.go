@@ -77,7 +77,7 @@ func (cn *Console) hostsPage(c *gin.Context) {
 	now := cn.now()
 	var volume map[string][]int
 	if cn.d.Volume != nil {
-		if volume, err = cn.d.Volume(ctx, now); err != nil {
+		if volume, err = cn.d.Volume(ctx, now, ids); err != nil {
 			cn.fail(c, err)
 			return
 		}

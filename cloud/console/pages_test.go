@@ -51,7 +51,7 @@ func TestInlineDetector(t *testing.T) {
 // security headers and for anything inline.
 func TestEveryPage(t *testing.T) {
 	var b *bundle
-	vol := func(ctx context.Context, now time.Time) (map[string][]int, error) {
+	vol := func(ctx context.Context, now time.Time, _ []string) (map[string][]int, error) {
 		hosts, err := b.store.HostList(ctx)
 		out := map[string][]int{}
 		for _, h := range hosts {

@@ -98,11 +98,11 @@ func (cn *Console) volumePage(c *gin.Context) {
 	cn.render(c, 200, "volume", &page{Title: "Volume", Nav: "volume", Data: d})
 }
 
-// ReceivedPerHour is Deps.Volume read from the store: every host's
+// ReceivedPerHour is Deps.Volume read from the store: the hosts'
 // webhooks received per hour over the last 24 hours
 // (store.DeliveryVolumeByHost).
-func ReceivedPerHour(st store.VolumeStore) func(ctx context.Context, now time.Time) (map[string][]int, error) {
-	return func(ctx context.Context, now time.Time) (map[string][]int, error) {
-		return st.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now})
+func ReceivedPerHour(st store.VolumeStore) func(ctx context.Context, now time.Time, hostIDs []string) (map[string][]int, error) {
+	return func(ctx context.Context, now time.Time, hostIDs []string) (map[string][]int, error) {
+		return st.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now, HostIDs: hostIDs})
 	}
 }

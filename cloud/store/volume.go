@@ -34,7 +34,10 @@ const MaxVolumeHours = 24
 
 type DeliveryVolumeParams struct {
 	HostID string // "": every host
-	Hours  int    // 1–MaxVolumeHours; 0: MaxVolumeHours
+	// HostIDs, for DeliveryVolumeByHost: of these hosts only; nil: every
+	// host.
+	HostIDs []string
+	Hours   int // 1–MaxVolumeHours; 0: MaxVolumeHours
 	// ReceivedOnly counts Received alone (the other outcomes stay zero):
 	// what a sparkline of a host's traffic needs.
 	ReceivedOnly bool

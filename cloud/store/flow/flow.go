@@ -76,6 +76,11 @@ type Dialect interface {
 	// VolumeQuery is a volume count's query (store.VolumeRangeQuery) in
 	// the engine's SQL and placeholders, with its arguments.
 	VolumeQuery(r store.VolumeRange) (string, []any)
+	// Strings is a list of strings as the engine binds one, for IsOneOf.
+	Strings(v []string) any
+	// IsOneOf is the condition that col is one of the list bound, by
+	// Strings, as the placeholder param.
+	IsOneOf(col, param string) string
 	// DeliveryCounts is a table, or a subquery, of the counts the engine
 	// keeps of each host's deliveries by status: rows of (host_id, status,
 	// n), one for each host and status it has counted.

@@ -45,8 +45,8 @@ func (d Deliveries) countVolume(ctx context.Context, r store.VolumeRange) ([]vol
 // kept of host ("" every host) in [from, to), of outcome ("" every one),
 // by host when host is nil, and up to when they are kept (nil: never
 // folded).
-func (d Deliveries) keptVolume(ctx context.Context, host *string, outcome string, from, to time.Time) ([]volumeCount, *time.Time, error) {
-	q, args := KeptVolumeQuery(host, outcome, d.DB.Time(from), d.DB.Time(to))
+func (d Deliveries) keptVolume(ctx context.Context, host *string, hosts []string, outcome string, from, to time.Time) ([]volumeCount, *time.Time, error) {
+	q, args := KeptVolumeQuery(d.DB, host, hosts, outcome, d.DB.Time(from), d.DB.Time(to))
 	type row struct {
 		outcome, host string
 		at            time.Time
@@ -74,15 +74,20 @@ func (d Deliveries) keptVolume(ctx context.Context, host *string, outcome string
 
 // KeptVolumeQuery is keptVolume's query and its arguments: the hours
 // kept in [from, to) (as the engine binds times) of host ("" every host;
-// nil: each host, by host), of outcome ("" every one), and a row of
-// outcome "" whose hour is up to when they are kept, if ever.
-func KeptVolumeQuery(host *string, outcome string, from, to any) (string, []any) {
+// nil: each host, by host, of hosts only when it is not nil), of outcome
+// ("" every one), and a row of outcome "" whose hour is up to when they
+// are kept, if ever.
+func KeptVolumeQuery(d Dialect, host *string, hosts []string, outcome string, from, to any) (string, []any) {
 	args := []any{from, to}
 	where := "hour >= $1 AND hour < $2"
-	if host != nil {
+	switch {
+	case host != nil:
 		args = append(args, *host)
 		where += fmt.Sprintf(" AND host_id = $%d", len(args))
-	} else {
+	case hosts != nil:
+		args = append(args, d.Strings(hosts))
+		where += " AND " + d.IsOneOf("host_id", fmt.Sprintf("$%d", len(args)))
+	default:
 		where += " AND host_id <> ''"
 	}
 	if outcome != "" {
@@ -102,7 +107,7 @@ func (d Deliveries) DeliveryVolume(ctx context.Context, p *store.DeliveryVolumeP
 	if p.ReceivedOnly {
 		outcome = store.OutcomeReceived
 	}
-	kept, since, err := d.keptVolume(ctx, &p.HostID, outcome, from, to)
+	kept, since, err := d.keptVolume(ctx, &p.HostID, nil, outcome, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("delivery volume: %w", err)
 	}
@@ -126,7 +131,7 @@ func (d Deliveries) DeliveryVolumeByHost(ctx context.Context, p *store.DeliveryV
 	if err != nil {
 		return nil, err
 	}
-	kept, since, err := d.keptVolume(ctx, nil, store.OutcomeReceived, from, to)
+	kept, since, err := d.keptVolume(ctx, nil, p.HostIDs, store.OutcomeReceived, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("delivery volume by host: %w", err)
 	}
@@ -134,9 +139,16 @@ func (d Deliveries) DeliveryVolumeByHost(ctx context.Context, p *store.DeliveryV
 	if err != nil {
 		return nil, fmt.Errorf("delivery volume by host: %w", err)
 	}
+	var of map[string]bool // the live counts of every host, the hosts' only
+	if p.HostIDs != nil {
+		of = make(map[string]bool, len(p.HostIDs))
+		for _, h := range p.HostIDs {
+			of[h] = true
+		}
+	}
 	out := map[string][]int{}
 	for _, c := range append(kept, live...) {
-		if c.hour < 0 || c.hour >= hours {
+		if c.hour < 0 || c.hour >= hours || of != nil && !of[c.host] {
 			continue
 		}
 		if out[c.host] == nil {

@@ -21,12 +21,12 @@ var _ store.AlertStore = (*Store)(nil)
 // delivery's updated_at is never before its dlq_at).
 var backlogQuery = backlogOf(false)
 
-// backlogOf is BacklogByHost's query, of the hosts in $3 (text[]) only
-// when hosts.
+// backlogOf is BacklogByHost's query, of the hosts in $3 (a list bound by
+// flowDB.Strings) only when hosts.
 func backlogOf(hosts bool) string {
 	of, andOf := "", ""
 	if hosts {
-		of, andOf = "WHERE host_id = ANY($3)", "AND host_id = ANY($3)"
+		of, andOf = "WHERE "+flowDB{}.IsOneOf("host_id", "$3"), "AND "+flowDB{}.IsOneOf("host_id", "$3")
 	}
 	return `
 	WITH k AS (
@@ -53,7 +53,7 @@ func backlogOf(hosts bool) string {
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	q, args := backlogQuery, []any{ms(p.DLQSince), store.LimitOr(p.Limit, 1000)}
 	if p.HostIDs != nil {
-		q, args = backlogOf(true), append(args, p.HostIDs)
+		q, args = backlogOf(true), append(args, flowDB{}.Strings(p.HostIDs))
 	}
 	bs, err := flow.All(ctx, s.db().Read(), cols.ScanHostBacklog, q, args...)
 	if err != nil {

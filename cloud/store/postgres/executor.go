@@ -33,6 +33,13 @@ func (flowDB) SkipLocked() string             { return " FOR UPDATE SKIP LOCKED"
 func (flowDB) RowKey() string                 { return "delivery_id" }
 func (flowDB) DeliveryIs(param string) string { return "delivery_id = " + param }
 
+// Strings binds a list as one text[]: a custom plan sees it as one constant
+// array, matched by hashing (IN of a placeholder each compared each row
+// with each one, and took planning a selectivity each).
+func (flowDB) Strings(v []string) any { return v }
+
+func (flowDB) IsOneOf(col, param string) string { return col + " = ANY(" + param + "::text[])" }
+
 // pgxQuerier is the pool, or a transaction.
 type pgxQuerier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

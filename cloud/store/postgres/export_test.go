@@ -10,6 +10,9 @@ import (
 // PruneQuery is flow.PruneQuery in Postgres, for the plan test.
 func PruneQuery(status store.Status) string { return flow.PruneQuery(flowDB{}, status) }
 
+// Dialect is the engine's flow.Dialect, for queries the tests build.
+var Dialect flow.Dialect = flowDB{}
+
 // VolumeQuery is volumeQuery, and BacklogQuery backlogQuery, for the plan
 // tests.
 var (

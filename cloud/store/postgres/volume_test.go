@@ -84,7 +84,7 @@ func TestVolumeUsesIndexes(t *testing.T) {
 	_, err = conn.Exec(ctx, `ANALYZE delivery_volume`)
 	require.NoError(t, err)
 	for name, r := range storetest.KeptVolumeReads() {
-		q, args := flow.KeptVolumeQuery(r.Host, r.Outcome, from, now)
+		q, args := flow.KeptVolumeQuery(postgres.Dialect, r.Host, r.Hosts, r.Outcome, from, now)
 		plan := explain(ctx, t, conn, q, args...)
 		require.NotContains(t, plan, "Seq Scan on delivery_volume ", "%s:\n%s", name, plan)
 		require.Contains(t, plan, "Index", "%s:\n%s", name, plan)

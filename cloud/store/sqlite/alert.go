@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -25,12 +24,12 @@ var _ store.AlertStore = (*Store)(nil)
 // for its order.
 var backlogQuery = backlogOf(false)
 
-// backlogOf is BacklogByHost's query, of the hosts in ?3 (a JSON array)
-// only when hosts.
+// backlogOf is BacklogByHost's query, of the hosts in ?3 (a list bound by
+// flowDB.Strings) only when hosts.
 func backlogOf(hosts bool) string {
 	of, andOf := "", ""
 	if hosts {
-		of, andOf = "WHERE host_id IN (SELECT value FROM json_each(?3))", "AND host_id IN (SELECT value FROM json_each(?3))"
+		of, andOf = "WHERE "+flowDB{}.IsOneOf("host_id", "?3"), "AND "+flowDB{}.IsOneOf("host_id", "?3")
 	}
 	return `
 	WITH k AS (
@@ -65,11 +64,7 @@ const noTime = "9223372036854775807"
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	q, args := backlogQuery, []any{dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000)}
 	if p.HostIDs != nil {
-		ids, err := json.Marshal(p.HostIDs)
-		if err != nil {
-			return nil, fmt.Errorf("backlog by host: %w", err)
-		}
-		q, args = backlogOf(true), append(args, string(ids))
+		q, args = backlogOf(true), append(args, flowDB{}.Strings(p.HostIDs))
 	}
 	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, q, args...)
 	if err != nil {

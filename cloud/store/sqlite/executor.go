@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -156,3 +157,13 @@ func (c nullTimeCol) Scan(v any) error {
 // DeliveryCounts: the counts migration 23's triggers keep in place, on
 // the one writer.
 func (flowDB) DeliveryCounts() string { return "delivery_counts" }
+
+// Strings binds a list as a JSON array, read by json_each.
+func (flowDB) Strings(v []string) any {
+	b, _ := json.Marshal(v) // strings always marshal
+	return string(b)
+}
+
+func (flowDB) IsOneOf(col, param string) string {
+	return col + " IN (SELECT value FROM json_each(" + param + "))"
+}

@@ -84,7 +84,7 @@ func TestVolumeUsesIndexes(t *testing.T) {
 		SELECT ?1 / 3600000 * 3600000 - h.i * 3600000, 'k' || k.i, o.name, 1 FROM h, k, o`, dbTime(now))
 	require.NoError(t, err)
 	for name, r := range storetest.KeptVolumeReads() {
-		q, args := flow.KeptVolumeQuery(r.Host, r.Outcome, dbTime(from), dbTime(now))
+		q, args := flow.KeptVolumeQuery(flowDB{}, r.Host, r.Hosts, r.Outcome, dbTime(from), dbTime(now))
 		plan := strings.Join(queryPlan(ctx, t, s, q, args...), "; ")
 		require.NotContains(t, plan, "SCAN delivery_volume", "%s: %s", name, plan)
 		require.Contains(t, plan, "SEARCH delivery_volume", "%s: %s", name, plan)

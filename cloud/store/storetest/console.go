@@ -240,6 +240,19 @@ func exerciseVolume(ctx context.Context, t *testing.T, setup setupFunc) {
 		// folded is kept as it was counted: a delivery received in a
 		// folded hour and pruned since stays in its hour's count.
 		insert(ctx, t, s, h, "evt-new", now.Add(-time.Minute), deliveryOpts{})
+		// Of some hosts only (a page of the hosts page): the hours kept
+		// and those counted as they stand.
+		byHost, err = s.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now, HostIDs: []string{b.other.ID, "no-such-host"}})
+		require.NoError(t, err)
+		require.Equal(t, map[string][]int{b.other.ID: wantByHost[b.other.ID]}, byHost, "the other host's alone")
+		byHost, err = s.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now, HostIDs: []string{h}})
+		require.NoError(t, err)
+		wantHost := append([]int(nil), wantByHost[h]...)
+		wantHost[23]++
+		require.Equal(t, map[string][]int{h: wantHost}, byHost, "the host's, the one received since the fold included")
+		byHost, err = s.DeliveryVolumeByHost(ctx, &store.DeliveryVolumeParams{Now: now, HostIDs: []string{}})
+		require.NoError(t, err)
+		require.Empty(t, byHost, "of no host")
 		n, err := s.DeliveryPrune(ctx, &store.DeliveryPruneParams{Status: store.StatusAcked,
 			PruneParams: store.PruneParams{Before: base.Add(3 * time.Hour)}})
 		require.NoError(t, err)

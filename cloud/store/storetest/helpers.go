@@ -262,20 +262,23 @@ func FoldVolume(ctx context.Context, t testing.TB, s store.Store, until time.Tim
 }
 
 // KeptVolumeReads are the reads of the volume kept that the console makes
-// (flow.KeptVolumeQuery's host and outcome), by name, for the engines'
-// plan tests.
+// (flow.KeptVolumeQuery's host, hosts and outcome), by name, for the
+// engines' plan tests.
 func KeptVolumeReads() map[string]struct {
 	Host    *string
+	Hosts   []string
 	Outcome string
 } {
 	every, one := "", "h1"
 	return map[string]struct {
 		Host    *string
+		Hosts   []string
 		Outcome string
 	}{
-		"every host":           {&every, ""},
-		"one host":             {&one, ""},
-		"one host's received":  {&one, store.OutcomeReceived},
-		"each host's received": {nil, store.OutcomeReceived}, // the hosts page
+		"every host":                {&every, nil, ""},
+		"one host":                  {&one, nil, ""},
+		"one host's received":       {&one, nil, store.OutcomeReceived},
+		"each host's received":      {nil, nil, store.OutcomeReceived},
+		"a page of hosts' received": {nil, []string{"k1", "k7", "k500"}, store.OutcomeReceived}, // the hosts page
 	}
 }
