@@ -79,7 +79,17 @@ wait "$pgstore" || race_ok=1
 cat "$pgstore_log"; rm -f "$pgstore_log"
 [ "$race_ok" = 0 ] || { echo "FAIL: go test -race"; exit 1; }
 
-phase "go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-1s} each, two at a time)"
+phase "go test (end-to-end: real cloud and host processes)"
+# Its tests mostly wait on processes (a handler's sleep, a lease, a cut
+# link): four at a time keep the machine busy, where two (the default on
+# two cores) left it idle two thirds of the time.
+go test -count=1 -parallel 4 -timeout 10m ./cloud/e2e/...
+
+phase "fault suite, short (scripts/chaos -short: cloud SIGKILLs, host SIGKILLs, network faults, hosts on heartbeats then on sockets; make chaos runs every scenario in full), beside go test -fuzz (every fuzz target, ${RELAY_FUZZTIME:-1s} each, two at a time)"
+# The fault suite mostly waits on its processes and on the faults' windows
+# (its deadlines are a minute and more), so the fuzz targets, which want
+# the CPU, run beside it rather than after it.
+#
 # Targets are found, not named, so new ones run too. Set RELAY_FUZZTIME
 # (e.g. 30s) to fuzz longer. A failure leaves its input under the package's
 # testdata/fuzz/ as a regression seed. Two targets run at once, each with
@@ -106,19 +116,23 @@ fuzz_one() {
   done
 }
 export -f fuzz_one
-fuzz_pkgs=$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
-for pkg in $fuzz_pkgs; do
-  go test -list '^Fuzz' "$pkg/" | grep '^Fuzz' | sed "s|^|$pkg |"
-done | xargs -P 2 -L 1 bash -c 'fuzz_one "$0" "$1"' || { echo "FAIL: go test -fuzz"; exit 1; }
-
-phase "go test (end-to-end: real cloud and host processes)"
-# Its tests mostly wait on processes (a handler's sleep, a lease, a cut
-# link): four at a time keep the machine busy, where two (the default on
-# two cores) left it idle two thirds of the time.
-go test -count=1 -parallel 4 -timeout 10m ./cloud/e2e/...
-
-phase "fault suite, short (scripts/chaos -short: cloud SIGKILLs, host SIGKILLs, network faults, hosts on heartbeats then on sockets; make chaos runs every scenario in full)"
-go run ./scripts/chaos -short
+fuzz_log=$(mktemp)
+fuzz_all() {
+  fuzz_pkgs=$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u)
+  for pkg in $fuzz_pkgs; do
+    go test -list '^Fuzz' "$pkg/" | grep '^Fuzz' | sed "s|^|$pkg |"
+  done | xargs -P 2 -L 1 bash -c 'fuzz_one "$0" "$1"'
+}
+fuzz_all >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+chaos_ok=0
+go run ./scripts/chaos -short || chaos_ok=1
+fuzz_ok=0
+wait "$fuzz_pid" || fuzz_ok=1
+echo "==> go test -fuzz, beside it:"
+cat "$fuzz_log"; rm -f "$fuzz_log"
+[ "$chaos_ok" = 0 ] || { echo "FAIL: scripts/chaos -short"; exit 1; }
+[ "$fuzz_ok" = 0 ] || { echo "FAIL: go test -fuzz"; exit 1; }
 
 phase ""
 echo "==> screenshots of the console and the host page: $RELAY_SCREENSHOT_DIR"

@@ -125,6 +125,9 @@ func (s *Server) CreateHost(ctx context.Context, name string) (*shared.CreateHos
 	return &shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt}, nil
 }
 
+// filterScan is how many hosts a filtered host list reads at a time.
+var filterScan = 500
+
 // listHosts answers a page of hosts, oldest first, with their counts: at
 // most limit (1–500, default 100), after the cursor (the next_cursor of the
 // page before; "" on the last page). A presence filter reads on through
@@ -147,9 +150,15 @@ func (s *Server) listHosts(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	// One more than the page says whether there is a next page.
+	// One more than the page says whether there is a next page. A filter
+	// reads the hosts filterScan at a time: it may keep few of them, and a
+	// read costs a round trip and a query besides its hosts.
 	out := make([]hostJSON, 0, limit+1)
-	p := &store.HostPageParams{Limit: limit + 1, AfterCreatedAt: after, AfterID: afterID}
+	scan := limit + 1
+	if presence != "" {
+		scan = max(scan, filterScan)
+	}
+	p := &store.HostPageParams{Limit: scan, AfterCreatedAt: after, AfterID: afterID}
 	for len(out) <= limit {
 		hosts, err := s.store.HostListWithCounts(c.Request.Context(), p)
 		if err != nil {
