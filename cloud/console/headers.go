@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 )
@@ -42,7 +43,9 @@ type asset struct {
 	hash  string // hex SHA-256, first 16 characters
 }
 
-var assets = loadAssets()
+// assets are the embedded files, read on first use: not when `cloud ctl`
+// starts (the MIME types' first look-up reads the system's tables).
+var assets = sync.OnceValue(loadAssets)
 
 func loadAssets() map[string]*asset {
 	entries, err := assetFS.ReadDir("assets")
@@ -68,7 +71,7 @@ func loadAssets() map[string]*asset {
 // assetURL is an asset's URL with its content hash, so that it can be
 // cached for good: a new build changes the URL.
 func assetURL(name string) string {
-	a, ok := assets[name]
+	a, ok := assets()[name]
 	if !ok {
 		panic("console: no asset " + name)
 	}
@@ -78,7 +81,7 @@ func assetURL(name string) string {
 // asset serves an embedded asset: cached for a year when asked by its
 // hashed URL, else revalidated by its ETag.
 func (cn *Console) asset(c *gin.Context) {
-	a, ok := assets[c.Param("name")]
+	a, ok := assets()[c.Param("name")]
 	if !ok {
 		c.Header("Content-Type", "text/plain; charset=utf-8")
 		c.String(404, "no such asset")

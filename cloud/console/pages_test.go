@@ -130,14 +130,14 @@ func TestAssets(t *testing.T) {
 		require.Equal(t, "public, max-age=31536000, immutable", a.header.Get("Cache-Control"), "by its hashed URL")
 		require.Equal(t, "nosniff", a.header.Get("X-Content-Type-Options"))
 		etag := a.header.Get("ETag")
-		require.Equal(t, `"`+assets[name].hash+`"`, etag)
+		require.Equal(t, `"`+assets()[name].hash+`"`, etag)
 		a = cl.do("GET", "/console/assets/"+name, nil, map[string]string{"If-None-Match": etag})
 		require.Equal(t, 304, a.status)
 		require.Equal(t, "no-cache", a.header.Get("Cache-Control"), "unhashed: revalidated")
 		a = cl.get("/console/assets/" + name + "?v=old")
 		require.Equal(t, "no-cache", a.header.Get("Cache-Control"))
 	}
-	require.LessOrEqual(t, len(assets["console.js"].body), 4<<10, "a few KB of JavaScript at most")
+	require.LessOrEqual(t, len(assets()["console.js"].body), 4<<10, "a few KB of JavaScript at most")
 	require.Equal(t, 404, cl.get("/console/assets/nope.js").status)
 }
 
