@@ -24,9 +24,12 @@ var backlogQuery = backlogOf(false)
 // backlogOf is BacklogByHost's query, of the hosts in $3 (a list bound by
 // flowDB.Strings) only when hosts.
 func backlogOf(hosts bool) string {
-	of, andOf := "", ""
+	of := ""
 	if hosts {
-		of, andOf = "WHERE "+flowDB{}.IsOneOf("host_id", "$3"), "AND "+flowDB{}.IsOneOf("host_id", "$3")
+		// The hosts' counts only; the window's dead letters stay a
+		// range of their index (by host, it walked every dead letter
+		// of each host), and the join keeps the hosts' alone.
+		of = "WHERE " + flowDB{}.IsOneOf("host_id", "$3")
 	}
 	return `
 	WITH k AS (
@@ -36,7 +39,7 @@ func backlogOf(hosts bool) string {
 		FROM ` + flowDB{}.DeliveryCounts() + ` c ` + of + ` GROUP BY host_id),
 	fresh AS (
 		SELECT host_id, count(*) AS n FROM deliveries
-		WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 ` + andOf + ` GROUP BY host_id),
+		WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 GROUP BY host_id),
 	b AS MATERIALIZED (
 		SELECT k.host_id, coalesce(k.pending, 0) AS pending,
 			CASE WHEN k.pending > 0 THEN least(

@@ -16,8 +16,9 @@ var Dialect flow.Dialect = flowDB{}
 // VolumeQuery is volumeQuery, and BacklogQuery backlogQuery, for the plan
 // tests.
 var (
-	VolumeQuery  = volumeQuery
-	BacklogQuery = backlogQuery
+	VolumeQuery      = volumeQuery
+	BacklogQuery     = backlogQuery
+	BacklogPageQuery = backlogOf(true)
 )
 
 // CandidatesQuery and CandidatesPlan are the lease's, for the plan test.

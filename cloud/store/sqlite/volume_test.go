@@ -98,11 +98,23 @@ func TestVolumeUsesIndexes(t *testing.T) {
 func TestBacklogUsesPartialIndexes(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
-	plan := strings.Join(queryPlan(ctx, t, s, backlogQuery, 0, 10), "; ")
-	require.Contains(t, plan, "SCAN delivery_counts", plan)
-	require.Contains(t, plan, "SEARCH deliveries USING INDEX deliveries_available_idx (host_id=?)", plan)
-	require.Contains(t, plan, "SEARCH deliveries USING COVERING INDEX deliveries_host_status_idx (host_id=? AND status=?)", plan)
-	require.Contains(t, plan, "SEARCH deliveries USING COVERING INDEX deliveries_dlq_idx (updated_at>?)", plan)
-	require.NotContains(t, plan, "SCAN deliveries", plan)
-	require.Equal(t, 3, strings.Count(plan, "CORRELATED SCALAR SUBQUERY"), "each host's oldest, once: %s", plan)
+	for _, tc := range []struct {
+		name string
+		plan []string
+	}{
+		{"every host", queryPlan(ctx, t, s, backlogQuery, 0, 10)},
+		{"a page of hosts", queryPlan(ctx, t, s, backlogOf(true), 0, 10, flowDB{}.Strings([]string{"h1", "h2"}))},
+	} {
+		plan := strings.Join(tc.plan, "; ")
+		if tc.name == "every host" {
+			require.Contains(t, plan, "SCAN delivery_counts", plan)
+		} else {
+			require.Contains(t, plan, "SEARCH delivery_counts USING PRIMARY KEY (host_id=?)", "%s: %s", tc.name, plan)
+		}
+		require.Contains(t, plan, "SEARCH deliveries USING INDEX deliveries_available_idx (host_id=?)", "%s: %s", tc.name, plan)
+		require.Contains(t, plan, "SEARCH deliveries USING COVERING INDEX deliveries_host_status_idx (host_id=? AND status=?)", "%s: %s", tc.name, plan)
+		require.Contains(t, plan, "SEARCH deliveries USING COVERING INDEX deliveries_dlq_idx (updated_at>?)", "%s: the window's dead letters, not every host's: %s", tc.name, plan)
+		require.NotContains(t, plan, "SCAN deliveries", "%s: %s", tc.name, plan)
+		require.Equal(t, 3, strings.Count(plan, "CORRELATED SCALAR SUBQUERY"), "%s: each host's oldest, once: %s", tc.name, plan)
+	}
 }
