@@ -139,7 +139,8 @@ func (d Deliveries) DeliveryVolumeByHost(ctx context.Context, p *store.DeliveryV
 	if err != nil {
 		return nil, fmt.Errorf("delivery volume by host: %w", err)
 	}
-	var of map[string]bool // the live counts of every host, the hosts' only
+	// The live counts are read for every host: keep p.HostIDs' only.
+	var of map[string]bool
 	if p.HostIDs != nil {
 		of = make(map[string]bool, len(p.HostIDs))
 		for _, h := range p.HostIDs {

@@ -19,7 +19,7 @@ var _ store.AlertStore = (*Store)(nil)
 // (queued and retrying) and of its leased ones (a lease's worth at most);
 // the window's dead letters since $1 are a range of their index (a
 // delivery's updated_at is never before its dlq_at).
-var backlogQuery = backlogOf(false)
+var backlogQuery, backlogOfHosts = backlogOf(false), backlogOf(true)
 
 // backlogOf is BacklogByHost's query, of the hosts in $3 (a list bound by
 // flowDB.Strings) only when hosts.
@@ -56,7 +56,7 @@ func backlogOf(hosts bool) string {
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	q, args := backlogQuery, []any{ms(p.DLQSince), store.LimitOr(p.Limit, 1000)}
 	if p.HostIDs != nil {
-		q, args = backlogOf(true), append(args, flowDB{}.Strings(p.HostIDs))
+		q, args = backlogOfHosts, append(args, flowDB{}.Strings(p.HostIDs))
 	}
 	bs, err := flow.All(ctx, s.db().Read(), cols.ScanHostBacklog, q, args...)
 	if err != nil {

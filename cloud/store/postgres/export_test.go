@@ -18,7 +18,7 @@ var Dialect flow.Dialect = flowDB{}
 var (
 	VolumeQuery      = volumeQuery
 	BacklogQuery     = backlogQuery
-	BacklogPageQuery = backlogOf(true)
+	BacklogPageQuery = backlogOfHosts
 )
 
 // CandidatesQuery and CandidatesPlan are the lease's, for the plan test.

@@ -22,7 +22,7 @@ var _ store.AlertStore = (*Store)(nil)
 // updated_at is never before its dlq_at). Grouping by +host_id keeps the
 // planner from walking the (host_id, status) index, every delivery of it,
 // for its order.
-var backlogQuery = backlogOf(false)
+var backlogQuery, backlogOfHosts = backlogOf(false), backlogOf(true)
 
 // backlogOf is BacklogByHost's query, of the hosts in ?3 (a list bound by
 // flowDB.Strings) only when hosts.
@@ -67,7 +67,7 @@ const noTime = "9223372036854775807"
 func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error) {
 	q, args := backlogQuery, []any{dbTime(p.DLQSince), store.LimitOr(p.Limit, 1000)}
 	if p.HostIDs != nil {
-		q, args = backlogOf(true), append(args, flowDB{}.Strings(p.HostIDs))
+		q, args = backlogOfHosts, append(args, flowDB{}.Strings(p.HostIDs))
 	}
 	bs, err := queryAll(ctx, s.read, cols.ScanHostBacklog, q, args...)
 	if err != nil {

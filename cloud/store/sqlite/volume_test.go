@@ -103,7 +103,7 @@ func TestBacklogUsesPartialIndexes(t *testing.T) {
 		plan []string
 	}{
 		{"every host", queryPlan(ctx, t, s, backlogQuery, 0, 10)},
-		{"a page of hosts", queryPlan(ctx, t, s, backlogOf(true), 0, 10, flowDB{}.Strings([]string{"h1", "h2"}))},
+		{"a page of hosts", queryPlan(ctx, t, s, backlogOfHosts, 0, 10, flowDB{}.Strings([]string{"h1", "h2"}))},
 	} {
 		plan := strings.Join(tc.plan, "; ")
 		if tc.name == "every host" {
