@@ -144,23 +144,13 @@ func benchHostsPage(b *testing.B, st store.Store, settle func()) {
 	ctx := context.Background()
 	end := time.Date(2026, 11, 26, 12, 30, 0, 0, time.UTC)
 	app, h := benchConsole(b, st, end)
-	for i := range 1000 {
-		host, err := app.CreateHost(ctx, fmt.Sprintf("host %d", i))
-		require.NoError(b, err)
-		for k := range 4 {
-			_, err := st.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: fmt.Sprintf("github:e%d-%d:1", i, k), HostID: host.ID,
-				Source: "github", EventID: fmt.Sprintf("e%d-%d", i, k), RawBody: []byte("{}"), ReceivedAt: end.Add(-time.Duration(k+1) * time.Hour), MaxAttempts: 1})
-			require.NoError(b, err)
+	storetest.HostsOfFour(ctx, b, st, 1000, end, func(name string) (string, error) {
+		h, err := app.CreateHost(ctx, name)
+		if err != nil {
+			return "", err
 		}
-		leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: host.ID, Max: 3, LeaseFor: time.Hour, Now: end})
-		require.NoError(b, err)
-		_, err = st.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: host.ID, IDs: []string{leased.Deliveries[0].ID, leased.Deliveries[1].ID}, Now: end})
-		require.NoError(b, err)
-		if i%2 == 0 {
-			_, err = st.DeliveryNack(ctx, delivery.NackParams(host.ID, []delivery.Nack{{ID: leased.Deliveries[2].ID}}, delivery.RetryPolicy{}, end))
-			require.NoError(b, err)
-		}
-	}
+		return h.ID, nil
+	})
 	// What the cloud's sweep keeps up: the volume up to two minutes ago,
 	// the counts' changes folded.
 	storetest.FoldVolume(ctx, b, st, end.Add(-2*time.Minute))

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,11 +11,11 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 	"github.com/relaykit/relay/cloud/store/sqlite/sqlitetest"
+	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
 // BenchmarkHostList answers GET /api/hosts over loopback HTTP with 1,000
@@ -41,23 +40,13 @@ func benchHostList(b *testing.B, st store.Store) {
 	b.Cleanup(func() { srv.Close(); st.Close() })
 	ctx := context.Background()
 	now := time.Now()
-	for i := range 1000 {
-		h, err := s.CreateHost(ctx, fmt.Sprintf("host %d", i))
-		require.NoError(b, err)
-		for k := range 4 {
-			_, err := st.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: fmt.Sprintf("github:e%d-%d:1", i, k), HostID: h.ID,
-				Source: "github", EventID: fmt.Sprintf("e%d-%d", i, k), RawBody: []byte("{}"), ReceivedAt: now, MaxAttempts: 1})
-			require.NoError(b, err)
+	storetest.HostsOfFour(ctx, b, st, 1000, now, func(name string) (string, error) {
+		h, err := s.CreateHost(ctx, name)
+		if err != nil {
+			return "", err
 		}
-		leased, err := st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: h.ID, Max: 3, LeaseFor: time.Hour, Now: now})
-		require.NoError(b, err)
-		_, err = st.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: h.ID, IDs: []string{leased.Deliveries[0].ID, leased.Deliveries[1].ID}, Now: now})
-		require.NoError(b, err)
-		if i%2 == 0 {
-			_, err = st.DeliveryNack(ctx, delivery.NackParams(h.ID, []delivery.Nack{{ID: leased.Deliveries[2].ID}}, delivery.RetryPolicy{}, now))
-			require.NoError(b, err)
-		}
-	}
+		return h.ID, nil
+	})
 	get := func(query string) int {
 		req, _ := http.NewRequest("GET", srv.URL+"/api/hosts"+query, nil)
 		req.Header.Set("Authorization", "Bearer "+testAdmin)

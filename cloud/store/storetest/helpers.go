@@ -282,3 +282,29 @@ func KeptVolumeReads() map[string]struct {
 		"a page of hosts' received": {nil, []string{"k1", "k7", "k500"}, store.OutcomeReceived}, // the hosts page
 	}
 }
+
+// HostsOfFour creates n hosts with create (the cloud's own host creation,
+// given a name) and gives each four deliveries received in the four hours
+// before now: two acked, one queued, and one leased (odd hosts) or
+// dead-lettered (even ones). What the host list and the hosts page read,
+// a host at a time.
+func HostsOfFour(ctx context.Context, t testing.TB, s store.Store, n int, now time.Time, create func(name string) (string, error)) {
+	t.Helper()
+	for i := range n {
+		id, err := create(fmt.Sprintf("host %d", i))
+		require.NoError(t, err)
+		for k := range 4 {
+			_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: fmt.Sprintf("github:e%d-%d:1", i, k), HostID: id,
+				Source: "github", EventID: fmt.Sprintf("e%d-%d", i, k), RawBody: []byte("{}"), ReceivedAt: now.Add(-time.Duration(k+1) * time.Hour), MaxAttempts: 1})
+			require.NoError(t, err)
+		}
+		leased, err := s.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: id, Max: 3, LeaseFor: time.Hour, Now: now})
+		require.NoError(t, err)
+		_, err = s.DeliveryAck(ctx, &store.DeliveryAckParams{HostID: id, IDs: []string{leased.Deliveries[0].ID, leased.Deliveries[1].ID}, Now: now})
+		require.NoError(t, err)
+		if i%2 == 0 {
+			_, err = s.DeliveryNack(ctx, delivery.NackParams(id, []delivery.Nack{{ID: leased.Deliveries[2].ID}}, delivery.RetryPolicy{}, now))
+			require.NoError(t, err)
+		}
+	}
+}
