@@ -70,9 +70,9 @@ func (cn *Console) hostsPage(c *gin.Context) {
 		cn.fail(c, err)
 		return
 	}
-	oldest := make(map[string]*time.Time, len(backlog))
+	byHost := make(map[string]*store.HostBacklog, len(backlog))
 	for _, b := range backlog {
-		oldest[b.HostID] = b.OldestPending
+		byHost[b.HostID] = b
 	}
 	now := cn.now()
 	var volume map[string][]int
@@ -84,11 +84,13 @@ func (cn *Console) hostsPage(c *gin.Context) {
 	}
 	d.Hosts = make([]hostRow, 0, len(hosts))
 	for _, hc := range hosts {
-		h, n := hc.Host, hc.Counts
-		r := hostRow{hostState: cn.stateOf(h), ID: h.ID, Name: h.Name, OldestPending: oldest[h.ID],
-			Pending: n[store.StatusQueued] + n[store.StatusDelivering] + n[store.StatusDelivered] + n[store.StatusRetrying], DLQ: n[store.StatusDLQ]}
-		if r.OldestPending != nil {
-			r.PendingFor = now.Sub(*r.OldestPending)
+		h := hc.Host
+		r := hostRow{hostState: cn.stateOf(h), ID: h.ID, Name: h.Name}
+		if b := byHost[h.ID]; b != nil { // what waits, as the store's backlog counts it
+			r.Pending, r.OldestPending, r.DLQ = b.Pending, b.OldestPending, b.DLQ
+			if b.OldestPending != nil {
+				r.PendingFor = now.Sub(*b.OldestPending)
+			}
 		}
 		if volume != nil {
 			counts := volume[h.ID]
