@@ -260,6 +260,10 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		groups   = make([]string, n)
 		lanes    = make([]string, n)
 		bodyOf   = make([]*string, n) // a fanout's: the key its shared body is stored under
+		// The bodies to store, each under its key (its row's id, or a
+		// fanout's shared key) for its row of r (1-based).
+		bodyKeys = make([]string, 0, n)
+		bodyRows = make([]int64, 0, n)
 	)
 	byKey := make(map[string]int, n)
 	shares := map[*store.BodyShare]*string{}
@@ -286,19 +290,28 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			}
 			bodyOf[j] = shares[r.Share]
 		}
+		if bodies[j] != nil || r.Share == nil {
+			bodyKeys, bodyRows = append(bodyKeys, r.ID), append(bodyRows, int64(j+1))
+			bodies[len(bodyKeys)-1] = bodies[j]
+		}
 	}
+	bodies = bodies[:len(bodyKeys)]
 	// A row whose event is stored, or whose delivery id another event has,
 	// is skipped; the caller tells which. A row stored leased (InsertRow)
 	// gets its lease's audit event after its receipt's, and wakes no one:
 	// its connection pushes it. The notifications are counted in a
-	// sub-select evaluated once, and only when a row was inserted.
+	// sub-select evaluated once, and only when a row was inserted. The
+	// bodies go from their parameter into their table and nowhere else: a
+	// 300 KB body carried through r and new was copied into each part of
+	// the statement that read them (5.4 ms a lone insert, against 2.2).
 	out, err := q.Query(ctx, `
 		WITH r AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::json[],
-				$8::bytea[], $9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[],
+				$9::integer[], $10::integer[], $11::jsonb[], $12::timestamptz[], $13::text[], $14::text[],
 				$17::text[], $18::integer[], $19::timestamptz[], $20::text[], $21::bytea[], $22::text[], $23::text[], $24::text[])
-				AS r(id, host, src, ev, typ, act, hdr, body, size, att, delays, at, corr, reason, status, tries, lease, lreason, dig,
-					grp, lane, body_of)
+				WITH ORDINALITY
+				AS r(id, host, src, ev, typ, act, hdr, size, att, delays, at, corr, reason, status, tries, lease, lreason, dig,
+					grp, lane, body_of, n)
 		), ins AS (
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
@@ -306,17 +319,14 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			SELECT id, host, src, ev, typ, act, hdr, size, status, tries, att, delays, lease, at, corr, at, dig,
 				grp, lane, body_of FROM r
 			ON CONFLICT DO NOTHING
-			RETURNING delivery_id, host_id, source, event_id, received_at, status, group_id, lane
+			RETURNING delivery_id, host_id, source, event_id, received_at, status, group_id, lane, body_of
 		), new AS (
-			SELECT ins.delivery_id, ins.received_at, ins.status, r.body, r.reason, r.lreason, r.body_of FROM ins
+			SELECT ins.delivery_id, ins.received_at, ins.status, r.reason, r.lreason, r.n FROM ins
 				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
 		), bodies AS (
 			INSERT INTO delivery_bodies (delivery_id, raw_body)
-			SELECT delivery_id, body FROM new WHERE body_of IS NULL
-			UNION ALL
-			SELECT r.body_of, r.body FROM r
-			WHERE r.body IS NOT NULL AND r.body_of IS NOT NULL
-				AND EXISTS (SELECT 1 FROM new WHERE new.body_of = r.body_of)
+			SELECT b.key, b.body FROM unnest($25::text[], $26::bigint[], $8::bytea[]) AS b(key, n, body)
+			WHERE b.n IN (SELECT n FROM new) OR b.key IN (SELECT body_of FROM ins)
 			ON CONFLICT (delivery_id) DO NOTHING
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
@@ -332,7 +342,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 		FROM ins`,
 		ids, hosts, sources, events, types, actions, headers, bodies, sizes, attempts, delays, times, correlations,
 		reasons, string(store.TransitionReceive.To), availableChannel, statuses, tries, leases, leasedBy, digests,
-		groups, lanes, bodyOf)
+		groups, lanes, bodyOf, bodyKeys, bodyRows)
 	if err != nil {
 		return nil, err
 	}
