@@ -258,6 +258,7 @@ func (a *app) Open(ctx context.Context) error {
 		func(ctx context.Context) { srv.RunQuarantineRelease(ctx, time.Minute) },
 		srv.RunWakeups,
 		srv.RunGroups,
+		srv.RunRollCall,
 		srv.RunIPSetRefresh,
 		alerts.Run,
 		a.reloadOnHUP,

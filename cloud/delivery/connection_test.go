@@ -74,9 +74,15 @@ func (b *bundle) counted() (*delivery.Service, *countingStore) {
 }
 
 func (b *bundle) countedObserved() (*delivery.Service, *countingStore, *observed) {
+	return b.countedObservedParking(true)
+}
+
+// countedObservedParking is countedObserved with answered long polls
+// parking from the start or not (delivery.Config.ParkPolls).
+func (b *bundle) countedObservedParking(park bool) (*delivery.Service, *countingStore, *observed) {
 	cs := &countingStore{Store: b.store}
 	obs := &observed{}
-	svc := delivery.New(cs, delivery.Config{LeaseFor: time.Minute, Observer: obs, ParkPolls: true}, b.clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	svc := delivery.New(cs, delivery.Config{LeaseFor: time.Minute, Observer: obs, ParkPolls: park}, b.clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Listen(ctx, nil, nil) }()

@@ -57,7 +57,7 @@ func (s *Service) answered(hostID string, pl *poll, clean bool) {
 	if pl == nil {
 		return
 	}
-	if !clean || !s.cfg.ParkPolls {
+	if !clean || !s.parkPolls.Load() {
 		s.endPoll(pl)
 		return
 	}

@@ -27,9 +27,13 @@ type polling struct {
 	intake *delivery.Intake
 }
 
-func (b *bundle) polling() *polling {
+func (b *bundle) polling() *polling { return b.pollingParking(true) }
+
+// pollingParking is polling with answered polls parking from the start or
+// not (delivery.Config.ParkPolls).
+func (b *bundle) pollingParking(park bool) *polling {
 	b.t.Helper()
-	svc, cs, obs := b.countedObserved()
+	svc, cs, obs := b.countedObservedParking(park)
 	conns := delivery.NewConnections(b.store, b.clock, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Second)
 	return &polling{svc: svc, cs: cs, obs: obs, intake: delivery.NewIntake(conns, svc)}
 }

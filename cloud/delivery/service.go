@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -50,9 +51,10 @@ type Config struct {
 	// failed to another member (Groups.Handover).
 	Groups *Groups
 	// ParkPolls parks answered long polls for their host's next poll
-	// (park.go). Only where no other replica shares the store: behind a
-	// balancer the next poll may go to another replica, and what a
-	// parked poll held would wait for its give-back, an attempt spent.
+	// (park.go) from the start: where no other replica shares the store.
+	// Behind a balancer the next poll may go to another replica, and what
+	// a parked poll held would wait out its give-back: replicas sharing a
+	// store park while a RollCall finds them alone.
 	ParkPolls bool
 	// DeferPollMarks puts off the mark of a written long-poll answer for
 	// the ack of the host's next poll to record (pollmarks.go). Only where
@@ -92,12 +94,17 @@ type Service struct {
 	log     *slog.Logger
 	wakeups *wakeups
 	marks   pollMarks
+	// parkPolls: answered long polls park (Config.ParkPolls, or a
+	// RollCall's finding).
+	parkPolls atomic.Bool
 }
 
 // New returns the core over st.
 func New(st Store, cfg Config, clock clockwork.Clock, log *slog.Logger) *Service {
 	cfg.setDefaults()
-	return &Service{store: st, cfg: cfg, clock: clock, log: log, wakeups: newWakeups()}
+	s := &Service{store: st, cfg: cfg, clock: clock, log: log, wakeups: newWakeups()}
+	s.parkPolls.Store(cfg.ParkPolls)
+	return s
 }
 
 // now is the clock's time at the precision both stores keep.

@@ -36,7 +36,9 @@ type Config struct {
 	// OneReplica: no other replica shares this cloud's store (embedded
 	// SQLite), so a host's next poll comes here: answered long polls park
 	// for it and the marks of their answers wait for its ack
-	// (delivery.Config.ParkPolls, DeferPollMarks).
+	// (delivery.Config.ParkPolls, DeferPollMarks). Otherwise answered long
+	// polls park while the replicas' roll call finds this one alone
+	// (RunRollCall).
 	OneReplica      bool
 	AdminToken      string        // bearer token of the admin API; "" disables it
 	PublicURL       string        // base URL providers and hosts use; "" derives from requests
@@ -177,6 +179,7 @@ type Server struct {
 	metrics    *metrics
 	deliveries *delivery.Service
 	groups     *delivery.Groups      // which member of a group holds its any deliveries
+	rollCall   *delivery.RollCall    // the replicas sharing the store; nil for one replica
 	intake     *intake.Service       // a provider's request becomes a stored delivery
 	leaser     intake.Leaser         // leases at intake to a host's socket or waiting long poll
 	hosts      *transport.Transports // the hosts' long polls and sockets
@@ -220,6 +223,9 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 	s.deliveries = delivery.New(st, delivery.Config{LeaseFor: cfg.LeaseFor, MaxBatchBytes: cfg.MaxBatchBytes,
 		MaxWait: cfg.MaxWait, Changed: func(hostID string) { s.intake.Forget(hostID) }, Observer: s.metrics, Tracer: cfg.Tracer,
 		Groups: s.groups, ParkPolls: cfg.OneReplica, DeferPollMarks: cfg.OneReplica}, clock, log)
+	if !cfg.OneReplica {
+		s.rollCall = delivery.NewRollCall(st, s.deliveries, clock, log)
+	}
 	s.conns = delivery.NewConnections(st, clock, log, transport.SocketTakeover)
 	s.leaser = delivery.NewIntake(s.conns, s.deliveries)
 	s.hosts = transport.New(transport.Config{Edge: hostEdge{s}, Deliveries: s.deliveries, Conns: s.conns, Tokens: tokens,
@@ -245,6 +251,15 @@ func (s *Server) Groups() *delivery.Groups { return s.groups }
 // RunGroups reads the groups' rosters and hands the deliveries of members
 // that are not online to those that are, until ctx ends.
 func (s *Server) RunGroups(ctx context.Context) { s.groups.Run(ctx) }
+
+// RunRollCall takes part in the roll call of the replicas sharing the
+// store until ctx ends (delivery.RollCall); with one replica by design, it
+// returns at once.
+func (s *Server) RunRollCall(ctx context.Context) {
+	if s.rollCall != nil {
+		s.rollCall.Run(ctx)
+	}
+}
 
 // hostEdge is the edge the hosts' transports are mounted on.
 type hostEdge struct{ s *Server }

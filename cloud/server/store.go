@@ -16,6 +16,7 @@ type Store interface {
 	delivery.Store
 	delivery.SocketStore
 	delivery.GroupStore
+	delivery.RollCallStore
 	intake.Store
 
 	AlertList(ctx context.Context, p *store.AlertListParams) ([]*store.Alert, error)

@@ -25,6 +25,11 @@ type AlertStore interface {
 	// Holder's, and reports whether Holder holds it now. Replicas sharing a
 	// database use it to pick the one that runs a job.
 	LeaseAcquire(ctx context.Context, p *LeaseAcquireParams) (bool, error)
+	// LeaseRelease gives up the named lease if Holder holds it.
+	LeaseRelease(ctx context.Context, name, holder string) error
+	// LeasesHeld counts, in one query, the leases whose name starts with
+	// prefix and that have not expired at now.
+	LeasesHeld(ctx context.Context, prefix string, now time.Time) (int, error)
 
 	// PresenceChanges returns active, claimed hosts whose recorded presence
 	// is not the one their last contact gives (online at or after LateBefore,

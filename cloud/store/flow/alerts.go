@@ -32,6 +32,23 @@ func (a Alerts) LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (
 	return holder == p.Holder, nil
 }
 
+func (a Alerts) LeaseRelease(ctx context.Context, name, holder string) error {
+	if _, err := a.DB.Write().Exec(ctx, `DELETE FROM leases WHERE name = $1 AND holder = $2`, name, holder); err != nil {
+		return fmt.Errorf("lease release: %w", err)
+	}
+	return nil
+}
+
+func (a Alerts) LeasesHeld(ctx context.Context, prefix string, now time.Time) (int, error) {
+	var n int
+	err := a.DB.Read().QueryRow(ctx, `SELECT count(*) FROM leases WHERE substr(name, 1, length($1)) = $1 AND expires_at > $2`,
+		prefix, a.DB.Time(now)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("leases held: %w", err)
+	}
+	return n, nil
+}
+
 // --- presence ---
 
 // presenceOf is the presence a host's last contact (else its claim, else

@@ -37,6 +37,26 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.False(t, acquire("b", base.Add(14*time.Second)))
 		require.True(t, acquire("b", base.Add(15*time.Second)), "expired: b takes it")
 		require.False(t, acquire("a", base.Add(16*time.Second)))
+
+		held := func(prefix string, now time.Time) int {
+			n, err := s.LeasesHeld(ctx, prefix, now)
+			require.NoError(t, err)
+			return n
+		}
+		for _, r := range []string{"r1", "r2"} {
+			ok, err := s.LeaseAcquire(ctx, &store.LeaseAcquireParams{Name: "replica/" + r, Holder: r, Until: base.Add(30 * time.Second), Now: base})
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+		require.Equal(t, 2, held("replica/", base), "the other names' leases are not counted")
+		require.Equal(t, 3, held("", base.Add(20*time.Second)))
+		require.Equal(t, 0, held("replica/", base.Add(30*time.Second)), "expired at their until")
+		require.Equal(t, 0, held("replica_", base), "a prefix is not a pattern")
+		require.NoError(t, s.LeaseRelease(ctx, "replica/r1", "r2"))
+		require.Equal(t, 2, held("replica/", base), "only its holder releases a lease")
+		require.NoError(t, s.LeaseRelease(ctx, "replica/r1", "r1"))
+		require.Equal(t, 1, held("replica/", base))
+		require.True(t, acquire("a", base.Add(40*time.Second)), "released and expired leases are free")
 	})
 
 	t.Run("Presence", func(t *testing.T) {
