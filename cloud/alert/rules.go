@@ -27,20 +27,28 @@ func (c *PresenceConfig) setDefaults() {
 	}
 }
 
+// Cuts are the times that divide presence at now: a host last heard from
+// at or after late is online, before it and at or after offline late,
+// before offline offline (what a store's presence filter takes).
+func (c PresenceConfig) Cuts(now time.Time) (late, offline time.Time) {
+	c.setDefaults()
+	return now.Add(-c.LateAfter), now.Add(-c.OfflineAfter)
+}
+
 // Of is the presence of a host last heard from at last (nil: never; then
 // from is when it was claimed) at now.
 func (c PresenceConfig) Of(last, claimed *time.Time, now time.Time) store.Presence {
-	c.setDefaults()
 	at := last
 	if at == nil {
 		at = claimed
 	}
+	late, offline := c.Cuts(now)
 	switch {
 	case at == nil:
 		return store.PresenceOffline
-	case now.Sub(*at) <= c.LateAfter:
+	case !at.Before(late):
 		return store.PresenceOnline
-	case now.Sub(*at) <= c.OfflineAfter:
+	case !at.Before(offline):
 		return store.PresenceLate
 	}
 	return store.PresenceOffline

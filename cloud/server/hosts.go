@@ -55,7 +55,7 @@ type presenceEventJSON struct {
 	LastedS float64        `json:"lasted_s"`
 }
 
-func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status]int) hostJSON {
+func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status]int, now time.Time) hostJSON {
 	full := make(map[store.Status]int, len(store.Statuses))
 	for _, st := range store.Statuses {
 		full[st] = counts[st]
@@ -71,7 +71,7 @@ func (s *Server) hostView(c *gin.Context, h *store.Host, counts map[store.Status
 		v.ClaimExpiresAt = h.ClaimExpiresAt
 	}
 	v.RateLimit.PerMin, v.RateLimit.Burst = s.HostRate(h)
-	v.Presence = s.Presence(h)
+	v.Presence = s.presenceAt(h, now)
 	return v
 }
 
@@ -125,13 +125,10 @@ func (s *Server) CreateHost(ctx context.Context, name string) (*shared.CreateHos
 	return &shared.CreateHostResponse{ID: h.ID, Name: h.Name, ClaimCode: code, ClaimExpiresAt: *h.ClaimExpiresAt}, nil
 }
 
-// filterScan is how many hosts a filtered host list reads at a time.
-var filterScan = 500
-
 // listHosts answers a page of hosts, oldest first, with their counts: at
 // most limit (1–500, default 100), after the cursor (the next_cursor of the
-// page before; "" on the last page). A presence filter reads on through
-// the hosts until the page is full or none are left.
+// page before; "" on the last page), of one presence when asked (the
+// store reads on through the hosts until the page is full).
 func (s *Server) listHosts(c *gin.Context) {
 	presence := store.Presence(c.Query("presence"))
 	switch presence {
@@ -150,37 +147,27 @@ func (s *Server) listHosts(c *gin.Context) {
 		s.writeError(c, err)
 		return
 	}
-	// One more than the page says whether there is a next page. A filter
-	// reads the hosts filterScan at a time: it may keep few of them, and a
-	// read costs a round trip and a query besides its hosts.
-	out := make([]hostJSON, 0, limit+1)
-	scan := limit + 1
+	// One more than the page says whether there is a next page. The
+	// filter's cuts and each host's presence are taken at the same now.
+	now := s.now()
+	p := &store.HostPageParams{Limit: limit + 1, AfterCreatedAt: after, AfterID: afterID, Presence: presence}
 	if presence != "" {
-		scan = max(scan, filterScan)
+		p.LateCut, p.OfflineCut = s.cfg.Presence.Cuts(now)
 	}
-	p := &store.HostPageParams{Limit: scan, AfterCreatedAt: after, AfterID: afterID}
-	for len(out) <= limit {
-		hosts, err := s.store.HostListWithCounts(c.Request.Context(), p)
-		if err != nil {
-			s.writeError(c, err)
-			return
-		}
-		for _, h := range hosts {
-			if v := s.hostView(c, h.Host, h.Counts); presence == "" || v.Presence == presence {
-				out = append(out, v)
-			}
-		}
-		if len(hosts) < p.Limit {
-			break
-		}
-		last := hosts[len(hosts)-1].Host
-		p = &store.HostPageParams{Limit: p.Limit, AfterCreatedAt: &last.CreatedAt, AfterID: last.ID}
+	hosts, err := s.store.HostListWithCounts(c.Request.Context(), p)
+	if err != nil {
+		s.writeError(c, err)
+		return
 	}
 	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		last := out[len(out)-1]
+	if len(hosts) > limit {
+		hosts = hosts[:limit]
+		last := hosts[limit-1].Host
 		next = EncodeCursor(last.CreatedAt, last.ID)
+	}
+	out := make([]hostJSON, len(hosts))
+	for i, h := range hosts {
+		out[i] = s.hostView(c, h.Host, h.Counts, now)
 	}
 	c.JSON(200, gin.H{"hosts": out, "next_cursor": next})
 }
@@ -245,9 +232,11 @@ func (s *Server) NewClaimCode(ctx context.Context, hostID string) (*shared.Creat
 
 // Presence is a host's presence from its last contact: online, late or
 // offline for an active, claimed host, else "".
-func (s *Server) Presence(h *store.Host) store.Presence {
+func (s *Server) Presence(h *store.Host) store.Presence { return s.presenceAt(h, s.now()) }
+
+func (s *Server) presenceAt(h *store.Host, now time.Time) store.Presence {
 	if h.Status == store.HostActive && h.CredentialHash != nil {
-		return s.cfg.Presence.Of(h.LastHeartbeatAt, h.ClaimedAt, s.now())
+		return s.cfg.Presence.Of(h.LastHeartbeatAt, h.ClaimedAt, now)
 	}
 	return ""
 }
@@ -265,7 +254,7 @@ func (s *Server) writeHost(c *gin.Context, h *store.Host) {
 		s.writeError(c, err)
 		return
 	}
-	v := s.hostView(c, h, counts)
+	v := s.hostView(c, h, counts, s.now())
 	for _, e := range events {
 		v.PresenceHistory = append(v.PresenceHistory, presenceEventJSON{At: e.At, From: e.From, To: e.To, LastedS: e.Lasted.Seconds()})
 	}

@@ -44,6 +44,13 @@ type HostPageParams struct {
 	// Keyset cursor: hosts created strictly after (AfterCreatedAt, AfterID).
 	AfterCreatedAt *time.Time
 	AfterID        string
+	// Presence, when set, keeps the active, claimed hosts of that presence
+	// by their last contact (else their claim): at or after LateCut
+	// online, before it and at or after OfflineCut late, before
+	// OfflineCut offline.
+	Presence   Presence
+	LateCut    time.Time
+	OfflineCut time.Time
 }
 
 // HostUpdateParams changes the fields that are not nil.

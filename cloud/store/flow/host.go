@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -51,11 +52,33 @@ func HostCountsQuery(d Dialect, columns string, p *store.HostPageParams) (string
 		sums = append(sums, fmt.Sprintf("sum(CASE WHEN status = '%s' THEN n ELSE 0 END) AS n%d", st, i))
 		cols = append(cols, fmt.Sprintf("CAST(coalesce(c.n%d, 0) AS bigint)", i))
 	}
-	var where string
+	var conds []string
 	var args []any
 	if p.AfterCreatedAt != nil {
-		where = `WHERE (created_at, id) > ($1, $2)`
+		conds = append(conds, `(created_at, id) > ($1, $2)`)
 		args = append(args, d.Time(*p.AfterCreatedAt), p.AfterID)
+	}
+	if p.Presence != "" {
+		conds = append(conds, `status = 'active' AND credential_hash IS NOT NULL`)
+		arg := func(t time.Time) string {
+			args = append(args, d.Time(t))
+			return fmt.Sprintf("$%d", len(args))
+		}
+		const at = `COALESCE(last_heartbeat_at, claimed_at)`
+		switch p.Presence {
+		case store.PresenceOnline:
+			conds = append(conds, at+` >= `+arg(p.LateCut))
+		case store.PresenceLate:
+			conds = append(conds, at+` < `+arg(p.LateCut)+` AND `+at+` >= `+arg(p.OfflineCut))
+		case store.PresenceOffline:
+			conds = append(conds, `(`+at+` IS NULL OR `+at+` < `+arg(p.OfflineCut)+`)`)
+		default:
+			conds = append(conds, `1 = 0`) // no host is in a presence there is not
+		}
+	}
+	var where string
+	if len(conds) > 0 {
+		where = `WHERE ` + strings.Join(conds, ` AND `)
 	}
 	var limit string
 	if p.Limit > 0 {

@@ -485,6 +485,58 @@ func exerciseHostUpkeep(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, all[2:], page)
 	})
 
+	// A presence filter keeps the active, claimed hosts last heard from
+	// (else claimed) within its cuts, a page at a time.
+	t.Run("HostListByPresence", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setup(t)
+		now := base.Add(time.Hour)
+		lateCut, offlineCut := now.Add(-time.Minute), now.Add(-3*time.Minute)
+		hosts := map[string]time.Time{ // each claimed at base, last heard from at
+			"p-online": lateCut, "p-online2": now, "p-late": lateCut.Add(-time.Millisecond), "p-late2": offlineCut,
+			"p-offline": offlineCut.Add(-time.Millisecond), "p-gone": now,
+		}
+		for _, id := range []string{"p-online", "p-late", "p-offline", "p-online2", "p-late2", "p-gone"} {
+			h := createHost(ctx, t, s, id, base)
+			claim(ctx, t, s, h, base)
+			require.NoError(t, s.HostHeartbeat(ctx, &store.HostHeartbeatParams{HostID: id, Now: hosts[id]}))
+		}
+		fresh := createHost(ctx, t, s, "p-fresh", base)
+		claim(ctx, t, s, fresh, now) // claimed, never heard from: from its claim
+		never := createHost(ctx, t, s, "p-never", base)
+		claim(ctx, t, s, never, base)
+		createHost(ctx, t, s, "p-unclaimed", base.Add(time.Second))
+		_, err := s.HostDeactivate(ctx, &store.HostDeactivateParams{HostID: "p-gone", Now: now})
+		require.NoError(t, err)
+
+		ids := func(presence store.Presence, limit int) (out []string) {
+			t.Helper()
+			p := &store.HostPageParams{Limit: limit, Presence: presence, LateCut: lateCut, OfflineCut: offlineCut}
+			for range 20 {
+				page, err := s.HostListWithCounts(ctx, p)
+				require.NoError(t, err)
+				for _, h := range page {
+					out = append(out, h.Host.ID)
+					require.Len(t, h.Counts, len(store.Statuses))
+				}
+				if limit == 0 || len(page) < limit {
+					return out
+				}
+				last := page[len(page)-1].Host
+				p = &store.HostPageParams{Limit: limit, AfterCreatedAt: &last.CreatedAt, AfterID: last.ID, Presence: presence,
+					LateCut: lateCut, OfflineCut: offlineCut}
+			}
+			t.Fatal("no last page")
+			return nil
+		}
+		for _, limit := range []int{0, 1, 2} {
+			require.ElementsMatch(t, []string{"p-online", "p-online2", "p-fresh"}, ids(store.PresenceOnline, limit), "limit %d", limit)
+			require.ElementsMatch(t, []string{"p-late", "p-late2"}, ids(store.PresenceLate, limit), "limit %d", limit)
+			require.ElementsMatch(t, []string{"p-offline", "p-never"}, ids(store.PresenceOffline, limit), "limit %d", limit)
+		}
+		require.Empty(t, ids("gone", 0))
+	})
+
 	// The counts are kept as deliveries change (an engine may record the
 	// changes and fold them in later): the same whether or not they have
 	// been folded, through inserts, transitions and deletions.
