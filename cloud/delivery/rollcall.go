@@ -67,7 +67,12 @@ func (r *RollCall) Run(ctx context.Context) {
 		r.Call(ctx)
 		select {
 		case <-ctx.Done():
-			r.Leave(context.WithoutCancel(ctx))
+			// A store that does not answer in time leaves the lease
+			// to run out: the others count this replica RollCallFor
+			// longer.
+			leave, cancel := context.WithTimeout(context.WithoutCancel(ctx), RollCallEvery)
+			r.Leave(leave)
+			cancel()
 			return
 		case <-t.Chan():
 		}
