@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -48,6 +49,9 @@ type RollCall struct {
 	log   *slog.Logger
 	name  string
 	alone bool
+	// counted is how many replicas the last call that read the store
+	// counted (0 before one did).
+	counted atomic.Int64
 }
 
 // NewRollCall returns the roll call of svc's replica over st.
@@ -90,6 +94,9 @@ func (r *RollCall) Call(ctx context.Context) {
 		n, err = r.store.LeasesHeld(ctx, rollCallPrefix, now)
 	}
 	alone := err == nil && n == 1
+	if err == nil {
+		r.counted.Store(int64(n))
+	}
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("replica roll call", "err", err)
 	}
@@ -103,6 +110,10 @@ func (r *RollCall) Call(ctx context.Context) {
 	r.alone = alone
 	r.svc.parkPolls.Store(alone)
 }
+
+// Counted is how many replicas, this one included, the last call that
+// read the store counted (0 before one did).
+func (r *RollCall) Counted() int { return int(r.counted.Load()) }
 
 // Leave gives the replica's lease back and stops parking.
 func (r *RollCall) Leave(ctx context.Context) {

@@ -28,14 +28,17 @@ func TestRollCallParksWhileAlone(t *testing.T) {
 		require.False(t, parks(), "before any roll call")
 
 		a := delivery.NewRollCall(b.store, p.svc, b.clock, log)
+		require.Zero(t, a.Counted())
 		a.Call(b.ctx)
 		require.True(t, parks(), "alone")
+		require.Equal(t, 1, a.Counted())
 
 		other := delivery.New(b.store, delivery.Config{}, b.clock, log)
 		o := delivery.NewRollCall(b.store, other, b.clock, log)
 		o.Call(b.ctx)
 		a.Call(b.ctx)
 		require.False(t, parks(), "another replica holds a lease")
+		require.Equal(t, 2, a.Counted())
 
 		o.Leave(b.ctx)
 		a.Call(b.ctx)

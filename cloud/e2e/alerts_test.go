@@ -134,6 +134,7 @@ func TestHostOfflineAlert(t *testing.T) {
 		require.Contains(t, metrics, `relay_host_oldest_pending_seconds{host="`+hostID+`"}`)
 		require.Contains(t, metrics, `relay_alerts_firing{rule="host_offline_with_work"} 1`)
 		require.Contains(t, metrics, "relay_alert_evaluator 1")
+		require.Contains(t, metrics, "\nrelay_replicas 1\n", "alone on its store, either engine")
 		require.Contains(t, metrics, `relay_hosts{presence="offline"} 1`)
 		require.Contains(t, metrics, `relay_host_offline_seconds{host="`+hostID+`"}`)
 		require.Contains(t, strings.Join(slack.texts(), "\n"), "Host edge-box ("+hostID+"): offline since")

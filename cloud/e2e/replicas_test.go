@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/relaykit/relay/cloud/delivery"
 	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 	"github.com/relaykit/relay/shared"
 )
@@ -128,6 +129,13 @@ func testReplicas(t *testing.T, transport string) {
 		for _, d := range ds {
 			require.Equal(t, 1, d.Attempts, d.DeliveryID)
 		}
+	}
+	// Each replica counts the three in its roll call: none parks an
+	// answered long poll for a next poll that may go to another.
+	for i, c := range replicas {
+		eventually(t, 3*delivery.RollCallEvery, fmt.Sprintf("replica %d counts three", i), func() bool {
+			return metricValue(c.metrics(), "relay_replicas") == float64(len(replicas))
+		})
 	}
 	var spread []int64
 	for _, h := range hosts {

@@ -200,6 +200,20 @@ func (m *metrics) handler() gin.HandlerFunc {
 }
 
 // bodyGauge reports the bytes held, as relay_intake_body_bytes_in_flight.
+// replicasGauge is relay_replicas: the replicas sharing the store as this
+// one's roll call last counted them (1 with one replica by design).
+func (s *Server) replicasGauge() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_replicas",
+		Help: "Replicas sharing the store, this one included, as its roll call last counted them (1 on embedded SQLite); answered long polls park where it is 1.",
+	}, func() float64 {
+		if s.rollCall == nil {
+			return 1
+		}
+		return float64(s.rollCall.Counted())
+	})
+}
+
 func bodyGauge(b *limits.BodyBudget) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "relay_intake_body_bytes_in_flight",

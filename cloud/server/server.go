@@ -240,7 +240,7 @@ func New(st Store, ring *secrets.Ring, tokens *auth.Tokens, clock clockwork.Cloc
 	// drops them all.
 	s.deliveries.OnIPSetChanged(func(string) { s.intake.ForgetAll() })
 	s.bodies.Changed = cfg.InflightChanged
-	s.metrics.reg.MustRegister(bodyGauge(s.bodies))
+	s.metrics.reg.MustRegister(bodyGauge(s.bodies), s.replicasGauge())
 	return s
 }
 
