@@ -18,11 +18,11 @@ import (
 // (Config.ParkPolls). Replicas sharing a Postgres store take a roll call
 // instead: each holds a lease of its own in the store, renewed every
 // RollCallEvery for RollCallFor, and parks while it counts no other. A
-// replica that starts holds its lease before its first poll is answered,
-// and the others see it within RollCallEvery; until they do, a webhook
-// held for a host whose next poll went to it waits out parkFor and is
-// given back with its attempt, as when a host goes quiet: later, never
-// lost or run twice.
+// replica that starts parks nothing before its first count, and the others
+// see it within RollCallEvery of that count; until they do, a webhook one
+// of them holds for a host whose next poll went to the new replica waits
+// out parkFor and is given back with its attempt, as when a host goes
+// quiet: later, never lost or run twice.
 
 // RollCallEvery is how often a replica renews its lease and counts the
 // others; RollCallFor is how long its lease outlives a replica that stops
