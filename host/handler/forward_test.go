@@ -184,21 +184,6 @@ func TestForwardTimeout(t *testing.T) {
 	require.Contains(t, out.Error, "timeout after 100ms")
 }
 
-func TestForwardConnectionRefused(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
-	out := newForward(t, "http://user:pw@"+addr+"/x", nil).Handle(context.Background(), Job{Webhook: testWebhook("{}")})
-	require.False(t, out.OK)
-	require.True(t, out.Retryable)
-	require.Contains(t, out.Error, "connection error")
-	require.Contains(t, out.Error, "refused")
-	require.NotContains(t, out.Error, "pw", "credentials in the URL are never reported")
-}
-
 // TestForwardKeepsAConnectionPerWorker: MaxConns concurrent forwards keep
 // their connections alive between webhooks instead of dialing again. A
 // connection goes back to the idle pool just after its response was read
