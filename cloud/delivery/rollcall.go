@@ -48,7 +48,6 @@ type RollCall struct {
 	clock clockwork.Clock
 	log   *slog.Logger
 	name  string
-	alone bool
 	// counted is how many replicas the last call that read the store
 	// counted (0 before one did).
 	counted atomic.Int64
@@ -100,15 +99,13 @@ func (r *RollCall) Call(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("replica roll call", "err", err)
 	}
-	if alone != r.alone {
+	if was := r.svc.parkPolls.Swap(alone); alone != was {
 		if alone {
 			r.log.Info("the only replica on the store: answered long polls park for their host's next poll")
 		} else if err == nil {
 			r.log.Info("other replicas share the store: answered long polls no longer park", "replicas", n)
 		}
 	}
-	r.alone = alone
-	r.svc.parkPolls.Store(alone)
 }
 
 // Counted is how many replicas, this one included, the last call that

@@ -52,16 +52,25 @@ func (a Alerts) LeasesHeld(ctx context.Context, prefix string, now time.Time) (i
 // --- presence ---
 
 // presenceOf is the presence a host's last contact (else its claim, else
-// its creation) gives, in SQL: $1 is the late cut, $2 the offline cut.
-const presenceOf = `CASE WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= $1 THEN 'online'
-	WHEN COALESCE(h.last_heartbeat_at, h.claimed_at, h.created_at) >= $2 THEN 'late' ELSE 'offline' END`
+// its creation) gives, in SQL, of the hosts' row named t ("h." or "" for
+// the table itself): at or after the late cut online, at or after the
+// offline cut late, else offline (alert.PresenceConfig.Of in Go).
+func presenceOf(t, lateCut, offlineCut string) string {
+	at := "COALESCE(" + t + "last_heartbeat_at, " + t + "claimed_at, " + t + "created_at)"
+	return `CASE WHEN ` + at + ` >= ` + lateCut + ` THEN 'online' WHEN ` + at + ` >= ` + offlineCut + ` THEN 'late' ELSE 'offline' END`
+}
+
+// hasPresence keeps the hosts that have a presence: active and claimed.
+func hasPresence(t string) string {
+	return t + "status = 'active' AND " + t + "credential_hash IS NOT NULL"
+}
 
 func (a Alerts) PresenceChanges(ctx context.Context, p *store.PresenceChangesParams) ([]*store.PresenceChange, error) {
 	cs, err := All(ctx, a.DB.Read(), a.DB.Times().ScanPresence, `
 		SELECT h.id, h.last_heartbeat_at, h.claimed_at, p.state, p.since
 		FROM hosts h LEFT JOIN host_presence p ON p.host_id = h.id
-		WHERE h.status = 'active' AND h.credential_hash IS NOT NULL
-		  AND COALESCE(p.state, '') <> `+presenceOf+`
+		WHERE `+hasPresence("h.")+`
+		  AND COALESCE(p.state, '') <> `+presenceOf("h.", "$1", "$2")+`
 		ORDER BY h.id LIMIT $3`,
 		a.DB.Time(p.LateBefore), a.DB.Time(p.OfflineBefore), store.LimitOr(p.Limit, 1000))
 	if err != nil {

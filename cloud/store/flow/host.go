@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/relaykit/relay/cloud/store"
 )
@@ -59,22 +58,9 @@ func HostCountsQuery(d Dialect, columns string, p *store.HostPageParams) (string
 		args = append(args, d.Time(*p.AfterCreatedAt), p.AfterID)
 	}
 	if p.Presence != "" {
-		conds = append(conds, `status = 'active' AND credential_hash IS NOT NULL`)
-		arg := func(t time.Time) string {
-			args = append(args, d.Time(t))
-			return fmt.Sprintf("$%d", len(args))
-		}
-		const at = `COALESCE(last_heartbeat_at, claimed_at)`
-		switch p.Presence {
-		case store.PresenceOnline:
-			conds = append(conds, at+` >= `+arg(p.LateCut))
-		case store.PresenceLate:
-			conds = append(conds, at+` < `+arg(p.LateCut)+` AND `+at+` >= `+arg(p.OfflineCut))
-		case store.PresenceOffline:
-			conds = append(conds, `(`+at+` IS NULL OR `+at+` < `+arg(p.OfflineCut)+`)`)
-		default:
-			conds = append(conds, `1 = 0`) // no host is in a presence there is not
-		}
+		args = append(args, d.Time(p.LateCut), d.Time(p.OfflineCut), string(p.Presence))
+		n := len(args)
+		conds = append(conds, hasPresence(""), fmt.Sprintf("%s = $%d", presenceOf("", fmt.Sprintf("$%d", n-2), fmt.Sprintf("$%d", n-1)), n))
 	}
 	var where string
 	if len(conds) > 0 {
