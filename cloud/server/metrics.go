@@ -199,7 +199,6 @@ func (m *metrics) handler() gin.HandlerFunc {
 	return func(c *gin.Context) { h.ServeHTTP(c.Writer, c.Request) }
 }
 
-// bodyGauge reports the bytes held, as relay_intake_body_bytes_in_flight.
 // replicasGauge is relay_replicas: the replicas sharing the store as this
 // one's roll call last counted them (1 with one replica by design).
 func (s *Server) replicasGauge() prometheus.Collector {
@@ -214,6 +213,7 @@ func (s *Server) replicasGauge() prometheus.Collector {
 	})
 }
 
+// bodyGauge reports the bytes held, as relay_intake_body_bytes_in_flight.
 func bodyGauge(b *limits.BodyBudget) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "relay_intake_body_bytes_in_flight",
