@@ -71,6 +71,17 @@ type DeliveryInsertParams struct {
 	// Share, when set, is a fanout's: the deliveries with the same Share
 	// stored in one batch keep one copy of their body.
 	Share *BodyShare
+	// Packed is RawBody in the form the engine stores it, for an engine
+	// that packs bodies itself (BodyPacker) and did so before the insert
+	// was queued; nil: the engine packs it as it writes.
+	Packed *PackedBody
+}
+
+// PackedBody is a body in an engine's stored form: Data in Codec's
+// encoding (the engine's own numbering).
+type PackedBody struct {
+	Data  []byte
+	Codec int64
 }
 
 // BodyShare ties the deliveries of one fanout together (by its address):

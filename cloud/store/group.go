@@ -66,6 +66,14 @@ type grouped struct {
 	closeErr error
 }
 
+// BodyPacker is an engine that stores bodies in a form of its own
+// (compressed): the group commit has each caller pack its inserts' bodies
+// (PackedBody) before they are queued, so that the work is spread over the
+// callers instead of lengthening the shared transaction.
+type BodyPacker interface {
+	PackBodies(ps []*DeliveryInsertParams)
+}
+
 // groupItem is one caller's inserts: one webhook's delivery, or a
 // fanout's deliveries (one per member), which go in one transaction.
 type groupItem struct {
@@ -90,6 +98,9 @@ func (g *grouped) DeliveryInsert(ctx context.Context, p *DeliveryInsertParams) (
 // DeliveryInsertBatch stores ps together, in one of the shared
 // transactions: all of them or none (a fanout's deliveries).
 func (g *grouped) DeliveryInsertBatch(ctx context.Context, ps []*DeliveryInsertParams) ([]*DeliveryInsertResult, error) {
+	if p, ok := g.Store.(BodyPacker); ok {
+		p.PackBodies(ps)
+	}
 	it := &groupItem{ctx: ctx, ps: ps, done: make(chan groupResult, 1)}
 	select {
 	case g.queue <- it:

@@ -15,18 +15,22 @@ import (
 )
 
 // bodyColumn reads a delivery's body beside flow.DeliveryColumns: bodies live in
-// a table of their own, so that state changes do not rewrite them.
-const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
+// a table of their own, so that state changes do not rewrite them, in their
+// stored form (see pack).
+const bodyColumn = `(SELECT relay_body(body, codec) FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
 
-// bodiesOf reads the ids and bodies of the deliveries of n rowids.
+// bodiesOf reads the ids and stored bodies of the deliveries of n rowids.
 func bodiesOf(n int) string {
-	return `SELECT d.delivery_id, b.raw_body FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
+	return `SELECT d.delivery_id, b.body, b.codec FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
 		WHERE d.rowid IN (` + placeholders(n) + `)`
 }
 
 // readBodies fills in the bodies of ds, whose rowids are rowids (in any
-// order).
-func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, rowids []any) error {
+// order), as stored: it returns those to unpack (see unpackBodies), which
+// is left until the transaction is over so that the one writer does not
+// wait on it. (relay_body in the query would also copy each body three
+// more times between SQLite and Go.)
+func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, rowids []any) (packed []packedRead, err error) {
 	byID := make(map[string]*store.Delivery, len(ds))
 	for _, d := range ds {
 		byID[d.ID] = d
@@ -34,20 +38,45 @@ func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, rowids []
 	}
 	rows, err := tx.QueryContext(ctx, bodiesOf(len(rowids)), rowids...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
-			return err
+		var data []byte
+		var codec int64
+		if err := rows.Scan(&id, &data, &codec); err != nil {
+			return nil, err
 		}
-		if d := byID[id]; d != nil && body != nil {
-			d.RawBody = body
+		d := byID[id]
+		if d == nil || data == nil {
+			continue
+		}
+		d.RawBody = data
+		if codec != codecRaw {
+			packed = append(packed, packedRead{d, codec})
 		}
 	}
-	return rows.Err()
+	return packed, rows.Err()
+}
+
+// packedRead is a delivery whose RawBody holds its body as stored, in codec's
+// form.
+type packedRead struct {
+	d     *store.Delivery
+	codec int64
+}
+
+// unpackBodies turns the bodies readBodies left packed into the webhooks'.
+func unpackBodies(packed []packedRead) error {
+	for _, p := range packed {
+		body, err := unpack(p.d.RawBody, p.codec)
+		if err != nil {
+			return fmt.Errorf("delivery %s: %w", p.d.ID, err)
+		}
+		p.d.RawBody = body
+	}
+	return nil
 }
 
 // scanDelivery scans flow.DeliveryColumns, followed by the body when withBody.
@@ -172,7 +201,7 @@ func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
 			ON CONFLICT DO NOTHING`},
 		// Bodies are keyed in arrival order (see migration 7): appended,
 		// not written into an index at the random place of an event id.
-		{&st.insertBody, `INSERT INTO delivery_bodies (raw_body) VALUES (?)`},
+		{&st.insertBody, `INSERT INTO delivery_bodies (body, codec) VALUES (?, ?)`},
 		{&st.insertEvent, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			VALUES (?, ?, ?, ?, ?, ?)`},
 		{&st.insertEvents, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
@@ -228,7 +257,8 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			var bodyID int64
 			sb := shared[r.Share]
 			if sb == nil {
-				res, err := insertBody.ExecContext(ctx, store.OrEmpty(r.Body))
+				data, codec := packedOf(r)
+				res, err := insertBody.ExecContext(ctx, data, codec)
 				if err != nil {
 					return err
 				}
@@ -572,6 +602,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	}
 
 	var leased []*store.Delivery
+	var packed []packedRead
 	var more bool
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		// The writer transaction holds SQLite's write lock from BEGIN
@@ -624,7 +655,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		if err != nil {
 			return err
 		}
-		if err := readBodies(ctx, tx, leased, rowids); err != nil {
+		if packed, err = readBodies(ctx, tx, leased, rowids); err != nil {
 			return err
 		}
 		flow.InLeaseOrder(leased)
@@ -632,6 +663,11 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery lease: %w", interpretError(err))
+	}
+	// A body that cannot be unpacked (damaged on disk) fails the lease,
+	// whose deliveries come back when it runs out: never other bytes.
+	if err := unpackBodies(packed); err != nil {
+		return nil, fmt.Errorf("delivery lease: %w", err)
 	}
 	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }

@@ -93,7 +93,17 @@ func TestMigrateEventKeys(t *testing.T) {
 		_, err = s.write.ExecContext(ctx, `ALTER TABLE deliveries ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`)
 		require.NoError(t, err)
 	}
+	// And a body's codec, its column renamed (migration 29): these bodies
+	// are small, stored as received, so both go back before migration 29.
+	for _, change := range []string{`RENAME COLUMN raw_body TO body`, `ADD COLUMN codec INTEGER NOT NULL DEFAULT 0`} {
+		_, err = s.write.ExecContext(ctx, `ALTER TABLE delivery_bodies `+change)
+		require.NoError(t, err)
+	}
 	eventsOf(ctx, t, s, "h-between", 2, now) // written in the old layout
+	for _, change := range []string{`DROP COLUMN codec`, `RENAME COLUMN body TO raw_body`} {
+		_, err = s.write.ExecContext(ctx, `ALTER TABLE delivery_bodies `+change)
+		require.NoError(t, err)
+	}
 	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT max(id) FROM delivery_events`).Scan(&last))
 
 	_, err = p.Up(ctx)

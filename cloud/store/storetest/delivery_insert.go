@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"testing"
@@ -69,6 +71,62 @@ func exerciseDeliveries(ctx context.Context, t *testing.T, setup setupFunc) {
 
 		_, err = s.DeliveryInsert(ctx, insertParams("nope", "evt-1", base, deliveryOpts{}))
 		require.ErrorIs(t, err, store.ErrNotFound, "unknown host")
+	})
+
+	t.Run("DeliveryBodiesAsSent", func(t *testing.T) {
+		// However an engine stores a body (compressed or not), each read
+		// gives it back byte for byte: one as it is stored, one leased,
+		// one read alone, one shared by a fanout's members, inserted one
+		// at a time and through the group commit.
+		t.Parallel()
+		raw, b := setup(t)
+		grouped := store.GroupCommit(raw, store.GroupOptions{MaxBatch: 8})
+		t.Cleanup(func() { _ = grouped.Close() }) // its flushers; the store's own close follows
+		gb := newGroupBed(ctx, t, raw, b)
+		bodies := map[string][]byte{
+			"json-64k":  bytes.Repeat([]byte(`{"commit":{"id":"4b825dc642cb6eb9a060e54bf8d69288fbee4904","added":["src/a.go"]}},`), 800),
+			"random-8k": make([]byte, 8<<10),
+			"at-512":    bytes.Repeat([]byte("ab"), 256),
+			"binary-2k": append(bytes.Repeat([]byte{0, 0xff, 0xfe, 0}, 500), '\n'),
+			"small":     []byte(`{"zen":"Keep it logically awesome."}`),
+			"empty":     {},
+		}
+		_, _ = rand.Read(bodies["random-8k"])
+		var sent []*store.DeliveryInsertParams
+		n := 0
+		for name, body := range bodies {
+			for _, via := range []store.Store{raw, grouped} {
+				n++
+				p := insertParams(b.host.ID, fmt.Sprintf("evt-%s-%d", name, n), base, deliveryOpts{body: body})
+				insertFor(ctx, t, via, p, store.InsertQueued)
+				sent = append(sent, p)
+				require.Equal(t, body, get(ctx, t, raw, b.host.ID, p.ID).RawBody, "%s read alone", name)
+			}
+			stored := leasedParams(b.host.ID, "evt-leased-"+name, base, deliveryOpts{body: body})
+			res := insertFor(ctx, t, grouped, stored, store.InsertQueued)
+			require.Equal(t, body, res.Delivery.RawBody, "%s answered by the insert that leased it", name)
+			fan := gb.fanoutParams("evt-fan-"+name, base, body)
+			_, err := grouped.DeliveryInsertBatch(ctx, fan)
+			require.NoError(t, err)
+			for i, m := range gb.members {
+				require.Equal(t, body, get(ctx, t, raw, m, fan[i].ID).RawBody, "%s fanned out to %s", name, m)
+				if m == b.host.ID {
+					sent = append(sent, fan[i]) // leased below with the host's own
+					continue
+				}
+				ds := lease(ctx, t, raw, m, 10, 0, base)
+				require.Len(t, ds, 1)
+				require.Equal(t, body, ds[0].RawBody, "%s leased by %s", name, m)
+			}
+		}
+		ds := lease(ctx, t, raw, b.host.ID, len(sent)+1, 0, base)
+		require.Len(t, ds, len(sent))
+		for _, d := range ds {
+			i := slices.IndexFunc(sent, func(p *store.DeliveryInsertParams) bool { return p.ID == d.ID })
+			require.GreaterOrEqual(t, i, 0, d.ID)
+			require.Equal(t, sent[i].RawBody, d.RawBody, "%s leased", d.ID)
+			require.Equal(t, len(sent[i].RawBody), d.BodySize)
+		}
 	})
 
 	t.Run("DeliveryInsertDuplicate", func(t *testing.T) {
