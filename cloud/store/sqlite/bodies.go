@@ -41,24 +41,21 @@ func pack(body []byte) (data []byte, codec int64) {
 	if len(body) < packMin {
 		return body, codecRaw
 	}
-	var buf *[]byte
+	var out []byte // nil: s2 allocates room of its own
 	if len(body) <= pooledPackMax {
-		buf = packBuffers.Get().(*[]byte)
+		buf := packBuffers.Get().(*[]byte)
 		defer packBuffers.Put(buf)
 		if n := s2.MaxEncodedLen(len(body)); cap(*buf) < n {
 			*buf = make([]byte, n)
 		}
-	}
-	var out []byte
-	if buf != nil {
 		out = (*buf)[:cap(*buf)]
 	}
 	c := s2.Encode(out, body)
 	if len(c) > len(body)-len(body)/8 {
 		return body, codecRaw
 	}
-	if buf != nil {
-		c = bytes.Clone(c)
+	if out != nil {
+		c = bytes.Clone(c) // the pooled room goes back
 	}
 	return c, codecS2
 }

@@ -50,9 +50,16 @@ func TestBodiesStoredPacked(t *testing.T) {
 		{grouped, bytes.Repeat([]byte("a"), packMin-1), codecRaw},
 		{grouped, bytes.Repeat([]byte("a"), packMin), codecS2},
 	} {
-		res, err := c.via.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: store.DeliveryID("github", string(rune('a'+i)), now),
-			HostID: "h-a", Source: "github", EventID: string(rune('a' + i)), RawBody: c.body, ReceivedAt: now, Headers: map[string]string{}})
+		p := &store.DeliveryInsertParams{ID: store.DeliveryID("github", string(rune('a'+i)), now),
+			HostID: "h-a", Source: "github", EventID: string(rune('a' + i)), RawBody: c.body, ReceivedAt: now, Headers: map[string]string{}}
+		res, err := c.via.DeliveryInsert(ctx, p)
 		require.NoError(t, err)
+		if c.via == grouped {
+			require.NotNil(t, p.Packed, "case %d: packed by its caller, before the shared commit", i)
+			require.Equal(t, c.codec, p.Packed.Codec, "case %d", i)
+		} else {
+			require.Nil(t, p.Packed, "case %d: packed by the insert", i)
+		}
 		id := res.Delivery.ID
 		size, codec := storedBody(ctx, t, s, id)
 		require.Equal(t, c.codec, codec, "case %d", i)
