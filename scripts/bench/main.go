@@ -142,7 +142,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.groupFailoverDur, "group-failover-duration", 30*time.Second, "group-failover: length of the traffic (the member is killed a third of the way in)")
 	fs.DurationVar(&c.groupLease, "group-lease", 0, "group-failover: the cloud's RELAY_LEASE (0: its default, 2m), which bounds a long-poll member's hand-over")
 	fs.DurationVar(&c.groupLateAfter, "group-late-after", 0, "group-failover: the cloud's RELAY_HOST_LATE_AFTER (0: its default, 1m; below 3m, its RELAY_HOST_OFFLINE_AFTER)")
-	fs.StringVar(&sizes, "scale", "0,100000", "scale: the stored deliveries of each run, comma-separated (0 and more); 1000000,5000000,10000000 are the issue's sizes, which take long and need disk: ~15 KB a delivery on SQLite")
+	fs.StringVar(&sizes, "scale", "0,100000", "scale: the stored deliveries of each run, comma-separated (0 and more); 1000000,5000000,10000000 are the issue's sizes, which take long and need disk: ~7 KB a delivery on either engine")
 	fs.IntVar(&c.scaleReads, "scale-reads", 30, "scale: calls of each read, one after the other")
 	fs.DurationVar(&c.scaleRetention, "scale-retention", 3*time.Minute, "scale: how long the last phase runs: the cloud keeping acked and dead-lettered deliveries 2 minutes, so the filled week is pruned while intake runs and then each minute what intake brought (0 skips it)")
 	fs.Usage = func() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -681,10 +682,18 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 			}
 			return fmt.Sprintf("%.0f (%s)", r.drain.rate, loadText(r.drainLoad))
 		})
+		if engine == "sqlite" {
+			backupLines(line)
+		}
 		if b.cfg.scaleRetention > 0 {
 			rep.retentionLines(line)
 		}
 		p("\n")
+	}
+	if slices.Contains(b.cfg.engines, "sqlite") {
+		p("*Backup* (SQLite): `cloud backup FILE` run against the filled store after the drain, while a new sender posts\n")
+		p("%d webhooks/s; the WAL's size read every second (a copy's snapshot holds checkpoints back). *Restore*: a second\n", scaleE2ERate)
+		p("cloud started on the copy with the same keys, timed until `/readyz` answers, then asked for a delivery of the fill.\n\n")
 	}
 	if b.cfg.scaleRetention > 0 {
 		p("*Retention*: the cloud restarted keeping acked and dead-lettered deliveries %s (`RELAY_RETAIN_ACKED`,\n", retentionKeep)
@@ -694,6 +703,38 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 		p("a webhook is \"during a pass\" when it was sent between the reading before the pass ended, less the pass's time,\n")
 		p("and the reading after; the size as `ReadDBBytes` reads it every 5 s.\n\n")
 	}
+}
+
+// backupLines are the backup phase's rows of SQLite's table.
+func backupLines(line func(name string, cell func(r scaleRow) string)) {
+	line(fmt.Sprintf("backup while intake ran at %d/s: took, copy's size, WAL at most (load)", scaleE2ERate), func(r scaleRow) string {
+		t := r.backup
+		if t.err != "" {
+			return "failed: " + oneLine(t.err)
+		}
+		if t.took == 0 {
+			return "–"
+		}
+		wal := "–"
+		if t.walMax >= 0 {
+			wal = fmt.Sprintf("%.1f MiB", float64(t.walMax)/(1<<20))
+		}
+		return fmt.Sprintf("%s, %.2f GiB, %s (%s)", t.took.Round(100*time.Millisecond), float64(t.bytes)/(1<<30), wal, loadText(t.load))
+	})
+	line("backup: intake meanwhile, p50 / p99 (non-2xx of sent)", func(r scaleRow) string {
+		t := r.backup
+		if t.err != "" || t.took == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s / %s (%d of %d)", ms(t.p50), ms(t.p99), t.errs, t.sent)
+	})
+	line("restore: a cloud started on the copy, ready in", func(r scaleRow) string {
+		t := r.backup
+		if t.err != "" || t.restoreTook == 0 {
+			return "–"
+		}
+		return t.restoreTook.Round(10 * time.Millisecond).String()
+	})
 }
 
 // retentionLines are the retention phase's rows of an engine's table.

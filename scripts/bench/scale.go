@@ -61,6 +61,7 @@ type scaleRow struct {
 	drain             drainRow
 	drainLoad         float64
 	retention         retentionRow
+	backup            backupRow // SQLite's
 	err               string
 }
 
@@ -188,6 +189,9 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	row.drain = r.measureDrain(drainRow{engine: engine, transport: transport}, scaleDrainN)
 	r.stopHost()
 
+	if engine == "sqlite" {
+		row.backup = r.measureBackup(samples)
+	}
 	if b.cfg.scaleRetention > 0 {
 		row.retention = r.measureRetention(transport, b.cfg.scaleRetention)
 	}

@@ -21,6 +21,8 @@ type CloudConfig struct {
 	PublicURL   string   // RELAY_PUBLIC_URL; http://Listen when empty
 	Env         []string // more KEY=VALUE settings, after (and so over) the ones above
 	LogPath     string   // stdout and stderr; DataDir/cloud.log when empty
+	// ReadyWithin: how long StartCloud waits for /readyz; 60 s when 0.
+	ReadyWithin time.Duration
 }
 
 // Cloud is a running `cloud serve`.
@@ -30,8 +32,8 @@ type Cloud struct {
 	Cfg    CloudConfig
 }
 
-// StartCloud starts `cloud serve` and waits (up to 60 s) until /readyz
-// answers 200.
+// StartCloud starts `cloud serve` and waits (up to ReadyWithin, 60 s by
+// default) until /readyz answers 200.
 func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("rig: CloudConfig.DataDir is required")
@@ -48,6 +50,9 @@ func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
+	if cfg.ReadyWithin <= 0 {
+		cfg.ReadyWithin = 60 * time.Second
+	}
 	env := append([]string{
 		"RELAY_LISTEN=" + cfg.Listen,
 		"RELAY_DATABASE_URL=" + cfg.DatabaseURL,
@@ -57,7 +62,7 @@ func StartCloud(ctx context.Context, cfg CloudConfig) (*Cloud, error) {
 	}, cfg.Env...)
 	c := &Cloud{
 		Proc: &Proc{Bin: cfg.Bin, Args: []string{"serve"}, Env: env, LogPath: cfg.LogPath,
-			Ready: Readiness{Name: "cloud", URL: "http://" + cfg.Listen, Path: "/readyz", Within: 60 * time.Second}},
+			Ready: Readiness{Name: "cloud", URL: "http://" + cfg.Listen, Path: "/readyz", Within: cfg.ReadyWithin}},
 		Admin: NewAdmin("http://"+cfg.Listen, cfg.AdminToken),
 		Cfg:   cfg,
 	}
