@@ -9,7 +9,8 @@
 # Only the URL goes to stdout, so: export RELAY_TEST_DATABASE_URL=$(scripts/pgtest.sh start /tmp/pg)
 # The server trusts every connection from 127.0.0.1 and its own socket
 # directory, and listens nowhere else. It runs without fsync for speed unless
-# PGTEST_DURABLE=1. As root it runs as the `postgres` system user (created as
+# PGTEST_DURABLE=1; PGTEST_SETTINGS, lines of "name = value", are added to its
+# configuration after the script's own (benchmarks of server settings). As root it runs as the `postgres` system user (created as
 # `pgtest` if there is no such user), since Postgres refuses to run as root.
 # When no server binaries are found and we are root, the Debian package is
 # installed with apt-get.
@@ -169,6 +170,10 @@ EOF
 			echo "fsync = off"
 			echo "synchronous_commit = off"
 			echo "full_page_writes = off"
+		fi
+		if [[ -n "${PGTEST_SETTINGS:-}" ]]; then
+			echo "# PGTEST_SETTINGS"
+			printf '%s\n' "$PGTEST_SETTINGS"
 		fi
 	} >>"$dir/data/postgresql.conf"
 

@@ -43,6 +43,9 @@ type config struct {
 	payloads  string
 	dup       float64
 	bins      string
+	// pgSet: the bench's Postgres server settings over its defaults,
+	// "name=value,…".
+	pgSet string
 
 	warmup         time.Duration
 	intakeConc     []int
@@ -118,6 +121,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s, scale at 0 and 5,000 deliveries with 5 calls of each read and a 20 s retention phase (explicit flags still win)")
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
+	fs.StringVar(&c.pgSet, "pg-set", "", "Postgres server settings to measure with instead of its defaults, comma-separated name=value (e.g. wal_compression=lz4,max_wal_size=8GB,shared_buffers=2GB), written to its configuration before it starts")
 	fs.StringVar(&c.bins, "bins", "", "directory holding prebuilt cloud and host binaries to measure instead of building the module's (to compare two builds with the same bench)")
 	fs.Float64Var(&c.dup, "dup", 0, "share of requests (0–0.5) that replay a webhook already accepted, as a provider retries one")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake, latency and end-to-end run")
@@ -326,7 +330,11 @@ func mainErr() error {
 	}
 	if slices.Contains(cfg.engines, "postgres") {
 		logf("starting a durable Postgres (fsync on)")
-		if b.pg, err = rig.StartPostgres(ctx, root, filepath.Join(work, "pg"), true); err != nil {
+		var settings []string
+		if cfg.pgSet != "" {
+			settings = strings.Split(cfg.pgSet, ",")
+		}
+		if b.pg, err = rig.StartPostgres(ctx, root, filepath.Join(work, "pg"), true, settings...); err != nil {
 			return err
 		}
 		defer func() {

@@ -47,6 +47,9 @@ func (rep *report) markdown(b *bench) string {
 	p("| source | %s |\n", b.source)
 	if pg := postgresVersion(); pg != "" {
 		p("| Postgres | %s, throwaway server with fsync, synchronous_commit and full_page_writes on (`PGTEST_DURABLE=1`) |\n", pg)
+		if cfg.pgSet != "" {
+			p("| Postgres settings | `%s`, the rest its defaults |\n", cfg.pgSet)
+		}
 	}
 	if v := moduleVersion(b.root, "modernc.org/sqlite"); v != "" {
 		p("| SQLite | modernc.org/sqlite %s, as the cloud configures it |\n", v)

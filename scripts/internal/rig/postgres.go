@@ -28,7 +28,10 @@ type Postgres struct {
 // Run as root, the server runs as the postgres user, which must be able to
 // reach dir: every parent must be searchable by others (a t.TempDir() is
 // not). An empty dir makes a new one under os.TempDir().
-func StartPostgres(ctx context.Context, root, dir string, durable bool) (*Postgres, error) {
+//
+// settings, each "name = value", go into the server's configuration before
+// it starts (PGTEST_SETTINGS), over pgtest.sh's own.
+func StartPostgres(ctx context.Context, root, dir string, durable bool, settings ...string) (*Postgres, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "rig-pg-")
 		if err != nil {
@@ -42,6 +45,9 @@ func StartPostgres(ctx context.Context, root, dir string, durable bool) (*Postgr
 		cmd.Env = append(cmd.Env, "PGTEST_DURABLE=1")
 	} else {
 		cmd.Env = append(cmd.Env, "PGTEST_DURABLE=0")
+	}
+	if len(settings) > 0 {
+		cmd.Env = append(cmd.Env, "PGTEST_SETTINGS="+strings.Join(settings, "\n"))
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
