@@ -278,6 +278,7 @@ func TestCompose(t *testing.T) {
 	var c struct {
 		Services map[string]struct {
 			Image       string            `yaml:"image"`
+			Command     []string          `yaml:"command"`
 			ReadOnly    bool              `yaml:"read_only"`
 			Environment map[string]string `yaml:"environment"`
 			Ports       []string          `yaml:"ports"`
@@ -293,6 +294,8 @@ func TestCompose(t *testing.T) {
 	for _, s := range []string{"postgres", "cloud-1", "cloud-2", "proxy", "host"} {
 		require.Contains(t, c.Services, s)
 	}
+	// Postgres checkpoints by time, not every gigabyte of intake's WAL.
+	require.Subset(t, c.Services["postgres"].Command, []string{"max_wal_size=8GB", "checkpoint_timeout=15min"})
 	c1, c2 := c.Services["cloud-1"], c.Services["cloud-2"]
 	require.Equal(t, c1.Environment, c2.Environment, "the replicas share every setting")
 	for _, k := range []string{"RELAY_SECRET_KEYS", "RELAY_JWT_KEY", "RELAY_ADMIN_TOKEN"} {
