@@ -10,8 +10,9 @@
 # The server trusts every connection from 127.0.0.1 and its own socket
 # directory, and listens nowhere else. It runs without fsync for speed unless
 # PGTEST_DURABLE=1; PGTEST_SETTINGS, lines of "name = value", are added to its
-# configuration after the script's own (benchmarks of server settings). As root it runs as the `postgres` system user (created as
-# `pgtest` if there is no such user), since Postgres refuses to run as root.
+# configuration after the script's own (benchmarks of server settings). As
+# root it runs as the `postgres` system user (created as `pgtest` if there is
+# no such user), since Postgres refuses to run as root.
 # When no server binaries are found and we are root, the Debian package is
 # installed with apt-get.
 set -euo pipefail
