@@ -16,9 +16,12 @@ var _ store.AlertStore = (*Store)(nil)
 // lettered comes from the counts kept (a host offline for a day has a day
 // of webhooks queued, and the alerts read the backlog every 15 s); the
 // oldest pending of a host with any is the first of its available index
-// (queued and retrying) and of its leased ones (a lease's worth at most);
-// the window's dead letters since $1 are a range of their index (a
-// delivery's updated_at is never before its dlq_at).
+// (queued and retrying) and of its leased ones (a lease's worth at most),
+// each looked up only when the counts say the host has some: most hosts
+// have nothing leased, and a look-up in the (host_id, status) index, which
+// holds every delivery kept, reads pages of its own. The window's dead
+// letters since $1 are a range of their index (a delivery's updated_at is
+// never before its dlq_at).
 var backlogQuery, backlogOfHosts = backlogOf(false), backlogOf(true)
 
 // backlogOf is BacklogByHost's query, of the hosts in $3 (a list bound by
@@ -35,6 +38,8 @@ func backlogOf(hosts bool) string {
 	WITH k AS (
 		SELECT host_id,
 			sum(n) FILTER (WHERE status IN ('queued', 'retrying', 'delivering', 'delivered')) AS pending,
+			sum(n) FILTER (WHERE status IN ('queued', 'retrying')) AS available,
+			sum(n) FILTER (WHERE status IN ('delivering', 'delivered')) AS leased,
 			sum(n) FILTER (WHERE status = 'dlq') AS dlq
 		FROM ` + flowDB{}.DeliveryCounts() + ` c ` + of + ` GROUP BY host_id),
 	fresh AS (
@@ -43,8 +48,10 @@ func backlogOf(hosts bool) string {
 	b AS MATERIALIZED (
 		SELECT k.host_id, coalesce(k.pending, 0) AS pending,
 			CASE WHEN k.pending > 0 THEN least(
-				(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('queued', 'retrying')),
-				(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('delivering', 'delivered')))
+				CASE WHEN k.available > 0 THEN
+					(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('queued', 'retrying')) END,
+				CASE WHEN k.leased > 0 THEN
+					(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('delivering', 'delivered')) END)
 			END AS oldest,
 			coalesce(k.dlq, 0) AS dlq, coalesce(f.n, 0) AS new_dlq
 		FROM k LEFT JOIN fresh f ON f.host_id = k.host_id)

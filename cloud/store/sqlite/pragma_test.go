@@ -101,17 +101,22 @@ func TestAlertReadsUseStatusIndexes(t *testing.T) {
 	ctx := context.Background()
 	s := migrated(ctx, t)
 	for name, plan := range map[string][]string{
-		"failing sources": queryPlan(ctx, t, s, failingQuery, 1, 10),
+		"failing sources": queryPlan(ctx, t, s, failingQuery, 3, 10),
 		"backlog":         queryPlan(ctx, t, s, backlogQuery, 0, 10),
 	} {
 		for _, step := range plan {
 			if strings.Contains(step, "deliveries") {
-				require.Regexp(t, `deliveries_(failing|available|lease|dlq)_idx|deliveries_host_status_idx \(host_id=\? AND status=\?\)`, step, "%s: %q", name, plan)
+				require.Regexp(t, `deliveries_(failing|failing_attempts|available|lease|dlq)_idx|deliveries_host_status_idx \(host_id=\? AND status=\?\)`, step, "%s: %q", name, plan)
 			}
 		}
 	}
-	require.Contains(t, queryPlan(ctx, t, s, failingQuery, 1, 10), "SCAN deliveries USING COVERING INDEX deliveries_failing_idx",
-		"the retrying deliveries' index, the table not read")
+	failing := queryPlan(ctx, t, s, failingQuery, 3, 10)
+	require.Contains(t, failing, "SEARCH deliveries USING COVERING INDEX deliveries_failing_attempts_idx (attempts>?)",
+		"the retrying deliveries past the threshold, a range of their index, the table not read: %q", failing)
+	require.Contains(t, failing, "SEARCH d USING COVERING INDEX deliveries_failing_idx (host_id=? AND source=?)",
+		"a failing source's retrying deliveries, a range of their index, the table not read: %q", failing)
+	backlog := queryPlan(ctx, t, s, backlogQuery, 0, 10)
+	require.NotContains(t, backlog, "SCAN deliveries", "%q", backlog)
 }
 
 // The firing alerts (the evaluator's list, every 15 s) are read from the

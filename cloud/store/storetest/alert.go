@@ -179,6 +179,27 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		fs, err = s.FailingSources(ctx, &store.FailingSourcesParams{MinAttempts: 3})
 		require.NoError(t, err)
 		require.Empty(t, fs)
+
+		// A source's count holds its retrying deliveries that failed
+		// fewer times than the threshold too; a source with none past it
+		// is not listed.
+		now = now.Add(time.Hour)
+		insert(ctx, t, s, b.other.ID, "other-2", now, deliveryOpts{source: "stripe"})
+		insert(ctx, t, s, b.other.ID, "gh", now, deliveryOpts{})
+		require.Len(t, handOut(ctx, t, s, b.other.ID, 10, 0, now), 3)
+		for _, id := range []string{deliveryID("stripe", "other-2", now), deliveryID("github", "gh", now)} {
+			require.Equal(t, 1, nack(ctx, t, s, b.other.ID, now, delivery.Nack{ID: id, Error: "boom", Retryable: true}))
+		}
+		require.Equal(t, 1, nack(ctx, t, s, b.other.ID, now, delivery.Nack{ID: otherID, Error: "boom", Retryable: true}))
+		fs, err = s.FailingSources(ctx, &store.FailingSourcesParams{MinAttempts: 3})
+		require.NoError(t, err)
+		require.Equal(t, []*store.SourceFailures{{HostID: b.other.ID, Source: "stripe", Attempts: 3, Retrying: 2}}, fs)
+		fs, err = s.FailingSources(ctx, &store.FailingSourcesParams{MinAttempts: 1})
+		require.NoError(t, err)
+		require.Equal(t, []*store.SourceFailures{
+			{HostID: b.other.ID, Source: "stripe", Attempts: 3, Retrying: 2},
+			{HostID: b.other.ID, Source: "github", Attempts: 1, Retrying: 1},
+		}, fs, "the most attempts first")
 	})
 
 	t.Run("AlertsAndOutbox", func(t *testing.T) {
