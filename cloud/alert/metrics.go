@@ -17,11 +17,11 @@ type Metrics struct {
 	firing        *prometheus.GaugeVec
 	notifications *prometheus.CounterVec
 	sinkFailures  *prometheus.GaugeVec
-	pending       *prometheus.GaugeVec
-	oldest        *prometheus.GaugeVec
-	deadLetters   *prometheus.GaugeVec
-	recentDLQ     *prometheus.GaugeVec
-	offline       *prometheus.GaugeVec
+	pending       *hostGauge
+	oldest        *hostGauge
+	deadLetters   *hostGauge
+	recentDLQ     *hostGauge
+	offline       *hostGauge
 	failing       *prometheus.GaugeVec
 	hosts         *prometheus.GaugeVec
 	groupMembers  *prometheus.GaugeVec
@@ -40,16 +40,16 @@ func newMetrics() *Metrics {
 			Help: "Notification attempts by sink kind and result (sent, failed)."}, []string{"kind", "result"}),
 		sinkFailures: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_alert_sink_failures",
 			Help: "Failed attempts of each sink since its last success."}, []string{"sink"}),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_pending_deliveries",
-			Help: "Deliveries waiting for a host (queued, delivering, delivered, retrying), at most 1000 hosts."}, []string{"host"}),
-		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_oldest_pending_seconds",
-			Help: "Age of the oldest delivery waiting for a host, at most 1000 hosts."}, []string{"host"}),
-		deadLetters: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_dead_letters",
-			Help: "Dead-lettered deliveries of a host, at most 1000 hosts."}, []string{"host"}),
-		recentDLQ: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_recent_dead_letters",
-			Help: "Deliveries of a host dead-lettered within the dead_letters rule's window, at most 1000 hosts."}, []string{"host"}),
-		offline: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_host_offline_seconds",
-			Help: "How long an offline host has been offline, at most 1000 hosts (those offline longest)."}, []string{"host"}),
+		pending: newHostGauge(prometheus.GaugeOpts{Name: "relay_host_pending_deliveries",
+			Help: "Deliveries waiting for a host (queued, delivering, delivered, retrying), at most 1000 hosts."}),
+		oldest: newHostGauge(prometheus.GaugeOpts{Name: "relay_host_oldest_pending_seconds",
+			Help: "Age of the oldest delivery waiting for a host, at most 1000 hosts."}),
+		deadLetters: newHostGauge(prometheus.GaugeOpts{Name: "relay_host_dead_letters",
+			Help: "Dead-lettered deliveries of a host, at most 1000 hosts."}),
+		recentDLQ: newHostGauge(prometheus.GaugeOpts{Name: "relay_host_recent_dead_letters",
+			Help: "Deliveries of a host dead-lettered within the dead_letters rule's window, at most 1000 hosts."}),
+		offline: newHostGauge(prometheus.GaugeOpts{Name: "relay_host_offline_seconds",
+			Help: "How long an offline host has been offline, at most 1000 hosts (those offline longest)."}),
 		failing: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_source_failed_attempts",
 			Help: "The most failed attempts in a row of a retrying delivery of a host's source, at most 1000 series."}, []string{"host", "source"}),
 		hosts: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "relay_hosts",
@@ -63,23 +63,62 @@ func newMetrics() *Metrics {
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.evaluator, m.evalErrors, m.firing, m.notifications, m.sinkFailures, m.pending, m.oldest,
-		m.deadLetters, m.recentDLQ, m.offline, m.failing, m.hosts, m.groupMembers, m.groupWaiting}
+	return []prometheus.Collector{m.evaluator, m.evalErrors, m.firing, m.notifications, m.sinkFailures, m.pending.vec, m.oldest.vec,
+		m.deadLetters.vec, m.recentDLQ.vec, m.offline.vec, m.failing, m.hosts, m.groupMembers, m.groupWaiting}
 }
 
 func (m *Metrics) observeBacklog(now time.Time, backlog []*store.HostBacklog) {
-	m.pending.Reset()
-	m.oldest.Reset()
-	m.deadLetters.Reset()
-	m.recentDLQ.Reset()
 	for _, b := range backlog {
-		m.pending.WithLabelValues(b.HostID).Set(float64(b.Pending))
-		m.deadLetters.WithLabelValues(b.HostID).Set(float64(b.DLQ))
-		m.recentDLQ.WithLabelValues(b.HostID).Set(float64(b.NewDLQ))
+		m.pending.set(b.HostID, float64(b.Pending))
+		m.deadLetters.set(b.HostID, float64(b.DLQ))
+		m.recentDLQ.set(b.HostID, float64(b.NewDLQ))
 		if b.OldestPending != nil {
-			m.oldest.WithLabelValues(b.HostID).Set(now.Sub(*b.OldestPending).Seconds())
+			m.oldest.set(b.HostID, now.Sub(*b.OldestPending).Seconds())
 		}
 	}
+	for _, g := range []*hostGauge{m.pending, m.deadLetters, m.recentDLQ, m.oldest} {
+		g.done()
+	}
+}
+
+// hostGauge is a gauge by host whose series are those of the last
+// evaluation: it sets the hosts read, then deletes the series of those no
+// longer read. Resetting the vector and creating every series again cost
+// about 2 ms of an evaluation's 20 with 1,000 hosts (4,000 series), and
+// left a scrape in between to find the vector empty. Only the evaluator's
+// goroutine writes it.
+type hostGauge struct {
+	vec         *prometheus.GaugeVec
+	shown, next map[string]struct{}
+}
+
+func newHostGauge(opts prometheus.GaugeOpts) *hostGauge {
+	return &hostGauge{vec: prometheus.NewGaugeVec(opts, []string{"host"}),
+		shown: map[string]struct{}{}, next: map[string]struct{}{}}
+}
+
+// set sets host's series to v.
+func (g *hostGauge) set(host string, v float64) {
+	g.vec.WithLabelValues(host).Set(v)
+	g.next[host] = struct{}{}
+}
+
+// done deletes the series of the hosts not set since the last done.
+func (g *hostGauge) done() {
+	for host := range g.shown {
+		if _, ok := g.next[host]; !ok {
+			g.vec.DeleteLabelValues(host)
+		}
+	}
+	clear(g.shown)
+	g.shown, g.next = g.next, g.shown
+}
+
+// reset deletes every series.
+func (g *hostGauge) reset() {
+	g.vec.Reset()
+	clear(g.shown)
+	clear(g.next)
 }
 
 // groupSeries is one group's gauges.
@@ -98,10 +137,10 @@ func (m *Metrics) observeGroups(gs []groupSeries) {
 }
 
 func (m *Metrics) observeOffline(now time.Time, offline []*store.PresenceChange) {
-	m.offline.Reset()
 	for _, o := range offline {
-		m.offline.WithLabelValues(o.HostID).Set(now.Sub(*o.Since).Seconds())
+		m.offline.set(o.HostID, now.Sub(*o.Since).Seconds())
 	}
+	m.offline.done()
 }
 
 func (m *Metrics) observePresence(counts map[store.Presence]int) {
@@ -125,11 +164,9 @@ func (m *Metrics) observeFiring(byRule map[string]int) {
 
 // reset clears the gauges of a replica that no longer evaluates.
 func (m *Metrics) reset() {
-	m.pending.Reset()
-	m.oldest.Reset()
-	m.deadLetters.Reset()
-	m.recentDLQ.Reset()
-	m.offline.Reset()
+	for _, g := range []*hostGauge{m.pending, m.oldest, m.deadLetters, m.recentDLQ, m.offline} {
+		g.reset()
+	}
 	m.failing.Reset()
 	m.hosts.Reset()
 	m.firing.Reset()

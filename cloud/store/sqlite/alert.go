@@ -88,8 +88,9 @@ func (s *Store) BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*s
 // retrying deliveries in the one that leads with the host and source
 // (deliveries_failing_idx): the retrying deliveries that failed fewer
 // times, most of them, are read only for a failing source's count. Both
-// covering, the table not read. Grouping every retrying delivery took 2
-// ms at 6,000 of them and grew with them.
+// covering, the table not read. Grouping every retrying delivery took 1
+// ms at 6,000 of them (300,000 kept), 0.06 ms this way, and grew with
+// them.
 const failingQuery = `
 	WITH f AS (SELECT DISTINCT host_id, source FROM deliveries INDEXED BY deliveries_failing_attempts_idx
 		WHERE status = 'retrying' AND attempts >= ?1)
