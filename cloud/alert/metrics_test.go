@@ -36,11 +36,16 @@ func TestHostGaugesFollowTheLastEvaluation(t *testing.T) {
 	m.observeBacklog(now, nil)
 	require.Equal(t, map[string]int{"pending": 0, "oldest": 0, "dlq": 0, "offline": 0}, series())
 
+	// A reset (the lease lost) forgets what was shown: the next
+	// evaluation's hosts are all the gauge tracks.
 	m.observeBacklog(now, []*store.HostBacklog{{HostID: "d", Pending: 1}})
 	m.reset()
 	require.Equal(t, map[string]int{"pending": 0, "oldest": 0, "dlq": 0, "offline": 0}, series(), "reset")
+	require.Empty(t, m.pending.shown)
 	m.observeBacklog(now, []*store.HostBacklog{{HostID: "e", Pending: 1}})
-	require.Equal(t, 1, seriesOf(m.pending.vec), "d not brought back")
+	require.Equal(t, 1, seriesOf(m.pending.vec))
+	require.Equal(t, map[string]struct{}{"e": {}}, m.pending.shown, "d not tracked after the reset")
+	require.Empty(t, m.pending.next)
 }
 
 // seriesOf counts the series c collects.

@@ -37,22 +37,20 @@ func backlogOf(hosts bool) string {
 	return `
 	WITH k AS (
 		SELECT host_id,
-			sum(n) FILTER (WHERE status IN ('queued', 'retrying', 'delivering', 'delivered')) AS pending,
-			sum(n) FILTER (WHERE status IN ('queued', 'retrying')) AS available,
-			sum(n) FILTER (WHERE status IN ('delivering', 'delivered')) AS leased,
+			coalesce(sum(n) FILTER (WHERE status IN ('queued', 'retrying')), 0) AS available,
+			coalesce(sum(n) FILTER (WHERE status IN ('delivering', 'delivered')), 0) AS leased,
 			sum(n) FILTER (WHERE status = 'dlq') AS dlq
 		FROM ` + flowDB{}.DeliveryCounts() + ` c ` + of + ` GROUP BY host_id),
 	fresh AS (
 		SELECT host_id, count(*) AS n FROM deliveries
 		WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 GROUP BY host_id),
 	b AS MATERIALIZED (
-		SELECT k.host_id, coalesce(k.pending, 0) AS pending,
-			CASE WHEN k.pending > 0 THEN least(
+		SELECT k.host_id, k.available + k.leased AS pending,
+			least(
 				CASE WHEN k.available > 0 THEN
 					(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('queued', 'retrying')) END,
 				CASE WHEN k.leased > 0 THEN
-					(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('delivering', 'delivered')) END)
-			END AS oldest,
+					(SELECT min(received_at) FROM deliveries d WHERE d.host_id = k.host_id AND d.status IN ('delivering', 'delivered')) END) AS oldest,
 			coalesce(k.dlq, 0) AS dlq, coalesce(f.n, 0) AS new_dlq
 		FROM k LEFT JOIN fresh f ON f.host_id = k.host_id)
 	SELECT host_id, pending::bigint, oldest, dlq::bigint, new_dlq::bigint FROM b
