@@ -32,6 +32,30 @@ type HostSource struct {
 	Group string `json:"group,omitempty"`
 }
 
+// SourceNameRule says in words what ValidSourceName takes.
+const SourceNameRule = "1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit"
+
+// ValidSourceName reports whether name can be a source's name: the last
+// segment of its webhook URL (/api/webhooks/:hostId/:source), the key of
+// its handler in a host's configuration (webhooks.NAME). The cloud
+// answers any other name in a URL 404 without a look-up, and refuses to
+// create a source by it; a host refuses a configuration that names one.
+func ValidSourceName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // Kinds of SourceMismatch.
 const (
 	// MismatchNotInCloud: the host handles (enabled) a source the cloud

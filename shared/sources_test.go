@@ -2,6 +2,7 @@ package shared
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -142,4 +143,25 @@ func TestHostSourcesJSON(t *testing.T) {
 	b, err := json.Marshal(HostSourcesResponse{Sources: []HostSource{{Name: "github", Provider: "github", Enabled: true, Events: []string{"push"}}}})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"sources": [{"name": "github", "provider": "github", "enabled": true, "events": ["push"]}]}`, string(b))
+}
+
+func TestValidSourceName(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]bool{
+		"github": true, "stripe-live": true, "a": true, "0x": true, "my_hooks": true,
+		strings.Repeat("a", 64): true,
+		"":                      false,
+		strings.Repeat("a", 65): false,
+		"GitHub":                false, // the cloud's names are lower case
+		"hooks.prod":            false,
+		"_github":               false, // starts with a letter or digit
+		"-github":               false,
+		"git hub":               false,
+		"gïthub":                false,
+		"github/x":              false,
+	} {
+		if got := ValidSourceName(name); got != want {
+			t.Errorf("ValidSourceName(%q) = %v, want %v", name, got, want)
+		}
+	}
 }

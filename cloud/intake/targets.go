@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"sync"
 	"time"
 
@@ -40,9 +39,6 @@ type Target struct {
 // TargetTTL bounds how long intake trusts a cached host and source should
 // a change notification be lost; changes are otherwise seen at once.
 const TargetTTL = 10 * time.Second
-
-// SourceNameRE is the form of a source name.
-var SourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Target returns the target hostID and name make, from the cache or the
 // store. Errors are *shared.Error: not found or gone for the sender (answered at
@@ -134,13 +130,13 @@ func (s *Service) resolve(ctx context.Context, hostID, name string) (*Target, er
 }
 
 // checkNames answers not found for a host or group id or source name that
-// could not exist: of neither NewHostID's nor NewGroupID's form, or not of
-// SourceNameRE's.
+// could not exist: of neither NewHostID's nor NewGroupID's form, or not
+// shared.ValidSourceName.
 func checkNames(hostID, name string) error {
 	if !auth.ValidHostID(hostID) && !auth.ValidGroupID(hostID) {
 		return shared.NotFound("no such host")
 	}
-	if len(name) > 64 || !SourceNameRE.MatchString(name) {
+	if !shared.ValidSourceName(name) {
 		return shared.NotFound("no such source on this host")
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -102,8 +101,6 @@ type Entry struct {
 	Set    string
 }
 
-var setNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-
 // ParseEntry reads an allowlist entry: a CIDR (its address masked), a
 // single IP (a /32 or /128), or the name of a known set.
 func ParseEntry(s string) (Entry, error) {
@@ -111,7 +108,7 @@ func ParseEntry(s string) (Entry, error) {
 	if p, err := ParsePrefix(s); err == nil {
 		return Entry{Prefix: p}, nil
 	}
-	if _, ok := Lookup(s); ok && setNameRE.MatchString(s) {
+	if _, ok := Lookup(s); ok {
 		return Entry{Set: s}, nil
 	}
 	return Entry{}, fmt.Errorf("%q is not a CIDR, an IP address or a known IP set (%s)", s, strings.Join(Names(), ", "))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -485,6 +486,10 @@ func TestSourceSecretsAndOptionsChecked(t *testing.T) {
 		{"standard", map[string]any{"secrets": []string{"whsec_%%%"}}, "secrets[0]"},
 		{"github", map[string]any{"secrets": []string{"s"}, "options": map[string]string{"no_such_option": "1"}}, "options"},
 		{"billing", map[string]any{"provider": "nope", "secrets": []string{"s"}}, "unknown provider"},
+		{"slack", map[string]any{"secrets": []string{"s"}, "events": []string{"push", "pull request"}}, `bad event name \"pull request\"`},
+		{"linear", map[string]any{"secrets": []string{"s"}, "events": []string{""}}, `bad event name \"\"`},
+		{"shopify", map[string]any{"secrets": []string{"s"}, "events": []string{strings.Repeat("e", 129)}}, "bad event name"},
+		{"telegram", map[string]any{"secrets": []string{"s"}, "events": []string{"é"}}, "bad event name"},
 	} {
 		a := b.admin("PUT", "/api/hosts/"+hostID+"/sources/"+tc.name, tc.body)
 		require.Equal(t, 400, a.status, "%s: %s", tc.name, a.body)
@@ -494,6 +499,12 @@ func TestSourceSecretsAndOptionsChecked(t *testing.T) {
 	}
 	a := b.admin("GET", "/api/hosts/"+hostID+"/sources", nil)
 	require.NotContains(t, string(a.body), `"name":"discord"`, "nothing stored")
+
+	// Event names as a filter takes them: 1 to 128 of letters, digits,
+	// '_', '.', ':', '*' and '-'.
+	good := []string{"push", "pull_request.opened", "invoice:paid", "*", "a-b", strings.Repeat("E", 128)}
+	a = b.admin("PUT", "/api/hosts/"+hostID+"/sources/github-events", map[string]any{"provider": "github", "secrets": []string{"s"}, "events": good})
+	require.Equal(t, 201, a.status, "%s", a.body)
 }
 
 // A nack names the attempt it reports; one for another attempt is stale and

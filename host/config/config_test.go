@@ -141,6 +141,10 @@ func TestParseErrors(t *testing.T) {
 		{"double dot", src(`{"enabled": true, "forward": "http://x", "events": ["a..b"]}`), `invalid event name "a..b"`},
 		{"bad timeout", src(`{"enabled": true, "forward": "http://x", "timeout_s": 0}`), "webhooks.github.timeout_s"},
 		{"bad source name", `{"webhooks": {"git hub": {"enabled": false}}}`, "invalid source name"},
+		// Names the cloud's URLs never take: their handlers could never run.
+		{"source name in capitals", `{"webhooks": {"GitHub": {"enabled": false}}}`, `invalid source name "GitHub": a source's name is the cloud's, 1 to 64 of a-z`},
+		{"source name with a dot", `{"webhooks": {"hooks.prod": {"enabled": false}}}`, `invalid source name "hooks.prod"`},
+		{"source name of 65", `{"webhooks": {"` + strings.Repeat("a", 65) + `": {"enabled": false}}}`, "invalid source name"},
 		{"unknown provider", src(`{"enabled": true, "forward": "http://x", "provider": "gitlab"}`), `webhooks.github.provider: unknown payload parser "gitlab"`},
 		{"route without events", src(`{"enabled": true, "routes": [{"exec": ["a"]}]}`), `webhooks.github.routes[0].events: a route needs its events`},
 		{"route without handler", src(`{"enabled": true, "routes": [{"events": ["push"]}]}`), `webhooks.github.routes[0]: a route needs a handler`},

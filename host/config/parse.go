@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relaykit/relay/host/summary"
+	"github.com/relaykit/relay/shared"
 )
 
 // The file's JSON shape. Pointers tell "absent" from zero.
@@ -41,8 +42,6 @@ type fileSource struct {
 	Routes   []fileRoute `json:"routes"`
 	fileHandler
 }
-
-var sourceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // syntaxError is JSON that does not parse (or a value encoding/json
 // refuses), at a line and column of the file (both from 1).
@@ -185,8 +184,10 @@ func parse(data []byte, baseDir string, checkProgram func(string) error) (*Confi
 	}
 	slices.Sort(names) // the first error reported is the same on every run
 	for _, name := range names {
-		if !sourceName.MatchString(name) {
-			return nil, fmt.Errorf("webhooks: invalid source name %q (letters, digits, '.', '_', '-'; at most 64)", name)
+		if !shared.ValidSourceName(name) {
+			// The cloud has no source by such a name: no webhook could
+			// ever reach its handler.
+			return nil, fmt.Errorf("webhooks: invalid source name %q: a source's name is the cloud's, %s", name, shared.SourceNameRule)
 		}
 		s, err := parseSource(f.Webhooks[name], baseDir, checkProgram)
 		if err != nil {
