@@ -52,7 +52,14 @@ func TestIncidentReadsUseIndexes(t *testing.T) {
 			require.NotContains(t, plan, "on sources", "%s: not a look-up per source:\n%s", name, plan)
 		}
 		if name == "failing sources" {
-			require.Contains(t, plan, "deliveries_failing_idx", "the retrying deliveries' own index:\n%s", plan)
+			require.Regexp(t, `Index Only Scan using deliveries_failing_attempts_idx on deliveries\s.*\n\s*Index Cond: \(attempts >= `, plan,
+				"the sources past the threshold, a range of the index that leads with the attempts:\n%s", plan)
+			// Each one's count from an index of the retrying deliveries by
+			// host: on 2 million with 150,000 retrying, unvacuumed or not,
+			// deliveries_failing_idx (host and source); on a store this
+			// small the planner may walk the smaller by time instead.
+			require.Regexp(t, `Index (Only )?Scan using deliveries_(failing|retrying)_idx on deliveries d\s.*\n\s*Index Cond: \(+host_id = `, plan,
+				"each one's count from the retrying deliveries' own index:\n%s", plan)
 		}
 		if name == "dead letter" {
 			require.Contains(t, plan, "deliveries_dlq_received_idx", "the dead letters alone, not everyone's deliveries newest first:\n%s", plan)
@@ -121,7 +128,7 @@ func incidentPlans(ctx context.Context, t *testing.T, conn *pgx.Conn, correlatio
 		"counts: host list, online": hosts(&store.HostPageParams{Limit: 100, Presence: store.PresenceOnline,
 			LateCut: before, OfflineCut: before.Add(-2 * time.Minute)}),
 		"counts: host page":  explain(ctx, t, conn, postgres.CountByStatusQuery, "h7"),
-		"failing sources":    explain(ctx, t, conn, postgres.FailingQuery, 1, 1000),
+		"failing sources":    explain(ctx, t, conn, postgres.FailingQuery(3), 1000),
 		"host's deliveries":  list("", "", nil),
 		"host's next page":   list("", "", &before),
 		"host's acked":       list(store.StatusAcked, "", nil),
