@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
@@ -39,4 +40,47 @@ func TestMigrateReport(t *testing.T) {
 	res, err = s.MigrateReport(ctx)
 	require.NoError(t, err)
 	require.Equal(t, store.MigrateResult{Applied: 0, Version: latest}, res)
+}
+
+// Migration 26 builds its index concurrently, so a build that fails
+// leaves it invalid (the planner never uses an invalid index); the next
+// migrate drops that one and builds it again, and the index is there,
+// valid, as the migration defines it.
+func TestMigrateFailingAttemptsAfterAnInterruptedBuild(t *testing.T) {
+	ctx := context.Background()
+	s, conn, url := openWithConn(ctx, t)
+	p, _ := migrator(t, url)
+	now := time.Date(2026, 11, 30, 19, 0, 0, 0, time.UTC)
+	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: "h-fail", Name: "fail", Now: now})
+	require.NoError(t, err)
+	for _, id := range []string{"github:f:1", "github:f:2"} {
+		_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: id, HostID: "h-fail", Source: "github",
+			EventID: id, Headers: map[string]string{}, RawBody: []byte(`{}`), ReceivedAt: now})
+		require.NoError(t, err)
+	}
+	_, err = conn.Exec(ctx, `UPDATE deliveries SET status = 'retrying', attempts = 4`)
+	require.NoError(t, err)
+
+	_, err = p.DownTo(ctx, 25)
+	require.NoError(t, err)
+	// An index of that name whose build failed: a unique one over two
+	// equal keys.
+	_, err = conn.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY deliveries_failing_attempts_idx ON deliveries (host_id) WHERE status = 'retrying'`)
+	require.Error(t, err)
+	valid := func() (ok bool, def string) {
+		require.NoError(t, conn.QueryRow(ctx, `SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i
+			WHERE i.indexrelid = 'deliveries_failing_attempts_idx'::regclass`).Scan(&ok, &def))
+		return ok, def
+	}
+	ok, _ := valid()
+	require.False(t, ok, "left invalid")
+
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	ok, def := valid()
+	require.True(t, ok)
+	require.Contains(t, def, "(attempts, host_id, source) WHERE ((status = 'retrying'::text) AND (attempts >= 2))")
+	fs, err := s.FailingSources(ctx, &store.FailingSourcesParams{MinAttempts: 3})
+	require.NoError(t, err)
+	require.Equal(t, []*store.SourceFailures{{HostID: "h-fail", Source: "github", Attempts: 4, Retrying: 2}}, fs)
 }
