@@ -51,14 +51,8 @@ func TestMigrateFailingAttemptsAfterAnInterruptedBuild(t *testing.T) {
 	s, conn, url := openWithConn(ctx, t)
 	p, _ := migrator(t, url)
 	now := time.Date(2026, 11, 30, 19, 0, 0, 0, time.UTC)
-	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: "h-fail", Name: "fail", Now: now})
-	require.NoError(t, err)
-	for _, id := range []string{"github:f:1", "github:f:2"} {
-		_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: id, HostID: "h-fail", Source: "github",
-			EventID: id, Headers: map[string]string{}, RawBody: []byte(`{}`), ReceivedAt: now})
-		require.NoError(t, err)
-	}
-	_, err = conn.Exec(ctx, `UPDATE deliveries SET status = 'retrying', attempts = 4`)
+	hostWithDeliveries(ctx, t, s, "h-fail", now, "github:f:1", "github:f:2")
+	_, err := conn.Exec(ctx, `UPDATE deliveries SET status = 'retrying', attempts = 4`)
 	require.NoError(t, err)
 
 	_, err = p.DownTo(ctx, 25)

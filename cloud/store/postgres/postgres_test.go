@@ -83,6 +83,19 @@ func explain(ctx context.Context, t *testing.T, q interface {
 	return strings.Join(lines, "\n")
 }
 
+// hostWithDeliveries creates host hostID with a delivery of its github
+// source for each id (the id its event id too), received at now.
+func hostWithDeliveries(ctx context.Context, t testing.TB, s *postgres.Store, hostID string, now time.Time, ids ...string) {
+	t.Helper()
+	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: hostID, Name: hostID, Now: now})
+	require.NoError(t, err)
+	for _, id := range ids {
+		_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: id, HostID: hostID, Source: "github",
+			EventID: id, Headers: map[string]string{"x-github-event": "push"}, RawBody: []byte(`{}`), ReceivedAt: now})
+		require.NoError(t, err)
+	}
+}
+
 // migrator returns goose's provider of the store's migrations at url, and
 // its connection.
 func migrator(t testing.TB, url string) (*goose.Provider, *sql.DB) {
@@ -182,17 +195,11 @@ func TestMigrateResultIntoDelivery(t *testing.T) {
 	s, conn, url := openWithConn(ctx, t)
 	p, _ := migrator(t, url)
 	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
-	_, err := s.HostCreate(ctx, &store.HostCreateParams{ID: "h-result", Name: "result", Now: now})
-	require.NoError(t, err)
-	for _, id := range []string{"github:r:1", "github:n:1"} {
-		_, err := s.DeliveryInsert(ctx, &store.DeliveryInsertParams{ID: id, HostID: "h-result", Source: "github",
-			EventID: id, Headers: map[string]string{"x-github-event": "push"}, RawBody: []byte(`{}`), ReceivedAt: now})
-		require.NoError(t, err)
-	}
+	hostWithDeliveries(ctx, t, s, "h-result", now, "github:r:1", "github:n:1")
 	status := 500
 	want := store.DeliveryResult{DeliveryID: "github:r:1", Attempt: 3, Result: "error", Handler: "forward http://127.0.0.1:3000/",
 		ResponseStatus: &status, DurationMS: 40, Error: "status 500", ReportedAt: now}
-	_, err = s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-result", Results: []store.DeliveryResult{want}})
+	_, err := s.DeliveryReport(ctx, &store.DeliveryReportParams{HostID: "h-result", Results: []store.DeliveryResult{want}})
 	require.NoError(t, err)
 
 	_, err = p.DownTo(ctx, 15)
