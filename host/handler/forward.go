@@ -66,6 +66,12 @@ func (f *Forward) canonical(k string) string {
 	return ck
 }
 
+// forwardWriteBuffer is each connection's write buffer: a request's head
+// and a body of up to about this size go out in one write. With the
+// client's default (4 KB) a webhook of a few KB took two, the body's
+// remainder copied on its own.
+const forwardWriteBuffer = 32 << 10
+
 // NewForward returns a Forward handler for opts.
 func NewForward(opts ForwardOptions) (*Forward, error) {
 	u, err := url.Parse(opts.URL)
@@ -82,6 +88,7 @@ func NewForward(opts ForwardOptions) (*Forward, error) {
 		MaxIdleConns:        max(opts.MaxConns, 4),
 		MaxIdleConnsPerHost: max(opts.MaxConns, 4),
 		IdleConnTimeout:     90 * time.Second,
+		WriteBufferSize:     forwardWriteBuffer,
 	}
 	client := &http.Client{
 		Transport: transport,
