@@ -48,6 +48,17 @@ func testReplicas(t *testing.T, transport string) {
 	for i, c := range replicas {
 		urls[i] = c.url
 	}
+	// Each replica counts the three in its roll call before any host
+	// polls: none parks an answered long poll for a next poll that may go
+	// to another. (A replica that started first counts itself alone until
+	// its next call; a poll it parks in that window gives back what it
+	// holds when the host's next poll goes elsewhere, an attempt spent and
+	// given back: docs/deploy.md, several replicas.)
+	for i, c := range replicas {
+		eventually(t, 3*delivery.RollCallEvery, fmt.Sprintf("replica %d counts three", i), func() bool {
+			return metricValue(c.metrics(), "relay_replicas") == float64(len(replicas))
+		})
+	}
 
 	rc := startReceiver(t)
 	type hostRun struct {
@@ -129,13 +140,6 @@ func testReplicas(t *testing.T, transport string) {
 		for _, d := range ds {
 			require.Equal(t, 1, d.Attempts, d.DeliveryID)
 		}
-	}
-	// Each replica counts the three in its roll call: none parks an
-	// answered long poll for a next poll that may go to another.
-	for i, c := range replicas {
-		eventually(t, 3*delivery.RollCallEvery, fmt.Sprintf("replica %d counts three", i), func() bool {
-			return metricValue(c.metrics(), "relay_replicas") == float64(len(replicas))
-		})
 	}
 	var spread []int64
 	for _, h := range hosts {
