@@ -129,6 +129,20 @@ func (m *Marker) Take(acks, others []string) []store.Written {
 	return written
 }
 
+// NotPending returns those of ids whose mark it does not hold: not added,
+// or already marked or taken by a report.
+func (m *Marker) NotPending(ids []string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if _, ok := m.pending[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Drop forgets ids: the write that carried them failed, so they are not
 // to be marked.
 func (m *Marker) Drop(ids []string) {

@@ -12,10 +12,10 @@ import (
 // long-polls has one Marker, kept while the service runs (at most one a
 // host: hosts are created by the operator).
 //
-// Only where no other replica shares the store (Config.DeferPollMarks):
-// behind a balancer the host's next poll may go to a replica that does
-// not hold the marks, whose ack would record the delivery acked with no
-// delivered before it.
+// Only where no other replica shares the store (Config.DeferPollMarks, or
+// while a RollCall finds this replica alone): behind a balancer the host's
+// next poll may go to a replica that does not hold the marks, whose ack
+// would record the delivery acked with no delivered before it.
 type pollMarks struct {
 	mu sync.Mutex
 	by map[string]*Marker
@@ -25,7 +25,7 @@ type pollMarks struct {
 // long poll's answer; RecordWrite then says how that ended. Said before
 // the write, the mark is pending before the host can ack what it reads.
 func (s *Service) Writing(hostID string, ids []string) {
-	if s.cfg.DeferPollMarks && len(ids) > 0 {
+	if s.deferMarks.Load() && len(ids) > 0 {
 		s.pollMarker(hostID, true).Add(ids)
 	}
 }
@@ -70,7 +70,21 @@ func (s *Service) takeMarks(hostID string, r *Report) (restore func()) {
 	return func() { m.Restore(taken) }
 }
 
-// flushPollMarks makes every mark put off: the service stops.
+// setAlone says whether another replica shares the store, and returns
+// what it said before: alone, answered polls park and their marks are put
+// off; no longer alone, every mark put off is made at once, before another
+// replica can take an ack of it.
+func (s *Service) setAlone(alone bool) (was bool) {
+	s.deferMarks.Store(alone)
+	was = s.parkPolls.Swap(alone)
+	if was && !alone {
+		s.flushPollMarks()
+	}
+	return was
+}
+
+// flushPollMarks makes every mark put off: the service stops, or another
+// replica shares the store.
 func (s *Service) flushPollMarks() {
 	s.marks.mu.Lock()
 	ms := make([]*Marker, 0, len(s.marks.by))

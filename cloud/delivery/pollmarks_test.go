@@ -19,10 +19,14 @@ import (
 
 // deferring is a service over a gated store (its marks counted; the gate
 // open) that puts the marks of long-poll answers off.
-func (b *bundle) deferring() (*delivery.Service, *gatedStore) {
+func (b *bundle) deferring() (*delivery.Service, *gatedStore) { return b.deferringFromStart(true) }
+
+// deferringFromStart is deferring with the marks put off from the start
+// (Config.DeferPollMarks) or only while a roll call finds it alone.
+func (b *bundle) deferringFromStart(deferMarks bool) (*delivery.Service, *gatedStore) {
 	gs := &gatedStore{Store: b.store, gate: make(chan struct{})}
 	close(gs.gate)
-	return delivery.New(gs, delivery.Config{LeaseFor: time.Minute, DeferPollMarks: true}, b.clock,
+	return delivery.New(gs, delivery.Config{LeaseFor: time.Minute, DeferPollMarks: deferMarks}, b.clock,
 		slog.New(slog.NewTextHandler(io.Discard, nil))), gs
 }
 
@@ -134,5 +138,80 @@ func TestPollAnswerNotWrittenIsNotMarked(t *testing.T) {
 		for _, e := range trail(t, b, ids[0]) {
 			require.NotEqual(t, store.StatusDelivered, e.To)
 		}
+	})
+}
+
+// Replicas sharing a store put the marks off while the roll call finds
+// one alone, and a replica that finds another makes every mark it put
+// off at once, before the other can take an ack of those deliveries.
+func TestPollMarksPutOffWhileTheRollCallFindsOneAlone(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		svc, gs := b.deferringFromStart(false)
+		status := func(ids []string) store.Status {
+			t.Helper()
+			require.Len(t, ids, 1)
+			return b.get(ids[0]).Status
+		}
+		b.send()
+		require.Equal(t, store.StatusDelivered, status(b.answer(svc, 1, delivery.Report{})), "marked at once before any roll call")
+		require.Equal(t, int64(1), gs.marks.Load())
+
+		a := delivery.NewRollCall(b.store, svc, b.clock, log)
+		a.Call(b.ctx)
+		b.send()
+		written := b.clock.Now()
+		putOff := b.answer(svc, 1, delivery.Report{})
+		require.Equal(t, store.StatusDelivering, status(putOff), "alone: put off")
+		require.Equal(t, int64(1), gs.marks.Load())
+
+		// Another replica comes: the mark put off is made at this
+		// replica's next call, at the time of the write, with no time
+		// passing.
+		other := delivery.New(b.store, delivery.Config{}, b.clock, log)
+		delivery.NewRollCall(b.store, other, b.clock, log).Call(b.ctx)
+		a.Call(b.ctx)
+		require.Equal(t, store.StatusDelivered, status(putOff), "made when another replica came")
+		require.Equal(t, ptr(written), b.get(putOff[0]).DeliveredAt)
+		require.Equal(t, int64(2), gs.marks.Load())
+
+		b.send()
+		require.Equal(t, store.StatusDelivered, status(b.answer(svc, 1, delivery.Report{})), "not alone: marked at once")
+	})
+}
+
+// An answer whose mark was put off is marked all the same when the roll
+// call finds another replica between its Writing and its RecordWrite,
+// and one whose mark was not put off is marked at once when marks are
+// put off by then.
+func TestPollMarkDecidedByWhatWritingDid(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		svc, _ := b.deferringFromStart(false)
+		a := delivery.NewRollCall(b.store, svc, b.clock, log)
+		lease := func() []string {
+			t.Helper()
+			b.send()
+			res, err := svc.Heartbeat(b.ctx, b.host, &delivery.Heartbeat{Max: 1})
+			require.NoError(t, err)
+			require.Len(t, res.Deliveries, 1)
+			return []string{res.Deliveries[0].ID}
+		}
+
+		// Not put off at Writing; put off by RecordWrite.
+		ids := lease()
+		svc.Writing(b.host.ID, ids)
+		a.Call(b.ctx)
+		svc.RecordWrite(b.ctx, b.host.ID, ids, nil)
+		require.Equal(t, store.StatusDelivered, b.get(ids[0]).Status)
+
+		// Put off at Writing; another replica came by RecordWrite.
+		ids = lease()
+		svc.Writing(b.host.ID, ids)
+		other := delivery.New(b.store, delivery.Config{}, b.clock, log)
+		delivery.NewRollCall(b.store, other, b.clock, log).Call(b.ctx)
+		a.Call(b.ctx)
+		svc.RecordWrite(b.ctx, b.host.ID, ids, nil)
+		require.Equal(t, store.StatusDelivered, b.get(ids[0]).Status)
 	})
 }

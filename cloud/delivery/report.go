@@ -123,8 +123,8 @@ func reportedResults(r *Report, now time.Time) []store.DeliveryResult {
 }
 
 // RecordWrite records how the handing out of leased deliveries ended: written
-// (nil err), they are delivered (put off since Writing when
-// Config.DeferPollMarks, pollmarks.go); not written, the attempt failed before
+// (nil err), they are delivered (those Writing put off are marked later,
+// pollmarks.go; the others now); not written, the attempt failed before
 // the handler ran and they are due again at once — a release that fails
 // leaves them to the lease expiry, which does the same. It is recorded even
 // when ctx was canceled (the host may be gone).
@@ -142,8 +142,14 @@ func (s *Service) RecordWrite(ctx context.Context, hostID string, ids []string, 
 		}
 		return
 	}
-	if !s.cfg.DeferPollMarks {
-		if _, err := s.MarkDelivered(ctx, hostID, ids); err != nil {
+	// Decided by what the marker holds, not by whether marks are put off
+	// now: that may have changed since Writing.
+	now := ids
+	if m := s.pollMarker(hostID, false); m != nil {
+		now = m.NotPending(ids)
+	}
+	if len(now) > 0 {
+		if _, err := s.MarkDelivered(ctx, hostID, now); err != nil {
 			s.log.Warn("mark delivered", "host", hostID, "err", err)
 		}
 	}

@@ -13,16 +13,20 @@ import (
 	"github.com/relaykit/relay/cloud/store"
 )
 
-// An answered long poll parks (park.go) only where its host's next poll
+// An answered long poll parks (park.go), and the mark of its answer waits
+// for the ack of the host's next poll (pollmarks.go), only where that poll
 // comes to the same replica. On embedded SQLite that is always so
-// (Config.ParkPolls). Replicas sharing a Postgres store take a roll call
-// instead: each holds a lease of its own in the store, renewed every
-// RollCallEvery for RollCallFor, and parks while it counts no other. A
-// replica that starts parks nothing before its first count, and the others
-// see it within RollCallEvery of that count; until they do, a webhook one
-// of them holds for a host whose next poll went to the new replica waits
-// out parkFor and is given back with its attempt, as when a host goes
-// quiet: later, never lost or run twice.
+// (Config.ParkPolls, DeferPollMarks). Replicas sharing a Postgres store
+// take a roll call instead: each holds a lease of its own in the store,
+// renewed every RollCallEvery for RollCallFor, and does both while it
+// counts no other. A replica that starts does neither before its first
+// count, and the others see it within RollCallEvery of that count; until
+// they do, a webhook one of them holds for a host whose next poll went to
+// the new replica waits out parkFor and is given back with its attempt, as
+// when a host goes quiet: later, never lost or run twice; and an answer
+// whose mark one of them put off, acked through the new replica, is
+// recorded acked from delivering, with no delivered step in its audit
+// trail. A replica that finds others makes every mark it put off at once.
 
 // RollCallEvery is how often a replica renews its lease and counts the
 // others; RollCallFor is how long its lease outlives a replica that stops
@@ -99,7 +103,7 @@ func (r *RollCall) Call(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn("replica roll call", "err", err)
 	}
-	if was := r.svc.parkPolls.Swap(alone); alone != was {
+	if was := r.svc.setAlone(alone); alone != was {
 		if alone {
 			r.log.Info("the only replica on the store: answered long polls park for their host's next poll")
 		} else if err == nil {
@@ -114,7 +118,7 @@ func (r *RollCall) Counted() int { return int(r.counted.Load()) }
 
 // Leave gives the replica's lease back and stops parking.
 func (r *RollCall) Leave(ctx context.Context) {
-	r.svc.parkPolls.Store(false)
+	r.svc.setAlone(false)
 	if err := r.store.LeaseRelease(ctx, r.name, r.name); err != nil {
 		r.log.Warn("replica roll call: give the lease back", "err", err)
 	}

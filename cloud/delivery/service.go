@@ -57,8 +57,9 @@ type Config struct {
 	// store park while a RollCall finds them alone.
 	ParkPolls bool
 	// DeferPollMarks puts off the mark of a written long-poll answer for
-	// the ack of the host's next poll to record (pollmarks.go). Only where
-	// no other replica shares the store, as ParkPolls.
+	// the ack of the host's next poll to record (pollmarks.go) from the
+	// start. Only where no other replica shares the store, as ParkPolls,
+	// and like it, while a RollCall finds this replica alone.
 	DeferPollMarks bool
 }
 
@@ -94,9 +95,10 @@ type Service struct {
 	log     *slog.Logger
 	wakeups *wakeups
 	marks   pollMarks
-	// parkPolls: answered long polls park (Config.ParkPolls, or a
-	// RollCall's finding).
-	parkPolls atomic.Bool
+	// parkPolls: answered long polls park; deferMarks: the marks of their
+	// answers wait for the host's next poll (Config.ParkPolls,
+	// DeferPollMarks, or a RollCall's finding: setAlone).
+	parkPolls, deferMarks atomic.Bool
 }
 
 // New returns the core over st.
@@ -104,6 +106,7 @@ func New(st Store, cfg Config, clock clockwork.Clock, log *slog.Logger) *Service
 	cfg.setDefaults()
 	s := &Service{store: st, cfg: cfg, clock: clock, log: log, wakeups: newWakeups()}
 	s.parkPolls.Store(cfg.ParkPolls)
+	s.deferMarks.Store(cfg.DeferPollMarks)
 	return s
 }
 

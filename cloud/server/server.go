@@ -37,8 +37,8 @@ type Config struct {
 	// SQLite), so a host's next poll comes here: answered long polls park
 	// for it and the marks of their answers wait for its ack
 	// (delivery.Config.ParkPolls, DeferPollMarks). Otherwise answered long
-	// polls park while the replicas' roll call finds this one alone
-	// (RunRollCall).
+	// polls park, and the marks of their answers wait, while the replicas'
+	// roll call finds this one alone (RunRollCall).
 	OneReplica      bool
 	AdminToken      string        // bearer token of the admin API; "" disables it
 	PublicURL       string        // base URL providers and hosts use; "" derives from requests
