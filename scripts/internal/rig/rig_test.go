@@ -84,8 +84,13 @@ func TestReceiver(t *testing.T) {
 
 func TestReadProc(t *testing.T) {
 	s := StartSampler(os.Getpid(), 10*time.Millisecond)
-	end := time.Now().Add(50 * time.Millisecond)
-	for time.Now().Before(end) { // burn some CPU
+	// Burn CPU until the process's own ticks have moved on: a fixed time
+	// of spinning may get no tick of CPU on a loaded machine.
+	from := s.Result().First.CPUTicks()
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); {
+		if p, err := ReadProc(os.Getpid()); err == nil && p.CPUTicks() >= from+2 {
+			break
+		}
 	}
 	r := s.Stop()
 	if r.Samples < 2 || r.PeakRSS <= 0 || r.CPU <= 0 {
