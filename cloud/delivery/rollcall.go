@@ -116,7 +116,8 @@ func (r *RollCall) Call(ctx context.Context) {
 // read the store counted (0 before one did).
 func (r *RollCall) Counted() int { return int(r.counted.Load()) }
 
-// Leave gives the replica's lease back and stops parking.
+// Leave gives the replica's lease back, stops parking and makes every
+// mark it put off.
 func (r *RollCall) Leave(ctx context.Context) {
 	r.svc.setAlone(false)
 	if err := r.store.LeaseRelease(ctx, r.name, r.name); err != nil {
