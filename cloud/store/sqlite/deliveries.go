@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,10 +20,30 @@ import (
 // stored form (see pack).
 const bodyColumn = `(SELECT relay_body(body, codec) FROM delivery_bodies b WHERE b.id = deliveries.body_id)`
 
-// bodiesOf reads the ids and stored bodies of the deliveries of n rowids.
-func bodiesOf(n int) string {
-	return `SELECT d.delivery_id, b.body, b.codec FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
-		WHERE d.rowid IN (` + placeholders(n) + `)`
+// bodiesOf reads the ids and stored bodies of the deliveries of the rowids
+// in its one argument (rowidsArg).
+var bodiesOf = `SELECT d.delivery_id, b.body, b.codec FROM deliveries d JOIN delivery_bodies b ON b.id = d.body_id
+		WHERE ` + rowidsIn("d.rowid")
+
+// rowidsIn matches the rows whose rowid col is among those of its one
+// argument (rowidsArg): one text whatever their number, which the writer
+// keeps prepared (stmtCache), where a list of placeholders made a text
+// for each number of rows.
+func rowidsIn(col string) string {
+	return col + ` IN (SELECT value FROM json_each(?))`
+}
+
+// rowidsArg is rowidsIn's argument: the rowids as a JSON array.
+func rowidsArg(rowids []int64) string {
+	b := make([]byte, 0, 2+len(rowids)*8)
+	b = append(b, '[')
+	for i, r := range rowids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, r, 10)
+	}
+	return string(append(b, ']'))
 }
 
 // readBodies fills in the bodies of ds, whose rowids are rowids (in any
@@ -30,16 +51,17 @@ func bodiesOf(n int) string {
 // is left until the transaction is over so that the one writer does not
 // wait on it. (relay_body in the query would also copy each body three
 // more times between SQLite and Go.)
-func readBodies(ctx context.Context, tx *sql.Tx, ds []*store.Delivery, rowids []any) (packed []packedRead, err error) {
+func readBodies(ctx context.Context, tx *txn, ds []*store.Delivery, rowids []int64) (packed []packedRead, err error) {
 	byID := make(map[string]*store.Delivery, len(ds))
 	for _, d := range ds {
 		byID[d.ID] = d
 		d.RawBody = []byte{}
 	}
-	rows, err := tx.QueryContext(ctx, bodiesOf(len(rowids)), rowids...)
+	rows, done, err := tx.queryKept(ctx, bodiesOf, rowidsArg(rowids))
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	defer rows.Close()
 	for rows.Next() {
 		var id string
@@ -137,17 +159,15 @@ func idsArg(ids []string) any {
 }
 
 // recordEvents appends entries to the audit trail.
-func recordEvents(ctx context.Context, tx *sql.Tx, events []store.DeliveryEvent) error {
+func recordEvents(ctx context.Context, tx *txn, events []store.DeliveryEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, `
-		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		VALUES (?, ?, ?, ?, ?, ?)`)
+	stmt, done, err := tx.prepared(ctx, insertEvent)
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)
 	}
-	defer stmt.Close()
+	defer done()
 	for _, e := range events {
 		_, err := stmt.ExecContext(ctx, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt)
 		if err != nil {
@@ -165,87 +185,55 @@ func (s *Store) DeliveryInsert(ctx context.Context, p *store.DeliveryInsertParam
 	return res[0], nil
 }
 
-// insertStatements are the intake's statements, prepared once on the
-// writer's one connection and reused by every batch (Tx.StmtContext finds
-// them prepared there): preparing four statements per batch was 1–2% of
-// the cloud's CPU at 256 concurrent senders.
-type insertStatements struct {
-	lookup, lookupGroup, insert, insertBody, insertEvent, insertEvents *sql.Stmt
-}
+// The intake's statements. The writer keeps them prepared (stmtCache), as
+// it does every statement it runs: preparing four statements per batch was
+// 1–2% of the cloud's CPU at 256 concurrent senders.
+const (
+	insertLookup = `SELECT ` + flow.DeliveryColumns + ` FROM deliveries
+			WHERE host_id = ? AND source = ? AND event_id = ? AND group_id = ''`
+	insertLookupGroup = `SELECT ` + flow.DeliveryColumns + ` FROM deliveries
+			WHERE group_id = ? AND source = ? AND event_id = ? AND lane = ? AND group_id <> ''`
+	insertDelivery = `
+			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
+				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
+				correlation_id, updated_at, body_sha256, group_id, lane)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`
+	// Bodies are keyed in arrival order (see migration 7): appended,
+	// not written into an index at the random place of an event id.
+	insertBody  = `INSERT INTO delivery_bodies (body, codec) VALUES (?, ?)`
+	insertEvent = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+		VALUES (?, ?, ?, ?, ?, ?)`
+)
+
+// insertEvents writes eventsPerInsert audit events at once.
+var insertEvents = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+			VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", eventsPerInsert), ", ")
 
 // eventsPerInsert is how many audit events insertEvents writes at once: a
 // batch's "received" events go in statements of that many rows (the rest
 // one by one), not one statement per webhook.
 const eventsPerInsert = 16
 
-func (s *Store) insertStmts(ctx context.Context) (*insertStatements, error) {
-	s.insertMu.Lock()
-	defer s.insertMu.Unlock()
-	if s.inserts != nil {
-		return s.inserts, nil
-	}
-	var st insertStatements
-	for _, p := range []struct {
-		stmt  **sql.Stmt
-		query string
-	}{
-		{&st.lookup, `SELECT ` + flow.DeliveryColumns + ` FROM deliveries
-			WHERE host_id = ? AND source = ? AND event_id = ? AND group_id = ''`},
-		{&st.lookupGroup, `SELECT ` + flow.DeliveryColumns + ` FROM deliveries
-			WHERE group_id = ? AND source = ? AND event_id = ? AND lane = ? AND group_id <> ''`},
-		{&st.insert, `
-			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
-				body_size, body_id, status, attempts, max_attempts, retry_delays_ms, lease_expires_at, received_at,
-				correlation_id, updated_at, body_sha256, group_id, lane)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`},
-		// Bodies are keyed in arrival order (see migration 7): appended,
-		// not written into an index at the random place of an event id.
-		{&st.insertBody, `INSERT INTO delivery_bodies (body, codec) VALUES (?, ?)`},
-		{&st.insertEvent, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			VALUES (?, ?, ?, ?, ?, ?)`},
-		{&st.insertEvents, `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", eventsPerInsert), ", ")},
-	} {
-		stmt, err := s.write.PrepareContext(ctx, p.query)
-		if err != nil {
-			st.close()
-			return nil, err
-		}
-		*p.stmt = stmt
-	}
-	s.inserts = &st
-	return s.inserts, nil
-}
-
-func (st *insertStatements) close() {
-	for _, stmt := range []*sql.Stmt{st.lookup, st.lookupGroup, st.insert, st.insertBody, st.insertEvent, st.insertEvents} {
-		if stmt != nil {
-			stmt.Close()
-		}
-	}
-}
-
 // DeliveryInsertBatch writes the batch in one transaction on the one
-// writer connection, so look-ups and inserts cannot race, with statements
-// prepared once (insertStmts).
+// writer connection, so look-ups and inserts cannot race.
 func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryInsertParams) ([]*store.DeliveryInsertResult, error) {
 	rows, order, err := store.PrepareInserts(ps)
 	if err != nil {
 		return nil, err
 	}
 	results := make([]*store.DeliveryInsertResult, len(ps))
-	st, err := s.insertStmts(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("delivery insert: %w", err)
-	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		lookup, lookupGroup := tx.StmtContext(ctx, st.lookup), tx.StmtContext(ctx, st.lookupGroup)
-		insert, insertBody := tx.StmtContext(ctx, st.insert), tx.StmtContext(ctx, st.insertBody)
-		defer lookup.Close()
-		defer lookupGroup.Close()
-		defer insert.Close()
-		defer insertBody.Close()
+	err = s.inTx(ctx, func(tx *txn) error {
+		insert, done, err := tx.prepared(ctx, insertDelivery)
+		if err != nil {
+			return err
+		}
+		defer done()
+		insertBody, done, err := tx.prepared(ctx, insertBody)
+		if err != nil {
+			return err
+		}
+		defer done()
 		received := make([]store.DeliveryEvent, 0, len(ps))
 		// A fanout's deliveries share the body the first of them stored
 		// (their own in this transaction: a failed batch is retried one
@@ -302,11 +290,11 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 					}
 					break
 				}
-				var row *sql.Row
+				var row scanner
 				if r.GroupID != "" {
-					row = lookupGroup.QueryRowContext(ctx, r.GroupID, r.Source, r.EventID, r.Lane)
+					row = tx.queryRowKept(ctx, insertLookupGroup, r.GroupID, r.Source, r.EventID, r.Lane)
 				} else {
-					row = lookup.QueryRowContext(ctx, r.HostID, r.Source, r.EventID)
+					row = tx.queryRowKept(ctx, insertLookup, r.HostID, r.Source, r.EventID)
 				}
 				existing, err := scanDelivery(row, false)
 				if err == nil {
@@ -349,7 +337,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 				}
 			}
 		}
-		return insertReceived(ctx, tx, st, received)
+		return insertReceived(ctx, tx, received)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery insert: %w", interpretError(err))
@@ -377,7 +365,7 @@ type sharedBody struct {
 // noteReplay records a replay's note in the audit trail of the delivery it
 // replays (its status and attempts as they are), if that one is still
 // stored.
-func noteReplay(ctx context.Context, tx *sql.Tx, of *store.ReplayOf, at time.Time) error {
+func noteReplay(ctx context.Context, tx *txn, of *store.ReplayOf, at time.Time) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 		SELECT delivery_id, ?, status, status, ?, attempts FROM deliveries WHERE `+ofHost,
@@ -390,7 +378,7 @@ func noteReplay(ctx context.Context, tx *sql.Tx, of *store.ReplayOf, at time.Tim
 
 // insertReceived writes the audit events of a batch's new deliveries, in
 // order: eventsPerInsert at a time, the rest one by one.
-func insertReceived(ctx context.Context, tx *sql.Tx, st *insertStatements, events []store.DeliveryEvent) error {
+func insertReceived(ctx context.Context, tx *txn, events []store.DeliveryEvent) error {
 	args := func(evs []store.DeliveryEvent) []any {
 		out := make([]any, 0, 6*len(evs))
 		for _, e := range evs {
@@ -399,8 +387,11 @@ func insertReceived(ctx context.Context, tx *sql.Tx, st *insertStatements, event
 		return out
 	}
 	if len(events) >= eventsPerInsert {
-		many := tx.StmtContext(ctx, st.insertEvents)
-		defer many.Close()
+		many, done, err := tx.prepared(ctx, insertEvents)
+		if err != nil {
+			return fmt.Errorf("record events: %w", err)
+		}
+		defer done()
 		for len(events) >= eventsPerInsert {
 			if _, err := many.ExecContext(ctx, args(events[:eventsPerInsert])...); err != nil {
 				return fmt.Errorf("record events: %w", err)
@@ -409,8 +400,11 @@ func insertReceived(ctx context.Context, tx *sql.Tx, st *insertStatements, event
 		}
 	}
 	if len(events) > 0 {
-		one := tx.StmtContext(ctx, st.insertEvent)
-		defer one.Close()
+		one, done, err := tx.prepared(ctx, insertEvent)
+		if err != nil {
+			return fmt.Errorf("record events: %w", err)
+		}
+		defer done()
 		for _, e := range events {
 			if _, err := one.ExecContext(ctx, args([]store.DeliveryEvent{e})...); err != nil {
 				return fmt.Errorf("record events: %w", err)
@@ -422,7 +416,7 @@ func insertReceived(ctx context.Context, tx *sql.Tx, st *insertStatements, event
 
 // revive answers a repeat of an existing delivery: a dead-lettered one goes
 // back to the queue with its attempts reset, any other is a duplicate.
-func revive(ctx context.Context, tx *sql.Tx, existing *store.Delivery, now time.Time) (*store.DeliveryInsertResult, error) {
+func revive(ctx context.Context, tx *txn, existing *store.Delivery, now time.Time) (*store.DeliveryInsertResult, error) {
 	if !store.TransitionRevive.Allows(existing.Status) {
 		return &store.DeliveryInsertResult{Delivery: existing, Outcome: store.InsertDuplicate}, nil
 	}
@@ -454,7 +448,7 @@ var handBacksSinceRequeue = `SELECT count(*) FROM delivery_events
 // requeue applies tr (revive or retry) to a delivery read in this
 // transaction: back to the queue, attempts reset and the attempts budget
 // it was stored with, with an audit event.
-func requeue(ctx context.Context, tx *sql.Tx, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
+func requeue(ctx context.Context, tx *txn, tr store.Transition, existing *store.Delivery, now time.Time) (*store.Delivery, error) {
 	args := []any{existing.ID, existing.ID, store.TransitionHandBack.Reason, existing.ID, existing.ID}
 	for _, r := range store.Requeued {
 		args = append(args, r.Reason)
@@ -486,7 +480,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	now := ms(p.Now)
 	tr := store.TransitionRetry
 	var d *store.Delivery
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *txn) error {
 		existing, err := scanDelivery(tx.QueryRowContext(ctx, `SELECT `+flow.DeliveryColumns+` FROM deliveries WHERE `+ofHost,
 			p.ID, p.ID, p.HostID), false)
 		if err != nil {
@@ -604,7 +598,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	var leased []*store.Delivery
 	var packed []packedRead
 	var more bool
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		// The writer transaction holds SQLite's write lock from BEGIN
 		// IMMEDIATE on, so no other lease can interleave. One candidate more
 		// than fits says whether work is left over.
@@ -632,12 +626,12 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 			return nil
 		}
 		// The candidates are found again by rowid, the table's own key.
-		rowids := make([]any, len(cands))
+		rowids := make([]int64, len(cands))
 		for i, c := range cands {
 			rowids[i] = c.rowid
 		}
-		guard := `rowid IN (` + placeholders(len(rowids)) + `) AND status IN (` + placeholders(len(tr.From)) + `)`
-		guardArgs := append(append([]any{}, rowids...), statusArgs(tr.From)...)
+		guard := rowidsIn("rowid") + ` AND status IN (` + placeholders(len(tr.From)) + `)`
+		guardArgs := append([]any{rowidsArg(rowids)}, statusArgs(tr.From)...)
 		// The audit events first, from the rows as they are before the
 		// update: their attempt is the one the lease starts.
 		if _, err := tx.ExecContext(ctx, `
@@ -699,7 +693,7 @@ func transitionable(tr store.Transition, hostID string, ids []string) (string, [
 
 // selectForTransition reads the host's deliveries among ids whose status tr
 // allows.
-func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
+func selectForTransition(ctx context.Context, tx *txn, tr store.Transition, hostID string, ids []string) ([]store.Failing, error) {
 	guard, args := transitionable(tr, hostID, ids)
 	return queryAll(ctx, tx, scanFailing, `SELECT `+flow.FailingColumns+` FROM deliveries WHERE `+guard+` ORDER BY delivery_id`, args...)
 }
@@ -712,7 +706,7 @@ func selectForTransition(ctx context.Context, tx *sql.Tx, tr store.Transition, h
 // transaction holds them). A delivery among written still delivering is
 // recorded delivered first (delivered_at and its own event, at its write
 // time) by the same update.
-func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID string, ids []string, written []store.Written, now time.Time, set string, setArgs ...any) (int, error) {
+func transition(ctx context.Context, tx *txn, tr store.Transition, hostID string, ids []string, written []store.Written, now time.Time, set string, setArgs ...any) (int, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -727,39 +721,39 @@ func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID str
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
-	rowids := make([]any, len(rows))
+	rowids := make([]int64, len(rows))
 	for i, x := range rows {
 		rowids[i] = x.rowid
 	}
-	guard = `rowid IN (` + placeholders(len(rowids)) + `)`
+	guard = rowidsIn("rowid")
 	fromStatus := `status`
 	var fromArgs []any
 	if folded := writtenDelivering(rows, written); len(folded) > 0 {
 		// Their delivered events first, one statement per write time;
 		// then the transition's own events say they come from delivered.
-		var all []any
+		var all []int64
 		cases := `CASE`
 		for _, g := range folded {
 			if _, err := tx.ExecContext(ctx, `
 				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 				SELECT delivery_id, ?, status, ?, ?, attempts FROM deliveries
-				WHERE rowid IN (`+placeholders(len(g.rowids))+`) ORDER BY delivery_id`,
-				append([]any{dbTime(g.at), string(store.StatusDelivered), store.TransitionDelivered.Reason}, g.rowids...)...); err != nil {
+				WHERE `+rowidsIn("rowid")+` ORDER BY delivery_id`,
+				dbTime(g.at), string(store.StatusDelivered), store.TransitionDelivered.Reason, rowidsArg(g.rowids)); err != nil {
 				return 0, err
 			}
 			all = append(all, g.rowids...)
-			cases += ` WHEN rowid IN (` + placeholders(len(g.rowids)) + `) THEN ?`
-			setArgs = append(setArgs, append(append([]any{}, g.rowids...), dbTime(g.at))...)
+			cases += ` WHEN ` + rowidsIn("rowid") + ` THEN ?`
+			setArgs = append(setArgs, rowidsArg(g.rowids), dbTime(g.at))
 		}
 		set += `, delivered_at = ` + cases + ` ELSE delivered_at END`
-		fromStatus = `CASE WHEN rowid IN (` + placeholders(len(all)) + `) THEN '` + string(store.StatusDelivered) + `' ELSE status END`
-		fromArgs = all
+		fromStatus = `CASE WHEN ` + rowidsIn("rowid") + ` THEN '` + string(store.StatusDelivered) + `' ELSE status END`
+		fromArgs = []any{rowidsArg(all)}
 	}
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 		SELECT delivery_id, ?, `+fromStatus+`, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
 		WHERE `+guard+` ORDER BY delivery_id`,
-		append(append(append([]any{dbTime(now)}, fromArgs...), string(tr.To), tr.Reason), rowids...)...)
+		append(append([]any{dbTime(now)}, fromArgs...), string(tr.To), tr.Reason, rowidsArg(rowids))...)
 	if err != nil {
 		return 0, err
 	}
@@ -767,7 +761,7 @@ func transition(ctx context.Context, tx *sql.Tx, tr store.Transition, hostID str
 	if err != nil || changed == 0 {
 		return 0, err
 	}
-	args := append(append(append([]any{}, setArgs...), string(tr.To)), rowids...)
+	args := append(append([]any{}, setArgs...), string(tr.To), rowidsArg(rowids))
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
 		WHERE `+guard, args...); err != nil {
@@ -785,7 +779,7 @@ type heldRow struct {
 // writtenGroup is the rows of deliveries written at one time.
 type writtenGroup struct {
 	at     time.Time
-	rowids []any
+	rowids []int64
 }
 
 // writtenDelivering picks, among the rows a transition holds, the ones
@@ -822,7 +816,7 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 		return 0, nil
 	}
 	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+	err := s.inTx(ctx, func(tx *txn) (err error) {
 		n, err = markDelivered(ctx, tx, p.HostID, p.IDs, p.Now)
 		return err
 	})
@@ -832,19 +826,19 @@ func (s *Store) DeliveryMarkDelivered(ctx context.Context, p *store.DeliveryMark
 	return n, nil
 }
 
-func markDelivered(ctx context.Context, tx *sql.Tx, hostID string, ids []string, at time.Time) (int, error) {
+func markDelivered(ctx context.Context, tx *txn, hostID string, ids []string, at time.Time) (int, error) {
 	at = ms(at)
 	return transition(ctx, tx, store.TransitionDelivered, hostID, ids, nil, at,
 		`delivered_at = ?1, updated_at = ?1`, dbTime(at))
 }
 
-func ack(ctx context.Context, tx *sql.Tx, p *store.DeliveryAckParams) (int, error) {
+func ack(ctx context.Context, tx *txn, p *store.DeliveryAckParams) (int, error) {
 	now := ms(p.Now)
 	return transition(ctx, tx, store.TransitionAck, p.HostID, p.IDs, p.Written, now,
 		`acked_at = ?1, updated_at = ?1, lease_expires_at = NULL, next_retry_at = NULL`, dbTime(now))
 }
 
-func extend(ctx context.Context, tx *sql.Tx, p *store.DeliveryExtendParams) (int, error) {
+func extend(ctx context.Context, tx *txn, p *store.DeliveryExtendParams) (int, error) {
 	now := ms(p.Now)
 	return transition(ctx, tx, store.TransitionExtend, p.HostID, p.IDs, nil, now,
 		`lease_expires_at = ?1, updated_at = ?2`, dbTime(p.Now.Add(p.LeaseFor)), dbTime(now))
@@ -855,7 +849,7 @@ func extend(ctx context.Context, tx *sql.Tx, p *store.DeliveryExtendParams) (int
 // steps woke: their deliveries are due again at once.
 func (s *Store) inReport(ctx context.Context, fn func(st steps) error) error {
 	var woken map[string]bool
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *txn) error {
 		woken = map[string]bool{}
 		return fn(steps{tx, woken})
 	})
@@ -896,7 +890,7 @@ func (s *Store) DeliveryReport(ctx context.Context, p *store.DeliveryReportParam
 
 func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (int, error) {
 	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+	err := s.inTx(ctx, func(tx *txn) (err error) {
 		n, err = ack(ctx, tx, p)
 		return err
 	})
@@ -908,7 +902,7 @@ func (s *Store) DeliveryAck(ctx context.Context, p *store.DeliveryAckParams) (in
 
 func (s *Store) DeliveryExtend(ctx context.Context, p *store.DeliveryExtendParams) (int, error) {
 	var n int
-	err := s.inTx(ctx, func(tx *sql.Tx) (err error) {
+	err := s.inTx(ctx, func(tx *txn) (err error) {
 		n, err = extend(ctx, tx, p)
 		return err
 	})
@@ -936,7 +930,7 @@ func (s *Store) DeliveryReleaseUnheld(ctx context.Context, p *store.DeliveryRele
 // steps are a report's steps (flow.ReportSteps) in a writer transaction;
 // the hosts woken are woken once it commits (inReport).
 type steps struct {
-	tx    *sql.Tx
+	tx    *txn
 	woken map[string]bool
 }
 

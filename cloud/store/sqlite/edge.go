@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -36,7 +35,7 @@ func (s *Store) QuarantineInsert(ctx context.Context, p *store.QuarantineInsertP
 	}
 	size := store.QuarantineSize(p.Body, headers, p.URL)
 	var q *store.QuarantinedRequest
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		var held store.QuarantineHeld
 		if err := tx.QueryRowContext(ctx, quarantineHeldQuery, p.HostID, p.HostID).Scan(
 			&held.Rows, &held.Bytes, &held.HostRows, &held.HostBytes); err != nil {
@@ -74,7 +73,7 @@ func (s *Store) SourceSetSecrets(ctx context.Context, p *store.SourceSetSecretsP
 	if err != nil {
 		return fmt.Errorf("source set secrets: %w", err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sources SET secrets = ?, updated_at = ? WHERE host_id = ? AND name = ? AND updated_at = ?`,
 			string(secrets), dbTime(p.Now), p.HostID, p.Name, dbTime(p.UpdatedAt))
 		if err != nil {

@@ -25,7 +25,7 @@ func (d flowDB) Read() flow.Executor  { return executor{d.s.read} }
 func (d flowDB) Write() flow.Executor { return executor{d.s.write} }
 
 func (d flowDB) InTx(ctx context.Context, fn func(tx flow.Executor) error) error {
-	return d.s.inTx(ctx, func(tx *sql.Tx) error { return fn(executor{tx}) })
+	return d.s.inTx(ctx, func(tx *txn) error { return fn(executor{tx}) })
 }
 
 func (flowDB) Time(t time.Time) any    { return dbTime(t) }
@@ -46,7 +46,7 @@ func (flowDB) DeliveryIs(param string) string {
 	return "substr(delivery_id, -13) = substr(" + param + ", -13) AND delivery_id = " + param
 }
 
-// sqlQuerier is a *sql.DB or a *sql.Tx.
+// sqlQuerier is a *sql.DB or a *txn.
 type sqlQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -67,28 +67,49 @@ func (e executor) Exec(ctx context.Context, query string, args ...any) (int64, e
 }
 
 func (e executor) QueryRow(ctx context.Context, query string, args ...any) flow.Scanner {
+	if tx, ok := e.q.(*txn); ok {
+		return row{tx.queryRowKept(ctx, numbered(query), args...)}
+	}
 	return row{e.q.QueryRowContext(ctx, numbered(query), args...)}
 }
 
 func (e executor) Query(ctx context.Context, query string, args ...any) (flow.Rows, error) {
+	if tx, ok := e.q.(*txn); ok {
+		// The rows' Close is seen here, so the statement can be a kept one.
+		rows, done, err := tx.queryKept(ctx, numbered(query), args...)
+		if err != nil {
+			return nil, err
+		}
+		return sqlRows{rows, done}, nil
+	}
 	rows, err := e.q.QueryContext(ctx, numbered(query), args...)
 	if err != nil {
 		return nil, err
 	}
-	return sqlRows{rows}, nil
+	return sqlRows{rows, nil}, nil
 }
 
 // sqlRows are database/sql rows as flow.Rows, whose Close drops the
-// error of closing (what the rows' reader sees is Err's).
-type sqlRows struct{ *sql.Rows }
+// error of closing (what the rows' reader sees is Err's) and then calls
+// done, when set.
+type sqlRows struct {
+	*sql.Rows
+	done func()
+}
 
-func (r sqlRows) Close() { _ = r.Rows.Close() }
+func (r sqlRows) Close() {
+	_ = r.Rows.Close()
+	if r.done != nil {
+		r.done()
+	}
+}
 
-// row is a database/sql row whose Scan says flow.ErrNoRows for none.
-type row struct{ *sql.Row }
+// row is a database/sql row (or a keptRow) whose Scan says
+// flow.ErrNoRows for none.
+type row struct{ r scanner }
 
 func (r row) Scan(dest ...any) error {
-	err := r.Row.Scan(dest...)
+	err := r.r.Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return flow.ErrNoRows
 	}

@@ -86,15 +86,15 @@ const recordResult = `
 
 // recordResults keeps the results a host reported of its own deliveries,
 // each replacing the one before.
-func recordResults(ctx context.Context, tx *sql.Tx, hostID string, results []store.DeliveryResult) error {
+func recordResults(ctx context.Context, tx *txn, hostID string, results []store.DeliveryResult) error {
 	if len(results) == 0 {
 		return nil
 	}
-	stmt, err := tx.PrepareContext(ctx, recordResult)
+	stmt, done, err := tx.prepared(ctx, recordResult)
 	if err != nil {
 		return fmt.Errorf("record results: %w", err)
 	}
-	defer stmt.Close()
+	defer done()
 	for _, r := range store.LastResults(results) {
 		_, err := stmt.ExecContext(ctx, r.Attempt, r.Result, r.Handler, r.ResponseStatus, r.ExitCode, r.DurationMS, r.Error,
 			dbTime(r.ReportedAt), r.DeliveryID, r.DeliveryID, hostID)

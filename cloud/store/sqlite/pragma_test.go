@@ -398,8 +398,12 @@ func TestLookUpsByIDUseKey(t *testing.T) {
 		"SCALAR SUBQUERY 1", "SEARCH delivery_events USING INDEX delivery_events_received_idx (<expr>=? AND delivery_id=?)"},
 		queryPlan(ctx, t, s, handBacksSinceRequeue, id, id, "handed back", id, id, "retried", "revived"))
 	// A lease finds its candidates again, and their bodies, by rowid.
-	require.Equal(t, []string{"SEARCH d USING INTEGER PRIMARY KEY (rowid=?)", "SEARCH b USING INTEGER PRIMARY KEY (rowid=?)"},
-		queryPlan(ctx, t, s, bodiesOf(3), 1, 2, 3))
+	require.Equal(t, []string{"SEARCH d USING INTEGER PRIMARY KEY (rowid=?)", "LIST SUBQUERY 1", "SCAN json_each VIRTUAL TABLE INDEX 1:",
+		"SEARCH b USING INTEGER PRIMARY KEY (rowid=?)"},
+		queryPlan(ctx, t, s, bodiesOf, rowidsArg([]int64{1, 2, 3})))
+	// So does a transition, after reading them by id.
+	require.Equal(t, []string{"SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)", "LIST SUBQUERY 1", "SCAN json_each VIRTUAL TABLE INDEX 1:"},
+		queryPlan(ctx, t, s, `SELECT delivery_id FROM deliveries WHERE `+rowidsIn("rowid"), rowidsArg([]int64{1, 2, 3})))
 	// Any list of ids, as a transition's without the host.
 	requireByKeys(t, queryPlan(ctx, t, s, `SELECT delivery_id FROM deliveries WHERE `+idsIn("rowid"), idsArg([]string{"a", "b"})), "ids")
 	for _, status := range store.PrunableStatuses {

@@ -43,8 +43,7 @@ type Store struct {
 	// file, so one replica holds every socket.
 	sockets sockets
 
-	insertMu sync.Mutex
-	inserts  *insertStatements // prepared on first use; closed by Close
+	stmts *stmtCache // the writer's statements, kept prepared
 
 	// The checkpointer (see walCheckpointPages), on a connection of its own.
 	ckpt      *sql.DB
@@ -200,7 +199,7 @@ func OpenWith(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	ckptCtx, stop := context.WithCancel(context.Background())
 	s := &Store{write: write, read: read, wake: newListeners(), changed: newListeners(), stopping: newListeners(), ipsets: newListeners(),
-		ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
+		stmts: newStmtCache(), ckpt: ckpt, ckptPages: o.CheckpointPages, ckptPoke: make(chan struct{}, 1),
 		ckptStop: stop, ckptDone: make(chan struct{})}
 	s.Shared = flow.NewShared(flowDB{s})
 	go s.checkpointer(ckptCtx)
@@ -252,12 +251,7 @@ func (s *Store) Close() error {
 		s.ckptStop()
 		<-s.ckptDone
 	})
-	s.insertMu.Lock()
-	if s.inserts != nil {
-		s.inserts.close()
-		s.inserts = nil
-	}
-	s.insertMu.Unlock()
+	s.stmts.close()
 	// What SQLite advises before closing a connection: statistics for what
 	// this process's queries found worth them (seldom anything). Closed
 	// already, the writer says so at once.
@@ -286,13 +280,13 @@ func interpretError(err error) error {
 
 // inTx runs fn in an IMMEDIATE transaction on the writer, committing when it
 // returns nil.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, fn func(tx *txn) error) error {
 	s.checkpointTail(ctx)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(&txn{tx, s.stmts}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -300,6 +294,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	s.pokeCheckpointer()
+	s.stmts.prepareWanted(ctx, s.write)
 	return nil
 }
 
@@ -332,7 +327,7 @@ func statusArgs(statuses []store.Status) []any {
 	return out
 }
 
-// queryAll runs a query on q, a *sql.DB or a *sql.Tx, and scans every row
+// queryAll runs a query on q, a *sql.DB or a *txn, and scans every row
 // with scan.
 func queryAll[T any](ctx context.Context, q sqlQuerier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	return flow.All(ctx, executor{q}, scan, query, args...)
