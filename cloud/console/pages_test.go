@@ -196,7 +196,7 @@ func TestHostForms(t *testing.T) {
 	require.Equal(t, []string{"push", "issues"}, source().Events)
 	a = cl.post(base+"/sources/github/events", url.Values{"events": {"push, <x>"}})
 	require.Equal(t, 400, a.status)
-	require.Contains(t, a.body, "bad event name")
+	require.Contains(t, a.body, "invalid event name")
 	require.Equal(t, []string{"push", "issues"}, source().Events)
 	redirect(cl.post(base+"/sources/github/events", url.Values{"events": {""}}), "events-saved")
 	require.Empty(t, source().Events)

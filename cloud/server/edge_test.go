@@ -486,10 +486,13 @@ func TestSourceSecretsAndOptionsChecked(t *testing.T) {
 		{"standard", map[string]any{"secrets": []string{"whsec_%%%"}}, "secrets[0]"},
 		{"github", map[string]any{"secrets": []string{"s"}, "options": map[string]string{"no_such_option": "1"}}, "options"},
 		{"billing", map[string]any{"provider": "nope", "secrets": []string{"s"}}, "unknown provider"},
-		{"slack", map[string]any{"secrets": []string{"s"}, "events": []string{"push", "pull request"}}, `bad event name \"pull request\"`},
-		{"linear", map[string]any{"secrets": []string{"s"}, "events": []string{""}}, `bad event name \"\"`},
-		{"shopify", map[string]any{"secrets": []string{"s"}, "events": []string{strings.Repeat("e", 129)}}, "bad event name"},
-		{"telegram", map[string]any{"secrets": []string{"s"}, "events": []string{"é"}}, "bad event name"},
+		{"slack", map[string]any{"secrets": []string{"s"}, "events": []string{"push", "pull request"}}, `events[1]: invalid event name \"pull request\"`},
+		{"linear", map[string]any{"secrets": []string{"s"}, "events": []string{""}}, `events[0]: empty event name`},
+		{"shopify", map[string]any{"secrets": []string{"s"}, "events": []string{strings.Repeat("e", 258)}}, "at most 257 characters"},
+		{"telegram", map[string]any{"secrets": []string{"s"}, "events": []string{"é"}}, "invalid event name"},
+		// A "*" within a name would match nothing: every webhook filtered.
+		{"gitlab", map[string]any{"secrets": []string{"s"}, "events": []string{"pull_request.*"}}, `the only wildcard is \"*\" on its own`},
+		{"stripe", map[string]any{"secrets": []string{"s"}, "events": []string{"a..b"}}, "invalid event name"},
 	} {
 		a := b.admin("PUT", "/api/hosts/"+hostID+"/sources/"+tc.name, tc.body)
 		require.Equal(t, 400, a.status, "%s: %s", tc.name, a.body)
@@ -500,9 +503,9 @@ func TestSourceSecretsAndOptionsChecked(t *testing.T) {
 	a := b.admin("GET", "/api/hosts/"+hostID+"/sources", nil)
 	require.NotContains(t, string(a.body), `"name":"discord"`, "nothing stored")
 
-	// Event names as a filter takes them: 1 to 128 of letters, digits,
-	// '_', '.', ':', '*' and '-'.
-	good := []string{"push", "pull_request.opened", "invoice:paid", "*", "a-b", strings.Repeat("E", 128)}
+	// Event names as a filter takes them (shared.CheckEventFilter), as the
+	// host's configuration does.
+	good := []string{"push", "pull_request.opened", "invoice:paid", "*", "a-b", "orders/create", strings.Repeat("E", 128) + "." + strings.Repeat("a", 128)}
 	a = b.admin("PUT", "/api/hosts/"+hostID+"/sources/github-events", map[string]any{"provider": "github", "secrets": []string{"s"}, "events": good})
 	require.Equal(t, 201, a.status, "%s", a.body)
 }

@@ -17,25 +17,6 @@ import (
 	"github.com/relaykit/relay/shared"
 )
 
-// validEventName reports whether e can be in a source's event filter: 1
-// to 128 of A-Z, a-z, 0-9, '_', '.', ':', '*' and '-'. (Checked by hand:
-// a regular expression's bounded repetition compiles into a program of
-// 128 copies, built when the binary starts whatever command it runs.)
-func validEventName(e string) bool {
-	if len(e) == 0 || len(e) > 128 {
-		return false
-	}
-	for i := 0; i < len(e); i++ {
-		switch c := e[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '_' || c == '.' || c == ':' || c == '*' || c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // SourceRequest is PUT /api/hosts/:id/sources/:source and PUT
 // /api/groups/:id/sources/:source. Secrets are write-only: omitted keeps
 // the stored ones, a list replaces them.
@@ -352,11 +333,12 @@ func (s *Server) sealSecrets(p verify.Provider, ownerID, name string, secs []str
 	return sealed, nil
 }
 
-// checkEvents checks the event names a source takes.
+// checkEvents checks the event names a source takes
+// (shared.CheckEventFilter).
 func checkEvents(events []string) error {
-	for _, e := range events {
-		if !validEventName(e) {
-			return shared.Invalid(fmt.Sprintf("bad event name %q", e))
+	for i, e := range events {
+		if err := shared.CheckEventFilter(e); err != nil {
+			return shared.Invalid(fmt.Sprintf("events[%d]: %v", i, err))
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/relaykit/relay/shared"
 )
 
 // An event id is chosen by the provider (a header, a body member), and it
@@ -28,8 +30,9 @@ import (
 const MaxEventIDLen = 128
 
 // MaxEventNameLen bounds an event's type and action (they reach the host's
-// RELAY_EVENT_TYPE and RELAY_EVENT_ACTION and the audit trail).
-const MaxEventNameLen = 128
+// RELAY_EVENT_TYPE and RELAY_EVENT_ACTION and the audit trail), as a
+// source's event filter counts on (shared.CheckEventFilter).
+const MaxEventNameLen = shared.MaxEventName
 
 // maxNoteLen bounds an event's note.
 const maxNoteLen = 200

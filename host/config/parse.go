@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -277,24 +276,11 @@ func prefixPath(path string, err error) error {
 	return at(path, err)
 }
 
-// eventName is an event type, optionally with its action after a dot
-// ("pull_request", "pull_request.opened", "invoice.payment_failed").
-var eventName = regexp.MustCompile(`^[A-Za-z0-9_:/-]+(\.[A-Za-z0-9_:/-]+)*$`)
-
-// checkEvents validates the event names of the list at path.
+// checkEvents validates the event names of the list at path
+// (shared.CheckEventFilter).
 func checkEvents(path string, events []string) error {
 	for i, e := range events {
-		var err error
-		switch {
-		case e == "*":
-		case strings.TrimSpace(e) == "":
-			err = errors.New("empty event name")
-		case strings.Contains(e, "*"):
-			err = fmt.Errorf(`invalid event name %q: the only wildcard is "*" on its own (a type alone, like "pull_request", already matches every action)`, e)
-		case len(e) > 200 || !eventName.MatchString(e):
-			err = fmt.Errorf(`invalid event name %q: letters, digits, "_", "-", ":" or "/", in parts separated by single dots`, e)
-		}
-		if err != nil {
+		if err := shared.CheckEventFilter(e); err != nil {
 			return at(fmt.Sprintf("%s[%d]", path, i), err)
 		}
 	}
