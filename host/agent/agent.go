@@ -115,6 +115,7 @@ type Agent struct {
 	pool      *pool
 	rec       *recorder
 	wake      chan struct{}  // an outcome was recorded or the configuration changed
+	room      chan struct{}  // as wake, for a drain's wait for room (awaitRoom) beside the reporter
 	wg        sync.WaitGroup // webhooks started and not yet recorded
 	// tokens hands out the host's token, for any transport.
 	tokens *tokenSource
@@ -163,6 +164,7 @@ func New(opts Options) *Agent {
 		clock:     opts.Clock,
 		flow:      newFlow(opts.Workers, opts.Interval, opts.Logger),
 		wake:      make(chan struct{}, 1),
+		room:      make(chan struct{}, 1),
 		cloudTime: &cloudTime{log: opts.Logger},
 	}
 	a.rec = &recorder{ledger: opts.Ledger, clock: opts.Clock, log: opts.Logger, fault: a.fault, observe: opts.Observe}

@@ -117,6 +117,18 @@ func (h *heartbeats) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		if res.draining && h.drainBeside(res) {
+			// A backlog waits and the cloud holds polls while handlers
+			// run: as soon as half the window is free the next poll goes
+			// out, and it only leases, while the outcomes go beside it
+			// (the reporter). Outcomes and leases in one heartbeat were
+			// one request's work in turn: the acks of a batch, then the
+			// lease of the next, while the workers ran dry.
+			h.startReporter(ctx)
+			h.awaitRoom(ctx, start.Add(max(interval, floor)))
+			busyPoll = true
+			continue
+		}
 		h.stopReporter()
 		if res.draining {
 			// A backlog waits: the next heartbeat carries the outcomes and
@@ -168,6 +180,13 @@ func (h *heartbeats) Run(ctx context.Context) error {
 func (h *heartbeats) pollNext(res heartbeatResult) bool {
 	return res.pollWhileBusy && res.canWait && !res.more && !res.outboxMore && !res.subPending && !h.answerLost &&
 		h.a.flow.count() > 0 && h.a.flow.credit(h.clock.Now(), false).free > 0
+}
+
+// drainBeside says whether a drain's next heartbeat is a poll while
+// handlers run, its outcomes reported beside it: the cloud holds such
+// polls, handlers run, and no answer was lost (the next heartbeat says so).
+func (h *heartbeats) drainBeside(res heartbeatResult) bool {
+	return res.pollWhileBusy && !h.answerLost && h.a.flow.count() > 0
 }
 
 // sleep waits until next, or until earliest once signaled (when wakeable).
@@ -243,7 +262,7 @@ func (h *heartbeats) awaitRoom(ctx context.Context, deadline time.Time) {
 			return
 		case <-t.Chan():
 			return
-		case <-h.a.wake:
+		case <-h.a.room:
 		}
 	}
 }

@@ -216,3 +216,85 @@ func TestBatchLookupRunsOnlyNewWebhooks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, e.Attempts)
 }
+
+// TestDrainBesidePollWhileBusy: with a cloud that holds polls while
+// handlers run, a drain's heartbeats that lease carry no outcomes: those go
+// beside them, in heartbeats that lease nothing, so that the cloud's acks
+// of one batch and its lease of the next are not one request's work in
+// turn. One webhook's handler is held until the backlog is leased, so that
+// there is always one running; nothing moves the clock until then.
+func TestDrainBesidePollWhileBusy(t *testing.T) {
+	t.Parallel()
+	const batches = 5
+	var (
+		mu       sync.Mutex
+		leased   []string
+		served   int
+		withAcks []int // the heartbeats that leased and carried acks
+	)
+	release := make(chan struct{})
+	b := setup(t, func(b *testBundle) {
+		// Parallel on three workers: two run while one is held.
+		b.sources = map[string]Source{"github": {Enabled: true, Parallel: true, Routes: []Route{{Handler: b.handler}}}}
+		b.opts = func(o *Options) { o.Workers = 3 }
+		b.handler.fn = func(ctx context.Context, w shared.Webhook) handler.Outcome {
+			if w.DeliveryID == "github:0:1" {
+				<-release
+			}
+			return handler.Outcome{OK: true, ResponseStatus: 200}
+		}
+		b.cloud.answer = func(n int, req shared.HeartbeatRequest) (int, shared.HeartbeatResponse) {
+			mu.Lock()
+			defer mu.Unlock()
+			resp := shared.HeartbeatResponse{Status: "ok", HeartbeatIntervalS: 1, PollWhileBusy: true}
+			if req.MaxWebhooks == nil || *req.MaxWebhooks == 0 || served == batches {
+				return http.StatusOK, resp
+			}
+			for range *req.MaxWebhooks {
+				w := webhook(fmt.Sprintf("github:%d:1", len(leased)), "push")
+				resp.Webhooks = append(resp.Webhooks, w)
+				leased = append(leased, w.DeliveryID)
+			}
+			served++
+			resp.More = served < batches
+			if len(req.WebhookAcks) > 0 {
+				withAcks = append(withAcks, n)
+			}
+			return http.StatusOK, resp
+		}
+	})
+	start := b.clock.Now()
+	acked := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for released := false; ; {
+		mu.Lock()
+		all, done := append([]string(nil), leased...), served == batches
+		mu.Unlock()
+		if done && !released {
+			require.Equal(t, start, b.clock.Now(), "the backlog was leased without waiting on the clock")
+			close(release)
+			released = true
+		}
+		if released && len(acked) == len(all) {
+			break
+		}
+		select {
+		case hb := <-b.cloud.requests:
+			for _, id := range hb.req.WebhookAcks {
+				acked[id] = true
+			}
+		case <-time.After(10 * time.Millisecond):
+			if released && b.agent.InFlight() == 0 {
+				b.clock.Advance(time.Second) // the last acks wait for the floor
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d acked", len(acked), len(all))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, withAcks, "heartbeats that leased and reported")
+	for _, id := range leased {
+		require.Equal(t, ledger.ResultSuccess, b.result(t, id))
+	}
+}

@@ -122,6 +122,10 @@ func (a *Agent) signal() {
 	case a.wake <- struct{}{}:
 	default:
 	}
+	select {
+	case a.room <- struct{}{}:
+	default:
+	}
 }
 
 // subscription returns the subscription to report, as JSON (nil: none).
