@@ -29,11 +29,6 @@ import (
 // gives the same safe id, so a provider's retries are still duplicates.
 const MaxEventIDLen = 128
 
-// MaxEventNameLen bounds an event's type and action (they reach the host's
-// RELAY_EVENT_TYPE and RELAY_EVENT_ACTION and the audit trail), as a
-// source's event filter counts on (shared.CheckEventFilter).
-const MaxEventNameLen = shared.MaxEventName
-
 // maxNoteLen bounds an event's note.
 const maxNoteLen = 200
 
@@ -47,8 +42,10 @@ func EventOf(p Provider, r *Request, opts map[string]string) Event {
 		ev.ID = BodyHashID(r.Body)
 	}
 	ev.ID = SafeEventID(ev.ID)
-	ev.Type = SafeText(ev.Type, MaxEventNameLen)
-	ev.Action = SafeText(ev.Action, MaxEventNameLen)
+	// Type and action reach the host's RELAY_EVENT_TYPE and
+	// RELAY_EVENT_ACTION and the audit trail.
+	ev.Type = SafeText(ev.Type, shared.MaxEventName)
+	ev.Action = SafeText(ev.Action, shared.MaxEventName)
 	ev.Note = SafeText(ev.Note, maxNoteLen)
 	return ev
 }

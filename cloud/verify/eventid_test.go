@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/shared"
 )
 
 var safeIDRE = regexp.MustCompile(`^[A-Za-z0-9._~:@+=/-]{1,128}$`)
@@ -70,7 +72,7 @@ func TestEventOfLongAndSlashedIDs(t *testing.T) {
 	require.Equal(t, "push", ev.Type)
 
 	ev = EventOf(gh, request(map[string]string{"X-GitHub-Delivery": "x", "X-GitHub-Event": strings.Repeat("e", 1000)}, []byte(`{"action":"a\u0000b"}`)), nil)
-	require.Len(t, ev.Type, MaxEventNameLen)
+	require.Len(t, ev.Type, shared.MaxEventName)
 	require.Equal(t, "ab", ev.Action)
 
 	gen, _ := Lookup("generic")

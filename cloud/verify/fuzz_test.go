@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relaykit/relay/shared"
 )
 
 // Fuzz targets: one per verifier and one per header parser. Without -fuzz
@@ -124,7 +126,7 @@ func fuzzVerify(f *testing.F, names ...string) {
 // and checks that the event the intake takes is safe to carry.
 func exercise(p Provider, r *Request, opts map[string]string) {
 	if ev := EventOf(p, r, opts); ev.ID == "" || SafeEventID(ev.ID) != ev.ID ||
-		len(ev.Type) > MaxEventNameLen || len(ev.Action) > MaxEventNameLen {
+		len(ev.Type) > shared.MaxEventName || len(ev.Action) > shared.MaxEventName {
 		panic(fmt.Sprintf("%s: unsafe event %+q", p.Name(), ev))
 	}
 	if h, ok := p.(Handshaker); ok {

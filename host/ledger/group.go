@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
 // maxGroup bounds the writes merged into one transaction.
@@ -247,7 +247,7 @@ func (l *Ledger) apply(ops []*op) error {
 			added[ob.DeliveryID] = ob.Seq
 			changes = append(changes, change{add: &ob})
 		case opDelete:
-			if _, err = stmt(&delSeqs, l.outboxDelSeqs).ExecContext(ctx, seqList(o.seqs)); err != nil {
+			if _, err = stmt(&delSeqs, l.outboxDelSeqs).ExecContext(ctx, jsonwalk.Ints(o.seqs)); err != nil {
 				err = fmt.Errorf("delete outbox entries: %w", err)
 			}
 			changes = append(changes, change{seqs: o.seqs})
@@ -307,19 +307,4 @@ func (l *Ledger) readAttempts(ctx context.Context, tx *sql.Tx, recorded []*op) e
 		o.attempts = byID[o.entry.DeliveryID]
 	}
 	return nil
-}
-
-// seqList encodes seqs as a JSON array, for json_each.
-func seqList(seqs []int64) string {
-	var b strings.Builder
-	b.Grow(len(seqs) * 8)
-	b.WriteByte('[')
-	for i, s := range seqs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatInt(s, 10))
-	}
-	b.WriteByte(']')
-	return b.String()
 }

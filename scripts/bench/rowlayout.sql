@@ -41,26 +41,23 @@ CREATE INDEX st_host_status ON st (host_id, status);
 CREATE INDEX st_lease ON st (lease_expires_at) WHERE status IN ('delivering','delivered');
 CREATE INDEX st_retrying ON st (updated_at, host_id) WHERE status = 'retrying';
 VACUUM ANALYZE deliveries; VACUUM ANALYZE st;
+-- The drain's updates, on either layout: 40 leases and 40 acks of 500.
+CREATE FUNCTION pg_temp.drain(tbl text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE b int; ids text[]; N int := current_setting('x.n')::int; BEGIN
+ FOR b IN 0..39 LOOP
+  ids := ARRAY(SELECT 'dlv_' || lpad(((b*500+i) * (N/20000))::text, 8, '0') FROM generate_series(1, 500) i);
+  EXECUTE format('UPDATE %I SET status=''delivering'', attempts=attempts+1, lease_expires_at=now()+interval ''5 min'', next_retry_at=NULL, updated_at=now() WHERE delivery_id = ANY($1) AND status IN (''queued'',''retrying'')', tbl) USING ids;
+  EXECUTE format('UPDATE %I SET status=''acked'', acked_at=now(), delivered_at=now(), updated_at=now(), result=''success'', result_attempt=1, result_handler=''forward http://127.0.0.1/x'', result_response_status=200, result_duration_ms=3, result_reported_at=now() WHERE delivery_id = ANY($1) AND status=''delivering''', tbl) USING ids;
+ END LOOP; END $$;
 CHECKPOINT;
 SELECT pg_current_wal_lsn() AS w0 \gset
 \timing on
--- wide: 40 leases and 40 acks of 500
-DO $$ DECLARE b int; ids text[]; N int := current_setting('x.n')::int; BEGIN
- FOR b IN 0..39 LOOP
-  ids := ARRAY(SELECT 'dlv_' || lpad(((b*500+i) * (N/20000))::text, 8, '0') FROM generate_series(1, 500) i);
-  UPDATE deliveries SET status='delivering', attempts=attempts+1, lease_expires_at=now()+interval '5 min', next_retry_at=NULL, updated_at=now() WHERE delivery_id = ANY(ids) AND status IN ('queued','retrying');
-  UPDATE deliveries SET status='acked', acked_at=now(), delivered_at=now(), updated_at=now(), result='success', result_attempt=1, result_handler='forward http://127.0.0.1/x', result_response_status=200, result_duration_ms=3, result_reported_at=now() WHERE delivery_id = ANY(ids) AND status='delivering';
- END LOOP; END $$;
+SELECT pg_temp.drain('deliveries');
 \timing off
 SELECT pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), :'w0')) AS wide_wal;
 CHECKPOINT;
 SELECT pg_current_wal_lsn() AS w1 \gset
 \timing on
-DO $$ DECLARE b int; ids text[]; N int := current_setting('x.n')::int; BEGIN
- FOR b IN 0..39 LOOP
-  ids := ARRAY(SELECT 'dlv_' || lpad(((b*500+i) * (N/20000))::text, 8, '0') FROM generate_series(1, 500) i);
-  UPDATE st SET status='delivering', attempts=attempts+1, lease_expires_at=now()+interval '5 min', next_retry_at=NULL, updated_at=now() WHERE delivery_id = ANY(ids) AND status IN ('queued','retrying');
-  UPDATE st SET status='acked', acked_at=now(), delivered_at=now(), updated_at=now(), result='success', result_attempt=1, result_handler='forward http://127.0.0.1/x', result_response_status=200, result_duration_ms=3, result_reported_at=now() WHERE delivery_id = ANY(ids) AND status='delivering';
- END LOOP; END $$;
+SELECT pg_temp.drain('st');
 \timing off
 SELECT pg_size_pretty(pg_wal_lsn_diff(pg_current_wal_lsn(), :'w1')) AS narrow_wal;

@@ -1,6 +1,9 @@
 package jsonwalk
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // AppendString appends s as a JSON string, as encoding/json writes it
 // without HTML escaping: invalid UTF-8 becomes U+FFFD, and U+2028 and
@@ -55,4 +58,19 @@ func AppendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// Ints is vs as a JSON array of numbers: one argument for SQLite's
+// json_each, whatever their number, where a list of placeholders makes a
+// statement's text for each.
+func Ints(vs []int64) string {
+	b := make([]byte, 0, 2+len(vs)*8)
+	b = append(b, '[')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(append(b, ']'))
 }

@@ -27,3 +27,15 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+func TestInts(t *testing.T) {
+	for want, vs := range map[string][]int64{"[]": nil, "[7]": {7}, "[1,-2,9223372036854775807]": {1, -2, 9223372036854775807}} {
+		if got := Ints(vs); got != want {
+			t.Errorf("Ints(%v) = %s, want %s", vs, got, want)
+		}
+		var back []int64
+		if err := json.Unmarshal([]byte(Ints(vs)), &back); err != nil || len(back) != len(vs) {
+			t.Errorf("Ints(%v) does not decode as its numbers: %v", vs, err)
+		}
+	}
+}

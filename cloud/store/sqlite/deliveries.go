@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,17 +33,7 @@ func rowidsIn(col string) string {
 }
 
 // rowidsArg is rowidsIn's argument: the rowids as a JSON array.
-func rowidsArg(rowids []int64) string {
-	b := make([]byte, 0, 2+len(rowids)*8)
-	b = append(b, '[')
-	for i, r := range rowids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, r, 10)
-	}
-	return string(append(b, ']'))
-}
+func rowidsArg(rowids []int64) string { return jsonwalk.Ints(rowids) }
 
 // readBodies fills in the bodies of ds, whose rowids are rowids (in any
 // order), as stored: it returns those to unpack (see unpackBodies), which
@@ -725,7 +714,7 @@ func transition(ctx context.Context, tx *txn, tr store.Transition, hostID string
 	for i, x := range rows {
 		rowids[i] = x.rowid
 	}
-	guard = rowidsIn("rowid")
+	guard, guardArg := rowidsIn("rowid"), rowidsArg(rowids)
 	fromStatus := `status`
 	var fromArgs []any
 	if folded := writtenDelivering(rows, written); len(folded) > 0 {
@@ -753,7 +742,7 @@ func transition(ctx context.Context, tx *txn, tr store.Transition, hostID string
 		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 		SELECT delivery_id, ?, `+fromStatus+`, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
 		WHERE `+guard+` ORDER BY delivery_id`,
-		append(append([]any{dbTime(now)}, fromArgs...), string(tr.To), tr.Reason, rowidsArg(rowids))...)
+		append(append([]any{dbTime(now)}, fromArgs...), string(tr.To), tr.Reason, guardArg)...)
 	if err != nil {
 		return 0, err
 	}
@@ -761,7 +750,7 @@ func transition(ctx context.Context, tx *txn, tr store.Transition, hostID string
 	if err != nil || changed == 0 {
 		return 0, err
 	}
-	args := append(append([]any{}, setArgs...), string(tr.To), rowidsArg(rowids))
+	args := append(append([]any{}, setArgs...), string(tr.To), guardArg)
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE deliveries SET `+set+`, status = COALESCE(NULLIF(?, ''), status)
 		WHERE `+guard, args...); err != nil {
