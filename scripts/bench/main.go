@@ -46,6 +46,9 @@ type config struct {
 	// pgSet: the bench's Postgres server settings over its defaults,
 	// "name=value,…".
 	pgSet string
+	// sqliteCacheMB: the SQLite page cache the clouds and the bench's own
+	// opens of their stores are given (0: the cloud's default).
+	sqliteCacheMB int
 
 	warmup         time.Duration
 	intakeConc     []int
@@ -122,6 +125,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
 	fs.StringVar(&c.pgSet, "pg-set", "", "Postgres server settings to measure with instead of its defaults, comma-separated name=value (e.g. wal_compression=lz4,max_wal_size=8GB,shared_buffers=2GB), written to its configuration before it starts")
+	fs.IntVar(&c.sqliteCacheMB, "sqlite-cache-mb", 0, "SQLite's page cache in MiB for every cloud (RELAY_SQLITE_CACHE_MB) and the bench's own opens of their stores (the scale scenario's loader and alert timing); 0: the cloud's default")
 	fs.StringVar(&c.bins, "bins", "", "directory holding prebuilt cloud and host binaries to measure instead of building the module's (to compare two builds with the same bench)")
 	fs.Float64Var(&c.dup, "dup", 0, "share of requests (0–0.5) that replay a webhook already accepted, as a provider retries one")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured load before each intake, latency and end-to-end run")
@@ -298,6 +302,10 @@ func mainErr() error {
 		return err
 	}
 	b := &bench{ctx: ctx, cfg: cfg, root: root, work: work, started: time.Now()}
+	if cfg.sqliteCacheMB > 0 {
+		sqliteCacheMB = cfg.sqliteCacheMB
+		cloudEnv = append(cloudEnv, fmt.Sprintf("RELAY_SQLITE_CACHE_MB=%d", cfg.sqliteCacheMB))
+	}
 	if b.mix, err = newMix(cfg.payloads); err != nil {
 		return err
 	}

@@ -286,11 +286,15 @@ func analyzed(ctx context.Context, st store.Store, dbURL string) (store.Store, e
 	return openStore(ctx, dbURL)
 }
 
+// sqliteCacheMB is the SQLite page cache of the clouds and of openStore
+// (-sqlite-cache-mb; 0: the cloud's default).
+var sqliteCacheMB int
+
 // openStore opens the database at url as the cloud opens it (its schema
 // already migrated by the cloud).
 func openStore(ctx context.Context, dbURL string) (store.Store, error) {
 	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
-		return sqlite.OpenWith(ctx, path, sqlite.Options{})
+		return sqlite.OpenWith(ctx, path, sqlite.Options{CacheMB: sqliteCacheMB})
 	}
 	return postgres.Open(ctx, dbURL)
 }
