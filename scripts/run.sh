@@ -60,7 +60,7 @@ trap stop EXIT
 trap 'stop; echo "==> stopped"; exit 0' INT TERM
 
 echo "==> building"
-go build -o bin/ ./cloud ./host ./scripts/demo-receiver ./scripts/send-sample
+make --no-print-directory build BIN=bin
 
 # wait_for WHAT PID VAR LOG CHECK...: runs CHECK until it succeeds, while the
 # process PID lives; if it exits (a port taken since the check above, a bad

@@ -1,6 +1,8 @@
 package scripts
 
 import (
+	"debug/elf"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +44,8 @@ func withoutVersionSettings() []string {
 // and by a plain go build carry one version, the one in
 // shared/buildinfo/VERSION; make build's and make release's the same
 // commit, the checkout's, which a plain build shows too where Go stamps it.
+// make build's and make release's are static executables (no dynamic
+// loader to start) where the build is for Linux.
 func TestOneVersion(t *testing.T) {
 	root := repoRoot(t)
 	b, err := os.ReadFile(filepath.Join(root, "shared", "buildinfo", "VERSION"))
@@ -77,5 +81,29 @@ func TestOneVersion(t *testing.T) {
 			}
 			require.Equal(t, checkout, commit, "%s %s", dir, name)
 		}
+	}
+	for _, dir := range []string{made, released} {
+		for _, name := range []string{"cloud", "host"} {
+			requireStatic(t, filepath.Join(dir, name))
+		}
+	}
+}
+
+// requireStatic fails unless bin, an ELF executable, names no dynamic
+// loader (a PT_INTERP program header) and so needs no C library to start;
+// on a system of another format it checks nothing.
+func requireStatic(t *testing.T, bin string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		var format *elf.FormatError
+		if errors.As(err, &format) {
+			return // not ELF: a Mach-O binary, built on macOS
+		}
+		require.NoError(t, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		require.NotEqual(t, elf.PT_INTERP, p.Type, "%s is linked dynamically", bin)
 	}
 }
