@@ -29,12 +29,16 @@ case "$VERSION$COMMIT" in
 *[!A-Za-z0-9._+-]*) echo "release.sh: VERSION and COMMIT take letters, digits and . _ + - only" >&2; exit 2 ;;
 esac
 
-# build GOOS GOARCH BINARY OUTPUT: the one way a release binary is built.
-# CGO_ENABLED=0: static (SQLite is modernc's, in Go); -trimpath: no build
-# paths in the binary; the version and commit are what `version` prints.
+# build GOOS GOARCH BINARY OUTPUT: the one way cloud and host are built,
+# for a release, an image, make build and the bench. CGO_ENABLED=0: static
+# (SQLite is modernc's, in Go), no dynamic loader or C library to start;
+# -tags nomsgpack: without gin's MessagePack binding, which nothing here
+# uses and whose packages (ugorji's codec, net/rpc, encoding/gob) every
+# start would initialise; -trimpath: no build paths in the binary; the
+# version and commit are what `version` prints.
 pkg=github.com/relaykit/relay/shared/buildinfo
 build() {
-	CGO_ENABLED=0 GOOS=$1 GOARCH=$2 go build -trimpath \
+	CGO_ENABLED=0 GOOS=$1 GOARCH=$2 go build -trimpath -tags nomsgpack \
 		-ldflags "-s -w -X $pkg.version=$VERSION${COMMIT:+ -X $pkg.commit=$COMMIT}" -o "$4" "./$3"
 }
 

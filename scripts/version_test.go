@@ -1,12 +1,14 @@
 package scripts
 
 import (
+	"debug/buildinfo"
 	"debug/elf"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -44,8 +46,9 @@ func withoutVersionSettings() []string {
 // and by a plain go build carry one version, the one in
 // shared/buildinfo/VERSION; make build's and make release's the same
 // commit, the checkout's, which a plain build shows too where Go stamps it.
-// make build's and make release's are static executables (no dynamic
-// loader to start) where the build is for Linux.
+// make build's and make release's are built one way (scripts/release.sh):
+// static executables (no dynamic loader to start, where the build is for
+// Linux), without gin's MessagePack binding.
 func TestOneVersion(t *testing.T) {
 	root := repoRoot(t)
 	b, err := os.ReadFile(filepath.Join(root, "shared", "buildinfo", "VERSION"))
@@ -85,6 +88,9 @@ func TestOneVersion(t *testing.T) {
 	for _, dir := range []string{made, released} {
 		for _, name := range []string{"cloud", "host"} {
 			requireStatic(t, filepath.Join(dir, name))
+			info, err := buildinfo.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			require.Contains(t, info.Settings, debug.BuildSetting{Key: "-tags", Value: "nomsgpack"}, "%s %s: without gin's MessagePack binding", dir, name)
 		}
 	}
 }

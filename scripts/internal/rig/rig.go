@@ -47,9 +47,9 @@ type Bins struct {
 	Host  string // path of the host binary
 }
 
-// Build runs `go build -trimpath -o dir/ ./cloud ./host` with CGO_ENABLED=0 in
-// the module root and returns the binaries' paths. Build output goes to the
-// returned error on failure.
+// Build builds cloud and host into dir as a release does
+// (`scripts/release.sh --flat --out dir`, in the module root) and returns
+// the binaries' paths. Build output goes to the returned error on failure.
 func Build(ctx context.Context, root, dir string) (*Bins, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -58,13 +58,12 @@ func Build(ctx context.Context, root, dir string) (*Bins, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Static, as make build and make release link them: what is measured
-	// is what ships.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", abs+string(filepath.Separator), "./cloud", "./host")
+	// As make build and make release build them: what is measured is what
+	// ships.
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "release.sh"), "--flat", "--out", abs)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("rig: go build: %w\n%s", err, out)
+		return nil, fmt.Errorf("rig: scripts/release.sh: %w\n%s", err, out)
 	}
 	return &Bins{Dir: abs, Cloud: filepath.Join(abs, "cloud"), Host: filepath.Join(abs, "host")}, nil
 }
