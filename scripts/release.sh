@@ -29,25 +29,26 @@ case "$VERSION$COMMIT" in
 *[!A-Za-z0-9._+-]*) echo "release.sh: VERSION and COMMIT take letters, digits and . _ + - only" >&2; exit 2 ;;
 esac
 
-# build GOOS GOARCH BINARY OUTPUT: the one way cloud and host are built,
+# build GOOS GOARCH OUTPUT PACKAGE...: the one way cloud and host are built,
 # for a release, an image, make build and the bench. CGO_ENABLED=0: static
 # (SQLite is modernc's, in Go), no dynamic loader or C library to start;
 # -tags nomsgpack: without gin's MessagePack binding, which nothing here
 # uses and whose packages (ugorji's codec, net/rpc, encoding/gob) every
 # start would initialise; -trimpath: no build paths in the binary; the
-# version and commit are what `version` prints.
+# version and commit are what `version` prints. OUTPUT is a file for one
+# package, or a directory ending in / for several (linked side by side).
 pkg=github.com/relaykit/relay/shared/buildinfo
 build() {
-	CGO_ENABLED=0 GOOS=$1 GOARCH=$2 go build -trimpath -tags nomsgpack \
-		-ldflags "-s -w -X $pkg.version=$VERSION${COMMIT:+ -X $pkg.commit=$COMMIT}" -o "$4" "./$3"
+	local os=$1 arch=$2 dest=$3
+	shift 3
+	CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -tags nomsgpack \
+		-ldflags "-s -w -X $pkg.version=$VERSION${COMMIT:+ -X $pkg.commit=$COMMIT}" -o "$dest" "$@"
 }
 
 if [ "$flat" = 1 ]; then
 	out=${out:-dist}
 	mkdir -p "$out"
-	for bin in cloud host; do
-		build "$(go env GOOS)" "$(go env GOARCH)" "$bin" "$out/$bin"
-	done
+	build "$(go env GOOS)" "$(go env GOARCH)" "$out/" ./cloud ./host
 	exit 0
 fi
 
@@ -58,7 +59,7 @@ for p in $PLATFORMS; do
 	os=${p%/*} arch=${p#*/}
 	for bin in cloud host; do
 		echo "==> $bin $os/$arch"
-		build "$os" "$arch" "$bin" "$out/${bin}_${VERSION}_${os}_${arch}"
+		build "$os" "$arch" "$out/${bin}_${VERSION}_${os}_${arch}" "./$bin"
 	done
 done
 (cd "$out" && sha256sum -- cloud_* host_* > SHA256SUMS)
