@@ -38,14 +38,13 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	root, _ := filepath.Abs("../..")
-	for _, name := range []string{"cloud", "host"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./"+name)
-		cmd.Dir = root
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", name, err)
-			os.Exit(1)
-		}
+	// The binaries as they ship: built as a release builds them.
+	cmd := exec.Command(filepath.Join(root, "scripts", "release.sh"), "--flat", "--out", dir)
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "build cloud and host: %v\n", err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
