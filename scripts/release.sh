@@ -30,7 +30,8 @@ case "$VERSION$COMMIT" in
 esac
 
 # build GOOS GOARCH OUTPUT PACKAGE...: the one way cloud and host are built,
-# for a release, an image, make build and the bench. CGO_ENABLED=0: static
+# for a release, an image, make build, the bench, the fault suite, the soak
+# and the end-to-end tests. CGO_ENABLED=0: static
 # (SQLite is modernc's, in Go), no dynamic loader or C library to start;
 # -tags nomsgpack: without gin's MessagePack binding, which nothing here
 # uses and whose packages (ugorji's codec, net/rpc, encoding/gob) every

@@ -303,7 +303,6 @@ func mainErr() error {
 	}
 	b := &bench{ctx: ctx, cfg: cfg, root: root, work: work, started: time.Now()}
 	if cfg.sqliteCacheMB > 0 {
-		sqliteCacheMB = cfg.sqliteCacheMB
 		cloudEnv = append(cloudEnv, fmt.Sprintf("RELAY_SQLITE_CACHE_MB=%d", cfg.sqliteCacheMB))
 	}
 	if b.mix, err = newMix(cfg.payloads); err != nil {

@@ -100,7 +100,7 @@ func (b *bench) scale(engine string, n int) scaleRow {
 		return row
 	}
 	before, _ := rig.ReadDBBytes(ctx, r.dbURL)
-	st, err := openStore(ctx, r.dbURL)
+	st, err := b.openStore(ctx, r.dbURL)
 	if err != nil {
 		row.err = r.fail(err)
 		return row
@@ -121,7 +121,7 @@ func (b *bench) scale(engine string, n int) scaleRow {
 		// The cloud gathers SQLite's statistics as it opens a store (and
 		// every hour); the loader's store has those of the empty one,
 		// and the alert rules are timed below as the cloud runs them.
-		if st, err = analyzed(ctx, st, r.dbURL); err != nil {
+		if st, err = b.analyzed(ctx, st, r.dbURL); err != nil {
 			row.err = r.fail(err)
 			return row
 		}
@@ -273,7 +273,7 @@ func vacuum(ctx context.Context, dbURL string) error {
 // analyzed gathers the planner's statistics of st as the cloud does when
 // it opens a store (Migrate, with no migration left to apply), and opens
 // it again so that every connection plans with them.
-func analyzed(ctx context.Context, st store.Store, dbURL string) (store.Store, error) {
+func (b *bench) analyzed(ctx context.Context, st store.Store, dbURL string) (store.Store, error) {
 	t0 := time.Now()
 	err := st.Migrate(ctx)
 	if cerr := st.Close(); err == nil {
@@ -283,18 +283,15 @@ func analyzed(ctx context.Context, st store.Store, dbURL string) (store.Store, e
 		return nil, fmt.Errorf("gather statistics: %w", err)
 	}
 	logf("scale: the planner's statistics gathered after the fill in %s", time.Since(t0).Round(time.Millisecond))
-	return openStore(ctx, dbURL)
+	return b.openStore(ctx, dbURL)
 }
 
-// sqliteCacheMB is the SQLite page cache of the clouds and of openStore
-// (-sqlite-cache-mb; 0: the cloud's default).
-var sqliteCacheMB int
-
 // openStore opens the database at url as the cloud opens it (its schema
-// already migrated by the cloud).
-func openStore(ctx context.Context, dbURL string) (store.Store, error) {
+// already migrated by the cloud), with the clouds' SQLite page cache
+// (-sqlite-cache-mb).
+func (b *bench) openStore(ctx context.Context, dbURL string) (store.Store, error) {
 	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
-		return sqlite.OpenWith(ctx, path, sqlite.Options{CacheMB: sqliteCacheMB})
+		return sqlite.OpenWith(ctx, path, sqlite.Options{CacheMB: b.cfg.sqliteCacheMB})
 	}
 	return postgres.Open(ctx, dbURL)
 }
