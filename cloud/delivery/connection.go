@@ -210,24 +210,24 @@ func (r *Connections) Reserve(hostID string, size int) *Reservation {
 func (r *Connections) reserve(hostID string, size int) (*Reservation, bool) {
 	r.mu.Lock()
 	c := r.byHost[hostID]
-	ok := c != nil && c.outbox != nil && c.epoch != 0 && !c.replaced && !c.gone && !c.waiting
+	var o *Outbox
+	if c != nil && c.epoch != 0 && !c.replaced && !c.gone && !c.waiting {
+		o = c.outbox
+	}
 	r.mu.Unlock()
-	if !ok {
+	if o == nil {
 		return nil, c != nil
 	}
 	// Closing the connection closes its outbox (Outbox.Close), which
 	// refuses room from then on.
-	return c.outbox.reserve(size), true
+	return o.reserve(size), true
 }
 
 // pending tells hostID's connection on this replica, if any, that a
 // delivery of the host was stored pending (Outbox.pending).
 func (r *Connections) pending(hostID string) {
-	r.mu.Lock()
-	c := r.byHost[hostID]
-	r.mu.Unlock()
-	if c != nil && c.outbox != nil {
-		c.outbox.pending()
+	if o := r.outbox(hostID); o != nil {
+		o.pending()
 	}
 }
 

@@ -2,8 +2,11 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,5 +217,46 @@ func TestConnectionsReplacedBeforeTheirEpoch(t *testing.T) {
 		waiting.release(other)
 		require.Equal(t, 0, a.conns.Count())
 		require.Equal(t, 0, other.conns.Count())
+	})
+}
+
+// The intake wakes a host's connection (Pending) and asks it for room
+// (Reserve) while the connection may be beginning to push (Attach): each
+// reads what Attach writes under the registry's lock alone. Under -race,
+// as make test runs it, a read outside the lock fails this test.
+func TestIntakeBesideAttach(t *testing.T) {
+	engines(t, func(t *testing.T, b *bundle) {
+		svc, _ := b.counted()
+		conns := delivery.NewConnections(b.store, b.clock, slog.New(slog.DiscardHandler), time.Second)
+		c, err := conns.Open(b.ctx, b.host.ID, func() {}, make(chan struct{}))
+		require.NoError(t, err)
+		t.Cleanup(func() { conns.Close(c) })
+		in := delivery.NewIntake(conns, svc)
+		var calls atomic.Int64
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				in.Pending(b.host.ID)
+				if v := in.Reserve(b.host.ID, 2); v != nil {
+					v.Settle(nil, errors.New("not stored"))
+				}
+				calls.Add(1)
+			}
+		}()
+		for calls.Load() < 100 {
+			runtime.Gosched()
+		}
+		conns.Attach(c, svc.NewOutbox())
+		for seen := calls.Load(); calls.Load() < seen+100; {
+			runtime.Gosched()
+		}
+		close(stop)
+		<-done
 	})
 }
