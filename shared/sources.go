@@ -81,6 +81,12 @@ const (
 	// the cloud answers them "filtered" and stores nothing, so those routes
 	// never run (SourceMismatch.Events lists them).
 	MismatchEventsNotSent = "events-not-sent"
+	// MismatchFilterMatchesNothing: the cloud's source, which the host
+	// handles, holds event filter entries that match no webhook, stored by
+	// an older cloud that took them (a "*" within one: "pull_request.*").
+	// The cloud answers the webhooks they were meant to let through
+	// "filtered" and stores none (SourceMismatch.Events lists them).
+	MismatchFilterMatchesNothing = "filter-matches-nothing"
 )
 
 // SourceMismatch is one way a host's sources and the cloud's differ.
@@ -97,7 +103,8 @@ type SourceMismatch struct {
 	// "githb". Empty when no name is close.
 	Nearest string `json:"nearest,omitempty"`
 	// Events, for MismatchEventsNotSent, are the host's events the cloud
-	// never sends.
+	// never sends; for MismatchFilterMatchesNothing, the cloud's entries
+	// that match nothing.
 	Events []string `json:"events,omitempty"`
 	// Message says, for a person, what happens and what to do about it. It
 	// names the host's configuration key ("webhooks.githb").
@@ -164,6 +171,13 @@ func CompareSources(sub *Subscription, cloud []HostSource) []SourceMismatch {
 				Message: fmt.Sprintf("webhooks.%s: the source %q is disabled in the cloud, which answers its webhooks 404 and stores none, "+
 					"so this handler never runs. Enable it in the cloud, or disable it in the host's configuration", name, name)})
 		default:
+			if dead := deadEntries(c.Events); len(dead) > 0 {
+				out = append(out, SourceMismatch{Kind: MismatchFilterMatchesNothing, Source: name, Events: dead,
+					Message: fmt.Sprintf("webhooks.%s: the cloud's source %q has event filter entries that match no webhook: %s "+
+						"(an older cloud stored them): it answers the webhooks they were meant to let through \"filtered\" and stores none. "+
+						"Replace each in the source's events in the cloud: the type alone (\"pull_request\") takes every action, or list the types",
+						name, name, strings.Join(dead, ", "))})
+			}
 			if lost := eventsNotSent(h.Events, c.Events); len(lost) > 0 {
 				out = append(out, SourceMismatch{Kind: MismatchEventsNotSent, Source: name, Events: lost,
 					Message: fmt.Sprintf("webhooks.%s: the cloud's source %q takes only %s, so it answers %s \"filtered\" and stores none: "+
@@ -213,6 +227,9 @@ func eventsNotSent(wanted, filter []string) []string {
 	if len(filter) == 0 || slices.Contains(filter, "*") {
 		return nil
 	}
+	// An entry that matches nothing passes nothing ("pull_request.*" would
+	// otherwise pass a host's "pull_request" as "pull_request.opened" does).
+	filter = slices.DeleteFunc(slices.Clone(filter), func(f string) bool { return CheckEventFilter(f) != nil })
 	var lost []string
 	for _, e := range wanted {
 		typ, _, _ := strings.Cut(e, ".")
@@ -223,6 +240,19 @@ func eventsNotSent(wanted, filter []string) []string {
 		lost = append(lost, e)
 	}
 	return lost
+}
+
+// deadEntries are the entries of a source's event filter that match no
+// webhook: those CheckEventFilter refuses, which the cloud now refuses to
+// store and an older one stored.
+func deadEntries(filter []string) []string {
+	var dead []string
+	for _, f := range filter {
+		if CheckEventFilter(f) != nil {
+			dead = append(dead, f)
+		}
+	}
+	return dead
 }
 
 // nearestName is the name among candidates closest to name by edit

@@ -57,6 +57,13 @@ func TestCompareSources(t *testing.T) {
 		{"events the cloud filters out", map[string]SourceSubscription{"github": on("push", "pull_request.opened", "issues", "check_suite")},
 			[]HostSource{src("github", true, "push", "pull_request", "check_suite.completed")},
 			[]want{{MismatchEventsNotSent, "github", ""}}},
+		{"a filter entry of an older cloud that matches nothing passes nothing",
+			map[string]SourceSubscription{"github": on("pull_request", "push")},
+			[]HostSource{src("github", true, "pull_request.*", "push")},
+			[]want{{MismatchEventsNotSent, "github", ""}, {MismatchFilterMatchesNothing, "github", ""}}},
+		{"a host that takes every event, behind a filter that matches nothing", map[string]SourceSubscription{"github": on()},
+			[]HostSource{src("github", true, "pull_request.*")},
+			[]want{{MismatchFilterMatchesNothing, "github", ""}}},
 		{"the cloud sends every event", map[string]SourceSubscription{"github": on("push")},
 			[]HostSource{src("github", true, "*")}, nil},
 		{"the host takes every event", map[string]SourceSubscription{"github": on()},
@@ -89,16 +96,18 @@ func TestCompareSourcesMessages(t *testing.T) {
 	t.Parallel()
 	got := CompareSources(&Subscription{Webhooks: map[string]SourceSubscription{
 		"githb":  {Enabled: true},
+		"gitlab": {Enabled: true},
 		"linear": {Enabled: true},
 		"slack":  {Enabled: false},
 		"stripe": {Enabled: true, Events: []string{"invoice.paid", "charge.refunded", "customer"}},
 	}}, []HostSource{
 		{Name: "github", Provider: "github", Enabled: true},
+		{Name: "gitlab", Provider: "gitlab", Enabled: true, Events: []string{"merge_request.*", "push"}},
 		{Name: "linear", Provider: "linear", Enabled: false},
 		{Name: "slack", Provider: "slack", Enabled: true},
 		{Name: "stripe", Provider: "stripe", Enabled: true, Events: []string{"invoice", "customer.created"}},
 	})
-	require.Len(t, got, 5)
+	require.Len(t, got, 6)
 	msg := map[string]string{}
 	for _, m := range got {
 		msg[m.Kind+" "+m.Source] = m.Message
@@ -116,9 +125,16 @@ func TestCompareSourcesMessages(t *testing.T) {
 	require.Equal(t, `webhooks.stripe: the cloud's source "stripe" takes only invoice, customer.created, so it answers charge.refunded "filtered" and stores none: `+
 		`what this host would run for them never runs. Add them to the source's events in the cloud, or drop them from the host's configuration`,
 		msg["events-not-sent stripe"])
+	require.Equal(t, `webhooks.gitlab: the cloud's source "gitlab" has event filter entries that match no webhook: merge_request.* `+
+		`(an older cloud stored them): it answers the webhooks they were meant to let through "filtered" and stores none. `+
+		`Replace each in the source's events in the cloud: the type alone ("pull_request") takes every action, or list the types`,
+		msg["filter-matches-nothing gitlab"])
 	for _, m := range got {
-		if m.Kind == MismatchEventsNotSent {
+		switch m.Kind {
+		case MismatchEventsNotSent:
 			require.Equal(t, []string{"charge.refunded"}, m.Events)
+		case MismatchFilterMatchesNothing:
+			require.Equal(t, []string{"merge_request.*"}, m.Events)
 		}
 	}
 }

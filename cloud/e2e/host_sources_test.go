@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/shared"
 )
 
 // TestHostWarnsOfASourceTypo: a host whose configuration names "githb"
@@ -106,4 +110,46 @@ func TestHostWarnsOfASourceTypo(t *testing.T) {
 	require.Equal(t, "typo-1", got[0].Header.Get("X-GitHub-Delivery"), "the provider's headers as sent")
 	require.Equal(t, "success", s.cloud.delivery(s.hostID, rid).HostResult.Result)
 	require.Contains(t, ctlOK(t, s.cloud.url, "inspect", id), "replayed as  "+rid)
+}
+
+// TestHostWarnsOfAFilterThatMatchesNothing: a source whose event filter an
+// older cloud stored with an entry that matches no webhook ("pull_request.*":
+// a "*" within an entry never matches, and the cloud now refuses to store
+// one) answers those webhooks "filtered" and stores none. A host that handles
+// the source is told so by `host run --check`, with the entry and its fix,
+// and does not count the entry as passing its "pull_request".
+func TestHostWarnsOfAFilterThatMatchesNothing(t *testing.T) {
+	t.Parallel()
+	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "cloud.db")
+	c := startCloud(t, dbURL)
+	hostID, code := c.newHost("legacy filter", secret)
+	// As an older cloud stored it: the API refuses the entry now.
+	require.Equal(t, 400, c.admin("PATCH", "/api/hosts/"+hostID+"/sources/github",
+		map[string]any{"events": []string{"pull_request.*", "push"}}, nil))
+	ctx := context.Background()
+	st := openStoreOf(t, dbURL)
+	src, err := st.SourceGet(ctx, hostID, "github")
+	require.NoError(t, err)
+	_, err = st.SourceUpsert(ctx, &store.SourceUpsertParams{HostID: hostID, Name: src.Name, Provider: src.Provider, Enabled: true,
+		Events: []string{"pull_request.*", "push"}, Secrets: src.Secrets, Options: src.Options, Now: time.Now()})
+	require.NoError(t, err)
+	payload := hostPayload(t, "github/pull_request.opened.json")
+	status, resp, err := signGitHub(secret, "pull_request", "legacy-1", payload).send(c.url, hostID)
+	require.NoError(t, err)
+	require.Equal(t, 200, status)
+	require.Equal(t, shared.IntakeFiltered, resp.Status, "what the entry does: nothing passes it")
+
+	state := claimHost(t, c.url, code)
+	cfg := filepath.Join(t.TempDir(), "relay-host.json")
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"cloud_url": "`+c.url+`",
+		"webhooks": {"github": {"enabled": true, "events": ["pull_request", "push"], "forward": "http://127.0.0.1:9/hook"}}}`), 0o600))
+	check := exec.Command(filepath.Join(binDir, "host"), "run", "--check", "--config", cfg)
+	check.Env = append(os.Environ(), "RELAY_HOST_STATE="+state)
+	var stdout, stderr strings.Builder
+	check.Stdout, check.Stderr = &stdout, &stderr
+	require.NoError(t, check.Run(), "a warning, not a failure:\n%s%s", stdout.String(), stderr.String())
+	require.Contains(t, stdout.String(), "sources: 2 differ from the cloud's")
+	require.Contains(t, stderr.String(), `host run --check: warning: webhooks.github: the cloud's source "github" has event filter entries that match no webhook: pull_request.*`)
+	require.Contains(t, stderr.String(), `the type alone ("pull_request") takes every action`)
+	require.Contains(t, stderr.String(), `webhooks.github: the cloud's source "github" takes only pull_request.*, push, so it answers pull_request "filtered"`)
 }
