@@ -30,6 +30,12 @@ type HostSource struct {
 	// Group, when set, is the group whose source it is (the host is a
 	// member): its webhooks reach the host's handler of that name.
 	Group string `json:"group,omitempty"`
+	// Actions says whether the provider's events carry an action beside
+	// their type (GitHub's "pull_request" "opened"): a filter entry of the
+	// type alone takes it with every action. false: a type is matched whole
+	// (Stripe's "invoice.paid", which "invoice" does not take). nil (a
+	// cloud older than the field): unknown, taken as true.
+	Actions *bool `json:"actions,omitempty"`
 }
 
 // SourceNameRule says in words what ValidSourceName takes.
@@ -178,7 +184,7 @@ func CompareSources(sub *Subscription, cloud []HostSource) []SourceMismatch {
 						"Replace each in the source's events in the cloud: the type alone (\"pull_request\") takes every action, or list the types",
 						name, name, strings.Join(dead, ", "))})
 			}
-			if lost := eventsNotSent(h.Events, c.Events); len(lost) > 0 {
+			if lost := eventsNotSent(h.Events, c.Events, c.Actions == nil || *c.Actions); len(lost) > 0 {
 				out = append(out, SourceMismatch{Kind: MismatchEventsNotSent, Source: name, Events: lost,
 					Message: fmt.Sprintf("webhooks.%s: the cloud's source %q takes only %s, so it answers %s \"filtered\" and stores none: "+
 						"what this host would run for them never runs. Add them to the source's events in the cloud, or drop them from the host's configuration",
@@ -219,11 +225,13 @@ func CompareSources(sub *Subscription, cloud []HostSource) []SourceMismatch {
 }
 
 // eventsNotSent are the events of wanted that the cloud's filter never
-// passes: neither the event, nor its type, nor "*" is in it, and no entry
-// of it is an action of the event ("pull_request.opened" passes some of a
-// host's "pull_request"). Empty wanted (every event) or filter (the cloud
-// sends all): none.
-func eventsNotSent(wanted, filter []string) []string {
+// passes: neither the event nor "*" is in it and, where the provider's
+// events carry actions, neither is its type, nor an entry that is an
+// action of it ("pull_request.opened" passes some of a host's
+// "pull_request"). Without actions an event is a type, matched whole:
+// "invoice" does not pass Stripe's "invoice.paid". Empty wanted (every
+// event) or filter (the cloud sends all): none.
+func eventsNotSent(wanted, filter []string, actions bool) []string {
 	if len(filter) == 0 || slices.Contains(filter, "*") {
 		return nil
 	}
@@ -232,9 +240,12 @@ func eventsNotSent(wanted, filter []string) []string {
 	filter = slices.DeleteFunc(slices.Clone(filter), func(f string) bool { return CheckEventFilter(f) != nil })
 	var lost []string
 	for _, e := range wanted {
+		if e == "*" || slices.Contains(filter, e) {
+			continue
+		}
 		typ, _, _ := strings.Cut(e, ".")
-		if e == "*" || slices.Contains(filter, e) || slices.Contains(filter, typ) ||
-			slices.ContainsFunc(filter, func(f string) bool { return strings.HasPrefix(f, e+".") }) {
+		if actions && (slices.Contains(filter, typ) ||
+			slices.ContainsFunc(filter, func(f string) bool { return strings.HasPrefix(f, e+".") })) {
 			continue
 		}
 		lost = append(lost, e)

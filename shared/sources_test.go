@@ -15,6 +15,12 @@ func TestCompareSources(t *testing.T) {
 	src := func(name string, enabled bool, events ...string) HostSource {
 		return HostSource{Name: name, Provider: "github", Enabled: enabled, Events: events}
 	}
+	// typed is a source of a provider whose events carry no action
+	// (Stripe's), as a cloud that says so has it.
+	typed := func(name string, events ...string) HostSource {
+		no := false
+		return HostSource{Name: name, Provider: "stripe", Enabled: true, Events: events, Actions: &no}
+	}
 	type want struct{ kind, source, nearest string }
 	for _, tc := range []struct {
 		name  string
@@ -64,6 +70,13 @@ func TestCompareSources(t *testing.T) {
 		{"a host that takes every event, behind a filter that matches nothing", map[string]SourceSubscription{"github": on()},
 			[]HostSource{src("github", true, "pull_request.*")},
 			[]want{{MismatchFilterMatchesNothing, "github", ""}}},
+		{"a type alone takes no event of a provider without actions",
+			map[string]SourceSubscription{"stripe": on("invoice.paid", "customer.created", "charge")},
+			[]HostSource{typed("stripe", "invoice", "customer.created", "charge.refunded")},
+			[]want{{MismatchEventsNotSent, "stripe", ""}}},
+		{"nor a cloud that does not say whether events carry actions: taken as if they did",
+			map[string]SourceSubscription{"stripe": on("invoice.paid")},
+			[]HostSource{{Name: "stripe", Provider: "stripe", Enabled: true, Events: []string{"invoice"}}}, nil},
 		{"the cloud sends every event", map[string]SourceSubscription{"github": on("push")},
 			[]HostSource{src("github", true, "*")}, nil},
 		{"the host takes every event", map[string]SourceSubscription{"github": on()},

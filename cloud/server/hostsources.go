@@ -6,12 +6,14 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/verify"
 	"github.com/relaykit/relay/shared"
 )
 
 // hostSources answers GET /api/hosts/sources, authenticated by a host's
 // token: the host's own sources as the cloud has them (name, provider,
-// enabled, the event filter; never a secret or its fingerprint), ordered by
+// enabled, the event filter, whether its events carry actions; never a
+// secret or its fingerprint), ordered by
 // name, then its groups' (HostSourcesFor), so that the host can compare
 // them with its configuration (shared.CompareSources) and warn of a source
 // name it got wrong.
@@ -39,7 +41,12 @@ func HostSourcesOf(srcs []*store.Source) []shared.HostSource {
 		if events == nil {
 			events = []string{}
 		}
-		out = append(out, shared.HostSource{Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events})
+		hs := shared.HostSource{Name: src.Name, Provider: src.Provider, Enabled: src.Enabled, Events: events}
+		if p, ok := verify.Lookup(src.Provider); ok {
+			actions := p.Actions()
+			hs.Actions = &actions
+		}
+		out = append(out, hs)
 	}
 	return out
 }

@@ -46,16 +46,17 @@ func TestHostSourcesOwnOnly(t *testing.T) {
 	require.NotContains(t, string(a.body), "fingerprint")
 	var got shared.HostSourcesResponse
 	a.json(t, &got)
+	yes, no := true, false // whether each provider's events carry actions
 	require.Equal(t, []shared.HostSource{
-		{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
-		{Name: "linear", Provider: "linear", Enabled: false, Events: []string{}},
-		{Name: "stripe", Provider: "stripe", Enabled: true, Events: []string{"invoice.paid", "customer"}},
+		{Name: "github", Provider: "github", Enabled: true, Events: []string{}, Actions: &yes},
+		{Name: "linear", Provider: "linear", Enabled: false, Events: []string{}, Actions: &yes},
+		{Name: "stripe", Provider: "stripe", Enabled: true, Events: []string{"invoice.paid", "customer"}, Actions: &no},
 	}, got.Sources)
 
 	get(tokenB).json(t, &got)
 	require.Equal(t, []shared.HostSource{
-		{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
-		{Name: "only-b", Provider: "github", Enabled: true, Events: []string{}},
+		{Name: "github", Provider: "github", Enabled: true, Events: []string{}, Actions: &yes},
+		{Name: "only-b", Provider: "github", Enabled: true, Events: []string{}, Actions: &yes},
 	}, got.Sources, "its own, not host a's")
 
 	// A member reads its groups' sources too, by name, after its own;
@@ -72,9 +73,9 @@ func TestHostSourcesOwnOnly(t *testing.T) {
 	}
 	get(tokenB).json(t, &got)
 	require.Equal(t, []shared.HostSource{
-		{Name: "github", Provider: "github", Enabled: true, Events: []string{}},
-		{Name: "only-b", Provider: "github", Enabled: true, Events: []string{}},
-		{Name: "deploys", Provider: "github", Enabled: true, Events: []string{}, Group: grp.ID},
+		{Name: "github", Provider: "github", Enabled: true, Events: []string{}, Actions: &yes},
+		{Name: "only-b", Provider: "github", Enabled: true, Events: []string{}, Actions: &yes},
+		{Name: "deploys", Provider: "github", Enabled: true, Events: []string{}, Group: grp.ID, Actions: &yes},
 	}, got.Sources, "its own, then its group's")
 	get(tokenA).json(t, &got)
 	require.Len(t, got.Sources, 3, "not a member: not the group's")

@@ -103,3 +103,27 @@ func TestEventOfKeepsEveryVectorID(t *testing.T) {
 	}
 	require.Greater(t, n, 20)
 }
+
+// TestActionsAsEventsSayThem: no event of a provider that says its events
+// carry no action (Actions) has one, over every vector (the fuzz targets
+// check it of every body they make). The hosts' comparison of their
+// events with a source's filter reads it (shared.HostSource.Actions).
+func TestActionsAsEventsSayThem(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.json")
+	require.NoError(t, err)
+	withAction := map[string]bool{}
+	for _, file := range files {
+		for _, v := range loadVectors(t, filepath.Base(file)) {
+			if v.Expect == "invalid" {
+				continue
+			}
+			p, ok := Lookup(v.Provider)
+			require.True(t, ok)
+			if ev := p.Event(vectorRequest(t, v), nil); ev.Action != "" {
+				require.True(t, p.Actions(), "%s/%s: %+q", file, v.Name, ev)
+				withAction[p.Name()] = true
+			}
+		}
+	}
+	require.NotEmpty(t, withAction)
+}

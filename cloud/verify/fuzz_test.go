@@ -129,6 +129,9 @@ func exercise(p Provider, r *Request, opts map[string]string) {
 		len(ev.Type) > shared.MaxEventName || len(ev.Action) > shared.MaxEventName {
 		panic(fmt.Sprintf("%s: unsafe event %+q", p.Name(), ev))
 	}
+	if ev := p.Event(r, opts); ev.Action != "" && !p.Actions() {
+		panic(fmt.Sprintf("%s: an event with an action (%+q) from a provider whose events carry none (Actions)", p.Name(), ev))
+	}
 	if h, ok := p.(Handshaker); ok {
 		h.Handshake(r)
 	}

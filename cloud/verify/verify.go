@@ -78,6 +78,12 @@ type Provider interface {
 	// Retries reports whether the provider retries a webhook answered non-2xx
 	// (GitHub and Telegram do not; generic: assume it does).
 	Retries() bool
+	// Actions reports whether the provider's events carry an action beside
+	// their type (GitHub's pull_request "opened"), which a filter names
+	// after a dot ("pull_request.opened") and a type alone takes with every
+	// action. Where they do not, a type is matched whole: Stripe's
+	// "invoice.paid" is one type, which a filter entry "invoice" does not take.
+	Actions() bool
 }
 
 // Reply is an answer a provider expects in place of the usual one.
@@ -143,38 +149,43 @@ func register(p Provider, alias ...string) {
 
 // profile is what a scheme says of itself for the Provider interface: its
 // name, its default body limit, the status a stored webhook is answered
-// with, and whether the provider retries. Each scheme embeds its own.
+// with, whether the provider retries and whether its events carry an
+// action (Event sets one). Each scheme embeds its own.
 type profile struct {
 	name    string
 	maxBody int64
 	status  int
 	retries bool
+	actions bool
 }
 
 func (p profile) Name() string       { return p.name }
 func (p profile) MaxBody() int64     { return p.maxBody }
 func (p profile) SuccessStatus() int { return p.status }
 func (p profile) Retries() bool      { return p.retries }
+func (p profile) Actions() bool      { return p.actions }
 
 func init() {
 	// GitHub caps bodies at 25 MB; redelivery is manual only.
-	register(github{profile{name: "github", maxBody: 25 << 20, status: 200, retries: false}})
+	register(github{profile{name: "github", maxBody: 25 << 20, status: 200, retries: false, actions: true}})
 	register(stripe{profile{name: "stripe", maxBody: DefaultMaxBody, status: 200, retries: true}})
 	// The Events API retries.
-	register(slack{profile{name: "slack", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	register(slack{profile{name: "slack", maxBody: DefaultMaxBody, status: 200, retries: true, actions: true}})
 	register(standard{profile{name: "standard", maxBody: DefaultMaxBody, status: 200, retries: true}}, "standard-webhooks", "svix")
 	// Shopify retries 8 times over 4 hours.
-	register(shopify{profile{name: "shopify", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	register(shopify{profile{name: "shopify", maxBody: DefaultMaxBody, status: 200, retries: true, actions: true}})
 	// GitLab runs no retry schedule, it disables hooks that keep failing.
-	register(gitlab{profile{name: "gitlab", maxBody: DefaultMaxBody, status: 200, retries: false}})
+	register(gitlab{profile{name: "gitlab", maxBody: DefaultMaxBody, status: 200, retries: false, actions: true}})
 	register(telegram{profile{name: "telegram", maxBody: DefaultMaxBody, status: 200, retries: false}})
-	register(linear{profile{name: "linear", maxBody: DefaultMaxBody, status: 200, retries: true}})
+	register(linear{profile{name: "linear", maxBody: DefaultMaxBody, status: 200, retries: true, actions: true}})
 	// Vercel delivers at least once.
 	register(vercel{profile{name: "vercel", maxBody: DefaultMaxBody, status: 200, retries: true}})
 	// By default Twilio retries only failed connections, not answers.
-	register(twilio{profile{name: "twilio", maxBody: DefaultMaxBody, status: 200, retries: false}})
+	// A status callback's status is an action ("message" "delivered"); an
+	// event stream's type is whole.
+	register(twilio{profile{name: "twilio", maxBody: DefaultMaxBody, status: 200, retries: false, actions: true}})
 	// Discord interactions are not retried.
-	register(discord{profile{name: "discord", maxBody: DefaultMaxBody, status: 200, retries: false}})
+	register(discord{profile{name: "discord", maxBody: DefaultMaxBody, status: 200, retries: false, actions: true}})
 	// What a generic sender does is unknown: assume it retries.
 	register(generic{profile{name: "generic", maxBody: DefaultMaxBody, status: 202, retries: true}})
 }
