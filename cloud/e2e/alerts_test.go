@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -115,8 +116,18 @@ func TestHostOfflineAlert(t *testing.T) {
 			return v.Presence
 		}
 		eventually(t, 30*time.Second, "host online", func() bool { return presence() == "online" })
-
+		// Killed once its socket is in place, and the webhooks sent once
+		// the cloud let go of it: one that came in between would be
+		// pushed to the dying socket, an attempt that is given back.
+		eventually(t, 30*time.Second, "the host's socket connected", func() bool {
+			b, _ := os.ReadFile(h.logPath)
+			return strings.Contains(string(b), `msg="socket connected"`)
+		})
 		h.kill()
+		eventually(t, 30*time.Second, "the cloud's end of the socket closed", func() bool {
+			b, _ := os.ReadFile(c.logPath)
+			return strings.Contains(string(b), `msg="socket closed" host=`+hostID)
+		})
 		payloads := githubPayloads(t)
 		for i := range 3 {
 			w := signGitHub(secret, payloads[0].event, fmt.Sprintf("offline-%d", i), payloads[0].body)
