@@ -80,10 +80,9 @@ func TestEventOfLongAndSlashedIDs(t *testing.T) {
 	require.Equal(t, "a/b", ev.ID)
 }
 
-// TestEventOfKeepsEveryVectorID: every real provider id in the vectors is a
-// safe id already, so EventOf changes none of them (dedupe keys of stored
-// deliveries stay what they were).
-func TestEventOfKeepsEveryVectorID(t *testing.T) {
+// eachValidVector calls fn with every vector that verifies: where it is
+// (file/name), its provider and its request; it returns how many.
+func eachValidVector(t *testing.T, fn func(where string, p Provider, r *Request)) int {
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)
 	n := 0
@@ -94,13 +93,22 @@ func TestEventOfKeepsEveryVectorID(t *testing.T) {
 			}
 			p, ok := Lookup(v.Provider)
 			require.True(t, ok)
-			r := vectorRequest(t, v)
-			want := p.Event(r, nil)
-			require.Equal(t, want, EventOf(p, r, nil), "%s/%s", file, v.Name)
-			require.Regexp(t, safeIDRE, want.ID)
+			fn(file+"/"+v.Name, p, vectorRequest(t, v))
 			n++
 		}
 	}
+	return n
+}
+
+// TestEventOfKeepsEveryVectorID: every real provider id in the vectors is a
+// safe id already, so EventOf changes none of them (dedupe keys of stored
+// deliveries stay what they were).
+func TestEventOfKeepsEveryVectorID(t *testing.T) {
+	n := eachValidVector(t, func(where string, p Provider, r *Request) {
+		want := p.Event(r, nil)
+		require.Equal(t, want, EventOf(p, r, nil), where)
+		require.Regexp(t, safeIDRE, want.ID)
+	})
 	require.Greater(t, n, 20)
 }
 
@@ -109,21 +117,12 @@ func TestEventOfKeepsEveryVectorID(t *testing.T) {
 // check it of every body they make). The hosts' comparison of their
 // events with a source's filter reads it (shared.HostSource.Actions).
 func TestActionsAsEventsSayThem(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.json")
-	require.NoError(t, err)
 	withAction := map[string]bool{}
-	for _, file := range files {
-		for _, v := range loadVectors(t, filepath.Base(file)) {
-			if v.Expect == "invalid" {
-				continue
-			}
-			p, ok := Lookup(v.Provider)
-			require.True(t, ok)
-			if ev := p.Event(vectorRequest(t, v), nil); ev.Action != "" {
-				require.True(t, p.Actions(), "%s/%s: %+q", file, v.Name, ev)
-				withAction[p.Name()] = true
-			}
+	eachValidVector(t, func(where string, p Provider, r *Request) {
+		if ev := p.Event(r, nil); ev.Action != "" {
+			require.True(t, p.Actions(), "%s: %+q", where, ev)
+			withAction[p.Name()] = true
 		}
-	}
+	})
 	require.NotEmpty(t, withAction)
 }
