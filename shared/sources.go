@@ -177,7 +177,7 @@ func CompareSources(sub *Subscription, cloud []HostSource) []SourceMismatch {
 				Message: fmt.Sprintf("webhooks.%s: the source %q is disabled in the cloud, which answers its webhooks 404 and stores none, "+
 					"so this handler never runs. Enable it in the cloud, or disable it in the host's configuration", name, name)})
 		default:
-			if dead := deadEntries(c.Events); len(dead) > 0 {
+			if dead := DeadEntries(c.Events); len(dead) > 0 {
 				out = append(out, SourceMismatch{Kind: MismatchFilterMatchesNothing, Source: name, Events: dead,
 					Message: fmt.Sprintf("webhooks.%s: the cloud's source %q has event filter entries that match no webhook: %s "+
 						"(an older cloud stored them): it answers the webhooks they were meant to let through \"filtered\" and stores none. "+
@@ -253,10 +253,10 @@ func eventsNotSent(wanted, filter []string, actions bool) []string {
 	return lost
 }
 
-// deadEntries are the entries of a source's event filter that match no
+// DeadEntries are the entries of a source's event filter that match no
 // webhook: those CheckEventFilter refuses, which the cloud now refuses to
 // store and an older one stored.
-func deadEntries(filter []string) []string {
+func DeadEntries(filter []string) []string {
 	var dead []string
 	for _, f := range filter {
 		if CheckEventFilter(f) != nil {

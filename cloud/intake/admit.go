@@ -33,6 +33,8 @@ type Admitted struct {
 	Reply    *verify.Reply
 	Status   int
 	Response shared.IntakeResponse
+	// Event is the event the filter refused (OutcomeFiltered).
+	Event verify.Event
 }
 
 // From says where a request being admitted comes from.
@@ -69,7 +71,7 @@ func (s *Service) Admit(ctx context.Context, t *Target, req *verify.Request, not
 	// not make the cloud throw webhooks away while answering 200.
 	if !shared.EventWanted(src.Events, ev.Type, ev.Action) {
 		return s.answer(provider, req, &Admitted{Outcome: OutcomeFiltered, Status: provider.SuccessStatus(),
-			Response: shared.IntakeResponse{Status: shared.IntakeFiltered}}), nil
+			Response: shared.IntakeResponse{Status: shared.IntakeFiltered}, Event: ev}), nil
 	}
 
 	id := store.DeliveryID(src.Name, ev.ID, received)

@@ -307,3 +307,38 @@ func TestHopByHopHeadersAreDropped(t *testing.T) {
 	require.NotContains(t, d.Headers, "expect")
 	require.NotContains(t, d.Headers, "connection")
 }
+
+// A webhook filtered out through an entry that matches nothing (an older
+// cloud stored "pull_request.*") is logged, at most as often as the
+// host's other sampled warnings, naming the entries; one the filter drops
+// by a valid entry is not.
+func TestFilteredByADeadEntryIsLogged(t *testing.T) {
+	st := openStore(t)
+	clock := newClock()
+	b, logs := newLoggedEdge(t, st, ringOf(t, 1), clock, Config{RateLimitPerMin: 100000}, jwtKey)
+	hostID, _ := b.newHost("h")
+	const msg = "webhook filtered out by a source whose event filter has entries that match no webhook"
+	require.Equal(t, 200, b.admin("PATCH", "/api/hosts/"+hostID+"/sources/github", map[string]any{"events": []string{"push"}}).status)
+	require.Equal(t, 200, b.sendGitHub(hostID, "d-valid", prBody).status)
+	require.Empty(t, logs.lines("WARN", msg), "a filter of valid entries drops without a word")
+
+	src, err := st.SourceGet(context.Background(), hostID, "github")
+	require.NoError(t, err)
+	_, err = st.SourceUpsert(context.Background(), &store.SourceUpsertParams{HostID: hostID, Name: src.Name, Provider: src.Provider,
+		Enabled: true, Events: []string{"pull_request.*", "push"}, Secrets: src.Secrets, Options: src.Options, Now: clock.Now()})
+	require.NoError(t, err)
+	clock.Advance(intake.TargetTTL + time.Second) // written behind the server's back: its cache lets go of the source
+	for i := range 20 {
+		a := b.sendGitHub(hostID, fmt.Sprintf("d-dead-%d", i), prBody)
+		require.Equal(t, 200, a.status)
+		var r shared.IntakeResponse
+		a.json(t, &r)
+		require.Equal(t, shared.IntakeFiltered, r.Status)
+	}
+	lines := logs.lines("WARN", msg)
+	require.NotEmpty(t, lines)
+	require.Less(t, len(lines), 20, "sampled")
+	require.Contains(t, lines[0], "entries=[pull_request.*]")
+	require.Contains(t, lines[0], "event_type=pull_request event_action=opened")
+	require.Contains(t, lines[0], "host="+hostID)
+}

@@ -131,6 +131,15 @@ func (s *Server) receive(c *gin.Context) {
 	if !allowed && res.Outcome != intake.OutcomeHandshake && res.Outcome != intake.OutcomeFiltered && res.Outcome != intake.OutcomeReplayHeld {
 		s.metrics.Count(provider.Name(), intake.OutcomeOverLimitStored)
 	}
+	if res.Outcome == intake.OutcomeFiltered {
+		if dead := shared.DeadEntries(src.Events); len(dead) > 0 && s.logSample.Allow(hostID, now) {
+			// The operator's filter dropped it, but through an entry that
+			// matches nothing, which an older cloud stored: most likely
+			// not what the filter was meant to drop.
+			s.log.Warn("webhook filtered out by a source whose event filter has entries that match no webhook (stored by an older cloud); replace them, e.g. the type alone for every action",
+				"host", hostID, "source", name, "event_type", res.Event.Type, "event_action", res.Event.Action, "entries", dead)
+		}
+	}
 	writeAdmitted(c, res)
 }
 
