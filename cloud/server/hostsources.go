@@ -12,11 +12,11 @@ import (
 
 // hostSources answers GET /api/hosts/sources, authenticated by a host's
 // token: the host's own sources as the cloud has them (name, provider,
-// enabled, the event filter, whether its events carry actions; never a
-// secret or its fingerprint), ordered by
-// name, then its groups' (HostSourcesFor), so that the host can compare
-// them with its configuration (shared.CompareSources) and warn of a source
-// name it got wrong.
+// enabled, the event filter, whether its provider's events carry actions;
+// never a secret or its fingerprint), ordered by name, then its groups'
+// (HostSourcesFor), so that the host can compare them with its
+// configuration (shared.CompareSources) and warn of a source name it got
+// wrong.
 func (s *Server) hostSources(c *gin.Context) {
 	host, err := s.authHost(c)
 	if err != nil {
