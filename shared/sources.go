@@ -237,7 +237,7 @@ func eventsNotSent(wanted, filter []string, actions bool) []string {
 	}
 	// An entry that matches nothing passes nothing ("pull_request.*" would
 	// otherwise pass a host's "pull_request" as "pull_request.opened" does).
-	filter = slices.DeleteFunc(slices.Clone(filter), func(f string) bool { return CheckEventFilter(f) != nil })
+	filter = slices.DeleteFunc(slices.Clone(filter), deadEntry)
 	var lost []string
 	for _, e := range wanted {
 		if e == "*" || slices.Contains(filter, e) {
@@ -259,12 +259,15 @@ func eventsNotSent(wanted, filter []string, actions bool) []string {
 func DeadEntries(filter []string) []string {
 	var dead []string
 	for _, f := range filter {
-		if CheckEventFilter(f) != nil {
+		if deadEntry(f) {
 			dead = append(dead, f)
 		}
 	}
 	return dead
 }
+
+// deadEntry says whether an entry of an event filter matches no webhook.
+func deadEntry(f string) bool { return CheckEventFilter(f) != nil }
 
 // nearestName is the name among candidates closest to name by edit
 // distance (case aside; the first in order on a tie), when it is close

@@ -52,11 +52,11 @@ func (rep *report) markdown(b *bench) string {
 		}
 	}
 	if v := moduleVersion(b.root, "modernc.org/sqlite"); v != "" {
+		cache := ""
 		if cfg.sqliteCacheMB > 0 {
-			p("| SQLite | modernc.org/sqlite %s, as the cloud configures it with a page cache of %d MiB (`RELAY_SQLITE_CACHE_MB`) |\n", v, cfg.sqliteCacheMB)
-		} else {
-			p("| SQLite | modernc.org/sqlite %s, as the cloud configures it |\n", v)
+			cache = fmt.Sprintf(" with a page cache of %d MiB (`RELAY_SQLITE_CACHE_MB`)", cfg.sqliteCacheMB)
 		}
+		p("| SQLite | modernc.org/sqlite %s, as the cloud configures it%s |\n", v, cache)
 	}
 	p("| command | `%s` |\n", command())
 	p("| run time | %s |\n\n", time.Since(b.started).Round(time.Second))
