@@ -22,7 +22,7 @@ import (
 // through a round-robin balancer, so consecutive heartbeats (and the acks
 // they carry) land on different replicas — or keep a socket to one replica
 // while the webhooks come to the others (LISTEN/NOTIFY wakes it) — while
-// 5,000 signed webhooks are sent to the replicas in turn. Every replica
+// 2,000 signed webhooks are sent to the replicas in turn. Every replica
 // runs the background jobs. Every webhook reaches a handler exactly once (counted by Idempotency-Key)
 // and is handed out once (one attempt each), and in the end every delivery
 // is acked: nothing stuck, nothing dead-lettered.
@@ -76,7 +76,7 @@ func testReplicas(t *testing.T, transport string) {
 		hosts = append(hosts, hostRun{id: id, lb: lb})
 	}
 
-	const total = 5000
+	const total = 2000
 	body := githubPayloads(t)[0]
 	started := time.Now()
 	var next atomic.Int64
