@@ -72,10 +72,12 @@ type fill struct {
 
 // fillResult is what a fill wrote, and how long it took.
 type fillResult struct {
-	admitted  int
-	byFate    map[store.Status]int // the status each delivery was left in, as the loader chose it
-	took      time.Duration
-	lastTaken time.Time // the time of the last round's transitions
+	admitted  int // by the loader
+	copied    int // by copyFill, after the loader (-scale-base)
+	copyTook  time.Duration
+	byFate    map[store.Status]int // the status each delivery was left in, as the loader chose it (copies included)
+	took      time.Duration        // the loader's and the copies' time
+	lastTaken time.Time            // the time of the last round's transitions
 }
 
 // run admits n webhooks and moves them to the statuses a week leaves.

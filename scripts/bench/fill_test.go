@@ -63,9 +63,18 @@ func TestFillWritesWhatIntakeWrites(t *testing.T) {
 	}
 }
 
-// testFill fills st and checks what it wrote; row reads a delivery's row
-// as stored.
-func testFill(t *testing.T, st store.Store, row func(id string) map[string]any) {
+// fillRig is a loader for st, with the cloud's HTTP server on the same
+// store: its hosts and sources made through the admin API, as the bench
+// makes them.
+type fillRig struct {
+	f     *fill
+	hs    *httptest.Server
+	mix   *payloadMix
+	gen   *ids
+	hosts []string
+}
+
+func newFillRig(t *testing.T, st store.Store) *fillRig {
 	ctx := context.Background()
 	// The cloud's HTTP server on the same store: hosts and sources are
 	// made through its admin API, as the bench makes them.
@@ -91,63 +100,22 @@ func testFill(t *testing.T, st store.Store, row func(id string) map[string]any) 
 		require.NoError(t, err)
 	}
 
-	const n = 1500
 	f := &fill{st: st, hosts: hosts, mix: mix, ids: gen, end: time.Now(), writers: 32, flushers: 1, takers: 2,
 		publicURL: hs.URL, logf: t.Logf}
-	res, err := f.run(ctx, n)
+	return &fillRig{f: f, hs: hs, mix: mix, gen: gen, hosts: hosts}
+}
+
+// testFill fills st and checks what it wrote; row reads a delivery's row
+// as stored.
+func testFill(t *testing.T, st store.Store, row func(id string) map[string]any) {
+	ctx := context.Background()
+	fr := newFillRig(t, st)
+	mix, gen, hs := fr.mix, fr.gen, fr.hs
+	const n = 1500
+	res, err := fr.f.run(ctx, n)
 	require.NoError(t, err)
 	require.Equal(t, n, res.admitted)
-	folded, err := st.DeliveryCountFold(ctx, &store.DeliveryCountFoldParams{})
-	require.NoError(t, err)
-	require.Zero(t, folded, "the counts' changes folded, as the cloud's sweep folds them")
-
-	// The shares, and the kept counts against the rows.
-	kept := map[store.Status]int{}
-	for _, h := range hosts {
-		counts, err := st.DeliveryCountByStatus(ctx, h)
-		require.NoError(t, err)
-		for s, c := range counts {
-			kept[s] += c
-			ds, err := st.DeliveryList(ctx, &store.DeliveryListParams{HostID: h, Status: s, Limit: n})
-			require.NoError(t, err)
-			require.Len(t, ds, c, "host %s, %s: the kept count and the rows", h, s)
-		}
-	}
-	for s, c := range kept {
-		if c == 0 {
-			delete(kept, s)
-		}
-	}
-	require.Equal(t, res.byFate, kept, "the statuses the loader chose are the statuses stored")
-	require.Equal(t, n/100, kept[store.StatusQueued], "the newest 1 %% pending")
-	require.InDelta(t, fillShareDLQ*n, kept[store.StatusDLQ], 0.012*n, "dead-lettered")
-	require.InDelta(t, fillShareRetrying*n, kept[store.StatusRetrying], 0.012*n, "retrying")
-	require.Equal(t, n, kept[store.StatusAcked]+kept[store.StatusDLQ]+kept[store.StatusRetrying]+kept[store.StatusQueued])
-
-	// Each status's audit trail: the transitions that led there.
-	trails := map[store.Status][]store.Status{
-		store.StatusAcked: {store.StatusQueued, store.StatusDelivering, store.StatusDelivered, store.StatusAcked},
-
-		store.StatusDLQ:      {store.StatusQueued, store.StatusDelivering, store.StatusDelivered, store.StatusDLQ},
-		store.StatusRetrying: {store.StatusQueued, store.StatusDelivering, store.StatusDelivered, store.StatusRetrying},
-		store.StatusQueued:   {store.StatusQueued},
-	}
-	var pending *store.Delivery
-	for s, want := range trails {
-		ds, err := st.DeliveryFind(ctx, &store.DeliveryFindParams{Status: s, Limit: 1})
-		require.NoError(t, err)
-		require.Len(t, ds, 1, s)
-		evs, err := st.DeliveryEventList(ctx, ds[0].ID)
-		require.NoError(t, err)
-		var got []store.Status
-		for _, e := range evs {
-			got = append(got, e.To)
-		}
-		require.Equal(t, want, got, "the audit trail of a delivery %s", s)
-		if s == store.StatusQueued {
-			pending = ds[0]
-		}
-	}
+	pending := checkFill(t, st, fr.hosts, n, res.byFate)
 
 	// The same kind of webhook through the cloud's HTTP intake, to the
 	// pending delivery's host: the same row but for its own values.
@@ -189,6 +157,148 @@ func testFill(t *testing.T, st store.Store, row func(id string) map[string]any) 
 	storedTrail, err := st.DeliveryEventList(ctx, viaHTTP[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, storedTrail[0].Reason, loadedTrail[0].Reason)
+}
+
+// fillTrails is the audit trail the loader leaves a delivery of each
+// status: the transitions that led there.
+var fillTrails = map[store.Status][]store.Status{
+	store.StatusAcked:    {store.StatusQueued, store.StatusDelivering, store.StatusDelivered, store.StatusAcked},
+	store.StatusDLQ:      {store.StatusQueued, store.StatusDelivering, store.StatusDelivered, store.StatusDLQ},
+	store.StatusRetrying: {store.StatusQueued, store.StatusDelivering, store.StatusDelivered, store.StatusRetrying},
+	store.StatusQueued:   {store.StatusQueued},
+}
+
+// checkFill checks a fill of n deliveries of st over hosts: the kept
+// counts against the rows, the shares of statuses (byFate, as the loader
+// chose them) and each status's audit trail; it returns a pending one.
+func checkFill(t *testing.T, st store.Store, hosts []string, n int, byFate map[store.Status]int) *store.Delivery {
+	t.Helper()
+	ctx := context.Background()
+	kept := map[store.Status]int{}
+	for _, h := range hosts {
+		counts, err := st.DeliveryCountByStatus(ctx, h)
+		require.NoError(t, err)
+		for s, c := range counts {
+			kept[s] += c
+			ds, err := st.DeliveryList(ctx, &store.DeliveryListParams{HostID: h, Status: s, Limit: n})
+			require.NoError(t, err)
+			require.Len(t, ds, c, "host %s, %s: the kept count and the rows", h, s)
+		}
+	}
+	for s, c := range kept {
+		if c == 0 {
+			delete(kept, s)
+		}
+	}
+	require.Equal(t, byFate, kept, "the statuses the loader chose are the statuses stored")
+	require.Equal(t, n/100, kept[store.StatusQueued], "the newest 1 %% pending")
+	require.InDelta(t, fillShareDLQ*float64(n), kept[store.StatusDLQ], 0.012*float64(n), "dead-lettered")
+	require.InDelta(t, fillShareRetrying*float64(n), kept[store.StatusRetrying], 0.012*float64(n), "retrying")
+	require.Equal(t, n, kept[store.StatusAcked]+kept[store.StatusDLQ]+kept[store.StatusRetrying]+kept[store.StatusQueued])
+
+	// Each status's audit trail: the transitions that led there.
+	var pending *store.Delivery
+	for s, want := range fillTrails {
+		ds, err := st.DeliveryFind(ctx, &store.DeliveryFindParams{Status: s, Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, ds, 1, s)
+		evs, err := st.DeliveryEventList(ctx, ds[0].ID)
+		require.NoError(t, err)
+		var got []store.Status
+		for _, e := range evs {
+			got = append(got, e.To)
+		}
+		require.Equal(t, want, got, "the audit trail of a delivery %s", s)
+		if s == store.StatusQueued {
+			pending = ds[0]
+		}
+	}
+	return pending
+}
+
+// Copies of the loader's deliveries (-scale-base) are the loader's rows
+// but for what is each webhook's own: every row, body and trail is
+// checked against the rules a webhook's own values follow — its delivery
+// id made of its event id and time, the event id where the row carries it
+// (header, Stripe body and its digest), a correlation id of its time,
+// a trace of its own, an audit trail of its status's transitions from its
+// receipt on — and the kept counts and shares as the loader's fill.
+func TestCopiesWriteWhatTheLoaderWrites(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	st, err := postgres.Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	fr := newFillRig(t, st)
+
+	const base, n = 500, 2000
+	res, err := fr.f.run(ctx, base)
+	require.NoError(t, err)
+	_, err = fr.f.copyFill(ctx, url, base, n+1)
+	require.ErrorContains(t, err, "does not divide", "a size not a multiple of the base")
+	copied, err := fr.f.copyFill(ctx, url, base, n)
+	require.NoError(t, err)
+	require.Equal(t, n-base, copied)
+	for s, c := range res.byFate {
+		res.byFate[s] = c * n / base
+	}
+	checkFill(t, st, fr.hosts, n, res.byFate)
+
+	one := func(q string, args ...any) int64 {
+		t.Helper()
+		var v int64
+		require.NoError(t, db.QueryRow(q, args...).Scan(&v), q)
+		return v
+	}
+	// Each is a count of the rows that break a rule.
+	for rule, q := range map[string]string{
+		"a delivery id of its source, event id and time": `SELECT count(*) FROM deliveries
+			WHERE delivery_id <> source || ':' || event_id || ':' || (extract(epoch FROM received_at) * 1000)::bigint`,
+		"an event id of its provider's shape": `SELECT count(*) FROM deliveries WHERE NOT CASE source
+			WHEN 'stripe' THEN event_id ~ '^evt_[0-9A-Za-z]{24}$'
+			ELSE event_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' END`,
+		"GitHub's delivery header its event id": `SELECT count(*) FROM deliveries
+			WHERE source = 'github' AND headers->>'x-github-delivery' IS DISTINCT FROM event_id`,
+		"a Stripe body with its event id": `SELECT count(*) FROM deliveries d JOIN delivery_bodies b USING (delivery_id)
+			WHERE d.source = 'stripe' AND position('"' || d.event_id || '"' IN convert_from(b.raw_body, 'UTF8')) = 0`,
+		"a body of its size, and its digest its body's where one is kept": `SELECT count(*) FROM deliveries d JOIN delivery_bodies b USING (delivery_id)
+			WHERE length(b.raw_body) <> d.body_size OR d.body_sha256 <> sha256(b.raw_body)`,
+		"a correlation id of its time": `SELECT count(*) FROM deliveries WHERE correlation_id !~ '^[0-9a-f]{28}$'
+			OR left(correlation_id, 12) <> lpad(to_hex((extract(epoch FROM received_at) * 1000)::bigint), 12, '0')`,
+		"a trail of its status's transitions from its receipt": `SELECT count(*) FROM (
+			SELECT d.status, d.received_at, string_agg(e.to_status, ',' ORDER BY e.id) AS trail, min(e.at) AS first
+			FROM deliveries d JOIN delivery_events e USING (delivery_id) GROUP BY d.delivery_id) x
+			WHERE first <> received_at OR trail <> CASE status WHEN 'queued' THEN 'queued'
+				ELSE 'queued,delivering,delivered,' || status END`,
+		"its times in the week": `SELECT count(*) FROM deliveries WHERE received_at > $1
+			OR received_at <= $1::timestamptz - interval '7 days' OR updated_at < received_at`,
+	} {
+		args := []any{}
+		if rule == "its times in the week" {
+			args = append(args, fr.f.end)
+		}
+		require.Zero(t, one(q, args...), rule)
+	}
+	require.EqualValues(t, n, one(`SELECT count(*) FROM deliveries`))
+	require.EqualValues(t, n, one(`SELECT count(*) FROM delivery_bodies`))
+	require.EqualValues(t, n, one(`SELECT count(DISTINCT correlation_id) FROM deliveries`), "correlation ids")
+	require.EqualValues(t, n, one(`SELECT count(DISTINCT headers->>'traceparent') FROM deliveries`), "traces")
+	require.EqualValues(t, n, one(`SELECT count(DISTINCT received_at) FROM deliveries`), "receipts")
+	// The copies fall between the loader's deliveries: no gap between two
+	// receipts is much over the week's share of one.
+	gap := one(`SELECT (extract(epoch FROM max(g)) * 1000)::bigint FROM (
+		SELECT received_at - lag(received_at) OVER (ORDER BY received_at) AS g FROM deliveries) x`)
+	require.Less(t, gap, 2*fillSpan.Milliseconds()/n, "the largest gap between receipts, ms")
+	for _, h := range fr.hosts[:2] {
+		ds, err := st.DeliveryList(ctx, &store.DeliveryListParams{HostID: h, Limit: 1})
+		require.NoError(t, err)
+		found, err := st.DeliveryFind(ctx, &store.DeliveryFindParams{EventID: ds[0].EventID, Limit: 2})
+		require.NoError(t, err)
+		require.Len(t, found, 1, "the event id of %s", ds[0].ID)
+	}
 }
 
 // kindNamed is the kind of the mix the pending delivery d is of.

@@ -568,7 +568,13 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 	p("in the last day (retrying), the newest %.0f %% never leased (queued), the rest acked; the counts' change log is\n", fillSharePending*100)
 	p("folded after each round as the cloud's sweep folds it, and Postgres is vacuumed (`VACUUM (ANALYZE)`) after the\n")
 	p("fill, as autovacuum would have over the week, and SQLite's statistics are gathered as the cloud gathers\n")
-	p("them when it opens a store (`PRAGMA optimize`). Then the cloud starts\n")
+	p("them when it opens a store (`PRAGMA optimize`). ")
+	if b.cfg.scaleBase > 0 {
+		p("Above %s on Postgres (`-scale-base`), the loader writes %s and the rest are copies of its deliveries\n", thousands(b.cfg.scaleBase), thousands(b.cfg.scaleBase))
+		p("made in SQL (scripts/bench/copies.go), each with its own ids, correlation id and trace and its times moved\n")
+		p("between the loader's receipts, the rest of its row, body and trail as the loader stored them. ")
+	}
+	p("Then the cloud starts\n")
 	p("again on the filled store and each read is called %d times, one after the other, over HTTP (the admin API with\n", b.cfg.scaleReads)
 	p("the admin token, the console with a session, `cloud ctl inspect` as a process of its own, its start included), on\n")
 	p("a host of about *N*/%s deliveries, a delivery received half a week before, and ids that are not there; the\n", thousands(scaleHosts))
@@ -610,7 +616,13 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 			if r.fill == nil || r.fill.admitted == 0 {
 				return "–"
 			}
-			return fmt.Sprintf("%.0f (%s)", float64(r.fill.admitted)/r.fill.took.Seconds(), r.fill.took.Round(time.Second))
+			loader := fmt.Sprintf("%.0f (%s)", float64(r.fill.admitted)/(r.fill.took-r.fill.copyTook).Seconds(),
+				(r.fill.took - r.fill.copyTook).Round(time.Second))
+			if r.fill.copied == 0 {
+				return loader
+			}
+			return fmt.Sprintf("loader %s of %s; copies %.0f (%s)", loader, thousands(r.fill.admitted),
+				float64(r.fill.copied)/r.fill.copyTook.Seconds(), r.fill.copyTook.Round(time.Second))
 		})
 		line("stored: acked / dead-lettered / retrying / queued", func(r scaleRow) string {
 			if r.fill == nil || r.fill.admitted == 0 {

@@ -110,7 +110,20 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	if engine == "postgres" {
 		f.flushers, f.takers = 4, 4
 	}
-	row.fill, err = f.run(ctx, n)
+	base := n
+	if engine == "postgres" && b.cfg.scaleBase > 0 && n > b.cfg.scaleBase {
+		base = b.cfg.scaleBase
+	}
+	row.fill, err = f.run(ctx, base)
+	if err == nil && base < n {
+		t := time.Now()
+		row.fill.copied, err = f.copyFill(ctx, r.dbURL, base, n)
+		row.fill.copyTook = time.Since(t)
+		row.fill.took += row.fill.copyTook
+		for s, c := range row.fill.byFate {
+			row.fill.byFate[s] = c * (n / base)
+		}
+	}
 	if err == nil && engine == "postgres" && n > 0 {
 		// A week's writes in minutes leave what autovacuum would have
 		// cleared over the week: dead row versions, pages not yet
@@ -142,8 +155,9 @@ func (b *bench) scale(engine string, n int) scaleRow {
 		return row
 	}
 	if row.fill.admitted > 0 {
-		logf("scale %s %d: filled in %s (%.0f/s): %v", engine, n, row.fill.took.Round(time.Second),
-			float64(row.fill.admitted)/row.fill.took.Seconds(), row.fill.byFate)
+		logf("scale %s %d: filled in %s (%.0f/s; %d of them copies, in %s): %v", engine, n, row.fill.took.Round(time.Second),
+			float64(row.fill.admitted+row.fill.copied)/row.fill.took.Seconds(), row.fill.copied,
+			row.fill.copyTook.Round(time.Second), row.fill.byFate)
 	}
 	if after, err := rig.ReadDBBytes(ctx, r.dbURL); err == nil {
 		row.dbBytes = after.Size
