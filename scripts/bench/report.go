@@ -567,7 +567,8 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 	p("(an ack recording it written, then acked): %.0f %% nacked as not retryable (dead-lettered), %.0f %% of the week failed once\n", fillShareDLQ*100, fillShareRetrying*100)
 	p("in the last day (retrying), the newest %.0f %% never leased (queued), the rest acked; the counts' change log is\n", fillSharePending*100)
 	p("folded after each round as the cloud's sweep folds it, and Postgres is vacuumed (`VACUUM (ANALYZE)`) after the\n")
-	p("fill, as autovacuum would have over the week, and SQLite's statistics are gathered as the cloud gathers\n")
+	p("fill, as autovacuum would have over the week, then checkpointed (the fill's writes on disk before anything is\n")
+	p("measured), and SQLite's statistics are gathered as the cloud gathers\n")
 	p("them when it opens a store (`PRAGMA optimize`). ")
 	if b.cfg.scaleBase > 0 {
 		p("Above %s on Postgres (`-scale-base`), the loader writes %s and the rest are copies of its deliveries\n", thousands(b.cfg.scaleBase), thousands(b.cfg.scaleBase))
