@@ -127,8 +127,9 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	if err == nil && engine == "postgres" && n > 0 {
 		// A week's writes in minutes leave what autovacuum would have
 		// cleared over the week: dead row versions, pages not yet
-		// all-visible, statistics of an emptier table.
-		err = vacuum(ctx, r.dbURL)
+		// all-visible, statistics of an emptier table; and pages not yet
+		// written out.
+		err = settle(ctx, r.dbURL)
 	}
 	if err == nil && engine == "sqlite" && n > 0 {
 		// The cloud gathers SQLite's statistics as it opens a store (and
@@ -269,15 +270,15 @@ func (b *bench) createHosts(ctx context.Context, admin *rig.Admin, n int) ([]str
 	return hosts, first
 }
 
-// vacuum runs VACUUM (ANALYZE) on the Postgres database at dbURL, then a
-// CHECKPOINT: the fill's dirty pages are written out before anything is
-// measured, not by the checkpoint a fill at thousands a second left under
-// way (after a fill of copies, intake ran at a third of its rate and end to
-// end stalled for a second while that checkpoint wrote).
-func vacuum(ctx context.Context, dbURL string) error {
+// settle runs VACUUM (ANALYZE) on the Postgres database at dbURL, then a
+// CHECKPOINT, so that the fill's dirty pages are written out before
+// anything is measured rather than by a checkpoint still under way during
+// the measurements (a fill of copies writes thousands of deliveries a
+// second up to the moment it ends).
+func settle(ctx context.Context, dbURL string) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("vacuum: %w", err)
+		return fmt.Errorf("settle: %w", err)
 	}
 	defer conn.Close(ctx)
 	t0 := time.Now()
