@@ -169,18 +169,20 @@ func (f *fill) copyChunk(ctx context.Context, c *pgx.Conn, originals []copyRow, 
 	// A copy's row, body and trail, in one statement: the body read once
 	// (a Stripe body with the copy's event id in it), the columns
 	// everywhere else as the loader stored them but for the copy's own.
+	// Each original is found by its key, its received millisecond first
+	// (migration 27): by the id alone, each batch read the whole table.
 	var written int
 	err := c.QueryRow(ctx, `
 		WITH m AS MATERIALIZED (
 			SELECT m.*, d.*, m.shift_ms * interval '1 millisecond' AS shift
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[])
 				AS m(old_id, new_id, new_ev, corr, trace, shift_ms)
-			JOIN deliveries d ON d.delivery_id = m.old_id
+			JOIN deliveries d ON right(d.delivery_id, 13) = right(m.old_id, 13) AND d.delivery_id = m.old_id
 		), b AS MATERIALIZED (
 			SELECT m.new_id, CASE WHEN m.source = 'stripe'
 				THEN convert_to(replace(convert_from(o.raw_body, 'UTF8'), m.event_id, m.new_ev), 'UTF8')
 				ELSE o.raw_body END AS body
-			FROM m JOIN delivery_bodies o ON o.delivery_id = m.old_id
+			FROM m JOIN delivery_bodies o ON right(o.delivery_id, 13) = right(m.old_id, 13) AND o.delivery_id = m.old_id
 		), ins AS (
 			INSERT INTO deliveries (delivery_id, host_id, source, event_id, event_type, event_action, headers,
 				body_size, status, attempts, max_attempts, next_retry_at, lease_expires_at, last_error, received_at,
@@ -204,7 +206,7 @@ func (f *fill) copyChunk(ctx context.Context, c *pgx.Conn, originals []copyRow, 
 		), trail AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT m.new_id, e.at - m.shift, e.from_status, e.to_status, e.reason, e.attempt
-			FROM m JOIN delivery_events e ON e.delivery_id = m.old_id
+			FROM m JOIN delivery_events e ON right(e.delivery_id, 13) = right(m.old_id, 13) AND e.delivery_id = m.old_id
 			ORDER BY m.new_id, e.id
 		)
 		SELECT count(*) FROM ins`, olds, ids, events, corrs, traces, shifts).Scan(&written)

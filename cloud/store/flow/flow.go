@@ -66,13 +66,9 @@ type Dialect interface {
 	// waiting on, or taking, rows another transaction holds ("" for an
 	// engine whose writers take turns).
 	SkipLocked() string
-	// RowKey is the column that names a delivery most cheaply: its
-	// primary key, or the engine's own row id.
+	// RowKey is the column that names a delivery most cheaply: the
+	// engine's own row id.
 	RowKey() string
-	// DeliveryIs is the condition that finds a delivery by its id, given
-	// as the placeholder param, the way the engine's index of ids is
-	// keyed.
-	DeliveryIs(param string) string
 	// VolumeQuery is a volume count's query (store.VolumeRangeQuery) in
 	// the engine's SQL and placeholders, with its arguments.
 	VolumeQuery(r store.VolumeRange) (string, []any)

@@ -15,9 +15,19 @@ import (
 	"github.com/relaykit/relay/shared/jsonwalk"
 )
 
+// idIs is the condition that the delivery id in column col is the id
+// expr: the indexes of deliveries, delivery_bodies and delivery_events are
+// led by the id's last 13 characters, its received millisecond, so that
+// new rows are appended to them (migration 27). A condition on the column
+// alone finds no index, and reads every row.
+func idIs(col, expr string) string {
+	return `right(` + col + `, 13) = right(` + expr + `, 13) AND ` + col + ` = ` + expr
+}
+
 // bodyColumn reads a delivery's body beside flow.DeliveryColumns: bodies live in
 // a table of their own, so that state changes do not rewrite them.
-const bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE b.delivery_id = COALESCE(deliveries.body_of, deliveries.delivery_id))`
+var bodyColumn = `(SELECT raw_body FROM delivery_bodies b WHERE ` +
+	idIs("b.delivery_id", "COALESCE(deliveries.body_of, deliveries.delivery_id)") + `)`
 
 // scanDelivery scans flow.DeliveryColumns, followed by the body when withBody.
 func scanDelivery(row pgx.Row, withBody bool) (*store.Delivery, error) {
@@ -200,7 +210,7 @@ func noteReplays(ctx context.Context, tx pgx.Tx, ps []*store.DeliveryInsertParam
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, $1, status, status, $2, attempts FROM deliveries WHERE delivery_id = $3 AND host_id = $4`,
+			SELECT delivery_id, $1, status, status, $2, attempts FROM deliveries WHERE `+idIs("delivery_id", "$3")+` AND host_id = $4`,
 			d.ReceivedAt, p.ReplayOf.Note, p.ReplayOf.ID, p.ReplayOf.HostID); err != nil {
 			return fmt.Errorf("replay note: %w", err)
 		}
@@ -327,7 +337,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			INSERT INTO delivery_bodies (delivery_id, raw_body)
 			SELECT b.key, b.body FROM unnest($25::text[], $26::bigint[], $8::bytea[]) AS b(key, n, body)
 			WHERE b.n IN (SELECT n FROM new) OR b.key IN (SELECT body_of FROM ins)
-			ON CONFLICT (delivery_id) DO NOTHING
+			ON CONFLICT DO NOTHING
 		), received AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT delivery_id, at, from_status, to_status, reason, attempt FROM (
@@ -444,8 +454,8 @@ func requeue(ctx context.Context, tx pgx.Tx, tr store.Transition, existing *stor
 	var handBacks int
 	if err := tx.QueryRow(ctx, `
 		SELECT count(*) FROM delivery_events
-		WHERE delivery_id = $1 AND reason = $2 AND id > (SELECT coalesce(max(id), 0) FROM delivery_events
-			WHERE delivery_id = $1 AND reason = ANY($3))`,
+		WHERE `+idIs("delivery_id", "$1")+` AND reason = $2 AND id > (SELECT coalesce(max(id), 0) FROM delivery_events
+			WHERE `+idIs("delivery_id", "$1")+` AND reason = ANY($3))`,
 		existing.ID, store.TransitionHandBack.Reason, requeued).Scan(&handBacks); err != nil {
 		return nil, err
 	}
@@ -453,7 +463,7 @@ func requeue(ctx context.Context, tx pgx.Tx, tr store.Transition, existing *stor
 		UPDATE deliveries
 		SET status = $2, attempts = 0, max_attempts = $5, next_retry_at = NULL, lease_expires_at = NULL, dlq_at = NULL,
 			last_error = '', updated_at = $3
-		WHERE delivery_id = $1 AND status = ANY($4)
+		WHERE `+idIs("delivery_id", "$1")+` AND status = ANY($4)
 		RETURNING `+flow.DeliveryColumns,
 		existing.ID, string(tr.To), now, statusNames(tr.From), store.RequeueMaxAttempts(existing.MaxAttempts, handBacks)), false)
 	if err != nil {
@@ -474,7 +484,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *store.DeliveryRetryParams)
 	var d *store.Delivery
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		existing, err := scanDelivery(tx.QueryRow(ctx, `
-			SELECT `+flow.DeliveryColumns+` FROM deliveries WHERE host_id = $1 AND delivery_id = $2
+			SELECT `+flow.DeliveryColumns+` FROM deliveries WHERE host_id = $1 AND `+idIs("delivery_id", "$2")+`
 			FOR UPDATE`, p.HostID, p.ID), false)
 		if err != nil {
 			return err
@@ -568,7 +578,8 @@ func (s *Store) HostStopping(ctx context.Context, hostID string) error {
 
 // getQuery is DeliveryGet's query: a host ($1)'s delivery ($2) with its
 // body.
-const getQuery = `SELECT ` + flow.DeliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE host_id = $1 AND delivery_id = $2`
+var getQuery = `SELECT ` + flow.DeliveryColumns + `, ` + bodyColumn + ` FROM deliveries WHERE host_id = $1 AND ` +
+	idIs("delivery_id", "$2")
 
 func (s *Store) DeliveryGet(ctx context.Context, hostID, id string) (*store.Delivery, error) {
 	d, err := scanDelivery(s.pool.QueryRow(ctx, getQuery, hostID, id), true)
@@ -618,10 +629,12 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	return list, nil
 }
 
+// eventListQuery is DeliveryEventList's query: delivery $1's audit trail.
+var eventListQuery = `SELECT id, delivery_id, at, from_status, to_status, reason, attempt
+	FROM delivery_events WHERE ` + idIs("delivery_id", "$1") + ` ORDER BY id`
+
 func (s *Store) DeliveryEventList(ctx context.Context, deliveryID string) ([]*store.DeliveryEvent, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, delivery_id, at, from_status, to_status, reason, attempt
-		FROM delivery_events WHERE delivery_id = $1 ORDER BY id`, deliveryID)
+	rows, err := s.pool.Query(ctx, eventListQuery, deliveryID)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list: %w", err)
 	}
@@ -704,19 +717,7 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		}
 		// The candidates are locked: their statuses stand for the audit
 		// events, written by the same statement.
-		rows, err = tx.Query(ctx, `
-			WITH changed AS (
-				UPDATE deliveries
-				SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
-				WHERE delivery_id = ANY($1) AND status = ANY($5)
-				RETURNING `+flow.DeliveryColumns+`, `+bodyColumn+`
-			), events AS (
-				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-				SELECT c.delivery_id, $4, f.status, $2, $6, c.attempts
-				FROM changed c JOIN unnest($1::text[], $7::text[]) AS f(id, status) ON f.id = c.delivery_id
-				ORDER BY c.received_at, c.delivery_id
-			)
-			SELECT * FROM changed`,
+		rows, err = tx.Query(ctx, leaseStatement,
 			ids, string(tr.To), leaseUntil, now, statusNames(tr.From), tr.Reason, from)
 		if err != nil {
 			return err
@@ -734,11 +735,30 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 	return &store.DeliveryLeaseResult{Deliveries: leased, More: more}, nil
 }
 
+// leaseStatement leases deliveries $1 (locked, in statuses $5, each
+// $7's), each found by its key: sets status $2, the lease's end $3 and
+// the time $4, writes each one's audit event (reason $6), and returns
+// them with their bodies.
+var leaseStatement = `
+	WITH changed AS (
+		UPDATE deliveries
+		SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
+		FROM unnest($1::text[]) AS leased(key_id)
+		WHERE ` + idIs("deliveries.delivery_id", "leased.key_id") + ` AND status = ANY($5)
+		RETURNING ` + flow.DeliveryColumns + `, ` + bodyColumn + `
+	), events AS (
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
+		SELECT c.delivery_id, $4, f.status, $2, $6, c.attempts
+		FROM changed c JOIN unnest($1::text[], $7::text[]) AS f(id, status) ON f.id = c.delivery_id
+		ORDER BY c.received_at, c.delivery_id
+	)
+	SELECT * FROM changed`
+
 // lockTransitionable locks host $1's deliveries among ids $2 whose status
 // is among $3 (those a transition allows), and returns their
 // flow.FailingColumns: each found by its key (lockByKey), in id order so that
 // concurrent callers cannot deadlock.
-const lockTransitionable = `SELECT d.* FROM (SELECT DISTINCT delivery_id FROM unnest($2::text[]) AS i(delivery_id) ORDER BY 1) a
+var lockTransitionable = `SELECT d.* FROM (SELECT DISTINCT delivery_id FROM unnest($2::text[]) AS i(delivery_id) ORDER BY 1) a
 	CROSS JOIN LATERAL (SELECT ` + flow.FailingColumns + ` FROM deliveries d WHERE ` + lockByKey + `) d`
 
 // collectFailing reads flow.FailingColumns: deliveries whose attempt is
@@ -766,7 +786,7 @@ func collectFailing(rows pgx.Rows) ([]store.Failing, error) {
 // while it was small (the database's CPU per delivery in a drain nearly
 // doubled). Host and status are written so that no
 // index of theirs serves the look-up (ofHostByKey).
-const lockByKey = `d.delivery_id = a.delivery_id AND ` + ofHostByKey + ` AND d.status || '' = ANY($3)
+var lockByKey = idIs("d.delivery_id", "a.delivery_id") + ` AND ` + ofHostByKey + ` AND d.status || '' = ANY($3)
 	FOR UPDATE`
 
 // ofHostByKey keeps a look-up of deliveries d by their keys to host $1's
@@ -833,7 +853,7 @@ func transitionStatement(set string, written bool, resultsFrom int) string {
 		others = `, others AS (
 			UPDATE deliveries d SET ` + setReported("r") + `
 			FROM unnest($2::text[], ` + resultParams(resultsFrom) + `) AS r(delivery_id, ` + strings.Join(resultColumns, ", ") + `)
-			WHERE r.result IS NOT NULL AND d.delivery_id = r.delivery_id AND ` + ofHostByKey + `
+			WHERE r.result IS NOT NULL AND ` + idIs("d.delivery_id", "r.delivery_id") + ` AND ` + ofHostByKey + `
 				AND r.delivery_id NOT IN (SELECT delivery_id FROM locked)
 		)`
 	}
@@ -849,7 +869,7 @@ func transitionStatement(set string, written bool, resultsFrom int) string {
 			CROSS JOIN LATERAL (SELECT d.delivery_id, d.status FROM deliveries d WHERE ` + lockByKey + `) d
 		), changed AS (
 			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), ` + set + `
-			FROM locked WHERE d.delivery_id = locked.delivery_id
+			FROM locked WHERE ` + idIs("d.delivery_id", "locked.delivery_id") + `
 			RETURNING d.delivery_id, locked.status AS from_status, d.status AS to_status, d.attempts,
 				CASE WHEN locked.status = 'delivering' THEN locked.written_at END AS written_at
 		), events AS (
@@ -998,7 +1018,7 @@ func (st steps) Fail(ctx context.Context, f store.Failing, fl store.Failure, now
 		UPDATE deliveries
 		SET status = $2, next_retry_at = $3, dlq_at = $4, lease_expires_at = NULL, last_error = $5, updated_at = $6,
 			max_attempts = COALESCE($8::integer, max_attempts), host_id = COALESCE(NULLIF($9, ''), host_id)
-		WHERE delivery_id = $1 AND status = ANY($7)`,
+		WHERE `+idIs("delivery_id", "$1")+` AND status = ANY($7)`,
 		f.ID, string(fl.To), msPtr(fl.NextRetryAt), msPtr(fl.DLQAt), fl.LastError, ms(now), statusNames(fl.Transition.From),
 		raisedMaxAttempts(fl), fl.MoveTo)
 	if err != nil {

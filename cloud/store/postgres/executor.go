@@ -26,12 +26,18 @@ func (d flowDB) InTx(ctx context.Context, fn func(tx flow.Executor) error) error
 	return pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error { return fn(executor{tx}) })
 }
 
-func (flowDB) Time(t time.Time) any           { return ms(t) }
-func (flowDB) Times() flow.TimeColumns        { return cols }
-func (flowDB) ForUpdate() string              { return " FOR UPDATE" }
-func (flowDB) SkipLocked() string             { return " FOR UPDATE SKIP LOCKED" }
-func (flowDB) RowKey() string                 { return "delivery_id" }
-func (flowDB) DeliveryIs(param string) string { return "delivery_id = " + param }
+func (flowDB) Time(t time.Time) any    { return ms(t) }
+func (flowDB) Times() flow.TimeColumns { return cols }
+func (flowDB) ForUpdate() string       { return " FOR UPDATE" }
+func (flowDB) SkipLocked() string      { return " FOR UPDATE SKIP LOCKED" }
+
+// RowKey is the row's physical address, which Postgres finds a row by
+// without an index (a Tid Scan, for each key a batch selected). A batch
+// is selected and locked by the same statement that deletes it (FOR
+// UPDATE, SkipLocked): a locked row cannot be moved by another's update
+// meanwhile. (By the delivery id, the delete matched the whole batch to
+// the key's index as one: on a small table, a read of every row.)
+func (flowDB) RowKey() string { return "ctid" }
 
 // Strings binds a list as one text[]: a custom plan sees it as one constant
 // array, matched by hashing (IN of a placeholder each compared each row

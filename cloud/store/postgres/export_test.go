@@ -29,10 +29,9 @@ const (
 
 // LockTransitionable and OfHostByKey are the lock of a transition by ids,
 // for the plan test.
-const (
-	LockTransitionable = lockTransitionable
-	OfHostByKey        = ofHostByKey
-)
+var LockTransitionable = lockTransitionable
+
+const OfHostByKey = ofHostByKey
 
 // AckStatement is an ack's statement with write times and results
 // ($8-$15), for the plan test.
@@ -48,8 +47,12 @@ var (
 	FailingQuery       = failingQuery
 )
 
-const (
-	GetQuery = getQuery
+// The look-ups of a delivery by its id, for the key plan test.
+var (
+	GetQuery       = getQuery
+	EventListQuery = eventListQuery
+	ResultGetQuery = resultGetQuery
+	LeaseStatement = leaseStatement
 )
 
 // BackendPID is the server process of one of the store's connections: the

@@ -51,7 +51,7 @@ func numbered(q string) string {
 }
 
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
-	q, args := store.EventsQuery(p, "d.delivery_id = e.delivery_id")
+	q, args := store.EventsQuery(p, idIs("d.delivery_id", "e.delivery_id"))
 	rows, err := s.pool.Query(ctx, numbered(q), args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
@@ -70,12 +70,14 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 	return events, nil
 }
 
+// resultGetQuery is DeliveryResultGet's query: delivery $1's last result.
+var resultGetQuery = `SELECT delivery_id, result_attempt, result, result_handler, result_response_status,
+	result_exit_code, result_duration_ms, result_error, result_reported_at
+	FROM deliveries WHERE ` + idIs("delivery_id", "$1") + ` AND result IS NOT NULL`
+
 func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*store.DeliveryResult, error) {
 	var r store.DeliveryResult
-	err := s.pool.QueryRow(ctx, `
-		SELECT delivery_id, result_attempt, result, result_handler, result_response_status, result_exit_code,
-			result_duration_ms, result_error, result_reported_at
-		FROM deliveries WHERE delivery_id = $1 AND result IS NOT NULL`, deliveryID).Scan(
+	err := s.pool.QueryRow(ctx, resultGetQuery, deliveryID).Scan(
 		&r.DeliveryID, &r.Attempt, &r.Result, &r.Handler, &r.ResponseStatus, &r.ExitCode, &r.DurationMS, &r.Error, &r.ReportedAt)
 	if err != nil {
 		return nil, fmt.Errorf("delivery result get: %w", interpretError(err))
@@ -155,7 +157,7 @@ func recordResults(ctx context.Context, tx pgxQuerier, hostID string, results []
 	}
 	_, err := tx.Exec(ctx, `UPDATE deliveries d SET `+setReported("r")+`
 		FROM unnest($2::text[], `+resultParams(3)+`) AS r(delivery_id, `+strings.Join(resultColumns, ", ")+`)
-		WHERE d.delivery_id = r.delivery_id AND `+ofHostByKey,
+		WHERE `+idIs("d.delivery_id", "r.delivery_id")+` AND `+ofHostByKey,
 		append([]any{hostID, ids}, resultArrays(ids, rs)...)...)
 	if err != nil {
 		return fmt.Errorf("record results: %w", err)

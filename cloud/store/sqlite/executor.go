@@ -41,11 +41,6 @@ func (flowDB) SkipLocked() string { return "" }
 // delivery id is found through one: migration 16).
 func (flowDB) RowKey() string { return "rowid" }
 
-// DeliveryIs is idKey with param in both places.
-func (flowDB) DeliveryIs(param string) string {
-	return "substr(delivery_id, -13) = substr(" + param + ", -13) AND delivery_id = " + param
-}
-
 // sqlQuerier is a *sql.DB or a *txn.
 type sqlQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
