@@ -121,14 +121,15 @@ type DeliveryEventListAfterParams struct {
 // id, or the newest. It has a ? for each of its arguments, in order. An
 // engine gives the condition that joins an event (e) to its delivery (d).
 func EventsQuery(p *DeliveryEventListAfterParams, sameDelivery string) (string, []any) {
-	ids := `SELECT id FROM delivery_events WHERE id > ? ORDER BY id LIMIT ?`
+	const columns = `SELECT id, delivery_id, at, from_status, to_status, reason, attempt FROM delivery_events`
+	events := columns + ` WHERE id > ? ORDER BY id LIMIT ?`
 	args := []any{p.AfterID, LimitOr(p.Limit, 100)}
 	if p.Newest {
-		ids, args = `SELECT id FROM delivery_events ORDER BY id DESC LIMIT ?`, args[1:]
+		events, args = columns+` ORDER BY id DESC LIMIT ?`, args[1:]
 	}
 	return `SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
-		FROM delivery_events e JOIN deliveries d ON ` + sameDelivery + `
-		WHERE e.id IN (` + ids + `) ORDER BY e.id`, args
+		FROM (` + events + `) e JOIN deliveries d ON ` + sameDelivery + `
+		ORDER BY e.id`, args
 }
 
 // DeliveryEventOf is an audit event with its delivery's host and source.

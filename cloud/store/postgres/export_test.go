@@ -53,6 +53,7 @@ var (
 	EventListQuery = eventListQuery
 	ResultGetQuery = resultGetQuery
 	LeaseStatement = leaseStatement
+	EventsAfter    = eventsAfterQuery
 )
 
 // BackendPID is the server process of one of the store's connections: the

@@ -50,9 +50,15 @@ func numbered(q string) string {
 	}
 }
 
-func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
+// eventsAfterQuery is DeliveryEventListAfter's query in Postgres.
+func eventsAfterQuery(p *store.DeliveryEventListAfterParams) (string, []any) {
 	q, args := store.EventsQuery(p, idIs("d.delivery_id", "e.delivery_id"))
-	rows, err := s.pool.Query(ctx, numbered(q), args...)
+	return numbered(q), args
+}
+
+func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
+	q, args := eventsAfterQuery(p)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}

@@ -16,7 +16,9 @@ import (
 // A delivery, its body and its audit trail are found by id through the
 // indexes led by the id's received millisecond (migration 27): no primary
 // key on the id is left, so a condition on the id alone would read every
-// row; a retention batch is deleted by the rows' addresses (RowKey), and
+// row; the trail of every delivery (GET /api/events) is read by the
+// events' ids (migration 28); a retention batch is deleted by the rows'
+// addresses (RowKey), and
 // its bodies and trails by their keys (the delete's trigger). Checked on
 // 50,000 deliveries, each with a body and two events, analyzed.
 func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
@@ -27,6 +29,10 @@ func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
 	var id string
 	require.NoError(t, conn.QueryRow(ctx, `SELECT delivery_id FROM deliveries WHERE event_id = 'e1234'`).Scan(&id))
 	ids := []string{id, "github:e1235:1235"}
+	trail := func(p store.DeliveryEventListAfterParams) string {
+		q, args := postgres.EventsAfter(&p)
+		return explain(ctx, t, conn, q, args...)
+	}
 	statuses := []string{"queued", "retrying"}
 	for name, c := range map[string]struct {
 		plan    string
@@ -38,6 +44,10 @@ func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
 		"its last result": {explain(ctx, t, conn, postgres.ResultGetQuery, id), []string{"using deliveries_key_idx"}},
 		"a lock by ids":   {explain(ctx, t, conn, postgres.LockTransitionable, "h34", ids, statuses), []string{"using deliveries_key_idx"}},
 		"a lease of ids":  {explain(ctx, t, conn, postgres.LeaseStatement, ids, "delivering", time.Now(), time.Now(), statuses, "lease", statuses), []string{"using deliveries_key_idx", "using delivery_bodies_key_idx"}},
+		"every delivery's trail, after an id": {trail(store.DeliveryEventListAfterParams{AfterID: 90_000, Limit: 500}),
+			[]string{"using delivery_events_id_idx", "using deliveries_key_idx"}},
+		"every delivery's trail, the newest": {trail(store.DeliveryEventListAfterParams{Newest: true, Limit: 10}),
+			[]string{"using delivery_events_id_idx", "using deliveries_key_idx"}},
 		"a retention batch": {explain(ctx, t, conn, flow.DeleteQuery(postgres.Dialect, postgres.PruneQuery(store.StatusAcked)), time.Now(), 1000),
 			[]string{"using deliveries_acked_idx", "Tid Scan on deliveries"}},
 	} {
