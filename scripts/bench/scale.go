@@ -429,6 +429,8 @@ func (r *run) measureReads(s *scaleSamples, calls int) ([]readRow, error) {
 		{name: "API: absent correlation id (`?correlation_id=…`)", do: apiGet("/api/deliveries?correlation_id=" + absentCorrelation)},
 		{name: "API: a host's rejections (`/api/hosts/:id/rejections`)", do: apiGet("/api/hosts/" + h + "/rejections")},
 		{name: "API: alerts (`GET /api/alerts`)", do: apiGet("/api/alerts")},
+		{name: "API: every delivery's audit trail, newest (`/api/events?last=100`, as `cloud ctl tail` starts)", do: apiGet("/api/events?last=100")},
+		{name: "API: … from the oldest kept (`/api/events?after=1&limit=500`)", do: apiGet("/api/events?after=1&limit=500")},
 		{name: "console: hosts page (100 a page)", do: pageGet("/console/")},
 		{name: "console: host page", do: pageGet("/console/hosts/" + h)},
 		{name: "console: deliveries, newest", do: pageGet("/console/deliveries")},
