@@ -280,7 +280,7 @@ func TestCopiesWriteWhatTheLoaderWrites(t *testing.T) {
 			OR left(correlation_id, 12) <> lpad(to_hex((extract(epoch FROM received_at) * 1000)::bigint), 12, '0')`,
 		"a trail of its status's transitions from its receipt": `SELECT count(*) FROM (
 			SELECT d.status, d.received_at, string_agg(e.to_status, ',' ORDER BY e.id) AS trail, min(e.at) AS first
-			FROM deliveries d JOIN delivery_events e USING (delivery_id) GROUP BY d.delivery_id) x
+			FROM deliveries d JOIN delivery_events e USING (delivery_id) GROUP BY d.delivery_id, d.status, d.received_at) x
 			WHERE first <> received_at OR trail <> CASE status WHEN 'queued' THEN 'queued'
 				ELSE 'queued,delivering,delivered,' || status END`,
 		"its times in the week": `SELECT count(*) FROM deliveries WHERE received_at > $1
