@@ -738,21 +738,23 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 // leaseStatement leases deliveries $1 (locked, in statuses $5, each
 // $7's), each found by its key: sets status $2, the lease's end $3 and
 // the time $4, writes each one's audit event (reason $6), and returns
-// them with their bodies.
+// them with their bodies. Each row's status before comes out of the
+// update with it: the planner estimates a join by the key's two
+// conditions at one row, and joined to the ids again, the changed rows
+// were compared with every id.
 var leaseStatement = `
 	WITH changed AS (
 		UPDATE deliveries
 		SET status = $2, attempts = attempts + 1, lease_expires_at = $3, next_retry_at = NULL, updated_at = $4
-		FROM unnest($1::text[]) AS leased(key_id)
+		FROM unnest($1::text[], $7::text[]) AS leased(key_id, from_status)
 		WHERE ` + idIs("deliveries.delivery_id", "leased.key_id") + ` AND status = ANY($5)
-		RETURNING ` + flow.DeliveryColumns + `, ` + bodyColumn + `
+		RETURNING ` + flow.DeliveryColumns + `, ` + bodyColumn + ` AS raw_body, leased.from_status
 	), events AS (
 		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		SELECT c.delivery_id, $4, f.status, $2, $6, c.attempts
-		FROM changed c JOIN unnest($1::text[], $7::text[]) AS f(id, status) ON f.id = c.delivery_id
-		ORDER BY c.received_at, c.delivery_id
+		SELECT delivery_id, $4, from_status, $2, $6, attempts FROM changed
+		ORDER BY received_at, delivery_id
 	)
-	SELECT * FROM changed`
+	SELECT ` + flow.DeliveryColumns + `, raw_body FROM changed`
 
 // lockTransitionable locks host $1's deliveries among ids $2 whose status
 // is among $3 (those a transition allows), and returns their

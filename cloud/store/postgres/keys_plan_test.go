@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,12 @@ func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
 			require.Contains(t, c.plan, index, "%s:\n%s", name, c.plan)
 		}
 	}
+
+	// A join by the key's two conditions is estimated at one row: what a
+	// lease changed is not joined to its ids a second time (each changed
+	// row compared with every id).
+	lease := explain(ctx, t, conn, postgres.LeaseStatement, ids, "delivering", time.Now(), time.Now(), statuses, "lease", statuses)
+	require.Equal(t, 1, strings.Count(lease, "Function Scan"), lease)
 
 	tag, err := conn.Exec(ctx, flow.DeleteQuery(postgres.Dialect, postgres.PruneQuery(store.StatusAcked)), time.Now(), 1000)
 	require.NoError(t, err)
