@@ -12,8 +12,8 @@
 -- intake ran at 0.57 of its rate there. Led by the received millisecond,
 -- new entries are appended to the right edge of each index, as SQLite's
 -- have been since its migrations 12 and 16. Lookups name the same
--- expression (idIs and the key's column list in the store); the indexes
--- still hold delivery ids distinct. The dedupe key (event id, host,
+-- expression (idIs in the store; retention deletes by row address); the
+-- indexes still hold delivery ids distinct. The dedupe key (event id, host,
 -- source) stays the one index intake writes at random places.
 --
 -- Built concurrently: writes go on while each index is built (a build that

@@ -35,8 +35,8 @@ func (flowDB) SkipLocked() string      { return " FOR UPDATE SKIP LOCKED" }
 // without an index (a Tid Scan, for each key a batch selected). A batch
 // is selected and locked by the same statement that deletes it (FOR
 // UPDATE, SkipLocked): a locked row cannot be moved by another's update
-// meanwhile. (By the delivery id, the delete matched the whole batch to
-// the key's index as one: on a small table, a read of every row.)
+// meanwhile. (By the key's two columns, the delete matched the batch to
+// the table as a whole: on 50,000 rows, a hash join over every one.)
 func (flowDB) RowKey() string { return "ctid" }
 
 // Strings binds a list as one text[]: a custom plan sees it as one constant

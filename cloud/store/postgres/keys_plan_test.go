@@ -19,9 +19,9 @@ import (
 // key on the id is left, so a condition on the id alone would read every
 // row; the trail of every delivery (GET /api/events) is read by the
 // events' ids (migration 28); a retention batch is deleted by the rows'
-// addresses (RowKey), and
-// its bodies and trails by their keys (the delete's trigger). Checked on
-// 50,000 deliveries, each with a body and two events, analyzed.
+// addresses (RowKey), and its bodies and trails by their keys (the
+// delete's trigger). Checked on 50,000 deliveries, each with a body and
+// two events, analyzed.
 func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
 	ctx := context.Background()
 	_, conn, _ := openWithConn(ctx, t)
@@ -35,6 +35,8 @@ func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
 		return explain(ctx, t, conn, q, args...)
 	}
 	statuses := []string{"queued", "retrying"}
+	lease := explain(ctx, t, conn, postgres.LeaseStatement, ids, "delivering", time.Now(), time.Now(), statuses, "lease", statuses)
+	prune := flow.DeleteQuery(postgres.Dialect, postgres.PruneQuery(store.StatusAcked))
 	for name, c := range map[string]struct {
 		plan    string
 		indexes []string
@@ -44,12 +46,12 @@ func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
 		"its audit trail": {explain(ctx, t, conn, postgres.EventListQuery, id), []string{"using delivery_events_key_idx"}},
 		"its last result": {explain(ctx, t, conn, postgres.ResultGetQuery, id), []string{"using deliveries_key_idx"}},
 		"a lock by ids":   {explain(ctx, t, conn, postgres.LockTransitionable, "h34", ids, statuses), []string{"using deliveries_key_idx"}},
-		"a lease of ids":  {explain(ctx, t, conn, postgres.LeaseStatement, ids, "delivering", time.Now(), time.Now(), statuses, "lease", statuses), []string{"using deliveries_key_idx", "using delivery_bodies_key_idx"}},
+		"a lease of ids":  {lease, []string{"using deliveries_key_idx", "using delivery_bodies_key_idx"}},
 		"every delivery's trail, after an id": {trail(store.DeliveryEventListAfterParams{AfterID: 90_000, Limit: 500}),
 			[]string{"using delivery_events_id_idx", "using deliveries_key_idx"}},
 		"every delivery's trail, the newest": {trail(store.DeliveryEventListAfterParams{Newest: true, Limit: 10}),
 			[]string{"using delivery_events_id_idx", "using deliveries_key_idx"}},
-		"a retention batch": {explain(ctx, t, conn, flow.DeleteQuery(postgres.Dialect, postgres.PruneQuery(store.StatusAcked)), time.Now(), 1000),
+		"a retention batch": {explain(ctx, t, conn, prune, time.Now(), 1000),
 			[]string{"using deliveries_acked_idx", "Tid Scan on deliveries"}},
 	} {
 		t.Logf("%s:\n%s", name, c.plan)
@@ -62,10 +64,9 @@ func TestDeliveryIDsReadTheKeyIndexes(t *testing.T) {
 	// A join by the key's two conditions is estimated at one row: what a
 	// lease changed is not joined to its ids a second time (each changed
 	// row compared with every id).
-	lease := explain(ctx, t, conn, postgres.LeaseStatement, ids, "delivering", time.Now(), time.Now(), statuses, "lease", statuses)
 	require.Equal(t, 1, strings.Count(lease, "Function Scan"), lease)
 
-	tag, err := conn.Exec(ctx, flow.DeleteQuery(postgres.Dialect, postgres.PruneQuery(store.StatusAcked)), time.Now(), 1000)
+	tag, err := conn.Exec(ctx, prune, time.Now(), 1000)
 	require.NoError(t, err)
 	require.EqualValues(t, 1000, tag.RowsAffected())
 	var deliveries, bodies, events int
