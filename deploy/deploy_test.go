@@ -294,8 +294,9 @@ func TestCompose(t *testing.T) {
 	for _, s := range []string{"postgres", "cloud-1", "cloud-2", "proxy", "host"} {
 		require.Contains(t, c.Services, s)
 	}
-	// Postgres checkpoints by time, not every gigabyte of intake's WAL.
-	require.Subset(t, c.Services["postgres"].Command, []string{"max_wal_size=8GB", "checkpoint_timeout=15min"})
+	// Postgres checkpoints by time, not every gigabyte of intake's WAL,
+	// and compresses the whole pages written after each.
+	require.Subset(t, c.Services["postgres"].Command, []string{"max_wal_size=8GB", "checkpoint_timeout=15min", "wal_compression=lz4"})
 	c1, c2 := c.Services["cloud-1"], c.Services["cloud-2"]
 	require.Equal(t, c1.Environment, c2.Environment, "the replicas share every setting")
 	for _, k := range []string{"RELAY_SECRET_KEYS", "RELAY_JWT_KEY", "RELAY_ADMIN_TOKEN"} {

@@ -78,6 +78,14 @@ var lookUp = regexp.MustCompile(`event id|delivery id|correlation`)
 // the store's inserts: the counts are kept by the triggers all the same.
 func fillIncident(ctx context.Context, t testing.TB, conn *pgx.Conn, n int) {
 	t.Helper()
+	fillIncidentOf(ctx, t, conn, n, `'e' || i`)
+}
+
+// fillIncidentOf is fillIncident with the i-th delivery's event id the SQL
+// expression event of i: fillIncident's ('e' || i) are short and sort
+// together, where a provider's are random.
+func fillIncidentOf(ctx context.Context, t testing.TB, conn *pgx.Conn, n int, event string) {
+	t.Helper()
 	now := time.Now().UTC()
 	for _, q := range []string{
 		`INSERT INTO hosts (id, name, created_at) SELECT 'h' || i, 'host ' || i, $1::timestamptz + i * interval '1 ms'
@@ -86,7 +94,7 @@ func fillIncident(ctx context.Context, t testing.TB, conn *pgx.Conn, n int) {
 		SELECT id, 'github', 'github', true, $1::timestamptz, $1::timestamptz FROM hosts`,
 		`INSERT INTO deliveries (delivery_id, host_id, source, event_id, headers, body_size, status, max_attempts,
 			received_at, updated_at, correlation_id)
-		SELECT 'github:e' || i || ':' || i, 'h' || (i % 50), 'github', 'e' || i, '{}', 100,
+		SELECT 'github:' || ` + event + ` || ':' || i, 'h' || (i % 50), 'github', ` + event + `, '{}', 100,
 			CASE WHEN i / 50 % 100 < 60 THEN 'acked' WHEN i / 50 % 100 < 62 THEN 'dlq' ELSE 'queued' END, 5,
 			$1::timestamptz - ($2 - i) * interval '1 s', $1::timestamptz - ($2 - i) * interval '1 s' + interval '500 ms',
 			substr(md5(i::text), 1, 16)
