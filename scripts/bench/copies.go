@@ -38,7 +38,13 @@ import (
 // A Stripe copy keeps its original's Stripe-Signature header, stored as
 // the provider sent it and never checked again: it no longer matches the
 // copy's body. Copies are of single-host deliveries only (no group's).
-const copyChunk = 2000 // the loader's deliveries a statement copies
+// copyChunk is how many of the loader's deliveries a statement copies. The
+// loader's are copied in the order of their times, and a statement writes
+// its copies in theirs, so that the tables lie in time order as intake
+// leaves them (ordered by their random ids, every chunk's copies spread
+// over the whole week: retention's oldest rows were then on as many pages
+// as rows).
+var copyChunk = 2000
 
 // copyRow is one of the loader's deliveries as a copy needs it.
 type copyRow struct {
@@ -70,7 +76,7 @@ func (f *fill) copyFill(ctx context.Context, dbURL string, base, n int) (int, er
 	if stored != base || others != 0 {
 		return 0, fmt.Errorf("copies: %d deliveries stored (%d of a group), want the loader's %d alone", stored, others, base)
 	}
-	rows, err := conn.Query(ctx, `SELECT delivery_id, source, event_id, received_at FROM deliveries ORDER BY delivery_id`)
+	rows, err := conn.Query(ctx, `SELECT delivery_id, source, event_id, received_at FROM deliveries ORDER BY received_at, delivery_id`)
 	if err != nil {
 		return 0, fmt.Errorf("copies: %w", err)
 	}
@@ -206,14 +212,15 @@ func (f *fill) copyChunk(ctx context.Context, c *pgx.Conn, originals []copyRow, 
 				CASE WHEN m.body_sha256 IS NOT NULL AND m.source = 'stripe' THEN sha256(m.body) ELSE m.body_sha256 END,
 				m.group_id, m.lane, m.body_of
 			FROM mb AS m
+			ORDER BY m.received_at - m.shift
 			RETURNING 1
 		), bodies AS (
-			INSERT INTO delivery_bodies (delivery_id, raw_body) SELECT new_id, body FROM mb
+			INSERT INTO delivery_bodies (delivery_id, raw_body) SELECT new_id, body FROM mb ORDER BY received_at - shift
 		), trail AS (
 			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
 			SELECT m.new_id, e.at - m.shift, e.from_status, e.to_status, e.reason, e.attempt
 			FROM m JOIN delivery_events e ON right(e.delivery_id, 13) = right(m.old_id, 13) AND e.delivery_id = m.old_id
-			ORDER BY m.new_id, e.id
+			ORDER BY m.received_at - m.shift, m.new_id, e.id
 		)
 		SELECT count(*) FROM ins`, olds, ids, events, corrs, traces, shifts).Scan(&written)
 	if err != nil {

@@ -245,7 +245,12 @@ func TestCopiesWriteWhatTheLoaderWrites(t *testing.T) {
 	fr := newFillRig(t, st)
 
 	const base, n = 500, 2000
+	chunk := copyChunk
+	copyChunk = 50 // ten statements
+	t.Cleanup(func() { copyChunk = chunk })
 	res, err := fr.f.run(ctx, base)
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE originals AS SELECT delivery_id FROM deliveries`) // the loader's
 	require.NoError(t, err)
 	_, err = fr.f.copyFill(ctx, url, base, n+1)
 	require.ErrorContains(t, err, "does not divide", "a size not a multiple of the base")
@@ -302,6 +307,18 @@ func TestCopiesWriteWhatTheLoaderWrites(t *testing.T) {
 	gap := one(`SELECT (extract(epoch FROM max(g)) * 1000)::bigint FROM (
 		SELECT received_at - lag(received_at) OVER (ORDER BY received_at) AS g FROM deliveries) x`)
 	require.Less(t, gap, 2*fillSpan.Milliseconds()/n, "the largest gap between receipts, ms")
+	// The copies lie in each table in the order of their deliveries'
+	// receipts, as intake leaves rows, so that retention's oldest are on
+	// few pages: a row's place against its delivery's receipt correlates
+	// (0.96–0.97 here; 0.005–0.045 with the originals copied in the order
+	// of their ids).
+	for _, table := range []string{"deliveries", "delivery_bodies", "delivery_events"} {
+		var order float64
+		require.NoError(t, db.QueryRow(`SELECT corr(pos, extract(epoch FROM d.received_at)) FROM (
+			SELECT row_number() OVER (ORDER BY ctid) AS pos, * FROM `+table+`) x JOIN deliveries d USING (delivery_id)
+			WHERE delivery_id NOT IN (SELECT delivery_id FROM originals)`).Scan(&order))
+		require.Greater(t, order, 0.8, "the copies in %s: the correlation of their place and their receipt", table)
+	}
 	for _, h := range fr.hosts[:2] {
 		ds, err := st.DeliveryList(ctx, &store.DeliveryListParams{HostID: h, Limit: 1})
 		require.NoError(t, err)
