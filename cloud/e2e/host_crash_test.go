@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,15 +79,21 @@ echo finished
 	idb := sendGitHub(t, s.cloud.url, sB.hostID, "push", "b-crash", hostPayload(t, "github/push.json"))
 
 	// (a): kill while both run.
+	// The pid file exists from the moment the shell opens it, before its
+	// pid is written: an empty one read /proc//stat, the machine's own
+	// statistics, which never say the handler died.
+	var pid int
 	eventually(t, 30*time.Second, "both handlers running", func() bool {
-		_, err := os.Stat(pidFile)
-		return len(app.requests(fwd)) == 1 && err == nil
+		b, err := os.ReadFile(pidFile)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && len(app.requests(fwd)) == 1
 	})
-	pid, err := os.ReadFile(pidFile)
-	require.NoError(t, err)
 	hA.kill()
 	eventually(t, 10*time.Second, "the exec handler died with the host", func() bool {
-		stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		return err != nil || strings.Contains(string(stat), ") Z ")
 	})
 	for _, id := range []string{fwd, ex} {
