@@ -58,10 +58,6 @@ func BenchmarkInsertCosts(b *testing.B) {
 			}
 			_, err = s.HostCreate(ctx, &store.HostCreateParams{ID: "h-bench", Name: "bench", Now: time.Now()})
 			require.NoError(b, err)
-			body := make([]byte, 3329)
-			for i := range body {
-				body[i] = 'a' + byte(i%26)
-			}
 			const batch = 128
 			cpu0, err := backendCPU(backend)
 			require.NoError(b, err)
@@ -70,12 +66,7 @@ func BenchmarkInsertCosts(b *testing.B) {
 				ps := make([]*store.DeliveryInsertParams, 0, batch)
 				now := time.Now()
 				for j := 0; j < batch && done < b.N; j++ {
-					ev := sharedtest.DeliveryUUID()
-					ps = append(ps, &store.DeliveryInsertParams{ID: "github:" + ev + ":" + strconv.FormatInt(now.UnixMilli(), 10),
-						CorrelationID: intake.NewCorrelationID(now), HostID: "h-bench", Source: "github", EventID: ev,
-						EventType: "installation", EventAction: "created", RawBody: body, ReceivedAt: now, MaxAttempts: 10,
-						Headers: map[string]string{"x-github-event": "installation", "x-github-delivery": ev,
-							"content-type": "application/json", "user-agent": "GitHub-Hookshot/a1b2c3d"}})
+					ps = append(ps, installation("h-bench", now))
 					done++
 				}
 				_, err := s.DeliveryInsertBatch(ctx, ps)
@@ -177,4 +168,25 @@ func pushOf(size int) []byte {
 	}
 	sb.WriteString(`]}`)
 	return []byte(sb.String())
+}
+
+// installationBody is installation's: 3,329 bytes, as a GitHub
+// installation webhook's.
+var installationBody = func() []byte {
+	body := make([]byte, 3329)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	return body
+}()
+
+// installation is a GitHub installation webhook to hostID's github source
+// with a random event id and correlation id, received at now.
+func installation(hostID string, now time.Time) *store.DeliveryInsertParams {
+	ev := sharedtest.DeliveryUUID()
+	return &store.DeliveryInsertParams{ID: "github:" + ev + ":" + strconv.FormatInt(now.UnixMilli(), 10),
+		CorrelationID: intake.NewCorrelationID(now), HostID: hostID, Source: "github", EventID: ev,
+		EventType: "installation", EventAction: "created", RawBody: installationBody, ReceivedAt: now, MaxAttempts: 10,
+		Headers: map[string]string{"x-github-event": "installation", "x-github-delivery": ev,
+			"content-type": "application/json", "user-agent": "GitHub-Hookshot/a1b2c3d"}}
 }

@@ -9,11 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/relaykit/relay/cloud/intake"
 	"github.com/relaykit/relay/cloud/store"
 	"github.com/relaykit/relay/cloud/store/postgres"
 	"github.com/relaykit/relay/cloud/store/storetest"
-	"github.com/relaykit/relay/shared/sharedtest"
 )
 
 // BenchmarkIntakeWAL is the WAL a webhook's insert writes on a store that
@@ -62,10 +60,6 @@ func BenchmarkIntakeWAL(b *testing.B) {
 // webhooks over hosts h0…h{hosts-1} in batches of 32 and reports the WAL
 // and the time they took, each a webhook.
 func insertFromCheckpoint(ctx context.Context, b *testing.B, s *postgres.Store, conn *pgx.Conn, hosts int) {
-	body := make([]byte, 3329)
-	for i := range body {
-		body[i] = 'a' + byte(i%26)
-	}
 	_, err := conn.Exec(ctx, `CHECKPOINT`)
 	require.NoError(b, err)
 	var lsn0, lsn1 string
@@ -77,12 +71,7 @@ func insertFromCheckpoint(ctx context.Context, b *testing.B, s *postgres.Store, 
 		ps := make([]*store.DeliveryInsertParams, 0, batch)
 		now := time.Now()
 		for j := 0; j < batch && done < webhooks; j++ {
-			ev := sharedtest.DeliveryUUID()
-			ps = append(ps, &store.DeliveryInsertParams{ID: "github:" + ev + ":" + strconv.FormatInt(now.UnixMilli(), 10),
-				CorrelationID: intake.NewCorrelationID(now), HostID: "h" + strconv.Itoa(done%hosts), Source: "github", EventID: ev,
-				EventType: "installation", EventAction: "created", RawBody: body, ReceivedAt: now, MaxAttempts: 10,
-				Headers: map[string]string{"x-github-event": "installation", "x-github-delivery": ev,
-					"content-type": "application/json", "user-agent": "GitHub-Hookshot/a1b2c3d"}})
+			ps = append(ps, installation("h"+strconv.Itoa(done%hosts), now))
 			done++
 		}
 		_, err := s.DeliveryInsertBatch(ctx, ps)
