@@ -41,9 +41,9 @@ import (
 // copyChunk is how many of the loader's deliveries a statement copies. The
 // loader's are copied in the order of their times, and a statement writes
 // its copies in theirs, so that the tables lie in time order as intake
-// leaves them (ordered by their random ids, every chunk's copies spread
-// over the whole week: retention's oldest rows were then on as many pages
-// as rows).
+// leaves them (copied in the order of their random ids, each statement's
+// copies spread over the whole week, and a retention batch's oldest rows
+// over as many pages of each table).
 var copyChunk = 2000
 
 // copyRow is one of the loader's deliveries as a copy needs it.
