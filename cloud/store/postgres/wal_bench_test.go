@@ -15,13 +15,15 @@ import (
 )
 
 // BenchmarkIntakeWAL is the WAL a webhook's insert writes on a store that
-// already holds RELAY_BENCH_DELIVERIES deliveries (fillIncident's with
-// UUIDs for event ids, bodies and trails; default 0), measured from a checkpoint as the scale
-// scenario measures intake: 20,000 GitHub webhooks (3,329-byte bodies,
-// random event ids) in batches of 32, as the intake's group commit stores
-// them under load, with each setting of wal_compression in turn, twice
-// (set on the server for the run, then reset). It logs each range's LSNs, for
-// pg_waldump --stats=record.
+// already holds RELAY_BENCH_DELIVERIES deliveries (default 0): filled as
+// fillIncident fills one but with UUIDs for event ids, with bodies and
+// trails. Measured from a checkpoint, as the scale scenario measures
+// intake: 20,000 GitHub webhooks (3,329-byte bodies, random event ids) in
+// batches of 32, as the intake's group commit stores them under load, with
+// each setting of wal_compression in turn, twice (set on the server for the
+// run, then reset). Each run logs its range's LSNs, for pg_waldump
+// --stats=record. Run it with -benchtime 1x: each run is its 20,000 inserts
+// whatever b.N.
 //
 //	RELAY_BENCH_DELIVERIES=5000000 go test -run '^$' -bench IntakeWAL -benchtime 1x -timeout 1h ./cloud/store/postgres/
 func BenchmarkIntakeWAL(b *testing.B) {
