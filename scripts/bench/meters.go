@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -163,4 +165,88 @@ func goMemoryOf(metrics string) int64 {
 		return 0
 	}
 	return int64(sys - released)
+}
+
+// ioMeter reads, over a stretch of work, how much of the machine sat idle
+// and how much of that waited on I/O, what the database's server read from
+// storage, and (Postgres) which of its tables and indexes read blocks into
+// its buffer cache and how many buffers its backends wrote out themselves.
+// What it could not read stays unknown (-1, nil).
+type ioMeter struct {
+	url        string
+	pid        int // the Postgres server; 0 on SQLite
+	cpu0       rig.MachineCPU
+	cpuErr     error
+	read0      int64
+	readErr    error
+	pg0        rig.PGReads
+	pgErr      error
+	engineName string
+}
+
+// ioFigures is what an ioMeter read, per webhook stored where it says so.
+type ioFigures struct {
+	idle, iowait  float64 // shares of the machine's CPU time; -1 unknown
+	readKB        float64 // KiB read from storage by the server's processes a webhook; -1 unknown
+	rels          []rig.RelReads
+	backendWrites int64 // -1 unknown
+	n             int
+}
+
+func (b *bench) startIO(engine, url string) *ioMeter {
+	m := &ioMeter{url: url, engineName: engine}
+	m.cpu0, m.cpuErr = rig.ReadMachineCPU()
+	m.readErr, m.pgErr = errors.New("not Postgres"), errors.New("not Postgres")
+	if engine == "postgres" && b.pg != nil {
+		if pid, err := b.pg.ServerPID(); err == nil {
+			m.pid = pid
+			m.read0, m.readErr = rig.TreeReadBytes(pid)
+		}
+		m.pg0, m.pgErr = rig.ReadPGReads(b.ctx, url)
+	}
+	return m
+}
+
+// stop reads the figures since the start, for n webhooks stored.
+func (m *ioMeter) stop(ctx context.Context, n int) ioFigures {
+	f := ioFigures{idle: -1, iowait: -1, readKB: -1, backendWrites: -1, n: n}
+	if c, err := rig.ReadMachineCPU(); err == nil && m.cpuErr == nil {
+		f.idle, f.iowait = c.Shares(m.cpu0)
+	}
+	if n <= 0 {
+		return f
+	}
+	if m.readErr == nil {
+		if r, err := rig.TreeReadBytes(m.pid); err == nil && r >= m.read0 {
+			f.readKB = float64(r-m.read0) / 1024 / float64(n)
+		}
+	}
+	if m.pgErr == nil {
+		if pg, err := rig.ReadPGReads(ctx, m.url); err == nil {
+			f.rels, f.backendWrites = pg.Since(m.pg0)
+		} else {
+			logf("%s: the server's read statistics: %v", m.engineName, err)
+		}
+	}
+	return f
+}
+
+// blocksText is the relations that read the most blocks into the buffer
+// cache, at most k, each as blocks a webhook.
+func (f ioFigures) blocksText(k int) string {
+	if f.n <= 0 || f.rels == nil {
+		return "–"
+	}
+	var total int64
+	for _, r := range f.rels {
+		total += r.Blocks
+	}
+	parts := []string{fmt.Sprintf("%.2f in all", float64(total)/float64(f.n))}
+	for i, r := range f.rels {
+		if i == k {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f", r.Name, float64(r.Blocks)/float64(f.n)))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -688,6 +688,29 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 			}
 			return cpuSplit(r.intake.dbGrowth, r.intake.walPer)
 		})
+		line("intake: CPU µs/webhook, cloud / database; the machine idle, waiting on I/O", func(r scaleRow) string {
+			if r.intake.res.OK == 0 {
+				return "–"
+			}
+			return cpuSplit(usPer(r.intake.cloudCPU, r.intake.res.Rate), usPer(r.intake.dbCPU, r.intake.res.Rate)) +
+				"; " + percent(r.intake.io.idle) + ", " + percent(r.intake.io.iowait)
+		})
+		if engine == "postgres" {
+			line("intake: KiB/webhook the server read from storage; blocks/webhook read into its cache (most first); buffers its backends wrote out", func(r scaleRow) string {
+				if r.intake.res.OK == 0 {
+					return "–"
+				}
+				kb := "–"
+				if r.intake.io.readKB >= 0 {
+					kb = fmt.Sprintf("%.1f", r.intake.io.readKB)
+				}
+				bw := "–"
+				if r.intake.io.backendWrites >= 0 {
+					bw = thousands(int(r.intake.io.backendWrites))
+				}
+				return kb + "; " + r.intake.io.blocksText(4) + "; " + bw
+			})
+		}
 		line(fmt.Sprintf("end to end at %d/s: p50 / p99 (load)", scaleE2ERate), func(r scaleRow) string {
 			if r.e2e.arrived == 0 {
 				return "–"
@@ -817,4 +840,12 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// percent shows a share as a whole percentage, "–" where unknown.
+func percent(share float64) string {
+	if share < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f %%", share*100)
 }

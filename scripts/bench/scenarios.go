@@ -34,6 +34,8 @@ type intakeRow struct {
 	// Bytes per webhook stored: the database's growth, and (Postgres) its
 	// WAL written; -1 where unknown (rig.DBBytes).
 	dbGrowth, walPer float64
+	// io: where the machine's and the database's time went (ioMeter).
+	io ioFigures
 	// A group's run (group-intake): its members, each a delivery of every
 	// webhook (fanout).
 	members int
@@ -59,9 +61,11 @@ func (r *run) measureIntake(row intakeRow, s *sender, what string) intakeRow {
 		s.closedLoop(b.ctx, conc, b.cfg.warmup, 0)
 	}
 	bytes0, bytesErr := rig.ReadDBBytes(b.ctx, r.dbURL)
+	iom := b.startIO(engine, r.dbURL)
 	cpu, self, db := startCPU(r.cloud.Proc), startSelfCPU(), b.startDBCPU(engine)
 	row.res = s.closedLoop(b.ctx, conc, b.cfg.intakeDuration, 0)
 	row.cloudCPU, row.selfCPU, row.dbCPU = cpu.share(), self.share(), db.share()
+	row.io = iom.stop(b.ctx, row.res.OK-row.res.Dups)
 	row.dbGrowth, row.walPer = -1, -1
 	if bytes1, err := rig.ReadDBBytes(b.ctx, r.dbURL); err == nil && bytesErr == nil {
 		row.dbGrowth, row.walPer = bytesPer(bytes0, bytes1, row.res.OK-row.res.Dups)
@@ -72,9 +76,10 @@ func (r *run) measureIntake(row intakeRow, s *sender, what string) intakeRow {
 	row.p50, row.p99, row.p999 = p.at(0.50), p.at(0.99), p.at(0.999)
 	row.cloudPeak = r.cloudPeak()
 	row.mem = r.cloudMemory()
-	logf("%s %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d; cloud CPU %.0f µs/webhook; database +%.0f B/webhook, WAL %.0f B/webhook",
+	logf("%s %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d; CPU µs/webhook cloud %.0f, database %.0f; database +%.0f B/webhook, WAL %.0f B/webhook; machine idle %.2f, iowait %.2f; server read %.1f KiB/webhook from storage; blocks read into the buffer cache a webhook: %s; backend writes %d",
 		what, engine, conc, row.res.Rate, ms(row.p50), ms(row.p99), row.res.BadStatus, row.res.Transport,
-		usPer(row.cloudCPU, row.res.Rate), row.dbGrowth, row.walPer)
+		usPer(row.cloudCPU, row.res.Rate), usPer(row.dbCPU, row.res.Rate), row.dbGrowth, row.walPer,
+		row.io.idle, row.io.iowait, row.io.readKB, row.io.blocksText(6), row.io.backendWrites)
 	if row.res.OK == 0 {
 		row.err = r.fail(fmt.Errorf("no webhook accepted"))
 	}

@@ -90,6 +90,11 @@ func TestSmoke(t *testing.T) {
 	if b, err := ReadDBBytes(ctx, dbURL); err != nil || b.Size <= 0 || (mode == "postgres") != (b.WAL >= 0) {
 		t.Fatalf("database bytes %+v %v", b, err)
 	}
+	if mode == "postgres" {
+		if r, err := ReadPGReads(ctx, dbURL); err != nil || len(r.Blocks) == 0 || r.Blocks["deliveries"] < 0 || r.BackendWrites < 0 {
+			t.Fatalf("read statistics %+v %v", r, err)
+		}
+	}
 	s, err := ReadProc(c.PID())
 	if err != nil || s.VmHWM <= 0 {
 		t.Fatalf("proc %+v %v", s, err)
