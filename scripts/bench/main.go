@@ -84,6 +84,9 @@ type config struct {
 	scaleReads int
 	// scaleRetention: how long the retention phase runs (0: not at all).
 	scaleRetention time.Duration
+	// scaleSustain: how long intake runs on after its measured run, in
+	// windows of scaleWindow (0: not at all).
+	scaleSustain time.Duration
 	// scaleBase: on Postgres, the deliveries the loader writes at a size
 	// above it; copies of them make up the rest (copies.go). 0: all.
 	scaleBase int
@@ -154,6 +157,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.groupLease, "group-lease", 0, "group-failover: the cloud's RELAY_LEASE (0: its default, 2m), which bounds a long-poll member's hand-over")
 	fs.DurationVar(&c.groupLateAfter, "group-late-after", 0, "group-failover: the cloud's RELAY_HOST_LATE_AFTER (0: its default, 1m; below 3m, its RELAY_HOST_OFFLINE_AFTER)")
 	fs.StringVar(&sizes, "scale", "0,100000", "scale: the stored deliveries of each run, comma-separated (0 and more); 1000000,5000000,10000000 are the issue's sizes, which take long and need disk: ~7 KB a delivery on either engine")
+	fs.DurationVar(&c.scaleSustain, "scale-sustain", 0, "scale: after the intake run, intake at the same concurrency for this long more, timed in windows of 30 s: whether a filled store's intake rate recovers as its checkpoint cycle goes on (0 skips it)")
 	fs.IntVar(&c.scaleReads, "scale-reads", 30, "scale: calls of each read, one after the other")
 	fs.IntVar(&c.scaleBase, "scale-base", 0, "scale, Postgres: at a size above this the loader writes this many deliveries through the cloud's code and copies of them made in SQL make up the rest, each with its own ids and times (scripts/bench/copies.go); the size must be a multiple of it; 0: the loader writes all (800–1,700/s: 10,000,000 take two to three hours)")
 	fs.DurationVar(&c.scaleRetention, "scale-retention", 3*time.Minute, "scale: how long the last phase runs: the cloud keeping acked and dead-lettered deliveries 2 minutes, so the filled week is pruned while intake runs and then each minute what intake brought (0 skips it)")
@@ -188,6 +192,7 @@ func parseFlags(args []string) (*config, error) {
 			"scale":                   func() { sizes = "0,5000" },
 			"scale-reads":             func() { c.scaleReads = 5 },
 			"scale-retention":         func() { c.scaleRetention = 20 * time.Second },
+			"scale-sustain":           func() { c.scaleSustain = 4 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {

@@ -581,6 +581,11 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 	p("a host of about *N*/%s deliveries, a delivery received half a week before, and ids that are not there; the\n", thousands(scaleHosts))
 	p("alert evaluation is timed in process on the store before the cloud starts. Then intake at concurrency %d\n", scaleIntakeConc)
 	p("(as the intake table measures it), end to end at %d/s to a new host (sequential), and a drain of %s\n", scaleE2ERate, thousands(scaleDrainN))
+	if b.cfg.scaleSustain > 0 {
+		p("(after the intake run, intake goes on for %s more, each window timed as a run of its own: on Postgres the intake run\n", b.cfg.scaleSustain)
+		p("begins in the checkpoint cycle the fill's `CHECKPOINT` started, where nearly every index page a webhook changes\n")
+		p("goes whole into the WAL; the windows show whether the rate comes back as the cycle goes on)\n")
+	}
 	p("deliveries to another new host. Times in ms, p50 / p99; *load* is the 1-minute load average as each was measured.\n\n")
 	for _, engine := range b.cfg.engines {
 		var rows []scaleRow
@@ -709,6 +714,19 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 					bw = thousands(int(r.intake.io.backendWrites))
 				}
 				return kb + "; " + r.intake.io.blocksText(4) + "; " + bw
+			})
+		}
+		if b.cfg.scaleSustain > 0 {
+			line(fmt.Sprintf("intake at c=%d for %s more, in windows of %s: accepted/s each window", scaleIntakeConc, b.cfg.scaleSustain, min(scaleWindow, b.cfg.scaleSustain)), func(r scaleRow) string {
+				return sustainedText(r.sustained, func(w intakeRow) string { return fmt.Sprintf("%.0f", w.res.Rate) })
+			})
+			line("the same windows: WAL bytes/webhook", func(r scaleRow) string {
+				return sustainedText(r.sustained, func(w intakeRow) string { return cpuSplit(w.walPer) })
+			})
+			line("the same windows: CPU µs/webhook, cloud / database; the machine idle", func(r scaleRow) string {
+				return sustainedText(r.sustained, func(w intakeRow) string {
+					return cpuSplit(usPer(w.cloudCPU, w.res.Rate), usPer(w.dbCPU, w.res.Rate)) + ", " + percent(w.io.idle)
+				})
 			})
 		}
 		line(fmt.Sprintf("end to end at %d/s: p50 / p99 (load)", scaleE2ERate), func(r scaleRow) string {
@@ -848,4 +866,20 @@ func percent(share float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.0f %%", share*100)
+}
+
+// sustainedText shows each window of a sustained intake, in order, "–" if
+// none ran.
+func sustainedText(ws []intakeRow, each func(intakeRow) string) string {
+	if len(ws) == 0 {
+		return "–"
+	}
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = "–"
+		if w.res.OK > 0 {
+			parts[i] = each(w)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

@@ -56,6 +56,7 @@ type scaleRow struct {
 	readsLoad         float64
 	intake            intakeRow
 	intakeLoad        float64
+	sustained         []intakeRow // -scale-sustain's windows, in order
 	e2e               e2eRow
 	e2eLoad           float64
 	drain             drainRow
@@ -191,6 +192,7 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	r.hostID = samples.host
 	row.intakeLoad = loadAverage()
 	row.intake = r.measureIntake(intakeRow{engine: engine, conc: scaleIntakeConc}, r.sender(scaleIntakeConc), "scale intake")
+	row.sustained = r.sustainIntake(engine, b.cfg.scaleSustain)
 
 	// The host's default transport, when it is measured.
 	transport := b.cfg.transports[0]
@@ -595,4 +597,29 @@ func loadAverage() float64 {
 		return -1
 	}
 	return v
+}
+
+// scaleWindow is the length of one window of -scale-sustain.
+const scaleWindow = 30 * time.Second
+
+// sustainIntake runs intake at scaleIntakeConc for d more after the
+// measured run, as consecutive windows of scaleWindow (or d, if shorter),
+// each measured as an intake run of its own. The measured run is ten
+// seconds long and on Postgres begins in the checkpoint cycle the fill's
+// CHECKPOINT started, where nearly every index page a webhook changes is
+// changed for the first time since the checkpoint (and written whole into
+// the WAL); the windows show whether the rate comes back as the cycle goes
+// on.
+func (r *run) sustainIntake(engine string, d time.Duration) []intakeRow {
+	if d <= 0 {
+		return nil
+	}
+	w := min(scaleWindow, d)
+	s := r.sender(scaleIntakeConc)
+	var rows []intakeRow
+	for at := time.Duration(0); at < d && r.b.ctx.Err() == nil; at += w {
+		rows = append(rows, r.measureIntakeFor(intakeRow{engine: engine, conc: scaleIntakeConc}, s, 0, w,
+			fmt.Sprintf("scale sustained intake %s–%s", at, at+w)))
+	}
+	return rows
 }

@@ -56,14 +56,20 @@ func (b *bench) intake(engine string, conc int) intakeRow {
 // measureIntake runs the closed loop of an intake run with s (after the
 // warm-up) and fills in row's figures; what names the run in the log.
 func (r *run) measureIntake(row intakeRow, s *sender, what string) intakeRow {
+	return r.measureIntakeFor(row, s, r.b.cfg.warmup, r.b.cfg.intakeDuration, what)
+}
+
+// measureIntakeFor is measureIntake with a warm-up and a run of the given
+// lengths (no warm-up if 0).
+func (r *run) measureIntakeFor(row intakeRow, s *sender, warmup, d time.Duration, what string) intakeRow {
 	b, conc, engine := r.b, row.conc, row.engine
-	if b.cfg.warmup > 0 {
-		s.closedLoop(b.ctx, conc, b.cfg.warmup, 0)
+	if warmup > 0 {
+		s.closedLoop(b.ctx, conc, warmup, 0)
 	}
 	bytes0, bytesErr := rig.ReadDBBytes(b.ctx, r.dbURL)
 	iom := b.startIO(engine, r.dbURL)
 	cpu, self, db := startCPU(r.cloud.Proc), startSelfCPU(), b.startDBCPU(engine)
-	row.res = s.closedLoop(b.ctx, conc, b.cfg.intakeDuration, 0)
+	row.res = s.closedLoop(b.ctx, conc, d, 0)
 	row.cloudCPU, row.selfCPU, row.dbCPU = cpu.share(), self.share(), db.share()
 	row.io = iom.stop(b.ctx, row.res.OK-row.res.Dups)
 	row.dbGrowth, row.walPer = -1, -1
