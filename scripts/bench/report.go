@@ -701,7 +701,7 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 				"; " + percent(r.intake.io.idle) + ", " + percent(r.intake.io.iowait)
 		})
 		if engine == "postgres" {
-			line("intake: KiB/webhook the server read from storage; blocks/webhook read into its cache (most first); buffers its backends wrote out", func(r scaleRow) string {
+			line("intake: KiB/webhook the server read from storage; blocks/webhook read into its cache (most first); buffers/webhook its backends wrote out", func(r scaleRow) string {
 				if r.intake.res.OK == 0 {
 					return "–"
 				}
@@ -710,8 +710,8 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 					kb = fmt.Sprintf("%.1f", r.intake.io.readKB)
 				}
 				bw := "–"
-				if r.intake.io.backendWrites >= 0 {
-					bw = thousands(int(r.intake.io.backendWrites))
+				if r.intake.io.backendWrites >= 0 && r.intake.io.n > 0 {
+					bw = fmt.Sprintf("%.2f", float64(r.intake.io.backendWrites)/float64(r.intake.io.n))
 				}
 				return kb + "; " + r.intake.io.blocksText(4) + "; " + bw
 			})

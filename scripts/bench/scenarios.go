@@ -82,7 +82,7 @@ func (r *run) measureIntakeFor(row intakeRow, s *sender, warmup, d time.Duration
 	row.p50, row.p99, row.p999 = p.at(0.50), p.at(0.99), p.at(0.999)
 	row.cloudPeak = r.cloudPeak()
 	row.mem = r.cloudMemory()
-	logf("%s %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d; CPU µs/webhook cloud %.0f, database %.0f; database +%.0f B/webhook, WAL %.0f B/webhook; machine idle %.2f, iowait %.2f; server read %.1f KiB/webhook from storage; blocks read into the buffer cache a webhook: %s; backend writes %d",
+	logf("%s %s c=%d: %.0f/s p50 %s p99 %s errors %d+%d; CPU µs/webhook cloud %.0f, database %.0f; database +%.0f B/webhook, WAL %.0f B/webhook; machine idle %.2f, iowait %.2f; server read %.1f KiB/webhook from storage; blocks read into the buffer cache a webhook: %s; buffers written out by backends %d",
 		what, engine, conc, row.res.Rate, ms(row.p50), ms(row.p99), row.res.BadStatus, row.res.Transport,
 		usPer(row.cloudCPU, row.res.Rate), usPer(row.dbCPU, row.res.Rate), row.dbGrowth, row.walPer,
 		row.io.idle, row.io.iowait, row.io.readKB, row.io.blocksText(6), row.io.backendWrites)
