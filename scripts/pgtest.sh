@@ -5,6 +5,9 @@
 #                                   start on a free 127.0.0.1 port, print the URL
 #                                   (and write it to DIR/url)
 #   scripts/pgtest.sh stop DIR      stop the server and remove DIR
+#   scripts/pgtest.sh stop --keep DIR
+#                                   stop the server and keep DIR (its data
+#                                   directory can be started again with pg_ctl)
 #
 # Only the URL goes to stdout, so: export RELAY_TEST_DATABASE_URL=$(scripts/pgtest.sh start /tmp/pg)
 # The server trusts every connection from 127.0.0.1 and its own socket
@@ -30,6 +33,8 @@ usage() {
 	cat >&2 <<'EOF'
 usage: pgtest.sh start [DIR]   start a throwaway Postgres, print its URL
        pgtest.sh stop DIR      stop it and remove DIR
+       pgtest.sh stop --keep DIR
+                               stop it and keep DIR
 EOF
 	exit 2
 }
@@ -212,6 +217,11 @@ EOF
 }
 
 cmd_stop() {
+	local keep=
+	if [[ ${1:-} == --keep ]]; then
+		keep=1
+		shift
+	fi
 	local dir=${1:-}
 	[[ -n "$dir" ]] || usage
 	[[ -d "$dir" ]] || die "$dir does not exist"
@@ -233,6 +243,10 @@ cmd_stop() {
 		fi
 		cd /
 	fi
+	if [[ -n "$keep" ]]; then
+		log "stopped; kept $dir (start it again: pg_ctl -D $dir/data -l $dir/log -o \"-p $(cat "$dir/port" 2>/dev/null)\" start${PG_USER:+, as $PG_USER})"
+		return
+	fi
 	rm -rf "${dir:?}"
 	log "stopped and removed $dir"
 }
@@ -245,8 +259,8 @@ start)
 	;;
 stop)
 	shift
-	[[ $# -eq 1 ]] || usage
-	cmd_stop "$1"
+	[[ $# -eq 1 || ($# -eq 2 && $1 == --keep) ]] || usage
+	cmd_stop "$@"
 	;;
 *) usage ;;
 esac

@@ -126,7 +126,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&engines, "engines", "postgres,sqlite", "storage engines to measure, comma-separated: postgres, sqlite")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	fs.StringVar(&c.out, "out", "BENCHMARKS.md", "report file, relative to the module root; - prints to stdout only (the default with -quick)")
-	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases) instead of removing it")
+	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, databases, the Postgres server's data directory, stopped) instead of removing it")
 	fs.BoolVar(&c.quick, "quick", false, "short runs for a smoke test: 2 s runs, 5,000-delivery drain, 200 idle hosts for 10 s, a 10 s group failover with RELAY_LEASE=10s and RELAY_HOST_LATE_AFTER=5s, scale at 0 and 5,000 deliveries with 5 calls of each read and a 20 s retention phase (explicit flags still win)")
 	fs.StringVar(&c.ids, "ids", "random", "event ids: random, in each provider's shape (GitHub's UUIDs, Stripe's evt_…), or counter (a run prefix and a number, as the bench sent before: it flatters an engine whose dedupe index then grows at one end)")
 	fs.StringVar(&c.payloads, "payloads", "mix", "bodies: mix (real GitHub and Stripe payloads of 0.9–28 KB and a 300 KB push, by weight; see scripts/bench/mix.go) or installation (one 3,329-byte GitHub webhook, as the bench sent before)")
@@ -354,8 +354,15 @@ func mainErr() error {
 			return err
 		}
 		defer func() {
-			if err := b.pg.Stop(); err != nil {
+			stop := b.pg.Stop
+			if cfg.keep {
+				stop = b.pg.StopKeep
+			}
+			if err := stop(); err != nil {
 				logf("%v", err)
+			} else if cfg.keep {
+				logf("Postgres's data directory kept, the server stopped: pg_ctl -D %s -o \"-p $(cat %s)\" start (as its owner) starts it again at the URL in %s",
+					filepath.Join(b.pg.Dir, "data"), filepath.Join(b.pg.Dir, "port"), filepath.Join(b.pg.Dir, "url"))
 			}
 		}()
 	}

@@ -106,7 +106,18 @@ func (p *Postgres) ServerPID() (int, error) {
 
 // Stop stops the server and removes its directory.
 func (p *Postgres) Stop() error {
-	cmd := exec.Command(filepath.Join(p.root, "scripts", "pgtest.sh"), "stop", p.Dir)
+	return p.stop("stop", p.Dir)
+}
+
+// StopKeep stops the server and keeps its directory, data and log: a
+// filled store can be examined after the run (pg_ctl -D Dir/data -o "-p PORT"
+// start, PORT in Dir/port).
+func (p *Postgres) StopKeep() error {
+	return p.stop("stop", "--keep", p.Dir)
+}
+
+func (p *Postgres) stop(args ...string) error {
+	cmd := exec.Command(filepath.Join(p.root, "scripts", "pgtest.sh"), args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("rig: pgtest.sh stop: %w\n%s", err, out)
 	}
