@@ -6,8 +6,8 @@
 #                                   (and write it to DIR/url)
 #   scripts/pgtest.sh stop DIR      stop the server and remove DIR
 #   scripts/pgtest.sh stop --keep DIR
-#                                   stop the server and keep DIR (its data
-#                                   directory can be started again with pg_ctl)
+#                                   stop the server and keep DIR: start DIR
+#                                   then starts the same data again
 #
 # Only the URL goes to stdout, so: export RELAY_TEST_DATABASE_URL=$(scripts/pgtest.sh start /tmp/pg)
 # The server trusts every connection from 127.0.0.1 and its own socket
@@ -118,6 +118,42 @@ random_port() {
 	return 1
 }
 
+# start_server starts the cluster in $1/data (binaries in $2) on a free
+# 127.0.0.1 port, waits until it accepts connections, and writes its URL and
+# port into $1.
+start_server() {
+	local dir=$1 bindir=$2
+	local port started=
+	for _ in 1 2 3 4 5; do
+		port=$(random_port) || die "no free TCP port found on 127.0.0.1"
+		log "starting on 127.0.0.1:$port"
+		if as_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 -o "-p $port" start >>"$dir/log" 2>&1; then
+			started=1
+			break
+		fi
+		# Lost a race for the port, or a real failure: look at the log.
+		if ! grep -q 'could not bind\|Address already in use' "$dir/log"; then
+			break
+		fi
+		log "port $port was taken, trying another"
+	done
+	[[ -n "$started" ]] || die "postgres did not start; see $dir/log"
+
+	local ready=
+	for _ in $(seq 1 60); do
+		if "$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres >/dev/null 2>&1; then
+			ready=1
+			break
+		fi
+		sleep 0.5
+	done
+	[[ -n "$ready" ]] || die "postgres started but does not accept connections; see $dir/log"
+
+	local url="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+	printf '%s\n' "$url" >"$dir/url"
+	printf '%s\n' "$port" >"$dir/port"
+}
+
 cmd_start() {
 	local dir=${1:-}
 	if [[ -z "$dir" ]]; then
@@ -135,6 +171,23 @@ cmd_start() {
 	fi
 	if [[ -n "$(ls -A "$dir")" && ! -f "$dir/$MARKER" ]]; then
 		die "$dir is not empty and was not made by pgtest.sh; give an empty or new directory"
+	fi
+	if [[ -f "$dir/$MARKER" && -f "$dir/kept" && -d "$dir/data" ]]; then
+		# Stopped with --keep: start the same cluster again, its data
+		# as it was left, on a free port.
+		local bindir
+		bindir=$(find_bindir) || die "cannot find pg_ctl to start the server kept in $dir"
+		PG_USER=
+		if [[ $(id -u) -eq 0 ]]; then
+			PG_USER=$(stat -c %U "$dir/data")
+		fi
+		cd "$dir"
+		log "starting the server kept in $dir again"
+		start_server "$dir" "$bindir"
+		rm -f "$dir/kept"
+		log "ready; stop with: $0 stop $dir"
+		cat "$dir/url"
+		return
 	fi
 
 	local bindir
@@ -183,37 +236,9 @@ EOF
 		fi
 	} >>"$dir/data/postgresql.conf"
 
-	local port started=
-	for _ in 1 2 3 4 5; do
-		port=$(random_port) || die "no free TCP port found on 127.0.0.1"
-		log "starting on 127.0.0.1:$port"
-		if as_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 -o "-p $port" start >>"$dir/log" 2>&1; then
-			started=1
-			break
-		fi
-		# Lost a race for the port, or a real failure: look at the log.
-		if ! grep -q 'could not bind\|Address already in use' "$dir/log"; then
-			break
-		fi
-		log "port $port was taken, trying another"
-	done
-	[[ -n "$started" ]] || die "postgres did not start; see $dir/log"
-
-	local ready=
-	for _ in $(seq 1 60); do
-		if "$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres >/dev/null 2>&1; then
-			ready=1
-			break
-		fi
-		sleep 0.5
-	done
-	[[ -n "$ready" ]] || die "postgres started but does not accept connections; see $dir/log"
-
-	local url="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-	printf '%s\n' "$url" >"$dir/url"
-	printf '%s\n' "$port" >"$dir/port"
+	start_server "$dir" "$bindir"
 	log "ready; stop with: $0 stop $dir"
-	printf '%s\n' "$url"
+	cat "$dir/url"
 }
 
 cmd_stop() {
@@ -244,7 +269,8 @@ cmd_stop() {
 		cd /
 	fi
 	if [[ -n "$keep" ]]; then
-		log "stopped; kept $dir (start it again: pg_ctl -D $dir/data -l $dir/log -o \"-p $(cat "$dir/port" 2>/dev/null)\" start${PG_USER:+, as $PG_USER})"
+		: >"$dir/kept"
+		log "stopped; kept $dir (start it again: $0 start $dir)"
 		return
 	fi
 	rm -rf "${dir:?}"

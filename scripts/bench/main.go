@@ -361,8 +361,8 @@ func mainErr() error {
 			if err := stop(); err != nil {
 				logf("%v", err)
 			} else if cfg.keep {
-				logf("Postgres's data directory kept, the server stopped: pg_ctl -D %s -o \"-p $(cat %s)\" start (as its owner) starts it again at the URL in %s",
-					filepath.Join(b.pg.Dir, "data"), filepath.Join(b.pg.Dir, "port"), filepath.Join(b.pg.Dir, "url"))
+				logf("Postgres's data directory kept, the server stopped: scripts/pgtest.sh start %s starts it again (its URL in %s)",
+					b.pg.Dir, filepath.Join(b.pg.Dir, "url"))
 			}
 		}()
 	}

@@ -21,8 +21,9 @@ type Postgres struct {
 	n    atomic.Int64
 }
 
-// StartPostgres starts a server in dir (which must be new or empty) with
-// scripts/pgtest.sh from the module root. Durable keeps fsync and
+// StartPostgres starts a server in dir (new or empty, or one StopKeep
+// left, whose data it starts again) with scripts/pgtest.sh from the module
+// root. Durable keeps fsync and
 // synchronous_commit on (PGTEST_DURABLE=1), as benchmarks need.
 //
 // Run as root, the server runs as the postgres user, which must be able to
@@ -110,8 +111,8 @@ func (p *Postgres) Stop() error {
 }
 
 // StopKeep stops the server and keeps its directory, data and log: a
-// filled store can be examined after the run (pg_ctl -D Dir/data -o "-p PORT"
-// start, PORT in Dir/port).
+// filled store can be examined after the run. StartPostgres (pgtest.sh
+// start) on Dir starts the same data again.
 func (p *Postgres) StopKeep() error {
 	return p.stop("stop", "--keep", p.Dir)
 }
