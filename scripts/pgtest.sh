@@ -118,6 +118,15 @@ random_port() {
 	return 1
 }
 
+# data_owner sets PG_USER to the owner of $1/data when we are root (the
+# server runs as that user), else to nothing.
+data_owner() {
+	PG_USER=
+	if [[ $(id -u) -eq 0 ]]; then
+		PG_USER=$(stat -c %U "$1/data")
+	fi
+}
+
 # start_server starts the cluster in $1/data (binaries in $2) on a free
 # 127.0.0.1 port, waits until it accepts connections, and writes its URL and
 # port into $1.
@@ -177,10 +186,7 @@ cmd_start() {
 		# as it was left, on a free port.
 		local bindir
 		bindir=$(find_bindir) || die "cannot find pg_ctl to start the server kept in $dir"
-		PG_USER=
-		if [[ $(id -u) -eq 0 ]]; then
-			PG_USER=$(stat -c %U "$dir/data")
-		fi
+		data_owner "$dir"
 		cd "$dir"
 		log "starting the server kept in $dir again"
 		start_server "$dir" "$bindir"
@@ -255,10 +261,7 @@ cmd_stop() {
 	if [[ -f "$dir/data/postmaster.pid" ]]; then
 		local bindir
 		bindir=$(find_bindir) || die "cannot find pg_ctl to stop the server in $dir"
-		PG_USER=
-		if [[ $(id -u) -eq 0 ]]; then
-			PG_USER=$(stat -c %U "$dir/data")
-		fi
+		data_owner "$dir"
 		cd "$dir"
 		if as_user "$bindir/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
 			as_user "$bindir/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >>"$dir/log" 2>&1 ||
