@@ -132,16 +132,18 @@ data_owner() {
 # port into $1.
 start_server() {
 	local dir=$1 bindir=$2
-	local port started=
+	local port from started=
 	for _ in 1 2 3 4 5; do
 		port=$(random_port) || die "no free TCP port found on 127.0.0.1"
 		log "starting on 127.0.0.1:$port"
+		# A kept directory's log holds earlier starts: look only at this one's lines.
+		from=$(($(wc -l <"$dir/log") + 1))
 		if as_user "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 -o "-p $port" start >>"$dir/log" 2>&1; then
 			started=1
 			break
 		fi
 		# Lost a race for the port, or a real failure: look at the log.
-		if ! grep -q 'could not bind\|Address already in use' "$dir/log"; then
+		if ! tail -n +"$from" "$dir/log" | grep -q 'could not bind\|Address already in use'; then
 			break
 		fi
 		log "port $port was taken, trying another"
