@@ -119,22 +119,35 @@ type DeliveryEventListAfterParams struct {
 
 // EventsQuery is DeliveryEventListAfter's query, by id range: after an
 // id, or the newest. It has a ? for each of its arguments, in order. An
-// engine gives the condition that joins an event (e) to its delivery (d).
+// engine gives the condition that finds an event's (e) delivery (d).
+// Events carry their host and source; those written before they did take
+// them from their delivery, each found by its key, as every event did
+// before. An event is deleted with its delivery, so every one has it; an
+// engine skips a row whose host is NULL all the same. (A filter for that
+// in the query, EXISTS beside the event's own host, was planned by
+// Postgres as a hash of every delivery.)
 func EventsQuery(p *DeliveryEventListAfterParams, sameDelivery string) (string, []any) {
-	const columns = `SELECT id, delivery_id, at, from_status, to_status, reason, attempt FROM delivery_events`
+	const columns = `SELECT id, delivery_id, at, from_status, to_status, reason, attempt, host_id, source FROM delivery_events`
 	events := columns + ` WHERE id > ? ORDER BY id LIMIT ?`
 	args := []any{p.AfterID, LimitOr(p.Limit, 100)}
 	if p.Newest {
 		events, args = columns+` ORDER BY id DESC LIMIT ?`, args[1:]
 	}
-	return `SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
-		FROM (` + events + `) e JOIN deliveries d ON ` + sameDelivery + `
+	of := func(col string) string {
+		return `COALESCE(e.` + col + `, (SELECT d.` + col + ` FROM deliveries d WHERE ` + sameDelivery + `))`
+	}
+	return `SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, ` + of("host_id") + `, ` + of("source") + `
+		FROM (` + events + `) e
 		ORDER BY e.id`, args
 }
 
 // DeliveryEventOf is an audit event with its delivery's host and source.
 type DeliveryEventOf struct {
 	DeliveryEvent
+	// HostID is the host that held the delivery once the event was
+	// recorded: a group's delivery handed on shows each member on its own
+	// events (a hand-over at the member it went to). Events written before
+	// events carried it show the delivery's host now.
 	HostID string
 	Source string
 }

@@ -217,8 +217,8 @@ func (f *fill) copyChunk(ctx context.Context, c *pgx.Conn, originals []copyRow, 
 		), bodies AS (
 			INSERT INTO delivery_bodies (delivery_id, raw_body) SELECT new_id, body FROM mb ORDER BY received_at - shift
 		), trail AS (
-			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT m.new_id, e.at - m.shift, e.from_status, e.to_status, e.reason, e.attempt
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+			SELECT m.new_id, e.at - m.shift, e.from_status, e.to_status, e.reason, e.attempt, e.host_id, e.source
 			FROM m JOIN delivery_events e ON right(e.delivery_id, 13) = right(m.old_id, 13) AND e.delivery_id = m.old_id
 			ORDER BY m.received_at - m.shift, m.new_id, e.id
 		)

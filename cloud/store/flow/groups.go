@@ -184,8 +184,8 @@ func (g Groups) GroupMemberRemove(ctx context.Context, p *store.GroupMemberParam
 		// dead-lettered delivery is a no-op.
 		open := []any{string(store.StatusQueued), string(store.StatusRetrying), string(store.StatusDelivering), string(store.StatusDelivered)}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, $1, status, $2, $3, attempts FROM deliveries
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+			SELECT delivery_id, $1, status, $2, $3, attempts, host_id, source FROM deliveries
 			WHERE host_id = $4 AND group_id = $5 AND lane = $4 AND status IN ($6, $7, $8, $9)
 			ORDER BY delivery_id`,
 			append([]any{now, string(store.StatusDLQ), CancelledReason, p.HostID, p.GroupID}, open...)...); err != nil {
@@ -327,11 +327,14 @@ func (g Groups) Move(ctx context.Context, p *store.DeliveryMoveParams) (int, []s
 			// $3 the group, $4 the holder, $5… the ids.
 			held := `group_id = $3 AND group_id <> '' AND host_id = $4 AND lane = '' AND status IN ('queued', 'retrying')
 				AND delivery_id IN (` + strings.Join(in, ", ") + `)`
+			// The events name the member the deliveries move to: the
+			// host that holds each once its event is recorded.
+			to := fmt.Sprintf("$%d", len(in)+5)
 			if _, err := tx.Exec(ctx, `
-				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-				SELECT delivery_id, $1, status, status, $2, attempts FROM deliveries WHERE `+held+`
+				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+				SELECT delivery_id, $1, status, status, $2, attempts, `+to+`, source FROM deliveries WHERE `+held+`
 				ORDER BY delivery_id`,
-				append([]any{now, k.reason, p.GroupID, k.from}, ids[k]...)...); err != nil {
+				append(append([]any{now, k.reason, p.GroupID, k.from}, ids[k]...), k.to)...); err != nil {
 				return err
 			}
 			n, err := tx.Exec(ctx, `UPDATE deliveries SET updated_at = $1, host_id = $2 WHERE `+held,

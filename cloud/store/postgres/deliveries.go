@@ -70,7 +70,9 @@ func statusNames(statuses []store.Status) []string {
 	return names
 }
 
-// recordEvents appends entries to the audit trail.
+// recordEvents appends entries to the audit trail, each with its
+// delivery's host and source as they are (the delivery was changed in the
+// same transaction: its row is at hand).
 func recordEvents(ctx context.Context, tx pgxQuerier, events []store.DeliveryEvent) error {
 	if len(events) == 0 {
 		return nil
@@ -86,8 +88,12 @@ func recordEvents(ctx context.Context, tx pgxQuerier, events []store.DeliveryEve
 			e.DeliveryID, ms(e.At), string(e.From), string(e.To), e.Reason, int32(e.Attempt)
 	}
 	_, err := tx.Exec(ctx, `
-		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::integer[])`,
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+		SELECT e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, d.host_id, d.source
+		FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::integer[]) WITH ORDINALITY
+			AS e(delivery_id, at, from_status, to_status, reason, attempt, n)
+		LEFT JOIN deliveries d ON `+idIs("d.delivery_id", "e.delivery_id")+`
+		ORDER BY e.n`,
 		ids, ats, froms, tos, reasons, attempts)
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)
@@ -209,8 +215,9 @@ func noteReplays(ctx context.Context, tx pgx.Tx, ps []*store.DeliveryInsertParam
 			continue
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, $1, status, status, $2, attempts FROM deliveries WHERE `+idIs("delivery_id", "$3")+` AND host_id = $4`,
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+			SELECT delivery_id, $1, status, status, $2, attempts, host_id, source FROM deliveries
+			WHERE `+idIs("delivery_id", "$3")+` AND host_id = $4`,
 			d.ReceivedAt, p.ReplayOf.Note, p.ReplayOf.ID, p.ReplayOf.HostID); err != nil {
 			return fmt.Errorf("replay note: %w", err)
 		}
@@ -331,7 +338,7 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			ON CONFLICT DO NOTHING
 			RETURNING delivery_id, host_id, source, event_id, received_at, status, group_id, lane, body_of
 		), new AS (
-			SELECT ins.delivery_id, ins.received_at, ins.status, r.reason, r.lreason, r.n FROM ins
+			SELECT ins.delivery_id, ins.host_id, ins.source, ins.received_at, ins.status, r.reason, r.lreason, r.n FROM ins
 				JOIN r ON (r.id, r.host, r.src, r.ev) = (ins.delivery_id, ins.host_id, ins.source, ins.event_id)
 		), bodies AS (
 			INSERT INTO delivery_bodies (delivery_id, raw_body)
@@ -339,12 +346,13 @@ func insertRows(ctx context.Context, q querier, rows []store.InsertRow, idx []in
 			WHERE b.n IN (SELECT n FROM new) OR b.key IN (SELECT body_of FROM ins)
 			ON CONFLICT DO NOTHING
 		), received AS (
-			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, at, from_status, to_status, reason, attempt FROM (
-				SELECT delivery_id, received_at AS at, '' AS from_status, $15 AS to_status, reason, 0 AS attempt, 0 AS k
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+			SELECT delivery_id, at, from_status, to_status, reason, attempt, host_id, source FROM (
+				SELECT delivery_id, received_at AS at, '' AS from_status, $15 AS to_status, reason, 0 AS attempt,
+					host_id, source, 0 AS k
 				FROM new
 				UNION ALL
-				SELECT delivery_id, received_at, $15, status, lreason, 1, 1 FROM new WHERE status <> $15
+				SELECT delivery_id, received_at, $15, status, lreason, 1, host_id, source, 1 FROM new WHERE status <> $15
 			) e ORDER BY delivery_id, k
 		)
 		SELECT host_id, source, event_id, group_id, lane, (SELECT count(*) FROM (
@@ -750,8 +758,8 @@ var leaseStatement = `
 		WHERE ` + idIs("deliveries.delivery_id", "leased.key_id") + ` AND status = ANY($5)
 		RETURNING ` + flow.DeliveryColumns + `, ` + bodyColumn + ` AS raw_body, leased.from_status
 	), events AS (
-		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		SELECT delivery_id, $4, from_status, $2, $6, attempts FROM changed
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+		SELECT delivery_id, $4, from_status, $2, $6, attempts, host_id, source FROM changed
 		ORDER BY received_at, delivery_id
 	)
 	SELECT ` + flow.DeliveryColumns + `, raw_body FROM changed`
@@ -872,17 +880,17 @@ func transitionStatement(set string, written bool, resultsFrom int) string {
 		), changed AS (
 			UPDATE deliveries d SET status = COALESCE(NULLIF($4::text, ''), d.status), ` + set + `
 			FROM locked WHERE ` + idIs("d.delivery_id", "locked.delivery_id") + `
-			RETURNING d.delivery_id, locked.status AS from_status, d.status AS to_status, d.attempts,
+			RETURNING d.delivery_id, d.host_id, d.source, locked.status AS from_status, d.status AS to_status, d.attempts,
 				CASE WHEN locked.status = 'delivering' THEN locked.written_at END AS written_at
 		), events AS (
-			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, at, from_status, to_status, reason, attempts FROM (
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+			SELECT delivery_id, at, from_status, to_status, reason, attempts, host_id, source FROM (
 				SELECT delivery_id, written_at AS at, 'delivering' AS from_status, 'delivered' AS to_status,
-					'` + store.TransitionDelivered.Reason + `' AS reason, attempts, 0 AS step
+					'` + store.TransitionDelivered.Reason + `' AS reason, attempts, host_id, source, 0 AS step
 				FROM changed WHERE written_at IS NOT NULL
 				UNION ALL
 				SELECT delivery_id, $5, CASE WHEN written_at IS NOT NULL THEN 'delivered' ELSE from_status END,
-					to_status, $6, attempts, 1
+					to_status, $6, attempts, host_id, source, 1
 				FROM changed
 			) e ORDER BY delivery_id, step
 		)` + others + `

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,16 +65,20 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 	}
 	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.DeliveryEventOf, error) {
 		var e store.DeliveryEventOf
-		if err := r.Scan(&e.ID, &e.DeliveryID, &e.At, &e.From, &e.To, &e.Reason, &e.Attempt, &e.HostID, &e.Source); err != nil {
+		var host, source *string
+		if err := r.Scan(&e.ID, &e.DeliveryID, &e.At, &e.From, &e.To, &e.Reason, &e.Attempt, &host, &source); err != nil {
 			return nil, err
 		}
-		e.At = e.At.UTC()
+		if host == nil || source == nil {
+			return nil, nil // no delivery (see store.EventsQuery)
+		}
+		e.At, e.HostID, e.Source = e.At.UTC(), *host, *source
 		return &e, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}
-	return events, nil
+	return slices.DeleteFunc(events, func(e *store.DeliveryEventOf) bool { return e == nil }), nil
 }
 
 // resultGetQuery is DeliveryResultGet's query: delivery $1's last result.

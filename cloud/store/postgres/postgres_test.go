@@ -28,10 +28,36 @@ func TestStore(t *testing.T) {
 	pgtest.ServerURL(t) // skip (or fail) once, not in every subtest
 	ctx := context.Background()
 	storetest.Exercise(ctx, t, func(t *testing.T) store.Store {
-		s, err := postgres.Open(ctx, pgtest.NewDatabase(t))
+		url := pgtest.NewDatabase(t)
+		s, err := postgres.Open(ctx, url)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		t.Cleanup(func() { requireEventsOwned(ctx, t, url) })
 		return s
+	})
+}
+
+// requireEventsOwned fails t if an audit event written by whatever t did
+// lacks its host or source (migration 29): checked after each test of the
+// conformance suite, so that every path that writes one is held to it.
+func requireEventsOwned(ctx context.Context, t *testing.T, url string) {
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT reason FROM delivery_events WHERE host_id IS NULL OR source IS NULL`)
+	require.NoError(t, err)
+	reasons, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, reasons, "audit events (by reason) written without their delivery's host or source")
+}
+
+// Events written before migration 29 have no host or source of their own.
+func TestEventsWithoutOwners(t *testing.T) {
+	ctx := context.Background()
+	s, conn, _ := openWithConn(ctx, t)
+	storetest.EventsWithoutOwners(ctx, t, s, func(ctx context.Context) error {
+		_, err := conn.Exec(ctx, `UPDATE delivery_events SET host_id = NULL, source = NULL`)
+		return err
 	})
 }
 

@@ -147,12 +147,14 @@ func idsArg(ids []string) any {
 	return string(b)
 }
 
-// recordEvents appends entries to the audit trail.
+// recordEvents appends entries to the audit trail, each with its
+// delivery's host and source as they are (the delivery was changed in the
+// same transaction).
 func recordEvents(ctx context.Context, tx *txn, events []store.DeliveryEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
-	stmt, done, err := tx.prepared(ctx, insertEvent)
+	stmt, done, err := tx.prepared(ctx, recordEvent)
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)
 	}
@@ -191,13 +193,26 @@ const (
 	// Bodies are keyed in arrival order (see migration 7): appended,
 	// not written into an index at the random place of an event id.
 	insertBody  = `INSERT INTO delivery_bodies (body, codec) VALUES (?, ?)`
-	insertEvent = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		VALUES (?, ?, ?, ?, ?, ?)`
+	insertEvent = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // insertEvents writes eventsPerInsert audit events at once.
-var insertEvents = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?), ", eventsPerInsert), ", ")
+var insertEvents = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+			VALUES ` + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", eventsPerInsert), ", ")
+
+// recordEvent writes an audit event of a stored delivery (?1) with the
+// delivery's host and source.
+const recordEvent = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+	SELECT ?1, ?2, ?3, ?4, ?5, ?6, d.host_id, d.source
+	FROM (SELECT 1) LEFT JOIN deliveries d ON substr(d.delivery_id, -13) = substr(?1, -13) AND d.delivery_id = ?1`
+
+// ownedEvent is an audit event with its delivery's host and source, as
+// the intake writes those of the deliveries it stores.
+type ownedEvent struct {
+	store.DeliveryEvent
+	hostID, source string
+}
 
 // eventsPerInsert is how many audit events insertEvents writes at once: a
 // batch's "received" events go in statements of that many rows (the rest
@@ -223,7 +238,7 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 			return err
 		}
 		defer done()
-		received := make([]store.DeliveryEvent, 0, len(ps))
+		received := make([]ownedEvent, 0, len(ps))
 		// A fanout's deliveries share the body the first of them stored
 		// (their own in this transaction: a failed batch is retried one
 		// insert at a time), kept only if one of them was new.
@@ -317,7 +332,9 @@ func (s *Store) DeliveryInsertBatch(ctx context.Context, ps []*store.DeliveryIns
 					return err
 				}
 			}
-			received = append(received, r.Events(now)...)
+			for _, e := range r.Events(now) {
+				received = append(received, ownedEvent{e, r.HostID, r.Source})
+			}
 		}
 		for _, sb := range shared {
 			if !sb.used {
@@ -356,8 +373,8 @@ type sharedBody struct {
 // stored.
 func noteReplay(ctx context.Context, tx *txn, of *store.ReplayOf, at time.Time) error {
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		SELECT delivery_id, ?, status, status, ?, attempts FROM deliveries WHERE `+ofHost,
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+		SELECT delivery_id, ?, status, status, ?, attempts, host_id, source FROM deliveries WHERE `+ofHost,
 		dbTime(at), of.Note, of.ID, of.ID, of.HostID)
 	if err != nil {
 		return fmt.Errorf("replay note: %w", err)
@@ -367,11 +384,11 @@ func noteReplay(ctx context.Context, tx *txn, of *store.ReplayOf, at time.Time) 
 
 // insertReceived writes the audit events of a batch's new deliveries, in
 // order: eventsPerInsert at a time, the rest one by one.
-func insertReceived(ctx context.Context, tx *txn, events []store.DeliveryEvent) error {
-	args := func(evs []store.DeliveryEvent) []any {
-		out := make([]any, 0, 6*len(evs))
+func insertReceived(ctx context.Context, tx *txn, events []ownedEvent) error {
+	args := func(evs []ownedEvent) []any {
+		out := make([]any, 0, 8*len(evs))
 		for _, e := range evs {
-			out = append(out, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt)
+			out = append(out, e.DeliveryID, dbTime(e.At), string(e.From), string(e.To), e.Reason, e.Attempt, e.hostID, e.source)
 		}
 		return out
 	}
@@ -395,7 +412,7 @@ func insertReceived(ctx context.Context, tx *txn, events []store.DeliveryEvent) 
 		}
 		defer done()
 		for _, e := range events {
-			if _, err := one.ExecContext(ctx, args([]store.DeliveryEvent{e})...); err != nil {
+			if _, err := one.ExecContext(ctx, args([]ownedEvent{e})...); err != nil {
 				return fmt.Errorf("record events: %w", err)
 			}
 		}
@@ -624,8 +641,8 @@ func (s *Store) DeliveryLease(ctx context.Context, p *store.DeliveryLeaseParams)
 		// The audit events first, from the rows as they are before the
 		// update: their attempt is the one the lease starts.
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-			SELECT delivery_id, ?, status, ?, ?, attempts + 1 FROM deliveries
+			INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+			SELECT delivery_id, ?, status, ?, ?, attempts + 1, host_id, source FROM deliveries
 			WHERE `+guard+` ORDER BY received_at, delivery_id`,
 			append([]any{dbTime(now), string(tr.To), tr.Reason}, guardArgs...)...); err != nil {
 			return err
@@ -724,8 +741,8 @@ func transition(ctx context.Context, tx *txn, tr store.Transition, hostID string
 		cases := `CASE`
 		for _, g := range folded {
 			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-				SELECT delivery_id, ?, status, ?, ?, attempts FROM deliveries
+				INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+				SELECT delivery_id, ?, status, ?, ?, attempts, host_id, source FROM deliveries
 				WHERE `+rowidsIn("rowid")+` ORDER BY delivery_id`,
 				dbTime(g.at), string(store.StatusDelivered), store.TransitionDelivered.Reason, rowidsArg(g.rowids)); err != nil {
 				return 0, err
@@ -739,8 +756,8 @@ func transition(ctx context.Context, tx *txn, tr store.Transition, hostID string
 		fromArgs = []any{rowidsArg(all)}
 	}
 	res, err := tx.ExecContext(ctx, `
-		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt)
-		SELECT delivery_id, ?, `+fromStatus+`, COALESCE(NULLIF(?, ''), status), ?, attempts FROM deliveries
+		INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+		SELECT delivery_id, ?, `+fromStatus+`, COALESCE(NULLIF(?, ''), status), ?, attempts, host_id, source FROM deliveries
 		WHERE `+guard+` ORDER BY delivery_id`,
 		append(append([]any{dbTime(now)}, fromArgs...), string(tr.To), tr.Reason, guardArg)...)
 	if err != nil {

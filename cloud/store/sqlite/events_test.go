@@ -99,9 +99,18 @@ func TestMigrateEventKeys(t *testing.T) {
 		_, err = s.write.ExecContext(ctx, `ALTER TABLE delivery_bodies `+change)
 		require.NoError(t, err)
 	}
+	// And the events' host and source (migration 31).
+	for _, col := range []string{"host_id", "source"} {
+		_, err = s.write.ExecContext(ctx, `ALTER TABLE delivery_events ADD COLUMN `+col+` TEXT`)
+		require.NoError(t, err)
+	}
 	eventsOf(ctx, t, s, "h-between", 2, now) // written in the old layout
 	for _, change := range []string{`DROP COLUMN codec`, `RENAME COLUMN body TO raw_body`} {
 		_, err = s.write.ExecContext(ctx, `ALTER TABLE delivery_bodies `+change)
+		require.NoError(t, err)
+	}
+	for _, col := range []string{"source", "host_id"} {
+		_, err = s.write.ExecContext(ctx, `ALTER TABLE delivery_events DROP COLUMN `+col)
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.read.QueryRowContext(ctx, `SELECT max(id) FROM delivery_events`).Scan(&last))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -42,13 +43,20 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 	q, args := store.EventsQuery(p, eventsDelivery)
 	events, err := queryAll(ctx, s.read, func(r scanner) (*store.DeliveryEventOf, error) {
 		var e store.DeliveryEventOf
-		err := r.Scan(&e.ID, &e.DeliveryID, timeCol{&e.At}, &e.From, &e.To, &e.Reason, &e.Attempt, &e.HostID, &e.Source)
-		return &e, err
+		var host, source sql.NullString
+		if err := r.Scan(&e.ID, &e.DeliveryID, timeCol{&e.At}, &e.From, &e.To, &e.Reason, &e.Attempt, &host, &source); err != nil {
+			return nil, err
+		}
+		if !host.Valid || !source.Valid {
+			return nil, nil // no delivery (see store.EventsQuery)
+		}
+		e.HostID, e.Source = host.String, source.String
+		return &e, nil
 	}, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}
-	return events, nil
+	return slices.DeleteFunc(events, func(e *store.DeliveryEventOf) bool { return e == nil }), nil
 }
 
 func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*store.DeliveryResult, error) {

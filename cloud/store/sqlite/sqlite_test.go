@@ -23,7 +23,32 @@ func TestMain(m *testing.M) {
 
 func TestStore(t *testing.T) {
 	ctx := context.Background()
-	storetest.Exercise(ctx, t, func(t *testing.T) store.Store { return sqlitetest.Open(t) })
+	storetest.Exercise(ctx, t, func(t *testing.T) store.Store {
+		path := filepath.Join(t.TempDir(), "cloud.db")
+		s := sqlitetest.OpenAt(t, path)
+		t.Cleanup(func() { requireEventsOwned(ctx, t, path) })
+		return s
+	})
+}
+
+// requireEventsOwned fails t if an audit event written by whatever t did
+// lacks its host or source (migration 31): checked after each test of the
+// conformance suite, so that every path that writes one is held to it.
+func requireEventsOwned(ctx context.Context, t *testing.T, path string) {
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT reason FROM delivery_events WHERE host_id IS NULL OR source IS NULL`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var reasons []string
+	for rows.Next() {
+		var r string
+		require.NoError(t, rows.Scan(&r))
+		reasons = append(reasons, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, reasons, "audit events (by reason) written without their delivery's host or source")
 }
 
 func TestOpenRejectsNonFilePaths(t *testing.T) {

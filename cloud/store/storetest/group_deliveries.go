@@ -224,6 +224,22 @@ func exerciseGroupDeliveries(ctx context.Context, t *testing.T, setup setupFunc)
 		require.Len(t, leased, 1)
 		require.Equal(t, 2, leased[0].Attempts)
 		require.Equal(t, p.ID, leased[0].ID, "the same delivery, so the same idempotency key")
+
+		// The audit trail of every delivery names, on each event, the
+		// member that held the delivery once it was recorded.
+		all, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{Limit: 500})
+		require.NoError(t, err)
+		var trail []string
+		for _, e := range all {
+			if e.DeliveryID == p.ID {
+				require.Equal(t, p.Source, e.Source)
+				trail = append(trail, e.Reason+" @"+e.HostID)
+			}
+		}
+		// A hand-over is recorded at the member it hands to, a nack that
+		// hands on too.
+		require.Equal(t, []string{"received @" + first, "handed to " + second + " @" + second,
+			"leased to a heartbeat @" + second, "nacked by host @" + third, "leased to a heartbeat @" + third}, trail)
 	})
 
 	t.Run("GroupDeactivatedStillRouted", func(t *testing.T) {

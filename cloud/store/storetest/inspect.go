@@ -165,3 +165,27 @@ func exerciseInspect(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 }
+
+// EventsWithoutOwners holds the audit trail of every delivery to the
+// events written before events carried their host and source: forget
+// clears those two columns of every stored event, as such events have
+// them. Each is answered as before, with its delivery's host and source.
+func EventsWithoutOwners(ctx context.Context, t *testing.T, s store.Store, forget func(ctx context.Context) error) {
+	t.Helper()
+	h := createHost(ctx, t, s, "h-owners", base)
+	o := createHost(ctx, t, s, "h-owners-2", base)
+	insert(ctx, t, s, h.ID, "evt-a", base, deliveryOpts{})
+	insert(ctx, t, s, o.ID, "evt-o", base, deliveryOpts{source: "gitlab"})
+	require.Len(t, handOut(ctx, t, s, h.ID, 1, 0, base), 1)
+	want, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{})
+	require.NoError(t, err)
+	require.Len(t, want, 4)
+
+	require.NoError(t, forget(ctx))
+	got, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{})
+	require.NoError(t, err)
+	require.Equal(t, want, got, "events without their own host and source take their delivery's")
+	newest, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{Newest: true, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, want[3:], newest)
+}
