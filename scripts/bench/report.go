@@ -586,7 +586,9 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 		p("begins in the checkpoint cycle the fill's `CHECKPOINT` started, where nearly every index page a webhook changes\n")
 		p("goes whole into the WAL; the windows show whether the rate comes back as the cycle goes on)\n")
 	}
-	p("deliveries to another new host. Times in ms, p50 / p99; *load* is the 1-minute load average as each was measured.\n\n")
+	p("deliveries to another new host. Times in ms, p50 / p99; *load* is the 1-minute load average as each was measured.\n")
+	p("A read's *first* is its first call's time: the cloud just started, that read's statements, pages and plans\n")
+	p("are cold, and of a few dozen calls it is most often the slowest, the p99.\n\n")
 	for _, engine := range b.cfg.engines {
 		var rows []scaleRow
 		for _, r := range rep.scale {
@@ -674,6 +676,9 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 					return "failed: " + oneLine(rd.err)
 				}
 				s := ms(rd.p50) + " / " + ms(rd.p99)
+				if rd.first > 0 && rd.calls > 1 {
+					s += "; first " + ms(rd.first)
+				}
 				if rd.errs > 0 {
 					s += fmt.Sprintf(" (%d errors)", rd.errs)
 				}

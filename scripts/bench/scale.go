@@ -70,10 +70,14 @@ type scaleRow struct {
 type readRow struct {
 	name     string
 	p50, p99 time.Duration
-	calls    int
-	errs     int
-	err      string // the first error
-	skipped  string // why it was not measured
+	// first is the first call's time (0: it failed): with the cloud just
+	// started, its connection and the store's caches cold for that read,
+	// the slowest of a few dozen calls is most often this one.
+	first   time.Duration
+	calls   int
+	errs    int
+	err     string // the first error
+	skipped string // why it was not measured
 }
 
 func (b *bench) scale(engine string, n int) scaleRow {
@@ -507,7 +511,7 @@ func (r *run) measureReads(s *scaleSamples, calls int) ([]readRow, error) {
 		if rd.do != nil {
 			row = timeRead(rd.name, calls, rd.do)
 		}
-		logf("scale %s: %s: p50 %s p99 %s (%d calls, %d errors%s)", r.engine, row.name, ms(row.p50), ms(row.p99), row.calls, row.errs,
+		logf("scale %s: %s: p50 %s p99 %s first %s (%d calls, %d errors%s)", r.engine, row.name, ms(row.p50), ms(row.p99), ms(row.first), row.calls, row.errs,
 			strings.TrimSuffix(", "+row.err, ", "))
 		rows = append(rows, row)
 	}
@@ -518,7 +522,7 @@ func (r *run) measureReads(s *scaleSamples, calls int) ([]readRow, error) {
 func timeRead(name string, calls int, do func() error) readRow {
 	row := readRow{name: name}
 	var lat []time.Duration
-	for range calls {
+	for i := range calls {
 		t0 := time.Now()
 		err := do()
 		d := time.Since(t0)
@@ -528,6 +532,9 @@ func timeRead(name string, calls int, do func() error) readRow {
 				row.err = err.Error()
 			}
 			continue
+		}
+		if i == 0 {
+			row.first = d
 		}
 		lat = append(lat, d)
 	}
