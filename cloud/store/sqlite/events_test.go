@@ -143,6 +143,10 @@ func TestEventListUsesIndex(t *testing.T) {
 		"github:x:1764230400000", "github:x:1764230400000"), "; ")
 	require.Contains(t, plan, "SEARCH delivery_events USING INDEX delivery_events_received_idx (<expr>=? AND delivery_id=?)")
 	require.NotContains(t, plan, "TEMP B-TREE")
+	// An event recorded apart from the intake finds its delivery's host
+	// and source by the delivery's key.
+	plan = strings.Join(queryPlan(ctx, t, s, recordEvent, "github:x:1764230400000", 0, "queued", "retrying", "r", 1), "; ")
+	require.Contains(t, plan, "SEARCH d USING INDEX deliveries_key_idx (<expr>=? AND delivery_id=?)")
 }
 
 // A batch's "received" events go in statements of several rows: each new
