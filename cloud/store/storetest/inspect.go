@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +189,22 @@ func EventsWithoutOwners(ctx context.Context, t *testing.T, s store.Store, forge
 	newest, err := s.DeliveryEventListAfter(ctx, &store.DeliveryEventListAfterParams{Newest: true, Limit: 1})
 	require.NoError(t, err)
 	require.Equal(t, want[3:], newest)
+}
+
+// RequireEventsOwned fails t if an audit event in db lacks its host or
+// source: an engine's conformance run checks it after each test, so that
+// every path that writes an event is held to it.
+func RequireEventsOwned(ctx context.Context, t *testing.T, db *sql.DB) {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, `SELECT reason FROM delivery_events WHERE host_id IS NULL OR source IS NULL`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var reasons []string
+	for rows.Next() {
+		var r string
+		require.NoError(t, rows.Scan(&r))
+		reasons = append(reasons, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Empty(t, reasons, "audit events (by reason) written without their delivery's host or source")
 }
