@@ -16,6 +16,8 @@ import (
 
 	"github.com/relaykit/relay/cloud/alert"
 	"github.com/relaykit/relay/cloud/store"
+	"github.com/relaykit/relay/cloud/store/postgres"
+	"github.com/relaykit/relay/cloud/store/postgres/pgtest"
 )
 
 // countingStore counts the evaluator's store calls by method.
@@ -39,9 +41,9 @@ func (c *countingStore) take() map[string]int {
 	return n
 }
 
-func (c *countingStore) HostGet(ctx context.Context, id string) (*store.Host, error) {
-	c.count("HostGet")
-	return c.Store.HostGet(ctx, id)
+func (c *countingStore) HostNames(ctx context.Context, ids []string) (map[string]string, error) {
+	c.count("HostNames")
+	return c.Store.HostNames(ctx, ids)
 }
 func (c *countingStore) QuarantineCount(ctx context.Context) (int, error) {
 	c.count("QuarantineCount")
@@ -55,7 +57,7 @@ func (c *countingStore) PresenceChanges(ctx context.Context, p *store.PresenceCh
 	c.count("PresenceChanges")
 	return c.Store.PresenceChanges(ctx, p)
 }
-func (c *countingStore) PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bool, error) {
+func (c *countingStore) PresenceSet(ctx context.Context, p *store.PresenceSetParams) ([]bool, error) {
 	c.count("PresenceSet")
 	return c.Store.PresenceSet(ctx, p)
 }
@@ -75,9 +77,9 @@ func (c *countingStore) FailingSources(ctx context.Context, p *store.FailingSour
 	c.count("FailingSources")
 	return c.Store.FailingSources(ctx, p)
 }
-func (c *countingStore) AlertFire(ctx context.Context, p *store.AlertFireParams) (*store.Alert, bool, error) {
+func (c *countingStore) AlertFire(ctx context.Context, ps []*store.AlertFireParams) ([]*store.Alert, error) {
 	c.count("AlertFire")
-	return c.Store.AlertFire(ctx, p)
+	return c.Store.AlertFire(ctx, ps)
 }
 func (c *countingStore) AlertRemind(ctx context.Context, p *store.AlertNoticeParams) (bool, error) {
 	c.count("AlertRemind")
@@ -152,10 +154,17 @@ func TestEvaluationCostBounded(t *testing.T) {
 		cs := &countingStore{Store: st, n: map[string]int{}}
 		clock := clockwork.NewFakeClockAt(base)
 		e := alert.New(cs, newRing(t), evalConfig(alert.Config{}), clock, slog.New(slog.DiscardHandler))
-		for range 3 { // the first records up to MaxHosts presences an interval
-			e.Tick(ctx)
+		// The first records up to MaxHosts presences, in one call.
+		e.Tick(ctx)
+		require.Equal(t, 1, cs.take()["PresenceSet"], "%d hosts' first presences", n)
+		counts, err := st.PresenceCounts(ctx)
+		require.NoError(t, err)
+		require.Equal(t, map[store.Presence]int{store.PresenceOnline: min(n, alert.MaxHosts)}, counts)
+		for range 2 {
 			clock.Advance(10 * time.Second)
+			e.Tick(ctx)
 		}
+		clock.Advance(10 * time.Second)
 		cs.take()
 		e.Tick(ctx)
 		return cs.take()
@@ -205,4 +214,54 @@ func BenchmarkEvaluate10kHosts(b *testing.B) {
 		}
 	}
 	b.Logf("store calls per evaluation: %s", strings.Join(parts, " "))
+}
+
+// BenchmarkFleetGoesQuiet times the evaluation that finds a fleet of
+// MaxHosts hosts gone quiet at once, an hour after their last heartbeat
+// (the first after the cloud comes back to a store whose hosts are away,
+// or a partition between them and the cloud): it records every host's
+// presence and fires the alerts of the half with a webhook waiting. On
+// each engine, each evaluation on a new store; it logs the store calls by
+// method.
+//
+//	go test -run '^$' -bench FleetGoesQuiet -benchtime 5x ./cloud/alert/
+func BenchmarkFleetGoesQuiet(b *testing.B) {
+	ctx := context.Background()
+	engines := map[string]func(b *testing.B) store.Store{
+		"sqlite": func(b *testing.B) store.Store { return openSQLite(b) },
+		"postgres": func(b *testing.B) store.Store {
+			st, err := postgres.Open(ctx, pgtest.NewDatabase(b))
+			require.NoError(b, err)
+			b.Cleanup(func() { st.Close() })
+			require.NoError(b, st.Migrate(ctx))
+			return st
+		},
+	}
+	for _, engine := range []string{"sqlite", "postgres"} {
+		b.Run(engine, func(b *testing.B) {
+			calls := map[string]int{}
+			for range b.N {
+				b.StopTimer()
+				st := engines[engine](b)
+				fleet(b, st, alert.MaxHosts)
+				cs := &countingStore{Store: st, n: map[string]int{}}
+				clock := clockwork.NewFakeClockAt(base.Add(time.Hour))
+				e := alert.New(cs, newRing(b), evalConfig(alert.Config{}), clock, slog.New(slog.DiscardHandler))
+				b.StartTimer()
+				e.Tick(ctx)
+				b.StopTimer()
+				for m, n := range cs.take() {
+					calls[m] += n
+				}
+				counts, err := st.PresenceCounts(ctx)
+				require.NoError(b, err)
+				require.Equal(b, map[store.Presence]int{store.PresenceOffline: alert.MaxHosts}, counts)
+			}
+			var parts []string
+			for _, m := range slices.Sorted(maps.Keys(calls)) {
+				parts = append(parts, fmt.Sprintf("%s=%.0f", m, float64(calls[m])/float64(b.N)))
+			}
+			b.Logf("store calls per evaluation: %s", strings.Join(parts, " "))
+		})
+	}
 }

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,16 +24,16 @@ import (
 // Store is what the evaluator reads and writes (a store.Store has it);
 // errors are the database's.
 type Store interface {
-	HostGet(ctx context.Context, id string) (*store.Host, error)
+	HostNames(ctx context.Context, ids []string) (map[string]string, error)
 	QuarantineCount(ctx context.Context) (int, error)
 	LeaseAcquire(ctx context.Context, p *store.LeaseAcquireParams) (bool, error)
 	PresenceChanges(ctx context.Context, p *store.PresenceChangesParams) ([]*store.PresenceChange, error)
-	PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bool, error)
+	PresenceSet(ctx context.Context, p *store.PresenceSetParams) ([]bool, error)
 	PresenceList(ctx context.Context, p *store.PresenceListParams) ([]*store.PresenceChange, error)
 	PresenceCounts(ctx context.Context) (map[store.Presence]int, error)
 	BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error)
 	FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error)
-	AlertFire(ctx context.Context, p *store.AlertFireParams) (*store.Alert, bool, error)
+	AlertFire(ctx context.Context, ps []*store.AlertFireParams) ([]*store.Alert, error)
 	AlertRemind(ctx context.Context, p *store.AlertNoticeParams) (bool, error)
 	AlertResolve(ctx context.Context, p *store.AlertNoticeParams) (bool, error)
 	AlertList(ctx context.Context, p *store.AlertListParams) ([]*store.Alert, error)
@@ -362,19 +364,26 @@ func (e *Evaluator) presence(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	var moves []store.PresenceMove
+	var was []*store.PresenceChange
 	for _, c := range changes {
-		to := e.cfg.Presence.Of(c.LastContact, c.ClaimedAt, now)
-		if to == c.State {
-			continue
+		if to := e.cfg.Presence.Of(c.LastContact, c.ClaimedAt, now); to != c.State {
+			moves = append(moves, store.PresenceMove{HostID: c.HostID, From: c.State, To: to})
+			was = append(was, c)
 		}
-		changed, err := e.store.PresenceSet(ctx, &store.PresenceSetParams{HostID: c.HostID, From: c.State, To: to, Now: now})
-		if err != nil {
-			return err
-		}
-		if changed && c.State != "" {
-			attrs := []any{"host", c.HostID, "from", c.State, "to", to}
-			if c.Since != nil {
-				attrs = append(attrs, "lasted", now.Sub(*c.Since).Round(time.Second))
+	}
+	if len(moves) == 0 {
+		return nil
+	}
+	made, err := e.store.PresenceSet(ctx, &store.PresenceSetParams{Changes: moves, Now: now})
+	if err != nil {
+		return err
+	}
+	for i, m := range moves {
+		if made[i] && m.From != "" {
+			attrs := []any{"host", m.HostID, "from", m.From, "to", m.To}
+			if was[i].Since != nil {
+				attrs = append(attrs, "lasted", now.Sub(*was[i].Since).Round(time.Second))
 			}
 			e.log.Info("host presence changed", attrs...)
 		}
@@ -426,27 +435,54 @@ func (e *Evaluator) transitions(ctx context.Context, now time.Time, conds map[st
 			byRule[a.Rule]++
 		}
 	}
+	if err := e.fire(ctx, now, conds, byRule); err != nil {
+		return err
+	}
+	e.metrics.observeFiring(byRule)
+	return nil
+}
+
+// fire records the alerts of conds (none firing) in one call, each
+// host's named in its summary.
+func (e *Evaluator) fire(ctx context.Context, now time.Time, conds map[string]*condition, byRule map[string]int) error {
+	if len(conds) == 0 {
+		return nil
+	}
+	var hosts []string
 	for _, c := range conds {
+		if c.hostID != "" {
+			hosts = append(hosts, c.hostID)
+		}
+	}
+	names, err := e.store.HostNames(ctx, hosts)
+	if err != nil {
+		return err
+	}
+	ps := make([]*store.AlertFireParams, 0, len(conds))
+	for _, k := range slices.Sorted(maps.Keys(conds)) {
+		c := conds[k]
 		summary := "Cloud: " + c.what
 		if c.hostID != "" {
 			name := c.hostID
-			if h, err := e.store.HostGet(ctx, c.hostID); err == nil {
-				name = fmt.Sprintf("%s (%s)", h.Name, h.ID)
+			if n, ok := names[c.hostID]; ok {
+				name = fmt.Sprintf("%s (%s)", n, c.hostID)
 			}
 			summary = "Host " + name + ": " + c.what
 		}
 		link := c.link
-		a, fired, err := e.store.AlertFire(ctx, &store.AlertFireParams{Rule: c.rule, Key: c.key, HostID: c.hostID, Source: c.source,
+		ps = append(ps, &store.AlertFireParams{Rule: c.rule, Key: c.key, HostID: c.hostID, Source: c.source,
 			Summary: summary, Now: now, Payload: func(a *store.Alert) ([]byte, error) { return e.payload("alert.firing", a, link, now) }})
-		if err != nil {
-			return err
-		}
-		byRule[c.rule]++
-		if fired {
+	}
+	fired, err := e.store.AlertFire(ctx, ps)
+	if err != nil {
+		return err
+	}
+	for i, p := range ps {
+		byRule[p.Rule]++
+		if a := fired[i]; a != nil {
 			e.log.Warn("alert firing", "rule", a.Rule, "key", a.Key, "summary", a.Summary)
 		}
 	}
-	e.metrics.observeFiring(byRule)
 	return nil
 }
 

@@ -80,9 +80,9 @@ func TestEveryPage(t *testing.T) {
 
 	_, _, err = b.app.PutSource(ctx, hostID, "github", &server.SourceRequest{Secrets: []string{"s3cret"}, Events: []string{"push"}})
 	require.NoError(t, err)
-	_, _, err = b.store.AlertFire(ctx, &store.AlertFireParams{Rule: "host_offline", Key: "host:" + hostID, HostID: hostID,
+	_, err = b.store.AlertFire(ctx, []*store.AlertFireParams{{Rule: "host_offline", Key: "host:" + hostID, HostID: hostID,
 		Summary: "office <i>server</i> is offline", Now: b.clock.Now(),
-		Payload: func(*store.Alert) ([]byte, error) { return []byte("{}"), nil }})
+		Payload: func(*store.Alert) ([]byte, error) { return []byte("{}"), nil }}})
 	require.NoError(t, err)
 
 	a = cl.get("/console/")

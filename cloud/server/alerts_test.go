@@ -44,9 +44,11 @@ func TestHostPresence(t *testing.T) {
 	// The history the evaluator records shows on the host.
 	ctx := context.Background()
 	now := b.clock.Now()
-	_, err := b.store.PresenceSet(ctx, &store.PresenceSetParams{HostID: quiet, To: store.PresenceOnline, Now: now.Add(-4 * time.Minute)})
+	_, err := b.store.PresenceSet(ctx, &store.PresenceSetParams{Now: now.Add(-4 * time.Minute),
+		Changes: []store.PresenceMove{{HostID: quiet, To: store.PresenceOnline}}})
 	require.NoError(t, err)
-	_, err = b.store.PresenceSet(ctx, &store.PresenceSetParams{HostID: quiet, From: store.PresenceOnline, To: store.PresenceOffline, Now: now})
+	_, err = b.store.PresenceSet(ctx, &store.PresenceSetParams{Now: now,
+		Changes: []store.PresenceMove{{HostID: quiet, From: store.PresenceOnline, To: store.PresenceOffline}}})
 	require.NoError(t, err)
 	var h hostJSON
 	b.admin("GET", "/api/hosts/"+quiet, nil).json(t, &h)
@@ -187,7 +189,7 @@ func TestAlertsAPI(t *testing.T) {
 	payload := func(*store.Alert) ([]byte, error) { return []byte(`{}`), nil }
 	now := b.clock.Now()
 	for _, key := range []string{"host:a", "host:b", "host:c"} {
-		_, _, err := b.store.AlertFire(ctx, &store.AlertFireParams{Rule: "host_offline", Key: key, Summary: "offline " + key, Payload: payload, Now: now})
+		_, err := b.store.AlertFire(ctx, []*store.AlertFireParams{{Rule: "host_offline", Key: key, Summary: "offline " + key, Payload: payload, Now: now}})
 		require.NoError(t, err)
 	}
 	var resp struct {

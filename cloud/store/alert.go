@@ -36,11 +36,14 @@ type AlertStore interface {
 	// late at or after OfflineBefore, else offline; a host never heard from
 	// counts from its claim), at most Limit of them (0: 1000), in one query.
 	PresenceChanges(ctx context.Context, p *PresenceChangesParams) ([]*PresenceChange, error)
-	// PresenceSet records a host's presence To since Now, if its recorded
-	// presence is still From ("": none), with an event saying how long the
-	// previous one lasted. Reports whether it changed. ErrNotFound for an
-	// unknown host.
-	PresenceSet(ctx context.Context, p *PresenceSetParams) (bool, error)
+	// PresenceSet records, in one transaction, each of Changes: its host's
+	// presence To since Now, if its recorded presence is still From ("":
+	// none), with an event saying how long the previous one lasted. A host
+	// changes once a call (its first change that applies); a host that is
+	// not stored is skipped. Reports, change by change, whether it was
+	// made. Its statements do not grow with the changes (a fleet going
+	// offline at once is one transaction of a few statements).
+	PresenceSet(ctx context.Context, p *PresenceSetParams) ([]bool, error)
 	// PresenceList returns active hosts recorded in State, longest first, at
 	// most Limit (0: 1000).
 	PresenceList(ctx context.Context, p *PresenceListParams) ([]*PresenceChange, error)
@@ -62,10 +65,15 @@ type AlertStore interface {
 	// most any of them failed), most first, at most Limit (0: 1000).
 	FailingSources(ctx context.Context, p *FailingSourcesParams) ([]*SourceFailures, error)
 
-	// AlertFire records a firing alert for p.Rule and p.Key unless one is
-	// firing already, and queues p.Payload for every sink in the same
-	// transaction. Reports whether it fired (false: it was firing).
-	AlertFire(ctx context.Context, p *AlertFireParams) (*Alert, bool, error)
+	// AlertFire records, in one transaction, a firing alert for the Rule
+	// and Key of each of ps that has none firing, and queues its Payload
+	// for every sink. It returns, for each of ps, the alert it fired (nil:
+	// one was firing already). Its statements do not grow with ps one by
+	// one (a fleet's alerts firing at once are a few statements).
+	AlertFire(ctx context.Context, ps []*AlertFireParams) ([]*Alert, error)
+	// HostNames returns the names of the hosts among ids that are stored,
+	// by id, in one query.
+	HostNames(ctx context.Context, ids []string) (map[string]string, error)
 	// AlertRemind queues p.Payload for every sink and moves the alert's
 	// last_sent_at to Now, if it is firing and was last sent at
 	// LastSentAt. Reports whether it did.
@@ -143,10 +151,15 @@ type PresenceChange struct {
 }
 
 type PresenceSetParams struct {
+	Changes []PresenceMove
+	Now     time.Time
+}
+
+// PresenceMove is one host's presence going From one To another.
+type PresenceMove struct {
 	HostID string
 	From   Presence // "": none recorded
 	To     Presence
-	Now    time.Time
 }
 
 type PresenceListParams struct {

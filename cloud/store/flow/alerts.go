@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -79,45 +82,129 @@ func (a Alerts) PresenceChanges(ctx context.Context, p *store.PresenceChangesPar
 	return cs, nil
 }
 
-func (a Alerts) PresenceSet(ctx context.Context, p *store.PresenceSetParams) (bool, error) {
-	changed := false
+// valuesRows bounds the rows of one statement that inserts a list of
+// values (presence events, alerts, their notices: at most seven parameters
+// a row, well within either engine's limit).
+const valuesRows = 100
+
+func (a Alerts) PresenceSet(ctx context.Context, p *store.PresenceSetParams) ([]bool, error) {
+	made := make([]bool, len(p.Changes))
+	if len(p.Changes) == 0 {
+		return made, nil
+	}
+	ids := make([]string, len(p.Changes))
+	for i, c := range p.Changes {
+		ids[i] = c.HostID
+	}
+	now := a.DB.Time(p.Now)
 	err := a.DB.InTx(ctx, func(tx Executor) error {
-		now := a.DB.Time(p.Now)
-		var lasted time.Duration
-		if p.From == "" {
-			n, err := tx.Exec(ctx, `INSERT INTO host_presence (host_id, state, since) VALUES ($1, $2, $3)
-				ON CONFLICT (host_id) DO NOTHING`, p.HostID, string(p.To), now)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return nil
-			}
-		} else {
-			var since time.Time
-			err := tx.QueryRow(ctx, `SELECT since FROM host_presence WHERE host_id = $1 AND state = $2`+a.DB.ForUpdate(),
-				p.HostID, string(p.From)).Scan(a.DB.Times().Time(&since))
-			if errors.Is(err, ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE host_presence SET state = $1, since = $2 WHERE host_id = $3`,
-				string(p.To), now, p.HostID); err != nil {
-				return err
-			}
-			lasted = p.Now.Truncate(time.Millisecond).Sub(since)
+		clear(made)
+		type recorded struct {
+			state store.Presence
+			since time.Time
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO host_presence_events (host_id, at, from_state, to_state, lasted_ms)
-			VALUES ($1, $2, $3, $4, $5)`, p.HostID, now, string(p.From), string(p.To), max(lasted.Milliseconds(), 0))
-		changed = err == nil
-		return err
+		rec := map[string]recorded{}
+		rows, err := tx.Query(ctx, `SELECT host_id, state, since FROM host_presence WHERE `+
+			a.DB.IsOneOf("host_id", "$1")+a.DB.ForUpdate(), a.DB.Strings(ids))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id, state string
+			var since time.Time
+			if err := rows.Scan(&id, &state, a.DB.Times().Time(&since)); err != nil {
+				rows.Close()
+				return err
+			}
+			rec[id] = recorded{store.Presence(state), since}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+
+		// The changes that apply, each host's first: an update of its
+		// recorded presence, or its first presence.
+		lasted := make([]int64, len(p.Changes))
+		updates, inserts := map[store.Presence][]string{}, map[store.Presence][]string{}
+		first := map[string]int{}
+		for i, c := range p.Changes {
+			if _, seen := first[c.HostID]; seen {
+				continue
+			}
+			r, ok := rec[c.HostID]
+			switch {
+			case c.From == "" && !ok:
+				inserts[c.To] = append(inserts[c.To], c.HostID)
+			case c.From != "" && ok && r.state == c.From:
+				updates[c.To] = append(updates[c.To], c.HostID)
+				lasted[i] = max(p.Now.Truncate(time.Millisecond).Sub(r.since).Milliseconds(), 0)
+				made[i] = true
+			default:
+				continue
+			}
+			first[c.HostID] = i
+		}
+		for _, to := range slices.Sorted(maps.Keys(updates)) {
+			if _, err := tx.Exec(ctx, `UPDATE host_presence SET state = $1, since = $2 WHERE `+a.DB.IsOneOf("host_id", "$3"),
+				string(to), now, a.DB.Strings(updates[to])); err != nil {
+				return err
+			}
+		}
+		for _, to := range slices.Sorted(maps.Keys(inserts)) {
+			// A host that is not stored inserts nothing; one recorded
+			// meanwhile keeps its presence.
+			rows, err := tx.Query(ctx, `INSERT INTO host_presence (host_id, state, since)
+				SELECT id, $1, $2 FROM hosts WHERE `+a.DB.IsOneOf("id", "$3")+`
+				ON CONFLICT (host_id) DO NOTHING RETURNING host_id`, string(to), now, a.DB.Strings(inserts[to]))
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				made[first[id]] = true
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+
+		var values []string
+		var args []any
+		flush := func() error {
+			if len(values) == 0 {
+				return nil
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO host_presence_events (host_id, at, from_state, to_state, lasted_ms) VALUES `+
+				strings.Join(values, ", "), args...)
+			values, args = values[:0], args[:0]
+			return err
+		}
+		for i, c := range p.Changes {
+			if !made[i] {
+				continue
+			}
+			n := len(args)
+			values = append(values, fmt.Sprintf("($%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5))
+			args = append(args, c.HostID, now, string(c.From), string(c.To), lasted[i])
+			if len(values) == valuesRows {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return flush()
 	})
 	if err != nil {
-		return false, fmt.Errorf("presence set: %w", err)
+		clear(made)
+		return made, fmt.Errorf("presence set: %w", err)
 	}
-	return changed, nil
+	return made, nil
 }
 
 func (a Alerts) PresenceList(ctx context.Context, p *store.PresenceListParams) ([]*store.PresenceChange, error) {
@@ -162,35 +249,136 @@ func (a Alerts) queueNotice(ctx context.Context, tx Executor, alertID int64, pay
 	return err
 }
 
-func (a Alerts) AlertFire(ctx context.Context, p *store.AlertFireParams) (*store.Alert, bool, error) {
-	var fired *store.Alert
-	err := a.DB.InTx(ctx, func(tx Executor) error {
-		fired = nil // a retried transaction starts over
-		al, err := a.DB.Times().ScanAlert(tx.QueryRow(ctx, `
-			INSERT INTO alerts (rule, alert_key, host_id, source, summary, started_at, last_sent_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $6)
-			ON CONFLICT (rule, alert_key) WHERE resolved_at IS NULL DO NOTHING
-			RETURNING `+AlertColumns, p.Rule, p.Key, p.HostID, p.Source, p.Summary, a.DB.Time(p.Now)))
-		if errors.Is(err, ErrNoRows) {
+// notice is an alert's payload to queue for every sink.
+type notice struct {
+	alertID int64
+	payload []byte
+	at      time.Time
+}
+
+// queueNotices queues each of ns for every sink, in order (each sink's
+// queue is sent in order), a few rows a statement.
+func (a Alerts) queueNotices(ctx context.Context, tx Executor, ns []notice) error {
+	if len(ns) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT id FROM alert_sinks ORDER BY created_at, id`)
+	if err != nil {
+		return err
+	}
+	var sinks []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		sinks = append(sinks, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var values []string
+	var args []any
+	flush := func() error {
+		if len(values) == 0 {
 			return nil
 		}
-		if err != nil {
-			return err
+		_, err := tx.Exec(ctx, `INSERT INTO alert_outbox (sink_id, alert_id, payload, created_at, next_at) VALUES `+
+			strings.Join(values, ", "), args...)
+		values, args = values[:0], args[:0]
+		return err
+	}
+	for _, n := range ns {
+		for _, sink := range sinks {
+			k := len(args)
+			values = append(values, fmt.Sprintf("($%d, $%d, $%d, $%d, $%d)", k+1, k+2, k+3, k+4, k+4))
+			args = append(args, sink, n.alertID, string(n.payload), a.DB.Time(n.at))
+			if len(values) == valuesRows {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
 		}
-		payload, err := p.Payload(al)
-		if err != nil {
-			return err
+	}
+	return flush()
+}
+
+func (a Alerts) AlertFire(ctx context.Context, ps []*store.AlertFireParams) ([]*store.Alert, error) {
+	fired := make([]*store.Alert, len(ps))
+	if len(ps) == 0 {
+		return fired, nil
+	}
+	err := a.DB.InTx(ctx, func(tx Executor) error {
+		clear(fired) // a retried transaction starts over
+		for lo := 0; lo < len(ps); lo += valuesRows {
+			chunk := ps[lo:min(lo+valuesRows, len(ps))]
+			at := make(map[[2]string]int, len(chunk))
+			values := make([]string, 0, len(chunk))
+			args := make([]any, 0, 6*len(chunk))
+			for i, p := range chunk {
+				k := [2]string{p.Rule, p.Key}
+				if _, dup := at[k]; dup {
+					continue
+				}
+				at[k] = lo + i
+				n := len(args)
+				values = append(values, fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+6))
+				args = append(args, p.Rule, p.Key, p.HostID, p.Source, p.Summary, a.DB.Time(p.Now))
+			}
+			als, err := All(ctx, tx, a.DB.Times().ScanAlert, `
+				INSERT INTO alerts (rule, alert_key, host_id, source, summary, started_at, last_sent_at)
+				VALUES `+strings.Join(values, ", ")+`
+				ON CONFLICT (rule, alert_key) WHERE resolved_at IS NULL DO NOTHING
+				RETURNING `+AlertColumns, args...)
+			if err != nil {
+				return err
+			}
+			for _, al := range als {
+				fired[at[[2]string{al.Rule, al.Key}]] = al
+			}
 		}
-		if err := a.queueNotice(ctx, tx, al.ID, payload, p.Now); err != nil {
-			return err
+		notices := make([]notice, 0, len(ps))
+		for i, al := range fired {
+			if al == nil {
+				continue
+			}
+			payload, err := ps[i].Payload(al)
+			if err != nil {
+				return err
+			}
+			notices = append(notices, notice{al.ID, payload, ps[i].Now})
 		}
-		fired = al
-		return nil
+		return a.queueNotices(ctx, tx, notices)
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("alert fire: %w", err)
+		return nil, fmt.Errorf("alert fire: %w", err)
 	}
-	return fired, fired != nil, nil
+	return fired, nil
+}
+
+func (a Alerts) HostNames(ctx context.Context, ids []string) (map[string]string, error) {
+	names := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return names, nil
+	}
+	rows, err := a.DB.Read().Query(ctx, `SELECT id, name FROM hosts WHERE `+a.DB.IsOneOf("id", "$1"), a.DB.Strings(ids))
+	if err != nil {
+		return nil, fmt.Errorf("host names: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, fmt.Errorf("host names: %w", err)
+		}
+		names[id] = name
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("host names: %w", err)
+	}
+	return names, nil
 }
 
 // alertNotice runs update and, when it changed the alert, queues p's

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,9 +75,11 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, b.host.ID, cs[0].HostID)
 		require.Equal(t, store.Presence(""), cs[0].State)
 		set := func(from, to store.Presence, now time.Time) bool {
-			ok, err := s.PresenceSet(ctx, &store.PresenceSetParams{HostID: b.host.ID, From: from, To: to, Now: now})
+			made, err := s.PresenceSet(ctx, &store.PresenceSetParams{Now: now,
+				Changes: []store.PresenceMove{{HostID: b.host.ID, From: from, To: to}}})
 			require.NoError(t, err)
-			return ok
+			require.Len(t, made, 1)
+			return made[0]
 		}
 		require.True(t, set("", store.PresenceOnline, base))
 		require.False(t, set("", store.PresenceOnline, base), "recorded already")
@@ -119,6 +122,117 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		_, err = s.HostDeactivate(ctx, &store.HostDeactivateParams{HostID: b.host.ID, Now: base.Add(11 * time.Minute)})
 		require.NoError(t, err)
 		require.Empty(t, changes(base.Add(time.Hour)))
+	})
+
+	t.Run("PresenceSetMany", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		h, o := b.host.ID, b.other.ID
+		set := func(now time.Time, ms ...store.PresenceMove) []bool {
+			made, err := s.PresenceSet(ctx, &store.PresenceSetParams{Changes: ms, Now: now})
+			require.NoError(t, err)
+			return made
+		}
+		require.Empty(t, set(base))
+		require.Equal(t, []bool{true, false, true}, set(base,
+			store.PresenceMove{HostID: h, To: store.PresenceOnline},
+			store.PresenceMove{HostID: "h-not-stored", To: store.PresenceOnline},
+			store.PresenceMove{HostID: o, To: store.PresenceLate}), "a host not stored is skipped, the others made")
+		require.Equal(t, []bool{false, false, true, true, false}, set(base.Add(time.Minute),
+			store.PresenceMove{HostID: h, To: store.PresenceOffline},
+			store.PresenceMove{HostID: h, From: store.PresenceLate, To: store.PresenceOffline},
+			store.PresenceMove{HostID: h, From: store.PresenceOnline, To: store.PresenceLate},
+			store.PresenceMove{HostID: o, From: store.PresenceLate, To: store.PresenceOffline},
+			store.PresenceMove{HostID: o, From: store.PresenceOffline, To: store.PresenceOnline}),
+			"recorded already; From no longer recorded; made; made; the host's second change of the call")
+
+		late, err := s.PresenceList(ctx, &store.PresenceListParams{State: store.PresenceLate})
+		require.NoError(t, err)
+		require.Len(t, late, 1)
+		require.Equal(t, h, late[0].HostID)
+		require.Equal(t, base.Add(time.Minute), *late[0].Since)
+		counts, err := s.PresenceCounts(ctx)
+		require.NoError(t, err)
+		require.Equal(t, map[store.Presence]int{store.PresenceLate: 1, store.PresenceOffline: 1}, counts)
+		for _, want := range []struct {
+			host string
+			to   store.Presence
+		}{{h, store.PresenceLate}, {o, store.PresenceOffline}} {
+			evs, err := s.PresenceEventList(ctx, want.host, 0)
+			require.NoError(t, err)
+			require.Len(t, evs, 2, want.host)
+			require.Equal(t, want.to, evs[0].To)
+			require.Equal(t, time.Minute, evs[0].Lasted, want.host)
+			require.Equal(t, base.Add(time.Minute), evs[0].At)
+			require.Equal(t, store.Presence(""), evs[1].From)
+			require.Zero(t, evs[1].Lasted)
+		}
+	})
+
+	t.Run("AlertFireMany", func(t *testing.T) {
+		t.Parallel()
+		s, b := setup(t)
+		for _, id := range []string{"s_a", "s_b"} {
+			require.NoError(t, s.AlertSinkCreate(ctx, &store.AlertSink{ID: id, Kind: "webhook", Target: "http://x", URLSealed: "sealed", CreatedAt: base}))
+		}
+		alertOf := func(i int) *store.AlertFireParams {
+			return &store.AlertFireParams{Rule: "oldest_pending", Key: fmt.Sprintf("host:%s/%04d", b.host.ID, i), HostID: b.host.ID,
+				Summary: fmt.Sprintf("waiting %d", i), Payload: payloadOf, Now: base}
+		}
+		first, err := s.AlertFire(ctx, []*store.AlertFireParams{alertOf(0)})
+		require.NoError(t, err)
+		require.NotNil(t, first[0])
+		// 600 at once, the first firing already, one twice: more rows
+		// than one statement takes, of alerts and of notices (two sinks).
+		var ps []*store.AlertFireParams
+		for i := range 600 {
+			ps = append(ps, alertOf(i))
+		}
+		ps = append(ps, alertOf(7))
+		fired, err := s.AlertFire(ctx, ps)
+		require.NoError(t, err)
+		require.Len(t, fired, len(ps))
+		require.Nil(t, fired[0], "firing already")
+		require.Nil(t, fired[600], "the same alert twice: fired once")
+		ids := map[int64]bool{}
+		for i, a := range fired[1:600] {
+			require.NotNil(t, a, i+1)
+			require.Equal(t, ps[i+1].Key, a.Key)
+			require.Equal(t, ps[i+1].Summary, a.Summary)
+			require.Equal(t, base, a.StartedAt)
+			ids[a.ID] = true
+		}
+		require.Len(t, ids, 599)
+		firing, err := s.AlertList(ctx, &store.AlertListParams{Firing: true, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, firing, 600)
+
+		// Every sink has each new alert's notice, in the order given.
+		sinks, err := s.AlertSinkList(ctx)
+		require.NoError(t, err)
+		for _, k := range sinks {
+			require.Equal(t, 600, k.Queued, k.ID)
+		}
+		for i := range 600 {
+			ns, err := s.AlertOutboxDue(ctx, &store.AlertOutboxDueParams{Now: base})
+			require.NoError(t, err)
+			require.Len(t, ns, 2, "each sink's head")
+			want := first[0].ID
+			if i > 0 {
+				want = fired[i].ID
+			}
+			for _, n := range ns {
+				require.JSONEq(t, `{"id": `+itoa(want)+`, "rule": "oldest_pending"}`, string(n.Payload), "notice %d of %s", i, n.Sink.ID)
+				require.NoError(t, s.AlertOutboxSent(ctx, &store.AlertOutboxSentParams{ID: n.ID, SinkID: n.Sink.ID, Now: base}))
+			}
+		}
+
+		names, err := s.HostNames(ctx, []string{b.host.ID, b.other.ID, "h-not-stored"})
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{b.host.ID: b.host.Name, b.other.ID: b.other.Name}, names)
+		names, err = s.HostNames(ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, names)
 	})
 
 	t.Run("BacklogAndFailures", func(t *testing.T) {
@@ -217,10 +331,11 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, "secret", resealed[1].SecretSealed)
 
 		fire := func(now time.Time) (*store.Alert, bool) {
-			a, ok, err := s.AlertFire(ctx, &store.AlertFireParams{Rule: "host_offline", Key: "host:" + b.host.ID, HostID: b.host.ID,
-				Summary: "offline", Payload: payloadOf, Now: now})
+			fired, err := s.AlertFire(ctx, []*store.AlertFireParams{{Rule: "host_offline", Key: "host:" + b.host.ID, HostID: b.host.ID,
+				Summary: "offline", Payload: payloadOf, Now: now}})
 			require.NoError(t, err)
-			return a, ok
+			require.Len(t, fired, 1)
+			return fired[0], fired[0] != nil
 		}
 		a, ok := fire(base)
 		require.True(t, ok)
