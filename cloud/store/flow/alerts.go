@@ -100,27 +100,21 @@ func (a Alerts) PresenceSet(ctx context.Context, p *store.PresenceSetParams) ([]
 	err := a.DB.InTx(ctx, func(tx Executor) error {
 		clear(made)
 		type recorded struct {
+			id    string
 			state store.Presence
 			since time.Time
 		}
-		rec := map[string]recorded{}
-		rows, err := tx.Query(ctx, `SELECT host_id, state, since FROM host_presence WHERE `+
-			a.DB.IsOneOf("host_id", "$1")+a.DB.ForUpdate(), a.DB.Strings(ids))
+		recs, err := All(ctx, tx, func(r Scanner) (recorded, error) {
+			var c recorded
+			err := r.Scan(&c.id, &c.state, a.DB.Times().Time(&c.since))
+			return c, err
+		}, `SELECT host_id, state, since FROM host_presence WHERE `+a.DB.IsOneOf("host_id", "$1")+a.DB.ForUpdate(), a.DB.Strings(ids))
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var id, state string
-			var since time.Time
-			if err := rows.Scan(&id, &state, a.DB.Times().Time(&since)); err != nil {
-				rows.Close()
-				return err
-			}
-			rec[id] = recorded{store.Presence(state), since}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		rec := make(map[string]recorded, len(recs))
+		for _, c := range recs {
+			rec[c.id] = c
 		}
 
 		// The changes that apply, each host's first: an update of its
@@ -154,51 +148,26 @@ func (a Alerts) PresenceSet(ctx context.Context, p *store.PresenceSetParams) ([]
 		for _, to := range slices.Sorted(maps.Keys(inserts)) {
 			// A host that is not stored inserts nothing; one recorded
 			// meanwhile keeps its presence.
-			rows, err := tx.Query(ctx, `INSERT INTO host_presence (host_id, state, since)
+			added, err := All(ctx, tx, scanString, `INSERT INTO host_presence (host_id, state, since)
 				SELECT id, $1, $2 FROM hosts WHERE `+a.DB.IsOneOf("id", "$3")+`
 				ON CONFLICT (host_id) DO NOTHING RETURNING host_id`, string(to), now, a.DB.Strings(inserts[to]))
 			if err != nil {
 				return err
 			}
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return err
-				}
+			for _, id := range added {
 				made[first[id]] = true
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
 			}
 		}
 
-		var values []string
-		var args []any
-		flush := func() error {
-			if len(values) == 0 {
-				return nil
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO host_presence_events (host_id, at, from_state, to_state, lasted_ms) VALUES `+
-				strings.Join(values, ", "), args...)
-			values, args = values[:0], args[:0]
-			return err
-		}
+		events := valueRows{insert: `INSERT INTO host_presence_events (host_id, at, from_state, to_state, lasted_ms) VALUES `}
 		for i, c := range p.Changes {
-			if !made[i] {
-				continue
-			}
-			n := len(args)
-			values = append(values, fmt.Sprintf("($%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5))
-			args = append(args, c.HostID, now, string(c.From), string(c.To), lasted[i])
-			if len(values) == valuesRows {
-				if err := flush(); err != nil {
+			if made[i] {
+				if err := events.add(ctx, tx, c.HostID, now, string(c.From), string(c.To), lasted[i]); err != nil {
 					return err
 				}
 			}
 		}
-		return flush()
+		return events.flush(ctx, tx)
 	})
 	if err != nil {
 		clear(made)
@@ -262,47 +231,59 @@ func (a Alerts) queueNotices(ctx context.Context, tx Executor, ns []notice) erro
 	if len(ns) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, `SELECT id FROM alert_sinks ORDER BY created_at, id`)
+	sinks, err := All(ctx, tx, scanString, `SELECT id FROM alert_sinks ORDER BY created_at, id`)
 	if err != nil {
 		return err
 	}
-	var sinks []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		sinks = append(sinks, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	var values []string
-	var args []any
-	flush := func() error {
-		if len(values) == 0 {
-			return nil
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO alert_outbox (sink_id, alert_id, payload, created_at, next_at) VALUES `+
-			strings.Join(values, ", "), args...)
-		values, args = values[:0], args[:0]
-		return err
-	}
+	outbox := valueRows{insert: `INSERT INTO alert_outbox (sink_id, alert_id, payload, created_at, next_at) VALUES `}
 	for _, n := range ns {
 		for _, sink := range sinks {
-			k := len(args)
-			values = append(values, fmt.Sprintf("($%d, $%d, $%d, $%d, $%d)", k+1, k+2, k+3, k+4, k+4))
-			args = append(args, sink, n.alertID, string(n.payload), a.DB.Time(n.at))
-			if len(values) == valuesRows {
-				if err := flush(); err != nil {
-					return err
-				}
+			at := a.DB.Time(n.at)
+			if err := outbox.add(ctx, tx, sink, n.alertID, string(n.payload), at, at); err != nil {
+				return err
 			}
 		}
 	}
-	return flush()
+	return outbox.flush(ctx, tx)
+}
+
+// valueRows writes the rows added to one INSERT … VALUES, valuesRows a
+// statement.
+type valueRows struct {
+	insert string // "INSERT INTO t (columns) VALUES "
+	values []string
+	args   []any
+}
+
+// add adds a row of values, writing the rows gathered once there are
+// valuesRows of them.
+func (v *valueRows) add(ctx context.Context, tx Executor, row ...any) error {
+	ps := make([]string, len(row))
+	for i := range row {
+		ps[i] = fmt.Sprintf("$%d", len(v.args)+i+1)
+	}
+	v.values = append(v.values, "("+strings.Join(ps, ", ")+")")
+	v.args = append(v.args, row...)
+	if len(v.values) == valuesRows {
+		return v.flush(ctx, tx)
+	}
+	return nil
+}
+
+// flush writes the rows gathered.
+func (v *valueRows) flush(ctx context.Context, tx Executor) error {
+	if len(v.values) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, v.insert+strings.Join(v.values, ", "), v.args...)
+	v.values, v.args = v.values[:0], v.args[:0]
+	return err
+}
+
+func scanString(r Scanner) (string, error) {
+	var s string
+	err := r.Scan(&s)
+	return s, err
 }
 
 func (a Alerts) AlertFire(ctx context.Context, ps []*store.AlertFireParams) ([]*store.Alert, error) {
