@@ -34,8 +34,8 @@ type Store interface {
 	BacklogByHost(ctx context.Context, p *store.BacklogParams) ([]*store.HostBacklog, error)
 	FailingSources(ctx context.Context, p *store.FailingSourcesParams) ([]*store.SourceFailures, error)
 	AlertFire(ctx context.Context, ps []*store.AlertFireParams) ([]*store.Alert, error)
-	AlertRemind(ctx context.Context, p *store.AlertNoticeParams) (bool, error)
-	AlertResolve(ctx context.Context, p *store.AlertNoticeParams) (bool, error)
+	AlertRemind(ctx context.Context, ps []*store.AlertNoticeParams) ([]bool, error)
+	AlertResolve(ctx context.Context, ps []*store.AlertNoticeParams) ([]bool, error)
 	AlertList(ctx context.Context, p *store.AlertListParams) ([]*store.Alert, error)
 	AlertRuleList(ctx context.Context) ([]*store.AlertRuleSetting, error)
 	AlertOutboxDue(ctx context.Context, p *store.AlertOutboxDueParams) ([]*store.AlertNotification, error)
@@ -400,6 +400,8 @@ func (e *Evaluator) transitions(ctx context.Context, now time.Time, conds map[st
 		return err
 	}
 	byRule := map[string]int{}
+	var reminders, resolutions []*store.AlertNoticeParams
+	var ended []*store.Alert // the alerts of resolutions
 	for _, a := range firing {
 		k := a.Rule + "|" + a.Key
 		c, holds := conds[k]
@@ -414,9 +416,7 @@ func (e *Evaluator) transitions(ctx context.Context, now time.Time, conds map[st
 			if err != nil {
 				return err
 			}
-			if _, err := e.store.AlertRemind(ctx, &store.AlertNoticeParams{ID: a.ID, LastSentAt: a.LastSentAt, Payload: p, Now: now}); err != nil {
-				return err
-			}
+			reminders = append(reminders, &store.AlertNoticeParams{ID: a.ID, LastSentAt: a.LastSentAt, Payload: p, Now: now})
 		case complete[a.Rule]:
 			resolved := *a
 			resolved.ResolvedAt = &now
@@ -424,15 +424,27 @@ func (e *Evaluator) transitions(ctx context.Context, now time.Time, conds map[st
 			if err != nil {
 				return err
 			}
-			ok, err := e.store.AlertResolve(ctx, &store.AlertNoticeParams{ID: a.ID, Payload: p, Now: now})
-			if err != nil {
-				return err
-			}
-			if ok {
-				e.log.Info("alert resolved", "rule", a.Rule, "key", a.Key, "lasted", now.Sub(a.StartedAt).Round(time.Second))
-			}
+			resolutions = append(resolutions, &store.AlertNoticeParams{ID: a.ID, Payload: p, Now: now})
+			ended = append(ended, a)
 		default:
 			byRule[a.Rule]++
+		}
+	}
+	// Each kind of notice in one call, however many alerts.
+	if len(reminders) > 0 {
+		if _, err := e.store.AlertRemind(ctx, reminders); err != nil {
+			return err
+		}
+	}
+	if len(resolutions) > 0 {
+		done, err := e.store.AlertResolve(ctx, resolutions)
+		if err != nil {
+			return err
+		}
+		for i, a := range ended {
+			if done[i] {
+				e.log.Info("alert resolved", "rule", a.Rule, "key", a.Key, "lasted", now.Sub(a.StartedAt).Round(time.Second))
+			}
 		}
 	}
 	if err := e.fire(ctx, now, conds, byRule); err != nil {

@@ -200,7 +200,7 @@ func TestAlertsAPI(t *testing.T) {
 	require.Len(t, resp.Firing, 3)
 	require.Len(t, resp.History, 2)
 	require.Equal(t, "firing", resp.History[0].State)
-	_, err := b.store.AlertResolve(ctx, &store.AlertNoticeParams{ID: resp.Firing[0].ID, Payload: []byte(`{}`), Now: now.Add(time.Minute)})
+	_, err := b.store.AlertResolve(ctx, []*store.AlertNoticeParams{{ID: resp.Firing[0].ID, Payload: []byte(`{}`), Now: now.Add(time.Minute)}})
 	require.NoError(t, err)
 	cursor := resp.NextCursor
 	resp.NextCursor = ""

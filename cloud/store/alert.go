@@ -74,14 +74,16 @@ type AlertStore interface {
 	// HostNames returns the names of the hosts among ids that are stored,
 	// by id, in one query.
 	HostNames(ctx context.Context, ids []string) (map[string]string, error)
-	// AlertRemind queues p.Payload for every sink and moves the alert's
-	// last_sent_at to Now, if it is firing and was last sent at
-	// LastSentAt. Reports whether it did.
-	AlertRemind(ctx context.Context, p *AlertNoticeParams) (bool, error)
-	// AlertResolve marks a firing alert resolved at Now and queues
-	// p.Payload for every sink. Reports whether it did (false: resolved
-	// already).
-	AlertResolve(ctx context.Context, p *AlertNoticeParams) (bool, error)
+	// AlertRemind, for each of ps whose alert is firing and was last sent
+	// at its LastSentAt, queues its Payload for every sink and moves the
+	// alert's last_sent_at to its Now, all in one transaction. Reports,
+	// for each of ps, whether it did.
+	AlertRemind(ctx context.Context, ps []*AlertNoticeParams) ([]bool, error)
+	// AlertResolve marks each of ps's alerts that is firing resolved at
+	// its Now and queues its Payload for every sink, all in one
+	// transaction. Reports, for each of ps, whether it did (false:
+	// resolved already).
+	AlertResolve(ctx context.Context, ps []*AlertNoticeParams) ([]bool, error)
 	// AlertList returns alerts, newest first, firing ones only when Firing,
 	// before the cursor id if one is given, at most Limit (0: 100).
 	AlertList(ctx context.Context, p *AlertListParams) ([]*Alert, error)

@@ -211,13 +211,6 @@ func (a Alerts) PresenceEventList(ctx context.Context, hostID string, limit int)
 // AlertColumns are the columns TimeColumns.ScanAlert reads.
 const AlertColumns = `id, rule, alert_key, host_id, source, summary, started_at, last_sent_at, resolved_at`
 
-// queueNotice queues payload for every sink.
-func (a Alerts) queueNotice(ctx context.Context, tx Executor, alertID int64, payload []byte, now time.Time) error {
-	_, err := tx.Exec(ctx, `INSERT INTO alert_outbox (sink_id, alert_id, payload, created_at, next_at)
-		SELECT id, $1, $2, $3, $3 FROM alert_sinks ORDER BY created_at, id`, alertID, string(payload), a.DB.Time(now))
-	return err
-}
-
 // notice is an alert's payload to queue for every sink.
 type notice struct {
 	alertID int64
@@ -362,37 +355,47 @@ func (a Alerts) HostNames(ctx context.Context, ids []string) (map[string]string,
 	return names, nil
 }
 
-// alertNotice runs update and, when it changed the alert, queues p's
-// payload for every sink, in one transaction.
-func (a Alerts) alertNotice(ctx context.Context, what, update string, args []any, p *store.AlertNoticeParams) (bool, error) {
-	done := false
+// alertNotices runs update, with the arguments args gives, for each of
+// ps, and queues the payload of each it changed for every sink, in one
+// transaction: a statement an alert, one commit.
+func (a Alerts) alertNotices(ctx context.Context, what, update string, args func(*store.AlertNoticeParams) []any,
+	ps []*store.AlertNoticeParams) ([]bool, error) {
+	done := make([]bool, len(ps))
+	if len(ps) == 0 {
+		return done, nil
+	}
 	err := a.DB.InTx(ctx, func(tx Executor) error {
-		done = false
-		n, err := tx.Exec(ctx, update, args...)
-		if err != nil {
-			return err
+		clear(done)
+		ns := make([]notice, 0, len(ps))
+		for i, p := range ps {
+			n, err := tx.Exec(ctx, update, args(p)...)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				done[i] = true
+				ns = append(ns, notice{p.ID, p.Payload, p.Now})
+			}
 		}
-		if n == 0 {
-			return nil
-		}
-		done = true
-		return a.queueNotice(ctx, tx, p.ID, p.Payload, p.Now)
+		return a.queueNotices(ctx, tx, ns)
 	})
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", what, err)
+		clear(done)
+		return done, fmt.Errorf("%s: %w", what, err)
 	}
 	return done, nil
 }
 
-func (a Alerts) AlertRemind(ctx context.Context, p *store.AlertNoticeParams) (bool, error) {
-	return a.alertNotice(ctx, "alert remind", `UPDATE alerts SET last_sent_at = $1
+func (a Alerts) AlertRemind(ctx context.Context, ps []*store.AlertNoticeParams) ([]bool, error) {
+	return a.alertNotices(ctx, "alert remind", `UPDATE alerts SET last_sent_at = $1
 		WHERE id = $2 AND resolved_at IS NULL AND last_sent_at = $3`,
-		[]any{a.DB.Time(p.Now), p.ID, a.DB.Time(p.LastSentAt)}, p)
+		func(p *store.AlertNoticeParams) []any { return []any{a.DB.Time(p.Now), p.ID, a.DB.Time(p.LastSentAt)} }, ps)
 }
 
-func (a Alerts) AlertResolve(ctx context.Context, p *store.AlertNoticeParams) (bool, error) {
-	return a.alertNotice(ctx, "alert resolve", `UPDATE alerts SET resolved_at = $1, last_sent_at = $1
-		WHERE id = $2 AND resolved_at IS NULL`, []any{a.DB.Time(p.Now), p.ID}, p)
+func (a Alerts) AlertResolve(ctx context.Context, ps []*store.AlertNoticeParams) ([]bool, error) {
+	return a.alertNotices(ctx, "alert resolve", `UPDATE alerts SET resolved_at = $1, last_sent_at = $1
+		WHERE id = $2 AND resolved_at IS NULL`,
+		func(p *store.AlertNoticeParams) []any { return []any{a.DB.Time(p.Now), p.ID} }, ps)
 }
 
 // --- rule settings ---

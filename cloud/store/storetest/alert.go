@@ -227,6 +227,37 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 			}
 		}
 
+		// Reminders and resolutions of them all, one call each.
+		later := base.Add(time.Hour)
+		var reminders, resolutions []*store.AlertNoticeParams
+		for _, a := range firing {
+			sent := a.LastSentAt
+			if a.ID == first[0].ID {
+				sent = base.Add(-time.Second) // not what was last sent
+			}
+			reminders = append(reminders, &store.AlertNoticeParams{ID: a.ID, LastSentAt: sent, Payload: []byte(`{"reminder": 1}`), Now: later})
+			resolutions = append(resolutions, &store.AlertNoticeParams{ID: a.ID, Payload: []byte(`{"resolved": 1}`), Now: later})
+		}
+		resolutions = append(resolutions, resolutions[3])
+		done, err := s.AlertRemind(ctx, reminders)
+		require.NoError(t, err)
+		for i, a := range firing {
+			require.Equal(t, a.ID != first[0].ID, done[i], a.ID)
+		}
+		done, err = s.AlertResolve(ctx, resolutions)
+		require.NoError(t, err)
+		require.Len(t, done, 601)
+		require.NotContains(t, done[:600], false)
+		require.False(t, done[600], "resolved already")
+		firing, err = s.AlertList(ctx, &store.AlertListParams{Firing: true, Limit: 1000})
+		require.NoError(t, err)
+		require.Empty(t, firing)
+		sinks, err = s.AlertSinkList(ctx)
+		require.NoError(t, err)
+		for _, k := range sinks {
+			require.Equal(t, 599+600, k.Queued, k.ID)
+		}
+
 		names, err := s.HostNames(ctx, []string{b.host.ID, b.other.ID, "h-not-stored"})
 		require.NoError(t, err)
 		require.Equal(t, map[string]string{b.host.ID: b.host.Name, b.other.ID: b.other.Name}, names)
@@ -369,23 +400,22 @@ func exerciseAlerts(ctx context.Context, t *testing.T, setup setupFunc) {
 		require.Equal(t, 1, sinks[1].Queued)
 
 		// Remind is guarded on the last send the caller saw.
-		ok, err = s.AlertRemind(ctx, &store.AlertNoticeParams{ID: a.ID, LastSentAt: base, Payload: []byte(`{}`), Now: base.Add(time.Hour)})
-		require.NoError(t, err)
-		require.True(t, ok)
-		ok, err = s.AlertRemind(ctx, &store.AlertNoticeParams{ID: a.ID, LastSentAt: base, Payload: []byte(`{}`), Now: base.Add(time.Hour)})
-		require.NoError(t, err)
-		require.False(t, ok, "reminded already")
+		notice := func(f func(context.Context, []*store.AlertNoticeParams) ([]bool, error), p *store.AlertNoticeParams) bool {
+			done, err := f(ctx, []*store.AlertNoticeParams{p})
+			require.NoError(t, err)
+			require.Len(t, done, 1)
+			return done[0]
+		}
+		require.True(t, notice(s.AlertRemind, &store.AlertNoticeParams{ID: a.ID, LastSentAt: base, Payload: []byte(`{}`), Now: base.Add(time.Hour)}))
+		require.False(t, notice(s.AlertRemind, &store.AlertNoticeParams{ID: a.ID, LastSentAt: base, Payload: []byte(`{}`), Now: base.Add(time.Hour)}),
+			"reminded already")
 		ns = due(base.Add(time.Hour))
 		require.Len(t, ns, 2, "each sink's head")
 		require.Equal(t, "s_b", ns[0].Sink.ID, "oldest first")
 		require.Equal(t, 1, ns[0].Attempts, "s_b's first notification before its second")
 
-		ok, err = s.AlertResolve(ctx, &store.AlertNoticeParams{ID: a.ID, Payload: []byte(`{}`), Now: base.Add(2 * time.Hour)})
-		require.NoError(t, err)
-		require.True(t, ok)
-		ok, err = s.AlertResolve(ctx, &store.AlertNoticeParams{ID: a.ID, Payload: []byte(`{}`), Now: base.Add(2 * time.Hour)})
-		require.NoError(t, err)
-		require.False(t, ok)
+		require.True(t, notice(s.AlertResolve, &store.AlertNoticeParams{ID: a.ID, Payload: []byte(`{}`), Now: base.Add(2 * time.Hour)}))
+		require.False(t, notice(s.AlertResolve, &store.AlertNoticeParams{ID: a.ID, Payload: []byte(`{}`), Now: base.Add(2 * time.Hour)}))
 
 		// A new episode fires again.
 		a2, ok := fire(base.Add(3 * time.Hour))
