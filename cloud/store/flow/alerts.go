@@ -251,16 +251,22 @@ type valueRows struct {
 // add adds a row of values, writing the rows gathered once there are
 // valuesRows of them.
 func (v *valueRows) add(ctx context.Context, tx Executor, row ...any) error {
-	ps := make([]string, len(row))
-	for i := range row {
-		ps[i] = fmt.Sprintf("$%d", len(v.args)+i+1)
-	}
-	v.values = append(v.values, "("+strings.Join(ps, ", ")+")")
+	v.values = append(v.values, rowOf(len(v.args), len(row)))
 	v.args = append(v.args, row...)
 	if len(v.values) == valuesRows {
 		return v.flush(ctx, tx)
 	}
 	return nil
+}
+
+// rowOf is a row of n numbered parameters, after the first bound ones:
+// "($4, $5)" of rowOf(3, 2).
+func rowOf(bound, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = fmt.Sprintf("$%d", bound+i+1)
+	}
+	return "(" + strings.Join(ps, ", ") + ")"
 }
 
 // flush writes the rows gathered.
@@ -290,16 +296,15 @@ func (a Alerts) AlertFire(ctx context.Context, ps []*store.AlertFireParams) ([]*
 			chunk := ps[lo:min(lo+valuesRows, len(ps))]
 			at := make(map[[2]string]int, len(chunk))
 			values := make([]string, 0, len(chunk))
-			args := make([]any, 0, 6*len(chunk))
+			args := make([]any, 0, 7*len(chunk))
 			for i, p := range chunk {
 				k := [2]string{p.Rule, p.Key}
 				if _, dup := at[k]; dup {
 					continue
 				}
 				at[k] = lo + i
-				n := len(args)
-				values = append(values, fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+6))
-				args = append(args, p.Rule, p.Key, p.HostID, p.Source, p.Summary, a.DB.Time(p.Now))
+				values = append(values, rowOf(len(args), 7))
+				args = append(args, p.Rule, p.Key, p.HostID, p.Source, p.Summary, a.DB.Time(p.Now), a.DB.Time(p.Now))
 			}
 			als, err := All(ctx, tx, a.DB.Times().ScanAlert, `
 				INSERT INTO alerts (rule, alert_key, host_id, source, summary, started_at, last_sent_at)

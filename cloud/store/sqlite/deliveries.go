@@ -127,6 +127,12 @@ func scanDeliveryNoBody(row scanner) (*store.Delivery, error) { return scanDeliv
 // migrations 12 and 16). A condition on delivery_id alone reads every row.
 const idKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
 
+// keyIs is idKey's condition for column col and an expression of an id
+// (a column, a numbered parameter).
+func keyIs(col, id string) string {
+	return `substr(` + col + `, -13) = substr(` + id + `, -13) AND ` + col + ` = ` + id
+}
+
 // idsIn selects the deliveries among a list of ids, one ? holding them as
 // a JSON array (idsArg), by rowid (the column rowid names, such as
 // "rowid"): each id is looked up by its key (idKey). SQLite matches
@@ -135,7 +141,7 @@ const idKey = `substr(delivery_id, -13) = substr(?, -13) AND delivery_id = ?`
 // statement the same for any number of ids, short to compile.
 func idsIn(rowid string) string {
 	return rowid + ` IN (SELECT byid.rowid FROM json_each(?) k
-		CROSS JOIN deliveries byid ON substr(byid.delivery_id, -13) = substr(k.value, -13) AND byid.delivery_id = k.value)`
+		CROSS JOIN deliveries byid ON ` + keyIs("byid.delivery_id", "k.value") + `)`
 }
 
 // idsArg is idsIn's argument for ids.
@@ -203,9 +209,9 @@ var insertEvents = `INSERT INTO delivery_events (delivery_id, at, from_status, t
 
 // recordEvent writes an audit event of a stored delivery (?1) with the
 // delivery's host and source.
-const recordEvent = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
+var recordEvent = `INSERT INTO delivery_events (delivery_id, at, from_status, to_status, reason, attempt, host_id, source)
 	SELECT ?1, ?2, ?3, ?4, ?5, ?6, d.host_id, d.source
-	FROM (SELECT 1) LEFT JOIN deliveries d ON substr(d.delivery_id, -13) = substr(?1, -13) AND d.delivery_id = ?1`
+	FROM (SELECT 1) LEFT JOIN deliveries d ON ` + keyIs("d.delivery_id", "?1")
 
 // ownedEvent is an audit event with its delivery's host and source, as
 // the intake writes those of the deliveries it stores.

@@ -37,7 +37,7 @@ func findQuery(p *store.DeliveryFindParams) (string, []any) {
 const everyHost = "host_id IN (SELECT id FROM hosts)"
 
 // eventsDelivery finds an event's delivery (see idKey).
-const eventsDelivery = `substr(d.delivery_id, -13) = substr(e.delivery_id, -13) AND d.delivery_id = e.delivery_id`
+var eventsDelivery = keyIs("d.delivery_id", "e.delivery_id")
 
 func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEventListAfterParams) ([]*store.DeliveryEventOf, error) {
 	q, args := store.EventsQuery(p, eventsDelivery)
