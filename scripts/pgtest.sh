@@ -128,8 +128,8 @@ data_owner() {
 }
 
 # start_server starts the cluster in $1/data (binaries in $2) on a free
-# 127.0.0.1 port, waits until it accepts connections, and writes its URL and
-# port into $1.
+# 127.0.0.1 port, waits until it accepts connections, writes its URL and
+# port into $1, and prints the URL.
 start_server() {
 	local dir=$1 bindir=$2
 	local port from started=
@@ -163,6 +163,8 @@ start_server() {
 	local url="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 	printf '%s\n' "$url" >"$dir/url"
 	printf '%s\n' "$port" >"$dir/port"
+	log "ready; stop with: $0 stop $dir"
+	printf '%s\n' "$url"
 }
 
 cmd_start() {
@@ -193,8 +195,6 @@ cmd_start() {
 		log "starting the server kept in $dir again"
 		start_server "$dir" "$bindir"
 		rm -f "$dir/kept"
-		log "ready; stop with: $0 stop $dir"
-		cat "$dir/url"
 		return
 	fi
 
@@ -245,8 +245,6 @@ EOF
 	} >>"$dir/data/postgresql.conf"
 
 	start_server "$dir" "$bindir"
-	log "ready; stop with: $0 stop $dir"
-	cat "$dir/url"
 }
 
 cmd_stop() {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -139,6 +140,22 @@ func EventsQuery(p *DeliveryEventListAfterParams, sameDelivery string) (string, 
 	return `SELECT e.id, e.delivery_id, e.at, e.from_status, e.to_status, e.reason, e.attempt, ` + of("host_id") + `, ` + of("source") + `
 		FROM (` + events + `) e
 		ORDER BY e.id`, args
+}
+
+// OwnedEvent finishes an events row of EventsQuery read into e with its
+// host and source, and is nil for a row without them (no delivery), which
+// the read drops (DropNil).
+func OwnedEvent(e *DeliveryEventOf, host, source *string) *DeliveryEventOf {
+	if host == nil || source == nil {
+		return nil
+	}
+	e.HostID, e.Source = *host, *source
+	return e
+}
+
+// DropNil is list without its nil entries.
+func DropNil[T any](list []*T) []*T {
+	return slices.DeleteFunc(list, func(v *T) bool { return v == nil })
 }
 
 // DeliveryEventOf is an audit event with its delivery's host and source.

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,16 +68,13 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 		if err := r.Scan(&e.ID, &e.DeliveryID, &e.At, &e.From, &e.To, &e.Reason, &e.Attempt, &host, &source); err != nil {
 			return nil, err
 		}
-		if host == nil || source == nil {
-			return nil, nil // no delivery (see store.EventsQuery)
-		}
-		e.At, e.HostID, e.Source = e.At.UTC(), *host, *source
-		return &e, nil
+		e.At = e.At.UTC()
+		return store.OwnedEvent(&e, host, source), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}
-	return slices.DeleteFunc(events, func(e *store.DeliveryEventOf) bool { return e == nil }), nil
+	return store.DropNil(events), nil
 }
 
 // resultGetQuery is DeliveryResultGet's query: delivery $1's last result.

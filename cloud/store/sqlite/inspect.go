@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/relaykit/relay/cloud/store"
@@ -43,20 +42,16 @@ func (s *Store) DeliveryEventListAfter(ctx context.Context, p *store.DeliveryEve
 	q, args := store.EventsQuery(p, eventsDelivery)
 	events, err := queryAll(ctx, s.read, func(r scanner) (*store.DeliveryEventOf, error) {
 		var e store.DeliveryEventOf
-		var host, source sql.NullString
+		var host, source *string
 		if err := r.Scan(&e.ID, &e.DeliveryID, timeCol{&e.At}, &e.From, &e.To, &e.Reason, &e.Attempt, &host, &source); err != nil {
 			return nil, err
 		}
-		if !host.Valid || !source.Valid {
-			return nil, nil // no delivery (see store.EventsQuery)
-		}
-		e.HostID, e.Source = host.String, source.String
-		return &e, nil
+		return store.OwnedEvent(&e, host, source), nil
 	}, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("delivery event list after: %w", err)
 	}
-	return slices.DeleteFunc(events, func(e *store.DeliveryEventOf) bool { return e == nil }), nil
+	return store.DropNil(events), nil
 }
 
 func (s *Store) DeliveryResultGet(ctx context.Context, deliveryID string) (*store.DeliveryResult, error) {

@@ -120,7 +120,7 @@ func (p *Postgres) StopKeep() error {
 func (p *Postgres) stop(args ...string) error {
 	cmd := exec.Command(filepath.Join(p.root, "scripts", "pgtest.sh"), args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("rig: pgtest.sh stop: %w\n%s", err, out)
+		return fmt.Errorf("rig: pgtest.sh %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }
