@@ -40,17 +40,19 @@ import (
 //
 // Webhooks are received evenly over fillSpan ending at fill.end, spread
 // over the hosts, of the bench's payload mix with event ids as -ids makes
-// them. They are admitted in rounds of a day's traffic; after each round
-// every host takes what it was sent. fillShareDLQ of them fail for good
-// (a nack not retryable: dead-lettered), fillShareRetrying fail once in
-// the last round and wait to be retried, the newest fillSharePending are
-// never taken (queued), and the rest are acked.
+// them. They are admitted in rounds of a day's traffic, each in windows
+// of an hour taken by their hosts at the window's end (takeWindow), but
+// the last round, which every host takes at its end. fillShareDLQ of them fail for good (a nack not retryable:
+// dead-lettered), fillShareRetrying fail once in the last round and wait
+// to be retried, the newest fillSharePending are never taken (queued),
+// and the rest are acked.
 const (
 	fillSpan          = 7 * 24 * time.Hour
 	fillRounds        = 7
 	fillShareDLQ      = 0.02
 	fillShareRetrying = 0.02
 	fillSharePending  = 0.01
+	fillWindows       = 24 // of a round
 )
 
 // fill writes the deliveries of the scale scenario into st.
@@ -107,24 +109,44 @@ func (f *fill) run(ctx context.Context, n int) (*fillResult, error) {
 	rounds := max(1, min(fillRounds, taken/1000))
 	for r := 0; r < rounds; r++ {
 		from, to := taken*r/rounds, taken*(r+1)/rounds
-		t0 := time.Now()
-		if err := f.admit(ctx, svc, n, from, to); err != nil {
-			return nil, err
+		// Every round but the last is admitted and taken in fillWindows
+		// windows, each taken by its hosts just after its last webhook;
+		// the last round at once, taken a second after its last webhook,
+		// where fillShareRetrying of every delivery fails once and waits
+		// for its retry.
+		windows, retrying := fillWindows, 0.0
+		if r == rounds-1 {
+			windows = 1
+			if to > from {
+				retrying = min(0.5, fillShareRetrying*float64(n)/float64(to-from))
+			}
 		}
-		admitted := time.Since(t0)
+		var admitted, took time.Duration
+		var at time.Time
+		for w := range windows {
+			lo, hi := from+(to-from)*w/windows, from+(to-from)*(w+1)/windows
+			if lo == hi {
+				continue
+			}
+			t0 := time.Now()
+			if err := f.admit(ctx, svc, n, lo, hi); err != nil {
+				return nil, err
+			}
+			t1 := time.Now()
+			admitted += t1.Sub(t0)
+			if r < rounds-1 {
+				at = f.receivedAt(n, hi-1).Add(takenAfter)
+				err = f.takeWindow(ctx, n, lo, hi, at, res.byFate)
+			} else {
+				at = f.receivedAt(n, hi-1).Add(time.Second)
+				err = f.take(ctx, at, retrying, res.byFate)
+			}
+			if err != nil {
+				return nil, err
+			}
+			took += time.Since(t1)
+		}
 		res.admitted = to
-		// The hosts take the round's deliveries a second after its last
-		// one; in the last round, fillShareRetrying of every delivery
-		// fails once and waits for its retry.
-		retrying := 0.0
-		if r == rounds-1 && to > from {
-			retrying = min(0.5, fillShareRetrying*float64(n)/float64(to-from))
-		}
-		at := f.receivedAt(n, to-1).Add(time.Second)
-		t1 := time.Now()
-		if err := f.take(ctx, at, retrying, res.byFate); err != nil {
-			return nil, err
-		}
 		res.lastTaken = at
 		// The cloud folds the counts' change log every 5 s (Postgres:
 		// sweep.FoldCounts); a day's worth left unfolded is no store's.
@@ -132,7 +154,7 @@ func (f *fill) run(ctx context.Context, n int) (*fillResult, error) {
 			return nil, err
 		}
 		f.logf("fill: %d of %d admitted (%.0f/s) and taken (%.0f/s); %s in all", to, n,
-			float64(to-from)/admitted.Seconds(), float64(to-from)/time.Since(t1).Seconds(), time.Since(start).Round(time.Second))
+			float64(to-from)/admitted.Seconds(), float64(to-from)/took.Seconds(), time.Since(start).Round(time.Second))
 	}
 	if err := f.admit(ctx, svc, n, taken, n); err != nil {
 		return nil, err
@@ -167,12 +189,15 @@ func (f *fill) receivedAt(n, i int) time.Time {
 }
 
 // hostOf is the host webhook i goes to: a fixed pseudo-random choice.
-func (f *fill) hostOf(i int) string {
+func (f *fill) hostOf(i int) string { return f.hosts[f.hostIndex(i)] }
+
+// hostIndex is hostOf's host's place in f.hosts.
+func (f *fill) hostIndex(i int) int {
 	x := uint64(i)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019
 	x ^= x >> 31
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 29
-	return f.hosts[x%uint64(len(f.hosts))]
+	return int(x % uint64(len(f.hosts)))
 }
 
 // admit admits webhooks from to to (of n), f.writers at once.
@@ -239,8 +264,57 @@ func (f *fill) admitOne(ctx context.Context, svc *intake.Service, n, i int) erro
 // take has every host take what is available to it at at, as a
 // heartbeat's answer, and report it: acked, or failed (fate).
 func (f *fill) take(ctx context.Context, at time.Time, retrying float64, byFate map[store.Status]int) error {
+	var next atomic.Int64
+	return f.withTakers(byFate, func(counts map[store.Status]int) error {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(f.hosts) || ctx.Err() != nil {
+				return nil
+			}
+			if err := f.takeHost(ctx, f.hosts[i], at, retrying, counts); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// takeWindow has the hosts of webhooks from to to (of n) take what is
+// available to them at at, just after the last of them was received, as
+// connected hosts take a window's traffic. Each delivery is then last
+// changed within a window of its receipt and its trail written about then,
+// as live traffic leaves a store: taken all at once at a day's end, the
+// deliveries a retention batch selects (the oldest changed) were received
+// hours apart, their rows, bodies and trails on as many pages.
+func (f *fill) takeWindow(ctx context.Context, n, from, to int, at time.Time, byFate map[store.Status]int) error {
+	var hosts []int
+	seen := map[int]bool{}
+	for i := from; i < to; i++ {
+		if h := f.hostIndex(i); !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
+		}
+	}
+	var next atomic.Int64
+	return f.withTakers(byFate, func(counts map[store.Status]int) error {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(hosts) || ctx.Err() != nil {
+				return nil
+			}
+			if err := f.takeHost(ctx, f.hosts[hosts[i]], at, 0, counts); err != nil {
+				return err
+			}
+		}
+	})
+}
+
+// takenAfter is how long after a window's last webhook its hosts take it.
+const takenAfter = 5 * time.Millisecond
+
+// withTakers runs do as f.takers takers at once, each with its counts of
+// the statuses it left, added to byFate.
+func (f *fill) withTakers(byFate map[store.Status]int, do func(counts map[store.Status]int) error) error {
 	var (
-		next  atomic.Int64
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
@@ -250,23 +324,13 @@ func (f *fill) take(ctx context.Context, at time.Time, retrying float64, byFate 
 		go func() {
 			defer wg.Done()
 			counts := map[store.Status]int{}
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(f.hosts) || ctx.Err() != nil {
-					break
-				}
-				if err := f.takeHost(ctx, f.hosts[i], at, retrying, counts); err != nil {
-					mu.Lock()
-					first = errors.Join(first, err)
-					mu.Unlock()
-					break
-				}
-			}
+			err := do(counts)
 			mu.Lock()
+			defer mu.Unlock()
+			first = errors.Join(first, err)
 			for s, c := range counts {
 				byFate[s] += c
 			}
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -120,11 +120,29 @@ func testFill(t *testing.T, st store.Store, row func(id string) map[string]any) 
 	ctx := context.Background()
 	fr := newFillRig(t, st)
 	mix, gen, hs := fr.mix, fr.gen, fr.hs
-	const n = 1500
+	const n = 3000 // two rounds
 	res, err := fr.f.run(ctx, n)
 	require.NoError(t, err)
 	require.Equal(t, n, res.admitted)
 	pending := checkFill(t, st, fr.hosts, n, n, res.byFate)
+
+	// The first round's deliveries were taken at the end of their
+	// window (an hour of a day's round; here a round is half the week),
+	// the last round's at its end.
+	acked, err := st.DeliveryFind(ctx, &store.DeliveryFindParams{Status: store.StatusAcked, Limit: n})
+	require.NoError(t, err)
+	window := fillSpan / 2 / fillWindows
+	asReceived := 0
+	for _, d := range acked {
+		if d.UpdatedAt.UnixMilli() == res.lastTaken.Add(40*time.Millisecond).UnixMilli() {
+			continue
+		}
+		took := d.UpdatedAt.Sub(d.ReceivedAt)
+		require.True(t, took >= takenAfter+40*time.Millisecond && took <= window+takenAfter+40*time.Millisecond,
+			"delivery %s acked %s after its receipt: neither in its window nor at the last round's end", d.ID, took)
+		asReceived++
+	}
+	require.InDelta(t, len(acked)/2, asReceived, float64(len(acked))/20, "the first round's acked in their windows")
 
 	// The same kind of webhook through the cloud's HTTP intake, to the
 	// pending delivery's host: the same row but for its own values.
