@@ -42,10 +42,10 @@ import (
 // over the hosts, of the bench's payload mix with event ids as -ids makes
 // them. They are admitted in rounds of a day's traffic, each in windows
 // of an hour taken by their hosts at the window's end (takeWindow), but
-// the last round, which every host takes at its end. fillShareDLQ of them fail for good (a nack not retryable:
-// dead-lettered), fillShareRetrying fail once in the last round and wait
-// to be retried, the newest fillSharePending are never taken (queued),
-// and the rest are acked.
+// the last round, which every host takes at its end. fillShareDLQ of them
+// fail for good (a nack not retryable: dead-lettered), fillShareRetrying
+// fail once in the last round and wait to be retried, the newest
+// fillSharePending are never taken (queued), and the rest are acked.
 const (
 	fillSpan          = 7 * 24 * time.Hour
 	fillRounds        = 7
@@ -136,7 +136,7 @@ func (f *fill) run(ctx context.Context, n int) (*fillResult, error) {
 			admitted += t1.Sub(t0)
 			if r < rounds-1 {
 				at = f.receivedAt(n, hi-1).Add(takenAfter)
-				err = f.takeWindow(ctx, n, lo, hi, at, res.byFate)
+				err = f.takeWindow(ctx, lo, hi, at, res.byFate)
 			} else {
 				at = f.receivedAt(n, hi-1).Add(time.Second)
 				err = f.take(ctx, at, retrying, res.byFate)
@@ -189,15 +189,12 @@ func (f *fill) receivedAt(n, i int) time.Time {
 }
 
 // hostOf is the host webhook i goes to: a fixed pseudo-random choice.
-func (f *fill) hostOf(i int) string { return f.hosts[f.hostIndex(i)] }
-
-// hostIndex is hostOf's host's place in f.hosts.
-func (f *fill) hostIndex(i int) int {
+func (f *fill) hostOf(i int) string {
 	x := uint64(i)*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019
 	x ^= x >> 31
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 29
-	return int(x % uint64(len(f.hosts)))
+	return f.hosts[x%uint64(len(f.hosts))]
 }
 
 // admit admits webhooks from to to (of n), f.writers at once.
@@ -264,57 +261,36 @@ func (f *fill) admitOne(ctx context.Context, svc *intake.Service, n, i int) erro
 // take has every host take what is available to it at at, as a
 // heartbeat's answer, and report it: acked, or failed (fate).
 func (f *fill) take(ctx context.Context, at time.Time, retrying float64, byFate map[store.Status]int) error {
-	var next atomic.Int64
-	return f.withTakers(byFate, func(counts map[store.Status]int) error {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(f.hosts) || ctx.Err() != nil {
-				return nil
-			}
-			if err := f.takeHost(ctx, f.hosts[i], at, retrying, counts); err != nil {
-				return err
-			}
-		}
-	})
+	return f.takeHosts(ctx, f.hosts, at, retrying, byFate)
 }
 
-// takeWindow has the hosts of webhooks from to to (of n) take what is
-// available to them at at, just after the last of them was received, as
-// connected hosts take a window's traffic. Each delivery is then last
-// changed within a window of its receipt and its trail written about then,
-// as live traffic leaves a store: taken all at once at a day's end, the
-// deliveries a retention batch selects (the oldest changed) were received
-// hours apart, their rows, bodies and trails on as many pages.
-func (f *fill) takeWindow(ctx context.Context, n, from, to int, at time.Time, byFate map[store.Status]int) error {
-	var hosts []int
-	seen := map[int]bool{}
+// takeWindow has the hosts of webhooks from to to take what is available
+// to them at at, just after the last of them was received, as connected
+// hosts take a window's traffic. Each delivery is then last changed within
+// a window of its receipt and its trail written about then, as live
+// traffic leaves a store: taken all at once at a day's end, the deliveries
+// a retention batch selects (the oldest changed) were received hours
+// apart, their rows, bodies and trails on as many pages.
+func (f *fill) takeWindow(ctx context.Context, from, to int, at time.Time, byFate map[store.Status]int) error {
+	var hosts []string
+	seen := map[string]bool{}
 	for i := from; i < to; i++ {
-		if h := f.hostIndex(i); !seen[h] {
+		if h := f.hostOf(i); !seen[h] {
 			seen[h] = true
 			hosts = append(hosts, h)
 		}
 	}
-	var next atomic.Int64
-	return f.withTakers(byFate, func(counts map[store.Status]int) error {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(hosts) || ctx.Err() != nil {
-				return nil
-			}
-			if err := f.takeHost(ctx, f.hosts[hosts[i]], at, 0, counts); err != nil {
-				return err
-			}
-		}
-	})
+	return f.takeHosts(ctx, hosts, at, 0, byFate)
 }
 
 // takenAfter is how long after a window's last webhook its hosts take it.
 const takenAfter = 5 * time.Millisecond
 
-// withTakers runs do as f.takers takers at once, each with its counts of
-// the statuses it left, added to byFate.
-func (f *fill) withTakers(byFate map[store.Status]int, do func(counts map[store.Status]int) error) error {
+// takeHosts has each of hosts take what is available to it at at (see
+// takeHost), f.takers at once.
+func (f *fill) takeHosts(ctx context.Context, hosts []string, at time.Time, retrying float64, byFate map[store.Status]int) error {
 	var (
+		next  atomic.Int64
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
@@ -324,13 +300,23 @@ func (f *fill) withTakers(byFate map[store.Status]int, do func(counts map[store.
 		go func() {
 			defer wg.Done()
 			counts := map[store.Status]int{}
-			err := do(counts)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(hosts) || ctx.Err() != nil {
+					break
+				}
+				if err := f.takeHost(ctx, hosts[i], at, retrying, counts); err != nil {
+					mu.Lock()
+					first = errors.Join(first, err)
+					mu.Unlock()
+					break
+				}
+			}
 			mu.Lock()
-			defer mu.Unlock()
-			first = errors.Join(first, err)
 			for s, c := range counts {
 				byFate[s] += c
 			}
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
