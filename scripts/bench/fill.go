@@ -114,11 +114,17 @@ func (f *fill) run(ctx context.Context, n int) (*fillResult, error) {
 		// the last round at once, taken a second after its last webhook,
 		// where fillShareRetrying of every delivery fails once and waits
 		// for its retry.
-		windows, retrying := fillWindows, 0.0
+		windows := fillWindows
+		takeAt := func(lo, hi int) (time.Time, error) {
+			at := f.receivedAt(n, hi-1).Add(takenAfter)
+			return at, f.takeWindow(ctx, lo, hi, at, res.byFate)
+		}
 		if r == rounds-1 {
 			windows = 1
-			if to > from {
-				retrying = min(0.5, fillShareRetrying*float64(n)/float64(to-from))
+			retrying := min(0.5, fillShareRetrying*float64(n)/float64(max(1, to-from)))
+			takeAt = func(_, hi int) (time.Time, error) {
+				at := f.receivedAt(n, hi-1).Add(time.Second)
+				return at, f.take(ctx, at, retrying, res.byFate)
 			}
 		}
 		var admitted, took time.Duration
@@ -134,14 +140,7 @@ func (f *fill) run(ctx context.Context, n int) (*fillResult, error) {
 			}
 			t1 := time.Now()
 			admitted += t1.Sub(t0)
-			if r < rounds-1 {
-				at = f.receivedAt(n, hi-1).Add(takenAfter)
-				err = f.takeWindow(ctx, lo, hi, at, res.byFate)
-			} else {
-				at = f.receivedAt(n, hi-1).Add(time.Second)
-				err = f.take(ctx, at, retrying, res.byFate)
-			}
-			if err != nil {
+			if at, err = takeAt(lo, hi); err != nil {
 				return nil, err
 			}
 			took += time.Since(t1)
