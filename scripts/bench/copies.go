@@ -46,6 +46,13 @@ import (
 // over as many pages of each table).
 var copyChunk = 2000
 
+// copyWorkers is how many statements copy at once: two, so that one is
+// planned and its arrays sent while the other writes. Each writes its
+// chunk in time order, but two at once lie in time order only up to the
+// chunks in flight: one that stalls lands after the chunks the other
+// wrote meanwhile.
+var copyWorkers = 2
+
 // copyRow is one of the loader's deliveries as a copy needs it.
 type copyRow struct {
 	id, source, event string
@@ -103,9 +110,7 @@ func (f *fill) copyFill(ctx context.Context, dbURL string, base, n int) (int, er
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Two statements at once: one is planned and its arrays sent while
-	// the other writes.
-	for range 2 {
+	for range copyWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
