@@ -40,12 +40,14 @@ import (
 //
 // Webhooks are received evenly over fillSpan ending at fill.end, spread
 // over the hosts, of the bench's payload mix with event ids as -ids makes
-// them. They are admitted in rounds of a day's traffic, each in windows
-// of an hour taken by their hosts at the window's end (takeWindow), but
-// the last round, which every host takes at its end. fillShareDLQ of them
-// fail for good (a nack not retryable: dead-lettered), fillShareRetrying
-// fail once in the last round and wait to be retried, the newest
-// fillSharePending are never taken (queued), and the rest are acked.
+// them. They are admitted in rounds of a day's traffic (below 7,000
+// webhooks fewer and longer: one a thousand, one at the least), each in
+// windows of a 24th of it (an hour) taken by their hosts at the window's
+// end (takeWindow), but the last round, which every host takes at its
+// end. fillShareDLQ of them fail for good (a nack not retryable:
+// dead-lettered), fillShareRetrying fail once in the last round and wait
+// to be retried, the newest fillSharePending are never taken (queued),
+// and the rest are acked.
 const (
 	fillSpan          = 7 * 24 * time.Hour
 	fillRounds        = 7
