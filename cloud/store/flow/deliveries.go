@@ -63,7 +63,7 @@ func (d Deliveries) DeliveryCountByStatus(ctx context.Context, hostID string) (m
 // counts the engine keeps (Dialect.DeliveryCounts), by status, not its
 // deliveries counted.
 func CountByStatusQuery(d Dialect) string {
-	return `SELECT status, CAST(sum(n) AS bigint) FROM ` + d.DeliveryCounts() + ` k WHERE host_id = $1 GROUP BY status`
+	return `SELECT status, CAST(sum(n) AS bigint) FROM ` + d.DeliveryCounts("host_id = $1") + ` GROUP BY status`
 }
 
 func (d Deliveries) DeliveryNextRetryAt(ctx context.Context, hostID string) (*time.Time, error) {

@@ -77,10 +77,13 @@ type Dialect interface {
 	// IsOneOf is the condition that col is one of the list bound, by
 	// Strings, as the placeholder param.
 	IsOneOf(col, param string) string
-	// DeliveryCounts is a table, or a subquery, of the counts the engine
-	// keeps of each host's deliveries by status: rows of (host_id, status,
-	// n), one for each host and status it has counted.
-	DeliveryCounts() string
+	// DeliveryCounts is what follows FROM in a read of the counts the
+	// engine keeps of each host's deliveries by status, rows of (host_id,
+	// status, n), one for each host and status it has counted: of the
+	// hosts whose host_id meets the condition of ("" for every host), the
+	// condition read where the counts are kept, so that only those hosts'
+	// are read. What follows it is the read's GROUP BY or its end.
+	DeliveryCounts(of string) string
 }
 
 // DB is an engine's database as the flows use it.

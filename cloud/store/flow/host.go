@@ -75,7 +75,7 @@ func HostCountsQuery(d Dialect, columns string, p *store.HostPageParams) (string
 		SELECT ` + prefixed("h.", columns) + `, ` + strings.Join(cols, ", ") + `
 		FROM h
 		LEFT JOIN (SELECT host_id, ` + strings.Join(sums, ", ") + `
-			FROM ` + d.DeliveryCounts() + ` k WHERE host_id IN (SELECT id FROM h) GROUP BY host_id) c ON c.host_id = h.id
+			FROM ` + d.DeliveryCounts("host_id IN (SELECT id FROM h)") + ` GROUP BY host_id) c ON c.host_id = h.id
 		ORDER BY h.created_at, h.id`, args
 }
 

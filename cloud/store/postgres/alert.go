@@ -33,7 +33,7 @@ func backlogOf(hosts bool) string {
 		// The hosts' counts only; the window's dead letters stay a
 		// range of their index (by host, it walked every dead letter
 		// of each host), and the join keeps the hosts' alone.
-		of = "WHERE " + flowDB{}.IsOneOf("host_id", "$3")
+		of = flowDB{}.IsOneOf("host_id", "$3")
 	}
 	return `
 	WITH k AS (
@@ -41,7 +41,7 @@ func backlogOf(hosts bool) string {
 			coalesce(sum(n) FILTER (WHERE status IN ('queued', 'retrying')), 0) AS available,
 			coalesce(sum(n) FILTER (WHERE status IN ('delivering', 'delivered')), 0) AS leased,
 			sum(n) FILTER (WHERE status = 'dlq') AS dlq
-		FROM ` + flowDB{}.DeliveryCounts() + ` c ` + of + ` GROUP BY host_id),
+		FROM ` + flowDB{}.DeliveryCounts(of) + ` GROUP BY host_id),
 	fresh AS (
 		SELECT host_id, count(*) AS n FROM deliveries
 		WHERE status = 'dlq' AND updated_at >= $1 AND dlq_at >= $1 GROUP BY host_id),

@@ -117,9 +117,15 @@ func (c utcNullTime) ScanTimestamptz(v pgtype.Timestamptz) error {
 // DeliveryCounts: the counts folded so far and the changes recorded since
 // (migration 20), added up by host and status. Writers only append
 // changes, so none waits on another's count; DeliveryCountFold folds them
-// in.
-func (flowDB) DeliveryCounts() string {
+// in. The hosts' condition is in both parts: a semi-join (host_id IN a
+// subquery) outside the sum is not pushed into it, and every host's
+// counts were read and summed for a page of them (10 ms at 1,000 hosts).
+func (flowDB) DeliveryCounts(of string) string {
+	where := ""
+	if of != "" {
+		where = " WHERE " + of
+	}
 	return `(SELECT host_id, status, sum(n) AS n FROM (
-		SELECT host_id, status, n FROM delivery_counts
-		UNION ALL SELECT host_id, status, n FROM delivery_count_changes) kc GROUP BY host_id, status)`
+		SELECT host_id, status, n FROM delivery_counts` + where + `
+		UNION ALL SELECT host_id, status, n FROM delivery_count_changes` + where + `) kc GROUP BY host_id, status) k`
 }

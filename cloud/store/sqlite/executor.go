@@ -171,8 +171,14 @@ func (c nullTimeCol) Scan(v any) error {
 }
 
 // DeliveryCounts: the counts migration 23's triggers keep in place, on
-// the one writer.
-func (flowDB) DeliveryCounts() string { return "delivery_counts" }
+// the one writer; the condition on the table itself (as a subquery of its
+// own, a page of hosts took 25–60 % longer).
+func (flowDB) DeliveryCounts(of string) string {
+	if of == "" {
+		return "delivery_counts"
+	}
+	return "delivery_counts WHERE " + of
+}
 
 // Strings binds a list as a JSON array, read by json_each.
 func (flowDB) Strings(v []string) any {
