@@ -287,6 +287,13 @@ func (f *fill) takeWindow(ctx context.Context, from, to int, at time.Time, byFat
 // takenAfter is how long after a window's last webhook its hosts take it.
 const takenAfter = 5 * time.Millisecond
 
+// A delivery taken at at is written by its handler writtenAfter later and
+// reported reportedAfter later (takeHost).
+const (
+	writtenAfter  = 5 * time.Millisecond
+	reportedAfter = 40 * time.Millisecond
+)
+
 // takeHosts has each of hosts take what is available to it at at (see
 // takeHost), f.takers at once.
 func (f *fill) takeHosts(ctx context.Context, hosts []string, at time.Time, retrying float64, byFate map[store.Status]int) error {
@@ -331,8 +338,8 @@ func (f *fill) takeHosts(ctx context.Context, hosts []string, at time.Time, retr
 // socket's mark as delivered put off, as delivery.Marker puts it off); a
 // failure is marked delivered, then nacked.
 func (f *fill) takeHost(ctx context.Context, hostID string, at time.Time, retrying float64, counts map[store.Status]int) error {
-	written := at.Add(5 * time.Millisecond)
-	reported := at.Add(40 * time.Millisecond)
+	written := at.Add(writtenAfter)
+	reported := at.Add(reportedAfter)
 	for {
 		leased, err := f.st.DeliveryLease(ctx, &store.DeliveryLeaseParams{HostID: hostID, Via: store.ViaSocket, Max: 500,
 			MaxBytes: 64 << 20, LeaseFor: 2 * time.Minute, Now: at})
