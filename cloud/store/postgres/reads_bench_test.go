@@ -10,9 +10,9 @@ import (
 	"github.com/relaykit/relay/cloud/store/storetest"
 )
 
-// BenchmarkIncidentReads times, through the store, the reads an operator
-// runs during an incident on RELAY_BENCH_DELIVERIES deliveries (default
-// 300,000) stored as TestIncidentReadsUseIndexes stores them: 60 % acked,
+// BenchmarkIncidentReads times storetest.BenchIncidentReads, the reads an
+// operator runs during an incident, on RELAY_BENCH_DELIVERIES deliveries
+// (default 300,000) stored as TestIncidentReadsUseIndexes stores them: 60 % acked,
 // 2 % dead-lettered, the rest queued, over 50 hosts, analyzed, the
 // changes to the counts not folded (at most 5 s of them, in service).
 //
@@ -27,37 +27,5 @@ func BenchmarkIncidentReads(b *testing.B) {
 	var correlationID string
 	require.NoError(b, conn.QueryRow(ctx, `SELECT correlation_id FROM deliveries WHERE event_id = 'e1234'`).Scan(&correlationID))
 
-	for _, r := range []struct {
-		name string
-		read func() error
-	}{
-		{"hosts-with-counts", func() error { _, err := s.HostListWithCounts(ctx, &store.HostPageParams{Limit: 101}); return err }},
-		{"host-counts", func() error { _, err := s.DeliveryCountByStatus(ctx, "h7"); return err }},
-		{"correlation-id", func() error {
-			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{CorrelationID: correlationID, Limit: 21})
-			return err
-		}},
-		{"absent-correlation-id", func() error {
-			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{CorrelationID: "0123456789abcdef", Limit: 21})
-			return err
-		}},
-		{"absent-event-id", func() error {
-			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{EventID: "absent", Limit: 21})
-			return err
-		}},
-		{"dead-letters", func() error {
-			_, err := s.DeliveryFind(ctx, &store.DeliveryFindParams{Status: store.StatusDLQ, Limit: 51})
-			return err
-		}},
-		{"host-dead-letters", func() error {
-			_, err := s.DeliveryList(ctx, &store.DeliveryListParams{HostID: "h7", Status: store.StatusDLQ, Limit: 51})
-			return err
-		}},
-	} {
-		b.Run(r.name, func(b *testing.B) {
-			for b.Loop() {
-				require.NoError(b, r.read())
-			}
-		})
-	}
+	storetest.BenchIncidentReads(b, s, correlationID)
 }
