@@ -90,6 +90,9 @@ type config struct {
 	// scaleBase: on Postgres, the deliveries the loader writes at a size
 	// above it; copies of them make up the rest (copies.go). 0: all.
 	scaleBase int
+	// scaleStore: a directory holding a SQLite store kept from a run
+	// (-keep), measured instead of a fill ("": fill).
+	scaleStore string
 }
 
 var allScenarios = []string{"intake", "latency", "drain", "e2e", "idle", "group-intake", "group-drain", "group-failover", "scale"}
@@ -159,6 +162,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&sizes, "scale", "0,100000", "scale: the stored deliveries of each run, comma-separated (0 and more); 1000000,5000000,10000000 are the issue's sizes, which take long and need disk: ~7 KB a delivery on either engine")
 	fs.DurationVar(&c.scaleSustain, "scale-sustain", 0, "scale: after the intake run, intake at the same concurrency for this long more, timed in windows of 30 s: whether a filled store's intake rate recovers as its checkpoint cycle goes on (0 skips it)")
 	fs.IntVar(&c.scaleReads, "scale-reads", 30, "scale: calls of each read, one after the other")
+	fs.StringVar(&c.scaleStore, "scale-store", "", "scale, SQLite: measure the store kept in this directory (its cloud.db, and the keys of the cloud that wrote it in cloud/, as -keep leaves a run's directory) at each size above 0 instead of filling one: linked, not copied, so the phases change it; no backup phase")
 	fs.IntVar(&c.scaleBase, "scale-base", 0, "scale, Postgres: at a size above this the loader writes this many deliveries through the cloud's code and copies of them made in SQL make up the rest, each with its own ids and times (scripts/bench/copies.go); the size must be a multiple of it; 0: the loader writes all (800–1,700/s: 10,000,000 take two to three hours)")
 	fs.DurationVar(&c.scaleRetention, "scale-retention", 3*time.Minute, "scale: how long the last phase runs: the cloud keeping acked and dead-lettered deliveries 2 minutes, so the filled week is pruned while intake runs and then each minute what intake brought (0 skips it)")
 	fs.Usage = func() {
@@ -244,6 +248,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.scaleReads < 1 {
 		return nil, fmt.Errorf("-scale-reads: must be at least 1")
+	}
+	if c.scaleStore != "" && !slices.Equal(c.engines, []string{"sqlite"}) {
+		return nil, fmt.Errorf("-scale-store: a SQLite store, measured with -engines sqlite only")
 	}
 	var err error
 	if c.intakeConc, err = intList("intake-conc", conc); err != nil {

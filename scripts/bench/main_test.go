@@ -64,7 +64,8 @@ func TestParseFlagsQuick(t *testing.T) {
 }
 
 // TestParseFlagsScale: -scale takes sizes from 0 up, -quick makes them
-// small unless they are given, and what is not a size is refused.
+// small unless they are given, and what is not a size is refused;
+// -scale-store goes with SQLite alone.
 func TestParseFlagsScale(t *testing.T) {
 	for _, tc := range []struct {
 		args  []string
@@ -83,6 +84,12 @@ func TestParseFlagsScale(t *testing.T) {
 		_, err := parseFlags([]string{"-scale", bad})
 		require.ErrorContains(t, err, "-scale", bad)
 	}
+	// A kept store is SQLite's, measured alone.
+	_, err := parseFlags([]string{"-scale-store", "/tmp/kept"})
+	require.ErrorContains(t, err, "-scale-store")
+	c, err := parseFlags([]string{"-engines", "sqlite", "-scale-store", "/tmp/kept"})
+	require.NoError(t, err)
+	require.Equal(t, "/tmp/kept", c.scaleStore)
 	require.Equal(t, "1,000,000", thousands(1000000))
 	require.Equal(t, "0", thousands(0))
 	require.Equal(t, "20,000", thousands(20000))

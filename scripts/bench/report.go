@@ -752,6 +752,12 @@ func (rep *report) scaleMarkdown(w *strings.Builder, b *bench) {
 		if engine == "sqlite" {
 			backupLines(line)
 		}
+		line("pruned by retention before its phase (the fill's week kept until then)", func(r scaleRow) string {
+			if r.prunedEarly < 0 {
+				return "–"
+			}
+			return thousands(int(r.prunedEarly))
+		})
 		if b.cfg.scaleRetention > 0 {
 			rep.retentionLines(line)
 		}

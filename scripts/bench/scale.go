@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +64,7 @@ type scaleRow struct {
 	drain             drainRow
 	drainLoad         float64
 	retention         retentionRow
+	prunedEarly       int64     // by retention before its phase, from the cloud's metric (-1 unknown): 0 unless the fill's week aged
 	backup            backupRow // SQLite's
 	err               string
 }
@@ -89,20 +92,30 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	}
 	defer r.close()
 	ctx := b.ctx
+	kept := b.cfg.scaleStore != "" && n > 0
 
-	t0 := time.Now()
-	hosts, err := b.createHosts(ctx, r.cloud.Admin, scaleHosts)
-	if err != nil {
-		row.err = r.fail(err)
-		return row
+	var hosts []string
+	if !kept {
+		t0 := time.Now()
+		hosts, err = b.createHosts(ctx, r.cloud.Admin, scaleHosts)
+		if err != nil {
+			row.err = r.fail(err)
+			return row
+		}
+		row.hostsTook = time.Since(t0)
+		logf("scale %s %d: %d hosts with sources in %s", engine, n, len(hosts), row.hostsTook.Round(time.Millisecond))
 	}
-	row.hostsTook = time.Since(t0)
-	logf("scale %s %d: %d hosts with sources in %s", engine, n, len(hosts), row.hostsTook.Round(time.Millisecond))
 
 	// The loader writes with the cloud stopped, as the only writer.
 	if err := r.cloud.Close(); err != nil && r.cloud.Running() {
 		row.err = r.fail(fmt.Errorf("stop the cloud: %w", err))
 		return row
+	}
+	if kept {
+		if err := adoptStore(r, b.cfg.scaleStore); err != nil {
+			row.err = r.fail(err)
+			return row
+		}
 	}
 	before, _ := rig.ReadDBBytes(ctx, r.dbURL)
 	st, err := b.openStore(ctx, r.dbURL)
@@ -119,7 +132,11 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	if engine == "postgres" && b.cfg.scaleBase > 0 && n > b.cfg.scaleBase {
 		base = b.cfg.scaleBase
 	}
-	row.fill, err = f.run(ctx, base)
+	if kept {
+		hosts, err = keptHosts(ctx, st)
+	} else {
+		row.fill, err = f.run(ctx, base)
+	}
 	if err == nil && base < n {
 		t := time.Now()
 		row.fill.copied, err = f.copyFill(ctx, r.dbURL, base, n)
@@ -136,7 +153,7 @@ func (b *bench) scale(engine string, n int) scaleRow {
 		// written out.
 		err = settle(ctx, r.dbURL)
 	}
-	if err == nil && engine == "sqlite" && n > 0 {
+	if err == nil && engine == "sqlite" && n > 0 && !kept {
 		// The cloud gathers SQLite's statistics as it opens a store (and
 		// every hour); the loader's store has those of the empty one,
 		// and the alert rules are timed below as the cloud runs them.
@@ -160,7 +177,7 @@ func (b *bench) scale(engine string, n int) scaleRow {
 		row.err = r.fail(err)
 		return row
 	}
-	if row.fill.admitted > 0 {
+	if row.fill != nil && row.fill.admitted > 0 {
 		logf("scale %s %d: filled in %s (%.0f/s; %d of them copies, in %s): %v", engine, n, row.fill.took.Round(time.Second),
 			float64(row.fill.admitted+row.fill.copied)/row.fill.took.Seconds(), row.fill.copied,
 			row.fill.copyTook.Round(time.Second), row.fill.byFate)
@@ -175,6 +192,17 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	// The cloud on the filled store: on SQLite it gathers the planner's
 	// statistics as it opens it, which takes a while at millions.
 	r.cloud.Ready.Within = 30 * time.Minute
+	if n > 0 {
+		// The fill's week ends when the loader began, so by now its
+		// first hour or so is past the cloud's default retention (a
+		// week): kept until the retention phase, so that the phases
+		// before it measure the store at its size, not a first pass of
+		// retention pruning what aged while the loader wrote (at 5
+		// million on SQLite, 29,464 deliveries pruned over the first 66
+		// s of the phases).
+		keep := (fillSpan + time.Since(f.end) + time.Hour).Round(time.Minute).String()
+		r.cloud.Env = append(r.cloud.Env, "RELAY_RETAIN_ACKED="+keep, "RELAY_RETAIN_DLQ="+keep)
+	}
 	t1 := time.Now()
 	if err := r.cloud.Start(); err == nil {
 		err = r.cloud.WaitReady(ctx, r.cloud.Ready.Within)
@@ -229,8 +257,13 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	row.drain = r.measureDrain(drainRow{engine: engine, transport: transport}, scaleDrainN)
 	r.stopHost()
 
-	if engine == "sqlite" {
+	if engine == "sqlite" && !kept {
 		row.backup = r.measureBackup(samples)
+	}
+	row.prunedEarly = -1
+	if v, err := r.cloud.Metric(ctx, `relay_sweep_rows_total{job="retention"}`); err == nil {
+		row.prunedEarly = int64(v)
+		logf("scale %s %d: pruned by retention before its phase: %d", engine, n, row.prunedEarly)
 	}
 	if b.cfg.scaleRetention > 0 {
 		row.retention = r.measureRetention(transport, b.cfg.scaleRetention)
@@ -656,4 +689,47 @@ func (r *run) sustainIntake(engine string, d time.Duration) []intakeRow {
 			fmt.Sprintf("scale sustained intake %s–%s", at, at+w)))
 	}
 	return rows
+}
+
+// adoptStore puts the store kept in dir (-scale-store: its cloud.db and,
+// in dir/cloud, the keys of the cloud that wrote it, as -keep leaves a
+// run's directory) in the place of r's, whose cloud is stopped. The
+// database is linked, not copied: the phases change it.
+func adoptStore(r *run, dir string) error {
+	db := filepath.Join(r.dir, "cloud.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(db + suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("-scale-store: %w", err)
+		}
+	}
+	if err := os.Link(filepath.Join(dir, "cloud.db"), db); err != nil {
+		return fmt.Errorf("-scale-store: %w", err)
+	}
+	for _, key := range []string{"secret.key", "jwt.key"} {
+		k, err := os.ReadFile(filepath.Join(dir, "cloud", key))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(r.dir, "cloud", key), k, 0o600)
+		}
+		if err != nil {
+			return fmt.Errorf("-scale-store: %w", err)
+		}
+	}
+	return nil
+}
+
+// keptHosts are the hosts a fill created in a kept store: its first
+// scaleHosts, oldest first.
+func keptHosts(ctx context.Context, st store.Store) ([]string, error) {
+	hs, err := st.HostList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("-scale-store: %w", err)
+	}
+	if len(hs) < scaleHosts {
+		return nil, fmt.Errorf("-scale-store: %d hosts, not a filled store's %d", len(hs), scaleHosts)
+	}
+	ids := make([]string, scaleHosts)
+	for i := range ids {
+		ids[i] = hs[i].ID
+	}
+	return ids, nil
 }
