@@ -705,6 +705,10 @@ func adoptStore(r *run, dir string) error {
 	if err := os.Link(filepath.Join(dir, "cloud.db"), db); err != nil {
 		return fmt.Errorf("-scale-store: %w", err)
 	}
+	// A WAL the last cloud left holds commits the file does not yet.
+	if err := os.Link(filepath.Join(dir, "cloud.db-wal"), db+"-wal"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("-scale-store: %w", err)
+	}
 	for _, key := range []string{"secret.key", "jwt.key"} {
 		k, err := os.ReadFile(filepath.Join(dir, "cloud", key))
 		if err == nil {
