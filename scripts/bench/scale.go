@@ -192,17 +192,13 @@ func (b *bench) scale(engine string, n int) scaleRow {
 	// The cloud on the filled store: on SQLite it gathers the planner's
 	// statistics as it opens it, which takes a while at millions.
 	r.cloud.Ready.Within = 30 * time.Minute
-	if n > 0 {
-		// The fill's week ends when the loader began, so by now its
-		// first hour or so is past the cloud's default retention (a
-		// week): kept until the retention phase, so that the phases
-		// before it measure the store at its size, not a first pass of
-		// retention pruning what aged while the loader wrote (at 5
-		// million on SQLite, 29,464 deliveries pruned over the first 66
-		// s of the phases).
-		keep := (fillSpan + time.Since(f.end) + time.Hour).Round(time.Minute).String()
-		r.cloud.Env = append(r.cloud.Env, "RELAY_RETAIN_ACKED="+keep, "RELAY_RETAIN_DLQ="+keep)
-	}
+	// Nothing is pruned until the retention phase (0 keeps them), which
+	// sets its own: the fill's week ends when the loader began, so by now
+	// its first hour or so is past the default retention (a week), and a
+	// first pass pruning it would share the phases before (at 5 million
+	// on SQLite, 29,464 deliveries pruned over their first 66 s), as it
+	// would a kept store's (-scale-store) aged since.
+	r.cloud.Env = append(r.cloud.Env, "RELAY_RETAIN_ACKED=0", "RELAY_RETAIN_DLQ=0")
 	t1 := time.Now()
 	if err := r.cloud.Start(); err == nil {
 		err = r.cloud.WaitReady(ctx, r.cloud.Ready.Within)
